@@ -1,0 +1,101 @@
+# SnapbankBuild.cmake -- compiler settings, dependencies and the helper
+# functions the subdirectories use (sb_target_defaults, sb_add_test,
+# sb_add_fuzzer).
+
+set(CMAKE_C_STANDARD 11)
+set(CMAKE_C_STANDARD_REQUIRED ON)
+set(CMAKE_C_EXTENSIONS OFF)
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+  set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
+endif()
+set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+
+include(GNUInstallDirs)
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(JEMALLOC REQUIRED IMPORTED_TARGET jemalloc)
+pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+if(SB_BUILD_TESTS)
+  pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+endif()
+
+if(SB_SANITIZE AND SB_TSAN)
+  message(FATAL_ERROR "SB_SANITIZE and SB_TSAN cannot be combined")
+endif()
+# Sanitizers must see every page: take pages from libc, not a jemalloc arena.
+if(SB_SANITIZE OR SB_TSAN)
+  set(SB_WITH_JEMALLOC OFF CACHE BOOL "" FORCE)
+endif()
+
+set(SB_WARNINGS -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+    -Wpointer-arith -Wvla -Wformat=2)
+if(SB_WERROR)
+  list(APPEND SB_WARNINGS -Werror)
+endif()
+if(SB_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=all
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+if(SB_TSAN)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()
+# libFuzzer: instrument everything for coverage; fuzz targets add the driver.
+if(SB_LIBFUZZER)
+  if(NOT CMAKE_C_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "SB_LIBFUZZER needs clang (CC=clang)")
+  endif()
+  if(NOT SB_SANITIZE)
+    message(FATAL_ERROR "SB_LIBFUZZER needs SB_SANITIZE=ON")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
+
+# Warnings, standard and include paths every target of ours gets.
+function(sb_target_defaults target)
+  target_compile_options(${target} PRIVATE ${SB_WARNINGS})
+  target_compile_definitions(${target} PRIVATE _POSIX_C_SOURCE=200809L)
+endfunction()
+
+# sb_add_test(NAME src... [LIBS lib...] [INTERNAL]) -- a test program linked
+# against the static library and registered with ctest. INTERNAL tests may
+# include the store's private headers.
+function(sb_add_test name)
+  cmake_parse_arguments(T "INTERNAL" "TIMEOUT" "LIBS" ${ARGN})
+  add_executable(${name} ${T_UNPARSED_ARGUMENTS})
+  sb_target_defaults(${name})
+  target_link_libraries(${name} PRIVATE snapbank_static PkgConfig::CMOCKA ${T_LIBS})
+  if(T_INTERNAL)
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/store)
+  endif()
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT})
+endfunction()
+
+# sb_add_fuzzer(NAME source) -- a libFuzzer harness. Always builds NAME_replay
+# (the harness plus fuzz/replay.c, any compiler) and registers a test that
+# replays fuzz/corpus/<target>/; with SB_LIBFUZZER also builds NAME with
+# -fsanitize=fuzzer.
+function(sb_add_fuzzer name source corpus)
+  add_executable(${name}_replay ${source} ${PROJECT_SOURCE_DIR}/fuzz/replay.c)
+  sb_target_defaults(${name}_replay)
+  target_include_directories(${name}_replay PRIVATE ${PROJECT_SOURCE_DIR}/store)
+  target_link_libraries(${name}_replay PRIVATE snapbank_static)
+  add_test(NAME ${name}_replay
+           COMMAND ${name}_replay ${PROJECT_SOURCE_DIR}/fuzz/corpus/${corpus})
+  set_tests_properties(${name}_replay PROPERTIES TIMEOUT 600)
+  if(SB_LIBFUZZER)
+    add_executable(${name} ${source})
+    sb_target_defaults(${name})
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/store)
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+    target_link_libraries(${name} PRIVATE snapbank_static)
+  endif()
+endfunction()

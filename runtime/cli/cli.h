@@ -1,0 +1,9 @@
+/* cli.h -- the snapbank command line: one binary, one function per
+ * subcommand. Each returns the process exit status (0 ok, 1 failure,
+ * 2 usage error). */
+#ifndef SB_CLI_H
+#define SB_CLI_H
+
+int sb_cli_demo(int argc, char **argv);
+
+#endif /* SB_CLI_H */

@@ -1,0 +1,52 @@
+/* main.c -- `snapbank`: dispatch to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "snapbank.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} commands[] = {
+    { "demo", sb_cli_demo,
+      "scripted multi-turn sessions over synthetic KV state: shows prefix reuse" },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: snapbank <command> [options]\n"
+            "       snapbank --help | --version\n\n"
+            "snapbank keeps LLM state (KV cache, recurrent state) keyed by the token\n"
+            "prefixes that produced it, so an engine restores a prefix it has seen\n"
+            "instead of recomputing it.\n\n"
+            "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n'snapbank <command> --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        unsigned v = sb_version();
+        printf("snapbank %u.%u.%u\n", v / 10000, v / 100 % 100, v % 100);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "snapbank: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

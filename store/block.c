@@ -1,0 +1,168 @@
+/* block.c -- refcounted pool blocks (pages, point states): allocation under
+ * the budgets, references, and entry into / exit from the index and its
+ * eviction heaps. */
+#include <string.h>
+
+#include "internal.h"
+#include "radix.h"
+
+/* ---- references ------------------------------------------------------------- */
+
+static bool is_pinned(const sb_blk *b)
+{
+    return b->kind == SB_BLK_PAGE && b->indexed && b->refs > 1;
+}
+
+static void blk_free(sb_blk *b)
+{
+    sb_ns *ns = b->ns;
+    sb_store *st = ns->st;
+    st->ram_bytes -= b->bytes;
+    ns->ram_bytes -= b->bytes;
+    if (b->kind == SB_BLK_PAGE)
+        st->ram_pages--;
+    sb_pool_free(&st->mem, b->data, b->bytes);
+    sb_free(b);
+    /* The namespace may now be empty; callers at a safe point call
+     * sb_ns_maybe_free (freeing it here could pull it from under a walk). */
+}
+
+void sb_blk_ref(sb_blk *b)
+{
+    bool was = is_pinned(b);
+    b->refs++;
+    if (!was && is_pinned(b))
+        b->ns->st->pinned_pages++;
+}
+
+void sb_blk_unref(sb_blk *b)
+{
+    bool was = is_pinned(b);
+    b->refs--;
+    if (was && !is_pinned(b))
+        b->ns->st->pinned_pages--;
+    if (b->refs == 0)
+        blk_free(b);
+    else if (b->indexed && b->refs == 1)
+        sb_blk_unpark(b); /* held by the index alone again */
+}
+
+void sb_blk_unpark(sb_blk *b)
+{
+    sb_ns *ns = b->ns;
+    if (b->heap_pos[SB_HEAP_STORE] == SB_HEAP_PARKED)
+        sb_heap_push(&ns->st->heap, b, SB_HEAP_STORE);
+    if (b->heap_pos[SB_HEAP_NS] == SB_HEAP_PARKED)
+        sb_heap_push(&ns->heap, b, SB_HEAP_NS);
+}
+
+void sb_blk_candidate(sb_blk *b)
+{
+    sb_ns *ns = b->ns;
+    if (b->heap_pos[SB_HEAP_STORE] >= SB_HEAP_PARKED)
+        sb_heap_push(&ns->st->heap, b, SB_HEAP_STORE);
+    if (b->heap_pos[SB_HEAP_NS] >= SB_HEAP_PARKED)
+        sb_heap_push(&ns->heap, b, SB_HEAP_NS);
+}
+
+/* ---- allocation ------------------------------------------------------------- */
+
+int sb_blk_alloc(sb_ns *ns, int kind, sb_blk **out)
+{
+    sb_store *st = ns->st;
+    size_t bytes = kind == SB_BLK_PAGE ? ns->page_bytes : ns->point_bytes;
+    uint64_t pages = kind == SB_BLK_PAGE ? 1 : 0;
+    *out = NULL;
+
+    /* Reserve the budget first (evicting), so concurrent allocations cannot
+     * overshoot it together; give it back if the allocation fails. */
+    pthread_mutex_lock(&st->mu);
+    int rc = sb_evict_until(st, ns, bytes, pages);
+    if (rc == SB_OK) {
+        st->ram_bytes += bytes;
+        st->ram_pages += pages;
+        ns->ram_bytes += bytes;
+    } else {
+        st->stats.budget_denials++;
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (rc != SB_OK)
+        return rc;
+
+    sb_blk *b = sb_calloc(&st->mem, 1, sizeof *b);
+    uint8_t *data = b ? sb_pool_alloc(&st->mem, bytes, kind == SB_BLK_PAGE ? 4096 : 64)
+                      : NULL;
+    if (!data) {
+        sb_free(b);
+        pthread_mutex_lock(&st->mu);
+        st->ram_bytes -= bytes;
+        st->ram_pages -= pages;
+        ns->ram_bytes -= bytes;
+        pthread_mutex_unlock(&st->mu);
+        return SB_ERR_NOMEM;
+    }
+    b->data = data;
+    b->ns = ns;
+    b->heap_pos[SB_HEAP_STORE] = b->heap_pos[SB_HEAP_NS] = SB_HEAP_OUT;
+    b->refs = 1;
+    b->kind = (uint8_t)kind;
+    b->bytes = bytes;
+    *out = b;
+    return SB_OK;
+}
+
+/* ---- the index's reference ---------------------------------------------------- */
+
+void sb_blk_index(sb_blk *b, sb_node *node)
+{
+    sb_ns *ns = b->ns;
+    sb_store *st = ns->st;
+    b->node = node;
+    b->indexed = 1;
+    b->committed = 1;
+    b->refs++;
+    if (b->refs > 1 && b->kind == SB_BLK_PAGE)
+        st->pinned_pages++;
+    if (b->kind == SB_BLK_PAGE) {
+        ns->indexed_pages++;
+        st->indexed_bytes += b->bytes;
+    } else {
+        st->n_points++;
+        st->point_bytes += b->bytes;
+    }
+    ns->n_blocks++;
+    st->n_blocks++;
+    b->heap_pos[SB_HEAP_STORE] = b->heap_pos[SB_HEAP_NS] = SB_HEAP_OUT;
+    sb_blk_candidate(b);
+}
+
+void sb_blk_unindex(sb_blk *b)
+{
+    sb_ns *ns = b->ns;
+    sb_store *st = ns->st;
+    if (b->heap_pos[SB_HEAP_STORE] < SB_HEAP_PARKED)
+        sb_heap_remove(&st->heap, b, SB_HEAP_STORE);
+    if (b->heap_pos[SB_HEAP_NS] < SB_HEAP_PARKED)
+        sb_heap_remove(&ns->heap, b, SB_HEAP_NS);
+    b->heap_pos[SB_HEAP_STORE] = b->heap_pos[SB_HEAP_NS] = SB_HEAP_OUT;
+    ns->n_blocks--;
+    st->n_blocks--;
+    if (b->kind == SB_BLK_PAGE) {
+        ns->indexed_pages--;
+        st->indexed_bytes -= b->bytes;
+        if (b->refs > 1)
+            st->pinned_pages--;
+    } else {
+        st->n_points--;
+        st->point_bytes -= b->bytes;
+    }
+    if (ns->newest_page == b)
+        ns->newest_page = NULL;
+    if (ns->newest_point == b)
+        ns->newest_point = NULL;
+    b->indexed = 0;
+    b->node = NULL;
+    b->refs--;
+    if (b->refs == 0)
+        blk_free(b);
+}

@@ -1,0 +1,52 @@
+/* err.c -- names of error codes and miss reasons. */
+#include "snapbank.h"
+
+/* Indexed by -code. Keep in step with enum sb_err; never reorder. */
+static const char *const err_text[] = {
+    [0] = "success",
+    [1] = "invalid argument",
+    [2] = "out of memory",
+    [3] = "invalid layout",
+    [4] = "namespace exists with a different layout",
+    [5] = "page size out of range",
+    [6] = "zero tokens",
+    [7] = "too many tokens",
+    [8] = "RAM budget exhausted by pinned pages",
+    [9] = "page belongs to another namespace",
+    [10] = "page is committed with other contents",
+    [11] = "beyond the range of the match",
+    [12] = "no such pin",
+    [13] = "internal consistency check failed",
+    [14] = "I/O error",
+    [15] = "no space left on the store's file system",
+    [16] = "store directory is locked by another process",
+    [17] = "unknown on-disk format version",
+    [18] = "not a snapbank store, or a damaged one",
+    [19] = "not supported in this build",
+    [20] = "no point state at that position",
+};
+
+const char *sb_strerror(int err)
+{
+    if (err > 0 || -(long)err >= (long)(sizeof err_text / sizeof *err_text))
+        return "unknown error";
+    const char *s = err_text[-err];
+    return s ? s : "unknown error";
+}
+
+static const char *const miss_text[SB_MISS__COUNT] = {
+    [SB_MISS_NONE] = "none",
+    [SB_MISS_NO_PREFIX] = "no_prefix",
+    [SB_MISS_EVICTED] = "evicted",
+    [SB_MISS_MODEL_MISMATCH] = "model_mismatch",
+    [SB_MISS_NO_POINT] = "no_point",
+    [SB_MISS_CORRUPT] = "corrupt",
+    [SB_MISS_IO] = "io",
+};
+
+const char *sb_miss_name(int miss)
+{
+    if (miss < 0 || miss >= SB_MISS__COUNT)
+        return "unknown";
+    return miss_text[miss];
+}

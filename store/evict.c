@@ -1,0 +1,177 @@
+/* evict.c -- making room under the RAM budgets: leaves-first LRU eviction,
+ * TTL pins, and the fingerprints of evicted pages behind SB_MISS_EVICTED. */
+#include "internal.h"
+#include "radix.h"
+
+/* ---- evicted-page fingerprints ------------------------------------------------ */
+
+static uint64_t evicted_fp(const sb_key *key)
+{
+    return (key->lo ^ (key->hi << 1 | key->hi >> 63)) | 1u;
+}
+
+void sb_evicted_note(sb_store *st, const sb_key *key)
+{
+    uint64_t fp = evicted_fp(key);
+    st->evicted_fp[fp & (SB_EVICTED_SLOTS - 1)] = fp;
+}
+
+bool sb_evicted_seen(sb_store *st, const sb_key *key)
+{
+    uint64_t fp = evicted_fp(key);
+    return st->evicted_fp[fp & (SB_EVICTED_SLOTS - 1)] == fp;
+}
+
+/* ---- pins ----------------------------------------------------------------------- */
+
+void sb_pin_free(sb_store *st, sb_pin *p)
+{
+    sb_ns *ns = p->ns;
+    for (size_t i = p->n_pages; i-- > 0;)
+        sb_blk_unref(p->pages[i]);
+    sb_free(p->pages);
+    sb_free(p);
+    st->n_pins--;
+    ns->holds--;
+    sb_ns_maybe_free(ns);
+}
+
+void sb_pins_expire(sb_store *st)
+{
+    if (!st->pins)
+        return;
+    uint64_t now = sb_now_ns(st);
+    sb_pin **pp = &st->pins;
+    while (*pp) {
+        sb_pin *p = *pp;
+        if (p->expiry_ns && now >= p->expiry_ns) {
+            *pp = p->next;
+            sb_pin_free(st, p);
+        } else {
+            pp = &p->next;
+        }
+    }
+}
+
+/* ---- eviction ------------------------------------------------------------------ */
+/*
+ * Choosing a victim, step by step (the heap holds eviction candidates: every
+ * block when indexed, and a page again whenever it becomes a leaf page):
+ *
+ *   1. Take the top of the heap (the store's, or the namespace's when its
+ *      own budget is what overflows): the least recently used candidate, by
+ *      the key it was pushed with.
+ *   2. If it was used since (stamp > key), re-key it and go to 1: touching
+ *      a block costs one store, not a heap operation.
+ *   3. If it is held by anyone besides the index (a match, a pin, a
+ *      runtime), park it: it leaves the heap until its last outside
+ *      reference is dropped (sb_blk_unpark). Go to 1.
+ *   4. If it is a page but not a leaf page (the last page of a leaf node),
+ *      pages depend on it: drop it from the heap; it comes back when its
+ *      dependents are gone (step 7). Point states always qualify. Go to 1.
+ *   5. The newest page and point state of a namespace (its latest commit)
+ *      are protected: park them too; a newer commit unparks them. Go to 1.
+ *   6. Evict it: a leaf page goes with the edge tail only it covered
+ *      (sb_radix_evict_page), a point state alone.
+ *   7. The evicted page's predecessor (region - 1 on its path) may now be a
+ *      leaf page: offer it again.
+ *   8. (Steps 1-5 emptied the heap.) Everything left is pinned or
+ *      protected: take the least recently used protected block that is
+ *      free to go, so protection bends before a budget does; none left:
+ *      SB_ERR_BUDGET.
+ */
+
+static bool is_protected(const sb_blk *b)
+{
+    return b == b->ns->newest_page || b == b->ns->newest_point;
+}
+
+static void evict(sb_store *st, sb_blk *b)
+{
+    sb_ns *ns = b->ns;
+    if (b->kind == SB_BLK_PAGE) {
+        sb_blk *prev = sb_radix_prev_page(ns, b);
+        st->stats.evictions++;
+        st->stats.evicted_bytes += b->bytes;
+        sb_evicted_note(st, &b->key);
+        sb_radix_evict_page(ns, b); /* 6 */
+        if (prev && sb_radix_is_leaf_page(prev))
+            sb_blk_candidate(prev); /* 7 */
+    } else {
+        st->stats.point_evictions++;
+        sb_radix_drop_point(ns, b->node); /* 6 */
+    }
+    sb_ns_maybe_free(ns);
+}
+
+/* Step 8: the least recently used protected block that could go, of ns or
+ * of every namespace; NULL when none can. */
+static sb_blk *protected_fallback(sb_store *st, sb_ns *only)
+{
+    sb_blk *best = NULL;
+    for (size_t i = 0; i < st->n_buckets; i++)
+        for (sb_ns *ns = st->buckets[i]; ns; ns = ns->next) {
+            if (only && ns != only)
+                continue;
+            sb_blk *c[2] = { ns->newest_page, ns->newest_point };
+            for (int k = 0; k < 2; k++) {
+                sb_blk *b = c[k];
+                if (!b || b->refs > 1 ||
+                    (b->kind == SB_BLK_PAGE && !sb_radix_is_leaf_page(b)))
+                    continue;
+                if (!best || b->stamp < best->stamp)
+                    best = b;
+            }
+        }
+    return best;
+}
+
+static bool evict_one(sb_store *st, sb_ns *ns)
+{
+    int which = ns ? SB_HEAP_NS : SB_HEAP_STORE;
+    sb_heap *h = ns ? &ns->heap : &st->heap;
+    sb_blk *b;
+
+    while ((b = sb_heap_top(h))) { /* 1 */
+        if (b->stamp > b->heap_key[which]) { /* 2 */
+            b->heap_key[which] = b->stamp;
+            sb_heap_fix(h, b, which);
+        } else if (b->refs > 1 || is_protected(b)) { /* 3, 5 */
+            sb_heap_remove(h, b, which);
+            b->heap_pos[which] = SB_HEAP_PARKED;
+        } else if (b->kind == SB_BLK_PAGE && !sb_radix_is_leaf_page(b)) { /* 4 */
+            sb_heap_remove(h, b, which);
+        } else {
+            break;
+        }
+    }
+    if (!b)
+        b = protected_fallback(st, ns);
+    if (!b)
+        return false;
+    evict(st, b); /* 6, 7 */
+    return true;
+}
+
+int sb_evict_until(sb_store *st, sb_ns *ns, uint64_t need_bytes, uint64_t need_pages)
+{
+    const sb_config *c = &st->cfg;
+    if (need_bytes > c->ram_bytes || need_pages > c->ram_pages ||
+        (ns && need_bytes > c->ns_ram_bytes))
+        return SB_ERR_BUDGET;
+    bool expired = false;
+    for (;;) {
+        bool ns_over = ns && ns->ram_bytes + need_bytes > c->ns_ram_bytes;
+        bool st_over = st->ram_bytes + need_bytes > c->ram_bytes ||
+                       st->ram_pages + need_pages > c->ram_pages;
+        if (!ns_over && !st_over)
+            return SB_OK;
+        if (!expired) {
+            sb_pins_expire(st);
+            expired = true;
+            continue;
+        }
+        if (!evict_one(st, ns_over ? ns : NULL))
+            return SB_ERR_BUDGET;
+    }
+}

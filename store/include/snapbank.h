@@ -1,0 +1,634 @@
+/* snapbank.h -- public API of libsnapbank, a key-value store for LLM tensor
+ * snapshots keyed by token-ID prefixes.
+ *
+ * This header is the manual.
+ *
+ * ============================================================================
+ * Introduction
+ * ============================================================================
+ *
+ * An inference engine computes, for every prompt token, per-layer state (the
+ * K and V rows of the KV cache, and for hybrid models a recurrent state).
+ * snapbank keeps that state keyed by the token IDs that produced it, so the
+ * next request that starts with a token sequence the bank has seen can
+ * restore the state of that prefix instead of recomputing it.
+ *
+ *   store      sb_store: one bank. A RAM tier of pages under byte and page
+ *              budgets; a disk tier below it when a directory is configured.
+ *   namespace  sb_ns: one model identity (a digest of everything that
+ *              changes the state bytes) plus one scope (tenant or session).
+ *              Nothing is ever shared between two namespaces.
+ *   layout     sb_layout: what one token's state is. A list of sequence
+ *              tensors, each with a size in bytes per token, and optionally
+ *              a point state (recurrent state, last logits) that belongs to
+ *              one position and cannot be sliced.
+ *   page       sb_page: the state of up to page_tokens consecutive tokens,
+ *              one 4 KiB-aligned block holding a slice of every sequence
+ *              tensor. Pages are refcounted; a page the bank indexes is
+ *              immutable.
+ *   match      sb_match: the longest restorable prefix of a request, with
+ *              every page it needs pinned until sb_match_release.
+ *
+ * Two ways to move bytes:
+ *
+ *   copy mode       sb_ns_put() copies the state of tokens [0, n) from caller
+ *                   buffers; sb_match_restore() copies a matched prefix back.
+ *   zero-copy mode  a runtime allocates pages from the bank (sb_ns_page_alloc),
+ *                   keeps its KV cache in them, commits a token sequence with
+ *                   its pages by reference (sb_ns_commit), and maps matched
+ *                   pages straight into its page table (sb_match_pages).
+ *
+ * Page layout. A page of a namespace whose layout has tensors t = 0..T-1 with
+ * bpt[t] bytes per token is page_bytes long:
+ *
+ *     offset 0                   tensor_off[1]              tensor_off[T-1]
+ *     +--------------------------+--------------------------+-- ... --+------+
+ *     | tensor 0: page_tokens    | tensor 1: page_tokens    |         | zero |
+ *     | slices of bpt[0] bytes   | slices of bpt[1] bytes   |         | pad  |
+ *     +--------------------------+--------------------------+-- ... --+------+
+ *
+ * tensor_off[t] = sum over u < t of round_up(page_tokens * bpt[u], 64), and
+ * page_bytes is the total rounded up to 4096. Token j of the page (j counted
+ * from the page's first token) of tensor t is at tensor_off[t] + j * bpt[t].
+ * Page i of a sequence holds tokens [i * page_tokens, (i + 1) * page_tokens);
+ * the last page of a sequence may be partial.
+ *
+ * A short example (copy mode, error handling trimmed):
+ *
+ *     sb_config cfg;
+ *     sb_config_default(&cfg);
+ *     cfg.ram_bytes = 1ull << 30;
+ *     sb_store *st;
+ *     sb_store_open(&cfg, &st);
+ *
+ *     uint32_t bpt[2] = { 4096, 4096 };          // K and V, bytes per token
+ *     sb_layout lay = { .model_id = digest, .model_id_bytes = 32,
+ *                       .page_tokens = 16, .n_tensors = 2,
+ *                       .bytes_per_token = bpt };
+ *     sb_ns *ns;
+ *     sb_ns_open(st, &lay, "tenant-a", 8, &ns);
+ *
+ *     const void *src[2] = { k_rows, v_rows };   // n * 4096 bytes each
+ *     size_t stored;
+ *     sb_ns_put(ns, tokens, n, src, NULL, &stored);
+ *
+ *     sb_match *m;
+ *     sb_ns_match(ns, prompt, n_prompt, &m);
+ *     sb_match_info info;
+ *     sb_match_get_info(m, &info);               // info.n_tokens restorable
+ *     void *dst[2] = { k_out, v_out };
+ *     sb_match_restore(m, info.n_tokens, dst, NULL);
+ *     sb_match_release(m);
+ *
+ *     sb_ns_close(ns);
+ *     sb_store_close(st);
+ *
+ * ============================================================================
+ * Conventions
+ * ============================================================================
+ *
+ * Errors. Every call that can fail returns int: 0 (SB_OK) on success or a
+ * negative value of enum sb_err. errno is never the interface.
+ * sb_strerror() names each code. Unless a call says otherwise, a call that
+ * fails has changed nothing.
+ *
+ * Ownership. "Owned by the caller" means the caller frees it with the named
+ * function. "Borrowed until X" means valid until X is called. sb_*_close(NULL),
+ * sb_*_release(NULL) and sb_page_unref(NULL) are no-ops.
+ *
+ * Thread safety. A store and every handle derived from it may be used from
+ * several threads at once: put, commit, match, restore, pin and stats may run
+ * concurrently on the same or different namespaces. Index and budget state
+ * is guarded by one mutex per store, held only for index work (walking and
+ * linking the radix tree, refcounts, eviction); the bulk byte copies of
+ * put, restore and copy-on-write run outside it. The one exception is
+ * sb_store_close, which must not race with any other call on that store.
+ * A page returned by sb_ns_page_alloc is private to the caller until it is
+ * committed; writing it from several threads is the caller's business.
+ *
+ * Budgets. Every page and point state allocated from the bank's pool counts
+ * against the store's RAM budgets (ram_bytes, ram_pages) and its namespace's
+ * budget (ns_ram_bytes) for as long as anyone holds it: the index, a match,
+ * a pin or a runtime. When an allocation would exceed a budget the bank
+ * evicts unpinned pages, least recently used first and leaves of the radix
+ * tree first, so what stays restorable is always prefix-closed; a page held
+ * by anyone but the index is never evicted. When nothing can be evicted the
+ * allocation fails with SB_ERR_BUDGET.
+ */
+#ifndef SNAPBANK_H
+#define SNAPBANK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define SB_API
+#elif defined(__GNUC__)
+#define SB_API __attribute__((visibility("default")))
+#else
+#define SB_API
+#endif
+
+/* ============================================================================
+ * Version
+ * ========================================================================== */
+
+#define SB_VERSION_MAJOR 0
+#define SB_VERSION_MINOR 1
+#define SB_VERSION_PATCH 0
+#define SB_VERSION_NUMBER \
+    (SB_VERSION_MAJOR * 10000 + SB_VERSION_MINOR * 100 + SB_VERSION_PATCH)
+
+/* sb_version -- the library's SB_VERSION_NUMBER, to compare with the header's.
+ * Returns: the version number. */
+SB_API unsigned sb_version(void);
+
+/* ============================================================================
+ * Errors
+ * ========================================================================== */
+
+/* Values are pinned: a code keeps its number forever and a retired number is
+ * never reused. */
+enum sb_err {
+    SB_OK = 0,
+    SB_ERR_INVAL = -1,           /* an argument is invalid (NULL, out of range) */
+    SB_ERR_NOMEM = -2,           /* an allocation failed */
+    SB_ERR_LAYOUT = -3,          /* the layout is invalid */
+    SB_ERR_LAYOUT_MISMATCH = -4, /* the namespace exists with another layout */
+    SB_ERR_PAGE_SIZE = -5,       /* page_tokens or page bytes out of range */
+    SB_ERR_NO_TOKENS = -6,       /* a token sequence of length zero */
+    SB_ERR_TOO_MANY_TOKENS = -7, /* more tokens than config.max_seq_tokens */
+    SB_ERR_BUDGET = -8,          /* a RAM budget is full of pinned pages */
+    SB_ERR_FOREIGN_PAGE = -9,    /* the page belongs to another namespace */
+    SB_ERR_PAGE_STATE = -10,     /* the page is committed with other contents */
+    SB_ERR_RANGE = -11,          /* a count or index beyond what a match holds */
+    SB_ERR_NOT_FOUND = -12,      /* no such pin */
+    SB_ERR_CORRUPT = -13,        /* an internal consistency check failed */
+    SB_ERR_IO = -14,             /* an I/O error on the disk tier */
+    SB_ERR_NOSPC = -15,          /* the disk tier's file system is full */
+    SB_ERR_LOCKED = -16,         /* the store directory is held by another process */
+    SB_ERR_VERSION = -17,        /* unknown on-disk format version */
+    SB_ERR_FORMAT = -18,         /* not a snapbank store, or a damaged one */
+    SB_ERR_UNSUPPORTED = -19,    /* the feature is not available in this build */
+    SB_ERR_NO_POINT = -20,       /* a point state is needed and there is none */
+};
+
+/* sb_strerror -- a short English description of an sb_err code.
+ * Returns: a static string, never NULL ("unknown error" for a code that is
+ * not in enum sb_err). */
+SB_API const char *sb_strerror(int err);
+
+/* ============================================================================
+ * Store
+ * ========================================================================== */
+
+typedef struct sb_store sb_store;
+
+/* When the disk tier makes a written page durable. */
+typedef enum sb_durability {
+    SB_DURABILITY_NONE = 0,     /* flush at close only */
+    SB_DURABILITY_PERIODIC = 1, /* group commit every sync_bytes or sync_interval_ms */
+    SB_DURABILITY_COMMIT = 2,   /* every commit is durable before it returns */
+} sb_durability;
+
+/* When dirty pages reach the disk tier. */
+typedef enum sb_write_mode {
+    SB_WRITE_THROUGH = 0, /* written when committed */
+    SB_WRITE_BACK = 1,    /* written when the RAM tier evicts them */
+    SB_WRITE_ONLY = 2,    /* written when committed, never restored from disk */
+} sb_write_mode;
+
+/* Store configuration. Fill it with sb_config_default() and then change the
+ * fields you need; fields added in later versions get safe defaults there. */
+typedef struct sb_config {
+    /* --- RAM tier ---------------------------------------------------------- */
+    uint64_t ram_bytes;      /* budget for all pages and point states, bytes;
+                                default 1 GiB */
+    uint64_t ram_pages;      /* budget in pages; default UINT64_MAX (none) */
+    uint64_t ns_ram_bytes;   /* budget per namespace, bytes; default UINT64_MAX */
+    uint32_t max_seq_tokens; /* longest accepted token sequence; default 2^24,
+                                at most 2^31 - 1 */
+    uint32_t reserved0;      /* must be zero */
+
+    /* --- disk tier (NULL dir: RAM only) ------------------------------------ */
+    const char *dir;              /* store directory, created 0700 if absent;
+                                     borrowed during sb_store_open only */
+    uint64_t disk_bytes;          /* cap for the disk tier; 0: a quarter of
+                                     the file system's free space at open */
+    uint64_t segment_bytes;       /* segment file size; default 256 MiB */
+    uint64_t write_budget_bytes_per_hour; /* every byte the tier writes counts;
+                                     default 128 GiB */
+    uint64_t write_budget_burst_bytes;    /* token bucket depth; 0: a twelfth
+                                     of the hourly budget */
+    uint64_t backlog_bytes;       /* queued-write budget; default 4 GiB */
+    uint32_t min_prefix_tokens;   /* shortest prefix worth writing; default 512 */
+    uint32_t queue_depth;         /* io_uring queue depth; default 32 */
+    sb_durability durability;     /* default SB_DURABILITY_PERIODIC */
+    sb_write_mode write_mode;     /* default SB_WRITE_THROUGH */
+    uint64_t sync_bytes;          /* periodic durability: bytes between syncs;
+                                     default 64 MiB */
+    uint32_t sync_interval_ms;    /* periodic durability: ms between syncs;
+                                     default 1000 */
+    uint32_t reserved1;           /* must be zero */
+
+    /* --- hooks ------------------------------------------------------------- */
+    /* Monotonic clock in nanoseconds, for pin TTLs and write budgets. NULL:
+     * CLOCK_MONOTONIC. Tests and benchmarks inject a fake clock here. Called
+     * with the store mutex held: it must not call into the store. */
+    uint64_t (*clock_ns)(void *ctx);
+    void *clock_ctx;
+
+    /* Fault injection for tests: when nonzero, the store's fault_alloc_nth-th
+     * allocation counted from sb_store_open (1 = the first) fails as if the
+     * system were out of memory. See also sb_store_fault_alloc(). */
+    uint64_t fault_alloc_nth;
+} sb_config;
+
+/* sb_config_default -- fill *cfg with the defaults listed in sb_config.
+ * RAM only (dir NULL). */
+SB_API void sb_config_default(sb_config *cfg);
+
+/* sb_store_open -- open a store.
+ *
+ * cfg is read during the call only. With cfg->dir NULL or "" the store lives
+ * in RAM only.
+ *
+ * On success *out is owned by the caller; close it with sb_store_close().
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved
+ * fields nonzero, max_seq_tokens 0 or above 2^31 - 1); SB_ERR_NOMEM;
+ * SB_ERR_UNSUPPORTED (cfg->dir set: the disk tier is not in this version).
+ * On failure *out is NULL. */
+SB_API int sb_store_open(const sb_config *cfg, sb_store **out);
+
+/* sb_store_close -- close a store and free everything it holds.
+ *
+ * Every namespace handle, match and page obtained from the store becomes
+ * invalid, including pages a runtime still references: release them first.
+ * Not thread-safe against other calls on the same store.
+ * Returns: SB_OK (also for NULL). */
+SB_API int sb_store_close(sb_store *st);
+
+/* sb_store_fault_alloc -- test hook: make the nth allocation from now on
+ * (1 = the next one) fail as if out of memory; 0 disarms. It fires once.
+ * Returns: SB_OK; SB_ERR_INVAL when st is NULL. */
+SB_API int sb_store_fault_alloc(sb_store *st, uint64_t nth);
+
+/* Why a lookup restored fewer tokens than it asked for. Pinned values. */
+typedef enum sb_miss {
+    SB_MISS_NONE = 0,           /* the whole request is restorable */
+    SB_MISS_NO_PREFIX = 1,      /* the bank never held the rest (new text, or a
+                                   stored sequence diverges here) */
+    SB_MISS_EVICTED = 2,        /* the bank held a continuation here and evicted
+                                   it (best effort: remembered per page) */
+    SB_MISS_MODEL_MISMATCH = 3, /* the same scope under another model identity
+                                   holds a longer prefix */
+    SB_MISS_NO_POINT = 4,       /* pages cover more, but the layout needs a
+                                   point state and none is recorded further */
+    SB_MISS_CORRUPT = 5,        /* a disk page failed its checksum */
+    SB_MISS_IO = 6,             /* a disk page could not be read */
+    SB_MISS__COUNT = 7
+} sb_miss;
+
+/* sb_miss_name -- a short name for an sb_miss value ("none", "no_prefix",
+ * "evicted", "model_mismatch", "no_point", "corrupt", "io").
+ * Returns: a static string, never NULL ("unknown" when out of range). */
+SB_API const char *sb_miss_name(int miss);
+
+/* Counters and gauges of a store. Counters only grow; gauges are current. */
+typedef struct sb_stats {
+    /* lookups (sb_ns_match) */
+    uint64_t lookups;            /* matches performed */
+    uint64_t hits;               /* lookups that restored at least one token */
+    uint64_t hits_ram;           /* ...with every page in RAM */
+    uint64_t hits_disk;          /* ...with at least one page from disk */
+    uint64_t hit_tokens;         /* tokens restorable, summed over lookups */
+    uint64_t miss_tokens;        /* tokens asked for and not restorable */
+    uint64_t misses[SB_MISS__COUNT];      /* lookups restoring nothing, by reason
+                                             (misses[SB_MISS_NONE] stays 0) */
+    uint64_t miss_tokens_by_reason[SB_MISS__COUNT]; /* miss_tokens by the
+                                             reason the match stopped */
+    /* writes */
+    uint64_t puts;               /* sb_ns_put calls that succeeded (fully or not) */
+    uint64_t commits;            /* sb_ns_commit calls that succeeded */
+    uint64_t pages_new;          /* pages added to the index */
+    uint64_t pages_dedup;        /* pages not added: the index held them already */
+    uint64_t pages_superseded;   /* partial pages replaced by a longer page */
+    uint64_t cow_copies;         /* sb_page_writable copies */
+    uint64_t budget_denials;     /* allocations refused with SB_ERR_BUDGET */
+    /* RAM tier, gauges */
+    uint64_t ram_bytes;          /* bytes of pages and point states allocated */
+    uint64_t ram_pages;          /* pages allocated (indexed or held) */
+    uint64_t ram_bytes_limit;    /* config ram_bytes */
+    uint64_t ram_pages_limit;    /* config ram_pages */
+    uint64_t indexed_pages;      /* pages the index holds */
+    uint64_t indexed_bytes;      /* their bytes */
+    uint64_t pinned_pages;       /* indexed pages also held by a match, pin or runtime */
+    uint64_t points;             /* point states the index holds */
+    uint64_t point_bytes;        /* their bytes */
+    uint64_t pins;               /* live TTL pins */
+    uint64_t namespaces;         /* namespaces the store holds */
+    uint64_t pool_resident_bytes;/* resident bytes of the page pool's arena,
+                                    from the allocator (0 when unknown) */
+    /* RAM tier, counters */
+    uint64_t evictions;          /* pages evicted */
+    uint64_t evicted_bytes;      /* their bytes */
+    uint64_t point_evictions;    /* point states evicted */
+    /* index */
+    uint64_t index_bytes;        /* bytes of radix nodes, token and page arrays */
+    uint64_t index_tokens;       /* tokens the index holds (sum of edge lengths) */
+    uint64_t index_nodes;        /* radix nodes */
+    /* disk tier (zero while RAM only) */
+    uint64_t disk_bytes;         /* bytes of live records */
+    uint64_t disk_bytes_limit;   /* the cap in effect */
+    uint64_t disk_pages;         /* page records indexed on disk */
+    uint64_t disk_write_bytes;   /* every byte written to the device */
+    uint64_t disk_read_bytes;    /* bytes read back */
+    uint64_t disk_write_denials; /* pages denied admission */
+    uint64_t disk_checksum_failures; /* records that failed their checksum */
+    uint64_t durable_seq;        /* records up to this sequence number survive a crash */
+} sb_stats;
+
+/* sb_store_stats -- snapshot the store's counters into *out.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument). */
+SB_API int sb_store_stats(sb_store *st, sb_stats *out);
+
+/* sb_store_check -- verify every internal invariant of the index and the
+ * RAM tier: tree shape, page coverage, refcounts, LRU lists, budgets and
+ * accounting. Meant for tests and fuzzers; it walks everything.
+ * Returns: SB_OK; SB_ERR_CORRUPT (a message naming the broken invariant is
+ * written to stderr); SB_ERR_INVAL (NULL). */
+SB_API int sb_store_check(sb_store *st);
+
+/* ============================================================================
+ * Namespaces
+ * ========================================================================== */
+
+typedef struct sb_ns sb_ns;
+
+#define SB_MODEL_ID_MAX 1024u   /* longest model identity, bytes */
+#define SB_SCOPE_MAX 1024u      /* longest scope, bytes */
+#define SB_TENSORS_MAX 4096u    /* most sequence tensors in a layout */
+#define SB_PAGE_TOKENS_MAX 65536u
+#define SB_PAGE_BYTES_MAX (256u << 20) /* largest page */
+#define SB_POINT_BYTES_MAX (1u << 30)  /* largest point state */
+
+/* sb_layout.flags */
+#define SB_LAYOUT_POINT_REQUIRED 1u /* a restore to length L needs a point state
+                                       recorded at exactly L (recurrent layers) */
+
+/* What one token's state is, and how it is paged. */
+typedef struct sb_layout {
+    const void *model_id;     /* identity bytes: a digest of the model and of
+                                 every setting that changes the state bytes */
+    size_t model_id_bytes;    /* 1 .. SB_MODEL_ID_MAX */
+    uint32_t page_tokens;     /* tokens per page, 1 .. SB_PAGE_TOKENS_MAX */
+    uint32_t n_tensors;       /* sequence tensors, 1 .. SB_TENSORS_MAX */
+    const uint32_t *bytes_per_token; /* (n_tensors): each >= 1 */
+    uint32_t point_bytes;     /* size of a point state; 0: none */
+    uint32_t flags;           /* SB_LAYOUT_* */
+} sb_layout;
+
+/* sb_ns_open -- open the namespace of (layout->model_id, scope), creating it
+ * when the store has none.
+ *
+ * The same model identity and scope always open the same namespace; a
+ * different identity or scope shares nothing with it. scope may be NULL when
+ * scope_bytes is 0 (the empty scope). Several handles may be open on one
+ * namespace; its pages outlive the handles (they belong to the store).
+ * layout and scope are read during the call only.
+ *
+ * On success *out is owned by the caller: close it with sb_ns_close().
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument, scope too long);
+ * SB_ERR_LAYOUT (no model identity or one too long, no tensors or too many,
+ * a tensor of 0 bytes per token, unknown flags, SB_LAYOUT_POINT_REQUIRED
+ * without point_bytes, point_bytes over SB_POINT_BYTES_MAX);
+ * SB_ERR_PAGE_SIZE (page_tokens 0 or over SB_PAGE_TOKENS_MAX, or a page over
+ * SB_PAGE_BYTES_MAX); SB_ERR_LAYOUT_MISMATCH (this identity and scope exist
+ * with different page_tokens, tensors, point size or flags); SB_ERR_NOMEM. */
+SB_API int sb_ns_open(sb_store *st, const sb_layout *layout,
+                      const void *scope, size_t scope_bytes, sb_ns **out);
+
+/* sb_ns_close -- close a namespace handle. The namespace and its pages stay
+ * in the store. NULL is a no-op. */
+SB_API void sb_ns_close(sb_ns *ns);
+
+/* What a namespace is, as the bank computed it from its layout. */
+typedef struct sb_ns_info {
+    uint64_t ns_id;           /* 64-bit id of (identity, scope), as written on disk */
+    uint32_t page_tokens;
+    uint32_t n_tensors;
+    size_t page_bytes;        /* bytes of one page, a multiple of 4096 */
+    size_t point_bytes;       /* 0 when the layout has no point state */
+    uint32_t flags;           /* the layout's flags */
+    uint64_t ram_bytes;       /* bytes this namespace holds now */
+    uint64_t indexed_pages;   /* pages its index holds */
+    uint64_t index_tokens;    /* tokens its index holds */
+} sb_ns_info;
+
+/* sb_ns_get_info -- describe a namespace.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument). */
+SB_API int sb_ns_get_info(sb_ns *ns, sb_ns_info *out);
+
+/* sb_ns_tensor_offset -- byte offset of sequence tensor t inside a page of
+ * this namespace (see "Page layout" above).
+ * Returns: the offset; (size_t)-1 when ns is NULL or t >= n_tensors. */
+SB_API size_t sb_ns_tensor_offset(const sb_ns *ns, uint32_t t);
+
+/* ============================================================================
+ * Copy mode
+ * ========================================================================== */
+
+/* sb_ns_put -- store the state of tokens[0, n_tokens) from caller buffers.
+ *
+ * tensors[t] points at n_tokens * bytes_per_token[t] bytes: the slice of
+ * token i of tensor t at tensors[t] + i * bytes_per_token[t]. point, when
+ * not NULL, is the point state at position n_tokens (point_bytes long); it is
+ * an error to pass one for a layout without point states. Pages the index
+ * already holds for a prefix of tokens are kept, not copied again. All
+ * buffers are read during the call only.
+ *
+ * When the RAM budgets cannot hold every new page (everything else is pinned),
+ * the longest prefix whose pages fit is stored. *n_stored (when not NULL)
+ * receives the number of tokens of tokens[0, n_tokens) now restorable from
+ * the index through this put (ignoring point-state requirements).
+ *
+ * Returns: SB_OK (everything stored); SB_ERR_BUDGET (a page-aligned prefix
+ * of *n_stored tokens, possibly 0, was stored, the rest was not, nothing
+ * else changed); SB_ERR_INVAL (NULL ns, tokens or tensors, a NULL tensor
+ * pointer, a point for a layout without points); SB_ERR_NO_TOKENS;
+ * SB_ERR_TOO_MANY_TOKENS; SB_ERR_NOMEM (nothing stored, nothing changed but
+ * pages evicted to make room). */
+SB_API int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                     const void *const *tensors, const void *point,
+                     size_t *n_stored);
+
+typedef struct sb_match sb_match;
+
+/* sb_ns_match -- find the longest restorable prefix of tokens[0, n_tokens).
+ *
+ * Restorable: pages cover [0, L) and, when the layout has
+ * SB_LAYOUT_POINT_REQUIRED, a point state is recorded at exactly L. L may
+ * be 0. Every page covering [0, L) (and the point state at L) is pinned by
+ * the returned handle: nothing it holds is evicted or changed until
+ * sb_match_release(). The walk compares token IDs, never only hashes, so a
+ * hash collision cannot restore wrong state. Counts toward the store stats.
+ * tokens is read during the call only.
+ *
+ * On success *out is owned by the caller: release it with sb_match_release().
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument); SB_ERR_NO_TOKENS;
+ * SB_ERR_TOO_MANY_TOKENS; SB_ERR_NOMEM. On failure *out is NULL. */
+SB_API int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                       sb_match **out);
+
+/* What a match found. */
+typedef struct sb_match_info {
+    size_t n_tokens;          /* L: restorable prefix length */
+    size_t n_pages;           /* ceil(L / page_tokens) pages cover it */
+    size_t n_pages_ram;       /* ...of which in RAM */
+    size_t n_pages_disk;      /* ...of which on disk (zero while RAM only) */
+    size_t n_matched_tokens;  /* tokens the index matched before the
+                                 point-state rule; >= n_tokens */
+    int has_point;            /* a point state at L is pinned */
+    sb_miss miss;             /* why L < the request length (SB_MISS_NONE if equal) */
+} sb_match_info;
+
+/* sb_match_get_info -- describe a match. Returns: SB_OK; SB_ERR_INVAL. */
+SB_API int sb_match_get_info(const sb_match *m, sb_match_info *out);
+
+/* sb_match_restore -- copy the state of tokens [0, n_tokens) of the match
+ * into caller buffers laid out as in sb_ns_put (tensors[t] receives
+ * n_tokens * bytes_per_token[t] bytes). n_tokens may be less than the
+ * match's L. point, when not NULL, receives the point state at L; it needs
+ * n_tokens == L and a match that has one.
+ *
+ * Returns: SB_OK; SB_ERR_INVAL (NULL m or tensors, a NULL tensor pointer);
+ * SB_ERR_RANGE (n_tokens > L); SB_ERR_NO_POINT (point asked and the match
+ * has none at n_tokens). On failure the buffers may be partly written. */
+SB_API int sb_match_restore(sb_match *m, size_t n_tokens,
+                            void *const *tensors, void *point);
+
+/* sb_match_point -- the point state at L, borrowed until sb_match_release().
+ * Returns: a pointer to point_bytes bytes, or NULL when the match has none. */
+SB_API const void *sb_match_point(const sb_match *m);
+
+/* sb_match_release -- unpin everything the match holds and free it.
+ * NULL is a no-op. */
+SB_API void sb_match_release(sb_match *m);
+
+/* ============================================================================
+ * Zero-copy mode
+ * ========================================================================== */
+
+typedef struct sb_page sb_page;
+
+/* sb_ns_page_alloc -- take a fresh page from the bank's pool.
+ *
+ * The page is page_bytes long (see sb_ns_get_info), 4096-aligned, private
+ * and writable, with unspecified contents. It counts against the budgets
+ * at once (evicting unpinned pages if needed).
+ * On success *out is owned by the caller: one reference, dropped with
+ * sb_page_unref() (or kept after sb_ns_commit, which takes its own).
+ * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_BUDGET; SB_ERR_NOMEM. */
+SB_API int sb_ns_page_alloc(sb_ns *ns, sb_page **out);
+
+/* sb_page_data -- the page's bytes. Borrowed while the caller holds a
+ * reference. A page the bank indexes (committed) must not be written: use
+ * sb_page_writable() first.
+ * Returns: the data pointer, or NULL for NULL. */
+SB_API void *sb_page_data(sb_page *p);
+
+/* sb_page_tokens -- how many leading token slices of the page are committed
+ * state (0 for a fresh page). Returns: the count; 0 for NULL. */
+SB_API uint32_t sb_page_tokens(const sb_page *p);
+
+/* sb_page_ref -- take another reference. Returns: p. */
+SB_API sb_page *sb_page_ref(sb_page *p);
+
+/* sb_page_unref -- drop a reference; the page is freed with the last one.
+ * NULL is a no-op. */
+SB_API void sb_page_unref(sb_page *p);
+
+/* sb_page_writable -- make *page safe to write (copy on write).
+ *
+ * A fresh page the caller alone holds is left as is. Otherwise (the page is
+ * committed or shared) *page is replaced by a fresh private page holding a
+ * copy of the first n_keep token slices of every tensor, and the caller's
+ * reference to the old page is dropped. Runtimes call this before writing
+ * into a partial tail page they committed or obtained from a match.
+ *
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument, n_keep > page_tokens,
+ * n_keep > the tokens the page holds when it is committed);
+ * SB_ERR_FOREIGN_PAGE; SB_ERR_BUDGET; SB_ERR_NOMEM (*page unchanged). */
+SB_API int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep);
+
+/* sb_ns_commit -- index tokens[0, n_tokens) with the caller's pages.
+ *
+ * pages has ceil(n_tokens / page_tokens) entries: pages[i] holds the state
+ * of tokens [i * page_tokens, min(n_tokens, (i + 1) * page_tokens)). The
+ * index takes its own reference to every page it keeps; the caller keeps
+ * its references. A page for a prefix the index already holds is
+ * deduplicated: pages[i] is replaced by the index's page for the same
+ * tokens, the caller's reference moving to it (the reference to the
+ * caller's page is dropped). Committed pages are immutable. point, when not
+ * NULL, is copied as the point state at n_tokens.
+ *
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument or page, a point for a layout
+ * without points); SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS;
+ * SB_ERR_FOREIGN_PAGE (a page of another namespace); SB_ERR_PAGE_STATE (a
+ * committed page given for tokens other than its own: call
+ * sb_page_writable first); SB_ERR_BUDGET, SB_ERR_NOMEM (no room for the
+ * point state or index nodes). On failure nothing changed: no page was
+ * indexed or replaced. */
+SB_API int sb_ns_commit(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                        sb_page **pages, const void *point);
+
+/* sb_match_pages -- new references to pages [first, first + count) of a
+ * match, for a runtime's page table. The last page of a match may hold more
+ * tokens than the match covers: make it writable before appending to it.
+ * Each out[i] is owned by the caller (sb_page_unref).
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument); SB_ERR_RANGE (beyond
+ * n_pages). */
+SB_API int sb_match_pages(sb_match *m, size_t first, size_t count,
+                          sb_page **out);
+
+/* ============================================================================
+ * Pins
+ * ========================================================================== */
+
+/* sb_ns_pin -- pin the longest stored prefix of tokens[0, n_tokens) (a system
+ * prompt, say) so eviction cannot take it, for ttl_ms milliseconds of the
+ * store clock (0: until sb_ns_unpin). The pin holds the pages that cover the
+ * prefix now; it does not grow with later puts. Pinned pages count against
+ * the budgets.
+ *
+ * *pin_id receives an id for sb_ns_unpin; *n_pinned (when not NULL) the
+ * number of tokens pinned (0 is not an error: the pin then holds nothing).
+ * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS;
+ * SB_ERR_NOMEM. */
+SB_API int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                     uint64_t ttl_ms, uint64_t *pin_id, size_t *n_pinned);
+
+/* sb_ns_unpin -- remove a pin before its TTL expires.
+ * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_NOT_FOUND (no live pin with this id
+ * in this namespace: never made, removed, or expired). */
+SB_API int sb_ns_unpin(sb_ns *ns, uint64_t pin_id);
+
+/* ============================================================================
+ * Debugging
+ * ========================================================================== */
+
+/* sb_ns_dump -- print the namespace's radix tree to a stdio stream (a FILE *,
+ * passed as void * so this header needs no <stdio.h>): one line per node with
+ * its depth range, tokens, pages and point state.
+ * Returns: SB_OK; SB_ERR_INVAL. */
+SB_API int sb_ns_dump(sb_ns *ns, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SNAPBANK_H */

@@ -1,0 +1,652 @@
+/* index.c -- the operations on a namespace's index: put and commit (copy
+ * and zero-copy), match and restore, copy-on-write, TTL pins. */
+#include <string.h>
+
+#include "internal.h"
+#include "radix.h"
+
+struct sb_match {
+    sb_ns *ns;                 /* holds ns (ns->holds) */
+    size_t n_req;              /* tokens asked for */
+    size_t n_tokens;           /* L */
+    size_t n_matched;          /* before the point-state rule */
+    size_t n_pages;            /* ceil(L / pt): pages[0, n_pages) are referenced */
+    sb_blk *point;             /* referenced, or NULL */
+    sb_miss miss;
+    sb_blk **pages;            /* (ceil(n_req / pt)) */
+};
+
+static size_t regions(const sb_ns *ns, size_t n)
+{
+    return (n + ns->page_tokens - 1) / ns->page_tokens;
+}
+
+/* Tokens of region r of a sequence of n tokens. */
+static uint32_t region_tokens(const sb_ns *ns, size_t n, size_t r)
+{
+    size_t rest = n - r * ns->page_tokens;
+    return rest < ns->page_tokens ? (uint32_t)rest : ns->page_tokens;
+}
+
+static int check_tokens(const sb_ns *ns, const uint32_t *tokens, size_t n)
+{
+    if (n == 0)
+        return SB_ERR_NO_TOKENS;
+    if (!tokens)
+        return SB_ERR_INVAL;
+    if (n > ns->st->cfg.max_seq_tokens)
+        return SB_ERR_TOO_MANY_TOKENS;
+    return SB_OK;
+}
+
+/* ---- commit (both modes) ----------------------------------------------------- */
+/*
+ * commit_locked indexes tokens[0, n) with pages[] (one per region):
+ *
+ *   1. Walk the tree; the walk matched m tokens. Regions below
+ *      r0 = floor(m / pt) (all regions when m == n) are already indexed:
+ *      path[r] is the index's page for them.
+ *   2. Validate every caller page and compute the content keys of the new
+ *      regions, before changing anything: a committed caller page must be
+ *      the very page the index holds, or an unindexed page whose region,
+ *      token count and key are exactly this region's.
+ *   3. Plan the tree change (allocates; may fail: nothing changed).
+ *   4. Stamp the new pages with their keys and link them (cannot fail).
+ *   5. Deduplicate: where the index already held a region, the caller's
+ *      reference moves to the index's page (zero-copy only).
+ *   6. Hang the point state on the node ending at n, keep the newest page and
+ *      point protected, and stamp everything used.
+ *
+ * In copy mode (zero_copy false) pages[r] for r < r0 may be NULL or the
+ * caller's own pin on path[r]; they are left alone.
+ */
+static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
+                         sb_blk **pages, sb_blk *point, bool zero_copy)
+{
+    sb_store *st = ns->st;
+    uint32_t pt = ns->page_tokens;
+    size_t n_reg = regions(ns, n);
+    int rc = SB_OK;
+
+    sb_blk **path = sb_calloc(&st->mem, n_reg, sizeof *path);
+    sb_key *keys = sb_calloc(&st->mem, n_reg, sizeof *keys);
+    if (!path || !keys) {
+        rc = SB_ERR_NOMEM;
+        goto out;
+    }
+
+    /* 1 */
+    sb_walk w;
+    sb_radix_walk(ns, tokens, n, &w, path);
+    size_t r0 = w.m == n ? n_reg : w.m / pt;
+    if (w.m == n && n % pt)
+        path[n_reg - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_reg - 1));
+
+    /* 2 */
+    sb_key parent = ns->root_key;
+    size_t marked = 0;
+    for (size_t r = 0; r < n_reg; r++) {
+        uint32_t k = region_tokens(ns, n, r);
+        sb_blk *b = pages[r];
+        bool known = r < r0;
+        keys[r] = known && k == pt ? path[r]->key
+                                   : sb_key_chain(&parent, tokens + r * pt, k);
+        if (!b) {
+            if (!known) {
+                rc = SB_ERR_INVAL;
+                break;
+            }
+        } else if (!known || (zero_copy && b != path[r])) {
+            if (b->mark) {
+                rc = SB_ERR_INVAL; /* the same page given twice */
+                break;
+            }
+            b->mark = 1;
+            marked = r + 1;
+            if (b->committed && (b->indexed || b->region != r || b->n_tokens != k ||
+                                 !sb_key_eq(&b->key, &keys[r]))) {
+                rc = SB_ERR_PAGE_STATE;
+                break;
+            }
+        }
+        parent = keys[r];
+    }
+    for (size_t r = 0; r < marked; r++)
+        if (pages[r])
+            pages[r]->mark = 0;
+    if (rc != SB_OK)
+        goto out;
+
+    /* 3 */
+    rc = sb_heap_reserve(ns, (n_reg - r0) + (point ? 1 : 0));
+    if (rc != SB_OK)
+        goto out;
+    sb_plan plan;
+    rc = sb_radix_prepare(ns, &w, tokens, n, point != NULL, &plan);
+    if (rc != SB_OK)
+        goto out;
+
+    /* 4 */
+    for (size_t r = r0; r < n_reg; r++) {
+        sb_blk *b = pages[r];
+        b->n_tokens = region_tokens(ns, n, r);
+        b->region = (uint32_t)r;
+        b->key = keys[r];
+        b->parent_key = r ? keys[r - 1] : ns->root_key;
+        path[r] = b;
+    }
+    sb_node *end = sb_radix_apply(ns, &w, tokens, n, &plan, pages + r0, n_reg - r0);
+    st->stats.pages_new += n_reg - r0;
+
+    /* 5 */
+    for (size_t r = 0; r < r0; r++) {
+        if (!pages[r] || pages[r] == path[r])
+            continue;
+        if (!zero_copy)
+            continue;
+        st->stats.pages_dedup++;
+        sb_blk_ref(path[r]);
+        sb_blk_unref(pages[r]);
+        pages[r] = path[r];
+    }
+    if (!zero_copy)
+        st->stats.pages_dedup += r0;
+
+    /* 6 */
+    if (point) {
+        if (!end->point) {
+            point->n_tokens = (uint32_t)n;
+            sb_blk_index(point, end);
+            end->point = point;
+        }
+        sb_blk_touch(st, end->point);
+    }
+    for (size_t r = 0; r < n_reg; r++)
+        sb_blk_touch(st, path[r]);
+    sb_blk *old_page = ns->newest_page, *old_point = ns->newest_point;
+    ns->newest_page = path[n_reg - 1];
+    ns->newest_point = point && end ? end->point : NULL;
+    /* Protection moves on: what it parked is a candidate again. */
+    if (old_page && old_page != ns->newest_page)
+        sb_blk_unpark(old_page);
+    if (old_point && old_point != ns->newest_point)
+        sb_blk_unpark(old_point);
+out:
+    sb_free(path);
+    sb_free(keys);
+    return rc;
+}
+
+/* ---- copy mode ---------------------------------------------------------------- */
+
+/* Copy region r's k token slices of every tensor into page b. */
+static void fill_page(const sb_ns *ns, sb_blk *b, const void *const *tensors,
+                      size_t r, uint32_t k)
+{
+    size_t first = r * ns->page_tokens;
+    for (uint32_t t = 0; t < ns->n_tensors; t++) {
+        const uint8_t *src = (const uint8_t *)tensors[t] + first * ns->bpt[t];
+        memcpy(b->data + ns->tensor_off[t], src, (size_t)k * ns->bpt[t]);
+    }
+}
+
+int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+              const void *const *tensors, const void *point, size_t *n_stored)
+{
+    if (n_stored)
+        *n_stored = 0;
+    if (!ns || !tensors)
+        return SB_ERR_INVAL;
+    int rc = check_tokens(ns, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
+    for (uint32_t t = 0; t < ns->n_tensors; t++)
+        if (!tensors[t])
+            return SB_ERR_INVAL;
+    if (point && !ns->point_bytes)
+        return SB_ERR_INVAL;
+
+    sb_store *st = ns->st;
+    uint32_t pt = ns->page_tokens;
+    size_t n_reg = regions(ns, n_tokens);
+    sb_blk **pages = sb_calloc(&st->mem, n_reg, sizeof *pages);
+    if (!pages)
+        return SB_ERR_NOMEM;
+
+    /* Pin what the index already holds, so the copy below needs no lock. */
+    pthread_mutex_lock(&st->mu);
+    st->tick++;
+    sb_walk w;
+    sb_radix_walk(ns, tokens, n_tokens, &w, pages);
+    size_t r0 = w.m == n_tokens ? n_reg : w.m / pt;
+    if (w.m == n_tokens && n_tokens % pt)
+        pages[n_reg - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_reg - 1));
+    for (size_t r = 0; r < r0; r++)
+        sb_blk_ref(pages[r]);
+    for (size_t r = r0; r < n_reg; r++)
+        pages[r] = NULL;
+    pthread_mutex_unlock(&st->mu);
+
+    /* The point first: when it cannot be had, nothing is stored. */
+    sb_blk *pb = NULL;
+    if (point) {
+        rc = sb_blk_alloc(ns, SB_BLK_POINT, &pb);
+        if (rc == SB_OK)
+            memcpy(pb->data, point, ns->point_bytes);
+    }
+    size_t got = r0;
+    for (size_t r = r0; rc == SB_OK && r < n_reg; r++) {
+        rc = sb_blk_alloc(ns, SB_BLK_PAGE, &pages[r]);
+        if (rc != SB_OK)
+            break;
+        fill_page(ns, pages[r], tensors, r, region_tokens(ns, n_tokens, r));
+        got++;
+    }
+    size_t n_commit = got == n_reg ? n_tokens : got * pt;
+    if (rc == SB_ERR_NOMEM || (pb == NULL && point))
+        n_commit = 0; /* NOMEM, or no room for the point: store nothing */
+
+    pthread_mutex_lock(&st->mu);
+    st->tick++;
+    if (n_commit) {
+        int crc = commit_locked(ns, tokens, n_commit, pages,
+                                n_commit == n_tokens ? pb : NULL, false);
+        if (crc != SB_OK) {
+            rc = crc;
+            n_commit = 0;
+        }
+    }
+    for (size_t r = got; r-- > 0;)
+        if (pages[r])
+            sb_blk_unref(pages[r]);
+    if (pb)
+        sb_blk_unref(pb);
+    if (n_commit || rc == SB_OK)
+        st->stats.puts++;
+    pthread_mutex_unlock(&st->mu);
+    sb_free(pages);
+    if (n_stored)
+        *n_stored = n_commit;
+    return rc;
+}
+
+/* ---- zero-copy ------------------------------------------------------------------ */
+
+int sb_ns_page_alloc(sb_ns *ns, sb_page **out)
+{
+    if (out)
+        *out = NULL;
+    if (!ns || !out)
+        return SB_ERR_INVAL;
+    return sb_blk_alloc(ns, SB_BLK_PAGE, out);
+}
+
+void *sb_page_data(sb_page *p)
+{
+    return p ? p->data : NULL;
+}
+
+uint32_t sb_page_tokens(const sb_page *p)
+{
+    if (!p)
+        return 0;
+    sb_store *st = p->ns->st;
+    pthread_mutex_lock(&st->mu);
+    uint32_t n = p->n_tokens;
+    pthread_mutex_unlock(&st->mu);
+    return n;
+}
+
+sb_page *sb_page_ref(sb_page *p)
+{
+    if (!p)
+        return NULL;
+    sb_store *st = p->ns->st;
+    pthread_mutex_lock(&st->mu);
+    sb_blk_ref(p);
+    pthread_mutex_unlock(&st->mu);
+    return p;
+}
+
+void sb_page_unref(sb_page *p)
+{
+    if (!p)
+        return;
+    sb_ns *ns = p->ns;
+    sb_store *st = ns->st;
+    pthread_mutex_lock(&st->mu);
+    sb_blk_unref(p);
+    sb_ns_maybe_free(ns);
+    pthread_mutex_unlock(&st->mu);
+}
+
+int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep)
+{
+    if (!ns || !page || !*page)
+        return SB_ERR_INVAL;
+    sb_blk *p = *page;
+    if (p->ns != ns || p->kind != SB_BLK_PAGE)
+        return SB_ERR_FOREIGN_PAGE;
+    if (n_keep > ns->page_tokens)
+        return SB_ERR_INVAL;
+    sb_store *st = ns->st;
+    pthread_mutex_lock(&st->mu);
+    bool private = !p->committed && p->refs == 1;
+    bool too_many = p->committed && n_keep > p->n_tokens;
+    pthread_mutex_unlock(&st->mu);
+    if (private)
+        return SB_OK;
+    if (too_many)
+        return SB_ERR_INVAL;
+
+    sb_blk *q;
+    int rc = sb_blk_alloc(ns, SB_BLK_PAGE, &q);
+    if (rc != SB_OK)
+        return rc;
+    for (uint32_t t = 0; t < ns->n_tensors; t++)
+        memcpy(q->data + ns->tensor_off[t], p->data + ns->tensor_off[t],
+               (size_t)n_keep * ns->bpt[t]);
+    pthread_mutex_lock(&st->mu);
+    sb_blk_unref(p);
+    st->stats.cow_copies++;
+    pthread_mutex_unlock(&st->mu);
+    *page = q;
+    return SB_OK;
+}
+
+int sb_ns_commit(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                 sb_page **pages, const void *point)
+{
+    if (!ns || !pages)
+        return SB_ERR_INVAL;
+    int rc = check_tokens(ns, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
+    if (point && !ns->point_bytes)
+        return SB_ERR_INVAL;
+    size_t n_reg = regions(ns, n_tokens);
+    for (size_t r = 0; r < n_reg; r++) {
+        if (!pages[r] || pages[r]->kind != SB_BLK_PAGE)
+            return SB_ERR_INVAL;
+        if (pages[r]->ns != ns)
+            return SB_ERR_FOREIGN_PAGE;
+    }
+    sb_store *st = ns->st;
+    sb_blk *pb = NULL;
+    if (point) {
+        if ((rc = sb_blk_alloc(ns, SB_BLK_POINT, &pb)) != SB_OK)
+            return rc;
+        memcpy(pb->data, point, ns->point_bytes);
+    }
+    pthread_mutex_lock(&st->mu);
+    st->tick++;
+    rc = commit_locked(ns, tokens, n_tokens, pages, pb, true);
+    if (rc == SB_OK)
+        st->stats.commits++;
+    if (pb)
+        sb_blk_unref(pb);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+/* ---- match ---------------------------------------------------------------------- */
+
+/* Why the match of tokens[0, n) stopped at L (walk w, pages in m->pages). */
+static sb_miss miss_reason(sb_ns *ns, const sb_walk *w, const uint32_t *tokens,
+                           size_t n, size_t L, sb_blk **pages)
+{
+    uint32_t pt = ns->page_tokens;
+    if (L == n)
+        return SB_MISS_NONE;
+    if (w->m > L)
+        return SB_MISS_NO_POINT;
+    sb_miss why = SB_MISS_NO_PREFIX;
+    /* Was the request's own next page (full, or its tail) evicted? Page
+     * keys are hash(parent key, tokens), so the request's region keys can
+     * be looked up exactly. */
+    size_t r = L / pt;
+    const sb_key *parent = r ? &pages[r - 1]->key : &ns->root_key;
+    size_t rest = n - r * pt;
+    sb_key k = sb_key_chain(parent, tokens + r * pt, rest < pt ? rest : pt);
+    if (sb_evicted_seen(ns->st, &k))
+        why = SB_MISS_EVICTED;
+    if (L > 0)
+        return why;
+    /* Restored nothing: does the same scope under another model hold it? */
+    sb_store *st = ns->st;
+    unsigned seen = 0;
+    for (sb_ns *o = st->buckets[ns->scope_hash & (st->n_buckets - 1)]; o && seen < 16;
+         o = o->next) {
+        if (o == ns || o->scope_hash != ns->scope_hash ||
+            o->scope_bytes != ns->scope_bytes ||
+            (ns->scope_bytes && memcmp(o->scope, ns->scope, ns->scope_bytes)))
+            continue;
+        seen++;
+        sb_walk ow;
+        sb_radix_walk(o, tokens, n, &ow, NULL);
+        if (ow.m > 0)
+            return SB_MISS_MODEL_MISMATCH;
+    }
+    return why;
+}
+
+int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **out)
+{
+    if (out)
+        *out = NULL;
+    if (!ns || !out)
+        return SB_ERR_INVAL;
+    int rc = check_tokens(ns, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
+    sb_store *st = ns->st;
+    uint32_t pt = ns->page_tokens;
+    sb_match *m = sb_calloc(&st->mem, 1, sizeof *m);
+    if (!m)
+        return SB_ERR_NOMEM;
+    m->pages = sb_malloc(&st->mem, regions(ns, n_tokens) * sizeof *m->pages);
+    if (!m->pages) {
+        sb_free(m);
+        return SB_ERR_NOMEM;
+    }
+
+    pthread_mutex_lock(&st->mu);
+    st->tick++;
+    sb_walk w;
+    sb_radix_walk(ns, tokens, n_tokens, &w, m->pages);
+    size_t L;
+    sb_blk *point = NULL;
+    if (ns->flags & SB_LAYOUT_POINT_REQUIRED) {
+        L = w.point_node ? sb_node_end(w.point_node) : 0;
+        point = w.point_node ? w.point_node->point : NULL;
+    } else {
+        L = w.m;
+        if (L && w.off == w.node->len)
+            point = w.node->point;
+    }
+    size_t n_pages = regions(ns, L);
+    if (L % pt && (uint64_t)n_pages * pt > w.m)
+        m->pages[n_pages - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_pages - 1));
+    for (size_t r = n_pages; r-- > 0;) {
+        sb_blk_ref(m->pages[r]);
+        sb_blk_touch(st, m->pages[r]);
+    }
+    if (point) {
+        sb_blk_ref(point);
+        sb_blk_touch(st, point);
+    }
+    m->miss = miss_reason(ns, &w, tokens, n_tokens, L, m->pages);
+    m->ns = ns;
+    ns->holds++;
+    m->n_req = n_tokens;
+    m->n_tokens = L;
+    m->n_matched = w.m;
+    m->n_pages = n_pages;
+    m->point = point;
+
+    sb_stats *s = &st->stats;
+    s->lookups++;
+    if (L) {
+        s->hits++;
+        s->hits_ram++;
+    } else {
+        s->misses[m->miss]++;
+    }
+    s->hit_tokens += L;
+    s->miss_tokens += n_tokens - L;
+    s->miss_tokens_by_reason[m->miss] += n_tokens - L;
+    pthread_mutex_unlock(&st->mu);
+    *out = m;
+    return SB_OK;
+}
+
+int sb_match_get_info(const sb_match *m, sb_match_info *out)
+{
+    if (!m || !out)
+        return SB_ERR_INVAL;
+    out->n_tokens = m->n_tokens;
+    out->n_pages = m->n_pages;
+    out->n_pages_ram = m->n_pages;
+    out->n_pages_disk = 0;
+    out->n_matched_tokens = m->n_matched;
+    out->has_point = m->point != NULL;
+    out->miss = m->miss;
+    return SB_OK;
+}
+
+int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *point)
+{
+    if (!m || !tensors)
+        return SB_ERR_INVAL;
+    const sb_ns *ns = m->ns;
+    for (uint32_t t = 0; t < ns->n_tensors; t++)
+        if (!tensors[t])
+            return SB_ERR_INVAL;
+    if (n_tokens > m->n_tokens)
+        return SB_ERR_RANGE;
+    if (point && (n_tokens != m->n_tokens || !m->point))
+        return SB_ERR_NO_POINT;
+    /* The pages are pinned and immutable: no lock needed to read them. */
+    uint32_t pt = ns->page_tokens;
+    for (size_t r = 0; r * pt < n_tokens; r++) {
+        uint32_t k = region_tokens(ns, n_tokens, r);
+        const uint8_t *src = m->pages[r]->data;
+        for (uint32_t t = 0; t < ns->n_tensors; t++)
+            memcpy((uint8_t *)tensors[t] + r * pt * ns->bpt[t], src + ns->tensor_off[t],
+                   (size_t)k * ns->bpt[t]);
+    }
+    if (point)
+        memcpy(point, m->point->data, ns->point_bytes);
+    return SB_OK;
+}
+
+const void *sb_match_point(const sb_match *m)
+{
+    return m && m->point ? m->point->data : NULL;
+}
+
+int sb_match_pages(sb_match *m, size_t first, size_t count, sb_page **out)
+{
+    if (!m || (count && !out))
+        return SB_ERR_INVAL;
+    if (first > m->n_pages || count > m->n_pages - first)
+        return SB_ERR_RANGE;
+    sb_store *st = m->ns->st;
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < count; i++) {
+        sb_blk_ref(m->pages[first + i]);
+        out[i] = m->pages[first + i];
+    }
+    pthread_mutex_unlock(&st->mu);
+    return SB_OK;
+}
+
+void sb_match_release(sb_match *m)
+{
+    if (!m)
+        return;
+    sb_ns *ns = m->ns;
+    sb_store *st = ns->st;
+    pthread_mutex_lock(&st->mu);
+    if (m->point)
+        sb_blk_unref(m->point);
+    for (size_t r = m->n_pages; r-- > 0;)
+        sb_blk_unref(m->pages[r]);
+    ns->holds--;
+    sb_ns_maybe_free(ns);
+    pthread_mutex_unlock(&st->mu);
+    sb_free(m->pages);
+    sb_free(m);
+}
+
+/* ---- pins ---------------------------------------------------------------------- */
+
+int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, uint64_t ttl_ms,
+              uint64_t *pin_id, size_t *n_pinned)
+{
+    if (n_pinned)
+        *n_pinned = 0;
+    if (!ns || !pin_id)
+        return SB_ERR_INVAL;
+    int rc = check_tokens(ns, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
+    sb_store *st = ns->st;
+    uint32_t pt = ns->page_tokens;
+    sb_pin *p = sb_calloc(&st->mem, 1, sizeof *p);
+    sb_blk **pages = sb_malloc(&st->mem, (regions(ns, n_tokens) + 1) * sizeof *pages);
+    if (!p || !pages) {
+        sb_free(p);
+        sb_free(pages);
+        return SB_ERR_NOMEM;
+    }
+    pthread_mutex_lock(&st->mu);
+    sb_pins_expire(st);
+    st->tick++;
+    sb_walk w;
+    sb_radix_walk(ns, tokens, n_tokens, &w, pages);
+    size_t n_pages = regions(ns, w.m);
+    if (w.m % pt)
+        pages[n_pages - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_pages - 1));
+    if (w.point_node)
+        pages[n_pages++] = w.point_node->point;
+    for (size_t i = 0; i < n_pages; i++) {
+        sb_blk_ref(pages[i]);
+        sb_blk_touch(st, pages[i]);
+    }
+    p->id = st->next_pin_id++;
+    p->ns = ns;
+    p->expiry_ns = ttl_ms ? sb_now_ns(st) + ttl_ms * 1000000ull : 0;
+    p->n_pages = n_pages;
+    p->pages = pages;
+    p->next = st->pins;
+    st->pins = p;
+    st->n_pins++;
+    ns->holds++;
+    *pin_id = p->id;
+    pthread_mutex_unlock(&st->mu);
+    if (n_pinned)
+        *n_pinned = w.m;
+    return SB_OK;
+}
+
+int sb_ns_unpin(sb_ns *ns, uint64_t pin_id)
+{
+    if (!ns)
+        return SB_ERR_INVAL;
+    sb_store *st = ns->st;
+    int rc = SB_ERR_NOT_FOUND;
+    pthread_mutex_lock(&st->mu);
+    sb_pins_expire(st);
+    for (sb_pin **pp = &st->pins; *pp; pp = &(*pp)->next) {
+        if ((*pp)->id == pin_id && (*pp)->ns == ns) {
+            sb_pin *p = *pp;
+            *pp = p->next;
+            sb_pin_free(st, p);
+            rc = SB_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}

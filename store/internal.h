@@ -1,0 +1,260 @@
+/* internal.h -- the store's private structures: store, namespace, block.
+ *
+ * Everything here hangs off one sb_store; there is no global mutable state.
+ *
+ * Locking. st->mu (one mutex per store) guards every field marked [mu]:
+ * the namespace table, every radix tree, every block's refcount and index
+ * links, the LRU lists, the budgets' accounting and the stats. Fields marked
+ * [const] are set before the object is published and never change. Block
+ * data is written only by the thread that owns a fresh block; once indexed
+ * (committed) it is immutable, and the mutex hand-off at commit publishes it.
+ *
+ * Thread safety: the functions declared here expect st->mu held unless
+ * their comment says "unlocked".
+ */
+#ifndef SB_INTERNAL_H
+#define SB_INTERNAL_H
+
+#include "snapbank.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+
+/* Debug log, compiled out unless built with -DSB_DEBUG_LOG. */
+#ifdef SB_DEBUG_LOG
+#include <stdio.h>
+#define SB_DLOG(...) fprintf(stderr, "snapbank: " __VA_ARGS__)
+#else
+#define SB_DLOG(...) ((void)0)
+#endif
+
+typedef struct sb_node sb_node;
+
+/* A 128-bit content key (XXH3-128), stored as two little-endian words. */
+typedef struct sb_key {
+    uint64_t lo, hi;
+} sb_key;
+
+enum { SB_BLK_PAGE = 1, SB_BLK_POINT = 2 };
+enum { SB_HEAP_STORE = 0, SB_HEAP_NS = 1 };
+
+/* Heap position sentinels (sb_blk.heap_pos). */
+#define SB_HEAP_OUT SIZE_MAX          /* not an eviction candidate now */
+#define SB_HEAP_PARKED (SIZE_MAX - 1) /* a candidate, held by someone: waits
+                                         for its last outside reference */
+
+/* A block: one refcounted allocation from the page pool, either a page
+ * (page_bytes, 4 KiB aligned) or a point state (point_bytes). The public
+ * type sb_page is this struct; point states are never handed out as pages.
+ *
+ * Life cycle of a page:
+ *
+ *     fresh (refs >= 1, private, writable)
+ *       |  commit: the index takes a reference
+ *       v
+ *     committed + indexed (immutable; an eviction candidate in both heaps
+ *       |  while it is a leaf page)
+ *       |  evicted, superseded or namespace dropped: index reference dropped
+ *       v
+ *     committed, not indexed (held by matches or runtimes only)
+ *       |  last reference dropped
+ *       v
+ *     freed (accounting returned to the budgets)
+ */
+struct sb_page {
+    uint8_t *data;          /* [const] (page_bytes) or (point_bytes) */
+    struct sb_ns *ns;       /* [const] owning namespace */
+    sb_node *node;          /* [mu] node whose edge holds it; NULL unless indexed */
+    uint32_t refs;          /* [mu] references: index, matches, pins, callers */
+    uint32_t n_tokens;      /* [mu] committed token slices (pages); 0 when fresh */
+    uint32_t region;        /* [mu] page index in its sequence, once committed */
+    uint8_t kind;           /* [const] SB_BLK_PAGE or SB_BLK_POINT */
+    uint8_t committed;      /* [mu] immutable from commit on */
+    uint8_t indexed;        /* [mu] the index holds one of the refs */
+    uint8_t mark;           /* [mu] scratch flag for duplicate detection */
+    size_t bytes;           /* [const] size of data */
+    sb_key key;             /* [mu] content key, once committed (pages) */
+    sb_key parent_key;      /* [mu] key of the previous page (or the ns root) */
+    uint64_t stamp;         /* [mu] store tick of the last use */
+    uint64_t heap_key[2];   /* [mu] stamp when (re)keyed in each heap */
+    size_t heap_pos[2];     /* [mu] index in each heap, or SB_HEAP_OUT/PARKED */
+};
+typedef struct sb_page sb_blk;
+
+/* Eviction candidates: a binary min-heap of indexed blocks by heap_key (the
+ * last-use stamp, refreshed lazily when a candidate reaches the top).
+ * Capacity is reserved before an insertion links blocks, so pushes never
+ * allocate. */
+typedef struct sb_heap {
+    sb_blk **a;             /* (cap) */
+    size_t n, cap;
+} sb_heap;
+
+/* A TTL pin: references to the pages of one prefix. */
+typedef struct sb_pin {
+    uint64_t id;            /* [const] */
+    struct sb_ns *ns;       /* [const] */
+    uint64_t expiry_ns;     /* [const] store clock; 0: never */
+    size_t n_pages;         /* [const] */
+    sb_blk **pages;         /* [const] (n_pages) one reference each */
+    struct sb_pin *next;    /* [mu] store's pin list */
+} sb_pin;
+
+/* A namespace: one model identity and scope, one radix tree. */
+struct sb_ns {
+    sb_store *st;              /* [const] */
+    uint64_t id;               /* [const] XXH3-64 of (identity, scope) */
+    uint64_t scope_hash;       /* [const] XXH3-64 of scope: table bucket */
+    sb_key root_key;           /* [const] parent key of page 0 */
+    uint8_t *model_id;         /* [const] (model_id_bytes) */
+    size_t model_id_bytes;     /* [const] */
+    uint8_t *scope;            /* [const] (scope_bytes), NULL when empty */
+    size_t scope_bytes;        /* [const] */
+    uint32_t page_tokens;      /* [const] */
+    uint32_t n_tensors;        /* [const] */
+    uint32_t point_bytes;      /* [const] */
+    uint32_t flags;            /* [const] SB_LAYOUT_* */
+    uint32_t *bpt;             /* [const] (n_tensors) bytes per token */
+    size_t *tensor_off;        /* [const] (n_tensors) offset inside a page */
+    size_t page_bytes;         /* [const] */
+    sb_node *root;             /* [mu] radix tree root (depth 0, no edge) */
+    uint32_t holds;            /* [mu] open handles + live matches + pins:
+                                  the namespace is freed only when this is 0
+                                  and it holds no block */
+    uint64_t ram_bytes;        /* [mu] bytes of blocks allocated in this ns */
+    uint64_t indexed_pages;    /* [mu] */
+    uint64_t index_tokens;     /* [mu] sum of edge lengths */
+    sb_heap heap;              /* [mu] this namespace's eviction candidates */
+    uint64_t n_blocks;         /* [mu] indexed blocks (pages + points) */
+    sb_blk *newest_page;       /* [mu] last page of the latest commit: soft-protected */
+    sb_blk *newest_point;      /* [mu] its point state, if any */
+    struct sb_ns *next;        /* [mu] store hash bucket chain */
+};
+
+/* Evicted-page fingerprints, for SB_MISS_EVICTED (direct-mapped, lossy). */
+#define SB_EVICTED_SLOTS 4096u
+
+struct sb_store {
+    pthread_mutex_t mu;
+    sb_config cfg;             /* [const] copy, dir cleared */
+    sb_mem mem;                /* allocator and fault hook (own locking) */
+    sb_ns **buckets;           /* [mu] namespaces by scope hash */
+    size_t n_buckets;          /* [mu] power of two */
+    uint64_t n_ns;             /* [mu] */
+    sb_heap heap;              /* [mu] every eviction candidate */
+    uint64_t n_blocks;         /* [mu] indexed blocks of all namespaces */
+    uint64_t tick;             /* [mu] logical clock for LRU stamps */
+    uint64_t ram_bytes;        /* [mu] bytes of blocks allocated (reserved) */
+    uint64_t ram_pages;        /* [mu] pages allocated (reserved) */
+    uint64_t indexed_bytes;    /* [mu] */
+    uint64_t pinned_pages;     /* [mu] indexed pages with refs > 1 */
+    uint64_t n_points;         /* [mu] indexed point states */
+    uint64_t point_bytes;      /* [mu] */
+    uint64_t index_bytes;      /* [mu] radix nodes and arrays */
+    uint64_t index_nodes;      /* [mu] */
+    sb_pin *pins;              /* [mu] live TTL pins */
+    uint64_t n_pins;           /* [mu] */
+    uint64_t next_pin_id;      /* [mu] */
+    uint64_t evicted_fp[SB_EVICTED_SLOTS]; /* [mu] 0: empty */
+    sb_stats stats;            /* [mu] counters (gauges filled on read) */
+};
+
+/* ---- clock ---------------------------------------------------------------- */
+
+/* sb_now_ns -- the store clock (config hook or CLOCK_MONOTONIC). */
+uint64_t sb_now_ns(sb_store *st);
+
+/* ---- blocks (block.c) ----------------------------------------------------- */
+
+/* sb_blk_alloc -- reserve budget for a block of ns (evicting if needed) and
+ * allocate it with one reference. Unlocked: takes st->mu itself.
+ * Returns: SB_OK; SB_ERR_BUDGET; SB_ERR_NOMEM. Evictions made to find room
+ * stay made. */
+int sb_blk_alloc(struct sb_ns *ns, int kind, sb_blk **out);
+
+/* sb_blk_ref / sb_blk_unref -- change a block's refcount, keeping the
+ * pinned-page gauge right; the last unref frees the block. */
+void sb_blk_ref(sb_blk *b);
+void sb_blk_unref(sb_blk *b);
+
+/* sb_blk_index / sb_blk_unindex -- the index takes / drops its reference;
+ * the block enters / leaves both eviction heaps (room for it must have been
+ * reserved with sb_heap_reserve). */
+void sb_blk_index(sb_blk *b, sb_node *node);
+void sb_blk_unindex(sb_blk *b);
+
+/* ---- eviction heaps (heap.c) ---------------------------------------------- */
+
+/* sb_heap_reserve -- make room in the store's and ns's heaps for `extra`
+ * more indexed blocks. Returns: SB_OK; SB_ERR_NOMEM (nothing changed). */
+int sb_heap_reserve(struct sb_ns *ns, uint64_t extra);
+
+/* sb_heap_push / sb_heap_remove -- enter / leave one heap (a block not in
+ * it, or in it, respectively). sb_heap_fix restores order after b's key
+ * changed. sb_heap_top is the minimum or NULL. */
+void sb_heap_push(sb_heap *h, sb_blk *b, int which);
+void sb_heap_remove(sb_heap *h, sb_blk *b, int which);
+void sb_heap_fix(sb_heap *h, sb_blk *b, int which);
+static inline sb_blk *sb_heap_top(const sb_heap *h)
+{
+    return h->n ? h->a[0] : NULL;
+}
+void sb_heap_free(sb_heap *h);
+
+/* sb_blk_candidate -- offer b for eviction in both heaps (where it is not
+ * already): it was just indexed, or just became a leaf page.
+ * sb_blk_unpark -- re-offer b where it was parked: it lost its last outside
+ * reference. */
+void sb_blk_candidate(sb_blk *b);
+void sb_blk_unpark(sb_blk *b);
+
+/* sb_blk_touch -- stamp a block as used now. */
+static inline void sb_blk_touch(sb_store *st, sb_blk *b)
+{
+    b->stamp = st->tick;
+}
+
+/* ---- eviction and pins (evict.c) ------------------------------------------ */
+
+/* sb_evict_until -- evict until need_bytes and need_pages more fit in the
+ * store's budgets and need_bytes more in ns's.
+ * Returns: SB_OK; SB_ERR_BUDGET (everything left is pinned). */
+int sb_evict_until(sb_store *st, struct sb_ns *ns, uint64_t need_bytes,
+                   uint64_t need_pages);
+
+/* sb_pins_expire -- drop pins whose TTL has passed. */
+void sb_pins_expire(sb_store *st);
+
+/* sb_pin_free -- drop a pin's references and free it (already unlinked). */
+void sb_pin_free(sb_store *st, sb_pin *p);
+
+/* sb_evicted_note / sb_evicted_seen -- remember / ask whether the page with
+ * this content key was evicted (a lossy, direct-mapped memory). */
+void sb_evicted_note(sb_store *st, const sb_key *key);
+bool sb_evicted_seen(sb_store *st, const sb_key *key);
+
+/* ---- namespaces (ns.c) ---------------------------------------------------- */
+
+/* sb_ns_free_all -- free every namespace of a closing store. */
+void sb_ns_free_all(sb_store *st);
+
+/* sb_ns_maybe_free -- free ns if it has no handles and holds nothing. */
+void sb_ns_maybe_free(struct sb_ns *ns);
+
+/* ---- keys ------------------------------------------------------------------- */
+
+/* sb_key_chain -- the content key of a page: XXH3-128 of the parent key and
+ * the page's n tokens (little-endian uint32). */
+sb_key sb_key_chain(const sb_key *parent, const uint32_t *tokens, size_t n);
+
+static inline bool sb_key_eq(const sb_key *a, const sb_key *b)
+{
+    return a->lo == b->lo && a->hi == b->hi;
+}
+
+#endif /* SB_INTERNAL_H */

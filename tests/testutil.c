@@ -1,0 +1,166 @@
+/* testutil.c -- shared helpers for the cmocka tests. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t tu_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+sb_store *tu_store(uint64_t ram_bytes)
+{
+    sb_config cfg;
+    sb_config_default(&cfg);
+    if (ram_bytes)
+        cfg.ram_bytes = ram_bytes;
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
+    assert_non_null(st);
+    return st;
+}
+
+sb_ns *tu_ns(sb_store *st, const tu_layout *l, const char *scope)
+{
+    const char *model = l->model ? l->model : "test-model";
+    sb_layout lay = { .model_id = model, .model_id_bytes = strlen(model),
+                      .page_tokens = l->page_tokens, .n_tensors = l->n_tensors,
+                      .bytes_per_token = l->bpt, .point_bytes = l->point_bytes,
+                      .flags = l->flags };
+    sb_ns *ns = NULL;
+    assert_int_equal(sb_ns_open(st, &lay, scope, scope ? strlen(scope) : 0, &ns), SB_OK);
+    assert_non_null(ns);
+    return ns;
+}
+
+void tu_tokens(uint64_t *rng, uint32_t *out, size_t n, uint32_t vocab)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = (uint32_t)(tu_rand(rng) % vocab);
+}
+
+static uint64_t model_seed(const tu_layout *l)
+{
+    const char *m = l->model ? l->model : "test-model";
+    uint64_t h = 1469598103934665603ull;
+    for (; *m; m++)
+        h = (h ^ (uint8_t)*m) * 1099511628211ull;
+    return h;
+}
+
+static void fill(uint8_t *dst, size_t bytes, uint64_t seed)
+{
+    for (size_t i = 0; i < bytes; i += 8) {
+        uint64_t v = tu_rand(&seed);
+        memcpy(dst + i, &v, bytes - i < 8 ? bytes - i : 8);
+    }
+}
+
+void **tu_state(const tu_layout *l, const uint32_t *tokens, size_t n)
+{
+    void **bufs = calloc(l->n_tensors, sizeof *bufs);
+    assert_non_null(bufs);
+    for (uint32_t t = 0; t < l->n_tensors; t++) {
+        bufs[t] = malloc(n * l->bpt[t] + 1);
+        assert_non_null(bufs[t]);
+    }
+    uint64_t h = model_seed(l);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t s = h ^ tokens[i];
+        h = tu_rand(&s);
+        for (uint32_t t = 0; t < l->n_tensors; t++)
+            fill((uint8_t *)bufs[t] + i * l->bpt[t], l->bpt[t], h + t);
+    }
+    return bufs;
+}
+
+void tu_free_state(const tu_layout *l, void **bufs)
+{
+    if (!bufs)
+        return;
+    for (uint32_t t = 0; t < l->n_tensors; t++)
+        free(bufs[t]);
+    free(bufs);
+}
+
+void *tu_point(const tu_layout *l, const uint32_t *tokens, size_t n)
+{
+    uint8_t *p = malloc(l->point_bytes);
+    assert_non_null(p);
+    uint64_t h = model_seed(l) ^ 0x706f696e74ull;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t s = h ^ tokens[i];
+        h = tu_rand(&s);
+    }
+    fill(p, l->point_bytes, h ^ n);
+    return p;
+}
+
+void **tu_bufs(const tu_layout *l, size_t n)
+{
+    void **bufs = calloc(l->n_tensors, sizeof *bufs);
+    assert_non_null(bufs);
+    for (uint32_t t = 0; t < l->n_tensors; t++) {
+        bufs[t] = calloc(1, n * l->bpt[t] + 1);
+        assert_non_null(bufs[t]);
+    }
+    return bufs;
+}
+
+bool tu_state_equal(const tu_layout *l, const uint32_t *tokens, size_t n, void **bufs)
+{
+    void **want = tu_state(l, tokens, n);
+    bool eq = true;
+    for (uint32_t t = 0; t < l->n_tensors && eq; t++)
+        eq = memcmp(want[t], bufs[t], n * l->bpt[t]) == 0;
+    tu_free_state(l, want);
+    return eq;
+}
+
+size_t tu_match_len(sb_ns *ns, const uint32_t *tokens, size_t n)
+{
+    sb_match *m = NULL;
+    assert_int_equal(sb_ns_match(ns, tokens, n, &m), SB_OK);
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+    sb_match_release(m);
+    return info.n_tokens;
+}
+
+size_t tu_match_verify(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n)
+{
+    sb_match *m = NULL;
+    assert_int_equal(sb_ns_match(ns, tokens, n, &m), SB_OK);
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+    size_t L = info.n_tokens;
+    void **bufs = tu_bufs(l, L ? L : 1);
+    assert_int_equal(sb_match_restore(m, L, bufs, NULL), SB_OK);
+    assert_true(tu_state_equal(l, tokens, L, bufs));
+    tu_free_state(l, bufs);
+    sb_match_release(m);
+    return L;
+}
+
+void tu_put(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, bool with_point,
+            int want)
+{
+    void **state = tu_state(l, tokens, n);
+    void *point = with_point ? tu_point(l, tokens, n) : NULL;
+    size_t stored = 0;
+    assert_int_equal(sb_ns_put(ns, tokens, n, (const void *const *)state, point, &stored),
+                     want);
+    if (want == SB_OK)
+        assert_int_equal(stored, n);
+    free(point);
+    tu_free_state(l, state);
+}
+
+void tu_check(sb_store *st)
+{
+    assert_int_equal(sb_store_check(st), SB_OK);
+}

@@ -1,0 +1,70 @@
+/* testutil.h -- shared helpers for the cmocka tests: stores and namespaces
+ * with small layouts, deterministic token streams, and synthetic state whose
+ * bytes depend on the whole token prefix (so a restore from the wrong
+ * prefix cannot pass a comparison). */
+#ifndef SB_TESTUTIL_H
+#define SB_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "snapbank.h"
+
+/* A small layout: n_tensors tensors with the given bytes per token. */
+typedef struct tu_layout {
+    uint32_t page_tokens;
+    uint32_t n_tensors;
+    uint32_t bpt[8];
+    uint32_t point_bytes;
+    uint32_t flags;
+    const char *model;       /* model identity string */
+} tu_layout;
+
+/* Open a RAM-only store with ram_bytes budget (0: the default). */
+sb_store *tu_store(uint64_t ram_bytes);
+
+/* Open the namespace (l, scope); asserts success. */
+sb_ns *tu_ns(sb_store *st, const tu_layout *l, const char *scope);
+
+/* splitmix64 step. */
+uint64_t tu_rand(uint64_t *s);
+
+/* n tokens drawn from [0, vocab). */
+void tu_tokens(uint64_t *rng, uint32_t *out, size_t n, uint32_t vocab);
+
+/* Synthetic state of tokens[0, n): bufs[t] gets n * bpt[t] bytes. The slice
+ * of token i depends on tokens[0..i] and the model string. Caller frees
+ * with tu_free_state. */
+void **tu_state(const tu_layout *l, const uint32_t *tokens, size_t n);
+void tu_free_state(const tu_layout *l, void **bufs);
+
+/* The synthetic point state at position n (l->point_bytes bytes, malloc'd). */
+void *tu_point(const tu_layout *l, const uint32_t *tokens, size_t n);
+
+/* Zeroed buffers for a restore of n tokens. */
+void **tu_bufs(const tu_layout *l, size_t n);
+
+/* True when bufs hold exactly the synthetic state of tokens[0, n). */
+bool tu_state_equal(const tu_layout *l, const uint32_t *tokens, size_t n, void **bufs);
+
+/* Match tokens[0, n) and return L (releases the match). */
+size_t tu_match_len(sb_ns *ns, const uint32_t *tokens, size_t n);
+
+/* Match, restore L tokens and compare with the synthetic state; returns L
+ * and fails the test on a byte mismatch. */
+size_t tu_match_verify(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n);
+
+/* Put tokens[0, n) with synthetic state (and a point when the layout has
+ * point states and with_point); asserts the return code is want. */
+void tu_put(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, bool with_point,
+            int want);
+
+/* Assert sb_store_check passes. */
+void tu_check(sb_store *st);
+
+#endif /* SB_TESTUTIL_H */
