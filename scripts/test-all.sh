@@ -1,0 +1,64 @@
+#!/bin/sh
+# test-all.sh -- build snapbank and run every test, the way CI does:
+#
+#   1. Release build, warnings as errors: unit tests, fuzz corpus replay,
+#      the benchmark smoke run, and the install test (a program built
+#      against an installed copy with pkg-config and with find_package).
+#   2. ASan + UBSan build: the same suites.
+#   3. TSan build: the same suites (the thread tests are the point).
+#   4. Where clang is present: a libFuzzer build, then a bounded fuzzing run
+#      of every harness over a scratch copy of its corpus.
+#
+# Builds go to build-ci/ (override with SB_BUILD_ROOT). SB_FUZZ_SECONDS sets
+# the fuzzing time per harness (default 60; 0 skips step 4).
+set -eu
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${SB_BUILD_ROOT:-$ROOT/build-ci}
+JOBS=$(nproc 2>/dev/null || echo 2)
+FUZZ_SECONDS=${SB_FUZZ_SECONDS:-60}
+start=$(date +%s)
+
+step() {
+  echo
+  echo "==== $* ($(($(date +%s) - start)) s)"
+}
+
+build_and_test() {
+  name=$1
+  shift
+  step "$name: configure and build"
+  cmake -S "$ROOT" -B "$BUILD/$name" -DSB_WERROR=ON "$@" >/dev/null
+  cmake --build "$BUILD/$name" -j "$JOBS"
+  step "$name: test"
+  (cd "$BUILD/$name" && ctest --output-on-failure -j "$JOBS")
+}
+
+build_and_test release -DCMAKE_BUILD_TYPE=Release
+build_and_test asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_SANITIZE=ON
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  build_and_test tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_TSAN=ON
+
+if [ "$FUZZ_SECONDS" -gt 0 ] && command -v clang >/dev/null 2>&1; then
+  step "libfuzzer: configure and build (clang)"
+  CC=clang cmake -S "$ROOT" -B "$BUILD/libfuzzer" -DSB_WERROR=ON \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_SANITIZE=ON -DSB_LIBFUZZER=ON \
+    -DSB_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$BUILD/libfuzzer" -j "$JOBS"
+  for corpus in "$ROOT"/fuzz/corpus/*/; do
+    target=$(basename "$corpus")
+    bin="$BUILD/libfuzzer/bin/fuzz_$target"
+    [ -x "$bin" ] || continue
+    step "libfuzzer: fuzz_$target for ${FUZZ_SECONDS} s"
+    scratch="$BUILD/libfuzzer/corpus-$target"
+    rm -rf "$scratch"
+    mkdir -p "$scratch"
+    cp "$corpus"* "$scratch"/ 2>/dev/null || true
+    (cd "$BUILD/libfuzzer" &&
+      "$bin" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 "$scratch" "$corpus")
+  done
+else
+  step "libfuzzer: skipped (no clang, or SB_FUZZ_SECONDS=0)"
+fi
+
+step "all tests passed"

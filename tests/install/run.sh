@@ -1,0 +1,33 @@
+#!/bin/sh
+# Description: install test. Installs the build tree at $1 into a scratch
+# prefix under $2, then builds tests/install/consumer.c against that copy
+# four ways -- pkg-config (shared and --static) and find_package (the
+# snapbank::snapbank and snapbank::snapbank_static targets) -- and runs each.
+set -eu
+BUILD=$1
+WORK=$2
+SRC=$(cd "$(dirname "$0")" && pwd)
+CC=${CC:-cc}
+rm -rf "$WORK"
+mkdir -p "$WORK"
+PREFIX="$WORK/prefix"
+cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
+LIBDIR=$(find "$PREFIX" -name snapbank.pc -printf '%h\n' | head -1)
+test -n "$LIBDIR" || { echo "install: snapbank.pc not installed"; exit 1; }
+LIBDIR=$(dirname "$LIBDIR")
+test -f "$PREFIX/include/snapbank.h" || { echo "install: header missing"; exit 1; }
+
+export PKG_CONFIG_PATH="$LIBDIR/pkgconfig"
+# shellcheck disable=SC2046
+$CC -std=c11 -o "$WORK/pc_shared" "$SRC/consumer.c" $(pkg-config --cflags --libs snapbank)
+LD_LIBRARY_PATH="$LIBDIR" "$WORK/pc_shared"
+# shellcheck disable=SC2046
+$CC -std=c11 -o "$WORK/pc_static" "$SRC/consumer.c" -static-libgcc \
+  $(pkg-config --cflags snapbank) "$LIBDIR/libsnapbank.a" $(pkg-config --static --libs-only-l snapbank | sed 's/-lsnapbank//')
+"$WORK/pc_static"
+
+cmake -S "$SRC" -B "$WORK/cmake" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake --build "$WORK/cmake" >/dev/null
+LD_LIBRARY_PATH="$LIBDIR" "$WORK/cmake/consumer_shared"
+"$WORK/cmake/consumer_static"
+echo "install: ok (pkg-config shared and static, find_package shared and static)"
