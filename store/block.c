@@ -13,6 +13,28 @@ static bool is_pinned(const sb_blk *b)
     return b->kind == SB_BLK_PAGE && b->indexed && b->refs > 1;
 }
 
+/* Held by the index alone: eviction could free it. */
+static bool is_free(const sb_blk *b)
+{
+    return b->indexed && b->refs == 1;
+}
+
+/* Keep the evictable gauges right across a change of b's refs or indexed
+ * state; `was` is is_free(b) before the change. */
+static void track_free(sb_blk *b, bool was)
+{
+    bool now = is_free(b);
+    if (was == now)
+        return;
+    sb_ns *ns = b->ns;
+    sb_store *st = ns->st;
+    int64_t sign = now ? 1 : -1;
+    st->free_bytes += (uint64_t)(sign * (int64_t)b->bytes);
+    ns->free_bytes += (uint64_t)(sign * (int64_t)b->bytes);
+    if (b->kind == SB_BLK_PAGE)
+        st->free_pages += (uint64_t)sign;
+}
+
 static void blk_free(sb_blk *b)
 {
     sb_ns *ns = b->ns;
@@ -29,18 +51,20 @@ static void blk_free(sb_blk *b)
 
 void sb_blk_ref(sb_blk *b)
 {
-    bool was = is_pinned(b);
+    bool was = is_pinned(b), was_free = is_free(b);
     b->refs++;
     if (!was && is_pinned(b))
         b->ns->st->pinned_pages++;
+    track_free(b, was_free);
 }
 
 void sb_blk_unref(sb_blk *b)
 {
-    bool was = is_pinned(b);
+    bool was = is_pinned(b), was_free = is_free(b);
     b->refs--;
     if (was && !is_pinned(b))
         b->ns->st->pinned_pages--;
+    track_free(b, was_free);
     if (b->refs == 0)
         blk_free(b);
     else if (b->indexed && b->refs == 1)
@@ -117,10 +141,12 @@ void sb_blk_index(sb_blk *b, sb_node *node)
 {
     sb_ns *ns = b->ns;
     sb_store *st = ns->st;
+    bool was_free = is_free(b);
     b->node = node;
     b->indexed = 1;
     b->committed = 1;
     b->refs++;
+    track_free(b, was_free);
     if (b->refs > 1 && b->kind == SB_BLK_PAGE)
         st->pinned_pages++;
     if (b->kind == SB_BLK_PAGE) {
@@ -160,9 +186,11 @@ void sb_blk_unindex(sb_blk *b)
         ns->newest_page = NULL;
     if (ns->newest_point == b)
         ns->newest_point = NULL;
+    bool was_free = is_free(b);
     b->indexed = 0;
     b->node = NULL;
     b->refs--;
+    track_free(b, was_free);
     if (b->refs == 0)
         blk_free(b);
 }

@@ -19,6 +19,7 @@ static int check_candidate(const sb_ns *ns, const sb_blk *b);
 
 typedef struct totals {
     uint64_t pages, pinned, points, point_bytes, indexed_bytes, nodes, blocks;
+    uint64_t free_bytes, free_pages; /* blocks held by the index alone */
 } totals;
 
 /* Check one page against the path that leads to it. */
@@ -82,6 +83,8 @@ static int check_node(const sb_ns *ns, const sb_node *N, uint32_t *path_tok,
         t->indexed_bytes += b->bytes;
         if (b->refs > 1)
             t->pinned++;
+        else
+            t->free_bytes += b->bytes, t->free_pages++;
     }
     if (N->point) {
         const sb_blk *b = N->point;
@@ -94,6 +97,8 @@ static int check_node(const sb_ns *ns, const sb_node *N, uint32_t *path_tok,
         t->points++;
         t->point_bytes += b->bytes;
         t->blocks++;
+        if (b->refs == 1)
+            t->free_bytes += b->bytes;
     }
     return SB_OK;
 }
@@ -209,6 +214,9 @@ static int check_ns(const sb_ns *ns, totals *t)
         return rc;
     if (ns->ram_bytes < mine.indexed_bytes + mine.point_bytes)
         FAIL("namespace %016" PRIx64 ": ram_bytes below what its index holds", ns->id);
+    if (mine.free_bytes != ns->free_bytes)
+        FAIL("namespace %016" PRIx64 ": %" PRIu64 " evictable bytes, %" PRIu64 " counted",
+             ns->id, mine.free_bytes, ns->free_bytes);
     if (ns->ram_bytes > st->cfg.ns_ram_bytes)
         FAIL("namespace %016" PRIx64 ": over its budget", ns->id);
     if (ns->newest_page && (!ns->newest_page->indexed || ns->newest_page->ns != ns))
@@ -220,6 +228,8 @@ static int check_ns(const sb_ns *ns, totals *t)
     t->indexed_bytes += mine.indexed_bytes;
     t->nodes += mine.nodes;
     t->blocks += mine.blocks;
+    t->free_bytes += mine.free_bytes;
+    t->free_pages += mine.free_pages;
     return SB_OK;
 }
 
@@ -263,6 +273,10 @@ int sb_store_check(sb_store *st)
                     " pages)\n", st->ram_bytes, st->ram_pages);
         else if (st->ram_pages < t.pages)
             fprintf(stderr, "snapbank check: fewer pages allocated than indexed\n");
+        else if (t.free_bytes != st->free_bytes || t.free_pages != st->free_pages)
+            fprintf(stderr, "snapbank check: evictable gauges drifted (%" PRIu64 "/%" PRIu64
+                    " bytes, %" PRIu64 "/%" PRIu64 " pages)\n", t.free_bytes, st->free_bytes,
+                    t.free_pages, st->free_pages);
         else if (t.blocks != st->n_blocks)
             fprintf(stderr, "snapbank check: %" PRIu64 " blocks, %" PRIu64 " counted\n",
                     t.blocks, st->n_blocks);

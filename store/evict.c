@@ -36,6 +36,17 @@ void sb_pin_free(sb_store *st, sb_pin *p)
     sb_ns_maybe_free(ns);
 }
 
+void sb_pins_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
+{
+    for (sb_pin *p = st->pins; p; p = p->next)
+        for (size_t i = 0; i < p->n_pages; i++)
+            if (p->pages[i] == old) {
+                sb_blk_ref(repl);
+                p->pages[i] = repl;
+                sb_blk_unref(old);
+            }
+}
+
 void sb_pins_expire(sb_store *st)
 {
     if (!st->pins)
@@ -169,6 +180,13 @@ int sb_evict_until(sb_store *st, sb_ns *ns, uint64_t need_bytes, uint64_t need_p
         if (!expired) {
             sb_pins_expire(st);
             expired = true;
+            /* Refuse before evicting anything when even evicting every
+             * block held by the index alone would not make room: a
+             * refusal should change nothing. */
+            if ((ns && ns->ram_bytes - ns->free_bytes + need_bytes > c->ns_ram_bytes) ||
+                st->ram_bytes - st->free_bytes + need_bytes > c->ram_bytes ||
+                st->ram_pages - st->free_pages + need_pages > c->ram_pages)
+                return SB_ERR_BUDGET;
             continue;
         }
         if (!evict_one(st, ns_over ? ns : NULL))

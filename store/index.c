@@ -57,8 +57,10 @@ static int check_tokens(const sb_ns *ns, const uint32_t *tokens, size_t n)
  *   6. Hang the point state on the node ending at n, keep the newest page and
  *      point protected, and stamp everything used.
  *
- * In copy mode (zero_copy false) pages[r] for r < r0 may be NULL or the
- * caller's own pin on path[r]; they are left alone.
+ * In copy mode (zero_copy false) pages[r] for r < r0 is the caller's own
+ * pin on path[r] or its own copy of a region the index turned out to hold
+ * already; they are left alone. A NULL page for a region that must be added
+ * makes it return SB_ERR_RANGE, having changed nothing.
  */
 static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
                          sb_blk **pages, sb_blk *point, bool zero_copy)
@@ -93,7 +95,7 @@ static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
                                    : sb_key_chain(&parent, tokens + r * pt, k);
         if (!b) {
             if (!known) {
-                rc = SB_ERR_INVAL;
+                rc = SB_ERR_RANGE; /* copy mode: no page for a needed region */
                 break;
             }
         } else if (!known || (zero_copy && b != path[r])) {
@@ -213,27 +215,28 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
     if (!pages)
         return SB_ERR_NOMEM;
 
-    /* Pin what the index already holds, so the copy below needs no lock. */
+    /* 1. Pin the full pages the index already holds for a prefix of tokens,
+     *    so the copy below needs no lock. A partial page covering the tail
+     *    is not pinned: a longer commit may supersede it meanwhile. Its
+     *    region is copied like a new one; the commit drops the copy if the
+     *    index still covers it. */
     pthread_mutex_lock(&st->mu);
     st->tick++;
     sb_walk w;
     sb_radix_walk(ns, tokens, n_tokens, &w, pages);
-    size_t r0 = w.m == n_tokens ? n_reg : w.m / pt;
-    if (w.m == n_tokens && n_tokens % pt)
-        pages[n_reg - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_reg - 1));
+    size_t r0 = w.m / pt;
     for (size_t r = 0; r < r0; r++)
         sb_blk_ref(pages[r]);
-    for (size_t r = r0; r < n_reg; r++)
-        pages[r] = NULL;
     pthread_mutex_unlock(&st->mu);
 
-    /* The point first: when it cannot be had, nothing is stored. */
+    /* 2. The point first: when it cannot be had, nothing is stored. */
     sb_blk *pb = NULL;
     if (point) {
         rc = sb_blk_alloc(ns, SB_BLK_POINT, &pb);
         if (rc == SB_OK)
             memcpy(pb->data, point, ns->point_bytes);
     }
+    /* 3. Copy the other regions while the budgets allow. */
     size_t got = r0;
     for (size_t r = r0; rc == SB_OK && r < n_reg; r++) {
         rc = sb_blk_alloc(ns, SB_BLK_PAGE, &pages[r]);
@@ -242,31 +245,36 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
         fill_page(ns, pages[r], tensors, r, region_tokens(ns, n_tokens, r));
         got++;
     }
-    size_t n_commit = got == n_reg ? n_tokens : got * pt;
-    if (rc == SB_ERR_NOMEM || (pb == NULL && point))
-        n_commit = 0; /* NOMEM, or no room for the point: store nothing */
+    bool abandon = rc == SB_ERR_NOMEM || (point && !pb);
 
+    /* 4. Commit everything; when a region without a page turns out to be
+     *    needed (the budget ran out), commit the prefix before it. */
     pthread_mutex_lock(&st->mu);
     st->tick++;
-    if (n_commit) {
-        int crc = commit_locked(ns, tokens, n_commit, pages,
-                                n_commit == n_tokens ? pb : NULL, false);
-        if (crc != SB_OK) {
-            rc = crc;
-            n_commit = 0;
-        }
+    if (!abandon) {
+        int crc = commit_locked(ns, tokens, n_tokens, pages, pb, false);
+        if (crc == SB_ERR_RANGE && got)
+            crc = commit_locked(ns, tokens, got * pt, pages, NULL, false);
+        if (crc != SB_OK && crc != SB_ERR_RANGE)
+            rc = crc; /* NOMEM: nothing stored */
+    }
+    size_t done = 0;
+    if (rc == SB_OK || rc == SB_ERR_BUDGET) {
+        sb_walk after;
+        sb_radix_walk(ns, tokens, n_tokens, &after, NULL);
+        done = after.m;
+        rc = done == n_tokens ? SB_OK : SB_ERR_BUDGET;
+        if (done)
+            st->stats.puts++;
     }
     for (size_t r = got; r-- > 0;)
-        if (pages[r])
-            sb_blk_unref(pages[r]);
+        sb_blk_unref(pages[r]);
     if (pb)
         sb_blk_unref(pb);
-    if (n_commit || rc == SB_OK)
-        st->stats.puts++;
     pthread_mutex_unlock(&st->mu);
     sb_free(pages);
     if (n_stored)
-        *n_stored = n_commit;
+        *n_stored = done;
     return rc;
 }
 

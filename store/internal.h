@@ -127,6 +127,8 @@ struct sb_ns {
                                   the namespace is freed only when this is 0
                                   and it holds no block */
     uint64_t ram_bytes;        /* [mu] bytes of blocks allocated in this ns */
+    uint64_t free_bytes;       /* [mu] of which indexed and held by the index
+                                  alone (evictable, structure permitting) */
     uint64_t indexed_pages;    /* [mu] */
     uint64_t index_tokens;     /* [mu] sum of edge lengths */
     sb_heap heap;              /* [mu] this namespace's eviction candidates */
@@ -151,6 +153,8 @@ struct sb_store {
     uint64_t tick;             /* [mu] logical clock for LRU stamps */
     uint64_t ram_bytes;        /* [mu] bytes of blocks allocated (reserved) */
     uint64_t ram_pages;        /* [mu] pages allocated (reserved) */
+    uint64_t free_bytes;       /* [mu] bytes of blocks held by the index alone */
+    uint64_t free_pages;       /* [mu] pages held by the index alone */
     uint64_t indexed_bytes;    /* [mu] */
     uint64_t pinned_pages;     /* [mu] indexed pages with refs > 1 */
     uint64_t n_points;         /* [mu] indexed point states */
@@ -229,6 +233,10 @@ int sb_evict_until(sb_store *st, struct sb_ns *ns, uint64_t need_bytes,
 
 /* sb_pins_expire -- drop pins whose TTL has passed. */
 void sb_pins_expire(sb_store *st);
+
+/* sb_pins_supersede -- every pin holding old (a partial page being
+ * superseded) holds repl instead. */
+void sb_pins_supersede(sb_store *st, sb_blk *old, sb_blk *repl);
 
 /* sb_pin_free -- drop a pin's references and free it (already unlinked). */
 void sb_pin_free(sb_store *st, sb_pin *p);

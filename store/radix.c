@@ -385,7 +385,8 @@ static void split(struct sb_ns *ns, sb_node *N, uint32_t off, sb_node *top)
     top->start = N->start;
     top->len = off;
     memcpy(top->tok, N->tok, (size_t)off * sizeof *N->tok);
-    memcpy(top->pages, N->pages, (size_t)n_top * sizeof *N->pages);
+    if (n_top) /* top->pages is NULL when the upper half holds no full page */
+        memcpy(top->pages, N->pages, (size_t)n_top * sizeof *N->pages);
     top->n_pages = n_top;
     for (uint32_t j = 0; j < n_top; j++)
         top->pages[j]->node = top;
@@ -395,14 +396,17 @@ static void split(struct sb_ns *ns, sb_node *N, uint32_t off, sb_node *top)
     memmove(N->tok, N->tok + off, (size_t)(N->len - off) * sizeof *N->tok);
     N->len -= off;
     N->start = m;
-    memmove(N->pages, N->pages + n_top, (size_t)(N->n_pages - n_top) * sizeof *N->pages);
+    if (n_top)
+        memmove(N->pages, N->pages + n_top, (size_t)(N->n_pages - n_top) * sizeof *N->pages);
     N->n_pages -= n_top;
     top->n_kids = 0;
     kid_insert(top, N);
 }
 
-/* Drop the partial page at the end of leaf-that-was N (superseded). */
-static void drop_partial(struct sb_ns *ns, sb_node *N)
+/* Drop the partial page at the end of leaf-that-was N: repl, the new page
+ * of the same region, covers its tokens and more. Pins holding the old page
+ * move to repl, so what they pinned stays restorable from the index. */
+static void drop_partial(struct sb_ns *ns, sb_node *N, sb_blk *repl)
 {
     uint32_t pt = ns->page_tokens;
     if (N == ns->root || sb_node_end(N) % pt == 0)
@@ -410,6 +414,8 @@ static void drop_partial(struct sb_ns *ns, sb_node *N)
     if (N->n_pages > full_pages(pt, N->start, sb_node_end(N))) {
         sb_blk *old = N->pages[--N->n_pages];
         ns->st->stats.pages_superseded++;
+        if (old->refs > 1)
+            sb_pins_supersede(ns->st, old, repl);
         sb_blk_unindex(old);
     }
 }
@@ -438,11 +444,11 @@ sb_node *sb_radix_apply(struct sb_ns *ns, const sb_walk *w,
         leaf = plan->leaf;
         break;
     case SB_PLAN_CHILD:
-        drop_partial(ns, N);
+        drop_partial(ns, N, fresh[0]);
         leaf = plan->leaf;
         break;
     case SB_PLAN_EXTEND:
-        drop_partial(ns, N);
+        drop_partial(ns, N, fresh[0]);
         memcpy(N->tok + N->len, tokens + m, (n - m) * sizeof *tokens);
         N->len += (uint32_t)(n - m);
         ns->index_tokens += n - m;
@@ -535,8 +541,11 @@ void sb_radix_evict_page(struct sb_ns *ns, sb_blk *b)
     L->n_pages--;
     sb_blk_unindex(b);
     for (;;) {
-        if (L->point)
-            sb_blk_unindex(L->point), L->point = NULL;
+        if (L->point) {
+            ns->st->stats.point_evictions++; /* it goes with the cover it lost */
+            sb_blk_unindex(L->point);
+            L->point = NULL;
+        }
         if (cut > L->start) {
             ns->index_tokens -= sb_node_end(L) - cut;
             L->len = cut - L->start;

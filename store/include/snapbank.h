@@ -112,8 +112,12 @@
  * a pin or a runtime. When an allocation would exceed a budget the bank
  * evicts unpinned pages, least recently used first and leaves of the radix
  * tree first, so what stays restorable is always prefix-closed; a page held
- * by anyone but the index is never evicted. When nothing can be evicted the
- * allocation fails with SB_ERR_BUDGET.
+ * by anyone but the index is never evicted. When evicting every page held by
+ * the index alone still would not make room, the allocation fails with
+ * SB_ERR_BUDGET before evicting anything. (A caller that holds a deep page
+ * but releases the pages before it -- matches and pins never do -- can make
+ * pages evictable by count that the tree order still protects; then a
+ * refusal may come after some evictions.)
  */
 #ifndef SNAPBANK_H
 #define SNAPBANK_H
@@ -284,8 +288,9 @@ typedef enum sb_miss {
                                    stored sequence diverges here) */
     SB_MISS_EVICTED = 2,        /* the bank held a continuation here and evicted
                                    it (best effort: remembered per page) */
-    SB_MISS_MODEL_MISMATCH = 3, /* the same scope under another model identity
-                                   holds a longer prefix */
+    SB_MISS_MODEL_MISMATCH = 3, /* nothing restorable here, while the same scope
+                                   under another model identity holds a
+                                   prefix of the request */
     SB_MISS_NO_POINT = 4,       /* pages cover more, but the layout needs a
                                    point state and none is recorded further */
     SB_MISS_CORRUPT = 5,        /* a disk page failed its checksum */
@@ -360,7 +365,8 @@ SB_API int sb_store_stats(sb_store *st, sb_stats *out);
  * RAM tier: tree shape, page coverage, refcounts, LRU lists, budgets and
  * accounting. Meant for tests and fuzzers; it walks everything.
  * Returns: SB_OK; SB_ERR_CORRUPT (a message naming the broken invariant is
- * written to stderr); SB_ERR_INVAL (NULL). */
+ * written to stderr); SB_ERR_INVAL (NULL); SB_ERR_NOMEM (no memory for
+ * the walk). */
 SB_API int sb_store_check(sb_store *st);
 
 /* ============================================================================
@@ -453,15 +459,16 @@ SB_API size_t sb_ns_tensor_offset(const sb_ns *ns, uint32_t t);
  *
  * When the RAM budgets cannot hold every new page (everything else is pinned),
  * the longest prefix whose pages fit is stored. *n_stored (when not NULL)
- * receives the number of tokens of tokens[0, n_tokens) now restorable from
- * the index through this put (ignoring point-state requirements).
+ * receives, on SB_OK and SB_ERR_BUDGET, the length of the prefix of tokens
+ * that is restorable from the index when the call returns, point-state
+ * requirements aside (n_tokens on SB_OK); 0 on other errors.
  *
- * Returns: SB_OK (everything stored); SB_ERR_BUDGET (a page-aligned prefix
- * of *n_stored tokens, possibly 0, was stored, the rest was not, nothing
- * else changed); SB_ERR_INVAL (NULL ns, tokens or tensors, a NULL tensor
- * pointer, a point for a layout without points); SB_ERR_NO_TOKENS;
- * SB_ERR_TOO_MANY_TOKENS; SB_ERR_NOMEM (nothing stored, nothing changed but
- * pages evicted to make room). */
+ * Returns: SB_OK (everything restorable); SB_ERR_BUDGET (the budgets could
+ * not hold every new page and *n_stored < n_tokens tokens are restorable;
+ * the point, if any, was not stored; nothing else changed); SB_ERR_INVAL
+ * (NULL ns, tokens or tensors, a NULL tensor pointer, a point for a layout
+ * without points); SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS; SB_ERR_NOMEM
+ * (nothing stored). */
 SB_API int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                      const void *const *tensors, const void *point,
                      size_t *n_stored);
@@ -571,13 +578,15 @@ SB_API int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep);
  * of tokens [i * page_tokens, min(n_tokens, (i + 1) * page_tokens)). The
  * index takes its own reference to every page it keeps; the caller keeps
  * its references. A page for a prefix the index already holds is
- * deduplicated: pages[i] is replaced by the index's page for the same
- * tokens, the caller's reference moving to it (the reference to the
- * caller's page is dropped). Committed pages are immutable. point, when not
- * NULL, is copied as the point state at n_tokens.
+ * deduplicated: pages[i] is replaced by the index's page covering the same
+ * tokens (for a partial last page it may hold more tokens after them), the
+ * caller's reference moving to it (the reference to the caller's page is
+ * dropped). Committed pages are immutable. point, when not NULL, is copied
+ * as the point state at n_tokens.
  *
- * Returns: SB_OK; SB_ERR_INVAL (NULL argument or page, a point for a layout
- * without points); SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS;
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument or page, one page given for
+ * two regions, a point for a layout without points); SB_ERR_NO_TOKENS;
+ * SB_ERR_TOO_MANY_TOKENS;
  * SB_ERR_FOREIGN_PAGE (a page of another namespace); SB_ERR_PAGE_STATE (a
  * committed page given for tokens other than its own: call
  * sb_page_writable first); SB_ERR_BUDGET, SB_ERR_NOMEM (no room for the
@@ -602,8 +611,10 @@ SB_API int sb_match_pages(sb_match *m, size_t first, size_t count,
 /* sb_ns_pin -- pin the longest stored prefix of tokens[0, n_tokens) (a system
  * prompt, say) so eviction cannot take it, for ttl_ms milliseconds of the
  * store clock (0: until sb_ns_unpin). The pin holds the pages that cover the
- * prefix now; it does not grow with later puts. Pinned pages count against
- * the budgets.
+ * prefix now; it does not grow with later puts, except that when a longer
+ * page of the same tokens supersedes a partial page it holds, the pin holds
+ * that page instead (so the pinned tokens stay restorable from the index).
+ * Pinned pages count against the budgets.
  *
  * *pin_id receives an id for sb_ns_unpin; *n_pinned (when not NULL) the
  * number of tokens pinned (0 is not an error: the pin then holds nothing).
@@ -624,7 +635,7 @@ SB_API int sb_ns_unpin(sb_ns *ns, uint64_t pin_id);
 /* sb_ns_dump -- print the namespace's radix tree to a stdio stream (a FILE *,
  * passed as void * so this header needs no <stdio.h>): one line per node with
  * its depth range, tokens, pages and point state.
- * Returns: SB_OK; SB_ERR_INVAL. */
+ * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_NOMEM (no memory for the walk). */
 SB_API int sb_ns_dump(sb_ns *ns, void *stream);
 
 #ifdef __cplusplus
