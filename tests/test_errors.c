@@ -278,23 +278,6 @@ static world *world_std(void)
     return w;
 }
 
-/* Write the synthetic state of tok[0, n) into fresh pages of ns, one per
- * region. */
-static void fill_pages(sb_ns *ns, const tu_layout *l, const uint32_t *tok, size_t n,
-                       sb_page **pages)
-{
-    void **state = tu_state(l, tok, n);
-    uint32_t pt = l->page_tokens;
-    for (size_t r = 0; r * pt < n; r++) {
-        uint8_t *d = sb_page_data(pages[r]);
-        assert_non_null(d);
-        size_t k = n - r * pt < pt ? n - r * pt : pt;
-        for (uint32_t t = 0; t < l->n_tensors; t++)
-            memcpy(d + sb_ns_tensor_offset(ns, t), (uint8_t *)state[t] + r * pt * l->bpt[t],
-                   k * l->bpt[t]);
-    }
-    tu_free_state(l, state);
-}
 
 /* Fresh pages of ns holding the synthetic state of tok[0, n). */
 static void alloc_pages(sb_ns *ns, const tu_layout *l, const uint32_t *tok, size_t n,
@@ -303,24 +286,9 @@ static void alloc_pages(sb_ns *ns, const tu_layout *l, const uint32_t *tok, size
     size_t n_reg = (n + l->page_tokens - 1) / l->page_tokens;
     for (size_t r = 0; r < n_reg; r++)
         assert_int_equal(sb_ns_page_alloc(ns, &pages[r]), SB_OK);
-    fill_pages(ns, l, tok, n, pages);
+    tu_fill_range(ns, l, tok, 0, n, pages);
 }
 
-/* True when the first k token slices of page p are the state of tokens
- * [r * pt, r * pt + k) of tok. */
-static bool page_holds(sb_ns *ns, const tu_layout *l, sb_page *p, const uint32_t *tok,
-                       size_t r, size_t k)
-{
-    size_t pt = l->page_tokens;
-    void **state = tu_state(l, tok, r * pt + k);
-    const uint8_t *d = sb_page_data(p);
-    bool eq = true;
-    for (uint32_t t = 0; t < l->n_tensors && eq; t++)
-        eq = memcmp(d + sb_ns_tensor_offset(ns, t), (uint8_t *)state[t] + r * pt * l->bpt[t],
-                    k * l->bpt[t]) == 0;
-    tu_free_state(l, state);
-    return eq;
-}
 
 /* ---- names -------------------------------------------------------------------- */
 
@@ -879,7 +847,7 @@ static void test_match_pages_errors(void **state)
     assert_int_equal(sb_match_pages(m, 8, 0, out), SB_OK);
     assert_int_equal(sb_match_pages(m, 0, 8, out), SB_OK);
     for (int i = 0; i < 8; i++) {
-        assert_true(page_holds(w->ns[NA], &LAY_A, out[i], w->a1, (size_t)i, i < 7 ? 4 : 2));
+        assert_true(tu_page_holds(w->ns[NA], &LAY_A, out[i], w->a1, (size_t)i, i < 7 ? 4 : 2));
         sb_page_unref(out[i]);
     }
     sb_match_release(m);
@@ -943,7 +911,7 @@ static void test_page_writable_errors(void **state)
     assert_ptr_equal(p, fresh);
     assert_int_equal(sb_page_writable(w->ns[NA], &mp[7], 2), SB_OK);
     assert_int_equal(sb_page_tokens(mp[7]), 0);
-    assert_true(page_holds(w->ns[NA], &LAY_A, mp[7], w->a1, 7, 2));
+    assert_true(tu_page_holds(w->ns[NA], &LAY_A, mp[7], w->a1, 7, 2));
     for (int i = 0; i < 8; i++)
         sb_page_unref(mp[i]);
     sb_page_unref(fresh);
@@ -1729,7 +1697,7 @@ static void fault_commit(world *w, int k, const uint32_t *tok, size_t n, bool po
         else
             assert_ptr_equal(c.pages[r], c.orig[r]);
         assert_true(sb_page_tokens(c.pages[r]) >= k_tok);
-        assert_true(page_holds(w->ns[k], l, c.pages[r], tok, r, k_tok));
+        assert_true(tu_page_holds(w->ns[k], l, c.pages[r], tok, r, k_tok));
         sb_page_unref(c.pages[r]);
     }
     free(pbuf);
@@ -1909,7 +1877,7 @@ static void test_fault_page_writable(void **state)
         fault_loop(w, op_page_writable, &c, check_writable_fail, "sb_page_writable");
         assert_ptr_not_equal(c.page, c.orig);
         assert_int_equal(sb_page_tokens(c.page), 0);
-        assert_true(page_holds(w->ns[NA], &LAY_A, c.page, w->a1, cases[i].region, c.n_keep));
+        assert_true(tu_page_holds(w->ns[NA], &LAY_A, c.page, w->a1, cases[i].region, c.n_keep));
         sb_stats s;
         assert_int_equal(sb_store_stats(w->st, &s), SB_OK);
         assert_int_equal(s.ram_pages, before.s.ram_pages + 1);

@@ -89,37 +89,7 @@ static size_t verify(sb_ns *ns, const tu_layout *l, const uint32_t *tok, size_t 
     return L;
 }
 
-/* True when the first k token slices of page p hold the state of tokens
- * [r * pt, r * pt + k) of tok. */
-static bool page_holds(sb_ns *ns, const tu_layout *l, sb_page *p, const uint32_t *tok,
-                       size_t r, size_t k)
-{
-    size_t pt = l->page_tokens;
-    void **state = tu_state(l, tok, r * pt + k);
-    const uint8_t *d = sb_page_data(p);
-    bool eq = true;
-    for (uint32_t t = 0; t < l->n_tensors && eq; t++)
-        eq = memcmp(d + sb_ns_tensor_offset(ns, t), (uint8_t *)state[t] + r * pt * l->bpt[t],
-                    k * l->bpt[t]) == 0;
-    tu_free_state(l, state);
-    return eq;
-}
 
-/* Write the state of tokens [from, to) of tok into pages (pages[r] holds
- * region r). */
-static void fill_range(sb_ns *ns, const tu_layout *l, const uint32_t *tok, size_t from,
-                       size_t to, sb_page **pages)
-{
-    size_t pt = l->page_tokens;
-    void **state = tu_state(l, tok, to);
-    for (size_t i = from; i < to; i++) {
-        uint8_t *d = sb_page_data(pages[i / pt]);
-        for (uint32_t t = 0; t < l->n_tensors; t++)
-            memcpy(d + sb_ns_tensor_offset(ns, t) + (i % pt) * l->bpt[t],
-                   (uint8_t *)state[t] + i * l->bpt[t], l->bpt[t]);
-    }
-    tu_free_state(l, state);
-}
 
 /* ---- the random test: model ----------------------------------------------------- */
 
@@ -356,7 +326,7 @@ static void check_all(model *md)
     for (size_t q = 0; q < md->n_keep; q++) {
         keep *x = &md->keep[q];
         nsm *m = &md->ns[x->k];
-        assert_true(page_holds(m->ns, m->l, x->p, m->pool[x->i].tok, x->r, x->n_tok));
+        assert_true(tu_page_holds(m->ns, m->l, x->p, m->pool[x->i].tok, x->r, x->n_tok));
     }
     /* Prefix closure and the stored bound, for every stored sequence. */
     for (int k = 0; k < N_NS; k++) {
@@ -438,7 +408,7 @@ static void op_commit(model *md)
             return;
         }
     }
-    fill_range(m->ns, m->l, sq->tok, 0, n, pages);
+    tu_fill_range(m->ns, m->l, sq->tok, 0, n, pages);
     memcpy(orig, pages, n_reg * sizeof *pages);
     bool point = m->l->point_bytes && rnd(md, 2);
     void *pt_buf = point ? tu_point(m->l, sq->tok, n) : NULL;
@@ -458,7 +428,7 @@ static void op_commit(model *md)
     }
     for (size_t r = 0; r < n_reg; r++) {
         size_t kt = n - r * pt < pt ? n - r * pt : pt;
-        assert_true(page_holds(m->ns, m->l, pages[r], sq->tok, r, kt));
+        assert_true(tu_page_holds(m->ns, m->l, pages[r], sq->tok, r, kt));
         if (rc == SB_OK && md->n_keep < MAX_KEEP && rnd(md, 4) == 0) {
             md->keep[md->n_keep++] = (keep){ .p = pages[r], .k = k, .i = i, .r = r,
                                              .n_tok = kt };
@@ -572,8 +542,8 @@ static void op_cow(model *md)
         md->n_denied++;
     } else {
         assert_ptr_not_equal(pages[last], tail);
-        assert_true(page_holds(m->ns, m->l, pages[last], sq->tok, last, keep_n));
-        fill_range(m->ns, m->l, sq->tok, x->L, end, pages);
+        assert_true(tu_page_holds(m->ns, m->l, pages[last], sq->tok, last, keep_n));
+        tu_fill_range(m->ns, m->l, sq->tok, x->L, end, pages);
         assert_int_equal(sb_ns_commit(m->ns, sq->tok, end, pages, NULL), SB_OK);
         md->n_cow++;
         note_stored(m, x->i, end, false);

@@ -361,15 +361,6 @@ static void test_points_errors(void **state)
 
 /* ---- points and eviction --------------------------------------------------------------- */
 
-static sb_store *store_pages(uint64_t ram_pages)
-{
-    sb_config cfg;
-    sb_config_default(&cfg);
-    cfg.ram_pages = ram_pages;
-    sb_store *st = NULL;
-    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
-    return st;
-}
 
 /* The point at L must have its pages: when the tail pages of s go, the
  * match falls back to the last point whose pages remain. Budget: 8 pages.
@@ -383,7 +374,7 @@ static void test_points_evicted_pages(void **state)
     (void)state;
     tu_layout l = { .page_tokens = 8, .n_tensors = 1, .bpt = { 32 }, .point_bytes = 40,
                     .flags = SB_LAYOUT_POINT_REQUIRED, .model = "rec-evict" };
-    sb_store *st = store_pages(8);
+    sb_store *st = tu_store_pages(8);
     sb_ns *ns = tu_ns(st, &l, "a");
     sb_ns *other = tu_ns(st, &l, "b");
     uint64_t rng = 34;
@@ -427,7 +418,7 @@ static void test_points_evicted_with_page_counted(void **state)
     (void)state;
     tu_layout l = { .page_tokens = 8, .n_tensors = 1, .bpt = { 32 }, .point_bytes = 16,
                     .flags = SB_LAYOUT_POINT_REQUIRED, .model = "rec-count" };
-    sb_store *st = store_pages(2);
+    sb_store *st = tu_store_pages(2);
     sb_ns *a = tu_ns(st, &l, "a");
     sb_ns *b = tu_ns(st, &l, "b");
     uint32_t s[16], t[8];
@@ -459,7 +450,7 @@ static void test_points_pressure(void **state)
     (void)state;
     tu_layout l = { .page_tokens = 4, .n_tensors = 2, .bpt = { 32, 16 }, .point_bytes = 24,
                     .flags = SB_LAYOUT_POINT_REQUIRED, .model = "rec-pressure" };
-    sb_store *st = store_pages(24);
+    sb_store *st = tu_store_pages(24);
     sb_ns *ns = tu_ns(st, &l, "p");
     uint64_t rng = 35;
     enum { N = 30, LEN = 24 };

@@ -104,35 +104,7 @@ static void failed(worker *w, const char *what, int rc)
                  what, sb_strerror(rc));
 }
 
-/* True when the first k token slices of page p hold the state of tokens
- * [r * pt, r * pt + k) of tok. */
-static bool page_holds(sb_ns *ns, const tu_layout *l, sb_page *p, const uint32_t *tok,
-                       size_t r, size_t k)
-{
-    size_t pt = l->page_tokens;
-    void **state = tu_state(l, tok, r * pt + k);
-    const uint8_t *d = sb_page_data(p);
-    bool eq = true;
-    for (uint32_t t = 0; t < l->n_tensors && eq; t++)
-        eq = memcmp(d + sb_ns_tensor_offset(ns, t), (uint8_t *)state[t] + r * pt * l->bpt[t],
-                    k * l->bpt[t]) == 0;
-    tu_free_state(l, state);
-    return eq;
-}
 
-static void fill_range(sb_ns *ns, const tu_layout *l, const uint32_t *tok, size_t from,
-                       size_t to, sb_page **pages)
-{
-    size_t pt = l->page_tokens;
-    void **state = tu_state(l, tok, to);
-    for (size_t i = from; i < to; i++) {
-        uint8_t *d = sb_page_data(pages[i / pt]);
-        for (uint32_t t = 0; t < l->n_tensors; t++)
-            memcpy(d + sb_ns_tensor_offset(ns, t) + (i % pt) * l->bpt[t],
-                   (uint8_t *)state[t] + i * l->bpt[t], l->bpt[t]);
-    }
-    tu_free_state(l, state);
-}
 
 /* Pick a namespace (0..N_SHARED, shared ones twice as often) and a
  * sequence in it. */
@@ -189,7 +161,7 @@ static size_t match_verify(worker *w, int k, const uint32_t *tok, size_t n)
         } else {
             for (size_t r = 0; r < info.n_pages; r++) {
                 size_t kt = L - r * pt < pt ? L - r * pt : pt;
-                if (!page_holds(ns, l, pages[r], tok, r, kt))
+                if (!tu_page_holds(ns, l, pages[r], tok, r, kt))
                     failed(w, "a matched page holds wrong bytes", 0);
                 if (sb_page_tokens(pages[r]) < kt)
                     failed(w, "a matched page holds too few tokens", 0);
@@ -245,7 +217,7 @@ static void op_commit(worker *w)
             return;
         }
     }
-    fill_range(w->ns[k], l, s->tok, 0, n, pages);
+    tu_fill_range(w->ns[k], l, s->tok, 0, n, pages);
     memcpy(orig, pages, n_reg * sizeof *pages);
     bool with_point = l->point_bytes && rnd(w, 2);
     void *point = with_point ? tu_point(l, s->tok, n) : NULL;
@@ -258,7 +230,7 @@ static void op_commit(worker *w)
         if (rc != SB_OK && pages[r] != orig[r])
             failed(w, "a failed commit replaced a page", rc);
         /* Ours or the index's (deduplicated): the right bytes either way. */
-        if (!page_holds(w->ns[k], l, pages[r], s->tok, r, kt))
+        if (!tu_page_holds(w->ns[k], l, pages[r], s->tok, r, kt))
             failed(w, "a committed page holds wrong bytes", 0);
         sb_page_unref(pages[r]);
     }
@@ -299,14 +271,14 @@ static void op_cow(worker *w)
     if (rc == SB_OK) {
         if (pages[last] == tail)
             failed(w, "sb_page_writable kept a shared page", 0);
-        else if (!page_holds(w->ns[k], l, pages[last], s->tok, last, keep))
+        else if (!tu_page_holds(w->ns[k], l, pages[last], s->tok, last, keep))
             failed(w, "a copied page holds wrong bytes", 0);
-        fill_range(w->ns[k], l, s->tok, L, end, pages);
+        tu_fill_range(w->ns[k], l, s->tok, L, end, pages);
         rc = sb_ns_commit(w->ns[k], s->tok, end, pages, NULL);
         if (rc != SB_OK)
             failed(w, "sb_ns_commit after copy-on-write", rc);
         size_t kt = end - last * pt;
-        if (!page_holds(w->ns[k], l, pages[last], s->tok, last, kt))
+        if (!tu_page_holds(w->ns[k], l, pages[last], s->tok, last, kt))
             failed(w, "an appended page holds wrong bytes", 0);
     } else if (rc != SB_ERR_BUDGET || pages[last] != tail) {
         failed(w, "sb_page_writable", rc);

@@ -82,21 +82,6 @@ static void hand_pages(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, si
     tu_free_state(l, state);
 }
 
-/* True when p's first k slices are region r of the state of tokens. */
-static bool page_holds(sb_ns *ns, const tu_layout *l, sb_page *p, const uint32_t *tokens,
-                       size_t r, uint32_t k)
-{
-    size_t n = r * l->page_tokens + k;
-    void **state = tu_state(l, tokens, n);
-    const uint8_t *d = sb_page_data(p);
-    bool eq = true;
-    for (uint32_t t = 0; t < l->n_tensors && eq; t++) {
-        const uint8_t *src = (const uint8_t *)state[t] + r * l->page_tokens * l->bpt[t];
-        eq = memcmp(d + sb_ns_tensor_offset(ns, t), src, (size_t)k * l->bpt[t]) == 0;
-    }
-    tu_free_state(l, state);
-    return eq;
-}
 
 /* Match tokens[0, n), put new references to its pages in out (room for
  * regions(n)), return L. */
@@ -162,7 +147,7 @@ static void test_zerocopy_commit_match(void **state)
     assert_int_equal(match_pages(ns, tok, 10, got), 10);
     assert_memory_equal(got, orig, sizeof orig);
     for (size_t r = 0; r < 3; r++)
-        assert_true(page_holds(ns, l, got[r], tok, r, region_tokens(l, 10, r)));
+        assert_true(tu_page_holds(ns, l, got[r], tok, r, region_tokens(l, 10, r)));
     unref_all(got, 3);
     /* A shorter match: the first pages, the same ones. */
     assert_int_equal(match_pages(ns, tok, 6, got), 6);
@@ -228,7 +213,7 @@ static void test_zerocopy_dedup(void **state)
     assert_int_equal(s1.ram_bytes, 6 * pb);
     assert_int_equal(s1.ram_pages, 6);
     for (size_t r = 0; r < 4; r++)
-        assert_true(page_holds(ns, l, pbg[r], b, r, region_tokens(l, 16, r)));
+        assert_true(tu_page_holds(ns, l, pbg[r], b, r, region_tokens(l, 16, r)));
 
     /* After the caller drops every reference, only indexed pages count. */
     unref_all(pa, 4);
@@ -262,7 +247,7 @@ static void test_zerocopy_dedup(void **state)
     assert_ptr_equal(pre[0], idx[0]);
     assert_ptr_equal(pre[1], idx[1]);
     unref_all(idx, 4);
-    assert_true(page_holds(ns, l, pre[1], a, 1, 2));
+    assert_true(tu_page_holds(ns, l, pre[1], a, 1, 2));
     unref_all(pre, 2);
     assert_int_equal(stats(st).ram_bytes, 6 * pb);
     assert_int_equal(tu_match_verify(ns, l, a, 6), 6);
@@ -303,7 +288,7 @@ static void test_zerocopy_writable_tail(void **state)
     assert_int_equal(sb_page_writable(ns, &p[2], 2), SB_OK);
     assert_ptr_not_equal(p[2], tail);
     assert_int_equal(sb_page_tokens(p[2]), 0); /* fresh, private */
-    assert_true(page_holds(ns, l, p[2], s, 2, 2));
+    assert_true(tu_page_holds(ns, l, p[2], s, 2, 2));
     sb_stats s1 = stats(st);
     assert_int_equal(s1.cow_copies - s0.cow_copies, 1);
     assert_int_equal(s1.ram_bytes - s0.ram_bytes, pb);
@@ -320,7 +305,7 @@ static void test_zerocopy_writable_tail(void **state)
     sb_page *chk[4];
     assert_int_equal(match_pages(ns, s, 10, chk), 10);
     assert_ptr_equal(chk[2], tail);
-    assert_true(page_holds(ns, l, chk[2], s, 2, 2));
+    assert_true(tu_page_holds(ns, l, chk[2], s, 2, 2));
     unref_all(chk, 3);
 
     /* Append: region 2 gets all 4 slices of s2, region 3 a new page, and
@@ -357,7 +342,7 @@ static void test_zerocopy_writable_tail(void **state)
     assert_int_equal(sb_page_tokens(full), 4);
     assert_int_equal(sb_page_writable(ns, &mp[1], 2), SB_OK);
     assert_ptr_not_equal(mp[1], full);
-    assert_true(page_holds(ns, l, mp[1], s2, 1, 2));
+    assert_true(tu_page_holds(ns, l, mp[1], s2, 1, 2));
     memset(sb_page_data(mp[1]), 0xEE, pb);
     assert_int_equal(tu_match_verify(ns, l, s2, 14), 14);
     /* n_keep 0 is a fresh page with nothing kept. */
@@ -373,8 +358,8 @@ static void test_zerocopy_writable_tail(void **state)
     sb_page *g = sb_page_ref(f);
     assert_int_equal(sb_page_writable(ns, &g, 3), SB_OK);
     assert_ptr_not_equal(g, f);
-    assert_true(page_holds(ns, l, g, s, 0, 3));
-    assert_true(page_holds(ns, l, f, s, 0, 4));
+    assert_true(tu_page_holds(ns, l, g, s, 0, 3));
+    assert_true(tu_page_holds(ns, l, f, s, 0, 4));
     sb_page_unref(g);
     sb_page_unref(f);
 
@@ -454,7 +439,7 @@ static void test_zerocopy_page_state(void **state)
     assert_ptr_equal(arg2[0], fu[0]);
     assert_ptr_equal(arg2[1], ps[1]);
     assert_int_equal(sb_page_tokens(fu[0]), 0);
-    assert_true(page_holds(ns, l, fu[0], u, 0, 4));
+    assert_true(tu_page_holds(ns, l, fu[0], u, 0, 4));
     assert_same(st, &before);
     tu_check(st);
     assert_int_equal(tu_match_len(ns, t, 8), 0);
@@ -528,21 +513,12 @@ static void test_zerocopy_foreign_page(void **state)
 
 /* ---- references and memory ------------------------------------------------------------ */
 
-static sb_store *store_pages(uint64_t ram_pages)
-{
-    sb_config cfg;
-    sb_config_default(&cfg);
-    cfg.ram_pages = ram_pages;
-    sb_store *st = NULL;
-    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
-    return st;
-}
 
 static void test_zerocopy_refcounts(void **state)
 {
     (void)state;
     const tu_layout *l = &LAYOUT;
-    sb_store *st = store_pages(12);
+    sb_store *st = tu_store_pages(12);
     sb_ns *ns = tu_ns(st, l, "refs");
     sb_ns *other = tu_ns(st, l, "pressure");
     size_t pb = page_bytes(ns);
@@ -571,7 +547,7 @@ static void test_zerocopy_refcounts(void **state)
     assert_ptr_equal(y[0], x[0]);
     assert_int_equal(stats(st).indexed_pages, 2);
     assert_int_equal(stats(st).ram_bytes, 3 * pb); /* x0, x1 (superseded), y1 */
-    assert_true(page_holds(ns, l, x[1], s, 1, 2));
+    assert_true(tu_page_holds(ns, l, x[1], s, 1, 2));
     sb_page_unref(x[1]);
     assert_int_equal(stats(st).ram_bytes, 2 * pb);
     sb_page_unref(x[0]);

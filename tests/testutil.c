@@ -160,6 +160,44 @@ void tu_put(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, boo
     tu_free_state(l, state);
 }
 
+sb_store *tu_store_pages(uint64_t ram_pages)
+{
+    sb_config cfg;
+    sb_config_default(&cfg);
+    cfg.ram_pages = ram_pages;
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
+    return st;
+}
+
+void tu_fill_range(sb_ns *ns, const tu_layout *l, const uint32_t *tok, size_t from, size_t to,
+                   sb_page **pages)
+{
+    size_t pt = l->page_tokens;
+    void **state = tu_state(l, tok, to);
+    for (size_t i = from; i < to; i++) {
+        uint8_t *d = sb_page_data(pages[i / pt]);
+        for (uint32_t t = 0; t < l->n_tensors; t++)
+            memcpy(d + sb_ns_tensor_offset(ns, t) + (i % pt) * l->bpt[t],
+                   (uint8_t *)state[t] + i * l->bpt[t], l->bpt[t]);
+    }
+    tu_free_state(l, state);
+}
+
+bool tu_page_holds(sb_ns *ns, const tu_layout *l, sb_page *p, const uint32_t *tok, size_t r,
+                   size_t k)
+{
+    size_t pt = l->page_tokens;
+    void **state = tu_state(l, tok, r * pt + k);
+    const uint8_t *d = sb_page_data(p);
+    bool eq = true;
+    for (uint32_t t = 0; t < l->n_tensors && eq; t++)
+        eq = memcmp(d + sb_ns_tensor_offset(ns, t), (uint8_t *)state[t] + r * pt * l->bpt[t],
+                    k * l->bpt[t]) == 0;
+    tu_free_state(l, state);
+    return eq;
+}
+
 void tu_check(sb_store *st)
 {
     assert_int_equal(sb_store_check(st), SB_OK);

@@ -64,6 +64,19 @@ size_t tu_match_verify(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, si
 void tu_put(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, bool with_point,
             int want);
 
+/* Open a RAM-only store whose budget is ram_pages pages. */
+sb_store *tu_store_pages(uint64_t ram_pages);
+
+/* Write the synthetic state of tok[from, to) into pages (pages[r] holds
+ * region r of the sequence; each must be writable). */
+void tu_fill_range(sb_ns *ns, const tu_layout *l, const uint32_t *tok, size_t from, size_t to,
+                   sb_page **pages);
+
+/* True when the first k token slices of page p are the state of tokens
+ * [r * pt, r * pt + k) of tok (region r). */
+bool tu_page_holds(sb_ns *ns, const tu_layout *l, sb_page *p, const uint32_t *tok, size_t r,
+                   size_t k);
+
 /* Assert sb_store_check passes. */
 void tu_check(sb_store *st);
 
