@@ -158,8 +158,50 @@ void sb_blk_index(sb_blk *b, sb_node *node)
     }
     ns->n_blocks++;
     st->n_blocks++;
+    /* Not a candidate yet: the caller offers it (sb_blk_candidate) once
+     * it is stamped and known to be a leaf page or a point state. */
     b->heap_pos[SB_HEAP_STORE] = b->heap_pos[SB_HEAP_NS] = SB_HEAP_OUT;
-    sb_blk_candidate(b);
+}
+
+void sb_blk_pin_run(sb_ns *ns, sb_blk **pages, size_t n)
+{
+    sb_store *st = ns->st;
+    uint64_t newly = 0, bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        sb_blk *b = pages[i];
+        if (b->refs == 1) { /* indexed: was held by the index alone */
+            newly++;
+            bytes += b->bytes;
+        }
+        b->refs++;
+        b->stamp = st->tick;
+    }
+    st->pinned_pages += newly;
+    st->free_pages -= newly;
+    st->free_bytes -= bytes;
+    ns->free_bytes -= bytes;
+}
+
+void sb_blk_unpin_run(sb_ns *ns, sb_blk **pages, size_t n)
+{
+    sb_store *st = ns->st;
+    uint64_t freed = 0, bytes = 0;
+    for (size_t i = n; i-- > 0;) {
+        sb_blk *b = pages[i];
+        if (!b->indexed) { /* superseded while held: the general path */
+            sb_blk_unref(b);
+            continue;
+        }
+        if (--b->refs == 1) {
+            freed++;
+            bytes += b->bytes;
+            sb_blk_unpark(b);
+        }
+    }
+    st->pinned_pages -= freed;
+    st->free_pages += freed;
+    st->free_bytes += bytes;
+    ns->free_bytes += bytes;
 }
 
 void sb_blk_unindex(sb_blk *b)

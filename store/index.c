@@ -135,10 +135,15 @@ static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
         b->region = (uint32_t)r;
         b->key = keys[r];
         b->parent_key = r ? keys[r - 1] : ns->root_key;
+        sb_blk_touch(st, b);
         path[r] = b;
     }
     sb_node *end = sb_radix_apply(ns, &w, tokens, n, &plan, pages + r0, n_reg - r0);
     st->stats.pages_new += n_reg - r0;
+    /* Of the new pages only the last can be a leaf page: it alone becomes
+     * an eviction candidate now (the others when their dependents go). */
+    if (r0 < n_reg)
+        sb_blk_candidate(pages[n_reg - 1]);
 
     /* 5 */
     for (size_t r = 0; r < r0; r++) {
@@ -158,8 +163,10 @@ static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
     if (point) {
         if (!end->point) {
             point->n_tokens = (uint32_t)n;
+            sb_blk_touch(st, point);
             sb_blk_index(point, end);
             end->point = point;
+            sb_blk_candidate(point);
         }
         sb_blk_touch(st, end->point);
     }
@@ -475,10 +482,7 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     size_t n_pages = regions(ns, L);
     if (L % pt && (uint64_t)n_pages * pt > w.m)
         m->pages[n_pages - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_pages - 1));
-    for (size_t r = n_pages; r-- > 0;) {
-        sb_blk_ref(m->pages[r]);
-        sb_blk_touch(st, m->pages[r]);
-    }
+    sb_blk_pin_run(ns, m->pages, n_pages);
     if (point) {
         sb_blk_ref(point);
         sb_blk_touch(st, point);
@@ -578,8 +582,7 @@ void sb_match_release(sb_match *m)
     pthread_mutex_lock(&st->mu);
     if (m->point)
         sb_blk_unref(m->point);
-    for (size_t r = m->n_pages; r-- > 0;)
-        sb_blk_unref(m->pages[r]);
+    sb_blk_unpin_run(ns, m->pages, m->n_pages);
     ns->holds--;
     sb_ns_maybe_free(ns);
     pthread_mutex_unlock(&st->mu);

@@ -217,6 +217,12 @@ void sb_heap_free(sb_heap *h);
 void sb_blk_candidate(sb_blk *b);
 void sb_blk_unpark(sb_blk *b);
 
+/* sb_blk_pin_run / sb_blk_unpin_run -- take / drop one reference on each
+ * of pages[0, n), all pages of ns, updating the gauges once (the match
+ * path). pin_run needs every page indexed and stamps it used now. */
+void sb_blk_pin_run(struct sb_ns *ns, sb_blk **pages, size_t n);
+void sb_blk_unpin_run(struct sb_ns *ns, sb_blk **pages, size_t n);
+
 /* sb_blk_touch -- stamp a block as used now. */
 static inline void sb_blk_touch(sb_store *st, sb_blk *b)
 {

@@ -183,16 +183,11 @@ void sb_radix_free(struct sb_ns *ns)
 
 size_t sb_radix_lcp(const uint32_t *a, const uint32_t *b, size_t n)
 {
+    /* memcmp over 64-token chunks (libc's is vectorized), then the exact
+     * position inside the first chunk that differs. */
     size_t i = 0;
-    /* Blocks of 16 tokens with an OR-reduction the compiler vectorizes, then
-     * the exact position inside the first block that differs. */
-    for (; i + 16 <= n; i += 16) {
-        uint32_t x = 0;
-        for (size_t j = 0; j < 16; j++)
-            x |= a[i + j] ^ b[i + j];
-        if (x)
-            break;
-    }
+    while (i + 64 <= n && memcmp(a + i, b + i, 64 * sizeof *a) == 0)
+        i += 64;
     while (i < n && a[i] == b[i])
         i++;
     return i;
