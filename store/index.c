@@ -270,7 +270,8 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
         sb_walk after;
         sb_radix_walk(ns, tokens, n_tokens, &after, NULL);
         done = after.m;
-        rc = done == n_tokens ? SB_OK : SB_ERR_BUDGET;
+        /* Everything restorable, and the point stored if one was given. */
+        rc = done == n_tokens && !(point && !pb) ? SB_OK : SB_ERR_BUDGET;
         if (done)
             st->stats.puts++;
     }

@@ -463,9 +463,11 @@ SB_API size_t sb_ns_tensor_offset(const sb_ns *ns, uint32_t t);
  * that is restorable from the index when the call returns, point-state
  * requirements aside (n_tokens on SB_OK); 0 on other errors.
  *
- * Returns: SB_OK (everything restorable); SB_ERR_BUDGET (the budgets could
- * not hold every new page and *n_stored < n_tokens tokens are restorable;
- * the point, if any, was not stored; nothing else changed); SB_ERR_INVAL
+ * Returns: SB_OK (everything restorable, the point stored); SB_ERR_BUDGET
+ * (the budgets could not hold every new page or the point state: *n_stored
+ * tokens are restorable -- fewer than n_tokens, or all of them when only
+ * the point was refused -- and the point, if any, was not stored; nothing
+ * else changed); SB_ERR_INVAL
  * (NULL ns, tokens or tensors, a NULL tensor pointer, a point for a layout
  * without points); SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS; SB_ERR_NOMEM
  * (nothing stored). */
