@@ -10,13 +10,13 @@
 #      of every harness over a scratch copy of its corpus.
 #
 # Builds go to build-ci/ (override with SB_BUILD_ROOT). SB_FUZZ_SECONDS sets
-# the fuzzing time per harness (default 60; 0 skips step 4).
+# the fuzzing time per harness (default 120; 0 skips step 4).
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${SB_BUILD_ROOT:-$ROOT/build-ci}
 JOBS=$(nproc 2>/dev/null || echo 2)
-FUZZ_SECONDS=${SB_FUZZ_SECONDS:-60}
+FUZZ_SECONDS=${SB_FUZZ_SECONDS:-120}
 start=$(date +%s)
 
 step() {
@@ -50,12 +50,21 @@ if [ "$FUZZ_SECONDS" -gt 0 ] && command -v clang >/dev/null 2>&1; then
     bin="$BUILD/libfuzzer/bin/fuzz_$target"
     [ -x "$bin" ] || continue
     step "libfuzzer: fuzz_$target for ${FUZZ_SECONDS} s"
-    scratch="$BUILD/libfuzzer/corpus-$target"
-    rm -rf "$scratch"
-    mkdir -p "$scratch"
-    cp "$corpus"* "$scratch"/ 2>/dev/null || true
-    (cd "$BUILD/libfuzzer" &&
-      "$bin" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 "$scratch" "$corpus")
+    # New inputs go to a scratch directory (the first one named); the
+    # checked-in corpus is read only. The log is long: show its tail, or
+    # all of it when the fuzzer fails.
+    work="$BUILD/libfuzzer/fuzz-$target"
+    rm -rf "$work"
+    mkdir -p "$work/corpus" "$work/artifacts"
+    if (cd "$work" && "$bin" -max_total_time="$FUZZ_SECONDS" -timeout=10 \
+          -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/artifacts/" \
+          "$work/corpus" "$corpus" >"$work/fuzz.log" 2>&1); then
+      tail -n 8 "$work/fuzz.log"
+    else
+      cat "$work/fuzz.log"
+      echo "libfuzzer: fuzz_$target failed; the input is in $work/artifacts/"
+      exit 1
+    fi
   done
 else
   step "libfuzzer: skipped (no clang, or SB_FUZZ_SECONDS=0)"

@@ -100,6 +100,9 @@ static bool is_protected(const sb_blk *b)
 static void evict(sb_store *st, sb_blk *b)
 {
     sb_ns *ns = b->ns;
+    SB_DLOG("evict %s of ns %016llx, region %u, stamp %llu\n",
+            b->kind == SB_BLK_PAGE ? "page" : "point", (unsigned long long)ns->id,
+            b->region, (unsigned long long)b->stamp);
     if (b->kind == SB_BLK_PAGE) {
         sb_blk *prev = sb_radix_prev_page(ns, b);
         st->stats.evictions++;

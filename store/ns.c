@@ -246,6 +246,8 @@ int sb_ns_open(sb_store *st, const sb_layout *layout, const void *scope,
         st->n_ns++;
         ns->holds = 1;
         *out = ns;
+        SB_DLOG("namespace %016llx created: page_tokens %u, %zu-byte pages\n",
+                (unsigned long long)ns->id, ns->page_tokens, ns->page_bytes);
     }
     pthread_mutex_unlock(&st->mu);
     return rc;

@@ -155,6 +155,7 @@ int sb_store_stats(sb_store *st, sb_stats *out)
     out->index_bytes = st->index_bytes;
     out->index_tokens = tokens;
     out->index_nodes = st->index_nodes;
+    out->index_bytes_per_token = tokens ? (double)st->index_bytes / (double)tokens : 0.0;
     pthread_mutex_unlock(&st->mu);
     return SB_OK;
 }

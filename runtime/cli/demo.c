@@ -324,9 +324,9 @@ int sb_cli_demo(int argc, char **argv)
                       .page_tokens = o.page_tokens, .n_tensors = n_t, .bytes_per_token = bpt };
 
     demo_session ses[3] = {
-        { .scope = "tenant-a", .name = "alice", .rng = o.seed * 3 + 1 },
-        { .scope = "tenant-a", .name = "bob", .rng = o.seed * 3 + 2 },
-        { .scope = "tenant-b", .name = "carol", .rng = o.seed * 3 + 3 },
+        { .scope = "tenant-a", .name = "alice", .rng = o.seed * 1000003 + 0xA11CE },
+        { .scope = "tenant-a", .name = "bob", .rng = o.seed * 1000003 + 0xB0B },
+        { .scope = "tenant-b", .name = "carol", .rng = o.seed * 1000003 + 0xCA201 },
     };
     int ret = 0;
     for (int i = 0; i < 3 && !ret; i++) {
@@ -366,8 +366,7 @@ int sb_cli_demo(int argc, char **argv)
                PRIu64 " computed; %" PRIu64 " pages indexed (%.1f MiB), %" PRIu64
                " evicted; index %.2f bytes/token\n",
                s.lookups, s.hits, s.hit_tokens, s.miss_tokens, s.indexed_pages,
-               s.indexed_bytes / 1048576.0, s.evictions,
-               s.index_tokens ? (double)s.index_bytes / (double)s.index_tokens : 0.0);
+               s.indexed_bytes / 1048576.0, s.evictions, s.index_bytes_per_token);
         printf("verify: %s\n", ok ? "every restored byte matched its prefix's state"
                                   : "MISMATCH: a restore returned wrong state");
         if (!ok)

@@ -346,6 +346,7 @@ typedef struct sb_stats {
     uint64_t index_bytes;        /* bytes of radix nodes, token and page arrays */
     uint64_t index_tokens;       /* tokens the index holds (sum of edge lengths) */
     uint64_t index_nodes;        /* radix nodes */
+    double index_bytes_per_token;/* index_bytes / index_tokens (0 when empty) */
     /* disk tier (zero while RAM only) */
     uint64_t disk_bytes;         /* bytes of live records */
     uint64_t disk_bytes_limit;   /* the cap in effect */
