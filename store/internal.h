@@ -4,7 +4,7 @@
  *
  * Locking. st->mu (one mutex per store) guards every field marked [mu]:
  * the namespace table, every radix tree, every block's refcount and index
- * links, the LRU lists, the budgets' accounting and the stats. Fields marked
+ * links, the eviction heaps, the budgets' accounting and the stats. Fields marked
  * [const] are set before the object is published and never change. Block
  * data is written only by the thread that owns a fresh block; once indexed
  * (committed) it is immutable, and the mutex hand-off at commit publishes it.

@@ -363,7 +363,7 @@ typedef struct sb_stats {
 SB_API int sb_store_stats(sb_store *st, sb_stats *out);
 
 /* sb_store_check -- verify every internal invariant of the index and the
- * RAM tier: tree shape, page coverage, refcounts, LRU lists, budgets and
+ * RAM tier: tree shape, page coverage, refcounts, eviction heaps, budgets and
  * accounting. Meant for tests and fuzzers; it walks everything.
  * Returns: SB_OK; SB_ERR_CORRUPT (a message naming the broken invariant is
  * written to stderr); SB_ERR_INVAL (NULL); SB_ERR_NOMEM (no memory for
