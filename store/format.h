@@ -1,0 +1,339 @@
+/* format.h -- the disk tier's on-disk format, version 1: records, the
+ * namespace description, superblock slots and segment summaries, with a
+ * pure encoder and a validating decoder for each (no I/O here).
+ *
+ * Everything is little-endian. Every structure carries a magic, the format
+ * version and an XXH3-64 checksum; a decoder refuses an unknown version
+ * with SB_ERR_VERSION (never guessing), bytes that are not the structure
+ * with SB_ERR_FORMAT, and a checksum mismatch with SB_ERR_CORRUPT. Decoders
+ * never trust a length they have not bounded: every size is checked against
+ * the buffer and the format's limits before use. docs/format.md is the long
+ * form.
+ *
+ * ---------------------------------------------------------------------------
+ * The store directory
+ *
+ *     DIR/ (0700)
+ *       LOCK              advisory lock; holds the owner's pid
+ *       superblock        two slots, A at offset 0 and B at slot_bytes
+ *       seg-00000001.dat  segment files, segment_bytes each, preallocated
+ *       seg-00000001.sum  the summary of a sealed segment
+ *
+ * A segment is an append-only run of records, each starting on a 4 KiB
+ * boundary. It is reused under a new generation when reclaimed, never
+ * deleted or grown: old-generation records then fail their head checksum.
+ *
+ * ---------------------------------------------------------------------------
+ * Record: a head (a multiple of 4 KiB) then the payload, padded to 4 KiB.
+ *
+ *   OFFSET SIZE FIELD
+ *   0      4    magic            "SBRC"
+ *   4      2    version          1
+ *   6      1    kind             1 namespace, 2 page, 3 point state
+ *   7      1    flags            bit 0: payload compressed (reserved, 0 in v1)
+ *   8      8    seq              store-wide sequence number, from 1
+ *   16     4    segment_id       the segment this record was written to
+ *   20     4    generation       that segment's generation when written
+ *   24     8    ns_id            namespace id (XXH3-64 of identity, scope)
+ *   32     16   key              page: content key; point: key of its
+ *                                path; namespace: the chain's root key
+ *   48     16   parent_key       page, point: key of the page before (or
+ *                                the root key); namespace: zero
+ *   64     4    position         page: first token index (region * pt);
+ *                                point: its position L; namespace: 0
+ *   68     4    n_tokens         token IDs that follow the fixed head: a
+ *                                page's tokens; a point's tokens after the
+ *                                last full page before L; namespace: 0
+ *   72     4    head_bytes       bytes of the head, a multiple of 4096
+ *   76     4    extra_bytes      bytes after the token IDs (namespace: the
+ *                                description below), else 0
+ *   80     8    payload_bytes    bytes of payload after the head
+ *   88     8    payload_hash     XXH3-64 of the payload bytes
+ *   96     24   reserved         zero
+ *   120    8    head_hash        XXH3-64 of the token IDs and extra bytes,
+ *                                seeded with XXH3-64 of head[0, 120) seeded
+ *                                with the record's byte offset in its
+ *                                segment file
+ *   128    4*n  token IDs
+ *   ...    extra, then zeros up to head_bytes
+ *
+ * The head hash covers segment_id, generation and (through the seed) the
+ * file offset, so a record read from the wrong place, or left from an older
+ * life of the segment, fails; the reserved bytes and the padding after the
+ * extra bytes must be zero. The payload of a page is the whole page block
+ * (page_bytes; the slices of tokens past n_tokens are unspecified); of a
+ * point state, point_bytes. A page record alone rebuilds its place in the
+ * radix tree: its parent key names the page before it, and its tokens
+ * extend that page's path.
+ *
+ * A page record as written: a 1-tensor layout with 8 bytes per token and
+ * page_tokens 4 (so page_bytes 4096), the page of tokens 100 101 102 103 at
+ * offset 0 of segment 1, generation 1, seq 2, with example ns_id and keys,
+ * payload byte i = (7 i + 3) mod 256; fields labelled on the left:
+ *
+ *   magic/ver/kind/flags  0000: 53 42 52 43 01 00 02 00
+ *   seq                   0008: 02 00 00 00 00 00 00 00
+ *   segment_id/generation 0010: 01 00 00 00 01 00 00 00
+ *   ns_id                 0018: 4d 6b 8e 22 3f 2c 0e 71
+ *   key                   0020: 0e 76 e4 0c 6e 37 b4 56 84 34 b3 92 09 2b 8b 71
+ *   parent_key            0030: 37 0f d3 58 5a 0d 69 3e 24 76 ab 2b 2a 67 13 93
+ *   position/n_tokens     0040: 00 00 00 00 04 00 00 00
+ *   head_bytes/extra      0048: 00 10 00 00 00 00 00 00
+ *   payload_bytes         0050: 00 10 00 00 00 00 00 00
+ *   payload_hash          0058: 7e e3 2b 84 46 87 42 d7
+ *   reserved              0060: 00 ... 00 (24 bytes)
+ *   head_hash             0078: 58 44 d8 17 83 de d0 d7
+ *   tokens                0080: 64 00 00 00 65 00 00 00 66 00 00 00 67 00 00 00
+ *   zeros                 0090: 00 ... up to 0x1000, then the 4096 payload bytes
+ *
+ * (tests/test_format.c rebuilds this record and checks every byte above.)
+ *
+ * ---------------------------------------------------------------------------
+ * Namespace description: the extra bytes of a namespace record. A segment
+ * holds the namespace record of every namespace it has pages of, before the
+ * first of them, so any segment alone names its layouts.
+ *
+ *   OFFSET SIZE FIELD
+ *   0      4    page_tokens
+ *   4      4    n_tensors
+ *   8      4    point_bytes
+ *   12     4    layout flags (SB_LAYOUT_*)
+ *   16     4    model_id_bytes
+ *   20     4    scope_bytes
+ *   24     4*T  bytes_per_token[n_tensors]
+ *   ...         model_id bytes, then scope bytes
+ *
+ * ---------------------------------------------------------------------------
+ * Superblock: two slots of slot_bytes each (a multiple of 4096) at the start
+ * of the file "superblock". Writes alternate between them; open takes the
+ * valid slot with the larger write_count, so a torn slot write leaves the
+ * other one standing.
+ *
+ *   OFFSET SIZE FIELD
+ *   0      8    magic            "SBSUPER1"
+ *   8      2    version          1
+ *   10     2    slot             0 (A) or 1 (B)
+ *   12     4    slot_bytes
+ *   16     8    write_count      larger is newer
+ *   24     8    store_id         random, fixed at creation
+ *   32     8    segment_bytes
+ *   40     8    durable_seq      every record with seq <= this survives a crash
+ *   48     4    n_segments
+ *   52     12   reserved         zero
+ *   64     24*N segments: u32 segment_id, u32 generation, u32 state
+ *                (0 free, 1 open, 2 sealed), u32 reserved, u64 data_end
+ *                (bytes of records; for sealed segments)
+ *   slot_bytes-8  8  slot_hash   XXH3-64 of the slot's other bytes
+ *
+ * ---------------------------------------------------------------------------
+ * Summary "seg-NNNNNNNN.sum": the record heads of a sealed segment, so open
+ * reads summaries, not payloads. Written to a temporary name, synced and
+ * renamed; a summary that fails its checks is ignored and the segment is
+ * scanned instead.
+ *
+ *   OFFSET SIZE FIELD
+ *   0      8    magic            "SBSUMRY1"
+ *   8      2    version          1
+ *   10     2    reserved
+ *   12     4    segment_id
+ *   16     4    generation
+ *   20     4    n_entries
+ *   24     8    data_end         bytes of records in the segment
+ *   32     8    first_seq
+ *   40     8    last_seq
+ *   48     8    body_bytes
+ *   56     8    reserved
+ *   64          entries, each: u32 entry_bytes (a multiple of 8), u32 zero,
+ *                u64 record offset, the record's 128-byte fixed head, its
+ *                token IDs and extra bytes, zeros to entry_bytes
+ *   64+body 8   file_hash        XXH3-64 of every byte before it
+ */
+#ifndef SB_FORMAT_H
+#define SB_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapbank.h"
+
+#define SB_FMT_VERSION 1u
+#define SB_FMT_BLOCK 4096u
+
+#define SB_REC_MAGIC 0x43524253u        /* "SBRC" */
+#define SB_REC_FIXED 128u               /* bytes of the fixed head */
+#define SB_REC_HEAD_MAX (1u << 20)      /* largest head */
+#define SB_REC_PAYLOAD_MAX (1ull << 30) /* largest payload */
+
+/* Record kinds: pinned numbers, never reused. */
+enum { SB_REC_NAMESPACE = 1, SB_REC_PAGE = 2, SB_REC_POINT = 3 };
+
+/* Record flags: pinned bits. */
+#define SB_REC_F_COMPRESSED 0x01u
+
+/* Segment states in the superblock: pinned numbers. */
+enum { SB_SEG_FREE = 0, SB_SEG_OPEN = 1, SB_SEG_SEALED = 2 };
+
+/* A decoded fixed head (the fields of the table above). */
+typedef struct sb_rec_head {
+    uint8_t kind;
+    uint8_t flags;
+    uint64_t seq;
+    uint32_t segment_id;
+    uint32_t generation;
+    uint64_t ns_id;
+    uint64_t key[2];           /* lo, hi */
+    uint64_t parent_key[2];
+    uint32_t position;
+    uint32_t n_tokens;
+    uint32_t head_bytes;
+    uint32_t extra_bytes;
+    uint64_t payload_bytes;
+    uint64_t payload_hash;
+} sb_rec_head;
+
+/* sb_rec_head_size -- head_bytes for n_tokens token IDs and extra_bytes.
+ * Returns: the size (a multiple of 4096), or 0 when over SB_REC_HEAD_MAX. */
+uint32_t sb_rec_head_size(uint32_t n_tokens, uint32_t extra_bytes);
+
+/* sb_rec_encode -- write a record head into buf (h->head_bytes long; h's
+ * head_bytes must equal sb_rec_head_size(n_tokens, extra_bytes)): the
+ * fixed fields, tokens, extra, zeros, and the head hash for a record at
+ * file offset off. The caller fills payload_hash (sb_rec_payload_hash).
+ * Returns: SB_OK; SB_ERR_INVAL (inconsistent sizes or kind). */
+int sb_rec_encode(const sb_rec_head *h, const uint32_t *tokens, const void *extra,
+                  uint64_t off, void *buf);
+
+/* sb_rec_peek -- check the fixed part of a head in buf[0, len) (len >=
+ * SB_REC_FIXED) before reading the rest: magic, version, kind, flags and
+ * the bounds of every size. *head_bytes receives how much to read.
+ * Returns: SB_OK; SB_ERR_FORMAT (not a record, or sizes out of bounds);
+ * SB_ERR_VERSION (a record of another format version); SB_ERR_INVAL. */
+int sb_rec_peek(const void *buf, size_t len, uint32_t *head_bytes);
+
+/* sb_rec_decode -- validate and decode a whole head (buf[0, len), len >=
+ * its head_bytes) read from file offset off. *tokens and *extra point into
+ * buf (borrowed for as long as buf lives).
+ * Returns: SB_OK; SB_ERR_FORMAT; SB_ERR_VERSION; SB_ERR_CORRUPT (head hash
+ * mismatch, or reserved bytes or padding not zero); SB_ERR_INVAL. */
+int sb_rec_decode(const void *buf, size_t len, uint64_t off, sb_rec_head *h,
+                  const uint32_t **tokens, const void **extra);
+
+/* sb_rec_head_hash -- the head hash of the head at head (its fixed fields
+ * and body_bytes of token IDs and extra after them) for file offset off:
+ * what sb_rec_encode stores at offset 120. */
+uint64_t sb_rec_head_hash(const void *head, uint32_t body_bytes, uint64_t off);
+
+/* sb_rec_payload_hash -- the payload checksum. */
+uint64_t sb_rec_payload_hash(const void *payload, size_t n);
+
+/* sb_rec_record_bytes -- bytes a record occupies in its segment: head plus
+ * payload rounded up to 4096. */
+static inline uint64_t sb_rec_record_bytes(const sb_rec_head *h)
+{
+    return h->head_bytes + (h->payload_bytes + SB_FMT_BLOCK - 1) / SB_FMT_BLOCK * SB_FMT_BLOCK;
+}
+
+/* ---- namespace description ------------------------------------------------ */
+
+/* A decoded description; pointers borrow from the decoded bytes. */
+typedef struct sb_rec_ns {
+    sb_layout layout;              /* model_id and bytes_per_token borrowed */
+    const void *scope;
+    size_t scope_bytes;
+} sb_rec_ns;
+
+/* sb_rec_ns_size -- bytes of the description of (layout, scope_bytes). */
+uint32_t sb_rec_ns_size(const sb_layout *layout, size_t scope_bytes);
+
+/* sb_rec_ns_encode -- write the description into buf (sb_rec_ns_size
+ * bytes). bytes_per_token must be 4-byte aligned in memory or not: it is
+ * copied. Returns: SB_OK; SB_ERR_INVAL. */
+int sb_rec_ns_encode(const sb_layout *layout, const void *scope, size_t scope_bytes,
+                     void *buf);
+
+/* sb_rec_ns_decode -- decode and bound-check a description of len bytes.
+ * bytes_per_token in *out points into buf, which must be 4-byte aligned.
+ * The layout is not validated as sb_ns_open would; the caller does that.
+ * Returns: SB_OK; SB_ERR_FORMAT (sizes do not add up to len). */
+int sb_rec_ns_decode(const void *buf, size_t len, sb_rec_ns *out);
+
+/* ---- superblock ------------------------------------------------------------- */
+
+#define SB_SUPER_MAGIC 0x3152455055534253ull /* "SBSUPER1" */
+#define SB_SUPER_FIXED 64u
+#define SB_SUPER_ENTRY 24u
+
+typedef struct sb_super_seg {
+    uint32_t segment_id;
+    uint32_t generation;
+    uint32_t state;            /* SB_SEG_* */
+    uint64_t data_end;
+} sb_super_seg;
+
+typedef struct sb_super {
+    uint16_t slot;             /* 0 or 1 */
+    uint32_t slot_bytes;
+    uint64_t write_count;
+    uint64_t store_id;
+    uint64_t segment_bytes;
+    uint64_t durable_seq;
+    uint32_t n_segments;
+    sb_super_seg *segments;    /* (n_segments) */
+} sb_super;
+
+/* sb_super_slot_size -- slot_bytes for n segments (a multiple of 4096). */
+uint32_t sb_super_slot_size(uint32_t n_segments);
+
+/* sb_super_encode -- write s into buf (s->slot_bytes, which must hold
+ * s->n_segments). Returns: SB_OK; SB_ERR_INVAL. */
+int sb_super_encode(const sb_super *s, void *buf);
+
+/* sb_super_decode -- validate and decode a slot of len bytes. segs receives
+ * up to max_segs entries (s->segments = segs).
+ * Returns: SB_OK; SB_ERR_FORMAT; SB_ERR_VERSION; SB_ERR_CORRUPT; SB_ERR_RANGE
+ * (more segments than max_segs). */
+int sb_super_decode(const void *buf, size_t len, sb_super *s, sb_super_seg *segs,
+                    uint32_t max_segs);
+
+/* ---- summary ------------------------------------------------------------------- */
+
+#define SB_SUM_MAGIC 0x3159524d4d555342ull /* "SBSUMRY1" */
+#define SB_SUM_FIXED 64u
+
+typedef struct sb_sum_info {
+    uint32_t segment_id;
+    uint32_t generation;
+    uint32_t n_entries;
+    uint64_t data_end;
+    uint64_t first_seq, last_seq;
+    uint64_t body_bytes;
+} sb_sum_info;
+
+/* sb_sum_entry_size -- bytes of the entry of a record head with n_tokens
+ * tokens and extra_bytes extra. */
+uint32_t sb_sum_entry_size(uint32_t n_tokens, uint32_t extra_bytes);
+
+/* sb_sum_put_entry -- write the entry for the record at offset off (head h,
+ * its tokens and extra) at buf (sb_sum_entry_size bytes). */
+void sb_sum_put_entry(void *buf, uint64_t off, const sb_rec_head *h, const uint32_t *tokens,
+                      const void *extra);
+
+/* sb_sum_finish -- write the header at buf[0, 64) and the file hash after
+ * the body (buf must hold 64 + info->body_bytes + 8 bytes, the entries
+ * already in place). Returns the file's total size. */
+size_t sb_sum_finish(void *buf, const sb_sum_info *info);
+
+/* sb_sum_decode -- validate a whole summary file of len bytes and describe
+ * it. Entries are read with sb_sum_next.
+ * Returns: SB_OK; SB_ERR_FORMAT; SB_ERR_VERSION; SB_ERR_CORRUPT. */
+int sb_sum_decode(const void *buf, size_t len, sb_sum_info *info);
+
+/* sb_sum_next -- decode the entry at *pos (start at SB_SUM_FIXED) of a
+ * validated summary: its record offset, head, tokens and extra (borrowed
+ * from buf). Advances *pos. Returns: SB_OK; SB_ERR_RANGE (no more entries);
+ * SB_ERR_FORMAT (an entry out of bounds, or whose head is not valid). */
+int sb_sum_next(const void *buf, const sb_sum_info *info, size_t *pos, uint64_t *off,
+                sb_rec_head *h, const uint32_t **tokens, const void **extra);
+
+#endif /* SB_FORMAT_H */
