@@ -79,12 +79,12 @@ function(sb_add_test name)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT})
 endfunction()
 
-# sb_add_fuzzer(NAME source) -- a libFuzzer harness. Always builds NAME_replay
-# (the harness plus fuzz/replay.c, any compiler) and registers a test that
-# replays fuzz/corpus/<target>/; with SB_LIBFUZZER also builds NAME with
-# -fsanitize=fuzzer.
+# sb_add_fuzzer(NAME source corpus [more sources...]) -- a libFuzzer
+# harness. Always builds NAME_replay (the harness plus fuzz/replay.c, any
+# compiler) and registers a test that replays fuzz/corpus/<corpus>/; with
+# SB_LIBFUZZER also builds NAME with -fsanitize=fuzzer.
 function(sb_add_fuzzer name source corpus)
-  add_executable(${name}_replay ${source} ${PROJECT_SOURCE_DIR}/fuzz/replay.c)
+  add_executable(${name}_replay ${source} ${ARGN} ${PROJECT_SOURCE_DIR}/fuzz/replay.c)
   sb_target_defaults(${name}_replay)
   target_include_directories(${name}_replay PRIVATE ${PROJECT_SOURCE_DIR}/store)
   target_link_libraries(${name}_replay PRIVATE snapbank_static)
@@ -92,7 +92,7 @@ function(sb_add_fuzzer name source corpus)
            COMMAND ${name}_replay ${PROJECT_SOURCE_DIR}/fuzz/corpus/${corpus})
   set_tests_properties(${name}_replay PROPERTIES TIMEOUT 600)
   if(SB_LIBFUZZER)
-    add_executable(${name} ${source})
+    add_executable(${name} ${source} ${ARGN})
     sb_target_defaults(${name})
     target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/store)
     target_link_options(${name} PRIVATE -fsanitize=fuzzer)
