@@ -185,8 +185,10 @@ static void op_put(worker *w)
     void *point = with_point ? tu_point(l, s->tok, n) : NULL;
     size_t stored = 0;
     int rc = sb_ns_put(w->ns[k], s->tok, n, (const void *const *)state, point, &stored);
+    /* SB_ERR_BUDGET: fewer than n restorable, or all n with the point
+     * state refused (snapbank.h). */
     if (rc == SB_OK ? stored != n
-                    : rc != SB_ERR_BUDGET || stored >= n)
+                    : rc != SB_ERR_BUDGET || stored > n || (stored == n && !with_point))
         failed(w, "sb_ns_put", rc);
     free(point);
     tu_free_state(l, state);
