@@ -921,6 +921,36 @@ static void print_mem_row(const mem_row *r)
            100.0 * (double)r->base_n / (double)r->base_cap, b / l);
 }
 
+/* A bank and a baseline table fed the same sequences, for section 3. */
+typedef struct mem_pair {
+    sb_store *st;
+    sb_ns *ns;
+    bl_table bl;
+} mem_pair;
+
+static void mem_open(mem_pair *mp, uint32_t pt)
+{
+    mp->st = bank_open(64ull << 30);
+    mp->ns = bank_ns(mp->st, pt, 1, tiny_bpt);
+    bl_init(&mp->bl, pt);
+}
+
+static void mem_add(mem_pair *mp, const uint32_t *tok, size_t n, const void *zeros)
+{
+    bank_put(mp->ns, tok, n, zeros);
+    bl_insert(&mp->bl, tok, n, NULL);
+}
+
+/* Measure both into row (named name), then free both. */
+static void mem_close(mem_pair *mp, const char *name, mem_row *row)
+{
+    row->name = name;
+    mem_finish(mp->st, &mp->bl, row);
+    bl_free(&mp->bl);
+    sb_ns_close(mp->ns);
+    CHECK(sb_store_close(mp->st));
+}
+
 static void section_memory(const bench_opts *o)
 {
     uint32_t pt = o->page_tokens;
@@ -943,86 +973,47 @@ static void section_memory(const bench_opts *o)
     /* a. one long sequence, committed at once */
     uint32_t *tok = xmalloc(longest * sizeof *tok);
     fill_tokens(&rng, tok, longest);
-    {
-        sb_store *st = bank_open(64ull << 30);
-        sb_ns *ns = bank_ns(st, pt, 1, tiny_bpt);
-        bl_table bl;
-        bl_init(&bl, pt);
-        bank_put(ns, tok, longest, zeros);
-        bl_insert(&bl, tok, longest, NULL);
-        snprintf(name_long, sizeof name_long, "one sequence of %zu, one put", longest);
-        rows[0].name = name_long;
-        mem_finish(st, &bl, &rows[0]);
-        bl_free(&bl);
-        sb_ns_close(ns);
-        CHECK(sb_store_close(st));
-    }
+    mem_pair mp;
+    mem_open(&mp, pt);
+    mem_add(&mp, tok, longest, zeros);
+    snprintf(name_long, sizeof name_long, "one sequence of %zu, one put", longest);
+    mem_close(&mp, name_long, &rows[0]);
+
     /* b. the same sequence grown turn by turn (a conversation) */
-    {
-        sb_store *st = bank_open(64ull << 30);
-        sb_ns *ns = bank_ns(st, pt, 1, tiny_bpt);
-        bl_table bl;
-        bl_init(&bl, pt);
-        for (size_t end = o->turn_tokens;; end += o->turn_tokens) {
-            if (end > longest)
-                end = longest;
-            bank_put(ns, tok, end, zeros);
-            bl_insert(&bl, tok, end, NULL);
-            if (end == longest)
-                break;
-        }
-        snprintf(name_turns, sizeof name_turns, "same, grown in %u-token turns",
-                 o->turn_tokens);
-        rows[1].name = name_turns;
-        mem_finish(st, &bl, &rows[1]);
-        bl_free(&bl);
-        sb_ns_close(ns);
-        CHECK(sb_store_close(st));
+    mem_open(&mp, pt);
+    for (size_t end = o->turn_tokens;; end += o->turn_tokens) {
+        if (end > longest)
+            end = longest;
+        mem_add(&mp, tok, end, zeros);
+        if (end == longest)
+            break;
     }
+    snprintf(name_turns, sizeof name_turns, "same, grown in %u-token turns", o->turn_tokens);
+    mem_close(&mp, name_turns, &rows[1]);
+
     /* c. sessions sharing a system prompt */
-    {
-        sb_store *st = bank_open(64ull << 30);
-        sb_ns *ns = bank_ns(st, pt, 1, tiny_bpt);
-        bl_table bl;
-        bl_init(&bl, pt);
-        size_t n = sys + own;
-        uint32_t *seq = xmalloc(n * sizeof *seq);
-        fill_tokens(&rng, seq, sys);
-        for (uint32_t s = 0; s < o->n_sessions; s++) {
-            fill_tokens(&rng, seq + sys, own);
-            bank_put(ns, seq, n, zeros);
-            bl_insert(&bl, seq, n, NULL);
-        }
-        snprintf(name_sess, sizeof name_sess, "%u sessions, %zu shared + %zu own",
-                 o->n_sessions, sys, own);
-        rows[2].name = name_sess;
-        mem_finish(st, &bl, &rows[2]);
-        bl_free(&bl);
-        sb_ns_close(ns);
-        CHECK(sb_store_close(st));
-        free(seq);
+    size_t n = sys + own;
+    uint32_t *seq = xmalloc((n > o->short_tokens ? n : o->short_tokens) * sizeof *seq);
+    mem_open(&mp, pt);
+    fill_tokens(&rng, seq, sys);
+    for (uint32_t s = 0; s < o->n_sessions; s++) {
+        fill_tokens(&rng, seq + sys, own);
+        mem_add(&mp, seq, n, zeros);
     }
+    snprintf(name_sess, sizeof name_sess, "%u sessions, %zu shared + %zu own", o->n_sessions,
+             sys, own);
+    mem_close(&mp, name_sess, &rows[2]);
+
     /* d. many short independent sequences */
-    {
-        sb_store *st = bank_open(64ull << 30);
-        sb_ns *ns = bank_ns(st, pt, 1, tiny_bpt);
-        bl_table bl;
-        bl_init(&bl, pt);
-        uint32_t *seq = xmalloc((size_t)o->short_tokens * sizeof *seq);
-        for (uint32_t s = 0; s < o->n_short; s++) {
-            fill_tokens(&rng, seq, o->short_tokens);
-            bank_put(ns, seq, o->short_tokens, zeros);
-            bl_insert(&bl, seq, o->short_tokens, NULL);
-        }
-        snprintf(name_short, sizeof name_short, "%u independent x %u tokens", o->n_short,
-                 o->short_tokens);
-        rows[3].name = name_short;
-        mem_finish(st, &bl, &rows[3]);
-        bl_free(&bl);
-        sb_ns_close(ns);
-        CHECK(sb_store_close(st));
-        free(seq);
+    mem_open(&mp, pt);
+    for (uint32_t s = 0; s < o->n_short; s++) {
+        fill_tokens(&rng, seq, o->short_tokens);
+        mem_add(&mp, seq, o->short_tokens, zeros);
     }
+    snprintf(name_short, sizeof name_short, "%u independent x %u tokens", o->n_short,
+             o->short_tokens);
+    mem_close(&mp, name_short, &rows[3]);
+    free(seq);
 
     printf("%-34s %9s %7s %8s %9s %8s %6s %9s\n", "workload", "sb tokens", "nodes",
            "sb B/tok", "base tok", "base B/t", "load", "sb/base");

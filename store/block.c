@@ -8,12 +8,8 @@
 
 /* ---- references ------------------------------------------------------------- */
 
-static bool is_pinned(const sb_blk *b)
-{
-    return b->kind == SB_BLK_PAGE && b->indexed && b->refs > 1;
-}
-
-/* Held by the index alone: eviction could free it. */
+/* Held by the index alone: eviction could free it. An indexed page that is
+ * not free is pinned (stats.pinned_pages = indexed_pages - free_pages). */
 static bool is_free(const sb_blk *b)
 {
     return b->indexed && b->refs == 1;
@@ -51,19 +47,15 @@ static void blk_free(sb_blk *b)
 
 void sb_blk_ref(sb_blk *b)
 {
-    bool was = is_pinned(b), was_free = is_free(b);
+    bool was_free = is_free(b);
     b->refs++;
-    if (!was && is_pinned(b))
-        b->ns->st->pinned_pages++;
     track_free(b, was_free);
 }
 
 void sb_blk_unref(sb_blk *b)
 {
-    bool was = is_pinned(b), was_free = is_free(b);
+    bool was_free = is_free(b);
     b->refs--;
-    if (was && !is_pinned(b))
-        b->ns->st->pinned_pages--;
     track_free(b, was_free);
     if (b->refs == 0)
         blk_free(b);
@@ -147,10 +139,9 @@ void sb_blk_index(sb_blk *b, sb_node *node)
     b->committed = 1;
     b->refs++;
     track_free(b, was_free);
-    if (b->refs > 1 && b->kind == SB_BLK_PAGE)
-        st->pinned_pages++;
     if (b->kind == SB_BLK_PAGE) {
         ns->indexed_pages++;
+        st->indexed_pages++;
         st->indexed_bytes += b->bytes;
     } else {
         st->n_points++;
@@ -176,7 +167,6 @@ void sb_blk_pin_run(sb_ns *ns, sb_blk **pages, size_t n)
         b->refs++;
         b->stamp = st->tick;
     }
-    st->pinned_pages += newly;
     st->free_pages -= newly;
     st->free_bytes -= bytes;
     ns->free_bytes -= bytes;
@@ -198,7 +188,6 @@ void sb_blk_unpin_run(sb_ns *ns, sb_blk **pages, size_t n)
             sb_blk_unpark(b);
         }
     }
-    st->pinned_pages -= freed;
     st->free_pages += freed;
     st->free_bytes += bytes;
     ns->free_bytes += bytes;
@@ -217,9 +206,8 @@ void sb_blk_unindex(sb_blk *b)
     st->n_blocks--;
     if (b->kind == SB_BLK_PAGE) {
         ns->indexed_pages--;
+        st->indexed_pages--;
         st->indexed_bytes -= b->bytes;
-        if (b->refs > 1)
-            st->pinned_pages--;
     } else {
         st->n_points--;
         st->point_bytes -= b->bytes;

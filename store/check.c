@@ -149,14 +149,12 @@ static int check_ns(const sb_ns *ns, totals *t)
     totals mine = { 0 };
     size_t depth_cap = 64, sp = 0;
     const sb_node **stack = sb_malloc(&st->mem, depth_cap * sizeof *stack);
-    uint32_t *path_tok = sb_malloc(&st->mem, 0);
+    uint32_t *path_tok = NULL;
     sb_key *region_key = NULL;
     size_t tok_cap = 0;
     int rc = SB_OK;
-    if (!stack) {
-        sb_free(path_tok);
+    if (!stack)
         return SB_ERR_NOMEM;
-    }
     stack[sp++] = ns->root;
     while (sp && rc == SB_OK) {
         const sb_node *N = stack[--sp];
@@ -260,10 +258,14 @@ int sb_store_check(sb_store *st)
         else if (ram != st->ram_bytes)
             fprintf(stderr, "snapbank check: namespaces hold %" PRIu64 " bytes, store %" PRIu64
                     "\n", ram, st->ram_bytes);
-        else if (t.pinned != st->pinned_pages || t.points != st->n_points ||
+        else if (t.pages != st->indexed_pages)
+            fprintf(stderr, "snapbank check: %" PRIu64 " pages indexed, %" PRIu64 " counted\n",
+                    t.pages, st->indexed_pages);
+        else if (t.pinned != st->indexed_pages - st->free_pages || t.points != st->n_points ||
                  t.point_bytes != st->point_bytes || t.indexed_bytes != st->indexed_bytes)
             fprintf(stderr, "snapbank check: gauges drifted (pinned %" PRIu64 "/%" PRIu64
-                    ", points %" PRIu64 "/%" PRIu64 ")\n", t.pinned, st->pinned_pages,
+                    ", points %" PRIu64 "/%" PRIu64 ")\n", t.pinned,
+                    st->indexed_pages - st->free_pages,
                     t.points, st->n_points);
         else if (t.nodes != st->index_nodes)
             fprintf(stderr, "snapbank check: %" PRIu64 " nodes, %" PRIu64 " counted\n",

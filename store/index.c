@@ -124,7 +124,7 @@ static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
     if (rc != SB_OK)
         goto out;
     sb_plan plan;
-    rc = sb_radix_prepare(ns, &w, tokens, n, point != NULL, &plan);
+    rc = sb_radix_prepare(ns, &w, n, point != NULL, &plan);
     if (rc != SB_OK)
         goto out;
 
@@ -146,18 +146,18 @@ static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
         sb_blk_candidate(pages[n_reg - 1]);
 
     /* 5 */
-    for (size_t r = 0; r < r0; r++) {
-        if (!pages[r] || pages[r] == path[r])
-            continue;
-        if (!zero_copy)
-            continue;
-        st->stats.pages_dedup++;
-        sb_blk_ref(path[r]);
-        sb_blk_unref(pages[r]);
-        pages[r] = path[r];
-    }
-    if (!zero_copy)
+    if (!zero_copy) {
         st->stats.pages_dedup += r0;
+    } else {
+        for (size_t r = 0; r < r0; r++) {
+            if (pages[r] == path[r])
+                continue;
+            st->stats.pages_dedup++;
+            sb_blk_ref(path[r]);
+            sb_blk_unref(pages[r]);
+            pages[r] = path[r];
+        }
+    }
 
     /* 6 */
     if (point) {
@@ -258,8 +258,10 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
      *    needed (the budget ran out), commit the prefix before it. */
     pthread_mutex_lock(&st->mu);
     st->tick++;
+    bool whole = false;
     if (!abandon) {
         int crc = commit_locked(ns, tokens, n_tokens, pages, pb, false);
+        whole = crc == SB_OK;
         if (crc == SB_ERR_RANGE && got)
             crc = commit_locked(ns, tokens, got * pt, pages, NULL, false);
         if (crc != SB_OK && crc != SB_ERR_RANGE)
@@ -267,9 +269,15 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
     }
     size_t done = 0;
     if (rc == SB_OK || rc == SB_ERR_BUDGET) {
-        sb_walk after;
-        sb_radix_walk(ns, tokens, n_tokens, &after, NULL);
-        done = after.m;
+        /* What is restorable now: all of it after a whole commit, else a
+         * walk says (the index may hold more than the prefix committed). */
+        if (whole) {
+            done = n_tokens;
+        } else {
+            sb_walk after;
+            sb_radix_walk(ns, tokens, n_tokens, &after, NULL);
+            done = after.m;
+        }
         /* Everything restorable, and the point stored if one was given. */
         rc = done == n_tokens && !(point && !pb) ? SB_OK : SB_ERR_BUDGET;
         if (done)

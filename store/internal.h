@@ -154,9 +154,10 @@ struct sb_store {
     uint64_t ram_bytes;        /* [mu] bytes of blocks allocated (reserved) */
     uint64_t ram_pages;        /* [mu] pages allocated (reserved) */
     uint64_t free_bytes;       /* [mu] bytes of blocks held by the index alone */
-    uint64_t free_pages;       /* [mu] pages held by the index alone */
+    uint64_t free_pages;       /* [mu] pages held by the index alone; the
+                                  other indexed pages are pinned */
     uint64_t indexed_bytes;    /* [mu] */
-    uint64_t pinned_pages;     /* [mu] indexed pages with refs > 1 */
+    uint64_t indexed_pages;    /* [mu] pages the index holds, all namespaces */
     uint64_t n_points;         /* [mu] indexed point states */
     uint64_t point_bytes;      /* [mu] */
     uint64_t index_bytes;      /* [mu] radix nodes and arrays */

@@ -312,10 +312,9 @@ static uint32_t leaf_pages(uint32_t pt, size_t start, size_t end)
     return full_pages(pt, start, end) + (end % pt ? 1u : 0u);
 }
 
-int sb_radix_prepare(struct sb_ns *ns, const sb_walk *w, const uint32_t *tokens,
-                     size_t n, bool want_point, sb_plan *plan)
+int sb_radix_prepare(struct sb_ns *ns, const sb_walk *w, size_t n, bool want_point,
+                     sb_plan *plan)
 {
-    (void)tokens;
     uint32_t pt = ns->page_tokens;
     sb_node *N = w->node;
     bool mid = w->off < N->len;

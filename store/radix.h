@@ -137,11 +137,11 @@ enum {
     SB_PLAN_SPLIT_CHILD = 4,   /* split mid-edge, then a new leaf under the top */
 };
 
-/* sb_radix_prepare -- plan inserting tokens[0, n) (and a point at n when
- * want_point) after walk w. Returns: SB_OK; SB_ERR_NOMEM (nothing changed,
- * the plan holds nothing). */
-int sb_radix_prepare(struct sb_ns *ns, const sb_walk *w, const uint32_t *tokens,
-                     size_t n, bool want_point, sb_plan *plan);
+/* sb_radix_prepare -- plan inserting a sequence of n tokens (and a point
+ * at n when want_point) after walk w matched its prefix.
+ * Returns: SB_OK; SB_ERR_NOMEM (nothing changed, the plan holds nothing). */
+int sb_radix_prepare(struct sb_ns *ns, const sb_walk *w, size_t n, bool want_point,
+                     sb_plan *plan);
 
 /* sb_radix_plan_drop -- free what an unapplied plan holds. */
 void sb_radix_plan_drop(struct sb_ns *ns, sb_plan *plan);

@@ -138,15 +138,13 @@ int sb_store_stats(sb_store *st, sb_stats *out)
     out->ram_pages = st->ram_pages;
     out->ram_bytes_limit = st->cfg.ram_bytes;
     out->ram_pages_limit = st->cfg.ram_pages;
-    uint64_t pages = 0, tokens = 0;
+    uint64_t tokens = 0;
     for (size_t i = 0; i < st->n_buckets; i++)
-        for (sb_ns *ns = st->buckets[i]; ns; ns = ns->next) {
-            pages += ns->indexed_pages;
+        for (sb_ns *ns = st->buckets[i]; ns; ns = ns->next)
             tokens += ns->index_tokens;
-        }
-    out->indexed_pages = pages;
+    out->indexed_pages = st->indexed_pages;
     out->indexed_bytes = st->indexed_bytes;
-    out->pinned_pages = st->pinned_pages;
+    out->pinned_pages = st->indexed_pages - st->free_pages;
     out->points = st->n_points;
     out->point_bytes = st->point_bytes;
     out->pins = st->n_pins;

@@ -42,13 +42,6 @@ static sb_ns_info ns_info(sb_ns *ns)
     return info;
 }
 
-static sb_stats stats(sb_store *st)
-{
-    sb_stats s;
-    assert_int_equal(sb_store_stats(st, &s), SB_OK);
-    return s;
-}
-
 /* Match tokens[0, n): L into *L, the miss reason returned. */
 static sb_miss match_miss(sb_ns *ns, const uint32_t *tokens, size_t n, size_t *L)
 {
@@ -132,7 +125,7 @@ static void test_isolation_scopes(void **state)
     sb_ns *a = tu_ns(st, &l, "tenant-a");
     sb_ns *b = tu_ns(st, &l, "tenant-b");
     assert_int_not_equal(ns_id(a), ns_id(b));
-    assert_int_equal(stats(st).namespaces, 2);
+    assert_int_equal(tu_stats(st).namespaces, 2);
     uint64_t rng = 5;
     uint32_t tok[30];
     tu_tokens(&rng, tok, 30, 1000);
@@ -147,9 +140,9 @@ static void test_isolation_scopes(void **state)
     assert_int_equal(ns_info(a).indexed_pages, 8);
 
     /* The same tokens put in b are new pages, not deduplicated with a's. */
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     tu_put(b, &lb, tok, 30, false, SB_OK);
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_int_equal(s1.pages_new - s0.pages_new, 8);
     assert_int_equal(s1.pages_dedup, s0.pages_dedup);
     assert_int_equal(s1.indexed_pages, 16);
@@ -173,7 +166,7 @@ static void test_isolation_scopes(void **state)
     tu_free_state(&lb, bufs);
     sb_match_release(mb);
     assert_int_equal(tu_match_verify(b, &lb, tok, 30), 30);
-    assert_int_equal(stats(st).namespaces, 2);
+    assert_int_equal(tu_stats(st).namespaces, 2);
 
     /* Reopen a: the same namespace, its own bytes still there. */
     a = tu_ns(st, &l, "tenant-a");
@@ -212,9 +205,9 @@ static void test_isolation_models(void **state)
     size_t L;
     assert_int_equal(match_miss(y, tok, 50, &L), SB_MISS_MODEL_MISMATCH);
     assert_int_equal(L, 0);
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     tu_put(y, &ly, tok, 50, false, SB_OK);
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_int_equal(s1.pages_new - s0.pages_new, 7);
     assert_int_equal(s1.pages_dedup, s0.pages_dedup);
     tu_check(st);
@@ -308,7 +301,7 @@ static void test_isolation_model_mismatch_reason(void **state)
     tu_put(xe, &lx, t, 20, false, SB_OK);
     tu_put(zs, &lz, u, 20, false, SB_OK);
 
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     size_t L;
     uint64_t want_mm = 0, want_np = 0, want_mm_tokens = 0;
     /* Same scope, other model holds the whole request, or a prefix of it. */
@@ -345,7 +338,7 @@ static void test_isolation_model_mismatch_reason(void **state)
     want_np++;
     assert_int_equal(L, 0);
 
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_int_equal(s1.misses[SB_MISS_MODEL_MISMATCH] - s0.misses[SB_MISS_MODEL_MISMATCH],
                      want_mm);
     assert_int_equal(s1.miss_tokens_by_reason[SB_MISS_MODEL_MISMATCH] -
@@ -358,7 +351,7 @@ static void test_isolation_model_mismatch_reason(void **state)
      * (misses[] counts lookups restoring nothing). */
     tu_put(ys, &ly, s, 6, false, SB_OK);
     assert_int_equal(tu_match_verify(ys, &ly, s, 20), 6);
-    sb_stats s2 = stats(st);
+    sb_stats s2 = tu_stats(st);
     assert_int_equal(s2.misses[SB_MISS_MODEL_MISMATCH], s1.misses[SB_MISS_MODEL_MISMATCH]);
     assert_int_equal(s2.hits, s1.hits + 1);
     tu_check(st);
@@ -392,14 +385,14 @@ static void test_isolation_many_scopes(void **state)
         snprintf(name, sizeof name, "a%d", i);
         ask[i] = tu_ns(st, &ly, name);
     }
-    assert_int_equal(stats(st).namespaces, 2 * N);
-    sb_stats s0 = stats(st);
+    assert_int_equal(tu_stats(st).namespaces, 2 * N);
+    sb_stats s0 = tu_stats(st);
     size_t L;
     for (int i = 0; i < N; i++) {
         assert_int_equal(match_miss(ask[i], s, 9, &L), SB_MISS_NO_PREFIX);
         assert_int_equal(L, 0);
     }
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_int_equal(s1.misses[SB_MISS_MODEL_MISMATCH], s0.misses[SB_MISS_MODEL_MISMATCH]);
     assert_int_equal(s1.misses[SB_MISS_NO_PREFIX] - s0.misses[SB_MISS_NO_PREFIX], N);
     for (int i = 0; i < N; i++) {
@@ -440,7 +433,7 @@ static void test_isolation_layout_mismatch(void **state)
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < 5; i++)
             open_raw(st, &bad[i], "lay", 3, "s", 1, SB_ERR_LAYOUT_MISMATCH);
-        assert_int_equal(stats(st).namespaces, 1);
+        assert_int_equal(tu_stats(st).namespaces, 1);
         tu_check(st);
         if (pass == 0)
             sb_ns_close(ns); /* second pass: no handle, the pages remain */
@@ -459,7 +452,7 @@ static void test_isolation_layout_mismatch(void **state)
     sb_ns *o2 = open_raw(st, &bad[1], "lay2", 4, "s", 1, SB_OK);
     assert_int_equal(tu_match_len(o1, tok, 10), 0);
     assert_int_equal(tu_match_len(o2, tok, 10), 0);
-    assert_int_equal(stats(st).namespaces, 3);
+    assert_int_equal(tu_stats(st).namespaces, 3);
     tu_check(st);
     sb_ns_close(o1);
     sb_ns_close(o2);
@@ -477,7 +470,7 @@ static void test_isolation_reopen_handles(void **state)
     sb_ns *h1 = tu_ns(st, &l, "same");
     sb_ns *h2 = tu_ns(st, &l, "same");
     assert_int_equal(ns_id(h1), ns_id(h2));
-    assert_int_equal(stats(st).namespaces, 1);
+    assert_int_equal(tu_stats(st).namespaces, 1);
     uint64_t rng = 3;
     uint32_t tok[40];
     tu_tokens(&rng, tok, 40, 100);
@@ -488,7 +481,7 @@ static void test_isolation_reopen_handles(void **state)
     assert_int_equal(tu_match_verify(h2, &l, tok, 40), 40);
     for (int i = 0; i < 3; i++) {
         sb_ns_close(h2);
-        assert_int_equal(stats(st).namespaces, 1);
+        assert_int_equal(tu_stats(st).namespaces, 1);
         h2 = tu_ns(st, &l, "same");
         assert_int_equal(tu_match_verify(h2, &l, tok, 40), 40);
     }

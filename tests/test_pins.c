@@ -44,13 +44,6 @@ static sb_store *clock_store(fake_clock *c, uint64_t pages)
     return st;
 }
 
-static sb_stats stats(sb_store *st)
-{
-    sb_stats s;
-    assert_int_equal(sb_store_stats(st, &s), SB_OK);
-    return s;
-}
-
 /* n_pages pages' worth of new sequences of 3 pages each, put into ns; their
  * first tokens count up from *first so no two share a prefix (nor one with
  * anything from tu_tokens, whose tokens are < 1000). */
@@ -84,7 +77,7 @@ static void test_pins_survive_pressure(void **state)
     size_t n_pinned = 0;
     assert_int_equal(sb_ns_pin(ns, sys, 4 * PT, 0, &id, &n_pinned), SB_OK);
     assert_int_equal(n_pinned, 4 * PT);
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     assert_int_equal(s0.pins, 1);
     assert_int_equal(s0.pinned_pages, 4);
 
@@ -101,15 +94,15 @@ static void test_pins_survive_pressure(void **state)
         tu_tokens(&rng, conv + 4 * PT, 2 * PT, 1000);
         tu_put(ns, &LAYOUT, conv, 6 * PT, false, SB_OK);
         pressure(st, ns, &rng, &first, 3);
-        assert_true(stats(st).ram_bytes <= 24 * PAGE);
+        assert_true(tu_stats(st).ram_bytes <= 24 * PAGE);
     }
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_true(s1.evictions >= 48);
     assert_int_equal(tu_match_len(ns, early, 3 * PT), 0);
     assert_int_equal(tu_match_verify(ns, &LAYOUT, sys, 4 * PT), 4 * PT);
     assert_int_equal(s1.pins, 1);
     assert_int_equal(sb_ns_unpin(ns, id), SB_OK);
-    assert_int_equal(stats(st).pins, 0);
+    assert_int_equal(tu_stats(st).pins, 0);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -134,7 +127,7 @@ static void test_pins_ttl_expiry(void **state)
     pressure(st, ns, &rng, &first, 48);
     c.now_ns += 50 * MS - 1; /* 1 ns short of 100 ms */
     pressure(st, ns, &rng, &first, 48);
-    assert_int_equal(stats(st).pins, 1);
+    assert_int_equal(tu_stats(st).pins, 1);
     assert_int_equal(tu_match_verify(ns, &LAYOUT, sys, 4 * PT), 4 * PT);
 
     /* Past the TTL, with no other call in between: the allocations of the
@@ -142,7 +135,7 @@ static void test_pins_ttl_expiry(void **state)
      * every page of the prompt. */
     c.now_ns += 2;
     pressure(st, ns, &rng, &first, 48);
-    sb_stats s = stats(st);
+    sb_stats s = tu_stats(st);
     assert_int_equal(s.pins, 0);
     assert_int_equal(tu_match_len(ns, sys, 4 * PT), 0);
     assert_int_equal(sb_ns_unpin(ns, id), SB_ERR_NOT_FOUND);
@@ -155,7 +148,7 @@ static void test_pins_ttl_expiry(void **state)
     assert_int_not_equal(id2, id);
     c.now_ns += 1 * MS;
     assert_int_equal(sb_ns_unpin(ns, id2), SB_ERR_NOT_FOUND);
-    assert_int_equal(stats(st).pins, 0);
+    assert_int_equal(tu_stats(st).pins, 0);
     sb_ns_close(ns);
     sb_store_close(st);
 }
@@ -178,7 +171,7 @@ static void test_pins_ttl_zero_until_unpin(void **state)
     /* A million seconds later, after pressure: still there. */
     c.now_ns += 1000000ull * 1000 * MS;
     pressure(st, ns, &rng, &first, 48);
-    assert_int_equal(stats(st).pins, 1);
+    assert_int_equal(tu_stats(st).pins, 1);
     assert_int_equal(tu_match_verify(ns, &LAYOUT, sys, 4 * PT), 4 * PT);
 
     /* Unknown ids, and a live id through another namespace: not found, and
@@ -187,14 +180,14 @@ static void test_pins_ttl_zero_until_unpin(void **state)
     assert_int_equal(sb_ns_unpin(ns, 0), SB_ERR_NOT_FOUND);
     assert_int_equal(sb_ns_unpin(other, id), SB_ERR_NOT_FOUND);
     assert_int_equal(sb_ns_unpin(NULL, id), SB_ERR_INVAL);
-    assert_int_equal(stats(st).pins, 1);
+    assert_int_equal(tu_stats(st).pins, 1);
     /* Another handle on the same namespace can remove it. */
     sb_ns *again = tu_ns(st, &LAYOUT, "forever");
     assert_int_equal(sb_ns_unpin(again, id), SB_OK);
     sb_ns_close(again);
     assert_int_equal(sb_ns_unpin(ns, id), SB_ERR_NOT_FOUND);
-    assert_int_equal(stats(st).pins, 0);
-    assert_int_equal(stats(st).pinned_pages, 0);
+    assert_int_equal(tu_stats(st).pins, 0);
+    assert_int_equal(tu_stats(st).pinned_pages, 0);
 
     /* Unpinned, it goes under pressure like anything else. */
     pressure(st, ns, &rng, &first, 48);
@@ -225,8 +218,8 @@ static void test_pins_extent(void **state)
     /* Nothing stored: a pin that holds nothing, still a pin. */
     assert_int_equal(sb_ns_pin(ns, junk, 8, 0, &id0, &n_pinned), SB_OK);
     assert_int_equal(n_pinned, 0);
-    assert_int_equal(stats(st).pins, 2);
-    assert_int_equal(stats(st).pinned_pages, 3);
+    assert_int_equal(tu_stats(st).pins, 2);
+    assert_int_equal(tu_stats(st).pinned_pages, 3);
     /* A later put extends the sequence; the pin does not grow with it,
      * except that the longer page superseding its partial page (tokens
      * 32..40 -> 32..48) is pinned in the old one's place, so exactly that
@@ -236,7 +229,7 @@ static void test_pins_extent(void **state)
     assert_int_equal(tu_match_verify(ns, &LAYOUT, sys, 4 * PT), 48);
     assert_int_equal(sb_ns_unpin(ns, id0), SB_OK);
     assert_int_equal(sb_ns_unpin(ns, id), SB_OK);
-    assert_int_equal(stats(st).pins, 0);
+    assert_int_equal(tu_stats(st).pins, 0);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -266,12 +259,12 @@ static void test_pins_budget_denial(void **state)
     tu_tokens(&rng, big, N, 1000);
     big[0] = first++;
     void **src = tu_state(&LAYOUT, big, N);
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     size_t stored = 0;
     assert_int_equal(sb_ns_put(ns, big, N, (const void *const *)src, NULL, &stored),
                      SB_ERR_BUDGET);
     assert_int_equal(stored, 20 * PT);
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_true(s1.budget_denials > s0.budget_denials);
     assert_int_equal(s1.ram_bytes, 24 * PAGE);
     tu_check(st);
@@ -305,14 +298,14 @@ static void test_pins_newest_protected(void **state)
     x2[0] = 60001;
     tu_put(a, &LAYOUT, x1, 3 * PT, false, SB_OK);
     tu_put(a, &LAYOUT, x2, 3 * PT, false, SB_OK);
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     for (uint32_t i = 0; i < 24; i++) {
         tu_tokens(&rng, y, 2 * PT, 1000);
         y[0] = 61000 + i;
         tu_put(b, &LAYOUT, y, 2 * PT, false, SB_OK);
         tu_check(st);
     }
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_true(s1.evictions - s0.evictions >= 36);
     assert_int_equal(tu_match_len(a, x1, 3 * PT), 0);
     assert_int_equal(tu_match_verify(a, &LAYOUT, x2, 3 * PT), 3 * PT);
@@ -342,17 +335,17 @@ static void test_pins_protection_yields(void **state)
     y8[0] = 70002;
     tu_put(a, &LAYOUT, x, 3 * PT, false, SB_OK);
 
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     tu_put(b, &LAYOUT, y6, 6 * PT, false, SB_OK);
     tu_check(st);
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_int_equal(s1.evictions - s0.evictions, 1);
     assert_int_equal(s1.budget_denials, s0.budget_denials);
     assert_int_equal(tu_match_verify(a, &LAYOUT, x, 3 * PT), 2 * PT);
 
     tu_put(b, &LAYOUT, y8, 8 * PT, false, SB_OK);
     tu_check(st);
-    sb_stats s2 = stats(st);
+    sb_stats s2 = tu_stats(st);
     assert_int_equal(s2.budget_denials, s0.budget_denials);
     assert_int_equal(tu_match_len(a, x, 3 * PT), 0);
     assert_int_equal(tu_match_len(b, y6, 6 * PT), 0);

@@ -16,13 +16,6 @@
 
 #define OFF_VOCAB 0x40000000u
 
-static sb_stats stats(sb_store *st)
-{
-    sb_stats s;
-    assert_int_equal(sb_store_stats(st, &s), SB_OK);
-    return s;
-}
-
 static size_t lcp(const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
 {
     size_t c = 0;
@@ -171,7 +164,7 @@ static void test_points_required(void **state)
     tu_put(ns, &l, s, 37, false, SB_OK);
     md.n_pt = 0;
     check(ns, &l, s, 37, 37, 0, false, SB_MISS_NO_POINT);
-    assert_int_equal(stats(st).misses[SB_MISS_NO_POINT], 1);
+    assert_int_equal(tu_stats(st).misses[SB_MISS_NO_POINT], 1);
     check_all(ns, &l, &md);
 
     /* Points at the end, mid-page, on page boundaries; out of order, so
@@ -183,7 +176,7 @@ static void test_points_required(void **state)
     put_point(ns, &l, &md, 0, 24);
     tu_check(st);
     check_all(ns, &l, &md);
-    assert_int_equal(stats(st).points, 4);
+    assert_int_equal(tu_stats(st).points, 4);
 
     /* The branch t, with points at its end and at the branch point. */
     md.n_seq = 2;
@@ -191,11 +184,11 @@ static void test_points_required(void **state)
     put_point(ns, &l, &md, 1, 20);
     tu_check(st);
     check_all(ns, &l, &md);
-    assert_int_equal(stats(st).points, 6);
+    assert_int_equal(tu_stats(st).points, 6);
 
     /* A point put again at the same position changes nothing. */
     put_point(ns, &l, &md, 0, 13);
-    assert_int_equal(stats(st).points, 6);
+    assert_int_equal(tu_stats(st).points, 6);
     check_all(ns, &l, &md);
 
     /* Spot checks of the model's verdicts. */
@@ -252,7 +245,7 @@ static void test_points_commit(void **state)
         check_all(ns, &l, &md);
     }
     check(ns, &l, u, 15, 15, 11, true, SB_MISS_NO_POINT);
-    assert_int_equal(stats(st).points, 2);
+    assert_int_equal(tu_stats(st).points, 2);
     sb_ns_close(ns);
     sb_store_close(st);
 }
@@ -315,7 +308,7 @@ static void test_points_errors(void **state)
     assert_int_equal(sb_ns_commit(ns0, s, 4, &p, junk), SB_ERR_INVAL);
     assert_int_equal(sb_page_tokens(p), 0);
     sb_page_unref(p);
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     assert_int_equal(s0.puts, 0);
     assert_int_equal(s0.commits, 0);
     assert_int_equal(s0.indexed_pages, 0);
@@ -386,7 +379,7 @@ static void test_points_evicted_pages(void **state)
     r[0] = 5000;
     tu_put(ns, &l, r, 8, true, SB_OK);
     check(ns, &l, s, 20, 20, 16, true, SB_MISS_NO_POINT);
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     assert_int_equal(s0.points, 3);
     assert_int_equal(s0.ram_pages, 6);
 
@@ -394,7 +387,7 @@ static void test_points_evicted_pages(void **state)
     q[0] = 6000;
     tu_put(other, &l, q, 32, false, SB_OK);
     tu_check(st);
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_int_equal(s1.evictions - s0.evictions, 2);
     assert_int_equal(s1.points, 2);
     /* Every point state that left the index was evicted. */
@@ -427,11 +420,11 @@ static void test_points_evicted_with_page_counted(void **state)
     for (uint32_t i = 0; i < 8; i++)
         t[i] = 100 + i;
     tu_put(a, &l, s, 16, true, SB_OK);
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     assert_int_equal(s0.points, 1);
     tu_put(b, &l, t, 8, false, SB_OK);
     tu_check(st);
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_int_equal(s1.evictions - s0.evictions, 1);
     assert_int_equal(s1.points, 0);
     check(a, &l, s, 16, 8, 0, false, SB_MISS_NO_POINT);
@@ -495,7 +488,7 @@ static void test_points_pressure(void **state)
             sb_match_release(m);
         }
     }
-    sb_stats s = stats(st);
+    sb_stats s = tu_stats(st);
     assert_true(s.evictions > 0);
     assert_true(s.ram_pages <= 24);
     /* Every point state recorded is still indexed or counted as evicted. */

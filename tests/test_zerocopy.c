@@ -20,13 +20,6 @@
 
 static const tu_layout LAYOUT = { .page_tokens = 4, .n_tensors = 3, .bpt = { 8, 24, 5 } };
 
-static sb_stats stats(sb_store *st)
-{
-    sb_stats s;
-    assert_int_equal(sb_store_stats(st, &s), SB_OK);
-    return s;
-}
-
 static size_t page_bytes(sb_ns *ns)
 {
     sb_ns_info info;
@@ -126,8 +119,8 @@ static void test_zerocopy_commit_match(void **state)
     sb_page *pages[3], *orig[3];
     hand_pages(ns, l, tok, 10, pages);
     memcpy(orig, pages, sizeof orig);
-    assert_int_equal(stats(st).ram_bytes, 3 * pb);
-    assert_int_equal(stats(st).indexed_pages, 0);
+    assert_int_equal(tu_stats(st).ram_bytes, 3 * pb);
+    assert_int_equal(tu_stats(st).indexed_pages, 0);
     assert_int_equal(sb_ns_commit(ns, tok, 10, pages, NULL), SB_OK);
     tu_check(st);
     /* Nothing was deduplicated: the caller keeps its pages, now committed. */
@@ -135,7 +128,7 @@ static void test_zerocopy_commit_match(void **state)
     assert_int_equal(sb_page_tokens(pages[0]), 4);
     assert_int_equal(sb_page_tokens(pages[1]), 4);
     assert_int_equal(sb_page_tokens(pages[2]), 2);
-    sb_stats s = stats(st);
+    sb_stats s = tu_stats(st);
     assert_int_equal(s.commits, 1);
     assert_int_equal(s.pages_new, 3);
     assert_int_equal(s.indexed_pages, 3);
@@ -157,8 +150,8 @@ static void test_zerocopy_commit_match(void **state)
 
     /* Copy mode restores the same bytes, every prefix. */
     unref_all(pages, 3);
-    assert_int_equal(stats(st).pinned_pages, 0);
-    assert_int_equal(stats(st).ram_bytes, 3 * pb);
+    assert_int_equal(tu_stats(st).pinned_pages, 0);
+    assert_int_equal(tu_stats(st).ram_bytes, 3 * pb);
     for (size_t n = 1; n <= 10; n++)
         assert_int_equal(tu_match_verify(ns, l, tok, n), n);
     /* Recommitting the index's own pages for their own tokens is a no-op. */
@@ -166,8 +159,8 @@ static void test_zerocopy_commit_match(void **state)
     assert_int_equal(sb_ns_commit(ns, tok, 10, got, NULL), SB_OK);
     assert_memory_equal(got, orig, sizeof orig);
     unref_all(got, 3);
-    assert_int_equal(stats(st).indexed_pages, 3);
-    assert_int_equal(stats(st).ram_bytes, 3 * pb);
+    assert_int_equal(tu_stats(st).indexed_pages, 3);
+    assert_int_equal(tu_stats(st).ram_bytes, 3 * pb);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -196,11 +189,11 @@ static void test_zerocopy_dedup(void **state)
     assert_int_equal(sb_ns_commit(ns, a, 14, pa, NULL), SB_OK);
     hand_pages(ns, l, b, 16, pbg);
     memcpy(orig_b, pbg, sizeof orig_b);
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     assert_int_equal(s0.ram_bytes, 8 * pb);
     assert_int_equal(sb_ns_commit(ns, b, 16, pbg, NULL), SB_OK);
     tu_check(st);
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     /* The caller's pages for the shared full regions are now a's. */
     assert_ptr_equal(pbg[0], pa[0]);
     assert_ptr_equal(pbg[1], pa[1]);
@@ -218,7 +211,7 @@ static void test_zerocopy_dedup(void **state)
     /* After the caller drops every reference, only indexed pages count. */
     unref_all(pa, 4);
     unref_all(pbg, 4);
-    sb_stats s2 = stats(st);
+    sb_stats s2 = tu_stats(st);
     assert_int_equal(s2.ram_bytes, 6 * pb);
     assert_int_equal(s2.ram_bytes, s2.indexed_bytes);
     assert_int_equal(s2.pinned_pages, 0);
@@ -233,7 +226,7 @@ static void test_zerocopy_dedup(void **state)
     assert_memory_equal(again, idx, sizeof idx);
     unref_all(idx, 4);
     unref_all(again, 4);
-    sb_stats s3 = stats(st);
+    sb_stats s3 = tu_stats(st);
     assert_int_equal(s3.pages_dedup - s2.pages_dedup, 4);
     assert_int_equal(s3.pages_new, s2.pages_new);
     assert_int_equal(s3.ram_bytes, 6 * pb);
@@ -249,7 +242,7 @@ static void test_zerocopy_dedup(void **state)
     unref_all(idx, 4);
     assert_true(tu_page_holds(ns, l, pre[1], a, 1, 2));
     unref_all(pre, 2);
-    assert_int_equal(stats(st).ram_bytes, 6 * pb);
+    assert_int_equal(tu_stats(st).ram_bytes, 6 * pb);
     assert_int_equal(tu_match_verify(ns, l, a, 6), 6);
     tu_check(st);
     sb_ns_close(ns);
@@ -281,7 +274,7 @@ static void test_zerocopy_writable_tail(void **state)
     assert_int_equal(match_pages(ns, s2, 14, p), 10);
     sb_page *tail = p[2];
     assert_int_equal(sb_page_tokens(tail), 2);
-    sb_stats s0 = stats(st);
+    sb_stats s0 = tu_stats(st);
     assert_int_equal(sb_page_writable(ns, &p[2], 3), SB_ERR_INVAL); /* > its 2 tokens */
     assert_int_equal(sb_page_writable(ns, &p[2], 5), SB_ERR_INVAL); /* > page_tokens */
     assert_ptr_equal(p[2], tail);
@@ -289,14 +282,14 @@ static void test_zerocopy_writable_tail(void **state)
     assert_ptr_not_equal(p[2], tail);
     assert_int_equal(sb_page_tokens(p[2]), 0); /* fresh, private */
     assert_true(tu_page_holds(ns, l, p[2], s, 2, 2));
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_int_equal(s1.cow_copies - s0.cow_copies, 1);
     assert_int_equal(s1.ram_bytes - s0.ram_bytes, pb);
     /* A fresh private page is already writable: the same pointer. */
     sb_page *q = p[2];
     assert_int_equal(sb_page_writable(ns, &p[2], 2), SB_OK);
     assert_ptr_equal(p[2], q);
-    assert_int_equal(stats(st).cow_copies, s1.cow_copies);
+    assert_int_equal(tu_stats(st).cow_copies, s1.cow_copies);
 
     /* Scribble over the whole copy: s still restores exactly, from the
      * index's page, which is unchanged. */
@@ -319,7 +312,7 @@ static void test_zerocopy_writable_tail(void **state)
     assert_int_equal(sb_ns_commit(ns, s2, 14, p, NULL), SB_OK);
     assert_memory_equal(p, before, sizeof before);
     assert_int_equal(sb_page_tokens(q), 4);
-    sb_stats s2s = stats(st);
+    sb_stats s2s = tu_stats(st);
     assert_int_equal(s2s.pages_superseded - s1.pages_superseded, 1);
     tu_check(st);
     for (size_t n = 1; n <= 14; n++)
@@ -363,7 +356,7 @@ static void test_zerocopy_writable_tail(void **state)
     sb_page_unref(g);
     sb_page_unref(f);
 
-    sb_stats end = stats(st);
+    sb_stats end = tu_stats(st);
     assert_int_equal(end.ram_bytes, end.indexed_bytes);
     tu_check(st);
     sb_ns_close(ns);
@@ -379,7 +372,7 @@ typedef struct snap {
 
 static snap snapshot(sb_store *st)
 {
-    sb_stats s = stats(st);
+    sb_stats s = tu_stats(st);
     return (snap){ s.commits, s.pages_new, s.pages_dedup, s.indexed_pages, s.ram_bytes,
                    s.index_tokens };
 }
@@ -497,7 +490,7 @@ static void test_zerocopy_foreign_page(void **state)
     sb_page *x = pb[0];
     assert_int_equal(sb_page_writable(a, &x, 1), SB_ERR_FOREIGN_PAGE);
     assert_ptr_equal(x, pb[0]);
-    assert_int_equal(stats(st).cow_copies, 0);
+    assert_int_equal(tu_stats(st).cow_copies, 0);
     tu_check(st);
     /* a's own pages still commit. */
     assert_int_equal(sb_ns_commit(a, s, 8, pa, NULL), SB_OK);
@@ -527,14 +520,14 @@ static void test_zerocopy_refcounts(void **state)
     /* A fresh page counts from alloc to its last reference. */
     sb_page *f = NULL;
     assert_int_equal(sb_ns_page_alloc(ns, &f), SB_OK);
-    assert_int_equal(stats(st).ram_bytes, pb);
-    assert_int_equal(stats(st).ram_pages, 1);
+    assert_int_equal(tu_stats(st).ram_bytes, pb);
+    assert_int_equal(tu_stats(st).ram_pages, 1);
     sb_page_ref(f);
     sb_page_unref(f);
-    assert_int_equal(stats(st).ram_bytes, pb);
+    assert_int_equal(tu_stats(st).ram_bytes, pb);
     sb_page_unref(f);
-    assert_int_equal(stats(st).ram_bytes, 0);
-    assert_int_equal(stats(st).ram_pages, 0);
+    assert_int_equal(tu_stats(st).ram_bytes, 0);
+    assert_int_equal(tu_stats(st).ram_pages, 0);
 
     /* A superseded partial page lives on while the caller holds it. */
     uint32_t s[16];
@@ -545,11 +538,11 @@ static void test_zerocopy_refcounts(void **state)
     hand_pages(ns, l, s, 8, y);
     assert_int_equal(sb_ns_commit(ns, s, 8, y, NULL), SB_OK);
     assert_ptr_equal(y[0], x[0]);
-    assert_int_equal(stats(st).indexed_pages, 2);
-    assert_int_equal(stats(st).ram_bytes, 3 * pb); /* x0, x1 (superseded), y1 */
+    assert_int_equal(tu_stats(st).indexed_pages, 2);
+    assert_int_equal(tu_stats(st).ram_bytes, 3 * pb); /* x0, x1 (superseded), y1 */
     assert_true(tu_page_holds(ns, l, x[1], s, 1, 2));
     sb_page_unref(x[1]);
-    assert_int_equal(stats(st).ram_bytes, 2 * pb);
+    assert_int_equal(tu_stats(st).ram_bytes, 2 * pb);
     sb_page_unref(x[0]);
     unref_all(y, 2);
     tu_check(st);
@@ -568,14 +561,14 @@ static void test_zerocopy_refcounts(void **state)
         tu_put(other, l, r, 16, false, SB_OK);
         tu_check(st);
     }
-    sb_stats s1 = stats(st);
+    sb_stats s1 = tu_stats(st);
     assert_true(s1.evictions > 0);
     assert_true(s1.ram_pages <= 12);
     assert_int_equal(s1.pinned_pages, 4);
     unref_all(mp, 4);
     assert_int_equal(tu_match_verify(ns, l, s, 16), 16);
     unref_all(ps, 4);
-    assert_int_equal(stats(st).pinned_pages, 0);
+    assert_int_equal(tu_stats(st).pinned_pages, 0);
 
     /* Now nothing holds s but the index. A commit elsewhere in ns moves its
      * protection off s; then pressure evicts s and its memory comes back. */
@@ -588,7 +581,7 @@ static void test_zerocopy_refcounts(void **state)
         tu_check(st);
     }
     assert_int_equal(tu_match_len(ns, s, 16), 0);
-    assert_true(stats(st).evictions > s1.evictions);
+    assert_true(tu_stats(st).evictions > s1.evictions);
     /* Finally a sequence as large as the budget: everything else goes. */
     uint32_t big[48];
     tu_tokens(&rng, big, 48, 1000);
@@ -598,7 +591,7 @@ static void test_zerocopy_refcounts(void **state)
     assert_int_equal(sb_ns_get_info(ns, &info), SB_OK);
     assert_int_equal(info.ram_bytes, 0);
     assert_int_equal(info.indexed_pages, 0);
-    sb_stats s2 = stats(st);
+    sb_stats s2 = tu_stats(st);
     assert_int_equal(s2.ram_pages, 12);
     assert_int_equal(s2.ram_bytes, 12 * pb);
     assert_int_equal(s2.ram_bytes, s2.indexed_bytes);

@@ -198,6 +198,13 @@ bool tu_page_holds(sb_ns *ns, const tu_layout *l, sb_page *p, const uint32_t *to
     return eq;
 }
 
+sb_stats tu_stats(sb_store *st)
+{
+    sb_stats s;
+    assert_int_equal(sb_store_stats(st, &s), SB_OK);
+    return s;
+}
+
 void tu_check(sb_store *st)
 {
     assert_int_equal(sb_store_check(st), SB_OK);

@@ -77,6 +77,9 @@ void tu_fill_range(sb_ns *ns, const tu_layout *l, const uint32_t *tok, size_t fr
 bool tu_page_holds(sb_ns *ns, const tu_layout *l, sb_page *p, const uint32_t *tok, size_t r,
                    size_t k);
 
+/* The store's stats (asserting the call succeeds). */
+sb_stats tu_stats(sb_store *st);
+
 /* Assert sb_store_check passes. */
 void tu_check(sb_store *st);
 
