@@ -3,16 +3,18 @@
  * eviction heaps. */
 #include <string.h>
 
+#include "disk.h"
 #include "internal.h"
 #include "radix.h"
 
 /* ---- references ------------------------------------------------------------- */
 
-/* Held by the index alone: eviction could free it. An indexed page that is
- * not free is pinned (stats.pinned_pages = indexed_pages - free_pages). */
+/* Resident and held by the index alone: eviction could free its data. An
+ * indexed resident page that is not free is pinned (stats.pinned_pages =
+ * indexed_pages - free_pages counts disk-only pages as pinned too). */
 static bool is_free(const sb_blk *b)
 {
-    return b->indexed && b->refs == 1;
+    return b->indexed && b->refs == 1 && b->data;
 }
 
 /* Keep the evictable gauges right across a change of b's refs or indexed
@@ -35,11 +37,10 @@ static void blk_free(sb_blk *b)
 {
     sb_ns *ns = b->ns;
     sb_store *st = ns->st;
-    st->ram_bytes -= b->bytes;
-    ns->ram_bytes -= b->bytes;
-    if (b->kind == SB_BLK_PAGE)
-        st->ram_pages--;
-    sb_pool_free(&st->mem, b->data, b->bytes);
+    if (b->data) {
+        sb_pool_free(&st->mem, b->data, sb_blk_alloc_bytes(ns, b->kind));
+        sb_blk_unreserve(ns, b->kind);
+    }
     sb_free(b);
     /* The namespace may now be empty; callers at a safe point call
      * sb_ns_maybe_free (freeing it here could pull it from under a walk). */
@@ -75,6 +76,8 @@ void sb_blk_unpark(sb_blk *b)
 void sb_blk_candidate(sb_blk *b)
 {
     sb_ns *ns = b->ns;
+    if (!b->data || !b->indexed)
+        return; /* nothing to evict from RAM */
     if (b->heap_pos[SB_HEAP_STORE] >= SB_HEAP_PARKED)
         sb_heap_push(&ns->st->heap, b, SB_HEAP_STORE);
     if (b->heap_pos[SB_HEAP_NS] >= SB_HEAP_PARKED)
@@ -83,48 +86,130 @@ void sb_blk_candidate(sb_blk *b)
 
 /* ---- allocation ------------------------------------------------------------- */
 
-int sb_blk_alloc(sb_ns *ns, int kind, sb_blk **out)
+size_t sb_blk_alloc_bytes(const sb_ns *ns, int kind)
+{
+    if (kind == SB_BLK_PAGE)
+        return ns->page_bytes;
+    if (ns->st->disk)
+        return ((size_t)ns->point_bytes + 4095) / 4096 * 4096;
+    return ns->point_bytes;
+}
+
+int sb_blk_reserve(sb_ns *ns, int kind)
 {
     sb_store *st = ns->st;
     size_t bytes = kind == SB_BLK_PAGE ? ns->page_bytes : ns->point_bytes;
     uint64_t pages = kind == SB_BLK_PAGE ? 1 : 0;
+    int rc = sb_evict_until(st, ns, bytes, pages);
+    if (rc != SB_OK) {
+        st->stats.budget_denials++;
+        return rc;
+    }
+    st->ram_bytes += bytes;
+    st->ram_pages += pages;
+    ns->ram_bytes += bytes;
+    return SB_OK;
+}
+
+void sb_blk_unreserve(sb_ns *ns, int kind)
+{
+    sb_store *st = ns->st;
+    size_t bytes = kind == SB_BLK_PAGE ? ns->page_bytes : ns->point_bytes;
+    st->ram_bytes -= bytes;
+    ns->ram_bytes -= bytes;
+    if (kind == SB_BLK_PAGE)
+        st->ram_pages--;
+}
+
+/* A data buffer for a block of ns: pages 4 KiB aligned; point states too,
+ * padded with zeros, when a disk tier writes them. NULL when out of memory. */
+static uint8_t *data_alloc(sb_ns *ns, int kind)
+{
+    sb_store *st = ns->st;
+    size_t n = sb_blk_alloc_bytes(ns, kind);
+    bool aligned = kind == SB_BLK_PAGE || st->disk;
+    uint8_t *p = sb_pool_alloc(&st->mem, n, aligned ? 4096 : 64);
+    if (p && kind == SB_BLK_POINT && n > ns->point_bytes)
+        memset(p + ns->point_bytes, 0, n - ns->point_bytes);
+    return p;
+}
+
+static sb_blk *blk_new(sb_ns *ns, int kind)
+{
+    sb_blk *b = sb_calloc(&ns->st->mem, 1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->ns = ns;
+    b->heap_pos[SB_HEAP_STORE] = b->heap_pos[SB_HEAP_NS] = SB_HEAP_OUT;
+    b->refs = 1;
+    b->kind = (uint8_t)kind;
+    b->bytes = kind == SB_BLK_PAGE ? ns->page_bytes : ns->point_bytes;
+    return b;
+}
+
+sb_blk *sb_blk_new_disk(sb_ns *ns, int kind)
+{
+    return blk_new(ns, kind);
+}
+
+int sb_blk_alloc(sb_ns *ns, int kind, sb_blk **out)
+{
+    sb_store *st = ns->st;
     *out = NULL;
 
     /* Reserve the budget first (evicting), so concurrent allocations cannot
      * overshoot it together; give it back if the allocation fails. */
     pthread_mutex_lock(&st->mu);
-    int rc = sb_evict_until(st, ns, bytes, pages);
-    if (rc == SB_OK) {
-        st->ram_bytes += bytes;
-        st->ram_pages += pages;
-        ns->ram_bytes += bytes;
-    } else {
-        st->stats.budget_denials++;
-    }
+    int rc = sb_blk_reserve(ns, kind);
     pthread_mutex_unlock(&st->mu);
     if (rc != SB_OK)
         return rc;
 
-    sb_blk *b = sb_calloc(&st->mem, 1, sizeof *b);
-    uint8_t *data = b ? sb_pool_alloc(&st->mem, bytes, kind == SB_BLK_PAGE ? 4096 : 64)
-                      : NULL;
+    sb_blk *b = blk_new(ns, kind);
+    uint8_t *data = b ? data_alloc(ns, kind) : NULL;
     if (!data) {
         sb_free(b);
         pthread_mutex_lock(&st->mu);
-        st->ram_bytes -= bytes;
-        st->ram_pages -= pages;
-        ns->ram_bytes -= bytes;
+        sb_blk_unreserve(ns, kind);
         pthread_mutex_unlock(&st->mu);
         return SB_ERR_NOMEM;
     }
     b->data = data;
-    b->ns = ns;
-    b->heap_pos[SB_HEAP_STORE] = b->heap_pos[SB_HEAP_NS] = SB_HEAP_OUT;
-    b->refs = 1;
-    b->kind = (uint8_t)kind;
-    b->bytes = bytes;
     *out = b;
     return SB_OK;
+}
+
+/* ---- resident data of disk blocks ------------------------------------------- */
+
+void sb_blk_install(sb_blk *b, uint8_t *buf)
+{
+    sb_ns *ns = b->ns;
+    if (b->data) { /* another reader was first */
+        sb_pool_free(&ns->st->mem, buf, sb_blk_alloc_bytes(ns, b->kind));
+        sb_blk_unreserve(ns, b->kind);
+        return;
+    }
+    bool was_free = is_free(b);
+    b->data = buf;
+    track_free(b, was_free);
+    sb_blk_candidate(b);
+}
+
+void sb_blk_drop_data(sb_blk *b)
+{
+    sb_ns *ns = b->ns;
+    sb_store *st = ns->st;
+    if (b->heap_pos[SB_HEAP_STORE] < SB_HEAP_PARKED)
+        sb_heap_remove(&st->heap, b, SB_HEAP_STORE);
+    if (b->heap_pos[SB_HEAP_NS] < SB_HEAP_PARKED)
+        sb_heap_remove(&ns->heap, b, SB_HEAP_NS);
+    b->heap_pos[SB_HEAP_STORE] = b->heap_pos[SB_HEAP_NS] = SB_HEAP_OUT;
+    bool was_free = is_free(b);
+    uint8_t *data = b->data;
+    b->data = NULL;
+    track_free(b, was_free);
+    sb_pool_free(&st->mem, data, sb_blk_alloc_bytes(ns, b->kind));
+    sb_blk_unreserve(ns, b->kind);
 }
 
 /* ---- the index's reference ---------------------------------------------------- */
@@ -160,7 +245,7 @@ void sb_blk_pin_run(sb_ns *ns, sb_blk **pages, size_t n)
     uint64_t newly = 0, bytes = 0;
     for (size_t i = 0; i < n; i++) {
         sb_blk *b = pages[i];
-        if (b->refs == 1) { /* indexed: was held by the index alone */
+        if (b->refs == 1 && b->data) { /* indexed: was held by the index alone */
             newly++;
             bytes += b->bytes;
         }
@@ -182,7 +267,7 @@ void sb_blk_unpin_run(sb_ns *ns, sb_blk **pages, size_t n)
             sb_blk_unref(b);
             continue;
         }
-        if (--b->refs == 1) {
+        if (--b->refs == 1 && b->data) {
             freed++;
             bytes += b->bytes;
             sb_blk_unpark(b);
@@ -216,6 +301,8 @@ void sb_blk_unindex(sb_blk *b)
         ns->newest_page = NULL;
     if (ns->newest_point == b)
         ns->newest_point = NULL;
+    if (b->disk == SB_DISK_CLEAN)
+        sb_disk_forget(st, b);
     bool was_free = is_free(b);
     b->indexed = 0;
     b->node = NULL;

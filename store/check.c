@@ -19,7 +19,9 @@ static int check_candidate(const sb_ns *ns, const sb_blk *b);
 
 typedef struct totals {
     uint64_t pages, pinned, points, point_bytes, indexed_bytes, nodes, blocks;
-    uint64_t free_bytes, free_pages; /* blocks held by the index alone */
+    uint64_t free_bytes, free_pages; /* resident blocks held by the index alone */
+    uint64_t resident_pages;          /* indexed pages with data in RAM */
+    uint64_t resident_bytes;          /* indexed blocks' bytes in RAM */
 } totals;
 
 /* Check one page against the path that leads to it. */
@@ -81,10 +83,12 @@ static int check_node(const sb_ns *ns, const sb_node *N, uint32_t *path_tok,
         t->pages++;
         t->blocks++;
         t->indexed_bytes += b->bytes;
-        if (b->refs > 1)
+        if (b->refs > 1 || !b->data)
             t->pinned++;
         else
             t->free_bytes += b->bytes, t->free_pages++;
+        t->resident_pages += b->data != NULL;
+        t->resident_bytes += b->data ? b->bytes : 0;
     }
     if (N->point) {
         const sb_blk *b = N->point;
@@ -97,8 +101,9 @@ static int check_node(const sb_ns *ns, const sb_node *N, uint32_t *path_tok,
         t->points++;
         t->point_bytes += b->bytes;
         t->blocks++;
-        if (b->refs == 1)
+        if (b->refs == 1 && b->data)
             t->free_bytes += b->bytes;
+        t->resident_bytes += b->data ? b->bytes : 0;
     }
     return SB_OK;
 }
@@ -130,9 +135,11 @@ static int check_candidate(const sb_ns *ns, const sb_blk *b)
             if (b->refs < 2 && !protected_)
                 FAIL("block parked in heap %d with no outside reference", w);
         } else if (pos == SB_HEAP_OUT) {
-            if (leaf)
-                FAIL("leaf block (region %" PRIu32 ") is no eviction candidate in heap %d",
-                     b->region, w);
+            if (b->data && (leaf || sb_blk_droppable(b)))
+                FAIL("%s block (region %" PRIu32 ") is no eviction candidate in heap %d",
+                     leaf ? "leaf" : "clean", b->region, w);
+        } else if (!b->data) {
+            FAIL("disk-only block (region %" PRIu32 ") in heap %d", b->region, w);
         } else if (pos >= heaps[w]->n || heaps[w]->a[pos] != b) {
             FAIL("block's heap %d position is stale", w);
         }
@@ -210,7 +217,7 @@ static int check_ns(const sb_ns *ns, totals *t)
              ns->id, mine.blocks, ns->n_blocks);
     if ((rc = check_heap(&ns->heap, SB_HEAP_NS, ns, mine.blocks)))
         return rc;
-    if (ns->ram_bytes < mine.indexed_bytes + mine.point_bytes)
+    if (ns->ram_bytes < mine.resident_bytes)
         FAIL("namespace %016" PRIx64 ": ram_bytes below what its index holds", ns->id);
     if (mine.free_bytes != ns->free_bytes)
         FAIL("namespace %016" PRIx64 ": %" PRIu64 " evictable bytes, %" PRIu64 " counted",
@@ -228,6 +235,7 @@ static int check_ns(const sb_ns *ns, totals *t)
     t->blocks += mine.blocks;
     t->free_bytes += mine.free_bytes;
     t->free_pages += mine.free_pages;
+    t->resident_pages += mine.resident_pages;
     return SB_OK;
 }
 
@@ -273,7 +281,7 @@ int sb_store_check(sb_store *st)
         else if (st->ram_bytes > st->cfg.ram_bytes || st->ram_pages > st->cfg.ram_pages)
             fprintf(stderr, "snapbank check: over the RAM budget (%" PRIu64 " bytes, %" PRIu64
                     " pages)\n", st->ram_bytes, st->ram_pages);
-        else if (st->ram_pages < t.pages)
+        else if (st->ram_pages < t.resident_pages)
             fprintf(stderr, "snapbank check: fewer pages allocated than indexed\n");
         else if (t.free_bytes != st->free_bytes || t.free_pages != st->free_pages)
             fprintf(stderr, "snapbank check: evictable gauges drifted (%" PRIu64 "/%" PRIu64

@@ -1,5 +1,6 @@
 /* evict.c -- making room under the RAM budgets: leaves-first LRU eviction,
  * TTL pins, and the fingerprints of evicted pages behind SB_MISS_EVICTED. */
+#include "disk.h"
 #include "internal.h"
 #include "radix.h"
 
@@ -78,19 +79,32 @@ void sb_pins_expire(sb_store *st)
  *      runtime), park it: it leaves the heap until its last outside
  *      reference is dropped (sb_blk_unpark). Go to 1.
  *   4. If it is a page but not a leaf page (the last page of a leaf node),
- *      pages depend on it: drop it from the heap; it comes back when its
- *      dependents are gone (step 7). Point states always qualify. Go to 1.
+ *      pages depend on it: unless it is droppable (clean: its record is on
+ *      disk; or dirty under write-back, which writes it), drop it from the
+ *      heap; it comes back when its dependents are gone (step 7) or it
+ *      turns clean. Point states always qualify. Go to 1.
  *   5. The newest page and point state of a namespace (its latest commit)
  *      are protected: park them too; a newer commit unparks them. Go to 1.
- *   6. Evict it: a leaf page goes with the edge tail only it covered
- *      (sb_radix_evict_page), a point state alone.
+ *   6. Evict it. A clean block only loses its data: it stays in the index,
+ *      on disk. Under write-back a dirty one is queued for writing (its
+ *      data goes once written and clean). Otherwise it leaves the index: a
+ *      leaf page with the edge tail only it covered (sb_radix_evict_page),
+ *      a point state alone.
  *   7. The evicted page's predecessor (region - 1 on its path) may now be a
  *      leaf page: offer it again.
  *   8. (Steps 1-5 emptied the heap.) Everything left is pinned or
  *      protected: take the least recently used protected block that is
  *      free to go, so protection bends before a budget does; none left:
- *      SB_ERR_BUDGET.
+ *      wait for the writer when it holds pages that turn evictable once
+ *      written, else SB_ERR_BUDGET.
  */
+
+bool sb_blk_droppable(const sb_blk *b)
+{
+    if (b->disk == SB_DISK_CLEAN)
+        return true;
+    return b->disk == SB_DISK_NONE && sb_disk_write_back(b->ns->st);
+}
 
 static bool is_protected(const sb_blk *b)
 {
@@ -100,6 +114,25 @@ static bool is_protected(const sb_blk *b)
 static void evict(sb_store *st, sb_blk *b)
 {
     sb_ns *ns = b->ns;
+    if (b->disk == SB_DISK_CLEAN) { /* 6: its record stays indexed */
+        if (b->kind == SB_BLK_PAGE) {
+            st->stats.evictions++;
+            st->stats.evicted_bytes += b->bytes;
+        } else {
+            st->stats.point_evictions++;
+        }
+        sb_blk_drop_data(b);
+        return;
+    }
+    if (b->disk == SB_DISK_NONE && sb_disk_write_back(st)) { /* 6: write it */
+        sb_disk_enqueue(st, b);
+        for (int w = 0; w < 2; w++)
+            if (b->heap_pos[w] < SB_HEAP_PARKED) {
+                sb_heap_remove(w == SB_HEAP_STORE ? &st->heap : &ns->heap, b, w);
+                b->heap_pos[w] = SB_HEAP_PARKED;
+            }
+        return;
+    }
     SB_DLOG("evict %s of ns %016llx, region %u, stamp %llu\n",
             b->kind == SB_BLK_PAGE ? "page" : "point", (unsigned long long)ns->id,
             b->region, (unsigned long long)b->stamp);
@@ -130,8 +163,9 @@ static sb_blk *protected_fallback(sb_store *st, sb_ns *only)
             sb_blk *c[2] = { ns->newest_page, ns->newest_point };
             for (int k = 0; k < 2; k++) {
                 sb_blk *b = c[k];
-                if (!b || b->refs > 1 ||
-                    (b->kind == SB_BLK_PAGE && !sb_radix_is_leaf_page(b)))
+                if (!b || b->refs > 1 || !b->data ||
+                    (b->kind == SB_BLK_PAGE && !sb_blk_droppable(b) &&
+                     !sb_radix_is_leaf_page(b)))
                     continue;
                 if (!best || b->stamp < best->stamp)
                     best = b;
@@ -153,7 +187,8 @@ static bool evict_one(sb_store *st, sb_ns *ns)
         } else if (b->refs > 1 || is_protected(b)) { /* 3, 5 */
             sb_heap_remove(h, b, which);
             b->heap_pos[which] = SB_HEAP_PARKED;
-        } else if (b->kind == SB_BLK_PAGE && !sb_radix_is_leaf_page(b)) { /* 4 */
+        } else if (b->kind == SB_BLK_PAGE && !sb_blk_droppable(b) &&
+                   !sb_radix_is_leaf_page(b)) { /* 4 */
             sb_heap_remove(h, b, which);
         } else {
             break;
@@ -186,13 +221,26 @@ int sb_evict_until(sb_store *st, sb_ns *ns, uint64_t need_bytes, uint64_t need_p
             /* Refuse before evicting anything when even evicting every
              * block held by the index alone would not make room: a
              * refusal should change nothing. */
-            if ((ns && ns->ram_bytes - ns->free_bytes + need_bytes > c->ns_ram_bytes) ||
-                st->ram_bytes - st->free_bytes + need_bytes > c->ram_bytes ||
-                st->ram_pages - st->free_pages + need_pages > c->ram_pages)
+            if (!sb_disk_pending(st) &&
+                ((ns && ns->ram_bytes - ns->free_bytes + need_bytes > c->ns_ram_bytes) ||
+                 st->ram_bytes - st->free_bytes + need_bytes > c->ram_bytes ||
+                 st->ram_pages - st->free_pages + need_pages > c->ram_pages))
                 return SB_ERR_BUDGET;
             continue;
         }
-        if (!evict_one(st, ns_over ? ns : NULL))
+        /* Write-back: pages already queued will free enough once written. */
+        uint64_t deficit = 0;
+        if (st_over && st->ram_bytes + need_bytes > c->ram_bytes)
+            deficit = st->ram_bytes + need_bytes - c->ram_bytes;
+        if (ns_over && ns->ram_bytes + need_bytes - c->ns_ram_bytes > deficit)
+            deficit = ns->ram_bytes + need_bytes - c->ns_ram_bytes;
+        if (sb_disk_write_back(st) && deficit && sb_disk_pending(st) >= deficit &&
+            sb_disk_wait_progress(st))
+            continue;
+        if (evict_one(st, ns_over ? ns : NULL))
+            continue;
+        /* 8: pages the writer holds turn evictable once written. */
+        if (!sb_disk_wait_progress(st))
             return SB_ERR_BUDGET;
     }
 }

@@ -2,11 +2,13 @@
  * and zero-copy), match and restore, copy-on-write, TTL pins. */
 #include <string.h>
 
+#include "disk.h"
 #include "internal.h"
 #include "radix.h"
 
 struct sb_match {
     sb_ns *ns;                 /* holds ns (ns->holds) */
+    sb_store *st;              /* [const] */
     size_t n_req;              /* tokens asked for */
     size_t n_tokens;           /* L */
     size_t n_matched;          /* before the point-state rule */
@@ -41,7 +43,7 @@ static int check_tokens(const sb_ns *ns, const uint32_t *tokens, size_t n)
 
 /* ---- commit (both modes) ----------------------------------------------------- */
 /*
- * commit_locked indexes tokens[0, n) with pages[] (one per region):
+ * sb_commit_locked indexes tokens[0, n) with pages[] (one per region):
  *
  *   1. Walk the tree; the walk matched m tokens. Regions below
  *      r0 = floor(m / pt) (all regions when m == n) are already indexed:
@@ -62,8 +64,33 @@ static int check_tokens(const sb_ns *ns, const uint32_t *tokens, size_t n)
  * already; they are left alone. A NULL page for a region that must be added
  * makes it return SB_ERR_RANGE, having changed nothing.
  */
-static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
-                         sb_blk **pages, sb_blk *point, bool zero_copy)
+/* The index's page old is on disk only and the caller's page nu holds the
+ * same state: nu takes old's place in the tree (and in pins), so the
+ * caller's resident bytes serve the next restore. old stays valid for whoever
+ * holds it. */
+static void swap_in(sb_ns *ns, sb_blk *old, sb_blk *nu)
+{
+    sb_node *N = old->node;
+    uint32_t j = old->region - N->start / ns->page_tokens;
+    nu->n_tokens = old->n_tokens;
+    nu->region = old->region;
+    nu->key = old->key;
+    nu->parent_key = old->parent_key;
+    nu->disk = SB_DISK_CLEAN;
+    nu->seg = old->seg;
+    nu->rec_off = old->rec_off;
+    nu->head_bytes = old->head_bytes;
+    sb_blk_index(nu, N);
+    sb_disk_count(ns->st, nu, 1);
+    N->pages[j] = nu;
+    sb_pins_supersede(ns->st, old, nu);
+    sb_blk_touch(ns->st, nu);
+    sb_blk_unindex(old);
+    sb_blk_candidate(nu);
+}
+
+int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
+                     sb_blk **pages, sb_blk *point, bool zero_copy)
 {
     sb_store *st = ns->st;
     uint32_t pt = ns->page_tokens;
@@ -141,9 +168,14 @@ static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
     sb_node *end = sb_radix_apply(ns, &w, tokens, n, &plan, pages + r0, n_reg - r0);
     st->stats.pages_new += n_reg - r0;
     /* Of the new pages only the last can be a leaf page: it alone becomes
-     * an eviction candidate now (the others when their dependents go). */
-    if (r0 < n_reg)
-        sb_blk_candidate(pages[n_reg - 1]);
+     * an eviction candidate now (the others when their dependents go, or
+     * when they are droppable: written, or to be written on eviction). */
+    for (size_t r = r0; r < n_reg; r++)
+        if (r == n_reg - 1 || sb_blk_droppable(pages[r]))
+            sb_blk_candidate(pages[r]);
+    for (size_t r = r0; r < n_reg; r++)
+        if (pages[r]->disk == SB_DISK_NONE)
+            sb_disk_committed(ns->st, pages[r]);
 
     /* 5 */
     if (!zero_copy) {
@@ -153,6 +185,13 @@ static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
             if (pages[r] == path[r])
                 continue;
             st->stats.pages_dedup++;
+            if (!path[r]->data && path[r]->disk == SB_DISK_CLEAN && pages[r]->data &&
+                !pages[r]->indexed && pages[r]->n_tokens == 0 &&
+                path[r]->n_tokens == region_tokens(ns, n, r)) {
+                swap_in(ns, path[r], pages[r]);
+                path[r] = pages[r];
+                continue;
+            }
             sb_blk_ref(path[r]);
             sb_blk_unref(pages[r]);
             pages[r] = path[r];
@@ -167,6 +206,8 @@ static int commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
             sb_blk_index(point, end);
             end->point = point;
             sb_blk_candidate(point);
+            if (point->disk == SB_DISK_NONE)
+                sb_disk_committed(st, point);
         }
         sb_blk_touch(st, end->point);
     }
@@ -259,11 +300,12 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
     pthread_mutex_lock(&st->mu);
     st->tick++;
     bool whole = false;
+    uint64_t ticket = sb_disk_ticket(st);
     if (!abandon) {
-        int crc = commit_locked(ns, tokens, n_tokens, pages, pb, false);
+        int crc = sb_commit_locked(ns, tokens, n_tokens, pages, pb, false);
         whole = crc == SB_OK;
         if (crc == SB_ERR_RANGE && got)
-            crc = commit_locked(ns, tokens, got * pt, pages, NULL, false);
+            crc = sb_commit_locked(ns, tokens, got * pt, pages, NULL, false);
         if (crc != SB_OK && crc != SB_ERR_RANGE)
             rc = crc; /* NOMEM: nothing stored */
     }
@@ -282,6 +324,9 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
         rc = done == n_tokens && !(point && !pb) ? SB_OK : SB_ERR_BUDGET;
         if (done)
             st->stats.puts++;
+        int drc = sb_disk_durable(st, ticket);
+        if (drc != SB_OK && rc == SB_OK)
+            rc = drc;
     }
     for (size_t r = got; r-- > 0;)
         sb_blk_unref(pages[r]);
@@ -404,9 +449,12 @@ int sb_ns_commit(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
     }
     pthread_mutex_lock(&st->mu);
     st->tick++;
-    rc = commit_locked(ns, tokens, n_tokens, pages, pb, true);
-    if (rc == SB_OK)
+    uint64_t ticket = sb_disk_ticket(st);
+    rc = sb_commit_locked(ns, tokens, n_tokens, pages, pb, true);
+    if (rc == SB_OK) {
         st->stats.commits++;
+        rc = sb_disk_durable(st, ticket);
+    }
     if (pb)
         sb_blk_unref(pb);
     pthread_mutex_unlock(&st->mu);
@@ -491,6 +539,20 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     size_t n_pages = regions(ns, L);
     if (L % pt && (uint64_t)n_pages * pt > w.m)
         m->pages[n_pages - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_pages - 1));
+    if (sb_disk_write_only(st)) {
+        /* A store being warmed serves RAM only: cut at the first page on
+         * disk (and at 0 when the layout needs a point state there). */
+        for (size_t r = 0; r < n_pages; r++)
+            if (!m->pages[r]->data) {
+                L = ns->flags & SB_LAYOUT_POINT_REQUIRED ? 0 : r * pt;
+                n_pages = regions(ns, L);
+                point = NULL;
+                break;
+            }
+    }
+    size_t on_disk = 0;
+    for (size_t r = 0; r < n_pages; r++)
+        on_disk += !m->pages[r]->data;
     sb_blk_pin_run(ns, m->pages, n_pages);
     if (point) {
         sb_blk_ref(point);
@@ -498,6 +560,7 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     }
     m->miss = miss_reason(ns, &w, tokens, n_tokens, L, m->pages);
     m->ns = ns;
+    m->st = st;
     ns->holds++;
     m->n_req = n_tokens;
     m->n_tokens = L;
@@ -509,7 +572,10 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     s->lookups++;
     if (L) {
         s->hits++;
-        s->hits_ram++;
+        if (on_disk)
+            s->hits_disk++;
+        else
+            s->hits_ram++;
     } else {
         s->misses[m->miss]++;
     }
@@ -525,14 +591,68 @@ int sb_match_get_info(const sb_match *m, sb_match_info *out)
 {
     if (!m || !out)
         return SB_ERR_INVAL;
+    size_t on_disk = 0;
+    pthread_mutex_lock(&m->st->mu);
+    for (size_t r = 0; r < m->n_pages; r++)
+        on_disk += !m->pages[r]->data;
     out->n_tokens = m->n_tokens;
     out->n_pages = m->n_pages;
-    out->n_pages_ram = m->n_pages;
-    out->n_pages_disk = 0;
+    out->n_pages_ram = m->n_pages - on_disk;
+    out->n_pages_disk = on_disk;
     out->n_matched_tokens = m->n_matched;
     out->has_point = m->point != NULL;
     out->miss = m->miss;
+    pthread_mutex_unlock(&m->st->mu);
     return SB_OK;
+}
+
+/* Make pages [0, n) of m resident (and its point state, when point), reading
+ * them from disk. A page that cannot be read is gone from the index with
+ * what depends on it; the match then ends before it: m->n_tokens shrinks,
+ * its point goes, m->miss says why.
+ * Returns: SB_OK; SB_ERR_CORRUPT, SB_ERR_IO (the match shrank: the pages it
+ * still holds are resident); SB_ERR_BUDGET, SB_ERR_NOMEM (nothing read that
+ * failed; the match unchanged). */
+static int load(sb_match *m, size_t n, bool point)
+{
+    sb_ns *ns = m->ns;
+    size_t ok = n;
+    int rc = sb_disk_load(ns, m->pages, n, &ok);
+    if (rc == SB_OK && point && m->point) {
+        size_t pok = 1;
+        rc = sb_disk_load(ns, &m->point, 1, &pok);
+        if (rc == SB_OK || rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM)
+            return rc;
+        /* The point failed: the match ends where the point rule allows. */
+        pthread_mutex_lock(&m->st->mu);
+        sb_blk_unref(m->point);
+        m->point = NULL;
+        m->miss = rc == SB_ERR_CORRUPT ? SB_MISS_CORRUPT : SB_MISS_IO;
+        if (ns->flags & SB_LAYOUT_POINT_REQUIRED) {
+            sb_blk_unpin_run(ns, m->pages, m->n_pages);
+            m->n_tokens = m->n_pages = 0;
+        }
+        pthread_mutex_unlock(&m->st->mu);
+        return rc;
+    }
+    if (rc != SB_ERR_CORRUPT && rc != SB_ERR_IO)
+        return rc;
+    pthread_mutex_lock(&m->st->mu);
+    size_t L = ok * ns->page_tokens;
+    if (ns->flags & SB_LAYOUT_POINT_REQUIRED)
+        L = 0; /* no point state is known to sit at the shorter length */
+    if (L < m->n_tokens) {
+        size_t keep = regions(ns, L);
+        sb_blk_unpin_run(ns, m->pages + keep, m->n_pages - keep);
+        m->n_pages = keep;
+        m->n_tokens = L;
+        if (m->point)
+            sb_blk_unref(m->point);
+        m->point = NULL;
+        m->miss = rc == SB_ERR_CORRUPT ? SB_MISS_CORRUPT : SB_MISS_IO;
+    }
+    pthread_mutex_unlock(&m->st->mu);
+    return rc;
 }
 
 int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *point)
@@ -547,7 +667,13 @@ int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *p
         return SB_ERR_RANGE;
     if (point && (n_tokens != m->n_tokens || !m->point))
         return SB_ERR_NO_POINT;
-    /* The pages are pinned and immutable: no lock needed to read them. */
+    int rc = load(m, regions(ns, n_tokens), point != NULL);
+    if (rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM)
+        return rc;
+    if (n_tokens > m->n_tokens)
+        n_tokens = m->n_tokens; /* the match shrank: restore what is left */
+    /* The pages are pinned, resident and immutable: no lock needed to read
+     * them (load published their data under the lock). */
     uint32_t pt = ns->page_tokens;
     for (size_t r = 0; r * pt < n_tokens; r++) {
         uint32_t k = region_tokens(ns, n_tokens, r);
@@ -556,14 +682,19 @@ int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *p
             memcpy((uint8_t *)tensors[t] + r * pt * ns->bpt[t], src + ns->tensor_off[t],
                    (size_t)k * ns->bpt[t]);
     }
-    if (point)
+    if (point && rc == SB_OK)
         memcpy(point, m->point->data, ns->point_bytes);
-    return SB_OK;
+    return rc;
 }
 
 const void *sb_match_point(const sb_match *m)
 {
-    return m && m->point ? m->point->data : NULL;
+    if (!m || !m->point)
+        return NULL;
+    sb_match *mm = (sb_match *)m; /* reading it in is not a visible change */
+    if (load(mm, 0, true) != SB_OK)
+        return NULL;
+    return mm->point ? mm->point->data : NULL;
 }
 
 int sb_match_pages(sb_match *m, size_t first, size_t count, sb_page **out)
@@ -572,7 +703,10 @@ int sb_match_pages(sb_match *m, size_t first, size_t count, sb_page **out)
         return SB_ERR_INVAL;
     if (first > m->n_pages || count > m->n_pages - first)
         return SB_ERR_RANGE;
-    sb_store *st = m->ns->st;
+    int rc = load(m, first + count, false);
+    if (rc != SB_OK)
+        return rc;
+    sb_store *st = m->st;
     pthread_mutex_lock(&st->mu);
     for (size_t i = 0; i < count; i++) {
         sb_blk_ref(m->pages[first + i]);

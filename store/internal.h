@@ -43,6 +43,18 @@ typedef struct sb_key {
 enum { SB_BLK_PAGE = 1, SB_BLK_POINT = 2 };
 enum { SB_HEAP_STORE = 0, SB_HEAP_NS = 1 };
 
+/* Where a block's disk record stands (sb_blk.disk). A block that is
+ * CLEAN may drop its data at any time it is held by the index alone (the
+ * entry stays; a restore reads the record back); the others are RAM-only
+ * and leave RAM only by leaving the index. */
+enum {
+    SB_DISK_NONE = 0,    /* not written (no disk tier, or not yet queued) */
+    SB_DISK_QUEUED = 1,  /* in the writer's queue or in flight: the writer
+                            holds a reference */
+    SB_DISK_CLEAN = 2,   /* its record is on disk (seg, rec_off, head_bytes) */
+    SB_DISK_FAILED = 3,  /* its write failed or was denied: RAM-only */
+};
+
 /* Heap position sentinels (sb_blk.heap_pos). */
 #define SB_HEAP_OUT SIZE_MAX          /* not an eviction candidate now */
 #define SB_HEAP_PARKED (SIZE_MAX - 1) /* a candidate, held by someone: waits
@@ -67,7 +79,11 @@ enum { SB_HEAP_STORE = 0, SB_HEAP_NS = 1 };
  *     freed (accounting returned to the budgets)
  */
 struct sb_page {
-    uint8_t *data;          /* [const] (page_bytes) or (point_bytes) */
+    uint8_t *data;          /* [mu] (alloc_bytes) resident bytes, or NULL when
+                               the block lives on disk only. Set under mu;
+                               never dropped while anyone but the index
+                               holds the block, so a holder may read it
+                               unlocked once it saw it set */
     struct sb_ns *ns;       /* [const] owning namespace */
     sb_node *node;          /* [mu] node whose edge holds it; NULL unless indexed */
     uint32_t refs;          /* [mu] references: index, matches, pins, callers */
@@ -77,7 +93,14 @@ struct sb_page {
     uint8_t committed;      /* [mu] immutable from commit on */
     uint8_t indexed;        /* [mu] the index holds one of the refs */
     uint8_t mark;           /* [mu] scratch flag for duplicate detection */
-    size_t bytes;           /* [const] size of data */
+    uint8_t disk;           /* [mu] SB_DISK_*: the block's disk record */
+    size_t bytes;           /* [const] page_bytes or point_bytes: what it
+                               counts against the budgets when resident */
+    uint32_t seg;           /* [mu] segment index of its record (CLEAN) */
+    uint32_t head_bytes;    /* [mu] its record's head size (CLEAN) */
+    uint64_t rec_off;       /* [mu] its record's offset in the segment (CLEAN) */
+    uint64_t ticket;        /* [mu] write-queue ticket (QUEUED) */
+    struct sb_page *wq_next;/* [mu] write-queue link (QUEUED) */
     sb_key key;             /* [mu] content key, once committed (pages) */
     sb_key parent_key;      /* [mu] key of the previous page (or the ns root) */
     uint64_t stamp;         /* [mu] store tick of the last use */
@@ -167,6 +190,9 @@ struct sb_store {
     uint64_t next_pin_id;      /* [mu] */
     uint64_t evicted_fp[SB_EVICTED_SLOTS]; /* [mu] 0: empty */
     sb_stats stats;            /* [mu] counters (gauges filled on read) */
+    struct sb_disk *disk;      /* [const] the disk tier; NULL: RAM only */
+    uint64_t disk_pages;       /* [mu] indexed pages with a record on disk */
+    uint64_t disk_live_bytes;  /* [mu] bytes of the records of indexed blocks */
 };
 
 /* ---- clock ---------------------------------------------------------------- */
@@ -181,6 +207,31 @@ uint64_t sb_now_ns(sb_store *st);
  * Returns: SB_OK; SB_ERR_BUDGET; SB_ERR_NOMEM. Evictions made to find room
  * stay made. */
 int sb_blk_alloc(struct sb_ns *ns, int kind, sb_blk **out);
+
+/* sb_blk_alloc_bytes -- bytes of a block's data allocation: the page, or
+ * with a disk tier a point state padded to 4 KiB (O_DIRECT writes it from
+ * the pool as is). */
+size_t sb_blk_alloc_bytes(const struct sb_ns *ns, int kind);
+
+/* sb_blk_new_disk -- a block of ns with no data, one reference, for a
+ * record on disk (recovery). Returns NULL when out of memory. */
+sb_blk *sb_blk_new_disk(struct sb_ns *ns, int kind);
+
+/* sb_blk_reserve / sb_blk_unreserve -- take / return the budget for the
+ * data of one block of ns (evicting if needed; with mu held).
+ * Returns: SB_OK; SB_ERR_BUDGET. */
+int sb_blk_reserve(struct sb_ns *ns, int kind);
+void sb_blk_unreserve(struct sb_ns *ns, int kind);
+
+/* sb_blk_install -- give a block without data the buffer buf (reserved
+ * with sb_blk_reserve, sb_blk_alloc_bytes long, from the pool); a block
+ * that gained data meanwhile keeps its own and buf is freed with its
+ * reservation. A clean, indexed block becomes an eviction candidate. */
+void sb_blk_install(sb_blk *b, uint8_t *buf);
+
+/* sb_blk_drop_data -- free a clean block's data (held by the index alone):
+ * it stays indexed, on disk only. */
+void sb_blk_drop_data(sb_blk *b);
 
 /* sb_blk_ref / sb_blk_unref -- change a block's refcount, keeping the
  * pinned-page gauge right; the last unref frees the block. */
@@ -232,6 +283,11 @@ static inline void sb_blk_touch(sb_store *st, sb_blk *b)
 
 /* ---- eviction and pins (evict.c) ------------------------------------------ */
 
+/* sb_blk_droppable -- the RAM tier may take b's data without taking it out
+ * of the index: it is clean, or dirty under write-back (eviction queues
+ * it for writing). */
+bool sb_blk_droppable(const sb_blk *b);
+
 /* sb_evict_until -- evict until need_bytes and need_pages more fit in the
  * store's budgets and need_bytes more in ns's.
  * Returns: SB_OK; SB_ERR_BUDGET (everything left is pinned). */
@@ -260,6 +316,13 @@ void sb_ns_free_all(sb_store *st);
 
 /* sb_ns_maybe_free -- free ns if it has no handles and holds nothing. */
 void sb_ns_maybe_free(struct sb_ns *ns);
+
+/* sb_commit_locked -- index tokens[0, n) with pages[] (index.c; see the
+ * walkthrough there). zero_copy: callers' pages are deduplicated against
+ * the index's. Returns: SB_OK; SB_ERR_INVAL; SB_ERR_PAGE_STATE;
+ * SB_ERR_RANGE (no page for a region the index lacks); SB_ERR_NOMEM. */
+int sb_commit_locked(struct sb_ns *ns, const uint32_t *tokens, size_t n,
+                     sb_blk **pages, sb_blk *point, bool zero_copy);
 
 /* ---- keys ------------------------------------------------------------------- */
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "disk.h"
 #include "internal.h"
 
 unsigned sb_version(void)
@@ -56,7 +57,9 @@ static int config_check(const sb_config *c)
     return SB_OK;
 }
 
-int sb_store_open(const sb_config *cfg, sb_store **out)
+/* Open a store; with io (tests) its disk tier lives on that in-memory
+ * file system, else on cfg->dir when set. */
+static int store_open(const sb_config *cfg, sb_io *io, sb_store **out)
 {
     if (out)
         *out = NULL;
@@ -70,8 +73,6 @@ int sb_store_open(const sb_config *cfg, sb_store **out)
     int rc = config_check(cfg);
     if (rc != SB_OK)
         return rc;
-    if (cfg->dir && cfg->dir[0])
-        return SB_ERR_UNSUPPORTED; /* the disk tier arrives in a later version */
 
     sb_mem mem;
     if ((rc = sb_mem_init(&mem, cfg->fault_alloc_nth)) != SB_OK)
@@ -93,14 +94,32 @@ int sb_store_open(const sb_config *cfg, sb_store **out)
         return SB_ERR_NOMEM;
     }
     st->next_pin_id = 1;
+    if (io || (cfg->dir && cfg->dir[0])) {
+        rc = sb_disk_open(st, cfg, io);
+        if (rc != SB_OK) {
+            sb_store_close(st);
+            return rc;
+        }
+    }
     *out = st;
     return SB_OK;
 }
 
-int sb_store_close(sb_store *st)
+int sb_store_open(const sb_config *cfg, sb_store **out)
 {
-    if (!st)
-        return SB_OK;
+    return store_open(cfg, NULL, out);
+}
+
+int sb_store_open_io(const sb_config *cfg, sb_io *io, sb_store **out)
+{
+    if (!io)
+        return SB_ERR_INVAL;
+    return store_open(cfg, io, out);
+}
+
+static void store_free(sb_store *st, bool crash)
+{
+    sb_disk_close(st, crash);
     pthread_mutex_lock(&st->mu);
     while (st->pins) {
         sb_pin *p = st->pins;
@@ -115,7 +134,26 @@ int sb_store_close(sb_store *st)
     sb_mem mem = st->mem;
     sb_free(st);
     sb_mem_fini(&mem);
+}
+
+int sb_store_close(sb_store *st)
+{
+    if (st)
+        store_free(st, false);
     return SB_OK;
+}
+
+void sb_store_crash(sb_store *st)
+{
+    if (st)
+        store_free(st, true);
+}
+
+int sb_store_flush(sb_store *st)
+{
+    if (!st)
+        return SB_ERR_INVAL;
+    return sb_disk_flush(st);
 }
 
 int sb_store_fault_alloc(sb_store *st, uint64_t nth)
@@ -154,6 +192,7 @@ int sb_store_stats(sb_store *st, sb_stats *out)
     out->index_tokens = tokens;
     out->index_nodes = st->index_nodes;
     out->index_bytes_per_token = tokens ? (double)st->index_bytes / (double)tokens : 0.0;
+    sb_disk_stats(st, out);
     pthread_mutex_unlock(&st->mu);
     return SB_OK;
 }

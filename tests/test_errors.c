@@ -98,23 +98,33 @@ static void test_store_open_inval(void **state)
     assert_int_equal(open_rc(&c), SB_OK);
 }
 
-static void test_store_open_unsupported_dir(void **state)
+static void test_store_open_dir_not_directory(void **state)
 {
     (void)state;
-    char dir[128];
-    snprintf(dir, sizeof dir, "/tmp/snapbank-test-errors-%ld", (long)getpid());
-    struct stat sb;
-    assert_int_equal(stat(dir, &sb), -1);
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/snapbank-test-errors-%ld", (long)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("not a directory\n", f);
+    fclose(f);
     sb_config cfg;
     sb_config_default(&cfg);
-    cfg.dir = dir;
-    assert_int_equal(open_rc(&cfg), SB_ERR_UNSUPPORTED);
-    /* Nothing changed: the directory was not created. */
-    errno = 0;
-    assert_int_equal(stat(dir, &sb), -1);
-    assert_int_equal(errno, ENOENT);
+    cfg.dir = path;
+    assert_int_equal(open_rc(&cfg), SB_ERR_INVAL);
+    /* Nothing changed: the file is as it was. */
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size, 16);
+    unlink(path);
     cfg.dir = "";
     assert_int_equal(open_rc(&cfg), SB_OK); /* "" means RAM only */
+    sb_config_default(&cfg);
+    cfg.dir = "/tmp";
+    cfg.segment_bytes = 4096; /* under 64 KiB */
+    assert_int_equal(open_rc(&cfg), SB_ERR_INVAL);
+    cfg.segment_bytes = 1u << 20;
+    cfg.queue_depth = 0;
+    assert_int_equal(open_rc(&cfg), SB_ERR_INVAL);
 }
 
 static void test_store_calls_inval(void **state)
@@ -1098,7 +1108,7 @@ int main(void)
         cmocka_unit_test(test_strerror_every_code),
         cmocka_unit_test(test_miss_names),
         cmocka_unit_test(test_store_open_inval),
-        cmocka_unit_test(test_store_open_unsupported_dir),
+        cmocka_unit_test(test_store_open_dir_not_directory),
         cmocka_unit_test(test_store_calls_inval),
         cmocka_unit_test(test_ns_open_inval),
         cmocka_unit_test(test_ns_open_layout),

@@ -261,20 +261,46 @@ SB_API void sb_config_default(sb_config *cfg);
  * cfg is read during the call only. With cfg->dir NULL or "" the store lives
  * in RAM only.
  *
+ * With cfg->dir set the store has a disk tier in that directory (created
+ * 0700 when absent; its files are 0600). A directory that holds a store is
+ * recovered: every valid record is indexed again (as a disk page, read back
+ * on restore) and what was found and dropped shows in sb_store_stats
+ * (recovered_*, recovery_*). One process at a time may open a directory.
+ * On a fresh directory segment_bytes sets the segment size for good; an
+ * existing store keeps the one it was made with.
+ *
  * On success *out is owned by the caller; close it with sb_store_close().
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved
- * fields nonzero, max_seq_tokens 0 or above 2^31 - 1); SB_ERR_NOMEM;
- * SB_ERR_UNSUPPORTED (cfg->dir set: the disk tier is not in this version).
- * On failure *out is NULL. */
+ * fields nonzero, max_seq_tokens 0 or above 2^31 - 1, a disk setting out
+ * of range: queue_depth 0 or over 4096, segment_bytes under 64 KiB or not
+ * a multiple of 4096, sync_interval_ms 0; dir not a directory);
+ * SB_ERR_NOMEM; SB_ERR_LOCKED (another process has the directory open: a
+ * message naming its pid is written to stderr); SB_ERR_VERSION (the store
+ * was written by an unknown format version: it is left untouched);
+ * SB_ERR_FORMAT (the directory holds segment files but no superblock, or
+ * a superblock that is not a store's); SB_ERR_CORRUPT (both superblock
+ * slots fail their checksums); SB_ERR_IO, SB_ERR_NOSPC (the directory
+ * could not be read or set up). On failure *out is NULL. */
 SB_API int sb_store_open(const sb_config *cfg, sb_store **out);
 
 /* sb_store_close -- close a store and free everything it holds.
+ *
+ * With a disk tier it first writes everything queued, seals the open
+ * segment with its summary and syncs, so a reopen reads summaries only.
  *
  * Every namespace handle, match and page obtained from the store becomes
  * invalid, including pages a runtime still references: release them first.
  * Not thread-safe against other calls on the same store.
  * Returns: SB_OK (also for NULL). */
 SB_API int sb_store_close(sb_store *st);
+
+/* sb_store_flush -- wait until every page and point state committed before
+ * the call is written to the disk tier and synced (durable). Partial pages
+ * waiting to be written late are written too. SB_OK at once for a RAM-only
+ * store.
+ * Returns: SB_OK; SB_ERR_IO (a write failed since the store opened: those
+ * pages stay in RAM only, see disk_write_errors); SB_ERR_INVAL (NULL). */
+SB_API int sb_store_flush(sb_store *st);
 
 /* sb_store_fault_alloc -- test hook: make the nth allocation from now on
  * (1 = the next one) fail as if out of memory; 0 disarms. It fires once.
@@ -355,7 +381,24 @@ typedef struct sb_stats {
     uint64_t disk_read_bytes;    /* bytes read back */
     uint64_t disk_write_denials; /* pages denied admission */
     uint64_t disk_checksum_failures; /* records that failed their checksum */
-    uint64_t durable_seq;        /* records up to this sequence number survive a crash */
+    uint64_t durable_seq;        /* every record written with a sequence number up
+                                    to this one survives a crash */
+    uint64_t disk_write_errors;  /* writes that failed (the blocks stay RAM-only) */
+    uint64_t disk_read_errors;   /* reads that failed */
+    uint64_t disk_segments;      /* segment files */
+    uint64_t disk_queued_bytes;  /* bytes queued for the writer or in flight */
+    /* disk tier: what sb_store_open found in the directory */
+    uint64_t recovered_records;  /* valid records */
+    uint64_t recovered_pages;    /* pages put back in the index */
+    uint64_t recovered_points;   /* point states put back */
+    uint64_t recovered_namespaces; /* namespaces put back */
+    uint64_t recovery_orphans;   /* page and point records dropped: the pages
+                                    before them were missing or damaged */
+    uint64_t recovery_bad_summaries; /* summaries that failed their checks (the
+                                    segment was scanned instead) */
+    uint64_t recovery_torn;      /* segments whose records ended in damaged
+                                    bytes, or whose file was missing or short */
+    uint64_t recovery_ns;        /* time open spent recovering, nanoseconds */
 } sb_stats;
 
 /* sb_store_stats -- snapshot the store's counters into *out.

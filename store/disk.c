@@ -1,0 +1,659 @@
+/* disk.c -- the disk tier's frame: opening a store directory (lock, create or
+ * recover, start the writer), closing it, the superblock and the segment
+ * life cycle (create, note records, seal with a summary), and the small
+ * calls the RAM tier makes into the tier (queueing, durability, gauges).
+ *
+ * A store directory holds LOCK, superblock and seg-<id>.dat / .sum files
+ * (format.h draws them). A segment is created preallocated, listed OPEN in
+ * the superblock (synced) before any record is written to it, and sealed
+ * when full, when a write to it failed, or at close: synced, its summary
+ * written under a temporary name, synced and renamed, and listed SEALED.
+ * A new segment's generation is the superblock's write count at its
+ * creation, so it differs from every earlier life of a file with its name.
+ */
+#define _GNU_SOURCE /* statvfs is POSIX; this keeps mkdir & co. visible */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "disk_int.h"
+#include "internal.h"
+
+#define SB_SEGS_MIN 1024u    /* superblock capacity at least */
+#define SB_SEGS_MAX 65536u   /* and at most (a 1.5 MiB slot) */
+
+int sb_disk_errno(int64_t err)
+{
+    switch (-err) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+        return SB_ERR_NOSPC;
+    case ENOMEM:
+        return SB_ERR_NOMEM;
+    default:
+        return SB_ERR_IO;
+    }
+}
+
+void sb_disk_seg_name(char *buf, uint32_t id, const char *ext)
+{
+    snprintf(buf, 32, "seg-%08u.%s", id, ext);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- superblock --------------------------------------------------------------- */
+
+int sb_disk_super_write(sb_disk *d)
+{
+    sb_super_seg *segs = calloc(d->n_segs ? d->n_segs : 1, sizeof *segs);
+    uint8_t *buf = aligned_alloc(4096, d->slot_bytes);
+    if (!segs || !buf) {
+        free(segs);
+        free(buf);
+        return SB_ERR_NOMEM;
+    }
+    pthread_mutex_lock(&d->st->mu);
+    for (uint32_t i = 0; i < d->n_segs; i++)
+        segs[i] = (sb_super_seg){ d->segs[i].id, d->segs[i].gen, d->segs[i].state,
+                                  d->segs[i].state == SB_SEG_SEALED ? d->segs[i].data_end : 0 };
+    uint64_t durable = d->durable_seq;
+    pthread_mutex_unlock(&d->st->mu);
+    d->write_count++;
+    sb_super s = {
+        .slot = (uint16_t)(d->write_count & 1),
+        .slot_bytes = d->slot_bytes,
+        .write_count = d->write_count,
+        .store_id = d->store_id,
+        .segment_bytes = d->seg_bytes,
+        .durable_seq = durable,
+        .n_segments = d->n_segs,
+        .segments = segs,
+    };
+    int rc = sb_super_encode(&s, buf);
+    if (rc == SB_OK) {
+        int64_t n = sb_io_pwrite(d->wio, d->sb_fd, buf, d->slot_bytes,
+                                 (uint64_t)s.slot * d->slot_bytes);
+        if (n < 0)
+            rc = sb_disk_errno(n);
+        else if ((uint64_t)n != d->slot_bytes)
+            rc = SB_ERR_IO;
+        else if ((n = sb_io_fdatasync(d->wio, d->sb_fd)) < 0)
+            rc = sb_disk_errno(n);
+    }
+    pthread_mutex_lock(&d->st->mu);
+    d->write_bytes += d->slot_bytes;
+    pthread_mutex_unlock(&d->st->mu);
+    free(segs);
+    free(buf);
+    return rc;
+}
+
+int sb_disk_read_super(sb_io *io, int fd, uint64_t size, sb_super *s, sb_super_seg *segs,
+                       uint32_t max_segs)
+{
+    if (size < 2 * SB_FMT_BLOCK || size % (2 * SB_FMT_BLOCK) || size / 2 > UINT32_MAX)
+        return SB_ERR_FORMAT;
+    uint32_t slot = (uint32_t)(size / 2);
+    uint8_t *buf = aligned_alloc(4096, slot);
+    sb_super_seg *tmp = calloc(max_segs ? max_segs : 1, sizeof *tmp);
+    if (!buf || !tmp) {
+        free(buf);
+        free(tmp);
+        return SB_ERR_NOMEM;
+    }
+    int best = SB_ERR_FORMAT, found = 0;
+    for (uint32_t k = 0; k < 2; k++) {
+        int64_t n = sb_io_pread(io, fd, buf, slot, (uint64_t)k * slot);
+        if (n < 0) {
+            best = SB_ERR_IO;
+            continue;
+        }
+        if ((uint64_t)n != slot)
+            continue;
+        sb_super c;
+        int rc = sb_super_decode(buf, slot, &c, tmp, max_segs);
+        if (rc == SB_OK && c.slot_bytes == slot && c.slot == k) {
+            if (!found || c.write_count > s->write_count) {
+                *s = c;
+                memcpy(segs, tmp, (size_t)c.n_segments * sizeof *segs);
+                s->segments = segs;
+            }
+            found = 1;
+        } else if (!found && rc != SB_OK && (best == SB_ERR_FORMAT || rc == SB_ERR_VERSION)) {
+            best = rc == SB_ERR_RANGE ? SB_ERR_FORMAT : rc;
+        }
+    }
+    free(buf);
+    free(tmp);
+    return found ? SB_OK : best;
+}
+
+/* ---- segments ------------------------------------------------------------------ */
+
+int sb_disk_seg_note(sb_disk *d, uint32_t i, uint64_t off, const sb_rec_head *h,
+                     const uint32_t *tokens, const void *extra)
+{
+    sb_seg *s = &d->segs[i];
+    uint32_t bytes = sb_sum_entry_size(h->n_tokens, h->extra_bytes);
+    if (s->sum_len + bytes > s->sum_cap) {
+        size_t cap = s->sum_cap ? s->sum_cap * 2 : 65536;
+        while (cap < s->sum_len + bytes)
+            cap *= 2;
+        uint8_t *p = realloc(s->sum, cap);
+        if (!p)
+            return SB_ERR_NOMEM;
+        s->sum = p;
+        s->sum_cap = cap;
+    }
+    if (s->n_ent == s->ent_cap) {
+        size_t cap = s->ent_cap ? s->ent_cap * 2 : 256;
+        sb_seg_ent *p = realloc(s->ent, cap * sizeof *p);
+        if (!p)
+            return SB_ERR_NOMEM;
+        s->ent = p;
+        s->ent_cap = cap;
+    }
+    sb_sum_put_entry(s->sum + s->sum_len, off, h, tokens, extra);
+    s->ent[s->n_ent++] = (sb_seg_ent){ off, s->sum_len, bytes };
+    s->sum_len += bytes;
+    if (!s->first_seq || h->seq < s->first_seq)
+        s->first_seq = h->seq;
+    if (h->seq > s->last_seq)
+        s->last_seq = h->seq;
+    return SB_OK;
+}
+
+void sb_disk_seg_free(sb_disk *d, sb_seg *s)
+{
+    if (s->wfd >= 0)
+        sb_io_close(d->wio, s->wfd);
+    s->wfd = -1;
+    free(s->sum);
+    free(s->ent);
+    free(s->ns_ids);
+    s->sum = NULL;
+    s->ent = NULL;
+    s->ns_ids = NULL;
+    s->sum_len = s->sum_cap = s->n_ent = s->ent_cap = s->n_ns = s->ns_cap = 0;
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const sb_seg_ent *)a)->off, y = ((const sb_seg_ent *)b)->off;
+    return x < y ? -1 : x > y;
+}
+
+/* Write segment s's summary file (entries sorted by offset), atomically. */
+static int write_summary(sb_disk *d, sb_seg *s, uint64_t data_end)
+{
+    qsort(s->ent, s->n_ent, sizeof *s->ent, ent_cmp);
+    size_t total = SB_SUM_FIXED + s->sum_len + 8;
+    uint8_t *buf = malloc(total);
+    if (!buf)
+        return SB_ERR_NOMEM;
+    size_t pos = SB_SUM_FIXED;
+    for (size_t k = 0; k < s->n_ent; k++) {
+        memcpy(buf + pos, s->sum + s->ent[k].pos, s->ent[k].bytes);
+        pos += s->ent[k].bytes;
+    }
+    sb_sum_info info = {
+        .segment_id = s->id, .generation = s->gen, .n_entries = (uint32_t)s->n_ent,
+        .data_end = data_end, .first_seq = s->first_seq, .last_seq = s->last_seq,
+        .body_bytes = s->sum_len,
+    };
+    size_t n = sb_sum_finish(buf, &info);
+    char tmp[40], name[32];
+    sb_disk_seg_name(name, s->id, "sum");
+    snprintf(tmp, sizeof tmp, "%s.tmp", name);
+    int rc = SB_OK;
+    int fd = sb_io_open(d->wio, tmp, SB_IO_CREATE);
+    if (fd < 0) {
+        rc = sb_disk_errno(fd);
+    } else {
+        int64_t r = d->wio->ops->truncate(d->wio, fd, 0);
+        if (r >= 0)
+            r = sb_io_pwrite(d->wio, fd, buf, n, 0);
+        if (r >= 0 && (size_t)r != n)
+            r = -EIO;
+        if (r >= 0)
+            r = sb_io_fdatasync(d->wio, fd);
+        sb_io_close(d->wio, fd);
+        if (r >= 0)
+            r = d->wio->ops->rename(d->wio, tmp, name);
+        if (r >= 0)
+            r = d->wio->ops->sync_dir(d->wio);
+        if (r < 0)
+            rc = sb_disk_errno(r);
+    }
+    pthread_mutex_lock(&d->st->mu);
+    d->write_bytes += (n + 4095) / 4096 * 4096;
+    pthread_mutex_unlock(&d->st->mu);
+    free(buf);
+    return rc;
+}
+
+int sb_disk_seg_seal(sb_disk *d, uint32_t i)
+{
+    sb_seg *s = &d->segs[i];
+    int rc = SB_OK;
+    if (s->wfd >= 0) {
+        int r = sb_io_fdatasync(d->wio, s->wfd);
+        if (r < 0)
+            rc = sb_disk_errno(r);
+    }
+    pthread_mutex_lock(&d->st->mu);
+    uint64_t end = s->data_end;
+    pthread_mutex_unlock(&d->st->mu);
+    int r2 = write_summary(d, s, end);
+    if (rc == SB_OK)
+        rc = r2;
+    pthread_mutex_lock(&d->st->mu);
+    s->state = SB_SEG_SEALED;
+    if (d->cur == i)
+        d->cur = UINT32_MAX;
+    pthread_mutex_unlock(&d->st->mu);
+    r2 = sb_disk_super_write(d);
+    if (rc == SB_OK)
+        rc = r2;
+    sb_disk_seg_free(d, s);
+    return rc;
+}
+
+/* Open (creating) segment file id for writing, O_DIRECT where the file
+ * system takes it. */
+static int seg_open_file(sb_disk *d, uint32_t id, unsigned flags)
+{
+    char name[32];
+    sb_disk_seg_name(name, id, "dat");
+    int fd = sb_io_open(d->wio, name, flags | (d->direct ? SB_IO_DIRECT : 0));
+    if (fd == -EINVAL && d->direct) { /* no O_DIRECT here (tmpfs) */
+        d->direct = false;
+        fd = sb_io_open(d->wio, name, flags);
+    }
+    return fd;
+}
+
+int sb_disk_seg_open_new(sb_disk *d)
+{
+    if (d->n_segs >= d->max_segs || (uint64_t)(d->n_segs + 1) * d->seg_bytes > d->cap_bytes)
+        return SB_ERR_NOSPC;
+    uint32_t id = d->n_segs ? d->segs[d->n_segs - 1].id + 1 : 1;
+    int fd = seg_open_file(d, id, SB_IO_CREATE);
+    if (fd < 0)
+        return sb_disk_errno(fd);
+    int r = d->wio->ops->allocate(d->wio, fd, d->seg_bytes);
+    if (r >= 0)
+        r = d->wio->ops->sync_dir(d->wio);
+    if (r < 0) {
+        sb_io_close(d->wio, fd);
+        return sb_disk_errno(r);
+    }
+    sb_seg *s = &d->segs[d->n_segs];
+    memset(s, 0, sizeof *s);
+    s->wfd = fd;
+    s->rfd = -1;
+    pthread_mutex_lock(&d->st->mu);
+    s->id = id;
+    s->gen = (uint32_t)(d->write_count + 1); /* the write below's count */
+    s->state = SB_SEG_OPEN;
+    s->data_end = 0;
+    d->n_segs++;
+    pthread_mutex_unlock(&d->st->mu);
+    int rc = sb_disk_super_write(d);
+    if (rc != SB_OK) {
+        /* Not listed durably: never write records to it. */
+        pthread_mutex_lock(&d->st->mu);
+        s->state = SB_SEG_FREE;
+        pthread_mutex_unlock(&d->st->mu);
+        sb_disk_seg_free(d, s);
+        return rc;
+    }
+    d->cur = d->n_segs - 1;
+    return SB_OK;
+}
+
+/* ---- open and close -------------------------------------------------------------- */
+
+/* Create a fresh store in an empty directory: the superblock, both slots. */
+static int create_store(sb_disk *d)
+{
+    d->slot_bytes = sb_super_slot_size(d->max_segs);
+    int fd = sb_io_open(d->wio, "superblock", SB_IO_CREATE | SB_IO_EXCL);
+    if (fd < 0)
+        return sb_disk_errno(fd);
+    d->sb_fd = fd;
+    int r = d->wio->ops->allocate(d->wio, fd, 2ull * d->slot_bytes);
+    if (r < 0)
+        return sb_disk_errno(r);
+    uint64_t seed = mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)d;
+    d->store_id = seed * 0x9E3779B97F4A7C15ull | 1;
+    d->write_count = 0;
+    int rc = sb_disk_super_write(d);
+    if (rc == SB_OK && (r = d->wio->ops->sync_dir(d->wio)) < 0)
+        rc = sb_disk_errno(r);
+    return rc;
+}
+
+static void has_store_file(void *ctx, const char *name)
+{
+    if (!strncmp(name, "seg-", 4) || !strcmp(name, "superblock"))
+        *(bool *)ctx = true;
+}
+
+/* Open the I/O handles: on the directory (made 0700 when absent), or on
+ * shares of a test's in-memory file system. */
+static int open_io(sb_disk *d, const sb_config *cfg, sb_io *mem)
+{
+    int r;
+    if (mem) {
+        if ((r = sb_io_mem_share(mem, &d->wio)) < 0 || (r = sb_io_mem_share(mem, &d->rio)) < 0)
+            return sb_disk_errno(r);
+        d->direct = false;
+        return SB_OK;
+    }
+    if (mkdir(cfg->dir, 0700) != 0 && errno != EEXIST)
+        return errno == ENOSPC ? SB_ERR_NOSPC : errno == ENOTDIR ? SB_ERR_INVAL : SB_ERR_IO;
+    struct stat sbuf;
+    if (stat(cfg->dir, &sbuf) != 0 || !S_ISDIR(sbuf.st_mode))
+        return SB_ERR_INVAL;
+    if ((r = sb_io_uring_new(cfg->dir, cfg->queue_depth, &d->wio)) < 0 &&
+        (r = sb_io_posix_new(cfg->dir, &d->wio)) < 0)
+        return sb_disk_errno(r);
+    if ((r = sb_io_uring_new(cfg->dir, cfg->queue_depth, &d->rio)) < 0 &&
+        (r = sb_io_posix_new(cfg->dir, &d->rio)) < 0)
+        return sb_disk_errno(r);
+    d->direct = true;
+    return SB_OK;
+}
+
+static void disk_free(sb_disk *d)
+{
+    for (uint32_t i = 0; d->segs && i < d->n_segs; i++) {
+        sb_disk_seg_free(d, &d->segs[i]);
+        if (d->segs[i].rfd >= 0)
+            sb_io_close(d->rio, d->segs[i].rfd);
+    }
+    if (d->sb_fd >= 0 && d->wio)
+        sb_io_close(d->wio, d->sb_fd);
+    sb_io_destroy(d->rio);
+    sb_io_destroy(d->wio);
+    free(d->segs);
+    pthread_cond_destroy(&d->work_cv);
+    pthread_cond_destroy(&d->done_cv);
+    pthread_mutex_destroy(&d->rd_mu);
+    free(d);
+}
+
+int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
+{
+    if (cfg->queue_depth == 0 || cfg->queue_depth > 4096 || cfg->segment_bytes % 4096 ||
+        cfg->segment_bytes < (64u << 10) || cfg->sync_interval_ms == 0)
+        return SB_ERR_INVAL;
+    sb_disk *d = calloc(1, sizeof *d);
+    if (!d)
+        return SB_ERR_NOMEM;
+    d->st = st;
+    d->sb_fd = -1;
+    d->cur = UINT32_MAX;
+    d->next_ticket = 1;
+    d->next_seq = 1;
+    d->qd = cfg->queue_depth;
+    d->durability = cfg->durability;
+    d->mode = cfg->write_mode;
+    d->sync_bytes = cfg->sync_bytes ? cfg->sync_bytes : UINT64_MAX;
+    d->sync_ns = (uint64_t)cfg->sync_interval_ms * 1000000ull;
+    d->seg_bytes = cfg->segment_bytes;
+    pthread_mutex_init(&d->rd_mu, NULL);
+    pthread_cond_init(&d->work_cv, NULL);
+    pthread_cond_init(&d->done_cv, NULL);
+
+    int rc = open_io(d, cfg, mem);
+    if (rc != SB_OK)
+        goto fail;
+    long holder = 0;
+    int r = d->wio->ops->lock(d->wio, "LOCK", &holder);
+    if (r == -EWOULDBLOCK) {
+        fprintf(stderr, "snapbank: store directory %s is in use by process %ld\n",
+                cfg->dir ? cfg->dir : "(memory)", holder);
+        rc = SB_ERR_LOCKED;
+        goto fail;
+    }
+    if (r < 0) {
+        rc = sb_disk_errno(r);
+        goto fail;
+    }
+
+    /* The cap: configured, or a quarter of the free space now. */
+    d->cap_bytes = cfg->disk_bytes;
+    if (!d->cap_bytes) {
+        struct statvfs vfs;
+        if (!mem && cfg->dir && statvfs(cfg->dir, &vfs) == 0)
+            d->cap_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize / 4;
+        else
+            d->cap_bytes = 1ull << 30;
+    }
+
+    int fd = sb_io_open(d->wio, "superblock", 0);
+    if (fd == -ENOENT) {
+        bool any = false;
+        if ((r = d->wio->ops->list(d->wio, has_store_file, &any)) < 0) {
+            rc = sb_disk_errno(r);
+            goto fail;
+        }
+        if (any) { /* segments without a superblock: not ours to overwrite */
+            rc = SB_ERR_FORMAT;
+            goto fail;
+        }
+        uint64_t want = d->cap_bytes / d->seg_bytes + 16;
+        d->max_segs = want < SB_SEGS_MIN ? SB_SEGS_MIN : want > SB_SEGS_MAX ? SB_SEGS_MAX
+                                                                             : (uint32_t)want;
+        d->segs = calloc(d->max_segs, sizeof *d->segs);
+        if (!d->segs) {
+            rc = SB_ERR_NOMEM;
+            goto fail;
+        }
+        if ((rc = create_store(d)) != SB_OK)
+            goto fail;
+    } else if (fd < 0) {
+        rc = sb_disk_errno(fd);
+        goto fail;
+    } else {
+        d->sb_fd = fd;
+        uint64_t t0 = mono_ns();
+        if ((rc = sb_disk_recover(d)) != SB_OK)
+            goto fail;
+        d->rec_ns_time = mono_ns() - t0;
+    }
+
+    st->disk = d;
+    if (pthread_create(&d->thread, NULL, sb_writer_main, d) != 0) {
+        st->disk = NULL;
+        rc = SB_ERR_NOMEM;
+        goto fail;
+    }
+    d->running = true;
+    return SB_OK;
+fail:
+    st->disk = NULL;
+    /* Recovery may have indexed blocks: the caller frees the index. */
+    disk_free(d);
+    return rc;
+}
+
+void sb_disk_close(sb_store *st, bool crash)
+{
+    sb_disk *d = st->disk;
+    if (!d)
+        return;
+    if (d->running) {
+        pthread_mutex_lock(&st->mu);
+        d->stop = true;
+        d->abort = crash;
+        pthread_cond_broadcast(&d->work_cv);
+        pthread_mutex_unlock(&st->mu);
+        pthread_join(d->thread, NULL);
+    }
+    st->disk = NULL;
+    disk_free(d);
+}
+
+/* ---- the RAM tier's calls ----------------------------------------------------------- */
+
+bool sb_disk_write_back(const sb_store *st)
+{
+    const sb_disk *d = st->disk;
+    return d && d->mode == SB_WRITE_BACK && !d->broken && !d->stop;
+}
+
+bool sb_disk_write_only(const sb_store *st)
+{
+    return st->disk && st->disk->mode == SB_WRITE_ONLY;
+}
+
+uint64_t sb_disk_pending(const sb_store *st)
+{
+    return st->disk ? st->disk->pending_bytes : 0;
+}
+
+void sb_disk_enqueue(sb_store *st, sb_blk *b)
+{
+    sb_disk *d = st->disk;
+    if (!d || b->disk != SB_DISK_NONE || !b->data)
+        return;
+    if (d->broken || d->stop) {
+        b->disk = SB_DISK_FAILED;
+        d->denials++;
+        return;
+    }
+    sb_blk_ref(b);
+    b->disk = SB_DISK_QUEUED;
+    b->ticket = d->next_ticket++;
+    b->wq_next = NULL;
+    bool tail = b->kind == SB_BLK_PAGE && b->n_tokens < b->ns->page_tokens;
+    sb_blk **head = tail ? &d->t_head : &d->q_head, **last = tail ? &d->t_tail : &d->q_tail;
+    if (*last)
+        (*last)->wq_next = b;
+    else
+        *head = b;
+    *last = b;
+    d->pending_bytes += b->bytes;
+    if (!tail)
+        pthread_cond_signal(&d->work_cv);
+}
+
+void sb_disk_committed(sb_store *st, sb_blk *b)
+{
+    if (st->disk && st->disk->mode != SB_WRITE_BACK)
+        sb_disk_enqueue(st, b);
+}
+
+bool sb_disk_wait_progress(sb_store *st)
+{
+    sb_disk *d = st->disk;
+    if (!d || !d->pending_bytes || !d->running)
+        return false;
+    uint64_t seen = d->progress;
+    /* Partial pages wait to be written late; a waiter cannot. */
+    if (d->flush_ticket < d->next_ticket - 1)
+        d->flush_ticket = d->next_ticket - 1;
+    pthread_cond_signal(&d->work_cv);
+    while (d->progress == seen && d->pending_bytes && !d->abort)
+        pthread_cond_wait(&d->done_cv, &st->mu);
+    return true;
+}
+
+uint64_t sb_disk_ticket(const sb_store *st)
+{
+    return st->disk ? st->disk->next_ticket : 0;
+}
+
+/* Wait until every ticket up to last is written and synced. [mu] */
+static int wait_synced(sb_store *st, uint64_t first, uint64_t last)
+{
+    sb_disk *d = st->disk;
+    if (last < first || !d->running)
+        return SB_OK;
+    if (d->flush_ticket < last)
+        d->flush_ticket = last;
+    pthread_cond_signal(&d->work_cv);
+    while (d->synced_ticket < last && !d->abort)
+        pthread_cond_wait(&d->done_cv, &st->mu);
+    return d->err_ticket >= first ? SB_ERR_IO : SB_OK;
+}
+
+int sb_disk_durable(sb_store *st, uint64_t ticket)
+{
+    sb_disk *d = st->disk;
+    if (!d || d->durability != SB_DURABILITY_COMMIT)
+        return SB_OK;
+    return wait_synced(st, ticket, d->next_ticket - 1);
+}
+
+int sb_disk_flush(sb_store *st)
+{
+    sb_disk *d = st->disk;
+    if (!d)
+        return SB_OK;
+    pthread_mutex_lock(&st->mu);
+    int rc = wait_synced(st, 1, d->next_ticket - 1);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+void sb_disk_count(sb_store *st, const sb_blk *b, int sign)
+{
+    sb_disk *d = st->disk;
+    if (!d)
+        return;
+    uint64_t bytes = b->head_bytes + sb_blk_alloc_bytes(b->ns, b->kind);
+    if (sign > 0) {
+        st->disk_live_bytes += bytes;
+        d->segs[b->seg].live_bytes += bytes;
+        if (b->kind == SB_BLK_PAGE)
+            st->disk_pages++;
+    } else {
+        st->disk_live_bytes -= bytes;
+        d->segs[b->seg].live_bytes -= bytes;
+        if (b->kind == SB_BLK_PAGE)
+            st->disk_pages--;
+    }
+}
+
+void sb_disk_stats(const sb_store *st, sb_stats *out)
+{
+    const sb_disk *d = st->disk;
+    if (!d)
+        return;
+    out->disk_bytes = st->disk_live_bytes;
+    out->disk_bytes_limit = d->cap_bytes;
+    out->disk_pages = st->disk_pages;
+    out->disk_write_bytes = d->write_bytes;
+    out->disk_read_bytes = d->read_bytes;
+    out->disk_write_denials = d->denials;
+    out->disk_checksum_failures = d->checksum_failures;
+    out->durable_seq = d->durable_seq;
+    out->disk_write_errors = d->write_errors;
+    out->disk_read_errors = d->read_errors;
+    out->disk_segments = d->n_segs;
+    out->disk_queued_bytes = d->pending_bytes;
+    out->recovered_records = d->rec_records;
+    out->recovered_pages = d->rec_pages;
+    out->recovered_points = d->rec_points;
+    out->recovered_namespaces = d->rec_ns;
+    out->recovery_orphans = d->rec_orphans;
+    out->recovery_bad_summaries = d->rec_bad_summaries;
+    out->recovery_torn = d->rec_torn;
+    out->recovery_ns = d->rec_ns_time;
+}

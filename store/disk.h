@@ -1,0 +1,117 @@
+/* disk.h -- the disk tier as the rest of the store sees it: open and
+ * recovery, the write queue and durability, and reading records back.
+ *
+ * With a directory configured, sb_store_open calls sb_disk_open, which
+ * recovers the index from the directory (recover.c) and starts the writer
+ * thread (writer.c). Committed blocks reach the writer through
+ * sb_disk_committed (write-through, write-only) or eviction (write-back);
+ * the writer holds a reference to each block it has queued or in flight
+ * and turns it CLEAN (or FAILED) when its record is written. Restores make
+ * disk-only blocks resident with sb_disk_load (dread.c).
+ *
+ * Every function here is a no-op or returns the RAM-only answer when the
+ * store has no disk tier (st->disk NULL), so callers need not check.
+ *
+ * Thread safety: functions marked [mu] expect st->mu held (some wait on a
+ * condition variable, releasing it meanwhile); the others take what they
+ * need.
+ */
+#ifndef SB_DISK_H
+#define SB_DISK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "internal.h"
+#include "io.h"
+
+/* sb_disk_open -- set up st's disk tier on cfg->dir, or, for tests, on an
+ * in-memory file system (io, a mem sb_io the store takes handles on with
+ * sb_io_mem_share; borrowed): lock the directory, create or recover the
+ * store in it, start the writer. Called by sb_store_open before the store
+ * is published (mu not held).
+ * Returns: SB_OK; SB_ERR_LOCKED (another process holds the directory: a
+ * message naming its pid goes to stderr); SB_ERR_VERSION (an unknown
+ * format version: nothing was changed); SB_ERR_FORMAT (the directory holds
+ * something that is not a store); SB_ERR_IO; SB_ERR_NOSPC; SB_ERR_NOMEM;
+ * SB_ERR_INVAL (a path that is not a directory). On failure st->disk is
+ * NULL and nothing is left running. */
+int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *io);
+
+/* sb_disk_close -- stop the disk tier. crash false: drain the queue, write
+ * every queued block, seal the open segment with its summary, sync, update
+ * the superblock. crash true (tests): stop at once, writing nothing more,
+ * as if the process died. Called by sb_store_close before the index is
+ * freed (mu not held). */
+void sb_disk_close(sb_store *st, bool crash);
+
+/* sb_disk_committed -- [mu] b (a page or point state just indexed) was
+ * committed: queue it for writing in write-through and write-only modes. */
+void sb_disk_committed(sb_store *st, sb_blk *b);
+
+/* sb_disk_enqueue -- [mu] queue indexed block b for writing now (b->disk
+ * NONE): the writer takes a reference; b becomes QUEUED. */
+void sb_disk_enqueue(sb_store *st, sb_blk *b);
+
+/* sb_disk_write_back / sb_disk_write_only -- [mu] the tier is in that mode
+ * and still writing. */
+bool sb_disk_write_back(const sb_store *st);
+bool sb_disk_write_only(const sb_store *st);
+
+/* sb_disk_pending -- [mu] resident bytes queued or in flight, which turn
+ * evictable once written. 0 without a disk tier. */
+uint64_t sb_disk_pending(const sb_store *st);
+
+/* sb_disk_wait_progress -- [mu] wait until the writer finished at least one
+ * more write. Returns false at once when nothing is pending. */
+bool sb_disk_wait_progress(sb_store *st);
+
+/* sb_disk_ticket / sb_disk_durable -- [mu] durability of commits: take a
+ * ticket before committing, and after it sb_disk_durable waits, in
+ * SB_DURABILITY_COMMIT mode, until every block queued since is written
+ * and synced. Returns: SB_OK (or not in that mode); SB_ERR_IO (a write
+ * queued since failed: that state is in RAM, not on disk). */
+uint64_t sb_disk_ticket(const sb_store *st);
+int sb_disk_durable(sb_store *st, uint64_t ticket);
+
+/* sb_disk_count -- [mu] an indexed block with a record on disk joins
+ * (sign 1) or leaves (sign -1) the index: the live-bytes gauges.
+ * sb_disk_forget is sign -1. */
+void sb_disk_count(sb_store *st, const sb_blk *b, int sign);
+static inline void sb_disk_forget(sb_store *st, const sb_blk *b)
+{
+    sb_disk_count(st, b, -1);
+}
+
+/* sb_disk_load -- make blocks[0, n) of ns resident (every one held by the
+ * caller; those with data are skipped), reading their records with many
+ * reads in flight and checking each record's head and payload checksum.
+ * Unlocked. *n_ok receives how many leading blocks are resident.
+ * When block i fails, it is removed from the index with every page and
+ * point state that depends on it, and *n_ok = i.
+ * Returns: SB_OK (*n_ok = n); SB_ERR_CORRUPT (a checksum, key or size did
+ * not match: counted in disk_checksum_failures); SB_ERR_IO (a read failed);
+ * SB_ERR_BUDGET, SB_ERR_NOMEM (no room for the data: *n_ok blocks were
+ * made resident, the index unchanged). */
+int sb_disk_load(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok);
+
+/* sb_disk_flush -- wait until every block queued before the call is written
+ * and synced. Unlocked.
+ * Returns: SB_OK; SB_ERR_IO (a write failed since the store opened; the
+ * blocks stay RAM-only). */
+int sb_disk_flush(sb_store *st);
+
+/* sb_disk_stats -- [mu] fill the disk tier's fields of *out. */
+void sb_disk_stats(const sb_store *st, sb_stats *out);
+
+/* Test hooks (not in the public header). */
+
+/* sb_store_open_io -- sb_store_open on an in-memory file system (io, an
+ * sb_io_mem_new handle, borrowed; cfg->dir is ignored). */
+int sb_store_open_io(const sb_config *cfg, sb_io *io, sb_store **out);
+
+/* sb_store_crash -- drop a store as a killed process would: the writer stops
+ * where it is and nothing more is written; then everything is freed. */
+void sb_store_crash(sb_store *st);
+
+#endif /* SB_DISK_H */

@@ -1,0 +1,158 @@
+/* disk_int.h -- what the disk tier's modules share: the sb_disk structure,
+ * segments, and the helpers of disk.c (directory, superblock, segment life
+ * cycle) used by writer.c (the writer thread), recover.c (open) and dread.c
+ * (restores).
+ *
+ * Locking. Fields marked [mu] are guarded by the store mutex st->mu; [w] are
+ * the writer thread's alone once it runs (recovery owns them before);
+ * [rd] are guarded by rd_mu, the readers' mutex; [const] are set at open.
+ * A segment's id, generation and state are written under st->mu (the
+ * writer holds it when it changes them) so readers can look them up.
+ */
+#ifndef SB_DISK_INT_H
+#define SB_DISK_INT_H
+
+#include <pthread.h>
+
+#include "disk.h"
+#include "format.h"
+
+typedef struct sb_disk sb_disk;
+
+/* A segment file, seg-<id>.dat, and while it is open the summary of the
+ * records written to it. */
+typedef struct sb_seg_ent {
+    uint64_t off;              /* record offset */
+    size_t pos;                /* entry bytes at sum + pos */
+    uint32_t bytes;            /* entry size */
+} sb_seg_ent;
+
+typedef struct sb_seg {
+    uint32_t id;               /* [mu] segment id (file name), from 1 */
+    uint32_t gen;              /* [mu] generation of the records in it */
+    uint32_t state;            /* [mu] SB_SEG_* */
+    uint64_t data_end;         /* [mu] bytes of records (the open one: the
+                                  next write offset) */
+    uint64_t live_bytes;       /* [mu] bytes of records of indexed blocks */
+    int wfd;                   /* [w] writer's fd, -1 when closed */
+    int rfd;                   /* [rd] readers' fd, -1 when closed */
+    /* The summary being built while the segment is open [w]: */
+    uint8_t *sum;              /* entries, sb_sum_put_entry format */
+    size_t sum_len, sum_cap;
+    sb_seg_ent *ent;           /* one per record written, any order */
+    size_t n_ent, ent_cap;
+    uint64_t first_seq, last_seq;
+    uint64_t *ns_ids;          /* namespaces with a record in it */
+    size_t n_ns, ns_cap;
+    bool damaged;              /* a write to it failed: seal it early */
+} sb_seg;
+
+struct sb_disk {
+    sb_store *st;              /* [const] */
+    sb_io *wio;                /* [w] the writer's handle: data path, files */
+    sb_io *rio;                /* [rd] the readers' handle */
+    bool direct;               /* [const] segment files take O_DIRECT */
+    pthread_mutex_t rd_mu;
+    pthread_t thread;
+    bool running;              /* [const after open] the thread exists */
+    pthread_cond_t work_cv;    /* [mu] the writer waits for work here */
+    pthread_cond_t done_cv;    /* [mu] writers of commits and budget waiters */
+
+    /* configuration [const] */
+    uint64_t seg_bytes;
+    uint32_t max_segs;         /* superblock capacity */
+    uint64_t cap_bytes;        /* disk cap in effect */
+    uint32_t qd;
+    sb_durability durability;
+    sb_write_mode mode;
+    uint64_t sync_bytes, sync_ns;
+
+    /* the queue [mu] */
+    sb_blk *q_head, *q_tail;   /* full pages and point states, FIFO */
+    sb_blk *t_head, *t_tail;   /* partial pages: written late */
+    uint64_t pending_bytes;    /* resident bytes queued or in flight */
+    uint64_t next_ticket;      /* the next block queued gets this */
+    uint64_t synced_ticket;    /* every ticket up to it is resolved and synced */
+    uint64_t flush_ticket;     /* a flush waits for this one */
+    uint64_t err_ticket;       /* the highest ticket whose write failed */
+    uint64_t progress;         /* writes finished so far */
+    bool stop, abort;          /* close asked; crash asked */
+    int broken;                /* 0, or why the tier writes no more (sb_err) */
+
+    /* segments [mu] for id/gen/state/data_end, else [w] */
+    sb_seg *segs;              /* (max_segs) */
+    uint32_t n_segs;
+    uint32_t cur;              /* [w] open segment index; UINT32_MAX: none */
+
+    /* superblock [w] */
+    int sb_fd;
+    uint32_t slot_bytes;
+    uint64_t write_count;
+    uint64_t store_id;
+    uint64_t next_seq;         /* [w] */
+    uint64_t durable_seq;      /* [mu] */
+
+    /* counters [mu] */
+    uint64_t write_bytes, read_bytes;
+    uint64_t write_errors, read_errors, checksum_failures, denials;
+    uint64_t rec_records, rec_pages, rec_points, rec_ns, rec_orphans;
+    uint64_t rec_bad_summaries, rec_torn, rec_ns_time;
+};
+
+/* ---- disk.c: files, superblock, segments ------------------------------------ */
+
+/* sb_disk_errno -- the sb_err for a negative errno from the I/O layer. */
+int sb_disk_errno(int64_t err);
+
+/* sb_disk_seg_name -- "seg-<id>.dat" / ".sum" into buf (32 bytes). */
+void sb_disk_seg_name(char *buf, uint32_t id, const char *ext);
+
+/* sb_disk_super_write -- [w] write the superblock (the slot not holding the
+ * newest state) listing every segment, and sync it. durable_seq is the
+ * caller's. Returns: SB_OK; SB_ERR_IO; SB_ERR_NOSPC; SB_ERR_NOMEM. */
+int sb_disk_super_write(sb_disk *d);
+
+/* sb_disk_seg_seal -- [w] seal segment i (nothing in flight on it): sync it,
+ * write its summary (temporary name, sync, rename, sync the directory),
+ * mark it sealed in the superblock. Returns: SB_OK or the first error (the
+ * segment is sealed in memory either way). */
+int sb_disk_seg_seal(sb_disk *d, uint32_t i);
+
+/* sb_disk_seg_open_new -- [w] create the next segment file, preallocated,
+ * and make it the open segment in the superblock.
+ * Returns: SB_OK; SB_ERR_NOSPC (the cap or the file system is full);
+ * SB_ERR_IO; SB_ERR_NOMEM. */
+int sb_disk_seg_open_new(sb_disk *d);
+
+/* sb_disk_seg_note -- [w] add the record at off (head h, its tokens and
+ * extra) to segment i's summary. Returns: SB_OK; SB_ERR_NOMEM. */
+int sb_disk_seg_note(sb_disk *d, uint32_t i, uint64_t off, const sb_rec_head *h,
+                     const uint32_t *tokens, const void *extra);
+
+/* sb_disk_seg_free -- release segment i's summary buffers and close its
+ * writer fd. */
+void sb_disk_seg_free(sb_disk *d, sb_seg *s);
+
+/* ---- writer.c ------------------------------------------------------------------ */
+
+/* sb_writer_main -- the writer thread's body (arg: the sb_disk). */
+void *sb_writer_main(void *arg);
+
+/* ---- recover.c ---------------------------------------------------------------- */
+
+/* sb_disk_recover -- read the superblock, the summaries and the open
+ * segments of a store directory that has one, rebuild every namespace's
+ * index with disk-only blocks, and seal what was open. Called by
+ * sb_disk_open with the tier otherwise set up (mu not held, no thread).
+ * Returns: SB_OK; SB_ERR_VERSION; SB_ERR_FORMAT; SB_ERR_CORRUPT (no valid
+ * superblock slot); SB_ERR_IO; SB_ERR_NOMEM. */
+int sb_disk_recover(sb_disk *d);
+
+/* sb_disk_read_super -- read and decode the newest valid superblock slot of
+ * fd (file size size) into *s, segments into segs (max_segs).
+ * Returns: SB_OK; SB_ERR_VERSION (a slot of another version, none valid);
+ * SB_ERR_FORMAT; SB_ERR_CORRUPT; SB_ERR_IO; SB_ERR_NOMEM. */
+int sb_disk_read_super(sb_io *io, int fd, uint64_t size, sb_super *s, sb_super_seg *segs,
+                       uint32_t max_segs);
+
+#endif /* SB_DISK_INT_H */

@@ -1,0 +1,269 @@
+/* dread.c -- the disk tier's read path: bring disk-only blocks back into
+ * RAM for a restore, checking every record, and cut the index where a
+ * record turns out bad.
+ *
+ * sb_disk_load, step by step:
+ *
+ *   1. Under st->mu: reserve RAM budget for each block that has no data
+ *      (in order; eviction may run; a block the budget cannot hold ends
+ *      the load there), and copy out where each record is.
+ *   2. Unlocked: allocate a bounce buffer per block (a fresh 4 KiB-aligned
+ *      pool buffer that becomes the block's data) and a head buffer, and
+ *      under rd_mu submit one read per record (head and payload in one
+ *      vectored read, O_DIRECT) with many in flight, then reap them all.
+ *   3. Check each: the whole record read; the head decodes at its offset
+ *      (magic, version, head hash over segment id, generation and offset);
+ *      it is the record of this block (kind, namespace, content key or
+ *      position, size); the payload hash matches.
+ *   4. Under st->mu: install the good buffers in order up to the first bad
+ *      record; give the rest back. A bad record's block leaves the index
+ *      with everything that depends on it (deepest leaf pages first, so the
+ *      tree stays valid at every step).
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "disk_int.h"
+#include "internal.h"
+#include "radix.h"
+
+typedef struct rd {
+    sb_blk *b;
+    uint32_t seg, seg_id, gen, head_bytes;
+    uint64_t off;
+    uint8_t *data;             /* bounce: becomes b->data */
+    uint8_t *head;
+    sb_io_req req;
+    struct iovec iov[2];
+    int err;                   /* SB_OK, SB_ERR_IO, SB_ERR_CORRUPT */
+    bool installed;            /* data and reservation went to the block */
+} rd;
+
+/* Remove b and every page and point state that depends on it. [mu] */
+static void drop_dependents(sb_ns *ns, sb_blk *b)
+{
+    if (!b->indexed)
+        return;
+    if (b->kind == SB_BLK_POINT) {
+        if (b->node->point == b)
+            sb_radix_drop_point(ns, b->node);
+        return;
+    }
+    sb_blk *prev = sb_radix_prev_page(ns, b);
+    while (b->indexed) {
+        sb_node *x = b->node;
+        while (x->n_kids)
+            x = x->kids[0].node;
+        sb_radix_evict_page(ns, x->pages[x->n_pages - 1]);
+    }
+    if (prev && prev->indexed && sb_radix_is_leaf_page(prev))
+        sb_blk_candidate(prev);
+}
+
+/* Open segment index seg for reading. [rd] */
+static int reader_fd(sb_disk *d, uint32_t seg, uint32_t id)
+{
+    sb_seg *s = &d->segs[seg];
+    if (s->rfd >= 0)
+        return s->rfd;
+    char name[32];
+    sb_disk_seg_name(name, id, "dat");
+    int fd = sb_io_open(d->rio, name, SB_IO_RDONLY | (d->direct ? SB_IO_DIRECT : 0));
+    if (fd == -EINVAL)
+        fd = sb_io_open(d->rio, name, SB_IO_RDONLY);
+    if (fd >= 0)
+        s->rfd = fd;
+    return fd;
+}
+
+/* Step 3 for one read. */
+static int check(const sb_ns *ns, rd *x)
+{
+    const sb_blk *b = x->b;
+    uint64_t pay = sb_blk_alloc_bytes(ns, b->kind);
+    if (x->req.result != (int64_t)(x->head_bytes + pay))
+        return x->req.result < 0 ? SB_ERR_IO : SB_ERR_CORRUPT;
+    sb_rec_head h;
+    const uint32_t *tok;
+    const void *extra;
+    if (sb_rec_decode(x->head, x->head_bytes, x->off, &h, &tok, &extra) != SB_OK)
+        return SB_ERR_CORRUPT;
+    if (h.segment_id != x->seg_id || h.generation != x->gen || h.ns_id != ns->id ||
+        h.payload_bytes != b->bytes)
+        return SB_ERR_CORRUPT;
+    if (b->kind == SB_BLK_PAGE) {
+        if (h.kind != SB_REC_PAGE || h.key[0] != b->key.lo || h.key[1] != b->key.hi ||
+            h.n_tokens != b->n_tokens)
+            return SB_ERR_CORRUPT;
+    } else if (h.kind != SB_REC_POINT || h.position != b->n_tokens) {
+        return SB_ERR_CORRUPT;
+    }
+    if (sb_rec_payload_hash(x->data, h.payload_bytes) != h.payload_hash)
+        return SB_ERR_CORRUPT;
+    if (pay > h.payload_bytes) /* the padding of a point state */
+        memset(x->data + h.payload_bytes, 0, pay - h.payload_bytes);
+    return SB_OK;
+}
+
+/* Step 2: submit every read and reap them all. [rd] */
+static void read_all(sb_disk *d, rd *x, size_t n)
+{
+    sb_io_req **reqs = malloc(n * sizeof *reqs);
+    if (!reqs) {
+        for (size_t i = 0; i < n; i++)
+            x[i].req.result = -ENOMEM;
+        return;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        int fd = reader_fd(d, x[i].seg, x[i].seg_id);
+        if (fd < 0) {
+            x[i].req.result = fd;
+            continue;
+        }
+        x[i].req = (sb_io_req){ .op = SB_IO_READ, .fd = fd, .off = x[i].off,
+                                .iov = x[i].iov, .iovcnt = 2, .user = &x[i] };
+        reqs[m++] = &x[i].req;
+    }
+    size_t sent = 0, got = 0;
+    while (sent < m) {
+        int r = sb_io_submit(d->rio, reqs + sent, (unsigned)(m - sent));
+        if (r <= 0) {
+            for (size_t k = sent; k < m; k++)
+                reqs[k]->result = r < 0 ? r : -EIO;
+            m = sent;
+            break;
+        }
+        sent += (size_t)r;
+    }
+    while (got < m) {
+        int r = sb_io_reap(d->rio, 1, reqs, (unsigned)(m - got));
+        if (r <= 0)
+            break; /* cannot happen with requests in flight */
+        got += (size_t)r;
+    }
+    free(reqs);
+}
+
+int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok)
+{
+    sb_store *st = ns->st;
+    sb_disk *d = st->disk;
+    *n_ok = 0;
+    rd *x = NULL;
+    size_t nx = 0, limit = n;
+    int rc = SB_OK;
+
+    /* 1 */
+    pthread_mutex_lock(&st->mu);
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++)
+        need += !blocks[i]->data;
+    if (need && !d) {
+        rc = SB_ERR_IO; /* disk blocks outlived their tier: cannot happen */
+        need = 0;
+        for (limit = 0; limit < n && blocks[limit]->data; limit++)
+            ;
+    }
+    if (need && !(x = calloc(need, sizeof *x)))
+        rc = SB_ERR_NOMEM, need = 0, limit = 0;
+    for (size_t i = 0; i < n && nx < need; i++) {
+        sb_blk *b = blocks[i];
+        if (b->data)
+            continue;
+        if (b->disk != SB_DISK_CLEAN) {
+            rc = SB_ERR_IO;
+            limit = i;
+            break;
+        }
+        int e = sb_blk_reserve(ns, b->kind);
+        if (e != SB_OK) {
+            rc = e;
+            limit = i;
+            break;
+        }
+        sb_seg *s = &d->segs[b->seg];
+        x[nx++] = (rd){ .b = b, .seg = b->seg, .seg_id = s->id, .gen = s->gen,
+                        .head_bytes = b->head_bytes, .off = b->rec_off };
+    }
+    pthread_mutex_unlock(&st->mu);
+
+    /* 2 */
+    size_t ready = 0;
+    for (; ready < nx; ready++) {
+        rd *r = &x[ready];
+        size_t pay = sb_blk_alloc_bytes(ns, r->b->kind);
+        r->data = sb_pool_alloc(&st->mem, pay, 4096);
+        r->head = r->data ? aligned_alloc(4096, r->head_bytes) : NULL;
+        if (!r->head)
+            break;
+        r->iov[0] = (struct iovec){ r->head, r->head_bytes };
+        r->iov[1] = (struct iovec){ r->data, pay };
+    }
+    if (ready < nx) {
+        rc = SB_ERR_NOMEM;
+        for (size_t i = 0; i < n; i++)
+            if (blocks[i] == x[ready].b) {
+                limit = i;
+                break;
+            }
+    }
+    if (ready) {
+        pthread_mutex_lock(&d->rd_mu);
+        read_all(d, x, ready);
+        pthread_mutex_unlock(&d->rd_mu);
+    }
+    /* 3 */
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < ready; i++) {
+        x[i].err = check(ns, &x[i]);
+        if (x[i].req.result > 0)
+            bytes += (uint64_t)x[i].req.result;
+    }
+
+    /* 4 */
+    pthread_mutex_lock(&st->mu);
+    if (d)
+        d->read_bytes += bytes;
+    sb_blk *bad = NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < limit; i++) {
+        sb_blk *b = blocks[i];
+        rd *r = j < nx && x[j].b == b ? &x[j++] : NULL;
+        if (!r && b->data)
+            continue;
+        if (!r || r - x >= (ptrdiff_t)ready) {
+            limit = i; /* not reserved, or no buffer */
+            break;
+        }
+        if (r->err != SB_OK) {
+            rc = r->err;
+            bad = b;
+            if (r->err == SB_ERR_CORRUPT)
+                d->checksum_failures++;
+            else
+                d->read_errors++;
+            limit = i;
+            break;
+        }
+        sb_blk_install(b, r->data); /* frees it if b got data meanwhile */
+        r->data = NULL;
+        r->installed = true;
+    }
+    for (size_t i = 0; i < nx; i++) {
+        if (!x[i].installed) {
+            if (x[i].data)
+                sb_pool_free(&st->mem, x[i].data, sb_blk_alloc_bytes(ns, x[i].b->kind));
+            sb_blk_unreserve(ns, x[i].b->kind);
+        }
+        free(x[i].head);
+    }
+    if (bad)
+        drop_dependents(ns, bad);
+    pthread_mutex_unlock(&st->mu);
+    free(x);
+    *n_ok = limit;
+    return rc;
+}

@@ -1,0 +1,648 @@
+/* recover.c -- opening an existing store directory: read the superblock,
+ * collect every record head (from summaries of sealed segments, by scanning
+ * the others), rebuild each namespace's radix tree with disk-only blocks,
+ * and seal what was open.
+ *
+ * Step by step:
+ *
+ *   1. The superblock: the valid slot with the larger write count. An
+ *      unknown version is refused before anything is written.
+ *   2. Every listed segment: a sealed one through its summary (its ids,
+ *      generation and data_end must agree with the superblock; else it is
+ *      scanned up to data_end); an open one by scanning from offset 0,
+ *      record by record, each head checked (magic, version, sizes, head
+ *      hash seeded with its offset, segment id, generation) before its
+ *      length is trusted to find the next one. The first record that fails
+ *      ends the segment: nothing after it is looked at.
+ *   3. Namespaces from their records (the layout and identity; the id must
+ *      be the one the identity and scope hash to).
+ *   4. Pages: a map from content key to record. Every page record that no
+ *      other record names as its parent is a leaf; its chain of parents
+ *      (same namespace, each a full page ending where the next starts) back
+ *      to the namespace's root key gives the token path. Its keys are
+ *      recomputed from the tokens and must match. The path is committed
+ *      with a disk-only block for each region the tree lacks, so shared
+ *      prefixes are inserted once. A chain that breaks is dropped: its
+ *      records are orphans, counted.
+ *   5. Point states the same way, at the end of their page chains.
+ *   6. Segments that were open are sealed with a summary of what the scan
+ *      found, so later writes go to a fresh segment and never interleave
+ *      with bytes the scan did not trust.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "disk_int.h"
+#include "internal.h"
+#include "radix.h"
+
+/* One record found. */
+typedef struct rrec {
+    sb_rec_head h;             /* decoded fixed head */
+    uint64_t off;              /* offset in its segment */
+    uint32_t seg;              /* segment index */
+    uint32_t placed;           /* indexed, or found in the tree */
+    uint32_t has_child;        /* another page record names it as parent */
+    size_t tok;                /* its tokens at ctx->tok + tok */
+    size_t extra;              /* its extra bytes at ctx->bytes + extra */
+} rrec;
+
+typedef struct rctx {
+    sb_disk *d;
+    rrec *r;
+    size_t n, cap;
+    uint32_t *tok;
+    size_t ntok, tokcap;
+    uint8_t *bytes;            /* extra bytes, each run 8-aligned */
+    size_t nb, bcap;
+    uint32_t *map;             /* page records by key: index + 1, 0 empty */
+    size_t map_cap;
+    struct rns {
+        uint64_t id;
+        sb_ns *ns;
+    } *ns;
+    size_t n_ns;
+} rctx;
+
+/* ---- collecting records -------------------------------------------------------- */
+
+static int add(rctx *c, uint32_t seg, uint64_t off, const sb_rec_head *h,
+               const uint32_t *tokens, const void *extra)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        rrec *p = realloc(c->r, cap * sizeof *p);
+        if (!p)
+            return SB_ERR_NOMEM;
+        c->r = p;
+        c->cap = cap;
+    }
+    if (c->ntok + h->n_tokens > c->tokcap) {
+        size_t cap = c->tokcap ? c->tokcap * 2 : 16384;
+        while (cap < c->ntok + h->n_tokens)
+            cap *= 2;
+        uint32_t *p = realloc(c->tok, cap * sizeof *p);
+        if (!p)
+            return SB_ERR_NOMEM;
+        c->tok = p;
+        c->tokcap = cap;
+    }
+    size_t eb = ((size_t)h->extra_bytes + 7) / 8 * 8;
+    if (c->nb + eb > c->bcap) {
+        size_t cap = c->bcap ? c->bcap * 2 : 4096;
+        while (cap < c->nb + eb)
+            cap *= 2;
+        uint8_t *p = realloc(c->bytes, cap);
+        if (!p)
+            return SB_ERR_NOMEM;
+        c->bytes = p;
+        c->bcap = cap;
+    }
+    rrec *r = &c->r[c->n++];
+    memset(r, 0, sizeof *r);
+    r->h = *h;
+    r->off = off;
+    r->seg = seg;
+    r->tok = c->ntok;
+    r->extra = c->nb;
+    if (h->n_tokens)
+        memcpy(c->tok + c->ntok, tokens, (size_t)h->n_tokens * sizeof *tokens);
+    c->ntok += h->n_tokens;
+    if (h->extra_bytes)
+        memcpy(c->bytes + c->nb, extra, h->extra_bytes);
+    c->nb += eb;
+    return SB_OK;
+}
+
+/* Scan segment i from offset 0 up to limit (see step 2). *end receives the
+ * end of the last valid record; *torn whether the scan stopped at bytes
+ * that were not empty space. */
+static int scan(rctx *c, uint32_t i, int fd, uint64_t limit, uint64_t *end, bool *torn)
+{
+    sb_disk *d = c->d;
+    const sb_seg *s = &d->segs[i];
+    uint8_t *buf = aligned_alloc(4096, SB_REC_HEAD_MAX);
+    if (!buf)
+        return SB_ERR_NOMEM;
+    uint64_t off = 0;
+    int rc = SB_OK;
+    *torn = false;
+    while (off + SB_FMT_BLOCK <= limit) {
+        int64_t n = sb_io_pread(d->rio, fd, buf, SB_FMT_BLOCK, off);
+        if (n != SB_FMT_BLOCK) {
+            *torn = n != 0;
+            break;
+        }
+        uint32_t hb;
+        if (sb_rec_peek(buf, SB_FMT_BLOCK, &hb) != SB_OK) {
+            static const uint8_t zero[SB_REC_FIXED];
+            *torn = memcmp(buf, zero, sizeof zero) != 0;
+            break;
+        }
+        if (hb > SB_FMT_BLOCK && (off + hb > limit ||
+            sb_io_pread(d->rio, fd, buf + SB_FMT_BLOCK, hb - SB_FMT_BLOCK,
+                        off + SB_FMT_BLOCK) != (int64_t)(hb - SB_FMT_BLOCK))) {
+            *torn = true;
+            break;
+        }
+        sb_rec_head h;
+        const uint32_t *tokens;
+        const void *extra;
+        if (sb_rec_decode(buf, hb, off, &h, &tokens, &extra) != SB_OK ||
+            h.segment_id != s->id || h.generation != s->gen ||
+            off + sb_rec_record_bytes(&h) > limit) {
+            *torn = true;
+            break;
+        }
+        if ((rc = add(c, i, off, &h, tokens, extra)) != SB_OK)
+            break;
+        off += sb_rec_record_bytes(&h);
+    }
+    free(buf);
+    *end = off;
+    return rc;
+}
+
+/* Read sealed segment i's summary into c. Returns SB_OK, SB_ERR_NOMEM, or
+ * another error when the summary is missing or bad (nothing added). */
+static int read_summary(rctx *c, uint32_t i)
+{
+    sb_disk *d = c->d;
+    const sb_seg *s = &d->segs[i];
+    char name[32];
+    sb_disk_seg_name(name, s->id, "sum");
+    int fd = sb_io_open(d->rio, name, SB_IO_RDONLY);
+    if (fd < 0)
+        return SB_ERR_FORMAT;
+    uint64_t size = 0;
+    int rc = SB_ERR_FORMAT;
+    uint8_t *buf = NULL;
+    if (d->rio->ops->size(d->rio, fd, &size) < 0 || size < SB_SUM_FIXED + 8 || size > (1ull << 34))
+        goto out;
+    if (!(buf = malloc(size))) {
+        rc = SB_ERR_NOMEM;
+        goto out;
+    }
+    if (sb_io_pread(d->rio, fd, buf, size, 0) != (int64_t)size)
+        goto out;
+    sb_sum_info info;
+    if ((rc = sb_sum_decode(buf, size, &info)) != SB_OK)
+        goto out;
+    rc = SB_ERR_FORMAT;
+    if (info.segment_id != s->id || info.generation != s->gen || info.data_end != s->data_end)
+        goto out;
+    size_t first = c->n, pos = SB_SUM_FIXED;
+    for (uint32_t k = 0; k < info.n_entries; k++) {
+        uint64_t off;
+        sb_rec_head h;
+        const uint32_t *tokens;
+        const void *extra;
+        int e = sb_sum_next(buf, &info, &pos, &off, &h, &tokens, &extra);
+        if (e == SB_OK && (h.segment_id != s->id || h.generation != s->gen ||
+                           off + sb_rec_record_bytes(&h) > s->data_end))
+            e = SB_ERR_FORMAT;
+        if (e == SB_OK)
+            e = add(c, i, off, &h, tokens, extra);
+        if (e != SB_OK) {
+            c->n = first; /* all or nothing */
+            rc = e;
+            goto out;
+        }
+    }
+    rc = SB_OK;
+out:
+    free(buf);
+    sb_io_close(d->rio, fd);
+    return rc;
+}
+
+/* Step 2 for segment i. */
+static int collect(rctx *c, uint32_t i)
+{
+    sb_disk *d = c->d;
+    sb_seg *s = &d->segs[i];
+    if (s->state == SB_SEG_FREE)
+        return SB_OK;
+    if (s->state == SB_SEG_SEALED) {
+        int rc = read_summary(c, i);
+        if (rc == SB_OK || rc == SB_ERR_NOMEM)
+            return rc;
+        d->rec_bad_summaries++;
+    }
+    char name[32];
+    sb_disk_seg_name(name, s->id, "dat");
+    int fd = sb_io_open(d->rio, name, SB_IO_RDONLY);
+    if (fd < 0) {
+        d->rec_torn++;
+        if (s->state == SB_SEG_OPEN)
+            s->data_end = 0;
+        return fd == -ENOMEM ? SB_ERR_NOMEM : SB_OK;
+    }
+    uint64_t size = 0;
+    d->rio->ops->size(d->rio, fd, &size);
+    uint64_t limit = s->state == SB_SEG_SEALED ? s->data_end : d->seg_bytes;
+    if (limit > size)
+        limit = size;
+    uint64_t end;
+    bool torn;
+    int rc = scan(c, i, fd, limit, &end, &torn);
+    sb_io_close(d->rio, fd);
+    if (torn || (s->state == SB_SEG_SEALED && end < s->data_end))
+        d->rec_torn++;
+    if (s->state == SB_SEG_OPEN)
+        s->data_end = end;
+    return rc;
+}
+
+/* ---- rebuilding ------------------------------------------------------------------- */
+
+static size_t key_slot(const rctx *c, const sb_key *k)
+{
+    return (size_t)(k->lo ^ (k->hi >> 7)) & (c->map_cap - 1);
+}
+
+static rrec *lookup(const rctx *c, const sb_key *k)
+{
+    for (size_t j = key_slot(c, k);; j = (j + 1) & (c->map_cap - 1)) {
+        uint32_t v = c->map[j];
+        if (!v)
+            return NULL;
+        rrec *r = &c->r[v - 1];
+        if (r->h.key[0] == k->lo && r->h.key[1] == k->hi)
+            return r;
+    }
+}
+
+static int build_map(rctx *c)
+{
+    size_t cap = 1024;
+    while (cap < c->n * 2)
+        cap *= 2;
+    c->map = calloc(cap, sizeof *c->map);
+    if (!c->map)
+        return SB_ERR_NOMEM;
+    c->map_cap = cap;
+    for (size_t i = 0; i < c->n; i++) {
+        rrec *r = &c->r[i];
+        if (r->h.kind != SB_REC_PAGE)
+            continue;
+        sb_key k = { r->h.key[0], r->h.key[1] };
+        size_t j = key_slot(c, &k);
+        for (; c->map[j]; j = (j + 1) & (cap - 1)) {
+            rrec *o = &c->r[c->map[j] - 1];
+            if (o->h.key[0] == k.lo && o->h.key[1] == k.hi)
+                break;
+        }
+        /* The same page written twice: keep the newer record. */
+        if (!c->map[j] || c->r[c->map[j] - 1].h.seq < r->h.seq)
+            c->map[j] = (uint32_t)(i + 1);
+    }
+    return SB_OK;
+}
+
+static sb_ns *ns_of(const rctx *c, uint64_t id)
+{
+    for (size_t i = 0; i < c->n_ns; i++)
+        if (c->ns[i].id == id)
+            return c->ns[i].ns;
+    return NULL;
+}
+
+/* Step 3. */
+static int open_namespaces(rctx *c)
+{
+    sb_store *st = c->d->st;
+    for (size_t i = 0; i < c->n; i++) {
+        rrec *r = &c->r[i];
+        if (r->h.kind != SB_REC_NAMESPACE || ns_of(c, r->h.ns_id))
+            continue;
+        sb_rec_ns desc;
+        if (sb_rec_ns_decode(c->bytes + r->extra, r->h.extra_bytes, &desc) != SB_OK)
+            continue;
+        sb_ns *ns;
+        int rc = sb_ns_open(st, &desc.layout, desc.scope, desc.scope_bytes, &ns);
+        if (rc == SB_ERR_NOMEM)
+            return rc;
+        if (rc != SB_OK)
+            continue;
+        if (ns->id != r->h.ns_id) {
+            sb_ns_close(ns);
+            continue;
+        }
+        struct rns *p = realloc(c->ns, (c->n_ns + 1) * sizeof *p);
+        if (!p) {
+            sb_ns_close(ns);
+            return SB_ERR_NOMEM;
+        }
+        c->ns = p;
+        c->ns[c->n_ns++] = (struct rns){ r->h.ns_id, ns };
+        c->d->rec_ns++;
+    }
+    return SB_OK;
+}
+
+/* The chain of page records ending with the page before position end
+ * (full pages only), root first, into chain[0, end / pt); its tokens into
+ * tokens. last_key is the key of the page the chain must end with.
+ * Returns false when the chain breaks. */
+static bool chain_of(rctx *c, sb_ns *ns, uint64_t ns_id, sb_key last_key, uint32_t end,
+                     rrec **chain, uint32_t *tokens)
+{
+    uint32_t pt = ns->page_tokens;
+    uint32_t n = end / pt;
+    sb_key k = last_key;
+    for (uint32_t r = n; r-- > 0;) {
+        rrec *p = lookup(c, &k);
+        if (!p || p->h.ns_id != ns_id || p->h.position != r * pt || p->h.n_tokens != pt)
+            return false;
+        chain[r] = p;
+        memcpy(tokens + (size_t)r * pt, c->tok + p->tok, (size_t)pt * sizeof *tokens);
+        k = (sb_key){ p->h.parent_key[0], p->h.parent_key[1] };
+    }
+    return sb_key_eq(&k, &ns->root_key);
+}
+
+/* Keys along tokens[0, n) must be the records' keys (chain has a record per
+ * region; the last may be partial). */
+static bool keys_match(sb_ns *ns, const uint32_t *tokens, size_t n, rrec **chain)
+{
+    uint32_t pt = ns->page_tokens;
+    sb_key parent = ns->root_key;
+    for (size_t r = 0; r * pt < n; r++) {
+        size_t k = n - r * pt < pt ? n - r * pt : pt;
+        sb_key key = sb_key_chain(&parent, tokens + r * pt, k);
+        if (key.lo != chain[r]->h.key[0] || key.hi != chain[r]->h.key[1])
+            return false;
+        parent = key;
+    }
+    return true;
+}
+
+/* A disk-only block for record r. */
+static sb_blk *disk_block(sb_ns *ns, const rrec *r, int kind)
+{
+    sb_blk *b = sb_blk_new_disk(ns, kind);
+    if (b) {
+        b->disk = SB_DISK_CLEAN;
+        b->seg = r->seg;
+        b->rec_off = r->off;
+        b->head_bytes = r->h.head_bytes;
+    }
+    return b;
+}
+
+/* Step 4 for leaf record leaf. Returns SB_OK (inserted or dropped) or
+ * SB_ERR_NOMEM. */
+static int insert_leaf(rctx *c, rrec *leaf, rrec **chain, uint32_t *tokens, sb_blk **pages)
+{
+    sb_store *st = c->d->st;
+    sb_ns *ns = ns_of(c, leaf->h.ns_id);
+    if (!ns || leaf->h.n_tokens > ns->page_tokens || leaf->h.position % ns->page_tokens)
+        return SB_OK;
+    uint32_t pt = ns->page_tokens;
+    size_t n = (size_t)leaf->h.position + leaf->h.n_tokens;
+    if (n > st->cfg.max_seq_tokens)
+        return SB_OK;
+    sb_key parent = { leaf->h.parent_key[0], leaf->h.parent_key[1] };
+    if (!chain_of(c, ns, leaf->h.ns_id, parent, leaf->h.position, chain, tokens))
+        return SB_OK;
+    size_t n_reg = leaf->h.position / pt + 1;
+    chain[n_reg - 1] = leaf;
+    memcpy(tokens + leaf->h.position, c->tok + leaf->tok, (size_t)leaf->h.n_tokens * sizeof *tokens);
+    if (!keys_match(ns, tokens, n, chain))
+        return SB_OK;
+
+    pthread_mutex_lock(&st->mu);
+    sb_walk w;
+    sb_radix_walk(ns, tokens, n, &w, NULL);
+    size_t r0 = w.m == n ? n_reg : w.m / pt;
+    int rc = SB_OK;
+    for (size_t r = 0; r < n_reg; r++) {
+        pages[r] = r < r0 ? NULL : disk_block(ns, chain[r], SB_BLK_PAGE);
+        if (r >= r0 && !pages[r])
+            rc = SB_ERR_NOMEM;
+    }
+    if (rc == SB_OK)
+        rc = sb_commit_locked(ns, tokens, n, pages, NULL, false);
+    for (size_t r = r0; r < n_reg; r++) {
+        if (!pages[r])
+            continue;
+        if (pages[r]->indexed) {
+            sb_disk_count(st, pages[r], 1);
+            c->d->rec_pages++;
+        }
+        sb_blk_unref(pages[r]);
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (rc == SB_OK)
+        for (size_t r = 0; r < n_reg; r++)
+            chain[r]->placed = 1;
+    return rc == SB_ERR_NOMEM ? rc : SB_OK;
+}
+
+/* Step 5 for point record p. */
+static int insert_point(rctx *c, rrec *p, rrec **chain, uint32_t *tokens, sb_blk **pages)
+{
+    sb_store *st = c->d->st;
+    sb_ns *ns = ns_of(c, p->h.ns_id);
+    if (!ns || !ns->point_bytes || p->h.payload_bytes != ns->point_bytes)
+        return SB_OK;
+    uint32_t pt = ns->page_tokens;
+    size_t L = p->h.position;
+    if (L == 0 || L > st->cfg.max_seq_tokens || p->h.n_tokens != L % pt)
+        return SB_OK;
+    sb_key parent = { p->h.parent_key[0], p->h.parent_key[1] };
+    uint32_t full = (uint32_t)(L - p->h.n_tokens);
+    if (!chain_of(c, ns, p->h.ns_id, parent, full, chain, tokens))
+        return SB_OK;
+    memcpy(tokens + full, c->tok + p->tok, (size_t)p->h.n_tokens * sizeof *tokens);
+    sb_key key = p->h.n_tokens ? sb_key_chain(&parent, tokens + full, p->h.n_tokens) : parent;
+    if (key.lo != p->h.key[0] || key.hi != p->h.key[1])
+        return SB_OK;
+
+    pthread_mutex_lock(&st->mu);
+    sb_walk w;
+    sb_radix_walk(ns, tokens, L, &w, NULL);
+    int rc = SB_OK;
+    if (w.m == L) {
+        memset(pages, 0, ((L + pt - 1) / pt) * sizeof *pages);
+        sb_blk *b = disk_block(ns, p, SB_BLK_POINT);
+        rc = b ? sb_commit_locked(ns, tokens, L, pages, b, false) : SB_ERR_NOMEM;
+        if (b && b->indexed) {
+            b->n_tokens = (uint32_t)L;
+            sb_disk_count(st, b, 1);
+            c->d->rec_points++;
+            p->placed = 1;
+        }
+        if (b)
+            sb_blk_unref(b);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc == SB_ERR_NOMEM ? rc : SB_OK;
+}
+
+static int rebuild(rctx *c)
+{
+    sb_store *st = c->d->st;
+    int rc = open_namespaces(c);
+    if (rc == SB_OK)
+        rc = build_map(c);
+    if (rc != SB_OK)
+        return rc;
+    for (size_t i = 0; i < c->n; i++) {
+        rrec *r = &c->r[i];
+        if (r->h.kind != SB_REC_PAGE || r->h.position == 0)
+            continue;
+        sb_key k = { r->h.parent_key[0], r->h.parent_key[1] };
+        rrec *p = lookup(c, &k);
+        if (p)
+            p->has_child = 1;
+    }
+    size_t max_reg = st->cfg.max_seq_tokens + 1;
+    rrec **chain = malloc(sizeof *chain * (max_reg < 65536 ? max_reg : 65536));
+    size_t chain_cap = max_reg < 65536 ? max_reg : 65536;
+    uint32_t *tokens = NULL;
+    sb_blk **pages = NULL;
+    size_t tok_cap = 0;
+    if (!chain)
+        return SB_ERR_NOMEM;
+    /* Pages first, then point states (which need their pages in the tree). */
+    for (size_t k = 0; k < 2 * c->n && rc == SB_OK; k++) {
+        rrec *r = &c->r[k % c->n];
+        bool leaf = r->h.kind == SB_REC_PAGE && !r->has_child;
+        if (k < c->n ? !leaf || lookup(c, &(sb_key){ r->h.key[0], r->h.key[1] }) != r
+                     : r->h.kind != SB_REC_POINT)
+            continue;
+        size_t need = (size_t)r->h.position + r->h.n_tokens + 1;
+        if (need > st->cfg.max_seq_tokens + 1ull)
+            continue;
+        if (need > tok_cap) {
+            size_t cap = tok_cap ? tok_cap : 4096;
+            while (cap < need)
+                cap *= 2;
+            uint32_t *t = realloc(tokens, cap * sizeof *t);
+            sb_blk **pg = t ? realloc(pages, cap * sizeof *pg) : NULL;
+            if (t)
+                tokens = t;
+            if (pg)
+                pages = pg;
+            if (!t || !pg) {
+                rc = SB_ERR_NOMEM;
+                break;
+            }
+            tok_cap = cap;
+            if (cap > chain_cap) {
+                rrec **ch = realloc(chain, cap * sizeof *ch);
+                if (!ch) {
+                    rc = SB_ERR_NOMEM;
+                    break;
+                }
+                chain = ch;
+                chain_cap = cap;
+            }
+        }
+        rc = leaf ? insert_leaf(c, r, chain, tokens, pages)
+                  : insert_point(c, r, chain, tokens, pages);
+    }
+    free(chain);
+    free(tokens);
+    free(pages);
+    for (size_t i = 0; i < c->n; i++) {
+        rrec *r = &c->r[i];
+        if ((r->h.kind == SB_REC_PAGE || r->h.kind == SB_REC_POINT) && !r->placed)
+            c->d->rec_orphans++;
+    }
+    return rc;
+}
+
+/* Step 6: seal segment i, which was open, with the records found in it. */
+static int seal_found(rctx *c, uint32_t i)
+{
+    sb_disk *d = c->d;
+    for (size_t k = 0; k < c->n; k++) {
+        rrec *r = &c->r[k];
+        if (r->seg != i)
+            continue;
+        int rc = sb_disk_seg_note(d, i, r->off, &r->h, c->tok + r->tok, c->bytes + r->extra);
+        if (rc != SB_OK)
+            return rc;
+    }
+    return sb_disk_seg_seal(d, i);
+}
+
+int sb_disk_recover(sb_disk *d)
+{
+    sb_store *st = d->st;
+    uint64_t size = 0;
+    int r = d->wio->ops->size(d->wio, d->sb_fd, &size);
+    if (r < 0)
+        return sb_disk_errno(r);
+    if (size < 2 * SB_FMT_BLOCK || size / 2 < sb_super_slot_size(1))
+        return SB_ERR_FORMAT;
+    uint64_t max = (size / 2 - SB_SUPER_FIXED - 8) / SB_SUPER_ENTRY;
+    d->max_segs = max > 1u << 20 ? 1u << 20 : (uint32_t)max;
+    sb_super_seg *segs = calloc(d->max_segs, sizeof *segs);
+    d->segs = calloc(d->max_segs, sizeof *d->segs);
+    if (!segs || !d->segs) {
+        free(segs);
+        return SB_ERR_NOMEM;
+    }
+    sb_super s;
+    int rc = sb_disk_read_super(d->wio, d->sb_fd, size, &s, segs, d->max_segs);
+    if (rc != SB_OK) {
+        free(segs);
+        return rc;
+    }
+    if (s.segment_bytes < (64u << 10) || s.segment_bytes % SB_FMT_BLOCK) {
+        free(segs);
+        return SB_ERR_FORMAT;
+    }
+    d->slot_bytes = s.slot_bytes;
+    d->write_count = s.write_count;
+    d->store_id = s.store_id;
+    d->seg_bytes = s.segment_bytes;
+    d->durable_seq = s.durable_seq;
+    d->n_segs = s.n_segments;
+    for (uint32_t i = 0; i < s.n_segments; i++) {
+        sb_seg *g = &d->segs[i];
+        g->id = segs[i].segment_id;
+        g->gen = segs[i].generation;
+        g->state = segs[i].state;
+        g->data_end = segs[i].data_end;
+        g->wfd = g->rfd = -1;
+    }
+    free(segs);
+
+    rctx c = { .d = d };
+    for (uint32_t i = 0; i < d->n_segs && rc == SB_OK; i++)
+        rc = collect(&c, i);
+    d->rec_records = c.n;
+    uint64_t max_seq = d->durable_seq;
+    for (size_t i = 0; i < c.n; i++)
+        if (c.r[i].h.seq > max_seq)
+            max_seq = c.r[i].h.seq;
+    d->next_seq = max_seq + 1;
+    if (rc == SB_OK)
+        rc = rebuild(&c);
+    for (size_t i = 0; i < c.n_ns; i++)
+        sb_ns_close(c.ns[i].ns);
+    pthread_mutex_lock(&st->mu);
+    for (size_t b = 0; b < st->n_buckets; b++)
+        for (sb_ns *ns = st->buckets[b]; ns; ns = ns->next)
+            ns->newest_page = ns->newest_point = NULL;
+    memset(&st->stats, 0, sizeof st->stats); /* recovery commits are not the user's */
+    pthread_mutex_unlock(&st->mu);
+    for (uint32_t i = 0; i < d->n_segs && rc == SB_OK; i++)
+        if (d->segs[i].state == SB_SEG_OPEN) {
+            int e = seal_found(&c, i);
+            if (e != SB_OK) /* the store still serves what it found */
+                d->write_errors++;
+        }
+    free(c.r);
+    free(c.tok);
+    free(c.bytes);
+    free(c.map);
+    free(c.ns);
+    return rc;
+}

@@ -1,0 +1,648 @@
+/* writer.c -- the disk tier's writer thread: takes queued blocks, writes
+ * each as a record straight from pool memory (a head block, then the page
+ * itself, in one vectored O_DIRECT write; up to queue_depth in flight),
+ * seals full segments, syncs as the durability mode says, and turns each
+ * block CLEAN or FAILED.
+ *
+ * One turn of the loop:
+ *
+ *   1. Under st->mu: wait for work (a queued block, a sync that is due, a
+ *      flush, close). Take blocks while a slot is free: skip those no
+ *      longer indexed (superseded or evicted: nothing to write), place the
+ *      others at the open segment's end, a namespace record before the
+ *      first page of a namespace in the segment, and copy what the head
+ *      needs (tokens, keys) out of the tree. A block that does not fit
+ *      ends the batch: the segment is sealed once nothing is in flight.
+ *   2. Unlocked: hash each payload, encode each head, submit the batch.
+ *   3. Reap at least one completion; under st->mu mark each block CLEAN
+ *      (or FAILED: it stays RAM-only, the error is counted) and drop the
+ *      writer's reference, so it can be evicted.
+ *   4. With nothing in flight: seal a full or damaged segment, open the
+ *      next one, or sync when due (a flush or commit waits, or the
+ *      periodic limits passed); a sync publishes the tickets it covers.
+ *
+ * Partial pages (a sequence's tail) wait in their own queue and are taken
+ * only when a sync is due, a flush or a budget waiter asks, or at close:
+ * the next commit usually supersedes them, and a superseded page is
+ * skipped, not written.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "disk_int.h"
+#include "internal.h"
+#include "radix.h"
+
+typedef struct wslot {
+    sb_io_req req;
+    struct iovec iov[2];
+    sb_blk *b;                 /* the block (a reference), or NULL: a
+                                  namespace record */
+    sb_ns *ns;                 /* namespace record: whose */
+    uint32_t seg;              /* segment index */
+    sb_rec_head h;
+    uint8_t *head;             /* aligned, head_cap bytes */
+    size_t head_cap;
+    uint32_t *tok;             /* tokens of the head, tok_cap */
+    size_t tok_cap;
+    uint8_t *extra;            /* namespace description */
+    uint64_t rec_bytes;        /* bytes of the record in the segment */
+    uint64_t pay_bytes;        /* bytes written after the head */
+    bool busy;
+} wslot;
+
+typedef struct wstate {
+    sb_disk *d;
+    sb_store *st;
+    wslot *slots;
+    unsigned n_slots;
+    unsigned in_flight;
+    sb_io_req **reap;          /* (n_slots) completions */
+    sb_io_req **sub;           /* (n_slots) submissions */
+    uint64_t unsynced;         /* bytes written since the last sync */
+    uint64_t last_sync;        /* store clock (real) of the last sync */
+    bool need_seal, need_open;
+} wstate;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static wslot *free_slot(wstate *w)
+{
+    for (unsigned i = 0; i < w->n_slots; i++)
+        if (!w->slots[i].busy)
+            return &w->slots[i];
+    return NULL;
+}
+
+static unsigned free_slots(const wstate *w)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < w->n_slots; i++)
+        n += !w->slots[i].busy;
+    return n;
+}
+
+static bool grow(void **p, size_t *cap, size_t want, size_t align)
+{
+    if (*cap >= want)
+        return true;
+    size_t n = *cap ? *cap : 4096;
+    while (n < want)
+        n *= 2;
+    void *q = align ? aligned_alloc(align, n) : malloc(n);
+    if (!q)
+        return false;
+    free(*p);
+    *p = q;
+    *cap = n;
+    return true;
+}
+
+/* ---- the queue [mu] ----------------------------------------------------------- */
+
+static bool tails_due(const sb_disk *d, const wstate *w)
+{
+    if (!d->t_head)
+        return false;
+    if (d->stop || d->flush_ticket >= d->t_head->ticket)
+        return true;
+    return d->durability == SB_DURABILITY_PERIODIC && w->unsynced &&
+           now_ns() - w->last_sync >= d->sync_ns;
+}
+
+/* The next block to write, unlinked; NULL when none is due. */
+static sb_blk *pop(sb_disk *d, const wstate *w)
+{
+    sb_blk **head = &d->q_head, **tail = &d->q_tail;
+    if (!d->q_head) {
+        if (!tails_due(d, w))
+            return NULL;
+        head = &d->t_head;
+        tail = &d->t_tail;
+    }
+    sb_blk *b = *head;
+    *head = b->wq_next;
+    if (!*head)
+        *tail = NULL;
+    b->wq_next = NULL;
+    return b;
+}
+
+/* The lowest ticket not yet resolved, or next_ticket. */
+static uint64_t first_open_ticket(const sb_disk *d, const wstate *w)
+{
+    uint64_t t = d->next_ticket;
+    if (d->q_head && d->q_head->ticket < t)
+        t = d->q_head->ticket;
+    for (const sb_blk *b = d->t_head; b; b = b->wq_next)
+        if (b->ticket < t)
+            t = b->ticket;
+    for (unsigned i = 0; i < w->n_slots; i++)
+        if (w->slots[i].busy && w->slots[i].b && w->slots[i].b->ticket < t)
+            t = w->slots[i].b->ticket;
+    return t;
+}
+
+/* A block leaves the writer: written (ok) or not, or skipped (counted
+ * neither way). */
+static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
+{
+    sb_store *st = d->st;
+    d->pending_bytes -= b->bytes;
+    d->progress++;
+    if (how > 0) {
+        b->disk = SB_DISK_CLEAN;
+        b->seg = s->seg;
+        b->rec_off = s->req.off;
+        b->head_bytes = s->h.head_bytes;
+        if (b->indexed)
+            sb_disk_count(st, b, 1);
+    } else {
+        b->disk = how < 0 ? SB_DISK_FAILED : SB_DISK_NONE;
+        if (how < 0 && b->ticket > d->err_ticket)
+            d->err_ticket = b->ticket;
+    }
+    bool offer = b->indexed && b->data &&
+                 (how > 0 || b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b));
+    sb_blk_unref(b);
+    if (offer)
+        sb_blk_candidate(b);
+}
+
+/* ---- records [mu] --------------------------------------------------------------- */
+
+static bool seg_has_ns(const sb_seg *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->n_ns; i++)
+        if (s->ns_ids[i] == id)
+            return true;
+    return false;
+}
+
+/* The key of the last full page before a point state at L on node's path,
+ * and the tokens after it: what a point record names. */
+static sb_key point_parent(sb_ns *ns, sb_node *node, uint32_t L)
+{
+    uint32_t pt = ns->page_tokens, q = L / pt;
+    if (q == 0)
+        return ns->root_key;
+    uint32_t depth = q * pt;
+    sb_node *x = node;
+    while (x->parent && x->start >= depth)
+        x = x->parent;
+    return x->pages[(q - 1) - x->start / pt]->key;
+}
+
+/* Copy the tokens at depths [from, to) of node's path into out. */
+static void path_tokens(sb_node *node, uint32_t from, uint32_t to, uint32_t *out)
+{
+    for (sb_node *x = node; x && x->len; x = x->parent) {
+        uint32_t s = x->start > from ? x->start : from;
+        uint32_t e = sb_node_end(x) < to ? sb_node_end(x) : to;
+        if (s < e)
+            memcpy(out + (s - from), x->tok + (s - x->start), (size_t)(e - s) * sizeof *out);
+        if (x->start <= from)
+            break;
+    }
+}
+
+/* Fill slot s with block b's record at the open segment's end, or with b's
+ * namespace record (ns_rec). Returns false when the slot's buffers cannot
+ * grow (the block is then FAILED). */
+static bool prepare(sb_disk *d, wslot *s, sb_blk *b, bool ns_rec)
+{
+    sb_ns *ns = b->ns;
+    sb_seg *seg = &d->segs[d->cur];
+    memset(&s->h, 0, sizeof s->h);
+    s->b = ns_rec ? NULL : b;
+    s->ns = ns;
+    s->seg = d->cur;
+    sb_rec_head *h = &s->h;
+    h->segment_id = seg->id;
+    h->generation = seg->gen;
+    h->ns_id = ns->id;
+    if (ns_rec) {
+        sb_layout l = { .model_id = ns->model_id, .model_id_bytes = ns->model_id_bytes,
+                        .page_tokens = ns->page_tokens, .n_tensors = ns->n_tensors,
+                        .bytes_per_token = ns->bpt, .point_bytes = ns->point_bytes,
+                        .flags = ns->flags };
+        h->kind = SB_REC_NAMESPACE;
+        h->key[0] = ns->root_key.lo;
+        h->key[1] = ns->root_key.hi;
+        h->extra_bytes = sb_rec_ns_size(&l, ns->scope_bytes);
+        free(s->extra);
+        s->extra = malloc(h->extra_bytes);
+        if (!s->extra)
+            return false;
+        sb_rec_ns_encode(&l, ns->scope, ns->scope_bytes, s->extra);
+        s->pay_bytes = 0;
+    } else if (b->kind == SB_BLK_PAGE) {
+        uint32_t pt = ns->page_tokens;
+        h->kind = SB_REC_PAGE;
+        h->key[0] = b->key.lo;
+        h->key[1] = b->key.hi;
+        h->parent_key[0] = b->parent_key.lo;
+        h->parent_key[1] = b->parent_key.hi;
+        h->position = b->region * pt;
+        h->n_tokens = b->n_tokens;
+        h->payload_bytes = b->bytes;
+        s->pay_bytes = b->bytes;
+    } else {
+        uint32_t L = b->n_tokens, pt = ns->page_tokens;
+        sb_key parent = point_parent(ns, b->node, L);
+        h->kind = SB_REC_POINT;
+        h->parent_key[0] = parent.lo;
+        h->parent_key[1] = parent.hi;
+        h->position = L;
+        h->n_tokens = L % pt;
+        h->payload_bytes = ns->point_bytes;
+        s->pay_bytes = sb_blk_alloc_bytes(ns, SB_BLK_POINT);
+    }
+    if (h->n_tokens) {
+        size_t want = (size_t)h->n_tokens * sizeof *s->tok;
+        if (!grow((void **)&s->tok, &s->tok_cap, want, 0))
+            return false;
+        /* A page's tokens start at its position; a point's end at it. */
+        uint32_t from = h->kind == SB_REC_PAGE ? h->position : h->position - h->n_tokens;
+        path_tokens(b->node, from, from + h->n_tokens, s->tok);
+    }
+    if (h->kind == SB_REC_POINT) {
+        sb_key pk = { h->parent_key[0], h->parent_key[1] };
+        sb_key k = h->n_tokens ? sb_key_chain(&pk, s->tok, h->n_tokens) : pk;
+        h->key[0] = k.lo;
+        h->key[1] = k.hi;
+    }
+    h->head_bytes = sb_rec_head_size(h->n_tokens, h->extra_bytes);
+    if (!h->head_bytes || !grow((void **)&s->head, &s->head_cap, h->head_bytes, 4096))
+        return false;
+    s->rec_bytes = h->head_bytes + (s->pay_bytes + 4095) / 4096 * 4096;
+    return true;
+}
+
+/* Bytes the record of b (and its namespace record, when the open segment
+ * lacks one) takes. */
+static uint64_t record_bytes(const sb_disk *d, const sb_blk *b, bool *need_ns)
+{
+    const sb_ns *ns = b->ns;
+    uint32_t pt = ns->page_tokens;
+    uint32_t nt = b->kind == SB_BLK_PAGE ? b->n_tokens : b->n_tokens % pt;
+    uint64_t pay = sb_blk_alloc_bytes(ns, b->kind);
+    uint64_t bytes = sb_rec_head_size(nt, 0) + pay;
+    *need_ns = d->cur == UINT32_MAX || !seg_has_ns(&d->segs[d->cur], ns->id);
+    if (*need_ns) {
+        sb_layout l = { .n_tensors = ns->n_tensors, .model_id_bytes = ns->model_id_bytes };
+        bytes += sb_rec_head_size(0, sb_rec_ns_size(&l, ns->scope_bytes));
+    }
+    return bytes;
+}
+
+/* Remember that segment seg holds namespace id's record. */
+static bool ns_note(sb_seg *seg, uint64_t id)
+{
+    if (seg->n_ns == seg->ns_cap) {
+        size_t cap = seg->ns_cap * 2 + 8;
+        uint64_t *p = realloc(seg->ns_ids, cap * sizeof *p);
+        if (!p)
+            return false;
+        seg->ns_ids = p;
+        seg->ns_cap = cap;
+    }
+    seg->ns_ids[seg->n_ns++] = id;
+    return true;
+}
+
+/* Take blocks into free slots (step 1). */
+static void take(wstate *w)
+{
+    sb_disk *d = w->d;
+    for (;;) {
+        if (d->broken) { /* deny everything queued */
+            sb_blk *b = pop(d, w);
+            if (!b)
+                break;
+            d->denials++;
+            resolve(d, b, -1, NULL);
+            continue;
+        }
+        if (w->need_seal || w->need_open || free_slots(w) < 2)
+            break;
+        if (!d->q_head && !tails_due(d, w))
+            break;
+        if (d->cur == UINT32_MAX) {
+            w->need_open = true;
+            break;
+        }
+        sb_blk *b = pop(d, w);
+        if (!b->indexed) {
+            resolve(d, b, 0, NULL);
+            continue;
+        }
+        bool need_ns;
+        uint64_t bytes = record_bytes(d, b, &need_ns);
+        sb_seg *seg = &d->segs[d->cur];
+        if (seg->data_end + bytes > d->seg_bytes) {
+            if (seg->data_end == 0 || bytes > d->seg_bytes) { /* never fits */
+                d->denials++;
+                resolve(d, b, -1, NULL);
+                continue;
+            }
+            /* Put it back at the front; seal first. */
+            bool tail = b->kind == SB_BLK_PAGE && b->n_tokens < b->ns->page_tokens;
+            sb_blk **head = tail ? &d->t_head : &d->q_head;
+            sb_blk **last = tail ? &d->t_tail : &d->q_tail;
+            b->wq_next = *head;
+            *head = b;
+            if (!*last)
+                *last = b;
+            w->need_seal = true;
+            break;
+        }
+        if (need_ns) {
+            wslot *s = free_slot(w);
+            if (!prepare(d, s, b, true) || !ns_note(seg, b->ns->id)) {
+                d->denials++;
+                resolve(d, b, -1, NULL);
+                continue;
+            }
+            s->h.seq = d->next_seq++;
+            s->req.off = seg->data_end;
+            seg->data_end += s->rec_bytes;
+            s->busy = true;
+        }
+        wslot *s = free_slot(w);
+        if (!prepare(d, s, b, false)) {
+            d->denials++;
+            resolve(d, b, -1, NULL);
+            continue;
+        }
+        s->h.seq = d->next_seq++;
+        s->req.off = seg->data_end;
+        seg->data_end += s->rec_bytes;
+        s->busy = true;
+    }
+}
+
+/* ---- I/O (unlocked) --------------------------------------------------------------- */
+
+/* Encode and submit every prepared slot not yet submitted (step 2). A
+ * request the backend refuses to queue is marked (op -1) and finished by
+ * reap() with the error. */
+static void submit(wstate *w)
+{
+    sb_disk *d = w->d;
+    unsigned n = 0;
+    for (unsigned i = 0; i < w->n_slots; i++) {
+        wslot *s = &w->slots[i];
+        if (!s->busy || s->req.op)
+            continue;
+        const void *pay = s->b ? s->b->data : NULL;
+        s->h.payload_hash = s->b ? sb_rec_payload_hash(pay, s->h.payload_bytes) : 0;
+        memset(s->head, 0, s->h.head_bytes);
+        sb_rec_encode(&s->h, s->tok, s->extra, s->req.off, s->head);
+        s->iov[0] = (struct iovec){ s->head, s->h.head_bytes };
+        s->iov[1] = (struct iovec){ (void *)pay, s->pay_bytes };
+        s->req.op = SB_IO_WRITE;
+        s->req.fd = d->segs[s->seg].wfd;
+        s->req.iov = s->iov;
+        s->req.iovcnt = s->b ? 2 : 1;
+        s->req.user = s;
+        s->req.result = 0;
+        w->sub[n++] = &s->req;
+        w->in_flight++;
+    }
+    unsigned done = 0;
+    while (done < n) {
+        int r = sb_io_submit(d->wio, w->sub + done, n - done);
+        if (r <= 0) {
+            for (unsigned k = done; k < n; k++) {
+                w->sub[k]->result = r < 0 ? r : -EIO;
+                w->sub[k]->op = -1;
+            }
+            break;
+        }
+        done += (unsigned)r;
+    }
+}
+
+/* Finish slot s after its write (step 3). [mu] */
+static void finish(wstate *w, wslot *s)
+{
+    sb_disk *d = w->d;
+    uint64_t want = s->h.head_bytes + s->pay_bytes;
+    bool ok = s->req.result == (int64_t)want;
+    sb_seg *seg = &d->segs[s->seg];
+    if (ok) {
+        d->write_bytes += s->rec_bytes;
+        w->unsynced += s->rec_bytes;
+        if (sb_disk_seg_note(d, s->seg, s->req.off, &s->h, s->tok, s->extra) != SB_OK)
+            seg->damaged = true; /* the summary would miss it: seal early */
+    } else {
+        d->write_errors++;
+        seg->damaged = true;
+        if (!s->b) /* the namespace record is missing: write it again */
+            for (size_t i = 0; i < seg->n_ns; i++)
+                if (seg->ns_ids[i] == s->ns->id)
+                    seg->ns_ids[i] = seg->ns_ids[--seg->n_ns];
+    }
+    if (s->b)
+        resolve(d, s->b, ok ? 1 : -1, s);
+    s->b = NULL;
+    s->busy = false;
+    s->req.op = 0;
+    w->in_flight--;
+}
+
+/* Reap at least one completion and finish what came back. */
+static void reap(wstate *w, bool locked_after)
+{
+    sb_disk *d = w->d;
+    unsigned n = 0;
+    /* Requests the backend refused were never queued there. */
+    for (unsigned i = 0; i < w->n_slots; i++)
+        if (w->slots[i].busy && w->slots[i].req.op == -1)
+            w->reap[n++] = &w->slots[i].req;
+    if (!n) {
+        int r = sb_io_reap(d->wio, 1, w->reap, w->n_slots);
+        n = r > 0 ? (unsigned)r : 0;
+    }
+    pthread_mutex_lock(&d->st->mu);
+    for (unsigned i = 0; i < n; i++)
+        finish(w, (wslot *)w->reap[i]->user);
+    pthread_cond_broadcast(&d->done_cv);
+    if (!locked_after)
+        pthread_mutex_unlock(&d->st->mu);
+}
+
+/* Sync the open segment and publish the tickets resolved before it. */
+static void do_sync(wstate *w)
+{
+    sb_disk *d = w->d;
+    pthread_mutex_lock(&d->st->mu);
+    uint64_t upto = first_open_ticket(d, w) - 1;
+    uint64_t seq = d->next_seq - 1;
+    uint32_t cur = d->cur;
+    pthread_mutex_unlock(&d->st->mu);
+    int r = 0;
+    if (cur != UINT32_MAX && w->unsynced)
+        r = sb_io_fdatasync(d->wio, d->segs[cur].wfd);
+    pthread_mutex_lock(&d->st->mu);
+    if (r < 0) {
+        d->write_errors++;
+        d->err_ticket = upto > d->err_ticket ? upto : d->err_ticket;
+        if (cur != UINT32_MAX)
+            d->segs[cur].damaged = true;
+    } else {
+        d->durable_seq = seq;
+    }
+    if (upto > d->synced_ticket)
+        d->synced_ticket = upto;
+    pthread_cond_broadcast(&d->done_cv);
+    pthread_mutex_unlock(&d->st->mu);
+    w->unsynced = 0;
+    w->last_sync = now_ns();
+}
+
+/* Is a sync due? [mu] */
+static bool sync_due(const wstate *w)
+{
+    const sb_disk *d = w->d;
+    if (d->flush_ticket > d->synced_ticket)
+        return !d->q_head && !(d->t_head && d->flush_ticket >= d->t_head->ticket);
+    if (!w->unsynced)
+        return false;
+    if (d->durability == SB_DURABILITY_PERIODIC)
+        return w->unsynced >= d->sync_bytes || now_ns() - w->last_sync >= d->sync_ns;
+    return false;
+}
+
+static bool has_work(const wstate *w)
+{
+    const sb_disk *d = w->d;
+    return d->q_head || tails_due(d, w) || sync_due(w) || d->stop || w->need_seal ||
+           w->need_open;
+}
+
+/* Seal the open segment (nothing in flight). */
+static void seal(wstate *w)
+{
+    sb_disk *d = w->d;
+    uint32_t cur = d->cur;
+    if (cur == UINT32_MAX)
+        return;
+    do_sync(w);
+    int rc = sb_disk_seg_seal(d, cur);
+    pthread_mutex_lock(&d->st->mu);
+    if (rc != SB_OK) {
+        d->write_errors++;
+        if (rc == SB_ERR_NOSPC || rc == SB_ERR_IO)
+            d->broken = d->broken ? d->broken : rc;
+    }
+    pthread_cond_broadcast(&d->done_cv);
+    pthread_mutex_unlock(&d->st->mu);
+}
+
+void *sb_writer_main(void *arg)
+{
+    sb_disk *d = arg;
+    sb_store *st = d->st;
+    wstate w = { .d = d, .st = st, .n_slots = d->qd < 2 ? 2 : d->qd };
+    w.slots = calloc(w.n_slots, sizeof *w.slots);
+    w.reap = calloc(w.n_slots, sizeof *w.reap);
+    w.sub = calloc(w.n_slots, sizeof *w.sub);
+    w.last_sync = now_ns();
+    pthread_mutex_lock(&st->mu);
+    if (!w.slots || !w.reap || !w.sub) {
+        w.n_slots = 0;
+        d->broken = SB_ERR_NOMEM;
+    }
+    for (;;) {
+        if (d->abort)
+            break;
+        while (!has_work(&w) && !w.in_flight) {
+            if (d->durability == SB_DURABILITY_PERIODIC && (w.unsynced || d->t_head)) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                uint64_t t = (uint64_t)ts.tv_nsec + d->sync_ns / 4 + 1000000;
+                ts.tv_sec += (time_t)(t / 1000000000ull);
+                ts.tv_nsec = (long)(t % 1000000000ull);
+                pthread_cond_timedwait(&d->work_cv, &st->mu, &ts);
+                if (!has_work(&w))
+                    continue;
+            } else {
+                pthread_cond_wait(&d->work_cv, &st->mu);
+            }
+        }
+        if (d->abort)
+            break;
+        take(&w);
+        pthread_mutex_unlock(&st->mu);
+        submit(&w);
+        if (w.in_flight) {
+            reap(&w, true);
+            continue;
+        }
+        /* Nothing in flight. */
+        pthread_mutex_lock(&st->mu);
+        bool damaged = d->cur != UINT32_MAX && d->segs[d->cur].damaged;
+        bool drained = !d->q_head && !d->t_head;
+        pthread_mutex_unlock(&st->mu);
+        if (w.need_seal || damaged) {
+            seal(&w);
+            w.need_seal = false;
+        } else if (w.need_open) {
+            int rc = sb_disk_seg_open_new(d);
+            pthread_mutex_lock(&st->mu);
+            if (rc != SB_OK) {
+                d->broken = rc;
+                d->write_errors += rc != SB_ERR_NOSPC;
+            }
+            pthread_mutex_unlock(&st->mu);
+            w.need_open = false;
+        } else {
+            pthread_mutex_lock(&st->mu);
+            bool due = sync_due(&w) || (d->stop && drained);
+            pthread_mutex_unlock(&st->mu);
+            if (due)
+                do_sync(&w);
+            if (d->stop && drained) {
+                pthread_mutex_lock(&st->mu);
+                break;
+            }
+        }
+        pthread_mutex_lock(&st->mu);
+    }
+    /* Leaving, with st->mu held. */
+    bool crash = d->abort;
+    pthread_mutex_unlock(&st->mu);
+    while (w.in_flight)
+        reap(&w, false); /* the kernel may still use the buffers */
+    pthread_mutex_lock(&st->mu);
+    sb_blk *b;
+    d->stop = true;
+    while ((b = d->q_head) || (b = d->t_head)) {
+        sb_blk **head = d->q_head ? &d->q_head : &d->t_head;
+        *head = b->wq_next;
+        resolve(d, b, 0, NULL);
+    }
+    d->q_tail = d->t_tail = NULL;
+    pthread_cond_broadcast(&d->done_cv);
+    pthread_mutex_unlock(&st->mu);
+    if (!crash && d->cur != UINT32_MAX)
+        seal(&w);
+    for (unsigned i = 0; w.slots && i < w.n_slots; i++) {
+        free(w.slots[i].head);
+        free(w.slots[i].tok);
+        free(w.slots[i].extra);
+    }
+    free(w.slots);
+    free(w.reap);
+    free(w.sub);
+    return NULL;
+}
