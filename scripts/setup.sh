@@ -10,6 +10,7 @@ PACKAGES="
   libcmocka-dev
   clang libclang-rt-14-dev
   python3
+  fio
 "
 
 missing=""

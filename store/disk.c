@@ -23,6 +23,7 @@
 
 #include "disk_int.h"
 #include "internal.h"
+#include "radix.h"
 
 #define SB_SEGS_MIN 1024u    /* superblock capacity at least */
 #define SB_SEGS_MAX 65536u   /* and at most (a 1.5 MiB slot) */
@@ -326,21 +327,27 @@ int sb_disk_seg_open_new(sb_disk *d)
 
 /* ---- open and close -------------------------------------------------------------- */
 
-/* Create a fresh store in an empty directory: the superblock, both slots. */
+/* Create a fresh store in an empty directory: the superblock, both slots,
+ * written under a temporary name and renamed into place once synced, so a
+ * creation cut short leaves no superblock (the next open starts over). */
 static int create_store(sb_disk *d)
 {
     d->slot_bytes = sb_super_slot_size(d->max_segs);
-    int fd = sb_io_open(d->wio, "superblock", SB_IO_CREATE | SB_IO_EXCL);
+    int fd = sb_io_open(d->wio, "superblock.tmp", SB_IO_CREATE);
     if (fd < 0)
         return sb_disk_errno(fd);
     d->sb_fd = fd;
-    int r = d->wio->ops->allocate(d->wio, fd, 2ull * d->slot_bytes);
+    int r = d->wio->ops->truncate(d->wio, fd, 0);
+    if (r >= 0)
+        r = d->wio->ops->allocate(d->wio, fd, 2ull * d->slot_bytes);
     if (r < 0)
         return sb_disk_errno(r);
     uint64_t seed = mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)d;
     d->store_id = seed * 0x9E3779B97F4A7C15ull | 1;
     d->write_count = 0;
     int rc = sb_disk_super_write(d);
+    if (rc == SB_OK && (r = d->wio->ops->rename(d->wio, "superblock.tmp", "superblock")) < 0)
+        rc = sb_disk_errno(r);
     if (rc == SB_OK && (r = d->wio->ops->sync_dir(d->wio)) < 0)
         rc = sb_disk_errno(r);
     return rc;
@@ -348,7 +355,7 @@ static int create_store(sb_disk *d)
 
 static void has_store_file(void *ctx, const char *name)
 {
-    if (!strncmp(name, "seg-", 4) || !strcmp(name, "superblock"))
+    if (!strncmp(name, "seg-", 4))
         *(bool *)ctx = true;
 }
 
@@ -472,6 +479,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     } else {
         d->sb_fd = fd;
         uint64_t t0 = mono_ns();
+        st->disk = d; /* recovery counts what it indexes */
         if ((rc = sb_disk_recover(d)) != SB_OK)
             goto fail;
         d->rec_ns_time = mono_ns() - t0;
@@ -497,6 +505,8 @@ void sb_disk_close(sb_store *st, bool crash)
     sb_disk *d = st->disk;
     if (!d)
         return;
+    if (d->running && !crash && d->mode == SB_WRITE_BACK)
+        sb_disk_flush(st); /* the dirty pages too, not only the queue */
     if (d->running) {
         pthread_mutex_lock(&st->mu);
         d->stop = true;
@@ -535,6 +545,7 @@ void sb_disk_enqueue(sb_store *st, sb_blk *b)
     if (d->broken || d->stop) {
         b->disk = SB_DISK_FAILED;
         d->denials++;
+        d->err_ticket = d->next_ticket++; /* a flush reports it */
         return;
     }
     sb_blk_ref(b);
@@ -601,13 +612,55 @@ int sb_disk_durable(sb_store *st, uint64_t ticket)
     return wait_synced(st, ticket, d->next_ticket - 1);
 }
 
+/* Write-back: queue every dirty resident block of ns, parents before
+ * children (a depth-first walk). [mu] Returns SB_ERR_NOMEM when the walk
+ * cannot allocate its stack (some blocks then stay unqueued). */
+static int queue_dirty(sb_store *st, sb_ns *ns)
+{
+    size_t cap = 64, sp = 0;
+    sb_node **stack = malloc(cap * sizeof *stack);
+    if (!stack)
+        return SB_ERR_NOMEM;
+    stack[sp++] = ns->root;
+    while (sp) {
+        sb_node *x = stack[--sp];
+        for (uint32_t j = 0; j < x->n_pages; j++)
+            if (x->pages[j]->disk == SB_DISK_NONE)
+                sb_disk_enqueue(st, x->pages[j]);
+        if (x->point && x->point->disk == SB_DISK_NONE)
+            sb_disk_enqueue(st, x->point);
+        if (sp + x->n_kids > cap) {
+            while (sp + x->n_kids > cap)
+                cap *= 2;
+            sb_node **p = realloc(stack, cap * sizeof *p);
+            if (!p) {
+                free(stack);
+                return SB_ERR_NOMEM;
+            }
+            stack = p;
+        }
+        for (uint32_t k = x->n_kids; k-- > 0;)
+            stack[sp++] = x->kids[k].node;
+    }
+    free(stack);
+    return SB_OK;
+}
+
 int sb_disk_flush(sb_store *st)
 {
     sb_disk *d = st->disk;
     if (!d)
         return SB_OK;
     pthread_mutex_lock(&st->mu);
+    int qrc = SB_OK;
+    if (d->mode == SB_WRITE_BACK)
+        for (size_t i = 0; i < st->n_buckets; i++)
+            for (sb_ns *ns = st->buckets[i]; ns; ns = ns->next)
+                if (queue_dirty(st, ns) != SB_OK)
+                    qrc = SB_ERR_NOMEM;
     int rc = wait_synced(st, 1, d->next_ticket - 1);
+    if (rc == SB_OK)
+        rc = qrc;
     pthread_mutex_unlock(&st->mu);
     return rc;
 }

@@ -124,7 +124,8 @@ static void read_all(sb_disk *d, rd *x, size_t n)
             continue;
         }
         x[i].req = (sb_io_req){ .op = SB_IO_READ, .fd = fd, .off = x[i].off,
-                                .iov = x[i].iov, .iovcnt = 2, .user = &x[i] };
+                                .iov = x[i].iov, .iovcnt = 2, .user = &x[i],
+                                .result = INT64_MIN /* not completed */ };
         reqs[m++] = &x[i].req;
     }
     size_t sent = 0, got = 0;
@@ -141,9 +142,12 @@ static void read_all(sb_disk *d, rd *x, size_t n)
     while (got < m) {
         int r = sb_io_reap(d->rio, 1, reqs, (unsigned)(m - got));
         if (r <= 0)
-            break; /* cannot happen with requests in flight */
+            break; /* the backend lost them: they failed (below) */
         got += (size_t)r;
     }
+    for (size_t i = 0; i < n; i++)
+        if (x[i].req.result == INT64_MIN)
+            x[i].req.result = -EIO;
     free(reqs);
 }
 

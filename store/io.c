@@ -102,7 +102,8 @@ long sb_io_parse_pid(const char *buf, size_t n)
 
 /* Submit one request and wait for it. The request lives on our stack, so
  * once it is submitted we must not return before it is reaped, unless
- * reaping itself fails (then the backend is broken anyway). */
+ * reaping itself fails (then the backend is broken anyway) or the backend
+ * no longer holds it (a simulated crash dropped it). */
 static int64_t one_request(sb_io *io, int op, int fd, void *buf, size_t len, uint64_t off)
 {
     if (io->in_flight)
@@ -118,9 +119,11 @@ static int64_t one_request(sb_io *io, int op, int fd, void *buf, size_t len, uin
     sb_io_req *done = NULL;
     do
         n = sb_io_reap(io, 1, &done, 1);
-    while (n == 0);
+    while (n == 0 && io->in_flight);
     if (n < 0)
         return n;
+    if (n == 0) /* the backend dropped it (the mem backend's crash) */
+        return -EIO;
     return r.result;
 }
 

@@ -244,8 +244,8 @@ static int collect(rctx *c, uint32_t i)
     uint64_t limit = s->state == SB_SEG_SEALED ? s->data_end : d->seg_bytes;
     if (limit > size)
         limit = size;
-    uint64_t end;
-    bool torn;
+    uint64_t end = 0;
+    bool torn = false;
     int rc = scan(c, i, fd, limit, &end, &torn);
     sb_io_close(d->rio, fd);
     if (torn || (s->state == SB_SEG_SEALED && end < s->data_end))

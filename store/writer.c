@@ -403,7 +403,7 @@ static void submit(wstate *w)
         if (!s->busy || s->req.op)
             continue;
         const void *pay = s->b ? s->b->data : NULL;
-        s->h.payload_hash = s->b ? sb_rec_payload_hash(pay, s->h.payload_bytes) : 0;
+        s->h.payload_hash = sb_rec_payload_hash(pay, s->h.payload_bytes);
         memset(s->head, 0, s->h.head_bytes);
         sb_rec_encode(&s->h, s->tok, s->extra, s->req.off, s->head);
         s->iov[0] = (struct iovec){ s->head, s->h.head_bytes };
@@ -471,6 +471,12 @@ static void reap(wstate *w, bool locked_after)
     if (!n) {
         int r = sb_io_reap(d->wio, 1, w->reap, w->n_slots);
         n = r > 0 ? (unsigned)r : 0;
+        if (r <= 0) /* the backend lost them (a crash) or failed: they failed */
+            for (unsigned i = 0; i < w->n_slots; i++)
+                if (w->slots[i].busy && w->slots[i].req.op == SB_IO_WRITE) {
+                    w->slots[i].req.result = r < 0 ? r : -EIO;
+                    w->reap[n++] = &w->slots[i].req;
+                }
     }
     pthread_mutex_lock(&d->st->mu);
     for (unsigned i = 0; i < n; i++)

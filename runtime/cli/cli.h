@@ -5,5 +5,6 @@
 #define SB_CLI_H
 
 int sb_cli_demo(int argc, char **argv);
+int sb_cli_fsck(int argc, char **argv);
 
 #endif /* SB_CLI_H */

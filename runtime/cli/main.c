@@ -12,6 +12,7 @@ static const struct {
 } commands[] = {
     { "demo", sb_cli_demo,
       "scripted multi-turn sessions over synthetic KV state: shows prefix reuse" },
+    { "fsck", sb_cli_fsck, "verify a store directory offline: superblock, records, summaries" },
 };
 
 static void usage(FILE *f)
