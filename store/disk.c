@@ -199,7 +199,8 @@ static int ent_cmp(const void *a, const void *b)
 /* Write segment s's summary file (entries sorted by offset), atomically. */
 static int write_summary(sb_disk *d, sb_seg *s, uint64_t data_end)
 {
-    qsort(s->ent, s->n_ent, sizeof *s->ent, ent_cmp);
+    if (s->n_ent)
+        qsort(s->ent, s->n_ent, sizeof *s->ent, ent_cmp);
     size_t total = SB_SUM_FIXED + s->sum_len + 8;
     uint8_t *buf = malloc(total);
     if (!buf)

@@ -44,6 +44,7 @@
 #ifndef SB_IO_H
 #define SB_IO_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -108,7 +109,9 @@ typedef struct sb_io_ops {
 /* Every backend's handle starts with this. */
 struct sb_io {
     const sb_io_ops *ops;
-    unsigned in_flight;      /* submitted, not yet reaped */
+    _Atomic unsigned in_flight; /* submitted, not yet reaped; atomic because
+                                   the mem backend's crash, run from another
+                                   thread, zeroes it */
 };
 
 /* Backends. Each creates an sb_io for directory dir (which must exist; the

@@ -613,11 +613,12 @@ void *sb_writer_main(void *arg)
             w.need_open = false;
         } else {
             pthread_mutex_lock(&st->mu);
-            bool due = sync_due(&w) || (d->stop && drained);
+            bool leave = d->stop && drained;
+            bool due = sync_due(&w) || leave;
             pthread_mutex_unlock(&st->mu);
             if (due)
                 do_sync(&w);
-            if (d->stop && drained) {
+            if (leave) {
                 pthread_mutex_lock(&st->mu);
                 break;
             }
