@@ -633,12 +633,17 @@ int sb_disk_recover(sb_disk *d)
             ns->newest_page = ns->newest_point = NULL;
     memset(&st->stats, 0, sizeof st->stats); /* recovery commits are not the user's */
     pthread_mutex_unlock(&st->mu);
+    bool sealed = true;
     for (uint32_t i = 0; i < d->n_segs && rc == SB_OK; i++)
         if (d->segs[i].state == SB_SEG_OPEN) {
             int e = seal_found(&c, i);
-            if (e != SB_OK) /* the store still serves what it found */
+            if (e != SB_OK) { /* the store still serves what it found */
                 d->write_errors++;
+                sealed = false;
+            }
         }
+    if (rc == SB_OK && sealed)
+        d->durable_seq = max_seq; /* everything found is synced now */
     free(c.r);
     free(c.tok);
     free(c.bytes);

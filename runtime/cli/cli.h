@@ -6,5 +6,6 @@
 
 int sb_cli_demo(int argc, char **argv);
 int sb_cli_fsck(int argc, char **argv);
+int sb_cli_stat(int argc, char **argv);
 
 #endif /* SB_CLI_H */

@@ -13,6 +13,7 @@ static const struct {
     { "demo", sb_cli_demo,
       "scripted multi-turn sessions over synthetic KV state: shows prefix reuse" },
     { "fsck", sb_cli_fsck, "verify a store directory offline: superblock, records, summaries" },
+    { "stat", sb_cli_stat, "open a store directory and report what recovery found and dropped" },
 };
 
 static void usage(FILE *f)
