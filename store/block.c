@@ -84,6 +84,17 @@ void sb_blk_candidate(sb_blk *b)
         sb_heap_push(&ns->heap, b, SB_HEAP_NS);
 }
 
+/* b leaves both eviction heaps (wherever it stands in them). */
+static void heaps_leave(sb_blk *b)
+{
+    sb_ns *ns = b->ns;
+    if (b->heap_pos[SB_HEAP_STORE] < SB_HEAP_PARKED)
+        sb_heap_remove(&ns->st->heap, b, SB_HEAP_STORE);
+    if (b->heap_pos[SB_HEAP_NS] < SB_HEAP_PARKED)
+        sb_heap_remove(&ns->heap, b, SB_HEAP_NS);
+    b->heap_pos[SB_HEAP_STORE] = b->heap_pos[SB_HEAP_NS] = SB_HEAP_OUT;
+}
+
 /* ---- allocation ------------------------------------------------------------- */
 
 size_t sb_blk_alloc_bytes(const sb_ns *ns, int kind)
@@ -199,11 +210,7 @@ void sb_blk_drop_data(sb_blk *b)
 {
     sb_ns *ns = b->ns;
     sb_store *st = ns->st;
-    if (b->heap_pos[SB_HEAP_STORE] < SB_HEAP_PARKED)
-        sb_heap_remove(&st->heap, b, SB_HEAP_STORE);
-    if (b->heap_pos[SB_HEAP_NS] < SB_HEAP_PARKED)
-        sb_heap_remove(&ns->heap, b, SB_HEAP_NS);
-    b->heap_pos[SB_HEAP_STORE] = b->heap_pos[SB_HEAP_NS] = SB_HEAP_OUT;
+    heaps_leave(b);
     bool was_free = is_free(b);
     uint8_t *data = b->data;
     b->data = NULL;
@@ -282,11 +289,7 @@ void sb_blk_unindex(sb_blk *b)
 {
     sb_ns *ns = b->ns;
     sb_store *st = ns->st;
-    if (b->heap_pos[SB_HEAP_STORE] < SB_HEAP_PARKED)
-        sb_heap_remove(&st->heap, b, SB_HEAP_STORE);
-    if (b->heap_pos[SB_HEAP_NS] < SB_HEAP_PARKED)
-        sb_heap_remove(&ns->heap, b, SB_HEAP_NS);
-    b->heap_pos[SB_HEAP_STORE] = b->heap_pos[SB_HEAP_NS] = SB_HEAP_OUT;
+    heaps_leave(b);
     ns->n_blocks--;
     st->n_blocks--;
     if (b->kind == SB_BLK_PAGE) {

@@ -318,6 +318,20 @@ static bool ns_note(sb_seg *seg, uint64_t id)
     return true;
 }
 
+/* Prepare b's record (or its namespace record) in a free slot at the end of
+ * the open segment seg. Returns false when out of memory. */
+static bool place(sb_disk *d, wstate *w, sb_seg *seg, sb_blk *b, bool ns_rec)
+{
+    wslot *s = free_slot(w);
+    if (!prepare(d, s, b, ns_rec) || (ns_rec && !ns_note(seg, b->ns->id)))
+        return false;
+    s->h.seq = d->next_seq++;
+    s->req.off = seg->data_end;
+    seg->data_end += s->rec_bytes;
+    s->busy = true;
+    return true;
+}
+
 /* Take blocks into free slots (step 1). */
 static void take(wstate *w)
 {
@@ -364,28 +378,10 @@ static void take(wstate *w)
             w->need_seal = true;
             break;
         }
-        if (need_ns) {
-            wslot *s = free_slot(w);
-            if (!prepare(d, s, b, true) || !ns_note(seg, b->ns->id)) {
-                d->denials++;
-                resolve(d, b, -1, NULL);
-                continue;
-            }
-            s->h.seq = d->next_seq++;
-            s->req.off = seg->data_end;
-            seg->data_end += s->rec_bytes;
-            s->busy = true;
-        }
-        wslot *s = free_slot(w);
-        if (!prepare(d, s, b, false)) {
-            d->denials++;
+        if ((need_ns && !place(d, w, seg, b, true)) || !place(d, w, seg, b, false)) {
+            d->denials++; /* out of memory for the slot's buffers */
             resolve(d, b, -1, NULL);
-            continue;
         }
-        s->h.seq = d->next_seq++;
-        s->req.off = seg->data_end;
-        seg->data_end += s->rec_bytes;
-        s->busy = true;
     }
 }
 
