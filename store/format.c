@@ -5,6 +5,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "hash.h"
+
 /* ---- little-endian fields ------------------------------------------------------ */
 
 static void put16(uint8_t *p, uint16_t v)
@@ -217,7 +219,7 @@ int sb_rec_decode(const void *buf, size_t len, uint64_t off, sb_rec_head *h,
 
 uint64_t sb_rec_payload_hash(const void *payload, size_t n)
 {
-    return XXH3_64bits(payload, n);
+    return sb_hash_big(payload, n);
 }
 
 /* ---- namespace description --------------------------------------------------------- */
