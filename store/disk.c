@@ -407,7 +407,8 @@ static void disk_free(sb_disk *d)
 int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
 {
     if (cfg->queue_depth == 0 || cfg->queue_depth > 4096 || cfg->segment_bytes % 4096 ||
-        cfg->segment_bytes < (64u << 10) || cfg->sync_interval_ms == 0)
+        cfg->segment_bytes < (64u << 10) || cfg->sync_interval_ms == 0 ||
+        (cfg->disk_bytes && cfg->disk_bytes < cfg->segment_bytes))
         return SB_ERR_INVAL;
     sb_disk *d = calloc(1, sizeof *d);
     if (!d)
@@ -602,7 +603,9 @@ static int wait_synced(sb_store *st, uint64_t first, uint64_t last)
     pthread_cond_signal(&d->work_cv);
     while (d->synced_ticket < last && !d->abort)
         pthread_cond_wait(&d->done_cv, &st->mu);
-    return d->err_ticket >= first ? SB_ERR_IO : SB_OK;
+    if (d->err_ticket < first)
+        return SB_OK;
+    return d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
 }
 
 int sb_disk_durable(sb_store *st, uint64_t ticket)

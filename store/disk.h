@@ -96,9 +96,11 @@ static inline void sb_disk_forget(sb_store *st, const sb_blk *b)
 int sb_disk_load(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok);
 
 /* sb_disk_flush -- wait until every block queued before the call is written
- * and synced. Unlocked.
+ * and synced (under write-back, every dirty block is queued first).
+ * Unlocked.
  * Returns: SB_OK; SB_ERR_IO (a write failed since the store opened; the
- * blocks stay RAM-only). */
+ * blocks stay RAM-only); SB_ERR_NOSPC (the tier is full and writes no
+ * more). */
 int sb_disk_flush(sb_store *st);
 
 /* sb_disk_stats -- [mu] fill the disk tier's fields of *out. */

@@ -39,6 +39,7 @@ typedef struct rd {
     struct iovec iov[2];
     int err;                   /* SB_OK, SB_ERR_IO, SB_ERR_CORRUPT */
     bool installed;            /* data and reservation went to the block */
+    bool checked;              /* err is set */
 } rd;
 
 /* Remove b and every page and point state that depends on it. [mu] */
@@ -107,25 +108,23 @@ static int check(const sb_ns *ns, rd *x)
     return SB_OK;
 }
 
-/* Step 2: submit every read and reap them all. [rd] */
-static void read_all(sb_disk *d, rd *x, size_t n)
+/* Steps 2 and 3: submit every read, and check each as it completes while
+ * the others are still in flight; a read that never completed failed. [rd] */
+static void read_all(sb_disk *d, const sb_ns *ns, rd *x, size_t n)
 {
     sb_io_req **reqs = malloc(n * sizeof *reqs);
-    if (!reqs) {
-        for (size_t i = 0; i < n; i++)
-            x[i].req.result = -ENOMEM;
-        return;
-    }
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        int fd = reader_fd(d, x[i].seg, x[i].seg_id);
+        x[i].req.result = -EIO;
+        x[i].checked = false;
+        int fd = reqs ? reader_fd(d, x[i].seg, x[i].seg_id) : -ENOMEM;
         if (fd < 0) {
             x[i].req.result = fd;
             continue;
         }
         x[i].req = (sb_io_req){ .op = SB_IO_READ, .fd = fd, .off = x[i].off,
                                 .iov = x[i].iov, .iovcnt = 2, .user = &x[i],
-                                .result = INT64_MIN /* not completed */ };
+                                .result = -EIO /* until it completes */ };
         reqs[m++] = &x[i].req;
     }
     size_t sent = 0, got = 0;
@@ -134,20 +133,26 @@ static void read_all(sb_disk *d, rd *x, size_t n)
         if (r <= 0) {
             for (size_t k = sent; k < m; k++)
                 reqs[k]->result = r < 0 ? r : -EIO;
-            m = sent;
             break;
         }
         sent += (size_t)r;
     }
-    while (got < m) {
-        int r = sb_io_reap(d->rio, 1, reqs, (unsigned)(m - got));
+    while (got < sent) {
+        int r = sb_io_reap(d->rio, 1, reqs, (unsigned)(sent - got));
         if (r <= 0)
-            break; /* the backend lost them: they failed (below) */
+            break; /* the backend lost them: they failed */
+        for (int k = 0; k < r; k++) {
+            rd *done = reqs[k]->user;
+            done->err = check(ns, done);
+            done->checked = true;
+        }
         got += (size_t)r;
     }
     for (size_t i = 0; i < n; i++)
-        if (x[i].req.result == INT64_MIN)
-            x[i].req.result = -EIO;
+        if (!x[i].checked) {
+            x[i].err = check(ns, &x[i]);
+            x[i].checked = true;
+        }
     free(reqs);
 }
 
@@ -216,13 +221,12 @@ int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok)
     }
     if (ready) {
         pthread_mutex_lock(&d->rd_mu);
-        read_all(d, x, ready);
+        read_all(d, ns, x, ready);
         pthread_mutex_unlock(&d->rd_mu);
     }
     /* 3 */
     uint64_t bytes = 0;
     for (size_t i = 0; i < ready; i++) {
-        x[i].err = check(ns, &x[i]);
         if (x[i].req.result > 0)
             bytes += (uint64_t)x[i].req.result;
     }

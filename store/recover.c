@@ -67,38 +67,39 @@ typedef struct rctx {
 
 /* ---- collecting records -------------------------------------------------------- */
 
+/* Grow an array to hold want elements of size sz (geometric, so adding n
+ * elements one by one copies O(n) in all). */
+static int grow_to(void **p, size_t *cap, size_t want, size_t sz)
+{
+    if (want <= *cap)
+        return SB_OK;
+    size_t n = *cap ? *cap : 1024;
+    while (n < want)
+        n *= 2;
+    void *q = realloc(*p, n * sz);
+    if (!q)
+        return SB_ERR_NOMEM;
+    *p = q;
+    *cap = n;
+    return SB_OK;
+}
+
+/* Room for n_rec more records with n_tok tokens and n_bytes extra bytes. */
+static int reserve(rctx *c, size_t n_rec, size_t n_tok, size_t n_bytes)
+{
+    if (grow_to((void **)&c->r, &c->cap, c->n + n_rec, sizeof *c->r) != SB_OK ||
+        grow_to((void **)&c->tok, &c->tokcap, c->ntok + n_tok, sizeof *c->tok) != SB_OK ||
+        grow_to((void **)&c->bytes, &c->bcap, c->nb + n_bytes, 1) != SB_OK)
+        return SB_ERR_NOMEM;
+    return SB_OK;
+}
+
 static int add(rctx *c, uint32_t seg, uint64_t off, const sb_rec_head *h,
                const uint32_t *tokens, const void *extra)
 {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 1024;
-        rrec *p = realloc(c->r, cap * sizeof *p);
-        if (!p)
-            return SB_ERR_NOMEM;
-        c->r = p;
-        c->cap = cap;
-    }
-    if (c->ntok + h->n_tokens > c->tokcap) {
-        size_t cap = c->tokcap ? c->tokcap * 2 : 16384;
-        while (cap < c->ntok + h->n_tokens)
-            cap *= 2;
-        uint32_t *p = realloc(c->tok, cap * sizeof *p);
-        if (!p)
-            return SB_ERR_NOMEM;
-        c->tok = p;
-        c->tokcap = cap;
-    }
     size_t eb = ((size_t)h->extra_bytes + 7) / 8 * 8;
-    if (c->nb + eb > c->bcap) {
-        size_t cap = c->bcap ? c->bcap * 2 : 4096;
-        while (cap < c->nb + eb)
-            cap *= 2;
-        uint8_t *p = realloc(c->bytes, cap);
-        if (!p)
-            return SB_ERR_NOMEM;
-        c->bytes = p;
-        c->bcap = cap;
-    }
+    if (reserve(c, 1, h->n_tokens, eb) != SB_OK)
+        return SB_ERR_NOMEM;
     rrec *r = &c->r[c->n++];
     memset(r, 0, sizeof *r);
     r->h = *h;
@@ -191,6 +192,9 @@ static int read_summary(rctx *c, uint32_t i)
         goto out;
     rc = SB_ERR_FORMAT;
     if (info.segment_id != s->id || info.generation != s->gen || info.data_end != s->data_end)
+        goto out;
+    /* The body bounds the tokens of its entries. */
+    if ((rc = reserve(c, info.n_entries, info.body_bytes / 4, 0)) != SB_OK)
         goto out;
     size_t first = c->n, pos = SB_SUM_FIXED;
     for (uint32_t k = 0; k < info.n_entries; k++) {

@@ -273,7 +273,8 @@ SB_API void sb_config_default(sb_config *cfg);
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved
  * fields nonzero, max_seq_tokens 0 or above 2^31 - 1, a disk setting out
  * of range: queue_depth 0 or over 4096, segment_bytes under 64 KiB or not
- * a multiple of 4096, sync_interval_ms 0; dir not a directory);
+ * a multiple of 4096, sync_interval_ms 0, a nonzero disk_bytes under
+ * segment_bytes; dir not a directory);
  * SB_ERR_NOMEM; SB_ERR_LOCKED (another process has the directory open: a
  * message naming its pid is written to stderr); SB_ERR_VERSION (the store
  * was written by an unknown format version: it is left untouched);
@@ -299,7 +300,9 @@ SB_API int sb_store_close(sb_store *st);
  * waiting to be written late are written too. SB_OK at once for a RAM-only
  * store.
  * Returns: SB_OK; SB_ERR_IO (a write failed since the store opened: those
- * pages stay in RAM only, see disk_write_errors); SB_ERR_INVAL (NULL). */
+ * pages stay in RAM only, see disk_write_errors); SB_ERR_NOSPC (the tier's
+ * cap or file system is full: it writes no more, see disk_write_denials);
+ * SB_ERR_INVAL (NULL). */
 SB_API int sb_store_flush(sb_store *st);
 
 /* sb_store_fault_alloc -- test hook: make the nth allocation from now on
