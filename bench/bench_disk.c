@@ -1,48 +1,49 @@
 /* bench_disk.c -- the disk tier benchmark: snapbank's spill, restore and open
  * against fio on the same file system, in one run, as ratios.
  *
- * Description: four measurements, printed as figures and, where fio ran,
- * as ratios to it.
+ * Description: one namespace of --page-bytes pages (page_tokens 16, one
+ * tensor of page_bytes / 16 bytes per token) holds sequences of distinct
+ * tokens, 256 pages each (8 with --quick), --size in all. RAM budget, disk
+ * cap, write budgets and backlog leave nothing throttled, denied or evicted.
  *
- *   1. Spill. One namespace whose pages are --page-bytes long (page_tokens
- *      16, one tensor of page_bytes / 16 bytes per token); sequences of
- *      distinct tokens totalling --size are stored with sb_ns_put, then
- *      sb_store_flush. Timed from the first put to the flush's return.
- *      Payload MiB/s counts page bytes; device MiB/s counts
- *      stats.disk_write_bytes (each page is a record of a 4 KiB head + the
- *      page, plus namespace records, superblock and summaries). The time
- *      the puts alone took is printed too: the writer thread writes while
- *      they copy, so a put path slower than the device bounds the spill.
- *      RAM budget, disk cap, write budgets and backlog are set so that
- *      nothing is throttled, denied or evicted.
- *      Sequences are 64 MiB (8 MiB with --quick).
- *   2. Restore. Close, drop the page cache of the store's files, reopen
- *      (timed: the open time of a store of --size), then sb_ns_match and
- *      sb_match_restore every sequence, one at a time, into caller buffers;
- *      the time is the sum of match + restore + release. Every restored
- *      byte is compared with what was put (untimed).
- *   3. Open. A second store of --open-pages pages of 4 KiB (page_tokens 16,
- *      256 bytes per token, 64-page sequences) is built, flushed and closed;
- *      its reopen is timed. Goal: under 1 s for 1,000,000 pages. Then every
- *      sequence must match whole from disk pages, and the first and last
- *      restore intact.
- *   4. fio baseline, when fio is in PATH: a sequential write, then a read of
- *      the same file, with ioengine=io_uring, direct=1, bs = page_bytes + 4096
- *      (the record snapbank writes per page), iodepth = --queue-depth,
- *      size = the records' bytes, in the same directory; --end_fsync=1 on
- *      the write, as the spill ends with a sync. The ratio lines compare
- *      snapbank's device MiB/s with fio's bw_bytes (goal >= 0.95). The write
- *      runs right after the spill and the read right after the restore.
+ *   1. Spill, as an engine uses the tier: zero-copy. Untimed, every page is
+ *      taken with sb_ns_page_alloc and filled (a forward pass would write
+ *      it); timed, sb_ns_commit of every sequence, then sb_store_flush: the
+ *      writer's figure. Payload MiB/s counts page bytes; device MiB/s the
+ *      growth of stats.disk_write_bytes (a record per page: a 4 KiB head and
+ *      the page; namespace records, summaries). Secondary: copy mode, the
+ *      same sequences with sb_ns_put + flush into a second store; it pays
+ *      memcpy and the first touch of fresh pool memory as well.
+ *   2. Restore. Reopen (timed) with the files out of the page cache; then
+ *      read every sequence back whole, one sb_ns_match at a time (one call
+ *      submits all of a sequence's reads). Timed: match + read + release;
+ *      untimed: a check of every byte. Four passes: copy mode
+ *      (sb_match_restore into a caller buffer touched before the timer) and
+ *      zero-copy (sb_match_pages: pages read into pool memory and handed
+ *      over), each on a fresh pool (right after an open: the reads land in
+ *      memory touched for the first time) and on a recycled one (a second
+ *      namespace first took the whole budget, evicting every page back to
+ *      disk-only, and freed it). getrusage's minor faults of each pass are
+ *      printed. The fresh-pool figures are the ones held to the goal.
+ *   3. Open. A store of --open-pages pages of 4 KiB (256 bytes per token,
+ *      64-page sequences) is built, flushed, closed and reopened (timed;
+ *      goal: < 1 s for 1,000,000 pages); every sequence must then match
+ *      whole from disk pages, and the first and last restore intact.
+ *   4. fio, when in PATH: a sequential write, then a read of the same file,
+ *      io_uring, direct=1, bs = page_bytes + 4096 (a record), iodepth =
+ *      --queue-depth, the records' bytes, in the same directory, the write
+ *      with --end_fsync=1 as the spill ends with a sync. The write runs
+ *      right after the spill, the read right after the restores. Ratio
+ *      lines compare snapbank's device MiB/s with fio's (goal >= 0.95).
  *
- * Page content is derived from the tokens: a pattern filled once, with an
+ * Page content derives from the tokens: a pattern filled once, with an
  * 8-byte stamp of (sequence, position, token id) at the start of every 4 KiB
- * of every token slice, so generating a sequence costs a few stores per page
- * and a misplaced or stale page fails the byte check.
+ * of every token slice, so a misplaced or stale page fails the byte check.
  *
- * Timing figures are printed, never asserted. Exit status: 0 success (also
- * when the disk tier is unavailable: SB_ERR_UNSUPPORTED, reported); 1 a
- * call failed, a restore returned wrong bytes or fewer tokens; 2 bad usage.
- * Dependency rule: only the public header snapbank.h.
+ * Timing figures are printed, never asserted. Exit status: 0 success; 1 a
+ * call failed, a gauge disagreed with what was written (disk_pages, denials,
+ * write errors), a restore returned wrong bytes, fewer tokens, or pages that
+ * were not on disk; 2 bad usage. Dependency rule: only snapbank.h.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -54,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -71,12 +73,6 @@
 #define SB_BENCH_JEMALLOC 0
 #endif
 
-/* sb_store_flush comes to snapbank.h with the disk tier. Against a library
- * without it this weak declaration still links (the call is never reached
- * there: sb_store_open refuses a directory first). Remove it together with
- * the SB_ERR_UNSUPPORTED escape in main once the tier has landed. */
-extern int sb_store_flush(sb_store *st) __attribute__((weak));
-
 #define MIB (1024.0 * 1024.0)
 #define PAGE_TOKENS 16u          /* both stores */
 #define REC_HEAD_BYTES 4096u     /* head block of a page record */
@@ -91,7 +87,7 @@ typedef struct disk_opts {
     uint64_t page_bytes;       /* spill page size, a multiple of 4096 */
     uint32_t queue_depth;      /* sb_config.queue_depth and fio's iodepth */
     uint64_t open_pages;       /* pages of the open store; 0 skips it */
-    uint64_t seq_bytes;        /* spill sequence length, bytes (rounded to pages) */
+    uint64_t seq_pages;        /* spill sequence length, pages */
     bool quick, no_fio;
 } disk_opts;
 
@@ -109,6 +105,13 @@ static uint64_t now_ns(void)
 }
 
 static double secs(uint64_t ns) { return (double)ns / 1e9; }
+
+/* Minor page faults of the whole process so far (every thread). */
+static uint64_t minor_faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_minflt : 0;
+}
 
 /* splitmix64's finalizer */
 static uint64_t mix64(uint64_t z)
@@ -202,7 +205,9 @@ static void drop_cache_file(const char *path)
 /* ---- sequences: tokens and page content derived from them ----------------------- */
 
 /* Sequences of one namespace with one tensor: n_pages pages in sequences of
- * seq_pages pages (the last may be shorter), every one of whole pages. */
+ * seq_pages pages (the last may be shorter), every one of whole pages. With
+ * one tensor of page_bytes / PAGE_TOKENS bytes per token, page i of a
+ * sequence is bytes [i * page_bytes, (i + 1) * page_bytes) of its src. */
 typedef struct seqset {
     const char *model;         /* model identity of the namespace */
     uint32_t bpt;              /* bytes per token of the one tensor */
@@ -211,8 +216,9 @@ typedef struct seqset {
     uint64_t seq_pages;        /* pages per sequence */
     uint64_t n_seq;            /* ceil(n_pages / seq_pages) */
     uint32_t *tok;             /* (seq_pages * PAGE_TOKENS) current sequence */
-    uint8_t *src;              /* (seq_pages * PAGE_TOKENS, bpt) put source */
-    uint8_t *dst;              /* (seq_pages * PAGE_TOKENS, bpt) restore target */
+    uint8_t *src;              /* (seq_pages * PAGE_TOKENS, bpt) its state */
+    uint8_t *dst;              /* (seq_pages * PAGE_TOKENS, bpt) restore target,
+                                  touched once at init */
 } seqset;
 
 static void seqset_init(seqset *ss, const char *model, uint32_t bpt, uint64_t n_pages,
@@ -244,14 +250,27 @@ static void seqset_free(seqset *ss)
     free(ss->dst);
 }
 
+/* Pages of sequence s. */
+static size_t seq_n_pages(const seqset *ss, uint64_t s)
+{
+    uint64_t left = ss->n_pages - s * ss->seq_pages;
+    return (size_t)(left < ss->seq_pages ? left : ss->seq_pages);
+}
+
+/* The tokens of sequence s into out. Returns their count. */
+static size_t seq_tokens(const seqset *ss, uint64_t s, uint32_t *out)
+{
+    size_t n = seq_n_pages(ss, s) * PAGE_TOKENS;
+    out[0] = (uint32_t)s; /* distinct first tokens: nothing is shared */
+    for (size_t i = 1; i < n; i++)
+        out[i] = (uint32_t)mix64((s << 32) ^ i);
+    return n;
+}
+
 /* Make sequence s in tok and src (stamping src). Returns its token count. */
 static size_t seq_make(seqset *ss, uint64_t s)
 {
-    uint64_t first = s * ss->seq_pages, pages = ss->n_pages - first;
-    size_t n = (size_t)(pages < ss->seq_pages ? pages : ss->seq_pages) * PAGE_TOKENS;
-    ss->tok[0] = (uint32_t)s; /* distinct first tokens: nothing is shared */
-    for (size_t i = 1; i < n; i++)
-        ss->tok[i] = (uint32_t)mix64((s << 32) ^ i);
+    size_t n = seq_tokens(ss, s, ss->tok);
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < ss->bpt; k += 4096) {
             uint64_t v = mix64(((uint64_t)ss->tok[i] << 32) ^ (s << 40) ^ (i << 12) ^ k);
@@ -260,10 +279,28 @@ static size_t seq_make(seqset *ss, uint64_t s)
     return n;
 }
 
-static sb_ns *seq_ns(sb_store *st, const seqset *ss)
+/* Compare len restored bytes at got with src + off of sequence s; exit at
+ * the first difference, naming where it is. */
+static void seq_check_bytes(const seqset *ss, uint64_t s, const uint8_t *got, size_t off,
+                            size_t len)
+{
+    const uint8_t *want = ss->src + off;
+    if (memcmp(got, want, len) == 0)
+        return;
+    size_t i = 0;
+    while (got[i] == want[i])
+        i++;
+    i += off;
+    fprintf(stderr, "bench_disk: %s sequence %" PRIu64 ": wrong byte at token %zu "
+            "offset %zu (page %zu)\n", ss->model, s, i / ss->bpt, i % ss->bpt,
+            i / ss->page_bytes);
+    exit(1);
+}
+
+static sb_ns *seq_ns(sb_store *st, const seqset *ss, const char *model)
 {
     uint32_t bpt[1] = { ss->bpt };
-    sb_layout lay = { .model_id = ss->model, .model_id_bytes = strlen(ss->model),
+    sb_layout lay = { .model_id = model, .model_id_bytes = strlen(model),
                       .page_tokens = PAGE_TOKENS, .n_tensors = 1, .bytes_per_token = bpt };
     sb_ns *ns = NULL;
     sb_ns_info info;
@@ -277,113 +314,98 @@ static sb_ns *seq_ns(sb_store *st, const seqset *ss)
     return ns;
 }
 
-/* Put every sequence. Returns the nanoseconds the puts took. */
-static uint64_t seq_put_all(seqset *ss, sb_ns *ns)
+/* Match sequence s (its n tokens in ss->tok) and exit unless all of it is
+ * restorable. */
+static sb_match *seq_match(seqset *ss, sb_ns *ns, uint64_t s, size_t n,
+                           sb_match_info *info)
 {
-    uint64_t t0 = now_ns();
-    for (uint64_t s = 0; s < ss->n_seq; s++) {
-        size_t n = seq_make(ss, s), stored = 0;
-        const void *src[1] = { ss->src };
-        CHECK(sb_ns_put(ns, ss->tok, n, src, NULL, &stored));
-        if (stored != n)
-            die("sb_ns_put stored count", (int)stored);
+    sb_match *m = NULL;
+    CHECK(sb_ns_match(ns, ss->tok, n, &m));
+    CHECK(sb_match_get_info(m, info));
+    if (info->n_tokens != n) {
+        fprintf(stderr, "bench_disk: %s sequence %" PRIu64 ": %zu of %zu tokens "
+                "restorable (miss: %s)\n", ss->model, s, info->n_tokens, n,
+                sb_miss_name(info->miss));
+        exit(1);
     }
-    return now_ns() - t0;
+    return m;
 }
 
-/* Match sequence s (whole, or exit) and, when dst is not NULL, restore it
- * there. *t_ns grows by the time of match + restore + release, *n_disk by
- * the pages the match had on disk. Returns sb_match_restore's result. */
-static int seq_match(seqset *ss, sb_ns *ns, uint64_t s, size_t n, void *dst,
-                     uint64_t *t_ns, uint64_t *n_disk)
+/* Read sequence s back and check every byte (the check untimed): copy mode
+ * (pages NULL) with sb_match_restore into ss->dst, or zero-copy with
+ * sb_match_pages of every page into pages, whose references are dropped
+ * after the check. *t_ns grows by match + read + release, *n_disk by the
+ * pages the match had on disk. */
+static void seq_read_check(seqset *ss, sb_ns *ns, uint64_t s, sb_page **pages,
+                           uint64_t *t_ns, uint64_t *n_disk)
 {
-    void *dsts[1] = { dst };
-    sb_match *m = NULL;
+    size_t n = seq_make(ss, s);
+    void *dst[1] = { ss->dst };
+    if (!pages)
+        memset(ss->dst, 0xA5, n * ss->bpt); /* poison: a byte not restored shows */
     sb_match_info info;
     uint64_t t0 = now_ns();
-    CHECK(sb_ns_match(ns, ss->tok, n, &m));
-    CHECK(sb_match_get_info(m, &info));
-    int rc = info.n_tokens == n && dst ? sb_match_restore(m, n, dsts, NULL) : SB_OK;
+    sb_match *m = seq_match(ss, ns, s, n, &info);
+    int rc = pages ? sb_match_pages(m, 0, info.n_pages, pages)
+                   : sb_match_restore(m, n, dst, NULL);
     sb_match_release(m);
     *t_ns += now_ns() - t0;
     *n_disk += info.n_pages_disk;
-    if (info.n_tokens != n) {
-        fprintf(stderr, "bench_disk: %s sequence %" PRIu64 ": %zu of %zu tokens "
-                "restorable (miss: %s)\n", ss->model, s, info.n_tokens, n,
-                sb_miss_name(info.miss));
-        exit(1);
-    }
-    return rc;
-}
-
-static void seq_match_check(seqset *ss, sb_ns *ns, uint64_t s, uint64_t *t_ns,
-                            uint64_t *n_disk)
-{
-    seq_match(ss, ns, s, seq_make(ss, s), NULL, t_ns, n_disk);
-}
-
-/* Restore sequence s and check every byte (untimed). */
-static void seq_restore_check(seqset *ss, sb_ns *ns, uint64_t s, uint64_t *t_ns,
-                              uint64_t *n_disk)
-{
-    size_t n = seq_make(ss, s);
-    memset(ss->dst, 0xA5, n * ss->bpt); /* poison: a byte not restored shows */
-    int rc = seq_match(ss, ns, s, n, ss->dst, t_ns, n_disk);
     if (rc != SB_OK)
-        die("sb_match_restore", rc);
-    if (memcmp(ss->dst, ss->src, n * ss->bpt) != 0) {
-        size_t i = 0;
-        while (ss->dst[i] == ss->src[i])
-            i++;
-        fprintf(stderr, "bench_disk: %s sequence %" PRIu64 ": wrong byte at token %zu "
-                "offset %zu (page %zu)\n", ss->model, s, i / ss->bpt, i % ss->bpt,
-                i / ss->page_bytes);
-        exit(1);
+        die(pages ? "sb_match_pages" : "sb_match_restore", rc);
+    if (!pages)
+        seq_check_bytes(ss, s, ss->dst, 0, n * ss->bpt);
+    for (size_t i = 0; pages && i < info.n_pages; i++) {
+        if (sb_page_tokens(pages[i]) != PAGE_TOKENS)
+            die("sb_page_tokens of a restored page", (int)sb_page_tokens(pages[i]));
+        seq_check_bytes(ss, s, sb_page_data(pages[i]), i * ss->page_bytes, ss->page_bytes);
+        sb_page_unref(pages[i]);
     }
 }
 
 /* ---- stores ------------------------------------------------------------------- */
 
-static void disk_config(sb_config *cfg, const char *dir, const disk_opts *o, uint64_t ram,
-                        uint64_t disk_need)
-{
-    sb_config_default(cfg);
-    cfg->dir = dir;
-    cfg->ram_bytes = ram;
-    cfg->queue_depth = o->queue_depth;
-    /* Room for everything, so the figures are the device's and not a cap's:
-     * a disk cap with slack, every page worth writing, write budgets and a
-     * backlog that cannot throttle or deny a run of this size. */
-    cfg->disk_bytes = disk_need + disk_need / 4 + 4 * cfg->segment_bytes;
-    cfg->min_prefix_tokens = 1;
-    cfg->write_budget_bytes_per_hour = 1ull << 44;
-    cfg->write_budget_burst_bytes = 1ull << 40;
-    if (cfg->backlog_bytes < ram)
-        cfg->backlog_bytes = ram;
-}
-
 /* One store of the run, with its one namespace and its sequences. */
 typedef struct bank {
     char dir[PATH_MAX];        /* the store directory */
     sb_config cfg;             /* dir points at the field above */
-    seqset ss;
+    seqset *ss;                /* borrowed */
     sb_store *st;              /* NULL while closed */
     sb_ns *ns;
     uint64_t t_open;           /* ns of the last sb_store_open */
 } bank;
 
-/* Open (create or reopen) the store and its namespace. Returns SB_OK, or
- * SB_ERR_UNSUPPORTED when may_refuse; other errors exit. */
-static int bank_open(bank *b, bool may_refuse)
+/* Room for everything, so the figures are the device's and not a cap's: RAM
+ * for every page, a disk cap with slack, every page worth writing, write
+ * budgets and a backlog that cannot throttle or deny a run of this size. */
+static void bank_init(bank *b, const char *name, seqset *ss, const disk_opts *o)
 {
+    memset(b, 0, sizeof *b);
+    path_join(b->dir, g_scratch, name);
+    b->ss = ss;
+    sb_config *c = &b->cfg;
+    uint64_t n = ss->n_pages, disk_need = n * (ss->page_bytes + REC_HEAD_BYTES);
+    sb_config_default(c);
+    c->dir = b->dir;
+    c->ram_bytes = n * ss->page_bytes + (256ull << 20);
+    c->queue_depth = o->queue_depth;
+    c->disk_bytes = disk_need + disk_need / 4 + 4 * c->segment_bytes;
+    c->min_prefix_tokens = 1;
+    c->write_budget_bytes_per_hour = 1ull << 44;
+    c->write_budget_burst_bytes = 1ull << 40;
+    if (c->backlog_bytes < c->ram_bytes)
+        c->backlog_bytes = c->ram_bytes;
+}
+
+/* Open (create or reopen) the store and its namespace; drop the page cache
+ * of its files first. */
+static void bank_open(bank *b)
+{
+    dir_each(b->dir, drop_cache_file); /* segments, summaries, superblock */
     uint64_t t0 = now_ns();
-    int rc = sb_store_open(&b->cfg, &b->st);
+    CHECK(sb_store_open(&b->cfg, &b->st));
     b->t_open = now_ns() - t0;
-    if (rc == SB_ERR_UNSUPPORTED && may_refuse)
-        return rc;
-    CHECK(rc);
-    b->ns = seq_ns(b->st, &b->ss);
-    return SB_OK;
+    b->ns = seq_ns(b->st, b->ss, b->ss->model);
 }
 
 static void bank_close(bank *b)
@@ -394,115 +416,119 @@ static void bank_close(bank *b)
     b->ns = NULL;
 }
 
-/* The gauges are reported, not trusted: the restores after a reopen are
- * what checks that every page reached the disk. */
-static void note_disk_pages(const char *when, const sb_stats *s, uint64_t want)
+/* Every page must be on disk (after a flush, or after a reopen), nothing
+ * denied or failed. Returns the stats. */
+static sb_stats bank_expect_on_disk(bank *b, const char *when)
 {
-    if (s->disk_pages != want || s->disk_write_denials)
-        printf("NOTE: %s stats.disk_pages is %" PRIu64 ", expected %" PRIu64 " (%" PRIu64
-               " write denials)\n", when, s->disk_pages, want, s->disk_write_denials);
-}
-
-/* Put every sequence and flush: *t_put receives the time until the last put
- * returned, *t_all until the flush returned; *s the stats after it. Every
- * page must be on disk then, nothing denied. */
-static void bank_fill(bank *b, uint64_t *t_put, uint64_t *t_all, sb_stats *s)
-{
-    if (!sb_store_flush) {
-        fprintf(stderr, "bench_disk: sb_store_flush is not in the library\n");
+    sb_stats s;
+    CHECK(sb_store_stats(b->st, &s));
+    if (s.disk_pages != b->ss->n_pages || s.disk_write_denials || s.disk_write_errors) {
+        fprintf(stderr, "bench_disk: %s: stats.disk_pages %" PRIu64 ", expected %" PRIu64
+                "; %" PRIu64 " write denials, %" PRIu64 " write errors\n", when,
+                s.disk_pages, b->ss->n_pages, s.disk_write_denials, s.disk_write_errors);
         exit(1);
     }
+    return s;
+}
+
+/* Put every sequence (copy mode) and flush: *t_put receives the time the
+ * puts took, *t_all from the first put until the flush returned (making
+ * each sequence, a few stores per page, included); *s the stats after. */
+static void bank_fill(bank *b, uint64_t *t_put, uint64_t *t_all, sb_stats *s)
+{
     uint64_t t0 = now_ns();
-    *t_put = seq_put_all(&b->ss, b->ns);
+    *t_put = 0;
+    for (uint64_t q = 0; q < b->ss->n_seq; q++) {
+        size_t n = seq_make(b->ss, q), stored = 0;
+        const void *src[1] = { b->ss->src };
+        uint64_t t1 = now_ns();
+        CHECK(sb_ns_put(b->ns, b->ss->tok, n, src, NULL, &stored));
+        *t_put += now_ns() - t1;
+        if (stored != n)
+            die("sb_ns_put stored count", (int)stored);
+    }
     CHECK(sb_store_flush(b->st));
     *t_all = now_ns() - t0;
-    CHECK(sb_store_stats(b->st, s));
-    note_disk_pages("after sb_store_flush", s, b->ss.n_pages);
+    *s = bank_expect_on_disk(b, "after sb_store_flush");
+}
+
+/* Make every restored page disk-only again without closing the store: a
+ * second namespace takes the whole RAM budget in fresh pages (evicting
+ * every clean page, whose buffer goes back to the pool), touches them and
+ * frees them. The next restore then reads into recycled pool memory. */
+static void bank_evict_all(bank *b)
+{
+    seqset *ss = b->ss;
+    size_t n = (size_t)(b->cfg.ram_bytes / ss->page_bytes);
+    sb_page **p = xalloc(n * sizeof *p);
+    sb_ns *filler = seq_ns(b->st, ss, "bench-disk-filler");
+    for (size_t i = 0; i < n; i++) {
+        CHECK(sb_ns_page_alloc(filler, &p[i]));
+        volatile uint8_t *d = sb_page_data(p[i]);
+        for (size_t k = 0; k < ss->page_bytes; k += 4096)
+            d[k] = 0; /* the first allocations are fresh memory: touch them too */
+    }
+    for (size_t i = 0; i < n; i++)
+        sb_page_unref(p[i]);
+    sb_ns_close(filler);
+    free(p);
 }
 
 /* ---- fio ---------------------------------------------------------------------- */
 
-/* The text after the first `"key" :` at or after p (a key, not a value
- * equal to it), or NULL. */
-static const char *json_key(const char *p, const char *key)
-{
-    size_t kl = strlen(key);
-    for (p = strstr(p, key); p; p = strstr(p + kl, key)) {
-        const char *q = p + kl;
-        while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
-            q++;
-        if (*q == ':')
-            return q + 1;
-    }
-    return NULL;
-}
-
-/* bw_bytes of jobs[0].<ddir> in fio's JSON output, by string scanning: the
- * first "jobs" key, then the first "<ddir>" key (not a value such as
- * "rw" : "write"), then the first "bw_bytes" inside it, which fio prints
- * before any nested object. Returns -1 when not found. */
-static double fio_bw(const char *json, const char *ddir)
-{
-    char key[32];
-    snprintf(key, sizeof key, "\"%s\"", ddir);
-    const char *p = json_key(json, "\"jobs\"");
-    if (p)
-        p = json_key(p, key);
-    if (p)
-        p = json_key(p, "\"bw_bytes\"");
-    return p ? strtod(p, NULL) : -1;
-}
-
 /* Run fio once on file (rw "write" or "read"); print the command; return
- * bw_bytes, or -1 when fio failed or printed nothing we could parse. */
+ * its bandwidth in bytes/s, or -1 when fio failed or printed no terse line.
+ * Terse version 3 is one line of ';'-separated fields: 7 is the read
+ * bandwidth, 48 the write bandwidth, in KiB/s. */
 static double fio_run(const char *file, const char *rw, uint64_t bs, uint32_t qd,
                       uint64_t size)
 {
-    char cmd[PATH_MAX + 512];
+    char cmd[PATH_MAX + 512], line[16384];
+    bool wr = !strcmp(rw, "write");
     snprintf(cmd, sizeof cmd,
              "fio --name=bench_disk_%s --filename='%s' --ioengine=io_uring --direct=1 "
              "--rw=%s --bs=%" PRIu64 " --iodepth=%u --size=%" PRIu64 "%s "
-             "--output-format=json", rw, file, rw, bs, qd, size,
-             strcmp(rw, "write") ? "" : " --end_fsync=1");
+             "--output-format=terse --terse-version=3", rw, file, rw, bs, qd, size,
+             wr ? " --end_fsync=1" : "");
     printf("fio command: %s\n", cmd);
     fflush(stdout);
     FILE *f = popen(cmd, "r");
-    if (!f) {
-        fprintf(stderr, "bench_disk: popen fio: %s\n", strerror(errno));
+    double kib = -1;
+    const char *p = f && fgets(line, sizeof line, f) && !strncmp(line, "3;", 2) ? line : NULL;
+    for (int i = 1; p && i < (wr ? 48 : 7); i++)
+        p = strchr(p, ';') ? strchr(p, ';') + 1 : NULL;
+    if (p)
+        kib = strtod(p, NULL);
+    int status = f ? pclose(f) : -1;
+    if (status != 0 || kib <= 0) {
+        fprintf(stderr, "bench_disk: fio %s failed (status %d) or gave no bandwidth\n", rw,
+                status);
         return -1;
     }
-    size_t cap = 1u << 20, len = 0, got; /* fio's JSON for one job is ~20 KB */
-    char *buf = malloc(cap);
-    while (buf && len < cap - 1 && (got = fread(buf + len, 1, cap - 1 - len, f)) > 0)
-        len += got;
-    int status = pclose(f);
-    double bw = -1;
-    if (buf) {
-        buf[len] = 0;
-        bw = status == 0 ? fio_bw(buf, rw) : -1;
-        free(buf);
-    }
-    if (bw <= 0)
-        fprintf(stderr, "bench_disk: fio %s failed (status %d) or gave no bw_bytes\n", rw,
-                status);
-    return bw > 0 ? bw : -1;
+    return kib * 1024;
 }
 
 /* ---- the phases ------------------------------------------------------------------ */
 
+enum { R_COPY, R_ZERO };       /* restore modes */
+enum { R_FRESH, R_RECYCLED };  /* pool states */
+
 typedef struct disk_res {
-    double spill_payload, spill_dev;  /* MiB/s */
-    double restore_payload, restore_dev;
+    double spill_dev, put_dev;        /* MiB/s: zero-copy spill, copy-mode spill */
+    double rest_dev[2][2];            /* MiB/s by [R_COPY, R_ZERO][R_FRESH, R_RECYCLED] */
     double fio_write, fio_read;       /* MiB/s; -1 when not run */
+    double open_s;                    /* reopen of the open store, s; -1: not run */
+    uint64_t open_pages;
 } disk_res;
 
-static void print_ratio(const char *what, double sb, double fio)
+static void print_ratio(const char *what, double sb, double fio, bool goal)
 {
+    printf("%-36s snapbank %5.0f MiB/s", what, sb);
     if (fio > 0)
-        printf("%s: snapbank %.0f MiB/s, fio %.0f MiB/s, ratio %.3f (goal >= %.2f)\n", what,
-               sb, fio, sb / fio, RATIO_GOAL);
-    else
-        printf("%s: snapbank %.0f MiB/s (no fio baseline)\n", what, sb);
+        printf(", fio %5.0f MiB/s, ratio %.3f%s%s", fio, sb / fio,
+               goal ? (sb / fio >= RATIO_GOAL ? ": goal MET" : ": goal MISSED") : "",
+               goal ? " (>= 0.95)" : " (no goal)");
+    printf("\n");
 }
 
 /* fio write then read of the records' bytes in the scratch directory. */
@@ -523,122 +549,206 @@ static void fio_phase(const disk_opts *o, bool run, bool write, disk_res *r)
         unlink(file);
 }
 
-/* Phases 1 and 2 with fio interleaved (write after the spill, read after the
- * restore), so both sides see the device in a similar state. Returns
- * SB_ERR_UNSUPPORTED when the store refuses a directory, else SB_OK. */
-static int spill_restore(const disk_opts *o, bool fio, disk_res *r)
+/* Phase 1, zero-copy: fill pool pages untimed, then time the commits and
+ * the flush. The store is left closed, every page on disk. */
+static void spill_zero_copy(bank *b, disk_res *r)
 {
-    bank b = { .st = NULL };
-    path_join(b.dir, g_scratch, "spill");
+    seqset *ss = b->ss;
+    uint64_t n_pages = ss->n_pages, payload = n_pages * ss->page_bytes;
+    sb_page **pages = xalloc(n_pages * sizeof *pages);
+    uint32_t *tok = xalloc(n_pages * PAGE_TOKENS * sizeof *tok);
+    bank_open(b);
+    uint64_t t_new = b->t_open, t0 = now_ns();
+    for (uint64_t s = 0; s < ss->n_seq; s++) { /* untimed: what a forward pass does */
+        uint64_t first = s * ss->seq_pages;
+        seq_make(ss, s);
+        memcpy(tok + first * PAGE_TOKENS, ss->tok,
+               seq_n_pages(ss, s) * PAGE_TOKENS * sizeof *tok);
+        for (size_t i = 0; i < seq_n_pages(ss, s); i++) {
+            CHECK(sb_ns_page_alloc(b->ns, &pages[first + i]));
+            memcpy(sb_page_data(pages[first + i]), ss->src + i * ss->page_bytes,
+                   ss->page_bytes);
+        }
+    }
+    uint64_t t_fill = now_ns() - t0;
+    sb_stats s0, s;
+    CHECK(sb_store_stats(b->st, &s0));
+    t0 = now_ns();
+    for (uint64_t q = 0; q < ss->n_seq; q++) {
+        uint64_t first = q * ss->seq_pages;
+        CHECK(sb_ns_commit(b->ns, tok + first * PAGE_TOKENS,
+                           seq_n_pages(ss, q) * PAGE_TOKENS, pages + first, NULL));
+    }
+    uint64_t t_commit = now_ns() - t0;
+    CHECK(sb_store_flush(b->st));
+    uint64_t t_spill = now_ns() - t0;
+    s = bank_expect_on_disk(b, "zero-copy spill, after sb_store_flush");
+    if (s.pages_new - s0.pages_new != n_pages)
+        die("sb_ns_commit: pages added to the index", (int)(s.pages_new - s0.pages_new));
+    for (uint64_t i = 0; i < n_pages; i++)
+        sb_page_unref(pages[i]);
+    uint64_t wr = s.disk_write_bytes - s0.disk_write_bytes;
+    t0 = now_ns();
+    bank_close(b);
+    r->spill_dev = (double)wr / MIB / secs(t_spill);
+    printf("untimed: %" PRIu64 " pages taken and filled in %.3f s\n", n_pages, secs(t_fill));
+    printf("zero-copy spill (commit + flush) %.3f s: payload %.0f MiB/s, device %.0f MiB/s "
+           "(%.1f MiB written for %.1f MiB of pages); the commits returned after %.3f s\n",
+           secs(t_spill), (double)payload / MIB / secs(t_spill), r->spill_dev,
+           (double)wr / MIB, (double)payload / MIB, secs(t_commit));
+    printf("store open (new) %.3f ms, close %.3f ms\n", (double)t_new / 1e6,
+           (double)(now_ns() - t0) / 1e6);
+    free(pages);
+    free(tok);
+}
+
+/* Phase 1, copy mode, secondary: sb_ns_put of the same sequences into a
+ * second store, then flush; the store is removed after. */
+static void spill_copy(const disk_opts *o, seqset *ss, disk_res *r)
+{
+    bank b;
+    bank_init(&b, "put", ss, o);
+    bank_open(&b);
+    uint64_t t_put, t_all, payload = ss->n_pages * ss->page_bytes;
+    sb_stats s;
+    bank_fill(&b, &t_put, &t_all, &s);
+    bank_close(&b);
+    rm_tree(b.dir);
+    r->put_dev = (double)s.disk_write_bytes / MIB / secs(t_all);
+    printf("copy-mode spill (put + flush) %.3f s: payload %.0f MiB/s, device %.0f MiB/s; "
+           "the puts took %.3f s (%.0f MiB/s)\n", secs(t_all),
+           (double)payload / MIB / secs(t_all), r->put_dev, secs(t_put),
+           (double)payload / MIB / secs(t_put));
+}
+
+/* Phase 2, one pass: match and read back every sequence, copy mode or
+ * zero-copy; every page must come from disk. Returns device MiB/s. */
+static double restore_pass(bank *b, int mode, int pool, sb_page **pages)
+{
+    seqset *ss = b->ss;
+    sb_stats s0, s;
+    CHECK(sb_store_stats(b->st, &s0));
+    uint64_t t = 0, n_disk = 0, f0 = minor_faults();
+    for (uint64_t q = 0; q < ss->n_seq; q++)
+        seq_read_check(ss, b->ns, q, mode == R_ZERO ? pages : NULL, &t, &n_disk);
+    uint64_t faults = minor_faults() - f0;
+    CHECK(sb_store_stats(b->st, &s));
+    double rd = (double)(s.disk_read_bytes - s0.disk_read_bytes), pay = ss->n_pages;
+    pay *= (double)ss->page_bytes;
+    printf("%-10s %-8s pool: %.3f s, payload %5.0f MiB/s, device %5.0f MiB/s "
+           "(%.1f MiB read); %" PRIu64 " minor faults (%.0f per MiB of pages)\n",
+           mode == R_ZERO ? "zero-copy," : "copy mode,",
+           pool == R_FRESH ? "fresh" : "recycled",
+           secs(t), pay / MIB / secs(t), rd / MIB / secs(t), rd / MIB, faults,
+           (double)faults / (pay / MIB));
+    if (n_disk != ss->n_pages) {
+        fprintf(stderr, "bench_disk: only %" PRIu64 " of %" PRIu64 " restored pages came "
+                "from disk: not a disk figure\n", n_disk, ss->n_pages);
+        exit(1);
+    }
+    return rd / MIB / secs(t);
+}
+
+/* Phase 2: reopen (timed), then the four passes (see the top). */
+static void restore_phase(bank *b, disk_res *r)
+{
+    seqset *ss = b->ss;
+    sb_page **pages = xalloc(ss->seq_pages * sizeof *pages);
+    bank_open(b);
+    sb_stats s = bank_expect_on_disk(b, "after reopen");
+    if (s.recovered_pages != ss->n_pages)
+        die("reopen: stats.recovered_pages", (int)s.recovered_pages);
+    printf("reopen of %" PRIu64 " pages: %.3f ms; stats.disk_pages %" PRIu64 "\n",
+           ss->n_pages, (double)b->t_open / 1e6, s.disk_pages);
+    r->rest_dev[R_ZERO][R_FRESH] = restore_pass(b, R_ZERO, R_FRESH, pages);
+    bank_evict_all(b);
+    r->rest_dev[R_ZERO][R_RECYCLED] = restore_pass(b, R_ZERO, R_RECYCLED, pages);
+    bank_evict_all(b);
+    r->rest_dev[R_COPY][R_RECYCLED] = restore_pass(b, R_COPY, R_RECYCLED, pages);
+    bank_close(b);
+    bank_open(b); /* a fresh pool again */
+    bank_expect_on_disk(b, "after the second reopen");
+    r->rest_dev[R_COPY][R_FRESH] = restore_pass(b, R_COPY, R_FRESH, pages);
+    bank_close(b);
+    free(pages);
+}
+
+/* Phases 1 and 2 with fio interleaved (write after the spill, read after the
+ * restores), so both sides see the device in a similar state. */
+static void spill_restore(const disk_opts *o, bool fio, disk_res *r)
+{
+    seqset ss;
     uint64_t n_pages = o->size_bytes / o->page_bytes;
-    uint64_t seq_pages = o->seq_bytes / o->page_bytes ? o->seq_bytes / o->page_bytes : 1;
-    seqset_init(&b.ss, "bench-disk-spill", (uint32_t)(o->page_bytes / PAGE_TOKENS), n_pages,
-                seq_pages);
-    uint64_t payload = n_pages * o->page_bytes;
-    disk_config(&b.cfg, b.dir, o, payload + (256ull << 20),
-                n_pages * (o->page_bytes + REC_HEAD_BYTES));
+    seqset_init(&ss, "bench-disk-spill", (uint32_t)(o->page_bytes / PAGE_TOKENS), n_pages,
+                o->seq_pages);
+    bank b;
+    bank_init(&b, "spill", &ss, o);
     printf("\n== 1. Spill: %" PRIu64 " pages of %zu bytes in %" PRIu64 " sequences of <= %"
-           PRIu64 " pages ==\n", n_pages, b.ss.page_bytes, b.ss.n_seq, b.ss.seq_pages);
+           PRIu64 " pages ==\n", n_pages, ss.page_bytes, ss.n_seq, ss.seq_pages);
     printf("config: ram_bytes %.0f MiB, segment %.0f MiB, queue_depth %u, durability %d, "
            "write_mode %d\n", (double)b.cfg.ram_bytes / MIB,
            (double)b.cfg.segment_bytes / MIB, b.cfg.queue_depth, (int)b.cfg.durability,
            (int)b.cfg.write_mode);
-    if (bank_open(&b, true) == SB_ERR_UNSUPPORTED) {
-        seqset_free(&b.ss);
-        return SB_ERR_UNSUPPORTED;
-    }
-    uint64_t t_put, t_spill, t_new = b.t_open;
-    sb_stats s, s0;
-    bank_fill(&b, &t_put, &t_spill, &s);
-    uint64_t t1 = now_ns();
-    bank_close(&b);
-    r->spill_payload = (double)payload / MIB / secs(t_spill);
-    r->spill_dev = (double)s.disk_write_bytes / MIB / secs(t_spill);
-    printf("puts returned after %.3f s, flush after %.3f s: payload %.0f MiB/s, device "
-           "%.0f MiB/s (%.1f MiB written for %.1f MiB of pages)\n", secs(t_put),
-           secs(t_spill), r->spill_payload, r->spill_dev, (double)s.disk_write_bytes / MIB,
-           (double)payload / MIB);
-    printf("store open (new) %.3f ms, close %.3f ms\n", (double)t_new / 1e6,
-           (double)(now_ns() - t1) / 1e6);
+    spill_zero_copy(&b, r);
     fio_phase(o, fio, true, r);
+    spill_copy(o, &ss, r);
 
-    printf("\n== 2. Restore: reopen, match and restore every sequence ==\n");
-    dir_each(b.dir, drop_cache_file); /* segments, summaries, superblock */
-    bank_open(&b, false);
-    CHECK(sb_store_stats(b.st, &s0));
-    uint64_t t_rest = 0, n_disk = 0;
-    for (uint64_t q = 0; q < b.ss.n_seq; q++)
-        seq_restore_check(&b.ss, b.ns, q, &t_rest, &n_disk);
-    CHECK(sb_store_stats(b.st, &s));
-    bank_close(&b);
-    uint64_t rd = s.disk_read_bytes - s0.disk_read_bytes;
-    r->restore_payload = (double)payload / MIB / secs(t_rest);
-    r->restore_dev = (double)rd / MIB / secs(t_rest);
-    printf("reopen of %" PRIu64 " pages: %.3f ms\n", n_pages, (double)b.t_open / 1e6);
-    note_disk_pages("after reopen", &s0, n_pages);
-    printf("restore %.3f s: payload %.0f MiB/s, device %.0f MiB/s (%.1f MiB read); "
-           "%" PRIu64 " of %" PRIu64 " pages came from disk; every byte checked\n",
-           secs(t_rest), r->restore_payload, r->restore_dev, (double)rd / MIB, n_disk,
-           n_pages);
-    if (n_disk != n_pages)
-        printf("WARNING: not every page was read from disk: the restore figure is "
-               "not a disk figure\n");
+    printf("\n== 2. Restore: reopen, match and read back every sequence ==\n");
+    restore_phase(&b, r);
     rm_tree(b.dir);
     fio_phase(o, fio, false, r);
-    seqset_free(&b.ss);
-    return SB_OK;
+    seqset_free(&ss);
 }
 
 /* Phase 3: reopen time of a store of many small pages. */
-static void open_phase(const disk_opts *o)
+static void open_phase(const disk_opts *o, disk_res *r)
 {
-    bank b = { .st = NULL };
-    path_join(b.dir, g_scratch, "open");
-    seqset_init(&b.ss, "bench-disk-open", OPEN_BPT, o->open_pages, 64);
-    uint64_t n = b.ss.n_pages;
-    disk_config(&b.cfg, b.dir, o, n * b.ss.page_bytes + (256ull << 20),
-                n * (b.ss.page_bytes + REC_HEAD_BYTES));
+    seqset ss;
+    seqset_init(&ss, "bench-disk-open", OPEN_BPT, o->open_pages, 64);
+    bank b;
+    bank_init(&b, "open", &ss, o);
+    uint64_t n = ss.n_pages;
     printf("\n== 3. Open: %" PRIu64 " pages of %zu bytes in %" PRIu64 " sequences ==\n", n,
-           b.ss.page_bytes, b.ss.n_seq);
+           ss.page_bytes, ss.n_seq);
     uint64_t t_put, t_build;
     sb_stats s;
-    bank_open(&b, false);
+    bank_open(&b);
     bank_fill(&b, &t_put, &t_build, &s);
     bank_close(&b);
     printf("build (put + flush) %.3f s: %.0f pages/s, device %.0f MiB/s\n",
            secs(t_build), (double)n / secs(t_build),
            (double)s.disk_write_bytes / MIB / secs(t_build));
 
-    dir_each(b.dir, drop_cache_file); /* segments, summaries, superblock */
-    bank_open(&b, false);
-    CHECK(sb_store_stats(b.st, &s));
-    note_disk_pages("after reopen", &s, n);
-    double t = secs(b.t_open);
-    printf("reopen %.3f s: %.0f pages/s", t, (double)n / t);
-    if (n >= OPEN_GOAL_PAGES)
-        printf("; GOAL: < %.0f s for %u pages: %s\n", OPEN_GOAL_S, OPEN_GOAL_PAGES,
-               t * OPEN_GOAL_PAGES / (double)n < OPEN_GOAL_S ? "MET" : "MISSED");
-    else
-        printf(" (the goal, < %.0f s, is for %u pages)\n", OPEN_GOAL_S, OPEN_GOAL_PAGES);
+    bank_open(&b);
+    s = bank_expect_on_disk(&b, "open store, after reopen");
+    r->open_s = secs(b.t_open);
+    r->open_pages = n;
+    printf("reopen %.3f s: %.0f pages/s; stats.disk_pages %" PRIu64 ", recovery_ns %.3f ms\n",
+           r->open_s, (double)n / r->open_s, s.disk_pages, (double)s.recovery_ns / 1e6);
     /* Every sequence matches whole from disk pages; the first and the last
      * restore intact. */
-    uint64_t t_match = 0, n_disk = 0;
-    for (uint64_t q = 0; q < b.ss.n_seq; q++)
-        seq_match_check(&b.ss, b.ns, q, &t_match, &n_disk);
-    uint64_t t_rest = 0, n_disk_r = 0;
-    seq_restore_check(&b.ss, b.ns, 0, &t_rest, &n_disk_r);
-    seq_restore_check(&b.ss, b.ns, b.ss.n_seq - 1, &t_rest, &n_disk_r);
+    uint64_t t_match = 0, n_disk = 0, t_rest = 0, n_disk_r = 0;
+    for (uint64_t q = 0; q < ss.n_seq; q++) {
+        sb_match_info info;
+        size_t k = seq_tokens(&ss, q, ss.tok);
+        uint64_t t0 = now_ns();
+        sb_match_release(seq_match(&ss, b.ns, q, k, &info));
+        t_match += now_ns() - t0;
+        n_disk += info.n_pages_disk;
+    }
+    seq_read_check(&ss, b.ns, 0, NULL, &t_rest, &n_disk_r);
+    seq_read_check(&ss, b.ns, ss.n_seq - 1, NULL, &t_rest, &n_disk_r);
     bank_close(&b);
     printf("after reopen: %" PRIu64 " sequences match whole, %" PRIu64 " of %" PRIu64
            " pages on disk (%.0f ns per match); first and last restored intact\n",
-           b.ss.n_seq, n_disk, n, (double)t_match / (double)b.ss.n_seq);
+           ss.n_seq, n_disk, n, (double)t_match / (double)ss.n_seq);
     if (n_disk != n) {
         fprintf(stderr, "bench_disk: after reopen %" PRIu64 " of %" PRIu64 " pages are "
                 "disk pages\n", n_disk, n);
         exit(1);
     }
     rm_tree(b.dir);
-    seqset_free(&b.ss);
+    seqset_free(&ss);
 }
 
 /* ---- machine and main --------------------------------------------------------------- */
@@ -655,29 +765,9 @@ static double load_average(void)
     return v;
 }
 
-/* The device and file system type of the mount holding path: the last
- * mount in /proc/mounts whose mount point is on the same device. */
-static void mount_of(const char *path, char dev[PATH_MAX], char type[64])
-{
-    char line[PATH_MAX * 2 + 128], d[PATH_MAX], m[PATH_MAX], t[64];
-    struct stat want, sb;
-    strcpy(dev, "?");
-    strcpy(type, "?");
-    FILE *f = stat(path, &want) == 0 ? fopen("/proc/mounts", "r") : NULL;
-    while (f && fgets(line, sizeof line, f)) {
-        if (sscanf(line, "%4095s %4095s %63s", d, m, t) == 3 && stat(m, &sb) == 0 &&
-            sb.st_dev == want.st_dev) {
-            strcpy(dev, d);
-            strcpy(type, t);
-        }
-    }
-    if (f)
-        fclose(f);
-}
-
 static void print_machine(const disk_opts *o, bool fio)
 {
-    char line[512], model[256] = "unknown", dev[PATH_MAX], fstype[64];
+    char line[PATH_MAX + 64], model[256] = "unknown";
     unsigned cpus = 0;
     FILE *f = fopen("/proc/cpuinfo", "r");
     while (f && fgets(line, sizeof line, f)) {
@@ -688,10 +778,6 @@ static void print_machine(const disk_opts *o, bool fio)
     }
     if (f)
         fclose(f);
-    struct statvfs vfs;
-    double free_gib = statvfs(g_scratch, &vfs) == 0
-                          ? (double)vfs.f_bavail * (double)vfs.f_frsize / (MIB * 1024) : -1;
-    mount_of(g_scratch, dev, fstype);
     printf("bench_disk -- snapbank %u.%u.%u (library %u)\n", SB_VERSION_MAJOR,
            SB_VERSION_MINOR, SB_VERSION_PATCH, sb_version());
     printf("machine: %s, %u logical CPUs online, load average %.2f at start\n", model, cpus,
@@ -699,7 +785,11 @@ static void print_machine(const disk_opts *o, bool fio)
     printf("build: %s%s, page pool %s, compiler %s\n", SB_BENCH_BUILD_TYPE,
            SB_BENCH_SANITIZE ? " + ASan/UBSan" : "",
            SB_BENCH_JEMALLOC ? "jemalloc arena" : "libc", __VERSION__);
-    printf("directory: %s on %s (%s), %.1f GiB free\n", g_scratch, dev, fstype, free_gib);
+    printf("directory: %s; its file system (df -T):\n", g_scratch);
+    fflush(stdout);
+    snprintf(line, sizeof line, "df -T '%s'", g_scratch); /* no ' in it: main checks */
+    if (system(line) != 0)
+        printf("(df failed)\n");
     printf("parameters: size %.0f MiB, page %" PRIu64 " bytes (record %" PRIu64 "), "
            "queue depth %u, open pages %" PRIu64 ", fio %s, %s\n",
            (double)o->size_bytes / MIB, o->page_bytes, o->page_bytes + REC_HEAD_BYTES,
@@ -712,14 +802,11 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bench_disk [options]\n"
-            "  --dir D           make the scratch directory in D (default /var/tmp);\n"
-            "                    it is removed at the end\n"
-            "  --size N          spill payload, bytes; K/M/G suffixes (default 2G,\n"
-            "                    --quick 64M)\n"
+            "  --dir D           scratch directory in D, removed at the end (/var/tmp)\n"
+            "  --size N          spill payload, bytes; K/M/G suffixes (2G, --quick 64M)\n"
             "  --page-bytes N    page size, a multiple of 4096 (default 1M)\n"
             "  --queue-depth N   sb_config.queue_depth and fio iodepth (default 32)\n"
-            "  --open-pages N    pages of the open-time store; 0 skips it (default\n"
-            "                    1000000, --quick 20000)\n"
+            "  --open-pages N    pages of the open store, 0: none (1000000, --quick 20000)\n"
             "  --quick           smoke run: small sizes, every restored byte checked\n"
             "  --no-fio          do not run the fio baseline\n"
             "  --help            this text\n");
@@ -791,7 +878,7 @@ int main(int argc, char **argv)
         o.size_bytes = o.quick ? 64ull << 20 : 2ull << 30;
     if (!set_open)
         o.open_pages = o.quick ? 20000 : OPEN_GOAL_PAGES;
-    o.seq_bytes = o.quick ? 8ull << 20 : 64ull << 20;
+    o.seq_pages = o.quick ? 8 : 256;
     if (o.size_bytes < o.page_bytes) {
         fprintf(stderr, "bench_disk: --size is less than one page\n");
         return 2;
@@ -811,9 +898,10 @@ int main(int argc, char **argv)
     snprintf(g_scratch, sizeof g_scratch, "%s", tmpl);
     atexit(cleanup_scratch);
     print_machine(&o, fio);
-    /* The spill store and fio's file coexist; the open store comes after. */
+    /* The spill store, the copy-mode store and fio's file coexist; the open
+     * store comes after them. */
     uint64_t rec = o.size_bytes / o.page_bytes * (o.page_bytes + REC_HEAD_BYTES);
-    uint64_t need = 2 * rec > o.open_pages * 8192 ? 2 * rec : o.open_pages * 8192;
+    uint64_t need = 3 * rec > o.open_pages * 8192 ? 3 * rec : o.open_pages * 8192;
     struct statvfs vfs;
     if (statvfs(g_scratch, &vfs) == 0 &&
         (double)vfs.f_bavail * (double)vfs.f_frsize < (double)need * 1.1 + (1u << 30)) {
@@ -823,25 +911,25 @@ int main(int argc, char **argv)
     }
 
     uint64_t t0 = now_ns();
-    disk_res r = { .fio_write = -1, .fio_read = -1 };
-    if (spill_restore(&o, fio, &r) == SB_ERR_UNSUPPORTED) {
-        /* The disk tier is being built: until it lands, say so and pass. */
-        printf("bench_disk: disk tier unavailable: sb_store_open with a directory "
-               "returns SB_ERR_UNSUPPORTED (%s); nothing of snapbank measured\n",
-               sb_strerror(SB_ERR_UNSUPPORTED));
-        if (!o.quick && fio) {
-            printf("\n== fio baseline alone ==\n");
-            fio_phase(&o, true, true, &r);
-            fio_phase(&o, true, false, &r);
-        }
-        return 0;
-    }
+    disk_res r = { .fio_write = -1, .fio_read = -1, .open_s = -1 };
+    spill_restore(&o, fio, &r);
     if (o.open_pages)
-        open_phase(&o);
+        open_phase(&o, &r);
 
     printf("\n== Summary: snapbank device MiB/s against fio bw on the same records ==\n");
-    print_ratio("spill", r.spill_dev, r.fio_write);
-    print_ratio("restore", r.restore_dev, r.fio_read);
+    print_ratio("spill, zero-copy commit + flush:", r.spill_dev, r.fio_write, true);
+    print_ratio("spill, copy-mode put + flush:", r.put_dev, r.fio_write, false);
+    for (int k = 0; k < 4; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "restore, %s, %s pool:",
+                 k % 2 ? "zero-copy" : "copy mode", k < 2 ? "fresh" : "recycled");
+        print_ratio(what, r.rest_dev[k % 2][k / 2], r.fio_read, k < 2);
+    }
+    if (r.open_s >= 0)
+        printf("%-36s %.3f s for %" PRIu64 " pages%s\n", "open:", r.open_s, r.open_pages,
+               r.open_pages < OPEN_GOAL_PAGES ? " (the goal, < 1 s, is for 1000000 pages)"
+               : r.open_s < OPEN_GOAL_S * (double)r.open_pages / OPEN_GOAL_PAGES
+                   ? ": goal MET (< 1 s for 1000000)" : ": goal MISSED (< 1 s for 1000000)");
     if (!fio)
         printf("(%s)\n", o.no_fio ? "fio baseline skipped: --no-fio"
                                   : "fio not found in PATH: snapbank figures only");

@@ -7,8 +7,9 @@
 #
 # Defaults: /var/tmp, 2 GiB of pages (2147483648), 1 MiB pages (1048576),
 # queue depth 32; the file holds SIZE / PAGE_BYTES records. It runs the same
-# command lines bench_disk prints, prints fio's bw_bytes as MiB/s, and
-# removes its scratch directory. Exit 77 (skip) when fio is not installed.
+# jobs as bench_disk (whose command lines ask fio for terse output; these ask
+# for JSON), prints fio's bw_bytes as MiB/s, and removes its scratch
+# directory. Exit 77 (skip) when fio is not installed.
 set -eu
 
 DIR=${1:-/var/tmp}
