@@ -83,17 +83,24 @@ static inline void sb_disk_forget(sb_store *st, const sb_blk *b)
     sb_disk_count(st, b, -1);
 }
 
+/* Called by sb_disk_load for block i as soon as its record is read and
+ * checked, with its data (the caller may copy out of it then, while other
+ * reads are in flight; the block is not resident yet). */
+typedef void (*sb_disk_ready_fn)(void *ctx, size_t i, const uint8_t *data);
+
 /* sb_disk_load -- make blocks[0, n) of ns resident (every one held by the
  * caller; those with data are skipped), reading their records with many
  * reads in flight and checking each record's head and payload checksum.
  * Unlocked. *n_ok receives how many leading blocks are resident.
  * When block i fails, it is removed from the index with every page and
- * point state that depends on it, and *n_ok = i.
+ * point state that depends on it, and *n_ok = i. ready (may be NULL) sees
+ * every block read and checked, in completion order.
  * Returns: SB_OK (*n_ok = n); SB_ERR_CORRUPT (a checksum, key or size did
  * not match: counted in disk_checksum_failures); SB_ERR_IO (a read failed);
  * SB_ERR_BUDGET, SB_ERR_NOMEM (no room for the data: *n_ok blocks were
  * made resident, the index unchanged). */
-int sb_disk_load(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok);
+int sb_disk_load(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
+                 sb_disk_ready_fn ready, void *ctx);
 
 /* sb_disk_flush -- wait until every block queued before the call is written
  * and synced (under write-back, every dirty block is queued first).

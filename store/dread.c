@@ -31,6 +31,7 @@
 
 typedef struct rd {
     sb_blk *b;
+    size_t idx;                /* its index in the caller's blocks */
     uint32_t seg, seg_id, gen, head_bytes;
     uint64_t off;
     uint8_t *data;             /* bounce: becomes b->data */
@@ -110,7 +111,8 @@ static int check(const sb_ns *ns, rd *x)
 
 /* Steps 2 and 3: submit every read, and check each as it completes while
  * the others are still in flight; a read that never completed failed. [rd] */
-static void read_all(sb_disk *d, const sb_ns *ns, rd *x, size_t n)
+static void read_all(sb_disk *d, const sb_ns *ns, rd *x, size_t n, sb_disk_ready_fn ready,
+                     void *ctx)
 {
     sb_io_req **reqs = malloc(n * sizeof *reqs);
     size_t m = 0;
@@ -145,6 +147,8 @@ static void read_all(sb_disk *d, const sb_ns *ns, rd *x, size_t n)
             rd *done = reqs[k]->user;
             done->err = check(ns, done);
             done->checked = true;
+            if (done->err == SB_OK && ready)
+                ready(ctx, done->idx, done->data);
         }
         got += (size_t)r;
     }
@@ -156,7 +160,8 @@ static void read_all(sb_disk *d, const sb_ns *ns, rd *x, size_t n)
     free(reqs);
 }
 
-int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok)
+int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
+                 sb_disk_ready_fn ready_fn, void *ctx)
 {
     sb_store *st = ns->st;
     sb_disk *d = st->disk;
@@ -194,7 +199,7 @@ int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok)
             break;
         }
         sb_seg *s = &d->segs[b->seg];
-        x[nx++] = (rd){ .b = b, .seg = b->seg, .seg_id = s->id, .gen = s->gen,
+        x[nx++] = (rd){ .b = b, .idx = i, .seg = b->seg, .seg_id = s->id, .gen = s->gen,
                         .head_bytes = b->head_bytes, .off = b->rec_off };
     }
     pthread_mutex_unlock(&st->mu);
@@ -221,7 +226,7 @@ int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok)
     }
     if (ready) {
         pthread_mutex_lock(&d->rd_mu);
-        read_all(d, ns, x, ready);
+        read_all(d, ns, x, ready, ready_fn, ctx);
         pthread_mutex_unlock(&d->rd_mu);
     }
     /* 3 */

@@ -613,14 +613,14 @@ int sb_match_get_info(const sb_match *m, sb_match_info *out)
  * Returns: SB_OK; SB_ERR_CORRUPT, SB_ERR_IO (the match shrank: the pages it
  * still holds are resident); SB_ERR_BUDGET, SB_ERR_NOMEM (nothing read that
  * failed; the match unchanged). */
-static int load(sb_match *m, size_t n, bool point)
+static int load(sb_match *m, size_t n, bool point, sb_disk_ready_fn ready, void *ctx)
 {
     sb_ns *ns = m->ns;
     size_t ok = n;
-    int rc = sb_disk_load(ns, m->pages, n, &ok);
+    int rc = sb_disk_load(ns, m->pages, n, &ok, ready, ctx);
     if (rc == SB_OK && point && m->point) {
         size_t pok = 1;
-        rc = sb_disk_load(ns, &m->point, 1, &pok);
+        rc = sb_disk_load(ns, &m->point, 1, &pok, NULL, NULL);
         if (rc == SB_OK || rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM)
             return rc;
         /* The point failed: the match ends where the point rule allows. */
@@ -655,6 +655,36 @@ static int load(sb_match *m, size_t n, bool point)
     return rc;
 }
 
+/* Where a restore copies to: the caller's buffers, and which regions are
+ * copied already (pages read from disk are copied as their reads complete,
+ * while the rest are in flight). */
+typedef struct restore_to {
+    const sb_ns *ns;
+    size_t n_tokens;
+    void *const *tensors;
+    uint8_t *copied;           /* (regions), or NULL: copy everything after */
+} restore_to;
+
+/* Copy region r's slices of every tensor from page data src. */
+static void copy_region(const restore_to *to, size_t r, const uint8_t *src)
+{
+    const sb_ns *ns = to->ns;
+    uint32_t pt = ns->page_tokens;
+    uint32_t k = region_tokens(ns, to->n_tokens, r);
+    for (uint32_t t = 0; t < ns->n_tensors; t++)
+        memcpy((uint8_t *)to->tensors[t] + r * pt * ns->bpt[t], src + ns->tensor_off[t],
+               (size_t)k * ns->bpt[t]);
+}
+
+static void copy_ready(void *ctx, size_t r, const uint8_t *data)
+{
+    restore_to *to = ctx;
+    if (r * to->ns->page_tokens >= to->n_tokens)
+        return;
+    copy_region(to, r, data);
+    to->copied[r] = 1;
+}
+
 int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *point)
 {
     if (!m || !tensors)
@@ -667,21 +697,24 @@ int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *p
         return SB_ERR_RANGE;
     if (point && (n_tokens != m->n_tokens || !m->point))
         return SB_ERR_NO_POINT;
-    int rc = load(m, regions(ns, n_tokens), point != NULL);
-    if (rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM)
+    size_t n_reg = regions(ns, n_tokens);
+    restore_to to = { ns, n_tokens, tensors, NULL };
+    if (m->st->disk && n_reg)
+        to.copied = sb_calloc(&m->st->mem, n_reg, 1); /* NULL: copy after */
+    int rc = load(m, n_reg, point != NULL, to.copied ? copy_ready : NULL, &to);
+    if (rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM) {
+        sb_free(to.copied);
         return rc;
+    }
     if (n_tokens > m->n_tokens)
         n_tokens = m->n_tokens; /* the match shrank: restore what is left */
     /* The pages are pinned, resident and immutable: no lock needed to read
      * them (load published their data under the lock). */
-    uint32_t pt = ns->page_tokens;
-    for (size_t r = 0; r * pt < n_tokens; r++) {
-        uint32_t k = region_tokens(ns, n_tokens, r);
-        const uint8_t *src = m->pages[r]->data;
-        for (uint32_t t = 0; t < ns->n_tensors; t++)
-            memcpy((uint8_t *)tensors[t] + r * pt * ns->bpt[t], src + ns->tensor_off[t],
-                   (size_t)k * ns->bpt[t]);
-    }
+    to.n_tokens = n_tokens;
+    for (size_t r = 0; r * ns->page_tokens < n_tokens; r++)
+        if (!to.copied || !to.copied[r])
+            copy_region(&to, r, m->pages[r]->data);
+    sb_free(to.copied);
     if (point && rc == SB_OK)
         memcpy(point, m->point->data, ns->point_bytes);
     return rc;
@@ -692,7 +725,7 @@ const void *sb_match_point(const sb_match *m)
     if (!m || !m->point)
         return NULL;
     sb_match *mm = (sb_match *)m; /* reading it in is not a visible change */
-    if (load(mm, 0, true) != SB_OK)
+    if (load(mm, 0, true, NULL, NULL) != SB_OK)
         return NULL;
     return mm->point ? mm->point->data : NULL;
 }
@@ -703,7 +736,7 @@ int sb_match_pages(sb_match *m, size_t first, size_t count, sb_page **out)
         return SB_ERR_INVAL;
     if (first > m->n_pages || count > m->n_pages - first)
         return SB_ERR_RANGE;
-    int rc = load(m, first + count, false);
+    int rc = load(m, first + count, false, NULL, NULL);
     if (rc != SB_OK)
         return rc;
     sb_store *st = m->st;
