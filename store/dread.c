@@ -129,26 +129,33 @@ static void read_all(sb_disk *d, const sb_ns *ns, rd *x, size_t n, sb_disk_ready
                                 .result = -EIO /* until it completes */ };
         reqs[m++] = &x[i].req;
     }
+    /* Keep queue_depth reads in flight, checking each as it completes. */
     size_t sent = 0, got = 0;
-    while (sent < m) {
-        int r = sb_io_submit(d->rio, reqs + sent, (unsigned)(m - sent));
-        if (r <= 0) {
-            for (size_t k = sent; k < m; k++)
-                reqs[k]->result = r < 0 ? r : -EIO;
-            break;
+    bool failed = false;
+    while (got < sent || (sent < m && !failed)) {
+        while (sent < m && !failed && sent - got < d->qd) {
+            size_t want = m - sent < d->qd - (sent - got) ? m - sent : d->qd - (sent - got);
+            int r = sb_io_submit(d->rio, reqs + sent, (unsigned)want);
+            if (r <= 0) { /* the rest fail */
+                for (size_t k = sent; k < m; k++)
+                    reqs[k]->result = r < 0 ? r : -EIO;
+                failed = true;
+                break;
+            }
+            sent += (size_t)r;
         }
-        sent += (size_t)r;
-    }
-    while (got < sent) {
-        int r = sb_io_reap(d->rio, 1, reqs, (unsigned)(sent - got));
+        if (got == sent)
+            break;
+        sb_io_req *done[64];
+        int r = sb_io_reap(d->rio, 1, done, 64);
         if (r <= 0)
             break; /* the backend lost them: they failed */
         for (int k = 0; k < r; k++) {
-            rd *done = reqs[k]->user;
-            done->err = check(ns, done);
-            done->checked = true;
-            if (done->err == SB_OK && ready)
-                ready(ctx, done->idx, done->data);
+            rd *one = done[k]->user;
+            one->err = check(ns, one);
+            one->checked = true;
+            if (one->err == SB_OK && ready)
+                ready(ctx, one->idx, one->data);
         }
         got += (size_t)r;
     }
