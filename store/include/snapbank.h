@@ -561,14 +561,29 @@ SB_API int sb_match_get_info(const sb_match *m, sb_match_info *out);
  * match's L. point, when not NULL, receives the point state at L; it needs
  * n_tokens == L and a match that has one.
  *
+ * Pages on disk (sb_match_info.n_pages_disk) are read first, all in flight
+ * together, each record's checksums verified; they then stay in RAM as
+ * clean pages. A page that fails is removed from the index with every page
+ * after it on its path, and the match shrinks to the valid prefix before it:
+ * the call restores that prefix and returns SB_ERR_CORRUPT or SB_ERR_IO,
+ * and sb_match_get_info then gives the new L (miss SB_MISS_CORRUPT or
+ * SB_MISS_IO). Bytes past it in the buffers are unspecified; no wrong
+ * state is ever restored.
+ *
  * Returns: SB_OK; SB_ERR_INVAL (NULL m or tensors, a NULL tensor pointer);
  * SB_ERR_RANGE (n_tokens > L); SB_ERR_NO_POINT (point asked and the match
- * has none at n_tokens). On failure the buffers may be partly written. */
+ * has none at n_tokens); SB_ERR_CORRUPT, SB_ERR_IO (the match shrank, see
+ * above); SB_ERR_BUDGET, SB_ERR_NOMEM (no RAM to read disk pages into:
+ * nothing restored, the match unchanged). On failure the buffers may be
+ * partly written. */
 SB_API int sb_match_restore(sb_match *m, size_t n_tokens,
                             void *const *tensors, void *point);
 
 /* sb_match_point -- the point state at L, borrowed until sb_match_release().
- * Returns: a pointer to point_bytes bytes, or NULL when the match has none. */
+ * A point state on disk is read first (the match shrinks as in
+ * sb_match_restore when it fails).
+ * Returns: a pointer to point_bytes bytes, or NULL when the match has none
+ * or it could not be read. */
 SB_API const void *sb_match_point(const sb_match *m);
 
 /* sb_match_release -- unpin everything the match holds and free it.
@@ -647,9 +662,12 @@ SB_API int sb_ns_commit(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
 /* sb_match_pages -- new references to pages [first, first + count) of a
  * match, for a runtime's page table. The last page of a match may hold more
  * tokens than the match covers: make it writable before appending to it.
- * Each out[i] is owned by the caller (sb_page_unref).
+ * Each out[i] is owned by the caller (sb_page_unref). Pages on disk among
+ * pages [0, first + count) are read first, as in sb_match_restore.
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument); SB_ERR_RANGE (beyond
- * n_pages). */
+ * n_pages); SB_ERR_CORRUPT, SB_ERR_IO (a page failed: the match shrank,
+ * no reference was taken; ask sb_match_get_info and call again with what
+ * is left); SB_ERR_BUDGET, SB_ERR_NOMEM (no RAM to read into). */
 SB_API int sb_match_pages(sb_match *m, size_t first, size_t count,
                           sb_page **out);
 
