@@ -291,7 +291,7 @@ int sb_disk_seg_open_new(sb_disk *d)
 {
     if (d->n_segs >= d->max_segs || (uint64_t)(d->n_segs + 1) * d->seg_bytes > d->cap_bytes)
         return SB_ERR_NOSPC;
-    uint32_t id = d->n_segs ? d->segs[d->n_segs - 1].id + 1 : 1;
+    uint32_t id = d->next_seg_id;
     int fd = seg_open_file(d, id, SB_IO_CREATE);
     if (fd < 0)
         return sb_disk_errno(fd);
@@ -323,6 +323,7 @@ int sb_disk_seg_open_new(sb_disk *d)
         return rc;
     }
     d->cur = d->n_segs - 1;
+    d->next_seg_id = id + 1;
     return SB_OK;
 }
 
@@ -418,6 +419,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->cur = UINT32_MAX;
     d->next_ticket = 1;
     d->next_seq = 1;
+    d->next_seg_id = 1;
     d->qd = cfg->queue_depth;
     d->durability = cfg->durability;
     d->mode = cfg->write_mode;
@@ -712,5 +714,6 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->recovery_orphans = d->rec_orphans;
     out->recovery_bad_summaries = d->rec_bad_summaries;
     out->recovery_torn = d->rec_torn;
+    out->recovery_unlisted = d->rec_unlisted;
     out->recovery_ns = d->rec_ns_time;
 }

@@ -83,6 +83,8 @@ struct sb_disk {
     sb_seg *segs;              /* (max_segs) */
     uint32_t n_segs;
     uint32_t cur;              /* [w] open segment index; UINT32_MAX: none */
+    uint32_t next_seg_id;      /* [w] id of the next segment created: above
+                                  every segment file in the directory */
 
     /* superblock [w] */
     int sb_fd;
@@ -96,7 +98,7 @@ struct sb_disk {
     uint64_t write_bytes, read_bytes;
     uint64_t write_errors, read_errors, checksum_failures, denials;
     uint64_t rec_records, rec_pages, rec_points, rec_ns, rec_orphans;
-    uint64_t rec_bad_summaries, rec_torn, rec_ns_time;
+    uint64_t rec_bad_summaries, rec_torn, rec_unlisted, rec_ns_time;
 };
 
 /* ---- disk.c: files, superblock, segments ------------------------------------ */

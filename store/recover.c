@@ -30,6 +30,7 @@
  *      with bytes the scan did not trust.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,6 +166,36 @@ static int scan(rctx *c, uint32_t i, int fd, uint64_t limit, uint64_t *end, bool
     return rc;
 }
 
+/* Is there a valid record of segment i (its id and generation, its head
+ * checking at its offset) at a 4 KiB boundary in [from, limit)? For
+ * reporting only: nothing found this way is indexed, since the log ends at
+ * the first record that does not check. */
+static bool valid_after(rctx *c, uint32_t i, int fd, uint64_t from, uint64_t limit)
+{
+    sb_disk *d = c->d;
+    const sb_seg *s = &d->segs[i];
+    const size_t chunk = 1u << 20;
+    uint8_t *buf = aligned_alloc(4096, chunk);
+    bool found = false;
+    for (uint64_t off = from; buf && !found && off + SB_FMT_BLOCK <= limit; off += chunk) {
+        size_t want = limit - off < chunk ? (size_t)(limit - off) : chunk;
+        int64_t n = sb_io_pread(d->rio, fd, buf, want, off);
+        for (int64_t b = 0; !found && b + SB_FMT_BLOCK <= n; b += SB_FMT_BLOCK) {
+            uint32_t hb;
+            sb_rec_head h;
+            const uint32_t *tok;
+            const void *extra;
+            found = sb_rec_peek(buf + b, SB_FMT_BLOCK, &hb) == SB_OK && b + hb <= n &&
+                    sb_rec_decode(buf + b, hb, off + (uint64_t)b, &h, &tok, &extra) == SB_OK &&
+                    h.segment_id == s->id && h.generation == s->gen;
+        }
+        if (n < (int64_t)want)
+            break;
+    }
+    free(buf);
+    return found;
+}
+
 /* Read sealed segment i's summary into c. Returns SB_OK, SB_ERR_NOMEM, or
  * another error when the summary is missing or bad (nothing added). */
 static int read_summary(rctx *c, uint32_t i)
@@ -194,7 +225,9 @@ static int read_summary(rctx *c, uint32_t i)
     if (info.segment_id != s->id || info.generation != s->gen || info.data_end != s->data_end)
         goto out;
     /* The body bounds the tokens of its entries. */
-    if ((rc = reserve(c, info.n_entries, info.body_bytes / 4, 0)) != SB_OK)
+    uint64_t fit = info.body_bytes / sb_sum_entry_size(0, 0); /* unchecked yet */
+    if ((rc = reserve(c, info.n_entries < fit ? info.n_entries : fit, info.body_bytes / 4, 0)) !=
+        SB_OK)
         goto out;
     size_t first = c->n, pos = SB_SUM_FIXED;
     for (uint32_t k = 0; k < info.n_entries; k++) {
@@ -251,6 +284,11 @@ static int collect(rctx *c, uint32_t i)
     uint64_t end = 0;
     bool torn = false;
     int rc = scan(c, i, fd, limit, &end, &torn);
+    /* An open segment's file is preallocated to segment_bytes: shorter, it
+     * was cut. Where its scan stopped at what looks like empty space, a
+     * valid record further on means the space is damage, not the end. */
+    if (s->state == SB_SEG_OPEN && !torn && rc == SB_OK)
+        torn = size < d->seg_bytes || valid_after(c, i, fd, end, limit);
     sb_io_close(d->rio, fd);
     if (torn || (s->state == SB_SEG_SEALED && end < s->data_end))
         d->rec_torn++;
@@ -313,22 +351,49 @@ static sb_ns *ns_of(const rctx *c, uint64_t id)
     return NULL;
 }
 
-/* Step 3. */
+/* A namespace record's sort key: by id, the newest first. */
+typedef struct ns_ref {
+    uint64_t id, seq;
+    size_t i;
+} ns_ref;
+
+static int ns_ref_cmp(const void *a, const void *b)
+{
+    const ns_ref *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->seq > y->seq ? -1 : x->seq < y->seq;
+}
+
+/* Step 3. A namespace dropped and made again with another layout has
+ * several descriptions: the newest is the one its records follow. */
 static int open_namespaces(rctx *c)
 {
     sb_store *st = c->d->st;
-    for (size_t i = 0; i < c->n; i++) {
-        rrec *r = &c->r[i];
-        if (r->h.kind != SB_REC_NAMESPACE || ns_of(c, r->h.ns_id))
-            continue;
+    size_t k = 0;
+    for (size_t i = 0; i < c->n; i++)
+        k += c->r[i].h.kind == SB_REC_NAMESPACE;
+    ns_ref *ix = malloc((k ? k : 1) * sizeof *ix);
+    if (!ix)
+        return SB_ERR_NOMEM;
+    k = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->r[i].h.kind == SB_REC_NAMESPACE)
+            ix[k++] = (ns_ref){ c->r[i].h.ns_id, c->r[i].h.seq, i };
+    qsort(ix, k, sizeof *ix, ns_ref_cmp);
+    int rc = SB_OK;
+    for (size_t j = 0; j < k && rc == SB_OK; j++) {
+        rrec *r = &c->r[ix[j].i];
+        if (j && ix[j - 1].id == ix[j].id)
+            continue; /* an older description */
         sb_rec_ns desc;
         if (sb_rec_ns_decode(c->bytes + r->extra, r->h.extra_bytes, &desc) != SB_OK)
             continue;
         sb_ns *ns;
-        int rc = sb_ns_open(st, &desc.layout, desc.scope, desc.scope_bytes, &ns);
-        if (rc == SB_ERR_NOMEM)
-            return rc;
-        if (rc != SB_OK)
+        int e = sb_ns_open(st, &desc.layout, desc.scope, desc.scope_bytes, &ns);
+        if (e == SB_ERR_NOMEM)
+            rc = e;
+        if (e != SB_OK)
             continue;
         if (ns->id != r->h.ns_id) {
             sb_ns_close(ns);
@@ -337,13 +402,15 @@ static int open_namespaces(rctx *c)
         struct rns *p = realloc(c->ns, (c->n_ns + 1) * sizeof *p);
         if (!p) {
             sb_ns_close(ns);
-            return SB_ERR_NOMEM;
+            rc = SB_ERR_NOMEM;
+            break;
         }
         c->ns = p;
         c->ns[c->n_ns++] = (struct rns){ r->h.ns_id, ns };
         c->d->rec_ns++;
     }
-    return SB_OK;
+    free(ix);
+    return rc;
 }
 
 /* The chain of page records ending with the page before position end
@@ -358,7 +425,8 @@ static bool chain_of(rctx *c, sb_ns *ns, uint64_t ns_id, sb_key last_key, uint32
     sb_key k = last_key;
     for (uint32_t r = n; r-- > 0;) {
         rrec *p = lookup(c, &k);
-        if (!p || p->h.ns_id != ns_id || p->h.position != r * pt || p->h.n_tokens != pt)
+        if (!p || p->h.ns_id != ns_id || p->h.position != r * pt || p->h.n_tokens != pt ||
+            p->h.payload_bytes != ns->page_bytes)
             return false;
         chain[r] = p;
         memcpy(tokens + (size_t)r * pt, c->tok + p->tok, (size_t)pt * sizeof *tokens);
@@ -402,7 +470,8 @@ static int insert_leaf(rctx *c, rrec *leaf, rrec **chain, uint32_t *tokens, sb_b
 {
     sb_store *st = c->d->st;
     sb_ns *ns = ns_of(c, leaf->h.ns_id);
-    if (!ns || leaf->h.n_tokens > ns->page_tokens || leaf->h.position % ns->page_tokens)
+    if (!ns || leaf->h.n_tokens > ns->page_tokens || leaf->h.position % ns->page_tokens ||
+        leaf->h.payload_bytes != ns->page_bytes)
         return SB_OK;
     uint32_t pt = ns->page_tokens;
     size_t n = (size_t)leaf->h.position + leaf->h.n_tokens;
@@ -474,11 +543,11 @@ static int insert_point(rctx *c, rrec *p, rrec **chain, uint32_t *tokens, sb_blk
         sb_blk *b = disk_block(ns, p, SB_BLK_POINT);
         rc = b ? sb_commit_locked(ns, tokens, L, pages, b, false) : SB_ERR_NOMEM;
         if (b && b->indexed) {
-            b->n_tokens = (uint32_t)L;
             sb_disk_count(st, b, 1);
             c->d->rec_points++;
-            p->placed = 1;
         }
+        if (rc == SB_OK)
+            p->placed = 1; /* indexed, or a newer copy was */
         if (b)
             sb_blk_unref(b);
     }
@@ -511,13 +580,29 @@ static int rebuild(rctx *c)
     size_t tok_cap = 0;
     if (!chain)
         return SB_ERR_NOMEM;
-    /* Pages first, then point states (which need their pages in the tree). */
-    for (size_t k = 0; k < 2 * c->n && rc == SB_OK; k++) {
-        rrec *r = &c->r[k % c->n];
-        bool leaf = r->h.kind == SB_REC_PAGE && !r->has_child;
-        if (k < c->n ? !leaf || lookup(c, &(sb_key){ r->h.key[0], r->h.key[1] }) != r
-                     : r->h.kind != SB_REC_POINT)
-            continue;
+    /* Leaf pages first, then point states (which need their pages in the
+     * tree), the newest first: a point state put again after its record
+     * went bad has a newer record, which must win. */
+    size_t n_order = 0;
+    ns_ref *order = malloc((c->n ? c->n : 1) * sizeof *order);
+    if (!order) {
+        free(chain);
+        return SB_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        rrec *r = &c->r[i];
+        if (r->h.kind == SB_REC_PAGE && !r->has_child &&
+            lookup(c, &(sb_key){ r->h.key[0], r->h.key[1] }) == r)
+            order[n_order++] = (ns_ref){ 0, 0, i };
+    }
+    size_t first_point = n_order;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->r[i].h.kind == SB_REC_POINT)
+            order[n_order++] = (ns_ref){ 0, c->r[i].h.seq, i };
+    qsort(order + first_point, n_order - first_point, sizeof *order, ns_ref_cmp);
+    for (size_t k = 0; k < n_order && rc == SB_OK; k++) {
+        rrec *r = &c->r[order[k].i];
+        bool leaf = k < first_point;
         size_t need = (size_t)r->h.position + r->h.n_tokens + 1;
         if (need > st->cfg.max_seq_tokens + 1ull)
             continue;
@@ -549,13 +634,18 @@ static int rebuild(rctx *c)
         rc = leaf ? insert_leaf(c, r, chain, tokens, pages)
                   : insert_point(c, r, chain, tokens, pages);
     }
+    free(order);
     free(chain);
     free(tokens);
     free(pages);
+    /* Orphans: records whose chain broke (not older copies of a record). */
     for (size_t i = 0; i < c->n; i++) {
         rrec *r = &c->r[i];
-        if ((r->h.kind == SB_REC_PAGE || r->h.kind == SB_REC_POINT) && !r->placed)
-            c->d->rec_orphans++;
+        if (r->placed || (r->h.kind != SB_REC_PAGE && r->h.kind != SB_REC_POINT))
+            continue;
+        if (r->h.kind == SB_REC_PAGE && lookup(c, &(sb_key){ r->h.key[0], r->h.key[1] }) != r)
+            continue;
+        c->d->rec_orphans++;
     }
     return rc;
 }
@@ -568,11 +658,101 @@ static int seal_found(rctx *c, uint32_t i)
         rrec *r = &c->r[k];
         if (r->seg != i)
             continue;
-        int rc = sb_disk_seg_note(d, i, r->off, &r->h, c->tok + r->tok, c->bytes + r->extra);
+        int rc = sb_disk_seg_note(d, i, r->off, &r->h, r->h.n_tokens ? c->tok + r->tok : NULL,
+                                  r->h.extra_bytes ? c->bytes + r->extra : NULL);
         if (rc != SB_OK)
             return rc;
     }
     return sb_disk_seg_seal(d, i);
+}
+
+/* The ids of the segment files in the directory. */
+typedef struct id_list {
+    uint32_t *id;
+    size_t n, cap;
+    bool nomem;
+} id_list;
+
+static void list_seg(void *ctx, const char *name)
+{
+    id_list *l = ctx;
+    unsigned id;
+    char tail[8];
+    if (strlen(name) != 16 || sscanf(name, "seg-%8u.%3s", &id, tail) != 2 ||
+        strcmp(tail, "dat") || id == 0)
+        return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        uint32_t *p = realloc(l->id, cap * sizeof *p);
+        if (!p) {
+            l->nomem = true;
+            return;
+        }
+        l->id = p;
+        l->cap = cap;
+    }
+    l->id[l->n++] = id;
+}
+
+/* The generation of segment file id's first record, or 0 when it has no
+ * valid one. */
+static uint32_t first_generation(sb_disk *d, uint32_t id)
+{
+    char name[32];
+    sb_disk_seg_name(name, id, "dat");
+    int fd = sb_io_open(d->rio, name, SB_IO_RDONLY);
+    if (fd < 0)
+        return 0;
+    uint32_t gen = 0;
+    uint8_t *buf = aligned_alloc(4096, SB_REC_HEAD_MAX);
+    uint32_t hb;
+    if (buf && sb_io_pread(d->rio, fd, buf, SB_FMT_BLOCK, 0) == SB_FMT_BLOCK &&
+        sb_rec_peek(buf, SB_FMT_BLOCK, &hb) == SB_OK &&
+        (hb == SB_FMT_BLOCK || sb_io_pread(d->rio, fd, buf + SB_FMT_BLOCK, hb - SB_FMT_BLOCK,
+                                           SB_FMT_BLOCK) == (int64_t)(hb - SB_FMT_BLOCK))) {
+        sb_rec_head h;
+        const uint32_t *tok;
+        const void *extra;
+        if (sb_rec_decode(buf, hb, 0, &h, &tok, &extra) == SB_OK && h.segment_id == id)
+            gen = h.generation;
+    }
+    free(buf);
+    sb_io_close(d->rio, fd);
+    return gen;
+}
+
+/* Segment files the superblock does not list (it was an older slot, or a
+ * stale copy) may hold records that were synced: adopt each whose first
+ * record checks, as an open segment (scanned, then sealed). New segments
+ * are numbered above every file, so none is ever written over. */
+static int adopt_unlisted(sb_disk *d)
+{
+    id_list l = { 0 };
+    int r = d->rio->ops->list(d->rio, list_seg, &l);
+    if (r < 0 || l.nomem) {
+        free(l.id);
+        return l.nomem || r == -ENOMEM ? SB_ERR_NOMEM : sb_disk_errno(r);
+    }
+    uint32_t max_id = 0;
+    for (uint32_t i = 0; i < d->n_segs; i++)
+        max_id = d->segs[i].id > max_id ? d->segs[i].id : max_id;
+    for (size_t k = 0; k < l.n; k++) {
+        uint32_t id = l.id[k];
+        max_id = id > max_id ? id : max_id;
+        bool listed = false;
+        for (uint32_t i = 0; i < d->n_segs && !listed; i++)
+            listed = d->segs[i].id == id;
+        uint32_t gen = listed || d->n_segs == d->max_segs ? 0 : first_generation(d, id);
+        if (!gen)
+            continue;
+        sb_seg *g = &d->segs[d->n_segs++];
+        memset(g, 0, sizeof *g);
+        *g = (sb_seg){ .id = id, .gen = gen, .state = SB_SEG_OPEN, .wfd = -1, .rfd = -1 };
+        d->rec_unlisted++;
+    }
+    d->next_seg_id = max_id + 1;
+    free(l.id);
+    return SB_OK;
 }
 
 int sb_disk_recover(sb_disk *d)
@@ -618,6 +798,8 @@ int sb_disk_recover(sb_disk *d)
     }
     free(segs);
 
+    if ((rc = adopt_unlisted(d)) != SB_OK)
+        return rc;
     rctx c = { .d = d };
     for (uint32_t i = 0; i < d->n_segs && rc == SB_OK; i++)
         rc = collect(&c, i);

@@ -401,6 +401,9 @@ typedef struct sb_stats {
                                     segment was scanned instead) */
     uint64_t recovery_torn;      /* segments whose records ended in damaged
                                     bytes, or whose file was missing or short */
+    uint64_t recovery_unlisted;  /* segment files the superblock did not list
+                                    (an older slot or a stale superblock was
+                                    all there was): scanned and adopted */
     uint64_t recovery_ns;        /* time open spent recovering, nanoseconds */
 } sb_stats;
 
