@@ -164,6 +164,10 @@
 #define SB_REC_FIXED 128u               /* bytes of the fixed head */
 #define SB_REC_HEAD_MAX (1u << 20)      /* largest head */
 #define SB_REC_PAYLOAD_MAX (1ull << 30) /* largest payload */
+#define SB_REC_SEQ_MAX (1ull << 62)     /* largest sequence number a store
+                                           writes; recovery takes a record
+                                           with a larger (or zero) seq as
+                                           damage, so seqs never wrap */
 
 /* Record kinds: pinned numbers, never reused. */
 enum { SB_REC_NAMESPACE = 1, SB_REC_PAGE = 2, SB_REC_POINT = 3 };

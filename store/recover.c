@@ -152,7 +152,8 @@ static int scan(rctx *c, uint32_t i, int fd, uint64_t limit, uint64_t *end, bool
         const uint32_t *tokens;
         const void *extra;
         if (sb_rec_decode(buf, hb, off, &h, &tokens, &extra) != SB_OK ||
-            h.segment_id != s->id || h.generation != s->gen ||
+            h.segment_id != s->id || h.generation != s->gen || !h.seq ||
+            h.seq > SB_REC_SEQ_MAX ||
             off + sb_rec_record_bytes(&h) > limit) {
             *torn = true;
             break;
@@ -236,7 +237,8 @@ static int read_summary(rctx *c, uint32_t i)
         const uint32_t *tokens;
         const void *extra;
         int e = sb_sum_next(buf, &info, &pos, &off, &h, &tokens, &extra);
-        if (e == SB_OK && (h.segment_id != s->id || h.generation != s->gen ||
+        if (e == SB_OK && (h.segment_id != s->id || h.generation != s->gen || !h.seq ||
+                           h.seq > SB_REC_SEQ_MAX ||
                            off + sb_rec_record_bytes(&h) > s->data_end))
             e = SB_ERR_FORMAT;
         if (e == SB_OK)
@@ -804,6 +806,8 @@ int sb_disk_recover(sb_disk *d)
     for (uint32_t i = 0; i < d->n_segs && rc == SB_OK; i++)
         rc = collect(&c, i);
     d->rec_records = c.n;
+    if (d->durable_seq > SB_REC_SEQ_MAX)
+        d->durable_seq = 0; /* damage the slot's checksum did not catch */
     uint64_t max_seq = d->durable_seq;
     for (size_t i = 0; i < c.n; i++)
         if (c.r[i].h.seq > max_seq)
