@@ -289,10 +289,14 @@ static int seg_open_file(sb_disk *d, uint32_t id, unsigned flags)
 
 int sb_disk_seg_open_new(sb_disk *d)
 {
-    if (d->n_segs >= d->max_segs || (uint64_t)(d->n_segs + 1) * d->seg_bytes > d->cap_bytes)
+    if (d->n_segs >= d->max_segs || d->seg_bytes > d->cap_bytes ||
+        d->n_segs + 1 > d->cap_bytes / d->seg_bytes)
         return SB_ERR_NOSPC;
     uint32_t id = d->next_seg_id;
-    int fd = seg_open_file(d, id, SB_IO_CREATE);
+    if (id == 0 || id > 99999999u) /* the name has 8 digits; never wrap */
+        return SB_ERR_NOSPC;
+    /* EXCL: a file of that name is never written over. */
+    int fd = seg_open_file(d, id, SB_IO_CREATE | SB_IO_EXCL);
     if (fd < 0)
         return sb_disk_errno(fd);
     int r = d->wio->ops->allocate(d->wio, fd, d->seg_bytes);
@@ -408,7 +412,8 @@ static void disk_free(sb_disk *d)
 int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
 {
     if (cfg->queue_depth == 0 || cfg->queue_depth > 4096 || cfg->segment_bytes % 4096 ||
-        cfg->segment_bytes < (64u << 10) || cfg->sync_interval_ms == 0 ||
+        cfg->segment_bytes < (64u << 10) || cfg->segment_bytes > (1ull << 40) ||
+        cfg->sync_interval_ms == 0 ||
         (cfg->disk_bytes && cfg->disk_bytes < cfg->segment_bytes))
         return SB_ERR_INVAL;
     sb_disk *d = calloc(1, sizeof *d);

@@ -780,7 +780,8 @@ int sb_disk_recover(sb_disk *d)
         free(segs);
         return rc;
     }
-    if (s.segment_bytes < (64u << 10) || s.segment_bytes % SB_FMT_BLOCK) {
+    if (s.segment_bytes < (64u << 10) || s.segment_bytes % SB_FMT_BLOCK ||
+        s.segment_bytes > (1ull << 40)) {
         free(segs);
         return SB_ERR_FORMAT;
     }

@@ -273,7 +273,7 @@ SB_API void sb_config_default(sb_config *cfg);
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved
  * fields nonzero, max_seq_tokens 0 or above 2^31 - 1, a disk setting out
  * of range: queue_depth 0 or over 4096, segment_bytes under 64 KiB or not
- * a multiple of 4096, sync_interval_ms 0, a nonzero disk_bytes under
+ * a multiple of 4096 or over 1 TiB, sync_interval_ms 0, a nonzero disk_bytes under
  * segment_bytes; dir not a directory);
  * SB_ERR_NOMEM; SB_ERR_LOCKED (another process has the directory open: a
  * message naming its pid is written to stderr); SB_ERR_VERSION (the store
