@@ -43,34 +43,14 @@
  *   A name given twice is one file: the later entry resizes it and writes
  *   its extents over it. A truncated entry keeps what it has.
  *
- * Store bugs this harness found, fixed in bb910a4: a re-put point state
- * lost at reopen to its older record; a namespace opened from its first
- * description collected, not the newest; new segments named after the last
- * listed id + 1 and written over live files; NULL + 0 in seal_found; a
- * summary's entry count reserved before it was checked.
- *
- * KNOWN FAILURES, not fixed yet:
- *   seq overflow  recovery sets the next record seq to the largest seq it
- *                 found (or durable_seq) + 1 unchecked: a checksum-valid
- *                 record with seq 2^64 - 1 makes it wrap to 0, and every
- *                 record written after loses to older copies of the same
- *                 page at the next open (build_map keeps the larger seq).
- *                 A reopen loss is let pass (printed with SB_FUZZ_TRACE)
- *                 when a record head or the trusted superblock slot holds a
- *                 seq within 2^20 of 2^64. SB_KNOWN_FAILURES=1 makes this
- *                 and the next abort like any other violation.
- *   segment id wrap  the next segment id is the largest id listed or found
- *                 + 1: a checksum-valid superblock listing an id near 2^32
- *                 makes it wrap to 0, and new segments (opened with
- *                 SB_IO_CREATE, not SB_IO_EXCL) are written over live ones.
- *                 A reopen loss is let pass when the trusted slot lists an
- *                 id within 1024 of 2^32.
- *   segment_bytes overflow  recovery accepts any segment_bytes (>= 64 KiB,
- *                 a multiple of 4096), and sb_disk_seg_open_new's cap check
- *                 (n_segs + 1) * segment_bytes wraps: the put phase then
- *                 preallocates a segment of up to 2^63 bytes, and the
- *                 in-memory file system's realloc aborts under ASan. This
- *                 one cannot be let pass.
+ * Store bugs this harness found (pinned by tests/test_corrupt.c's
+ * regression tests): a re-put point state lost at reopen to its older
+ * record; a namespace opened from its first description collected, not the
+ * newest; new segments named after the last listed id + 1 and written over
+ * live files; NULL + 0 in seal_found; a summary's entry count reserved
+ * before it was checked (fixed in bb910a4); a record seq of 2^64 - 1
+ * wrapping the next seq (832388f); segment ids wrapping near 2^32 and a
+ * huge segment_bytes wrapping the cap check (baed191).
  *
  * Set SB_FUZZ_TRACE=1 to print the files, the open's result, the recovery
  * counters and every probe's result.
@@ -385,13 +365,7 @@ typedef struct probe_ctx {
     fr_seq seqs[FR_N_SEQ];
     bool small_ram;
     bool trace;                /* SB_FUZZ_TRACE */
-    bool known_fatal;          /* SB_KNOWN_FAILURES: known failures abort */
-    bool seq_overflow;         /* the next record seq may wrap around */
-    bool id_wrap;              /* the next segment id may wrap around */
 } probe_ctx;
-
-/* A seq this close to 2^64 makes the store's next seq wrap soon. */
-#define FR_SEQ_NEAR_MAX (UINT64_MAX - (1ull << 20))
 
 static bool env_flag(const char *name)
 {
@@ -399,75 +373,6 @@ static bool env_flag(const char *name)
     return v && *v && *v != '0';
 }
 
-/* ---- the known failures "seq overflow" and "segment id wrap" -------------------------- */
-
-/* Does the superblock slot recovery trusts (sb_disk_read_super's choice:
- * the valid slot whose slot field is its place, larger write count first)
- * hold a durable_seq near 2^64, or list a segment id near 2^32? */
-static void study_super(probe_ctx *pc, const fdir *d)
-{
-    const ffile *sup = NULL;
-    for (int i = 0; i < d->n; i++)
-        if (d->f[i].kind == FR_F_SUPER)
-            sup = &d->f[i];
-    if (!sup || sup->size < 2 * SB_FMT_BLOCK || sup->size % (2 * SB_FMT_BLOCK))
-        return;
-    uint32_t slot = sup->size / 2, max = slot / SB_SUPER_ENTRY + 1;
-    sb_super_seg *segs = calloc(max, sizeof *segs);
-    if (!segs)
-        FAIL("out of memory");
-    sb_super_seg *best = calloc(max, sizeof *best);
-    if (!best)
-        FAIL("out of memory");
-    sb_super s, use = { 0 };
-    bool found = false;
-    for (uint32_t k = 0; k < 2; k++)
-        if (sb_super_decode(sup->buf + (size_t)k * slot, slot, &s, segs, max) == SB_OK &&
-            s.slot == k && (!found || s.write_count > use.write_count)) {
-            use = s;
-            memcpy(best, segs, (size_t)s.n_segments * sizeof *segs);
-            found = true;
-        }
-    pc->seq_overflow |= found && use.durable_seq >= FR_SEQ_NEAR_MAX;
-    for (uint32_t j = 0; found && j < use.n_segments; j++)
-        pc->id_wrap |= best[j].segment_id >= UINT32_MAX - 1024;
-    free(segs);
-    free(best);
-}
-
-/* A record head of the input. */
-static void note_record(probe_ctx *pc, const sb_rec_head *h)
-{
-    pc->seq_overflow |= h->seq >= FR_SEQ_NEAR_MAX;
-}
-
-/* Every record head of the input (valid heads in .dat files, valid summary
- * entries), after the checksum repair. */
-static void find_records(probe_ctx *pc, const fdir *d)
-{
-    for (int i = 0; i < d->n; i++) {
-        const ffile *f = &d->f[i];
-        if (f->kind == FR_F_DAT) {
-            for (uint64_t off = 0; off + SB_FMT_BLOCK <= f->size; off += SB_FMT_BLOCK) {
-                uint32_t hb;
-                sb_rec_head h;
-                if (sb_rec_peek(f->buf + off, f->size - off, &hb) == SB_OK &&
-                    hb <= f->size - off &&
-                    sb_rec_decode(f->buf + off, hb, off, &h, NULL, NULL) == SB_OK)
-                    note_record(pc, &h);
-            }
-        } else if (f->kind == FR_F_SUM) {
-            sb_sum_info info;
-            if (sb_sum_decode(f->buf, f->size, &info) != SB_OK)
-                continue;
-            size_t pos = SB_SUM_FIXED;
-            uint64_t off;
-            sb_rec_head h;
-            while (sb_sum_next(f->buf, &info, &pos, &off, &h, NULL, NULL) == SB_OK)
-                note_record(pc, &h);
-        }
-    }
-}
 
 static bool clean_open_error(int rc)
 {
@@ -652,9 +557,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fr_world(pc.seqs);
     pc.small_ram = cfg_byte & FR_CFG_SMALL_RAM;
     pc.trace = env_flag("SB_FUZZ_TRACE");
-    pc.known_fatal = env_flag("SB_KNOWN_FAILURES");
-    find_records(&pc, &d);
-    study_super(&pc, &d);
     if (pc.trace) {
         fprintf(stderr, "repair %#x config %#x drop %#x puts %#x\n", repair, cfg_byte, drop,
                 puts);
@@ -753,26 +655,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         for (int i = 0; i < FR_N_SEQ; i++) {
             size_t r = probe(&pc, st, i, &o);
-            bool lost = (r < got[i] || (durable[i] && r != pc.seqs[i].n)) && !o.refused;
-            if (!lost)
-                continue;
-            const fr_seq *q = &pc.seqs[i];
-            const char *known = pc.seq_overflow ? "seq overflow"
-                                : pc.id_wrap      ? "segment id wrap"
-                                                  : NULL;
-            if (known && !pc.known_fatal) {
-                if (pc.trace)
-                    fprintf(stderr, "  KNOWN FAILURE (%s): seq %d restores %zu tokens after "
-                            "reopen, %zu before%s\n", known, i, r, got[i],
-                            durable[i] ? " (put and flushed)" : "");
-                continue;
-            }
-            if (r < got[i])
-                FAIL("seq %d: restored %zu tokens before a clean close, %zu after reopen%s%s",
-                     i, got[i], r, known ? "; KNOWN FAILURE: " : "", known ? known : "");
-            FAIL("seq %d, put and flushed after recovery, restores %zu of %zu tokens after "
-                 "reopen%s%s", i, r, q->n, known ? "; KNOWN FAILURE: " : "",
-                 known ? known : "");
+            if (r < got[i] && !o.refused)
+                FAIL("seq %d: restored %zu tokens before a clean close, %zu after reopen", i,
+                     got[i], r);
+            if (durable[i] && r != pc.seqs[i].n && !o.refused)
+                FAIL("seq %d, put and flushed after recovery, restores %zu of %zu tokens "
+                     "after reopen", i, r, pc.seqs[i].n);
         }
         check_store(st, "after the reopen probes");
         if ((rc = sb_store_close(st)) != SB_OK)
