@@ -17,24 +17,27 @@
  *   2. Restore. Reopen (timed) with the files out of the page cache; then
  *      read every sequence back whole, one sb_ns_match at a time (one call
  *      submits all of a sequence's reads). Timed: match + read + release;
- *      untimed: a check of every byte. Four passes: copy mode
- *      (sb_match_restore into a caller buffer touched before the timer) and
- *      zero-copy (sb_match_pages: pages read into pool memory and handed
- *      over), each on a fresh pool (right after an open: the reads land in
- *      memory touched for the first time) and on a recycled one (a second
- *      namespace first took the whole budget, evicting every page back to
- *      disk-only, and freed it). getrusage's minor faults of each pass are
- *      printed. The fresh-pool figures are the ones held to the goal.
+ *      untimed: a check of every byte. Passes: copy mode (sb_match_restore
+ *      into a caller buffer touched before the timer) and zero-copy
+ *      (sb_match_pages: pages read into pool memory and handed over), each
+ *      on a fresh pool (right after an open: the reads land in memory
+ *      touched for the first time) and, in the first round only, on a
+ *      recycled one (a second namespace first took the whole budget,
+ *      evicting every page back to disk-only, and freed it). getrusage's
+ *      minor faults of each pass are printed. The fresh-pool passes run in
+ *      --rounds rounds, each pass followed by a fio read (phase 4), and the
+ *      goal is held to the median of the per-round ratios.
  *   3. Open. A store of --open-pages pages of 4 KiB (256 bytes per token,
  *      64-page sequences) is built, flushed, closed and reopened (timed;
  *      goal: < 1 s for 1,000,000 pages); every sequence must then match
  *      whole from disk pages, and the first and last restore intact.
- *   4. fio, when in PATH: a sequential write, then a read of the same file,
+ *   4. fio, when in PATH: a sequential write, then reads of the same file,
  *      io_uring, direct=1, bs = page_bytes + 4096 (a record), iodepth =
  *      --queue-depth, the records' bytes, in the same directory, the write
  *      with --end_fsync=1 as the spill ends with a sync. The write runs
- *      right after the spill, the read right after the restores. Ratio
- *      lines compare snapbank's device MiB/s with fio's (goal >= 0.95).
+ *      right after the spill, a read right after each fresh-pool restore
+ *      pass. Ratio lines compare snapbank's device MiB/s with fio's (goal
+ *      >= 0.95).
  *
  * Page content derives from the tokens: a pattern filled once, with an
  * 8-byte stamp of (sequence, position, token id) at the start of every 4 KiB
@@ -88,6 +91,7 @@ typedef struct disk_opts {
     uint32_t queue_depth;      /* sb_config.queue_depth and fio's iodepth */
     uint64_t open_pages;       /* pages of the open store; 0 skips it */
     uint64_t seq_pages;        /* spill sequence length, pages */
+    uint32_t rounds;           /* restore rounds, each beside its own fio read */
     bool quick, no_fio;
 } disk_opts;
 
@@ -105,6 +109,16 @@ static uint64_t now_ns(void)
 }
 
 static double secs(uint64_t ns) { return (double)ns / 1e9; }
+
+/* CPU seconds (user + system) of the whole process so far. */
+static double cpu_secs(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
 
 /* Minor page faults of the whole process so far (every thread). */
 static uint64_t minor_faults(void)
@@ -513,10 +527,16 @@ static double fio_run(const char *file, const char *rw, uint64_t bs, uint32_t qd
 enum { R_COPY, R_ZERO };       /* restore modes */
 enum { R_FRESH, R_RECYCLED };  /* pool states */
 
+#define MAX_ROUNDS 16
+
 typedef struct disk_res {
     double spill_dev, put_dev;        /* MiB/s: zero-copy spill, copy-mode spill */
-    double rest_dev[2][2];            /* MiB/s by [R_COPY, R_ZERO][R_FRESH, R_RECYCLED] */
-    double fio_write, fio_read;       /* MiB/s; -1 when not run */
+    double rest_dev[2][2];            /* MiB/s by [R_COPY, R_ZERO][R_FRESH, R_RECYCLED];
+                                       * fresh: the median round */
+    double fio_write, fio_read;       /* MiB/s; -1 when not run; read: median round */
+    uint32_t rounds;                  /* fresh-pool restore rounds run */
+    double round_dev[MAX_ROUNDS][2];  /* MiB/s of each round's pass by [R_COPY, R_ZERO] */
+    double round_fio[MAX_ROUNDS][2];  /* the fio read right after that pass; -1 none */
     double open_s;                    /* reopen of the open store, s; -1: not run */
     uint64_t open_pages;
 } disk_res;
@@ -531,22 +551,39 @@ static void print_ratio(const char *what, double sb, double fio, bool goal)
     printf("\n");
 }
 
-/* fio write then read of the records' bytes in the scratch directory. */
-static void fio_phase(const disk_opts *o, bool run, bool write, disk_res *r)
+/* fio write or read of the records' bytes (fio.dat in the scratch
+ * directory; written once after the spill, read after each restore pass).
+ * Returns MiB/s, or -1 when not run or failed. */
+static double fio_phase(const disk_opts *o, bool run, bool write)
 {
     if (!run)
-        return;
+        return -1;
     char file[PATH_MAX];
     path_join(file, g_scratch, "fio.dat");
     uint64_t bs = o->page_bytes + REC_HEAD_BYTES;
     uint64_t size = o->size_bytes / o->page_bytes * bs;
+    if (!write)
+        drop_cache_file(file); /* direct=1 bypasses it; as for the store's files */
     double bw = fio_run(file, write ? "write" : "read", bs, o->queue_depth, size);
     if (bw > 0)
         printf("fio %s: %.0f MiB/s (%" PRIu64 " blocks of %" PRIu64 " bytes, QD %u)\n",
                write ? "write" : "read", bw / MIB, size / bs, bs, o->queue_depth);
-    *(write ? &r->fio_write : &r->fio_read) = bw > 0 ? bw / MIB : -1;
-    if (!write)
-        unlink(file);
+    return bw > 0 ? bw / MIB : -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of v[0, n) (1 <= n <= 2 * MAX_ROUNDS; v is not changed). */
+static double median(const double *v, size_t n)
+{
+    double t[2 * MAX_ROUNDS];
+    memcpy(t, v, n * sizeof *t);
+    qsort(t, n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
 /* Phase 1, zero-copy: fill pool pages untimed, then time the commits and
@@ -629,18 +666,21 @@ static double restore_pass(bank *b, int mode, int pool, sb_page **pages)
     sb_stats s0, s;
     CHECK(sb_store_stats(b->st, &s0));
     uint64_t t = 0, n_disk = 0, f0 = minor_faults();
+    double c0 = cpu_secs();
     for (uint64_t q = 0; q < ss->n_seq; q++)
         seq_read_check(ss, b->ns, q, mode == R_ZERO ? pages : NULL, &t, &n_disk);
     uint64_t faults = minor_faults() - f0;
+    double cpu = cpu_secs() - c0; /* the byte checks included */
     CHECK(sb_store_stats(b->st, &s));
     double rd = (double)(s.disk_read_bytes - s0.disk_read_bytes), pay = ss->n_pages;
     pay *= (double)ss->page_bytes;
     printf("%-10s %-8s pool: %.3f s, payload %5.0f MiB/s, device %5.0f MiB/s "
-           "(%.1f MiB read); %" PRIu64 " minor faults (%.0f per MiB of pages)\n",
+           "(%.1f MiB read); %" PRIu64 " minor faults (%.0f per MiB of pages); "
+           "CPU %.3f s with the untimed checks\n",
            mode == R_ZERO ? "zero-copy," : "copy mode,",
            pool == R_FRESH ? "fresh" : "recycled",
            secs(t), pay / MIB / secs(t), rd / MIB / secs(t), rd / MIB, faults,
-           (double)faults / (pay / MIB));
+           (double)faults / (pay / MIB), cpu);
     if (n_disk != ss->n_pages) {
         fprintf(stderr, "bench_disk: only %" PRIu64 " of %" PRIu64 " restored pages came "
                 "from disk: not a disk figure\n", n_disk, ss->n_pages);
@@ -649,28 +689,64 @@ static double restore_pass(bank *b, int mode, int pool, sb_page **pages)
     return rd / MIB / secs(t);
 }
 
-/* Phase 2: reopen (timed), then the four passes (see the top). */
-static void restore_phase(bank *b, disk_res *r)
+/* Phase 2: reopen (timed), then rounds of fresh-pool passes, each pass
+ * followed by a fio read of as many bytes, so that every ratio compares two
+ * runs seconds apart (this machine's disk drifts by a factor of two over
+ * minutes); the figures held to the goal are the medians over the rounds.
+ * The recycled-pool passes run once, in the first round. */
+static void restore_phase(const disk_opts *o, bool fio, bank *b, disk_res *r)
 {
     seqset *ss = b->ss;
     sb_page **pages = xalloc(ss->seq_pages * sizeof *pages);
-    bank_open(b);
-    sb_stats s = bank_expect_on_disk(b, "after reopen");
-    if (s.recovered_pages != ss->n_pages)
-        die("reopen: stats.recovered_pages", (int)s.recovered_pages);
-    printf("reopen of %" PRIu64 " pages: %.3f ms; stats.disk_pages %" PRIu64 "\n",
-           ss->n_pages, (double)b->t_open / 1e6, s.disk_pages);
-    r->rest_dev[R_ZERO][R_FRESH] = restore_pass(b, R_ZERO, R_FRESH, pages);
-    bank_evict_all(b);
-    r->rest_dev[R_ZERO][R_RECYCLED] = restore_pass(b, R_ZERO, R_RECYCLED, pages);
-    bank_evict_all(b);
-    r->rest_dev[R_COPY][R_RECYCLED] = restore_pass(b, R_COPY, R_RECYCLED, pages);
-    bank_close(b);
-    bank_open(b); /* a fresh pool again */
-    bank_expect_on_disk(b, "after the second reopen");
-    r->rest_dev[R_COPY][R_FRESH] = restore_pass(b, R_COPY, R_FRESH, pages);
-    bank_close(b);
+    r->rounds = o->rounds;
+    for (uint32_t k = 0; k < o->rounds; k++) {
+        printf("-- round %u of %u --\n", k + 1, o->rounds);
+        for (int mode = R_ZERO; mode >= R_COPY; mode--) {
+            bank_open(b); /* a fresh pool */
+            sb_stats s = bank_expect_on_disk(b, "after reopen");
+            if (s.recovered_pages != ss->n_pages)
+                die("reopen: stats.recovered_pages", (int)s.recovered_pages);
+            if (k == 0 && mode == R_ZERO)
+                printf("reopen of %" PRIu64 " pages: %.3f ms; stats.disk_pages %" PRIu64 "\n",
+                       ss->n_pages, (double)b->t_open / 1e6, s.disk_pages);
+            r->round_dev[k][mode] = restore_pass(b, mode, R_FRESH, pages);
+            if (k == 0) {
+                bank_evict_all(b);
+                r->rest_dev[mode][R_RECYCLED] = restore_pass(b, mode, R_RECYCLED, pages);
+            }
+            bank_close(b);
+            r->round_fio[k][mode] = fio_phase(o, fio, false);
+        }
+    }
+    double v[MAX_ROUNDS], f[2 * MAX_ROUNDS];
+    for (int mode = R_COPY; mode <= R_ZERO; mode++) {
+        for (uint32_t k = 0; k < o->rounds; k++) {
+            v[k] = r->round_dev[k][mode];
+            f[2 * k + (uint32_t)mode] = r->round_fio[k][mode];
+        }
+        r->rest_dev[mode][R_FRESH] = median(v, o->rounds);
+    }
+    r->fio_read = fio ? median(f, 2 * o->rounds) : -1;
     free(pages);
+}
+
+/* The restore goal, per round and as the median of the rounds' ratios. */
+static void print_rounds(const disk_res *r)
+{
+    if (r->fio_read <= 0)
+        return;
+    for (int mode = R_ZERO; mode >= R_COPY; mode--) {
+        double q[MAX_ROUNDS];
+        printf("restore, %s, fresh pool, per round (snapbank/fio):",
+               mode == R_ZERO ? "zero-copy" : "copy mode");
+        for (uint32_t k = 0; k < r->rounds; k++) {
+            q[k] = r->round_fio[k][mode] > 0 ? r->round_dev[k][mode] / r->round_fio[k][mode] : 0;
+            printf(" %.0f/%.0f=%.3f", r->round_dev[k][mode], r->round_fio[k][mode], q[k]);
+        }
+        double m = median(q, r->rounds);
+        printf("\n  median ratio %.3f: goal %s (>= 0.95)\n", m,
+               m >= RATIO_GOAL ? "MET" : "MISSED");
+    }
 }
 
 /* Phases 1 and 2 with fio interleaved (write after the spill, read after the
@@ -690,13 +766,15 @@ static void spill_restore(const disk_opts *o, bool fio, disk_res *r)
            (double)b.cfg.segment_bytes / MIB, b.cfg.queue_depth, (int)b.cfg.durability,
            (int)b.cfg.write_mode);
     spill_zero_copy(&b, r);
-    fio_phase(o, fio, true, r);
+    r->fio_write = fio_phase(o, fio, true);
     spill_copy(o, &ss, r);
 
     printf("\n== 2. Restore: reopen, match and read back every sequence ==\n");
-    restore_phase(&b, r);
+    restore_phase(o, fio, &b, r);
     rm_tree(b.dir);
-    fio_phase(o, fio, false, r);
+    char file[PATH_MAX];
+    path_join(file, g_scratch, "fio.dat");
+    unlink(file);
     seqset_free(&ss);
 }
 
@@ -807,6 +885,7 @@ static void usage(FILE *f)
             "  --page-bytes N    page size, a multiple of 4096 (default 1M)\n"
             "  --queue-depth N   sb_config.queue_depth and fio iodepth (default 32)\n"
             "  --open-pages N    pages of the open store, 0: none (1000000, --quick 20000)\n"
+            "  --rounds N        fresh-pool restore rounds, each beside a fio read (3, max 16)\n"
             "  --quick           smoke run: small sizes, every restored byte checked\n"
             "  --no-fio          do not run the fio baseline\n"
             "  --help            this text\n");
@@ -837,8 +916,9 @@ static bool parse_size(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 
 int main(int argc, char **argv)
 {
-    disk_opts o = { .parent = "/var/tmp", .page_bytes = 1u << 20, .queue_depth = 32 };
-    bool set_size = false, set_open = false;
+    disk_opts o = { .parent = "/var/tmp", .page_bytes = 1u << 20, .queue_depth = 32,
+                    .rounds = 3 };
+    bool set_size = false, set_open = false, set_rounds = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x;
@@ -863,6 +943,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--queue-depth") && parse_size(v, 1, 4096, &x)) {
             o.queue_depth = (uint32_t)x;
             i++;
+        } else if (!strcmp(a, "--rounds") && parse_size(v, 1, MAX_ROUNDS, &x)) {
+            o.rounds = (uint32_t)x;
+            set_rounds = true;
+            i++;
         } else if (!strcmp(a, "--open-pages") && parse_size(v, 0, 1ull << 32, &x)) {
             o.open_pages = x;
             set_open = true;
@@ -879,6 +963,8 @@ int main(int argc, char **argv)
     if (!set_open)
         o.open_pages = o.quick ? 20000 : OPEN_GOAL_PAGES;
     o.seq_pages = o.quick ? 8 : 256;
+    if (!set_rounds && o.quick)
+        o.rounds = 1;
     if (o.size_bytes < o.page_bytes) {
         fprintf(stderr, "bench_disk: --size is less than one page\n");
         return 2;
@@ -923,8 +1009,12 @@ int main(int argc, char **argv)
         char what[64];
         snprintf(what, sizeof what, "restore, %s, %s pool:",
                  k % 2 ? "zero-copy" : "copy mode", k < 2 ? "fresh" : "recycled");
-        print_ratio(what, r.rest_dev[k % 2][k / 2], r.fio_read, k < 2);
+        print_ratio(what, r.rest_dev[k % 2][k / 2], r.fio_read, false);
     }
+    if (r.fio_read > 0)
+        printf("(restore lines: medians over %u rounds; fresh-pool goals on the per-round "
+               "ratios below)\n", r.rounds);
+    print_rounds(&r);
     if (r.open_s >= 0)
         printf("%-36s %.3f s for %" PRIu64 " pages%s\n", "open:", r.open_s, r.open_pages,
                r.open_pages < OPEN_GOAL_PAGES ? " (the goal, < 1 s, is for 1000000 pages)"
