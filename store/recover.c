@@ -31,6 +31,7 @@
  *      found, so later writes go to a fresh segment and never interleave
  *      with bytes the scan did not trust.
  */
+#define _DEFAULT_SOURCE /* madvise(MADV_HUGEPAGE) */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
