@@ -7,5 +7,7 @@
 int sb_cli_demo(int argc, char **argv);
 int sb_cli_fsck(int argc, char **argv);
 int sb_cli_stat(int argc, char **argv);
+int sb_cli_run(int argc, char **argv);
+int sb_cli_make_model(int argc, char **argv);
 
 #endif /* SB_CLI_H */

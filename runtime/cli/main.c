@@ -14,6 +14,8 @@ static const struct {
       "scripted multi-turn sessions over synthetic KV state: shows prefix reuse" },
     { "fsck", sb_cli_fsck, "verify a store directory offline: superblock, records, summaries" },
     { "stat", sb_cli_stat, "open a store directory and report what recovery found and dropped" },
+    { "run", sb_cli_run, "run a llama-family GGUF model on the CPU, its KV cache in snapbank pages" },
+    { "make-model", sb_cli_make_model, "write a GGUF model with random weights (tiny, small)" },
 };
 
 static void usage(FILE *f)

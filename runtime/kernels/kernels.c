@@ -1,0 +1,291 @@
+/* kernels.c -- dispatch to the best kernel table, the plain calls, and the
+ * matmul driver shared by every ISA (kernels.h, kernels_isa.h).
+ *
+ * The driver cuts Y into row groups of MM_GROUP rows; each group is one pool
+ * task, so threads never write the same cache line of W's output and the
+ * split changes nothing but who computes what. Inside a task:
+ *   1. for each chunk of MM_CHUNK tokens (X chunk stays in L2),
+ *   2.   for each tile of tile_row rows (W tile stays in L1),
+ *   3.     for each tile of tile_tok tokens: one tile call.
+ * For Q8_0, X is quantized first: on the caller's stack when small (decode),
+ * else into a heap buffer by a parallel pass; should that allocation fail,
+ * each task quantizes the token tiles it needs into its own stack buffer
+ * and loops tokens outside rows instead (same bits: quantization is a pure
+ * function of the X row).
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels_isa.h"
+
+#define MM_GROUP 32u            /* rows per pool task */
+#define MM_CHUNK 64u            /* tokens per L2 chunk */
+#define MM_Q8_STACK 16384u      /* X values quantized on the caller's stack */
+#define MM_Q8_TILE_STACK 65536u /* X values a task may quantize on its stack */
+
+size_t sb_rt_dtype_row_bytes(sb_rt_dtype t, size_t n)
+{
+    switch (t) {
+    case SB_RT_F32:
+        return n > SIZE_MAX / 4 ? 0 : n * 4;
+    case SB_RT_F16:
+        return n > SIZE_MAX / 2 ? 0 : n * 2;
+    case SB_RT_Q8_0:
+        return n % SB_RT_Q8_0_BLOCK ? 0 : n / SB_RT_Q8_0_BLOCK * SB_RT_Q8_0_BLOCK_BYTES;
+    }
+    return 0;
+}
+
+/* ---- the matmul driver ----------------------------------------------------- */
+
+typedef struct mm_job {
+    const sb_rt_mm_isa *isa;
+    float *y;
+    const float *x;
+    const uint8_t *w;
+    sb_rt_dtype wt;
+    size_t n_tok, in, out;
+    size_t w_row_bytes;
+    const int8_t *xq; /* Q8_0: X quantized, n_tok rows of in; NULL: per tile */
+    const float *xd;  /* Q8_0: its scales, n_tok rows of in / 32 */
+} mm_job;
+
+static void mm_tile(const mm_job *j, size_t t0, unsigned nt, size_t r0, unsigned nr,
+                    const int8_t *xq, const float *xd)
+{
+    float *y = j->y + t0 * j->out + r0;
+    const uint8_t *w = j->w + r0 * j->w_row_bytes;
+    switch (j->wt) {
+    case SB_RT_F32:
+        j->isa->f32(y, j->out, j->x + t0 * j->in, j->in, (const float *)(const void *)w, j->in,
+                    nt, nr);
+        break;
+    case SB_RT_F16:
+        j->isa->f16(y, j->out, j->x + t0 * j->in, j->in, (const uint16_t *)(const void *)w,
+                    j->in, nt, nr);
+        break;
+    case SB_RT_Q8_0:
+        j->isa->q8(y, j->out, xq, xd, j->in, w, j->in, nt, nr);
+        break;
+    }
+}
+
+static void mm_task(void *ctx, size_t task, unsigned thread)
+{
+    const mm_job *j = ctx;
+    const unsigned T = j->isa->tile_tok, R = j->isa->tile_row;
+    size_t r_begin = task * MM_GROUP;
+    size_t r_end = r_begin + MM_GROUP < j->out ? r_begin + MM_GROUP : j->out;
+    (void)thread;
+    if (j->wt == SB_RT_Q8_0 && !j->xq) {
+        /* The fallback: quantize each token tile here (1 <= tt <= T). */
+        int8_t qbuf[MM_Q8_TILE_STACK];
+        float dbuf[MM_Q8_TILE_STACK / SB_RT_Q8_0_BLOCK];
+        size_t tt = MM_Q8_TILE_STACK / j->in;
+        if (tt > T)
+            tt = T;
+        for (size_t t0 = 0; t0 < j->n_tok; t0 += tt) {
+            unsigned nt = (unsigned)(j->n_tok - t0 < tt ? j->n_tok - t0 : tt);
+            for (unsigned t = 0; t < nt; t++)
+                j->isa->quant_q8(j->x + (t0 + t) * j->in, qbuf + t * j->in,
+                                 dbuf + t * (j->in / SB_RT_Q8_0_BLOCK), j->in);
+            for (size_t r0 = r_begin; r0 < r_end; r0 += R) {
+                unsigned nr = (unsigned)(r_end - r0 < R ? r_end - r0 : R);
+                mm_tile(j, t0, nt, r0, nr, qbuf, dbuf);
+            }
+        }
+        return;
+    }
+    for (size_t c0 = 0; c0 < j->n_tok; c0 += MM_CHUNK) {
+        size_t c_end = c0 + MM_CHUNK < j->n_tok ? c0 + MM_CHUNK : j->n_tok;
+        for (size_t r0 = r_begin; r0 < r_end; r0 += R) {
+            unsigned nr = (unsigned)(r_end - r0 < R ? r_end - r0 : R);
+            for (size_t t0 = c0; t0 < c_end; t0 += T) {
+                unsigned nt = (unsigned)(c_end - t0 < T ? c_end - t0 : T);
+                const int8_t *xq = j->xq ? j->xq + t0 * j->in : NULL;
+                const float *xd = j->xd ? j->xd + t0 * (j->in / SB_RT_Q8_0_BLOCK) : NULL;
+                mm_tile(j, t0, nt, r0, nr, xq, xd);
+            }
+        }
+    }
+}
+
+/* The parallel quantization pass: task = one token row. */
+static void mm_quant_task(void *ctx, size_t task, unsigned thread)
+{
+    const mm_job *j = ctx;
+    (void)thread;
+    j->isa->quant_q8(j->x + task * j->in, (int8_t *)j->xq + task * j->in,
+                     (float *)j->xd + task * (j->in / SB_RT_Q8_0_BLOCK), j->in);
+}
+
+static void mm_fill_nan(float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = NAN;
+}
+
+void sb_rt_mm_drive(const sb_rt_mm_isa *isa, sb_rt_pool *pool, float *y, const float *x,
+                    const void *w, sb_rt_dtype wt, size_t n_tok, size_t in, size_t out)
+{
+    if (n_tok == 0 || out == 0)
+        return;
+    size_t rb = sb_rt_dtype_row_bytes(wt, in);
+    if (rb == 0 && in != 0) {
+        mm_fill_nan(y, n_tok * out);
+        return;
+    }
+    if (in == 0) {
+        memset(y, 0, n_tok * out * sizeof *y);
+        return;
+    }
+    mm_job j = {isa, y, x, w, wt, n_tok, in, out, rb, NULL, NULL};
+    size_t n_groups = (out + MM_GROUP - 1) / MM_GROUP;
+    if (wt != SB_RT_Q8_0) {
+        sb_rt_pool_run(pool, n_groups, mm_task, &j);
+        return;
+    }
+    int8_t qs[MM_Q8_STACK];
+    float ds[MM_Q8_STACK / SB_RT_Q8_0_BLOCK];
+    void *heap = NULL;
+    if (n_tok * in <= MM_Q8_STACK) {
+        for (size_t t = 0; t < n_tok; t++)
+            isa->quant_q8(x + t * in, qs + t * in, ds + t * (in / SB_RT_Q8_0_BLOCK), in);
+        j.xq = qs;
+        j.xd = ds;
+    } else if (n_tok <= SIZE_MAX / 2 / in &&
+               (heap = malloc(n_tok * in + n_tok * (in / SB_RT_Q8_0_BLOCK) * sizeof(float)))) {
+        j.xd = heap;
+        j.xq = (int8_t *)heap + n_tok * (in / SB_RT_Q8_0_BLOCK) * sizeof(float);
+        sb_rt_pool_run(pool, n_tok, mm_quant_task, &j);
+    } else if (in > MM_Q8_TILE_STACK) {
+        mm_fill_nan(y, n_tok * out);
+        return;
+    }
+    sb_rt_pool_run(pool, n_groups, mm_task, &j);
+    free(heap);
+}
+
+/* ---- dispatch -------------------------------------------------------------- */
+
+#if defined(SB_RT_KERNELS_X86)
+#include <cpuid.h>
+
+/* F16C has no __builtin_cpu_supports name in every compiler: ask CPUID
+ * (leaf 1, ECX bit 29). */
+static int kern_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    return (c >> 29) & 1u;
+}
+
+static int kern_has_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && kern_has_f16c();
+}
+
+static int kern_has_avx512(void)
+{
+    __builtin_cpu_init();
+    return kern_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+#endif
+
+const sb_rt_kernels *sb_rt_kernels_get(sb_rt_isa isa)
+{
+    switch (isa) {
+    case SB_RT_ISA_REF:
+        return &sb_rt_kernels_ref;
+#if defined(SB_RT_KERNELS_X86)
+    case SB_RT_ISA_AVX2:
+        return NULL; /* not written yet: such CPUs use ref */
+    case SB_RT_ISA_AVX512:
+        return kern_has_avx512() ? &sb_rt_kernels_avx512 : NULL;
+#else
+    case SB_RT_ISA_AVX2:
+    case SB_RT_ISA_AVX512:
+        return NULL;
+#endif
+    }
+    return NULL;
+}
+
+const sb_rt_kernels *sb_rt_kernels_best(void)
+{
+    /* A benign race: every thread computes the same pointer. */
+    static _Atomic(const sb_rt_kernels *) best;
+    const sb_rt_kernels *k = atomic_load_explicit(&best, memory_order_acquire);
+    if (!k) {
+        k = sb_rt_kernels_get(SB_RT_ISA_AVX512);
+        if (!k)
+            k = sb_rt_kernels_get(SB_RT_ISA_AVX2);
+        if (!k)
+            k = &sb_rt_kernels_ref;
+        atomic_store_explicit(&best, k, memory_order_release);
+    }
+    return k;
+}
+
+/* ---- the plain calls --------------------------------------------------------- */
+
+void sb_rt_f16_to_f32(const uint16_t *x, float *y, size_t n)
+{
+    sb_rt_kernels_best()->f16_to_f32(x, y, n);
+}
+
+void sb_rt_f32_to_f16(const float *x, uint16_t *y, size_t n)
+{
+    sb_rt_kernels_best()->f32_to_f16(x, y, n);
+}
+
+void sb_rt_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
+                  size_t n_tok, size_t in, size_t out)
+{
+    sb_rt_kernels_best()->matmul(pool, y, x, w, wt, n_tok, in, out);
+}
+
+void sb_rt_rmsnorm(float *y, const float *x, const float *w, size_t n, float eps)
+{
+    sb_rt_kernels_best()->rmsnorm(y, x, w, n, eps);
+}
+
+void sb_rt_softmax(float *x, size_t n)
+{
+    sb_rt_kernels_best()->softmax(x, n);
+}
+
+void sb_rt_silu_mul(float *a, const float *b, size_t n)
+{
+    sb_rt_kernels_best()->silu_mul(a, b, n);
+}
+
+void sb_rt_add(float *y, const float *x, size_t n)
+{
+    sb_rt_kernels_best()->add(y, x, n);
+}
+
+float sb_rt_dot_f32(const float *a, const float *b, size_t n)
+{
+    return sb_rt_kernels_best()->dot_f32(a, b, n);
+}
+
+float sb_rt_dot_f16(const uint16_t *a, const float *b, size_t n)
+{
+    return sb_rt_kernels_best()->dot_f16(a, b, n);
+}
+
+void sb_rt_axpy_f32(float *y, float a, const float *x, size_t n)
+{
+    sb_rt_kernels_best()->axpy_f32(y, a, x, n);
+}
+
+void sb_rt_axpy_f16(float *y, float a, const uint16_t *x, size_t n)
+{
+    sb_rt_kernels_best()->axpy_f16(y, a, x, n);
+}

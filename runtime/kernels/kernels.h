@@ -1,0 +1,165 @@
+/* kernels.h -- the CPU math of the forward pass: matmul over F32/F16/Q8_0
+ * weights, norms, softmax, activations, f16 conversion, and the kernel
+ * tables for each instruction set.
+ *
+ * Every kernel exists as a portable scalar reference (ref) and, on x86-64,
+ * as an AVX-512 (F/BW/VL) + FMA + F16C version. (An AVX2 table is planned:
+ * sb_rt_kernels_get(SB_RT_ISA_AVX2) returns NULL for now, and CPUs without
+ * AVX-512 run ref.) The plain calls (sb_rt_matmul, ...) use the best table
+ * this CPU runs, chosen once on first use; sb_rt_kernels_get hands out a
+ * particular one for tests and benchmarks.
+ *
+ * ---- Determinism (what the runtime's bit-identical logits rest on) --------
+ *
+ * Within one ISA every output element is a pure function of its own inputs:
+ * for matmul, of its X row and its W row only. The operation order does not
+ * depend on n_tok, on the row's position in the batch, on the thread count
+ * or how work is split, or on the buffers' alignment (no peeling: loads are
+ * unaligned, tails masked or scalar at fixed positions). A prompt computed
+ * in one batch, token by token, or restored and continued gives the same
+ * bits. Batched matmul reuses each loaded weight vector across a tile of up
+ * to 4 tokens x 4 rows, but each of the tile's dot products
+ * has its own accumulator and the exact sequence of the one-token path.
+ * Different ISAs give different bits (FMA versus separate multiply and
+ * add): they agree within a few
+ * units in the last place times the condition number of the sum.
+ *
+ * ---- Summation order -------------------------------------------------------
+ *
+ * Dot products of length n (matmul F32/F16 rows, sb_rt_dot_*, the sum of
+ * squares in rmsnorm, the sum in softmax) use L lanes: L = 16. Lane j accumulates the terms k = j, j+L, j+2L, ...
+ * in increasing k, starting from +0.0f (ref: p = a*b rounded, then acc += p;
+ * AVX-512: one fused multiply-add per term). The lanes are then folded
+ * in halves: lane j += lane j+L/2 for j < L/2, then j += j+L/4, ... down to
+ * lane 0, which is the result. A tail shorter than L fills lanes 0.. of
+ * the last step (masked on AVX-512), so the rule above holds for every n.
+ *
+ * Q8_0 matmul: each X row is first quantized to Q8_0 itself, block by block
+ * of 32 values, identically on every ISA:
+ *     amax = max |x_i|,  d_x = amax / 127 (f32, kept as f32, not f16),
+ *     q_i = round_half_even(x_i * (d_x ? 1/d_x : 0)),  |q_i| <= 127.
+ * A block's integer dot s_b = sum q_x * q_w is exact (int32) on every ISA.
+ * Every ISA then sums y = sum over blocks b, in increasing b, of
+ * (f16->f32(d_w_b) * d_x_b) * (float)s_b with separate multiply and add, so
+ * Q8_0 results are bit-identical across ISAs (AVX-512 only computes s_b with
+ * vector instructions; a VNNI tile is future work).
+ * Why quantize X rather than dequantize W: the int8 x int8 dot
+ * (VPDPBUSD, VPMADDUBSW) does 4x the multiply-adds per instruction of an f32
+ * FMA, which makes prefill several times faster, and decode reads the same
+ * 34 bytes per 32 weights either way. The price is X's quantization error
+ * (relative 1/254 of each block's largest |x|), the same trade every
+ * llama-style Q8_0 runtime makes.
+ *
+ * ---- Formats ---------------------------------------------------------------
+ *
+ * F16: IEEE binary16, little-endian uint16_t. Q8_0 (GGML type 8): blocks of
+ * 32 values, 34 bytes each:
+ *     OFFSET SIZE FIELD
+ *     0      2    d: f16 scale, little-endian
+ *     2      32   q: int8 values; value i = d * q[i]
+ * A W row of `in` values is in/32 consecutive blocks, with no padding; rows
+ * follow each other (GGUF ne0 = in, ne1 = out). No alignment is assumed.
+ *
+ * Thread safety: every kernel is reentrant; the only shared state is the
+ * dispatch choice, made once (atomically) and immutable after. sb_rt_matmul
+ * with a pool must not run concurrently with another sb_rt_pool_run on the
+ * same pool.
+ */
+#ifndef SB_RT_KERNELS_H
+#define SB_RT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/pool.h"
+
+/* Weight element types; the numbers are GGML's type ids. */
+typedef enum sb_rt_dtype { SB_RT_F32 = 0, SB_RT_F16 = 1, SB_RT_Q8_0 = 8 } sb_rt_dtype;
+
+#define SB_RT_Q8_0_BLOCK 32u       /* values per Q8_0 block */
+#define SB_RT_Q8_0_BLOCK_BYTES 34u /* bytes per Q8_0 block */
+
+/* sb_rt_dtype_row_bytes -- bytes of one row of n values of type t.
+ * Returns: the size; 0 when t is unknown or n is not a multiple of t's
+ * block (32 for Q8_0). */
+size_t sb_rt_dtype_row_bytes(sb_rt_dtype t, size_t n);
+
+/* The instruction sets with a kernel table. */
+typedef enum sb_rt_isa { SB_RT_ISA_REF = 0, SB_RT_ISA_AVX2 = 1, SB_RT_ISA_AVX512 = 2 } sb_rt_isa;
+
+/* One instruction set's kernels; each member has the contract of the plain
+ * call of the same name below. Tables are static and immutable. */
+typedef struct sb_rt_kernels {
+    void (*f16_to_f32)(const uint16_t *x, float *y, size_t n);
+    void (*f32_to_f16)(const float *x, uint16_t *y, size_t n);
+    void (*matmul)(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
+                   size_t n_tok, size_t in, size_t out);
+    void (*rmsnorm)(float *y, const float *x, const float *w, size_t n, float eps);
+    void (*softmax)(float *x, size_t n);
+    void (*silu_mul)(float *a, const float *b, size_t n);
+    void (*add)(float *y, const float *x, size_t n);
+    float (*dot_f32)(const float *a, const float *b, size_t n);
+    float (*dot_f16)(const uint16_t *a, const float *b, size_t n);
+    void (*axpy_f32)(float *y, float a, const float *x, size_t n);
+    void (*axpy_f16)(float *y, float a, const uint16_t *x, size_t n);
+    sb_rt_isa isa;    /* which set this is */
+    const char *name; /* "ref", "avx2", "avx512" */
+} sb_rt_kernels;
+
+/* sb_rt_kernels_get -- the table of isa. Returns: a static table, or NULL
+ * when this CPU (or this build) lacks isa. */
+const sb_rt_kernels *sb_rt_kernels_get(sb_rt_isa isa);
+
+/* sb_rt_kernels_best -- the table the plain calls use: the widest this CPU
+ * runs. Returns: a static table, never NULL. */
+const sb_rt_kernels *sb_rt_kernels_best(void);
+
+/* sb_rt_f16_to_f32 -- y[i] = x[i] exactly, for n values (NaNs stay NaN). */
+void sb_rt_f16_to_f32(const uint16_t *x, float *y, size_t n);
+
+/* sb_rt_f32_to_f16 -- y[i] = x[i] rounded to nearest, ties to even, like
+ * F16C: subnormal results kept, overflow to +-inf, NaNs stay NaN (quiet). */
+void sb_rt_f32_to_f16(const float *x, uint16_t *y, size_t n);
+
+/* sb_rt_matmul -- Y = X . W^T: y is (n_tok, out), x is (n_tok, in), both
+ * row-major f32; w is (out, in) of type wt, each row contiguous
+ * (sb_rt_dtype_row_bytes(wt, in) bytes), i.e. GGUF ne0 = in, ne1 = out.
+ * y must not overlap x or w. The work is split over pool (NULL: the caller
+ * does all of it); the result does not depend on the split.
+ * Bad arguments (an unknown wt, in not a multiple of 32 for Q8_0) cannot be
+ * reported by this void call: y is then filled with NaN, so the fault shows
+ * in the logits instead of passing silently. Callers check shapes when a
+ * model is loaded. Q8_0 allocates a scratch copy of X quantized when
+ * n_tok * in > 16384; if that allocation fails it quantizes per tile
+ * instead (slower, same bits) unless in > 65536, where y is NaN-filled. */
+void sb_rt_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
+                  size_t n_tok, size_t in, size_t out);
+
+/* sb_rt_rmsnorm -- y = x / sqrt(mean(x^2) + eps) * w over n values; y may
+ * be x. n = 0 does nothing. */
+void sb_rt_rmsnorm(float *y, const float *x, const float *w, size_t n, float eps);
+
+/* sb_rt_softmax -- in place: x[i] = exp(x[i] - max) / sum_j exp(x[j] - max).
+ * -inf entries become 0. If every entry is -inf (no finite logit), every
+ * output is 0. n = 0 does nothing. */
+void sb_rt_softmax(float *x, size_t n);
+
+/* sb_rt_silu_mul -- a[i] = silu(a[i]) * b[i], silu(v) = v / (1 + exp(-v)). */
+void sb_rt_silu_mul(float *a, const float *b, size_t n);
+
+/* sb_rt_add -- y[i] += x[i]. */
+void sb_rt_add(float *y, const float *x, size_t n);
+
+/* sb_rt_dot_f32 -- sum of a[i] * b[i] in the order stated above. */
+float sb_rt_dot_f32(const float *a, const float *b, size_t n);
+
+/* sb_rt_dot_f16 -- sum of f16 a[i] (e.g. a KV cache row) times b[i]. */
+float sb_rt_dot_f16(const uint16_t *a, const float *b, size_t n);
+
+/* sb_rt_axpy_f32 -- y[i] += a * x[i]. */
+void sb_rt_axpy_f32(float *y, float a, const float *x, size_t n);
+
+/* sb_rt_axpy_f16 -- y[i] += a * x[i], x f16. */
+void sb_rt_axpy_f16(float *y, float a, const uint16_t *x, size_t n);
+
+#endif /* SB_RT_KERNELS_H */

@@ -1,0 +1,253 @@
+/* kernels_avx512.c -- AVX-512 (F, BW, VL) + FMA + F16C kernels. Compiled
+ * with those flags alone (runtime/CMakeLists.txt) and only called after
+ * kernels.c checked the CPU.
+ *
+ * Dot products follow kernels.h's order with L = 16: a zmm register is the
+ * 16 lanes, one FMA per 16 terms, the tail through a masked (zeroing) load,
+ * lanes folded in halves (256, 128, 64, 32 bits). A matmul tile keeps
+ * tokens x rows accumulators (up to 4 x 4) and loads each W vector once for
+ * all its tokens; each accumulator sees exactly the single-token sequence.
+ * Q8_0 tiles are the reference's for now (scalar integer dots): correct and
+ * deterministic, not fast.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels_isa.h"
+
+static inline __mmask16 tail_mask(size_t rem)
+{
+    return (__mmask16)((1u << rem) - 1u);
+}
+
+/* Fold 16 lanes in halves: j += j + 8, j += j + 4, j += j + 2, j += j + 1. */
+static inline float fold(__m512 v)
+{
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    __m128 d = _mm_add_ss(c, _mm_shuffle_ps(c, c, 1));
+    return _mm_cvtss_f32(d);
+}
+
+static inline __m512 load_f16(const uint16_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
+}
+
+static inline __m512 load_f16_mask(const uint16_t *p, __mmask16 m)
+{
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+/* ---- conversions ---------------------------------------------------------------- */
+
+static void v_f16_to_f32(const uint16_t *x, float *y, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, load_f16(x + i));
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, load_f16_mask(x + i, m));
+    }
+}
+
+static void v_f32_to_f16(const float *x, uint16_t *y, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(void *)(y + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_mask_storeu_epi16(y + i, m, h);
+    }
+}
+
+/* ---- dots ------------------------------------------------------------------------ */
+
+static float v_dot_f32(const float *a, const float *b, size_t n)
+{
+    __m512 acc = _mm512_setzero_ps();
+    size_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k), acc);
+    if (k < n) {
+        __mmask16 m = tail_mask(n - k);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), _mm512_maskz_loadu_ps(m, b + k),
+                              acc);
+    }
+    return fold(acc);
+}
+
+static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
+{
+    __m512 acc = _mm512_setzero_ps();
+    size_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        acc = _mm512_fmadd_ps(load_f16(a + k), _mm512_loadu_ps(b + k), acc);
+    if (k < n) {
+        __mmask16 m = tail_mask(n - k);
+        acc = _mm512_fmadd_ps(load_f16_mask(a + k, m), _mm512_maskz_loadu_ps(m, b + k), acc);
+    }
+    return fold(acc);
+}
+
+/* ---- matmul tiles ------------------------------------------------------------------ */
+
+/* nt tokens x nr rows, W rows loaded by LOADW(row pointer + k) (16 lanes)
+ * and LOADW_M for the masked tail. Accumulators acc[t][r]. */
+#define TILE_BODY(WTYPE, LOADW, LOADW_M)                                                       \
+    __m512 acc[4][4];                                                                          \
+    for (unsigned t = 0; t < 4; t++)                                                           \
+        for (unsigned r = 0; r < 4; r++)                                                       \
+            acc[t][r] = _mm512_setzero_ps();                                                   \
+    size_t k = 0;                                                                              \
+    for (; k + 16 <= in; k += 16) {                                                            \
+        __m512 wv[4];                                                                          \
+        for (unsigned r = 0; r < nr; r++)                                                      \
+            wv[r] = LOADW(w + r * in + k);                                                     \
+        for (unsigned t = 0; t < nt; t++) {                                                    \
+            __m512 xv = _mm512_loadu_ps(x + t * ldx + k);                                      \
+            for (unsigned r = 0; r < nr; r++)                                                  \
+                acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);                             \
+        }                                                                                      \
+    }                                                                                          \
+    if (k < in) {                                                                              \
+        __mmask16 m = tail_mask(in - k);                                                       \
+        __m512 wv[4];                                                                          \
+        for (unsigned r = 0; r < nr; r++)                                                      \
+            wv[r] = LOADW_M(w + r * in + k, m);                                                \
+        for (unsigned t = 0; t < nt; t++) {                                                    \
+            __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + k);                             \
+            for (unsigned r = 0; r < nr; r++)                                                  \
+                acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);                             \
+        }                                                                                      \
+    }                                                                                          \
+    for (unsigned t = 0; t < nt; t++)                                                          \
+        for (unsigned r = 0; r < nr; r++)                                                      \
+            y[t * ldy + r] = fold(acc[t][r]);
+
+#define LOAD_F32(p) _mm512_loadu_ps(p)
+#define LOAD_F32_M(p, m) _mm512_maskz_loadu_ps(m, p)
+
+static void tile_f32(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t in,
+                     unsigned nt, unsigned nr)
+{
+    TILE_BODY(float, LOAD_F32, LOAD_F32_M)
+}
+
+static void tile_f16(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
+                     size_t in, unsigned nt, unsigned nr)
+{
+    TILE_BODY(uint16_t, load_f16, load_f16_mask)
+}
+
+/* The reference's Q8_0 tile and quantizer (kernels.h: bit-identical to
+ * ref for Q8_0). */
+static void tile_q8(float *y, size_t ldy, const int8_t *xq, const float *xd, size_t ldq,
+                    const uint8_t *w, size_t in, unsigned nt, unsigned nr)
+{
+    size_t rb = in / SB_RT_Q8_0_BLOCK * SB_RT_Q8_0_BLOCK_BYTES;
+    for (unsigned t = 0; t < nt; t++)
+        for (unsigned r = 0; r < nr; r++) {
+            const uint8_t *wr = w + r * rb;
+            const int8_t *q = xq + t * ldq;
+            const float *d = xd + t * (ldq / SB_RT_Q8_0_BLOCK);
+            float acc = 0;
+            for (size_t b = 0; b < in / SB_RT_Q8_0_BLOCK; b++, wr += SB_RT_Q8_0_BLOCK_BYTES) {
+                uint16_t dh;
+                memcpy(&dh, wr, 2);
+                /* 32 int8 x int8 products summed exactly in int32 */
+                __m512i a = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(q + b * 32)));
+                __m512i c = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(wr + 2)));
+                int32_t s = _mm512_reduce_add_epi32(_mm512_madd_epi16(a, c));
+                float scale = sb_rt_f16_to_f32_1(dh) * d[b];
+                float p = scale * (float)s;
+                acc += p;
+            }
+            y[t * ldy + r] = acc;
+        }
+}
+
+static const sb_rt_mm_isa avx512_mm = { 4, 4, tile_f32, tile_f16, tile_q8, sb_rt_quant_q8_ref };
+
+static void v_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
+                     size_t n_tok, size_t in, size_t out)
+{
+    sb_rt_mm_drive(&avx512_mm, pool, y, x, w, wt, n_tok, in, out);
+}
+
+/* ---- element-wise ---------------------------------------------------------------------- */
+
+static void v_rmsnorm(float *y, const float *x, const float *w, size_t n, float eps)
+{
+    if (!n)
+        return;
+    float ss = v_dot_f32(x, x, n);
+    __m512 k = _mm512_set1_ps(1.0f / sqrtf(ss / (float)n + eps));
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), k),
+                                              _mm512_loadu_ps(w + i)));
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), k),
+                                                      _mm512_maskz_loadu_ps(m, w + i)));
+    }
+}
+
+static void v_add(float *y, const float *x, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] += x[i];
+}
+
+static void v_axpy_f32(float *y, float a, const float *x, size_t n)
+{
+    __m512 av = _mm512_set1_ps(a);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i),
+                                                        _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+static void v_axpy_f16(float *y, float a, const uint16_t *x, size_t n)
+{
+    __m512 av = _mm512_set1_ps(a);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, load_f16(x + i), _mm512_loadu_ps(y + i)));
+    if (i < n) {
+        __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(av, load_f16_mask(x + i, m),
+                                                        _mm512_maskz_loadu_ps(m, y + i)));
+    }
+}
+
+/* softmax and silu use libm's expf, as the reference does. */
+static void v_softmax(float *x, size_t n)
+{
+    sb_rt_kernels_ref.softmax(x, n);
+}
+
+static void v_silu_mul(float *a, const float *b, size_t n)
+{
+    sb_rt_kernels_ref.silu_mul(a, b, n);
+}
+
+const sb_rt_kernels sb_rt_kernels_avx512 = {
+    v_f16_to_f32, v_f32_to_f16, v_matmul, v_rmsnorm, v_softmax, v_silu_mul,
+    v_add, v_dot_f32, v_dot_f16, v_axpy_f32, v_axpy_f16, SB_RT_ISA_AVX512, "avx512",
+};

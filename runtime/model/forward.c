@@ -1,0 +1,279 @@
+/* forward.c -- the forward pass over a paged KV cache (forward.h). The step
+ * numbers below are forward.h's. */
+#include "model/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sb_rt_ctx {
+    const sb_rt_model *m;
+    sb_rt_pool *pool;
+    uint32_t n_batch;          /* largest batch the scratch holds */
+    uint32_t q_dim, kv_dim;    /* n_heads * head_dim, n_kv_heads * head_dim */
+    float *x;                  /* (n_batch, dim) residual stream */
+    float *xb;                 /* (n_batch, dim) normed input of a sublayer */
+    float *q;                  /* (n_batch, q_dim) */
+    float *k, *v;              /* (n_batch, kv_dim) before they go to the pages */
+    float *att;                /* (n_batch, q_dim) attention output */
+    float *hb, *hb2;           /* (n_batch, n_ff) gate and up */
+    float *rope;               /* (n_batch, head_dim / 2, 2) cos, sin */
+    float *scores;             /* (threads, n_ctx) attention scores per thread */
+};
+
+/* ---- context ---------------------------------------------------------------------- */
+
+void sb_rt_ctx_free(sb_rt_ctx *c)
+{
+    if (!c)
+        return;
+    sb_rt_pool_free(c->pool);
+    free(c->x);
+    free(c->xb);
+    free(c->q);
+    free(c->k);
+    free(c->v);
+    free(c->att);
+    free(c->hb);
+    free(c->hb2);
+    free(c->rope);
+    free(c->scores);
+    free(c);
+}
+
+static float *floats(size_t a, size_t b)
+{
+    return a && b && a <= SIZE_MAX / sizeof(float) / b ? malloc(a * b * sizeof(float)) : NULL;
+}
+
+int sb_rt_ctx_new(const sb_rt_model *m, unsigned n_threads, uint32_t n_batch, sb_rt_ctx **out)
+{
+    if (!m || !out)
+        return SB_ERR_INVAL;
+    *out = NULL;
+    sb_rt_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return SB_ERR_NOMEM;
+    const sb_rt_hparams *hp = &m->hp;
+    c->m = m;
+    c->n_batch = n_batch ? n_batch : 512;
+    c->q_dim = hp->n_heads * hp->head_dim;
+    c->kv_dim = hp->n_kv_heads * hp->head_dim;
+    int rc = sb_rt_pool_new(n_threads, &c->pool);
+    if (rc != SB_OK) {
+        free(c);
+        return rc;
+    }
+    size_t nb = c->n_batch;
+    c->x = floats(nb, hp->dim);
+    c->xb = floats(nb, hp->dim);
+    c->q = floats(nb, c->q_dim);
+    c->k = floats(nb, c->kv_dim);
+    c->v = floats(nb, c->kv_dim);
+    c->att = floats(nb, c->q_dim);
+    c->hb = floats(nb, hp->n_ff);
+    c->hb2 = floats(nb, hp->n_ff);
+    c->rope = floats(nb, hp->head_dim);
+    c->scores = floats(sb_rt_pool_threads(c->pool), hp->n_ctx);
+    if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hb || !c->hb2 ||
+        !c->rope || !c->scores) {
+        sb_rt_ctx_free(c);
+        return SB_ERR_NOMEM;
+    }
+    *out = c;
+    return SB_OK;
+}
+
+unsigned sb_rt_ctx_threads(const sb_rt_ctx *c)
+{
+    return c ? sb_rt_pool_threads(c->pool) : 0;
+}
+
+/* ---- pieces ----------------------------------------------------------------------- */
+
+/* Row `row` of matrix w as floats into y (w->in of them). */
+static void mat_row(const sb_rt_mat *w, uint32_t row, float *y)
+{
+    const uint8_t *p = (const uint8_t *)w->data + (size_t)row * sb_rt_dtype_row_bytes(w->type, w->in);
+    switch (w->type) {
+    case SB_RT_F32:
+        memcpy(y, p, (size_t)w->in * sizeof *y);
+        break;
+    case SB_RT_F16: {
+        uint16_t h[256];
+        for (uint32_t i = 0; i < w->in; i += 256) {
+            uint32_t k = w->in - i < 256 ? w->in - i : 256;
+            memcpy(h, p + 2u * i, 2u * k);
+            sb_rt_f16_to_f32(h, y + i, k);
+        }
+        break;
+    }
+    case SB_RT_Q8_0:
+        for (uint32_t b = 0; b < w->in / 32; b++, p += 34) {
+            uint16_t dh;
+            float d;
+            memcpy(&dh, p, 2);
+            sb_rt_f16_to_f32(&dh, &d, 1);
+            for (uint32_t i = 0; i < 32; i++)
+                y[b * 32 + i] = d * (float)(int8_t)p[2 + i];
+        }
+        break;
+    }
+}
+
+static void matmul(sb_rt_ctx *c, float *y, const float *x, const sb_rt_mat *w, size_t n)
+{
+    sb_rt_matmul(c->pool, y, x, w->data, w->type, n, w->in, w->out);
+}
+
+static void add_bias(float *y, const float *b, size_t n, size_t width)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; i < n; i++)
+        sb_rt_add(y + i * width, b, width);
+}
+
+/* Step 2: the angles of position pos0 + i into c->rope, then rotate each
+ * head of q (n_heads) and k (n_kv_heads). llama rotates adjacent pairs
+ * (2j, 2j + 1); qwen2 pairs j and j + head_dim / 2. Angles in double, from
+ * the position alone. */
+static void rope(sb_rt_ctx *c, size_t n, size_t pos0)
+{
+    const sb_rt_hparams *hp = &c->m->hp;
+    uint32_t hd = hp->head_dim, half = hd / 2;
+    bool neox = hp->arch == SB_RT_ARCH_QWEN2;
+    for (size_t i = 0; i < n; i++) {
+        float *cs = c->rope + i * hd;
+        for (uint32_t j = 0; j < half; j++) {
+            double theta = (double)(pos0 + i) * pow((double)hp->rope_base, -2.0 * j / hd);
+            cs[2 * j] = (float)cos(theta);
+            cs[2 * j + 1] = (float)sin(theta);
+        }
+        for (int which = 0; which < 2; which++) {
+            float *v = which ? c->k + i * c->kv_dim : c->q + i * c->q_dim;
+            uint32_t heads = which ? hp->n_kv_heads : hp->n_heads;
+            for (uint32_t h = 0; h < heads; h++, v += hd)
+                for (uint32_t j = 0; j < half; j++) {
+                    uint32_t a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
+                    float x0 = v[a], x1 = v[b], co = cs[2 * j], si = cs[2 * j + 1];
+                    v[a] = x0 * co - x1 * si;
+                    v[b] = x0 * si + x1 * co;
+                }
+        }
+    }
+}
+
+typedef struct att_job {
+    sb_rt_ctx *c;
+    const sb_rt_kv *kv;
+    uint32_t layer;
+    size_t pos0;
+} att_job;
+
+/* Step 3 for one (position, head): task = i * n_heads + h. */
+static void att_task(void *ctx, size_t task, unsigned thread)
+{
+    const att_job *j = ctx;
+    sb_rt_ctx *c = j->c;
+    const sb_rt_hparams *hp = &c->m->hp;
+    uint32_t hd = hp->head_dim;
+    size_t i = task / hp->n_heads;
+    uint32_t h = (uint32_t)(task % hp->n_heads);
+    uint32_t kvh = h / (hp->n_heads / hp->n_kv_heads);
+    size_t p = j->pos0 + i;
+    const float *q = c->q + i * c->q_dim + (size_t)h * hd;
+    float *s = c->scores + (size_t)thread * hp->n_ctx;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (size_t t = 0; t <= p; t++)
+        s[t] = sb_rt_dot_f16(sb_rt_kv_row(j->kv, j->layer, 0, t) + (size_t)kvh * hd, q, hd) * scale;
+    sb_rt_softmax(s, p + 1);
+    float *o = c->att + i * c->q_dim + (size_t)h * hd;
+    memset(o, 0, hd * sizeof *o);
+    for (size_t t = 0; t <= p; t++)
+        sb_rt_axpy_f16(o, s[t], sb_rt_kv_row(j->kv, j->layer, 1, t) + (size_t)kvh * hd, hd);
+}
+
+/* One layer over the batch of n positions from pos0 (steps 1-5). */
+static void layer(sb_rt_ctx *c, const sb_rt_kv *kv, uint32_t l, size_t n, size_t pos0)
+{
+    const sb_rt_hparams *hp = &c->m->hp;
+    const sb_rt_layer *w = &c->m->layers[l];
+    uint32_t dim = hp->dim;
+    /* 1 */
+    for (size_t i = 0; i < n; i++)
+        sb_rt_rmsnorm(c->xb + i * dim, c->x + i * dim, w->attn_norm, dim, hp->rms_eps);
+    matmul(c, c->q, c->xb, &w->wq, n);
+    matmul(c, c->k, c->xb, &w->wk, n);
+    matmul(c, c->v, c->xb, &w->wv, n);
+    add_bias(c->q, w->bq, n, c->q_dim);
+    add_bias(c->k, w->bk, n, c->kv_dim);
+    add_bias(c->v, w->bv, n, c->kv_dim);
+    /* 2 */
+    rope(c, n, pos0);
+    for (size_t i = 0; i < n; i++) {
+        sb_rt_f32_to_f16(c->k + i * c->kv_dim, sb_rt_kv_row(kv, l, 0, pos0 + i), c->kv_dim);
+        sb_rt_f32_to_f16(c->v + i * c->kv_dim, sb_rt_kv_row(kv, l, 1, pos0 + i), c->kv_dim);
+    }
+    /* 3 */
+    att_job job = { c, kv, l, pos0 };
+    sb_rt_pool_run(c->pool, n * hp->n_heads, att_task, &job);
+    /* 4: xb takes the projection (its normed input is spent) */
+    matmul(c, c->xb, c->att, &w->wo, n);
+    sb_rt_add(c->x, c->xb, n * dim);
+    /* 5 */
+    for (size_t i = 0; i < n; i++)
+        sb_rt_rmsnorm(c->xb + i * dim, c->x + i * dim, w->ffn_norm, dim, hp->rms_eps);
+    matmul(c, c->hb, c->xb, &w->gate, n);
+    matmul(c, c->hb2, c->xb, &w->up, n);
+    sb_rt_silu_mul(c->hb, c->hb2, n * hp->n_ff);
+    matmul(c, c->xb, c->hb, &w->down, n);
+    sb_rt_add(c->x, c->xb, n * dim);
+}
+
+/* One batch of n <= n_batch tokens. */
+static int batch(sb_rt_ctx *c, sb_rt_kv *kv, const uint32_t *tokens, size_t n,
+                 sb_rt_logits which, float *logits)
+{
+    const sb_rt_hparams *hp = &c->m->hp;
+    size_t pos0 = kv->n_tokens;
+    int rc = sb_rt_kv_reserve(kv, n);
+    if (rc != SB_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        mat_row(&c->m->embd, tokens[i], c->x + i * hp->dim);
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        layer(c, kv, l, n, pos0);
+    if (which != SB_RT_LOGITS_NONE) {
+        size_t first = which == SB_RT_LOGITS_ALL ? 0 : n - 1;
+        for (size_t i = first; i < n; i++)
+            sb_rt_rmsnorm(c->xb + i * hp->dim, c->x + i * hp->dim, c->m->out_norm, hp->dim,
+                          hp->rms_eps);
+        matmul(c, logits, c->xb + first * hp->dim, &c->m->output, n - first);
+    }
+    return sb_rt_kv_append_tokens(kv, tokens, n);
+}
+
+int sb_rt_forward(sb_rt_ctx *c, sb_rt_kv *kv, const uint32_t *tokens, size_t n,
+                  sb_rt_logits which, float *logits)
+{
+    if (!c || !kv || !tokens || n == 0 || (which != SB_RT_LOGITS_NONE && !logits))
+        return SB_ERR_INVAL;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] >= c->m->hp.n_vocab)
+            return SB_ERR_INVAL;
+    if (kv->n_tokens + n > kv->max_tokens)
+        return SB_ERR_TOO_MANY_TOKENS;
+    size_t V = c->m->hp.n_vocab;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < c->n_batch ? n - done : c->n_batch;
+        bool last = done + k == n;
+        sb_rt_logits w = which == SB_RT_LOGITS_ALL ? which : last ? which : SB_RT_LOGITS_NONE;
+        int rc = batch(c, kv, tokens + done, k, w,
+                       which == SB_RT_LOGITS_ALL ? logits + done * V : logits);
+        if (rc != SB_OK)
+            return rc;
+        done += k;
+    }
+    return SB_OK;
+}

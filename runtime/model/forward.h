@@ -1,0 +1,76 @@
+/* forward.h -- the forward pass of a llama-family model over a paged KV
+ * cache (kv.h).
+ *
+ * One call runs n new tokens at positions [kv->n_tokens, kv->n_tokens + n)
+ * as one batch (matrix-matrix work; long inputs are cut into batches of the
+ * context's n_batch), writes their K and V into the sequence's pages, and
+ * gives the logits of the last position (or of every position).
+ *
+ * Determinism: every value a position computes depends only on the model,
+ * the tokens up to it and the K/V rows stored for them, never on how the
+ * positions were batched, on the thread count, or on whether the earlier
+ * rows were computed now or restored from the bank. The kernels keep each
+ * output element's operation order fixed (kernels.h), attention reads the
+ * stored F16 rows even for the current batch, and RoPE angles depend on
+ * the position alone. So a warm restore continues bit-identically to a
+ * cold prefill.
+ *
+ * Steps for each layer (x: the residual stream, (n, dim)):
+ *   1. xb = rmsnorm(x) * attn_norm;  q, k, v = xb . Wq, Wk, Wv (+ biases)
+ *   2. RoPE on q and k at each position (adjacent pairs for llama, halves
+ *      for qwen2); k and v stored as F16 in the pages
+ *   3. per position and head: scores over positions 0..p (scaled by
+ *      1/sqrt(head_dim)), softmax, weighted sum of V rows  (GQA: head h
+ *      reads KV head h / (n_heads / n_kv_heads))
+ *   4. x += att . Wo
+ *   5. xb = rmsnorm(x) * ffn_norm;  x += (silu(xb . Wgate) * (xb . Wup)) . Wdown
+ * then logits = rmsnorm(x) * output_norm . Woutput.
+ *
+ * Thread safety: a context is used by one thread at a time; it runs its
+ * work on its own pool.
+ */
+#ifndef SB_RT_FORWARD_H
+#define SB_RT_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/pool.h"
+#include "model/kv.h"
+#include "model/model.h"
+
+typedef struct sb_rt_ctx sb_rt_ctx;
+
+/* sb_rt_ctx_new -- scratch for forward passes of model m (borrowed: it
+ * must outlive the context), batches of up to n_batch tokens (0: 512), on
+ * n_threads threads (0: every online CPU).
+ * On success *out is owned by the caller: free with sb_rt_ctx_free().
+ * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_NOMEM. */
+int sb_rt_ctx_new(const sb_rt_model *m, unsigned n_threads, uint32_t n_batch, sb_rt_ctx **out);
+
+/* sb_rt_ctx_free -- NULL is a no-op. */
+void sb_rt_ctx_free(sb_rt_ctx *c);
+
+/* sb_rt_ctx_threads -- the threads the context runs on. */
+unsigned sb_rt_ctx_threads(const sb_rt_ctx *c);
+
+/* Which logits a forward pass returns. */
+typedef enum sb_rt_logits {
+    SB_RT_LOGITS_NONE = 0,     /* none (prefill whose output is not needed) */
+    SB_RT_LOGITS_LAST = 1,     /* the last position's: n_vocab floats */
+    SB_RT_LOGITS_ALL = 2,      /* every position's: n * n_vocab floats */
+} sb_rt_logits;
+
+/* sb_rt_forward -- run tokens[0, n) after the sequence in kv, append them to
+ * it, and write the logits asked for into logits (caller-owned, sized as
+ * above; may be NULL with SB_RT_LOGITS_NONE).
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument, n 0, a token id >= n_vocab);
+ * SB_ERR_TOO_MANY_TOKENS (past the model's context); SB_ERR_BUDGET,
+ * SB_ERR_NOMEM (no page for the KV). On failure the sequence is unchanged:
+ * positions of a batch that failed are not appended (pages reserved for
+ * them stay in the table, unused). With several batches, those before the
+ * failing one are appended. */
+int sb_rt_forward(sb_rt_ctx *c, sb_rt_kv *kv, const uint32_t *tokens, size_t n,
+                  sb_rt_logits which, float *logits);
+
+#endif /* SB_RT_FORWARD_H */

@@ -1,0 +1,451 @@
+/* make_model.c -- random llama-family GGUF models (make_model.h). */
+#include "model/make_model.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "model/gguf.h"
+#include "model/gguf_write.h"
+#include "model/tokenizer.h"
+#include "snapbank.h"
+
+/* The text the vocabulary is learned from (our own prose). */
+static const char corpus[] =
+    "The bank keeps what a model has already read, so that the next question does not "
+    "start from nothing. A prompt is a sequence of tokens, and the state a model builds "
+    "for it grows with every token it reads. When the same words come back, in the next "
+    "turn of a conversation or after a restart, the bank finds the longest prefix it has "
+    "seen and hands the state back, page by page, and the model goes on from there. "
+    "Pages that are used often stay in memory; the others are written to the disk in a "
+    "log, with a checksum on every record, and read again when they are needed. Nothing "
+    "wrong is ever returned: a page that fails its check is dropped with everything that "
+    "depends on it, and the model simply computes that part again. The writer keeps to a "
+    "budget of bytes per hour, because flash memory wears out when it is written too "
+    "much, and it gives way to the model whenever the model is busy answering. "
+    "Engineers who run these systems want three things: that the answer comes quickly, "
+    "that the machine keeps working for years, and that they can see what it is doing. "
+    "So every turn reports where its state came from, how many tokens were saved, and "
+    "how long the first token took to arrive. The numbers are printed, measured on the "
+    "machine at hand, and compared side by side with the tools people already trust. "
+    "A small model with random weights cannot say anything wise, but it computes "
+    "exactly what a real one computes, with the same shapes and the same arithmetic, and "
+    "that is enough to measure speed and to prove that a restored state gives the very "
+    "same numbers as one computed from the start. Over many turns and many sessions that "
+    "share a long system prompt, the savings add up to hours of work that never has to "
+    "be done again, and to answers that begin before the reader has finished blinking.";
+
+#define N_SPECIAL 3u
+#define N_BYTE 256u
+#define MAX_PIECE 64u
+
+void sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(o->arch, sizeof o->arch, "llama");
+    o->seed = 1;
+    if (preset && !strcmp(preset, "small")) {
+        o->dtype = SB_RT_F16;
+        o->dim = 768, o->n_layers = 12, o->n_heads = 12, o->n_kv_heads = 4, o->n_ff = 2048;
+        o->n_vocab = 4096, o->n_ctx = 8192;
+    } else {
+        o->dtype = SB_RT_F32;
+        o->dim = 64, o->n_layers = 2, o->n_heads = 4, o->n_kv_heads = 2, o->n_ff = 192;
+        o->n_vocab = 512, o->n_ctx = 2048;
+    }
+}
+
+static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end;
+    if (!v || !*v || *v == '-')
+        return SB_ERR_INVAL;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || x < lo || x > hi)
+        return SB_ERR_INVAL;
+    *out = x;
+    return SB_OK;
+}
+
+int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
+{
+    uint64_t x = 0;
+    if (!o || !name || !v)
+        return SB_ERR_INVAL;
+    if (!strcmp(name, "arch")) {
+        if (strcmp(v, "llama") && strcmp(v, "qwen2"))
+            return SB_ERR_INVAL;
+        snprintf(o->arch, sizeof o->arch, "%s", v);
+        return SB_OK;
+    }
+    if (!strcmp(name, "dtype")) {
+        o->dtype = !strcmp(v, "f32") ? SB_RT_F32 : !strcmp(v, "f16") ? SB_RT_F16
+                 : !strcmp(v, "q8_0") ? SB_RT_Q8_0 : 99;
+        return o->dtype == 99 ? SB_ERR_INVAL : SB_OK;
+    }
+    static const struct { const char *name; size_t off; uint64_t hi; } f[] = {
+        { "dim", offsetof(sb_rt_make_opts, dim), 1u << 16 },
+        { "layers", offsetof(sb_rt_make_opts, n_layers), 512 },
+        { "heads", offsetof(sb_rt_make_opts, n_heads), 1024 },
+        { "kv-heads", offsetof(sb_rt_make_opts, n_kv_heads), 1024 },
+        { "ff", offsetof(sb_rt_make_opts, n_ff), 1u << 20 },
+        { "vocab", offsetof(sb_rt_make_opts, n_vocab), 1u << 20 },
+        { "ctx", offsetof(sb_rt_make_opts, n_ctx), 1u << 22 },
+    };
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (!strcmp(name, f[i].name)) {
+            if (num(v, 1, f[i].hi, &x) != SB_OK)
+                return SB_ERR_INVAL;
+            uint32_t u = (uint32_t)x;
+            memcpy((char *)o + f[i].off, &u, sizeof u);
+            return SB_OK;
+        }
+    if (!strcmp(name, "seed"))
+        return num(v, 0, UINT64_MAX, &o->seed);
+    if (!strcmp(name, "tied")) {
+        if (num(v, 0, 1, &x) != SB_OK)
+            return SB_ERR_INVAL;
+        o->tied = x;
+        return SB_OK;
+    }
+    return SB_ERR_INVAL;
+}
+
+/* ---- random numbers ----------------------------------------------------------------- */
+
+static uint64_t next64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double uniform(uint64_t *s) /* (0, 1) */
+{
+    return ((double)(next64(s) >> 11) + 0.5) * 0x1.0p-53;
+}
+
+static float normal(uint64_t *s)
+{
+    double u = uniform(s), v = uniform(s);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* ---- vocabulary ----------------------------------------------------------------------- */
+
+typedef struct vocab {
+    char (*piece)[MAX_PIECE + 1];
+    size_t *len;
+    float *score;
+    int32_t *type;
+    uint32_t n, cap;
+} vocab;
+
+static void vocab_add(vocab *v, const char *s, size_t n, float score, int32_t type)
+{
+    memcpy(v->piece[v->n], s, n);
+    v->piece[v->n][n] = '\0';
+    v->len[v->n] = n;
+    v->score[v->n] = score;
+    v->type[v->n] = type;
+    v->n++;
+}
+
+static bool vocab_has(const vocab *v, const char *s, size_t n)
+{
+    for (uint32_t i = N_SPECIAL + N_BYTE; i < v->n; i++)
+        if (v->len[i] == n && !memcmp(v->piece[i], s, n))
+            return true;
+    return false;
+}
+
+static size_t u8len(unsigned char c)
+{
+    return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+}
+
+/* The corpus as words of symbols: text with spaces as U+2581, cut before
+ * each U+2581; a symbol is a span [off, off + len) of that text. */
+typedef struct span { uint32_t off, len; } span;
+
+/* A pair count while learning merges: the first occurrence, how many. */
+typedef struct pair_slot { size_t first, count; } pair_slot;
+
+static int build_vocab(vocab *v, uint32_t n_vocab)
+{
+    v->cap = n_vocab;
+    v->piece = calloc(n_vocab, sizeof *v->piece);
+    v->len = calloc(n_vocab, sizeof *v->len);
+    v->score = calloc(n_vocab, sizeof *v->score);
+    v->type = calloc(n_vocab, sizeof *v->type);
+    size_t clen = sizeof corpus - 1, tlen = 0;
+    char *text = malloc(3 * clen + 4);
+    span *sym = malloc((3 * clen + 4) * sizeof *sym);
+    if (!v->piece || !v->len || !v->score || !v->type || !text || !sym) {
+        free(text), free(sym);
+        return SB_ERR_NOMEM;
+    }
+    vocab_add(v, "<unk>", 5, 0, SB_RT_TOK_UNKNOWN);
+    vocab_add(v, "<s>", 3, 0, SB_RT_TOK_CONTROL);
+    vocab_add(v, "</s>", 4, 0, SB_RT_TOK_CONTROL);
+    for (unsigned b = 0; b < N_BYTE; b++) {
+        char s[8];
+        snprintf(s, sizeof s, "<0x%02X>", b);
+        vocab_add(v, s, 6, 0, SB_RT_TOK_BYTE);
+    }
+    for (size_t i = 0; i <= clen; i++) { /* a leading space, as the encoder adds */
+        char c = i ? corpus[i - 1] : ' ';
+        if (c == ' ') {
+            memcpy(text + tlen, "\xe2\x96\x81", 3);
+            tlen += 3;
+        } else {
+            text[tlen++] = c;
+        }
+    }
+    size_t ns = 0;
+    for (size_t i = 0; i < tlen; ns++) {
+        size_t k = u8len((unsigned char)text[i]);
+        sym[ns] = (span){ (uint32_t)i, (uint32_t)k };
+        i += k;
+    }
+    /* single characters, in order of first appearance */
+    for (size_t i = 0, rank = 0; i < ns && v->n < v->cap; i++)
+        if (!vocab_has(v, text + sym[i].off, sym[i].len))
+            vocab_add(v, text + sym[i].off, sym[i].len, -1e6f - (float)rank++, SB_RT_TOK_NORMAL);
+    /* merges: the most frequent adjacent pair within a word (no merge
+     * across the U+2581 that starts the next word) */
+    size_t slots = 1;
+    while (slots < 4 * ns)
+        slots *= 2;
+    pair_slot *tab = malloc(slots * sizeof *tab);
+    if (!tab) {
+        free(text), free(sym);
+        return SB_ERR_NOMEM;
+    }
+    for (uint32_t k = 1; v->n < v->cap; k++) {
+        /* count each distinct pair (by its bytes and split) */
+        memset(tab, 0, slots * sizeof *tab);
+        size_t best = SIZE_MAX, best_count = 0;
+        for (size_t i = 0; i + 1 < ns; i++) {
+            if (sym[i + 1].len >= 3 && !memcmp(text + sym[i + 1].off, "\xe2\x96\x81", 3))
+                continue;
+            size_t len = sym[i].len + sym[i + 1].len;
+            if (len > MAX_PIECE)
+                continue;
+            uint64_t h = 1469598103934665603ull ^ sym[i].len;
+            for (size_t j = 0; j < len; j++)
+                h = (h ^ (unsigned char)text[sym[i].off + j]) * 1099511628211ull;
+            size_t j = h & (slots - 1);
+            for (; tab[j].count; j = (j + 1) & (slots - 1)) {
+                size_t f = tab[j].first;
+                if (sym[f].len == sym[i].len && sym[f + 1].len == sym[i + 1].len &&
+                    !memcmp(text + sym[f].off, text + sym[i].off, len))
+                    break;
+            }
+            if (!tab[j].count)
+                tab[j].first = i;
+            size_t count = ++tab[j].count, f = tab[j].first;
+            int cmp = best == SIZE_MAX ? -1 : memcmp(text + sym[f].off, text + sym[best].off,
+                                                     len < sym[best].len + sym[best + 1].len
+                                                         ? len : sym[best].len + sym[best + 1].len);
+            if (count > best_count || (count == best_count && cmp < 0)) {
+                best = f;
+                best_count = count;
+            }
+        }
+        if (best == SIZE_MAX || best_count < 2)
+            break;
+        uint32_t l1 = sym[best].len, l2 = sym[best + 1].len;
+        char merged[MAX_PIECE + 1];
+        memcpy(merged, text + sym[best].off, l1 + l2);
+        vocab_add(v, merged, l1 + l2, -(float)k, SB_RT_TOK_NORMAL);
+        /* apply it left to right */
+        size_t o = 0;
+        for (size_t i = 0; i < ns; o++) {
+            if (i + 1 < ns && sym[i].len == l1 && sym[i + 1].len == l2 &&
+                !memcmp(text + sym[i].off, merged, l1 + l2)) {
+                sym[o] = (span){ sym[i].off, l1 + l2 };
+                i += 2;
+            } else {
+                sym[o] = sym[i++];
+            }
+        }
+        ns = o;
+    }
+    free(tab);
+    for (uint32_t k = 0; v->n < v->cap; k++) {
+        char s[32];
+        int n = snprintf(s, sizeof s, "<extra_%" PRIu32 ">", k);
+        vocab_add(v, s, (size_t)n, -1e9f, SB_RT_TOK_UNUSED);
+    }
+    free(text);
+    free(sym);
+    return SB_OK;
+}
+
+static void vocab_free(vocab *v)
+{
+    free(v->piece), free(v->len), free(v->score), free(v->type);
+}
+
+/* ---- tensors ---------------------------------------------------------------------------- */
+
+/* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`). */
+static void *fill(uint64_t *rng, uint32_t t, size_t in, size_t rows, float mean, float sd,
+                  uint64_t *bytes)
+{
+    size_t n = in * rows;
+    float *f = malloc(n * sizeof *f);
+    if (!f)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        f[i] = mean + sd * normal(rng);
+    *bytes = sb_rt_dtype_row_bytes((sb_rt_dtype)t, in) * rows;
+    if (t == SB_RT_F32)
+        return f;
+    void *out = malloc(*bytes ? *bytes : 1);
+    if (out && t == SB_RT_F16) {
+        sb_rt_f32_to_f16(f, out, n);
+    } else if (out) {
+        uint8_t *p = out;
+        for (size_t b = 0; b < n / 32; b++, p += 34) {
+            float amax = 0;
+            for (int i = 0; i < 32; i++)
+                amax = fmaxf(amax, fabsf(f[b * 32 + i]));
+            float d = amax / 127.0f;
+            uint16_t dh;
+            sb_rt_f32_to_f16(&d, &dh, 1);
+            float dq;
+            sb_rt_f16_to_f32(&dh, &dq, 1); /* quantize against the stored scale */
+            memcpy(p, &dh, 2);
+            for (int i = 0; i < 32; i++) {
+                float r = dq != 0 ? nearbyintf(f[b * 32 + i] / dq) : 0;
+                p[2 + i] = (uint8_t)(int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+            }
+        }
+    }
+    free(f);
+    return out;
+}
+
+int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
+{
+    if (!o || !path)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: NULL argument");
+    bool qwen = !strcmp(o->arch, "qwen2");
+    if (!qwen && strcmp(o->arch, "llama"))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2)",
+                          o->arch);
+    if (o->dtype != SB_RT_F32 && o->dtype != SB_RT_F16 && o->dtype != SB_RT_Q8_0)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: type %" PRIu32, o->dtype);
+    if (!o->dim || !o->n_layers || !o->n_heads || !o->n_kv_heads || !o->n_ff || !o->n_ctx ||
+        o->dim % o->n_heads || (o->dim / o->n_heads) % 2 || o->n_heads % o->n_kv_heads ||
+        o->n_vocab < 300 || o->n_layers > 512 || (uint64_t)o->dim * o->n_vocab > (1ull << 32) ||
+        (uint64_t)o->dim * o->n_ff > (1ull << 32))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: impossible shape (dim %" PRIu32
+                          " heads %" PRIu32 " kv heads %" PRIu32 " ff %" PRIu32 " vocab %"
+                          PRIu32 "): dim must be an even head size times heads, heads a "
+                          "multiple of kv heads, vocab at least 300", o->dim, o->n_heads,
+                          o->n_kv_heads, o->n_ff, o->n_vocab);
+    if (o->dtype == SB_RT_Q8_0 && (o->dim % 32 || o->n_ff % 32))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: q8_0 needs dim and ff multiples of 32");
+    const char *a = o->arch;
+    uint32_t hd = o->dim / o->n_heads, qd = o->dim, kvd = o->n_kv_heads * hd;
+    vocab v = { 0 };
+    sb_rt_gguf_writer *w = sb_rt_gguf_writer_new();
+    void **bufs = calloc(16u * o->n_layers + 8, sizeof *bufs);
+    size_t nb = 0;
+    int rc = w && bufs ? build_vocab(&v, o->n_vocab) : SB_ERR_NOMEM;
+    if (rc != SB_OK)
+        goto out;
+    char k[128], name[96];
+#define KEY(s) (snprintf(k, sizeof k, "%s.%s", a, s), k)
+    sb_rt_gguf_add_str(w, "general.architecture", a);
+    sb_rt_gguf_add_str(w, "general.name", "snapbank random model");
+    sb_rt_gguf_add_u32(w, "general.alignment", 32);
+    sb_rt_gguf_add_u32(w, "general.file_type", o->dtype == SB_RT_F32 ? 0 : o->dtype == SB_RT_F16 ? 1 : 7);
+    sb_rt_gguf_add_u32(w, KEY("context_length"), o->n_ctx);
+    sb_rt_gguf_add_u32(w, KEY("embedding_length"), o->dim);
+    sb_rt_gguf_add_u32(w, KEY("block_count"), o->n_layers);
+    sb_rt_gguf_add_u32(w, KEY("feed_forward_length"), o->n_ff);
+    sb_rt_gguf_add_u32(w, KEY("attention.head_count"), o->n_heads);
+    sb_rt_gguf_add_u32(w, KEY("attention.head_count_kv"), o->n_kv_heads);
+    sb_rt_gguf_add_f32(w, KEY("rope.freq_base"), 10000.0f);
+    sb_rt_gguf_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    sb_rt_gguf_add_u32(w, KEY("rope.dimension_count"), hd);
+    sb_rt_gguf_add_u32(w, KEY("vocab_size"), o->n_vocab);
+#undef KEY
+    sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
+    {
+        const char **pp = malloc(v.n * sizeof *pp);
+        if (!pp) {
+            rc = SB_ERR_NOMEM;
+            goto out;
+        }
+        for (uint32_t i = 0; i < v.n; i++)
+            pp[i] = v.piece[i];
+        sb_rt_gguf_add_arr_str(w, "tokenizer.ggml.tokens", pp, v.len, v.n);
+        free(pp);
+    }
+    sb_rt_gguf_add_arr(w, "tokenizer.ggml.scores", SB_RT_GGUF_F32, v.score, v.n);
+    sb_rt_gguf_add_arr(w, "tokenizer.ggml.token_type", SB_RT_GGUF_I32, v.type, v.n);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
+
+    uint64_t rng = o->seed;
+#define TENSOR(nm, t, in, rows, mean, sd)                                                    \
+    do {                                                                                     \
+        uint64_t by;                                                                         \
+        void *b = fill(&rng, (t), (in), (rows), (mean), (sd), &by);                          \
+        if (!b) {                                                                            \
+            rc = SB_ERR_NOMEM;                                                               \
+            goto out;                                                                        \
+        }                                                                                    \
+        bufs[nb++] = b;                                                                      \
+        uint64_t ne[2] = { (in), (rows) };                                                   \
+        sb_rt_gguf_add_tensor(w, (nm), (rows) == 1 ? 1 : 2, ne, (t), b, by);                 \
+    } while (0)
+#define NAME(s) (snprintf(name, sizeof name, "blk.%" PRIu32 ".%s", l, s), name)
+    TENSOR("token_embd.weight", o->dtype, o->dim, o->n_vocab, 0, 1);
+    for (uint32_t l = 0; l < o->n_layers; l++) {
+        TENSOR(NAME("attn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
+        TENSOR(NAME("attn_q.weight"), o->dtype, o->dim, qd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_k.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_v.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
+        if (qwen) {
+            TENSOR(NAME("attn_q.bias"), SB_RT_F32, qd, 1, 0, 0.1f);
+            TENSOR(NAME("attn_k.bias"), SB_RT_F32, kvd, 1, 0, 0.1f);
+            TENSOR(NAME("attn_v.bias"), SB_RT_F32, kvd, 1, 0, 0.1f);
+        }
+        TENSOR(NAME("attn_output.weight"), o->dtype, qd, o->dim, 0, 1 / sqrtf((float)qd));
+        TENSOR(NAME("ffn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
+        TENSOR(NAME("ffn_gate.weight"), o->dtype, o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("ffn_up.weight"), o->dtype, o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("ffn_down.weight"), o->dtype, o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
+    }
+    TENSOR("output_norm.weight", SB_RT_F32, o->dim, 1, 1, 0.1f);
+    if (!o->tied)
+        TENSOR("output.weight", o->dtype, o->dim, o->n_vocab, 0, 1 / sqrtf((float)o->dim));
+#undef TENSOR
+#undef NAME
+    rc = sb_rt_gguf_write_file(w, path, err);
+out:
+    if (rc == SB_ERR_NOMEM)
+        sb_rt_fail(err, rc, "make-model: out of memory");
+    for (size_t i = 0; i < nb; i++)
+        free(bufs[i]);
+    free(bufs);
+    vocab_free(&v);
+    sb_rt_gguf_writer_free(w);
+    return rc;
+}

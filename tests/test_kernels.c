@@ -1,0 +1,264 @@
+/* test_kernels.c -- the CPU kernels and the thread pool
+ * (runtime/kernels/kernels.h, pool.h).
+ *
+ * Description: every available ISA table against the reference within a
+ * tolerance (odd sizes, unaligned pointers); matmul one token at a time,
+ * in batches and on 1-3 threads bit-identical; f16 conversions exact over
+ * all 65536 values and against F16C-style rounding; softmax, rmsnorm; the
+ * pool runs every task exactly once.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kernels/kernels.h"
+#include "kernels/pool.h"
+#include "snapbank.h"
+
+static uint64_t g_rng = 0x1234567;
+
+static float rnd(void)
+{
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(g_rng >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+/* Weights of type t for out rows of in values, from floats (also returned
+ * dequantized in wf). */
+static void *make_w(sb_rt_dtype t, size_t in, size_t out, float *wf)
+{
+    size_t n = in * out, rb = sb_rt_dtype_row_bytes(t, in);
+    uint8_t *w = malloc(rb * out + 64);
+    assert_non_null(w);
+    for (size_t i = 0; i < n; i++)
+        wf[i] = rnd();
+    const sb_rt_kernels *ref = sb_rt_kernels_get(SB_RT_ISA_REF);
+    if (t == SB_RT_F32) {
+        memcpy(w, wf, n * 4);
+    } else if (t == SB_RT_F16) {
+        ref->f32_to_f16(wf, (uint16_t *)(void *)w, n);
+        ref->f16_to_f32((uint16_t *)(void *)w, wf, n);
+    } else {
+        for (size_t b = 0; b < n / 32; b++) {
+            uint16_t d = 0x2000 + (uint16_t)(b % 7); /* small scales */
+            memcpy(w + 34 * b, &d, 2);
+            float df;
+            ref->f16_to_f32(&d, &df, 1);
+            for (int i = 0; i < 32; i++) {
+                int8_t q = (int8_t)(rnd() * 127);
+                w[34 * b + 2 + i] = (uint8_t)q;
+                wf[b * 32 + i] = df * q;
+            }
+        }
+    }
+    return w;
+}
+
+static void matmul_matches_reference(void **state)
+{
+    (void)state;
+    const sb_rt_kernels *ref = sb_rt_kernels_get(SB_RT_ISA_REF);
+    const sb_rt_dtype types[] = { SB_RT_F32, SB_RT_F16, SB_RT_Q8_0 };
+    const size_t ins[] = { 32, 96, 160, 800 }, outs[] = { 1, 5, 33 };
+    for (int isa = SB_RT_ISA_AVX2; isa <= SB_RT_ISA_AVX512; isa++) {
+        const sb_rt_kernels *k = sb_rt_kernels_get((sb_rt_isa)isa);
+        if (!k)
+            continue;
+        for (int ti = 0; ti < 3; ti++)
+            for (size_t a = 0; a < 4; a++)
+                for (size_t b = 0; b < 3; b++) {
+                    size_t in = ins[a], out = outs[b], nt = 7;
+                    float *wf = malloc(in * out * 4), *x = malloc((nt * in + 1) * 4);
+                    float *y0 = malloc(nt * out * 4), *y1 = malloc(nt * out * 4);
+                    void *w = make_w(types[ti], in, out, wf);
+                    for (size_t i = 0; i < nt * in + 1; i++)
+                        x[i] = rnd();
+                    ref->matmul(NULL, y0, x + 1, w, types[ti], nt, in, out); /* unaligned x */
+                    k->matmul(NULL, y1, x + 1, w, types[ti], nt, in, out);
+                    for (size_t i = 0; i < nt * out; i++) {
+                        double mag = 0;
+                        size_t t = i / out, r = i % out;
+                        for (size_t j = 0; j < in; j++)
+                            mag += fabs((double)wf[r * in + j] * x[1 + t * in + j]);
+                        if (fabs(y0[i] - y1[i]) > 1e-5 * mag + 1e-6)
+                            fail_msg("%s type %d in %zu out %zu: %g vs ref %g", k->name, types[ti],
+                                     in, out, y1[i], y0[i]);
+                    }
+                    free(wf), free(x), free(y0), free(y1), free(w);
+                }
+    }
+}
+
+/* The same Y element, whatever the batch, its position in it, and the
+ * thread count. */
+static void matmul_is_batch_invariant(void **state)
+{
+    (void)state;
+    const sb_rt_dtype types[] = { SB_RT_F32, SB_RT_F16, SB_RT_Q8_0 };
+    size_t in = 224, out = 70, nt = 13;
+    sb_rt_pool *pools[3];
+    for (unsigned p = 0; p < 3; p++)
+        assert_int_equal(sb_rt_pool_new(p + 1, &pools[p]), SB_OK);
+    for (int ti = 0; ti < 3; ti++) {
+        float *wf = malloc(in * out * 4), *x = malloc(nt * in * 4);
+        float *ya = malloc(nt * out * 4), *yb = malloc(nt * out * 4);
+        void *w = make_w(types[ti], in, out, wf);
+        for (size_t i = 0; i < nt * in; i++)
+            x[i] = rnd();
+        sb_rt_matmul(pools[1], ya, x, w, types[ti], nt, in, out);
+        for (size_t t = 0; t < nt; t++) /* one at a time */
+            sb_rt_matmul(NULL, yb + t * out, x + t * in, w, types[ti], 1, in, out);
+        assert_memory_equal(ya, yb, nt * out * 4);
+        for (unsigned p = 0; p < 3; p++) {
+            for (size_t first = 0; first < nt; first += 5) { /* sub-batches */
+                size_t k = nt - first < 5 ? nt - first : 5;
+                sb_rt_matmul(pools[p], yb + first * out, x + first * in, w, types[ti], k, in, out);
+            }
+            assert_memory_equal(ya, yb, nt * out * 4);
+        }
+        free(wf), free(x), free(ya), free(yb), free(w);
+    }
+    for (unsigned p = 0; p < 3; p++)
+        sb_rt_pool_free(pools[p]);
+}
+
+/* Every f16 -> f32 -> f16 is the identity (NaN stays NaN); the ref and SIMD
+ * conversions agree bit for bit on every f16 and on random floats. */
+static void f16_conversions(void **state)
+{
+    (void)state;
+    const sb_rt_kernels *ref = sb_rt_kernels_get(SB_RT_ISA_REF);
+    uint16_t *h = malloc(65536 * 2), *h2 = malloc(65536 * 2);
+    float *f = malloc(65536 * 4), *f2 = malloc(65536 * 4);
+    for (uint32_t i = 0; i < 65536; i++)
+        h[i] = (uint16_t)i;
+    ref->f16_to_f32(h, f, 65536);
+    ref->f32_to_f16(f, h2, 65536);
+    for (uint32_t i = 0; i < 65536; i++) {
+        bool nan = (i & 0x7c00) == 0x7c00 && (i & 0x3ff);
+        if (nan)
+            assert_true(isnan(f[i]) && (h2[i] & 0x7c00) == 0x7c00 && (h2[i] & 0x3ff));
+        else if (h2[i] != i)
+            fail_msg("f16 %04x -> %g -> %04x", i, f[i], h2[i]);
+    }
+    assert_true(f[0x3c00] == 1.0f && f[0xc000] == -2.0f && f[0x0001] == ldexpf(1, -24));
+    assert_true(isinf(f[0x7c00]) && f[0x7bff] == 65504.0f);
+    const sb_rt_kernels *k = sb_rt_kernels_get(SB_RT_ISA_AVX512);
+    if (k) {
+        k->f16_to_f32(h, f2, 65536);
+        for (uint32_t i = 0; i < 65536; i++)
+            assert_true(memcmp(&f[i], &f2[i], 4) == 0 || (isnan(f[i]) && isnan(f2[i])));
+        /* rounding: random floats across the range, ties, subnormals, overflow */
+        for (uint32_t i = 0; i < 65536; i++) {
+            uint32_t bits = (uint32_t)(g_rng = g_rng * 6364136223846793005ull + 1) >> 1;
+            if (i < 4096) /* exact ties between two f16 values */
+                bits = (((uint32_t)(i % 60 + 100) << 23) | ((uint32_t)i << 13) | 0x1000u);
+            memcpy(&f[i], &bits, 4);
+            if (isnan(f[i]))
+                f[i] = 1.5f;
+        }
+        ref->f32_to_f16(f, h, 65536);
+        k->f32_to_f16(f, h2, 65536);
+        for (uint32_t i = 0; i < 65536; i++)
+            if (h[i] != h2[i])
+                fail_msg("f32 %a: ref %04x, %s %04x", f[i], h[i], k->name, h2[i]);
+    }
+    assert_int_equal(sb_rt_dtype_row_bytes(SB_RT_Q8_0, 33), 0);
+    assert_int_equal(sb_rt_dtype_row_bytes(SB_RT_Q8_0, 64), 68);
+    free(h), free(h2), free(f), free(f2);
+}
+
+static void elementwise(void **state)
+{
+    (void)state;
+    for (int isa = SB_RT_ISA_REF; isa <= SB_RT_ISA_AVX512; isa++) {
+        const sb_rt_kernels *k = sb_rt_kernels_get((sb_rt_isa)isa);
+        if (!k)
+            continue;
+        float x[37], y[37], w[37];
+        double ss = 0;
+        for (int i = 0; i < 37; i++) {
+            x[i] = rnd() * 3, w[i] = rnd();
+            ss += (double)x[i] * x[i];
+        }
+        k->rmsnorm(y, x, w, 37, 1e-5f);
+        for (int i = 0; i < 37; i++)
+            assert_true(fabs(y[i] - x[i] / sqrt(ss / 37 + 1e-5) * w[i]) < 1e-5);
+        x[3] = -INFINITY;
+        k->softmax(x, 37);
+        double sum = 0;
+        for (int i = 0; i < 37; i++)
+            sum += x[i];
+        assert_true(fabs(sum - 1) < 1e-5 && x[3] == 0);
+        for (int i = 0; i < 37; i++)
+            x[i] = -INFINITY;
+        k->softmax(x, 37);
+        assert_true(x[0] == 0 && x[36] == 0);
+        uint16_t h[37];
+        for (int i = 0; i < 37; i++)
+            x[i] = rnd(), y[i] = rnd();
+        k->f32_to_f16(x, h, 37);
+        float d16 = k->dot_f16(h, y, 37), d32 = k->dot_f32(x, y, 37);
+        assert_true(fabsf(d16 - d32) < 1e-2f);
+        float acc[37] = { 0 };
+        k->axpy_f16(acc, 2.0f, h, 37);
+        for (int i = 0; i < 37; i++)
+            assert_true(fabsf(acc[i] - 2 * x[i]) < 2e-3f);
+    }
+}
+
+typedef struct count_ctx {
+    _Atomic unsigned *hits;
+    unsigned threads;
+    _Atomic int bad_thread;
+} count_ctx;
+
+static void count_task(void *ctx, size_t task, unsigned thread)
+{
+    count_ctx *c = ctx;
+    atomic_fetch_add(&c->hits[task], 1);
+    if (thread >= c->threads)
+        atomic_store(&c->bad_thread, 1);
+}
+
+static void pool_runs_each_task_once(void **state)
+{
+    (void)state;
+    static _Atomic unsigned hits[1000];
+    for (unsigned th = 1; th <= 4; th++) {
+        sb_rt_pool *p;
+        assert_int_equal(sb_rt_pool_new(th, &p), SB_OK);
+        assert_int_equal(sb_rt_pool_threads(p), th);
+        const size_t ns[] = { 0, 1, 3, 1000 };
+        for (int rep = 0; rep < 20; rep++)
+            for (size_t k = 0; k < 4; k++) {
+                for (size_t i = 0; i < 1000; i++)
+                    atomic_store(&hits[i], 0);
+                count_ctx c = { hits, th, 0 };
+                sb_rt_pool_run(p, ns[k], count_task, &c);
+                for (size_t i = 0; i < 1000; i++)
+                    assert_int_equal(atomic_load(&hits[i]), i < ns[k] ? 1 : 0);
+                assert_int_equal(atomic_load(&c.bad_thread), 0);
+            }
+        sb_rt_pool_free(p);
+    }
+    sb_rt_pool_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(matmul_matches_reference), cmocka_unit_test(matmul_is_batch_invariant),
+        cmocka_unit_test(f16_conversions),          cmocka_unit_test(elementwise),
+        cmocka_unit_test(pool_runs_each_task_once),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
