@@ -133,6 +133,10 @@ static int value(cur *c, uint32_t t, kv *e, const char *key)
             e->val = c->p + c->off;
         }
         if (et != SB_RT_GGUF_STR) {
+            for (uint64_t i = 0; et == SB_RT_GGUF_BOOL && i < n; i++)
+                if (c->p[c->off + i] > 1)
+                    return BAD(c, "key '%s': element %" PRIu64 " is a bool of value %u", key, i,
+                               c->p[c->off + i]);
             c->off += (size_t)(n * esz);
             return SB_OK;
         }
@@ -151,6 +155,8 @@ static int value(cur *c, uint32_t t, kv *e, const char *key)
     if (!scalar_size(t))
         return BAD(c, "key '%s': unknown value type %" PRIu32, key, t);
     int rc = need(c, scalar_size(t), "a value");
+    if (rc == SB_OK && t == SB_RT_GGUF_BOOL && c->p[c->off] > 1)
+        return BAD(c, "key '%s' is a bool of value %u (0 or 1)", key, c->p[c->off]);
     if (rc == SB_OK)
         c->off += scalar_size(t);
     return rc;
