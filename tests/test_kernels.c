@@ -215,6 +215,39 @@ static void elementwise(void **state)
     }
 }
 
+/* The strided attention kernels give the bits of the single-row calls. */
+static void strided_match_single(void **state)
+{
+    (void)state;
+    for (int isa = SB_RT_ISA_REF; isa <= SB_RT_ISA_AVX512; isa++) {
+        const sb_rt_kernels *k = sb_rt_kernels_get((sb_rt_isa)isa);
+        if (!k)
+            continue;
+        const size_t ns[] = { 64, 80, 13 };
+        for (size_t c = 0; c < 3; c++) {
+            size_t n = ns[c], stride = n + 3, rows = 11;
+            uint16_t *x = malloc(rows * stride * 2);
+            float *f = malloc(rows * stride * 4), b[80], a[11], s1[11], s2[11], y1[80], y2[80];
+            for (size_t i = 0; i < rows * stride; i++)
+                f[i] = rnd();
+            k->f32_to_f16(f, x, rows * stride);
+            for (size_t i = 0; i < n; i++)
+                b[i] = rnd(), y1[i] = y2[i] = rnd();
+            for (size_t j = 0; j < rows; j++)
+                a[j] = rnd();
+            k->dots_f16(s1, x, stride, rows, b, n);
+            for (size_t j = 0; j < rows; j++)
+                s2[j] = k->dot_f16(x + j * stride, b, n);
+            assert_memory_equal(s1, s2, rows * 4);
+            k->axpys_f16(y1, a, x, stride, rows, n);
+            for (size_t j = 0; j < rows; j++)
+                k->axpy_f16(y2, a[j], x + j * stride, n);
+            assert_memory_equal(y1, y2, n * 4);
+            free(x), free(f);
+        }
+    }
+}
+
 typedef struct count_ctx {
     _Atomic unsigned *hits;
     unsigned threads;
@@ -258,7 +291,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_matches_reference), cmocka_unit_test(matmul_is_batch_invariant),
         cmocka_unit_test(f16_conversions),          cmocka_unit_test(elementwise),
-        cmocka_unit_test(pool_runs_each_task_once),
+        cmocka_unit_test(strided_match_single),     cmocka_unit_test(pool_runs_each_task_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

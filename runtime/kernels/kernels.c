@@ -289,3 +289,15 @@ void sb_rt_axpy_f16(float *y, float a, const uint16_t *x, size_t n)
 {
     sb_rt_kernels_best()->axpy_f16(y, a, x, n);
 }
+
+void sb_rt_dots_f16(float *out, const uint16_t *a, size_t stride, size_t rows, const float *b,
+                    size_t n)
+{
+    sb_rt_kernels_best()->dots_f16(out, a, stride, rows, b, n);
+}
+
+void sb_rt_axpys_f16(float *y, const float *a, const uint16_t *x, size_t stride, size_t rows,
+                     size_t n)
+{
+    sb_rt_kernels_best()->axpys_f16(y, a, x, stride, rows, n);
+}

@@ -102,6 +102,10 @@ typedef struct sb_rt_kernels {
     float (*dot_f16)(const uint16_t *a, const float *b, size_t n);
     void (*axpy_f32)(float *y, float a, const float *x, size_t n);
     void (*axpy_f16)(float *y, float a, const uint16_t *x, size_t n);
+    void (*dots_f16)(float *out, const uint16_t *a, size_t stride, size_t rows, const float *b,
+                     size_t n);
+    void (*axpys_f16)(float *y, const float *a, const uint16_t *x, size_t stride, size_t rows,
+                      size_t n);
     sb_rt_isa isa;    /* which set this is */
     const char *name; /* "ref", "avx2", "avx512" */
 } sb_rt_kernels;
@@ -161,5 +165,17 @@ void sb_rt_axpy_f32(float *y, float a, const float *x, size_t n);
 
 /* sb_rt_axpy_f16 -- y[i] += a * x[i], x f16. */
 void sb_rt_axpy_f16(float *y, float a, const uint16_t *x, size_t n);
+
+/* sb_rt_dots_f16 -- out[j] = sb_rt_dot_f16(a + j * stride, b, n) for j <
+ * rows, bit for bit: attention scores of one query against the K rows of a
+ * page (stride: F16 values from one row to the next). */
+void sb_rt_dots_f16(float *out, const uint16_t *a, size_t stride, size_t rows, const float *b,
+                    size_t n);
+
+/* sb_rt_axpys_f16 -- for j = 0, 1, ... rows - 1 in order, y += a[j] * x_j
+ * with x_j = x + j * stride: the same bits as that many sb_rt_axpy_f16
+ * calls (attention's weighted sum of a page's V rows), y kept in registers. */
+void sb_rt_axpys_f16(float *y, const float *a, const uint16_t *x, size_t stride, size_t rows,
+                     size_t n);
 
 #endif /* SB_RT_KERNELS_H */

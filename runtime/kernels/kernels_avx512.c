@@ -236,6 +236,59 @@ static void v_axpy_f16(float *y, float a, const uint16_t *x, size_t n)
     }
 }
 
+/* Four rows at a time (independent chains), each row's operations those
+ * of v_dot_f16. */
+static void v_dots_f16(float *out, const uint16_t *a, size_t stride, size_t rows,
+                       const float *b, size_t n)
+{
+    size_t j = 0;
+    for (; j + 4 <= rows; j += 4) {
+        __m512 acc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                          _mm512_setzero_ps() };
+        const uint16_t *r = a + j * stride;
+        size_t k = 0;
+        for (; k + 16 <= n; k += 16) {
+            __m512 bv = _mm512_loadu_ps(b + k);
+            for (int q = 0; q < 4; q++)
+                acc[q] = _mm512_fmadd_ps(load_f16(r + q * stride + k), bv, acc[q]);
+        }
+        if (k < n) {
+            __mmask16 m = tail_mask(n - k);
+            __m512 bv = _mm512_maskz_loadu_ps(m, b + k);
+            for (int q = 0; q < 4; q++)
+                acc[q] = _mm512_fmadd_ps(load_f16_mask(r + q * stride + k, m), bv, acc[q]);
+        }
+        for (int q = 0; q < 4; q++)
+            out[j + (size_t)q] = fold(acc[q]);
+    }
+    for (; j < rows; j++)
+        out[j] = v_dot_f16(a + j * stride, b, n);
+}
+
+/* y in registers across the rows, 64 values at a time; each element sees
+ * the FMAs of repeated v_axpy_f16 calls, in row order. */
+static void v_axpys_f16(float *y, const float *a, const uint16_t *x, size_t stride, size_t rows,
+                        size_t n)
+{
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 acc[4];
+        for (int q = 0; q < 4; q++)
+            acc[q] = _mm512_loadu_ps(y + i + 16 * q);
+        for (size_t j = 0; j < rows; j++) {
+            __m512 av = _mm512_set1_ps(a[j]);
+            const uint16_t *r = x + j * stride + i;
+            for (int q = 0; q < 4; q++)
+                acc[q] = _mm512_fmadd_ps(av, load_f16(r + 16 * q), acc[q]);
+        }
+        for (int q = 0; q < 4; q++)
+            _mm512_storeu_ps(y + i + 16 * q, acc[q]);
+    }
+    if (i < n)
+        for (size_t j = 0; j < rows; j++)
+            v_axpy_f16(y + i, a[j], x + j * stride + i, n - i);
+}
+
 /* softmax and silu use libm's expf, as the reference does. */
 static void v_softmax(float *x, size_t n)
 {
@@ -249,5 +302,6 @@ static void v_silu_mul(float *a, const float *b, size_t n)
 
 const sb_rt_kernels sb_rt_kernels_avx512 = {
     v_f16_to_f32, v_f32_to_f16, v_matmul, v_rmsnorm, v_softmax, v_silu_mul,
-    v_add, v_dot_f32, v_dot_f16, v_axpy_f32, v_axpy_f16, SB_RT_ISA_AVX512, "avx512",
+    v_add, v_dot_f32, v_dot_f16, v_axpy_f32, v_axpy_f16, v_dots_f16, v_axpys_f16,
+    SB_RT_ISA_AVX512, "avx512",
 };

@@ -228,7 +228,22 @@ static void ref_axpy_f16(float *y, float a, const uint16_t *x, size_t n)
         y[i] += a * sb_rt_f16_to_f32_1(x[i]);
 }
 
+static void ref_dots_f16(float *out, const uint16_t *a, size_t stride, size_t rows,
+                         const float *b, size_t n)
+{
+    for (size_t j = 0; j < rows; j++)
+        out[j] = ref_dot_f16(a + j * stride, b, n);
+}
+
+static void ref_axpys_f16(float *y, const float *a, const uint16_t *x, size_t stride,
+                          size_t rows, size_t n)
+{
+    for (size_t j = 0; j < rows; j++)
+        ref_axpy_f16(y, a[j], x + j * stride, n);
+}
+
 const sb_rt_kernels sb_rt_kernels_ref = {
     ref_f16_to_f32, ref_f32_to_f16, ref_matmul, ref_rmsnorm, ref_softmax, ref_silu_mul,
-    ref_add, ref_dot_f32, ref_dot_f16, ref_axpy_f32, ref_axpy_f16, SB_RT_ISA_REF, "ref",
+    ref_add, ref_dot_f32, ref_dot_f16, ref_axpy_f32, ref_axpy_f16, ref_dots_f16, ref_axpys_f16,
+    SB_RT_ISA_REF, "ref",
 };

@@ -185,13 +185,25 @@ static void att_task(void *ctx, size_t task, unsigned thread)
     const float *q = c->q + i * c->q_dim + (size_t)h * hd;
     float *s = c->scores + (size_t)thread * hp->n_ctx;
     float scale = 1.0f / sqrtf((float)hd);
+    uint32_t pt = j->kv->page_tokens, stride = j->kv->kv_dim;
+    /* scores, a page's run of K rows per call */
+    for (size_t t = 0; t <= p;) {
+        size_t run = pt - t % pt < p + 1 - t ? pt - t % pt : p + 1 - t;
+        sb_rt_dots_f16(s + t, sb_rt_kv_row(j->kv, j->layer, 0, t) + (size_t)kvh * hd, stride,
+                       run, q, hd);
+        t += run;
+    }
     for (size_t t = 0; t <= p; t++)
-        s[t] = sb_rt_dot_f16(sb_rt_kv_row(j->kv, j->layer, 0, t) + (size_t)kvh * hd, q, hd) * scale;
+        s[t] *= scale;
     sb_rt_softmax(s, p + 1);
     float *o = c->att + i * c->q_dim + (size_t)h * hd;
     memset(o, 0, hd * sizeof *o);
-    for (size_t t = 0; t <= p; t++)
-        sb_rt_axpy_f16(o, s[t], sb_rt_kv_row(j->kv, j->layer, 1, t) + (size_t)kvh * hd, hd);
+    for (size_t t = 0; t <= p;) {
+        size_t run = pt - t % pt < p + 1 - t ? pt - t % pt : p + 1 - t;
+        sb_rt_axpys_f16(o, s + t, sb_rt_kv_row(j->kv, j->layer, 1, t) + (size_t)kvh * hd, stride,
+                        run, hd);
+        t += run;
+    }
 }
 
 /* One layer over the batch of n positions from pos0 (steps 1-5). */
