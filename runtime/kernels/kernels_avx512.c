@@ -135,16 +135,43 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
 #define LOAD_F32(p) _mm512_loadu_ps(p)
 #define LOAD_F32_M(p, m) _mm512_maskz_loadu_ps(m, p)
 
+/* The bodies are inlined with the tile shape as a constant for full 4 x 4
+ * tiles, so the 16 accumulators live in registers; edge tiles take the
+ * general path. Both run the same operations per element. */
+static inline __attribute__((always_inline)) void
+tile_f32_k(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t in,
+           unsigned nt, unsigned nr)
+{
+    TILE_BODY(float, LOAD_F32, LOAD_F32_M)
+}
+
+static inline __attribute__((always_inline)) void
+tile_f16_k(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, size_t in,
+           unsigned nt, unsigned nr)
+{
+    TILE_BODY(uint16_t, load_f16, load_f16_mask)
+}
+
 static void tile_f32(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t in,
                      unsigned nt, unsigned nr)
 {
-    TILE_BODY(float, LOAD_F32, LOAD_F32_M)
+    if (nt == 4 && nr == 4)
+        tile_f32_k(y, ldy, x, ldx, w, in, 4, 4);
+    else if (nt == 1 && nr == 4)
+        tile_f32_k(y, ldy, x, ldx, w, in, 1, 4);
+    else
+        tile_f32_k(y, ldy, x, ldx, w, in, nt, nr);
 }
 
 static void tile_f16(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
                      size_t in, unsigned nt, unsigned nr)
 {
-    TILE_BODY(uint16_t, load_f16, load_f16_mask)
+    if (nt == 4 && nr == 4)
+        tile_f16_k(y, ldy, x, ldx, w, in, 4, 4);
+    else if (nt == 1 && nr == 4)
+        tile_f16_k(y, ldy, x, ldx, w, in, 1, 4);
+    else
+        tile_f16_k(y, ldy, x, ldx, w, in, nt, nr);
 }
 
 /* The reference's Q8_0 tile and quantizer (kernels.h: bit-identical to
