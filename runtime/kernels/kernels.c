@@ -21,7 +21,7 @@
 #include "kernels/kernels_isa.h"
 
 #define MM_GROUP 32u            /* rows per pool task */
-#define MM_CHUNK 64u            /* tokens per L2 chunk */
+#define MM_CHUNK 72u            /* tokens per L2 chunk (a multiple of the tiles) */
 #define MM_Q8_STACK 16384u      /* X values quantized on the caller's stack */
 #define MM_Q8_TILE_STACK 65536u /* X values a task may quantize on its stack */
 

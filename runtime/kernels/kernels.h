@@ -18,7 +18,7 @@
  * unaligned, tails masked or scalar at fixed positions). A prompt computed
  * in one batch, token by token, or restored and continued gives the same
  * bits. Batched matmul reuses each loaded weight vector across a tile of up
- * to 4 tokens x 4 rows, but each of the tile's dot products
+ * to 6 tokens x 4 rows, but each of the tile's dot products
  * has its own accumulator and the exact sequence of the one-token path.
  * Different ISAs give different bits (FMA versus separate multiply and
  * add): they agree within a few

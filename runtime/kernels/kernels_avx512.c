@@ -5,7 +5,7 @@
  * Dot products follow kernels.h's order with L = 16: a zmm register is the
  * 16 lanes, one FMA per 16 terms, the tail through a masked (zeroing) load,
  * lanes folded in halves (256, 128, 64, 32 bits). A matmul tile keeps
- * tokens x rows accumulators (up to 4 x 4) and loads each W vector once for
+ * tokens x rows accumulators (up to 6 x 4) and loads each W vector once for
  * all its tokens; each accumulator sees exactly the single-token sequence.
  * Q8_0 tiles are the reference's for now (scalar integer dots): correct and
  * deterministic, not fast.
@@ -102,8 +102,8 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
 /* nt tokens x nr rows, W rows loaded by LOADW(row pointer + k) (16 lanes)
  * and LOADW_M for the masked tail. Accumulators acc[t][r]. */
 #define TILE_BODY(WTYPE, LOADW, LOADW_M)                                                       \
-    __m512 acc[4][4];                                                                          \
-    for (unsigned t = 0; t < 4; t++)                                                           \
+    __m512 acc[6][4];                                                                          \
+    for (unsigned t = 0; t < 6; t++)                                                           \
         for (unsigned r = 0; r < 4; r++)                                                       \
             acc[t][r] = _mm512_setzero_ps();                                                   \
     size_t k = 0;                                                                              \
@@ -135,7 +135,7 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
 #define LOAD_F32(p) _mm512_loadu_ps(p)
 #define LOAD_F32_M(p, m) _mm512_maskz_loadu_ps(m, p)
 
-/* The bodies are inlined with the tile shape as a constant for full 4 x 4
+/* The bodies are inlined with the tile shape as a constant for full 6 x 4
  * tiles, so the 16 accumulators live in registers; edge tiles take the
  * general path. Both run the same operations per element. */
 static inline __attribute__((always_inline)) void
@@ -155,8 +155,8 @@ tile_f16_k(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, 
 static void tile_f32(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t in,
                      unsigned nt, unsigned nr)
 {
-    if (nt == 4 && nr == 4)
-        tile_f32_k(y, ldy, x, ldx, w, in, 4, 4);
+    if (nt == 6 && nr == 4)
+        tile_f32_k(y, ldy, x, ldx, w, in, 6, 4);
     else if (nt == 1 && nr == 4)
         tile_f32_k(y, ldy, x, ldx, w, in, 1, 4);
     else
@@ -166,8 +166,8 @@ static void tile_f32(float *y, size_t ldy, const float *x, size_t ldx, const flo
 static void tile_f16(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
                      size_t in, unsigned nt, unsigned nr)
 {
-    if (nt == 4 && nr == 4)
-        tile_f16_k(y, ldy, x, ldx, w, in, 4, 4);
+    if (nt == 6 && nr == 4)
+        tile_f16_k(y, ldy, x, ldx, w, in, 6, 4);
     else if (nt == 1 && nr == 4)
         tile_f16_k(y, ldy, x, ldx, w, in, 1, 4);
     else
@@ -201,7 +201,7 @@ static void tile_q8(float *y, size_t ldy, const int8_t *xq, const float *xd, siz
         }
 }
 
-static const sb_rt_mm_isa avx512_mm = { 4, 4, tile_f32, tile_f16, tile_q8, sb_rt_quant_q8_ref };
+static const sb_rt_mm_isa avx512_mm = { 6, 4, tile_f32, tile_f16, tile_q8, sb_rt_quant_q8_ref };
 
 static void v_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
                      size_t n_tok, size_t in, size_t out)

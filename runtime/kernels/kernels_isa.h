@@ -35,7 +35,7 @@ typedef struct sb_rt_mm_isa {
     void (*quant_q8)(const float *x, int8_t *q, float *d, size_t in);
 } sb_rt_mm_isa;
 
-#define SB_RT_MM_TILE_MAX 4u
+#define SB_RT_MM_TILE_MAX 6u
 
 /* sb_rt_mm_drive -- sb_rt_matmul with the tiles of one ISA. */
 void sb_rt_mm_drive(const sb_rt_mm_isa *isa, sb_rt_pool *pool, float *y, const float *x,
