@@ -316,12 +316,68 @@ static void v_axpys_f16(float *y, const float *a, const uint16_t *x, size_t stri
             v_axpy_f16(y + i, a[j], x + j * stride + i, n - i);
 }
 
-/* softmax and silu use libm's expf, as the reference does. */
-static void v_softmax(float *x, size_t n)
+/* exp(v) for v <= 0 (softmax's shifted logits): v = k ln2 + r with |r| <=
+ * ln2/2 (ln2 split in two for an exact k ln2), e^r by its Taylor series to
+ * r^6 (truncation under 2e-7 relative), times 2^k by scalef; v < -87 (and
+ * -inf) gives 0. About 1-2 ulp from expf: this ISA's softmax bits differ
+ * from ref's within that, and are the same every run. */
+static inline __m512 exp_neg(__m512 v)
 {
-    sb_rt_kernels_ref.softmax(x, n);
+    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __mmask16 live = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), v);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, k));
 }
 
+/* softmax: the max, then exp of the shifted values summed in 16 lanes
+ * (kernels.h's order), then the scale. */
+static void v_softmax(float *x, size_t n)
+{
+    if (!n)
+        return;
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        mv = _mm512_max_ps(mv, _mm512_loadu_ps(x + i));
+    float mx = _mm512_reduce_max_ps(mv);
+    for (; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    if (mx == -INFINITY) {
+        memset(x, 0, n * sizeof *x);
+        return;
+    }
+    __m512 m = _mm512_set1_ps(mx), acc = _mm512_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 e = exp_neg(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(x + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    if (i < n) {
+        __mmask16 t = tail_mask(n - i);
+        __m512 e = exp_neg(_mm512_sub_ps(_mm512_mask_loadu_ps(m, t, x + i), m));
+        e = _mm512_maskz_mov_ps(t, e);
+        _mm512_mask_storeu_ps(x + i, t, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / fold(acc));
+    for (i = 0; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+    if (i < n) {
+        __mmask16 t = tail_mask(n - i);
+        _mm512_mask_storeu_ps(x + i, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, x + i), inv));
+    }
+}
+
+/* silu uses libm's expf, as the reference does. */
 static void v_silu_mul(float *a, const float *b, size_t n)
 {
     sb_rt_kernels_ref.silu_mul(a, b, n);
