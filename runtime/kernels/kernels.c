@@ -100,8 +100,9 @@ static void mm_task(void *ctx, size_t task, unsigned thread)
     }
     for (size_t c0 = 0; c0 < j->n_tok; c0 += MM_CHUNK) {
         size_t c_end = c0 + MM_CHUNK < j->n_tok ? c0 + MM_CHUNK : j->n_tok;
-        for (size_t r0 = r_begin; r0 < r_end; r0 += R) {
-            unsigned nr = (unsigned)(r_end - r0 < R ? r_end - r0 : R);
+        unsigned Rc = c_end - c0 == 1 && j->wt != SB_RT_Q8_0 ? j->isa->tile_row_1 : R;
+        for (size_t r0 = r_begin; r0 < r_end; r0 += Rc) {
+            unsigned nr = (unsigned)(r_end - r0 < Rc ? r_end - r0 : Rc);
             for (size_t t0 = c0; t0 < c_end; t0 += T) {
                 unsigned nt = (unsigned)(c_end - t0 < T ? c_end - t0 : T);
                 const int8_t *xq = j->xq ? j->xq + t0 * j->in : NULL;

@@ -135,6 +135,39 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
 #define LOAD_F32(p) _mm512_loadu_ps(p)
 #define LOAD_F32_M(p, m) _mm512_maskz_loadu_ps(m, p)
 
+/* One token x up to 8 rows (decode): eight W streams in flight; each
+ * element's operations are TILE_BODY's. */
+#define TILE1_BODY(LOADW, LOADW_M)                                                              \
+    __m512 acc[8];                                                                             \
+    for (unsigned r = 0; r < 8; r++)                                                           \
+        acc[r] = _mm512_setzero_ps();                                                          \
+    size_t k = 0;                                                                              \
+    for (; k + 16 <= in; k += 16) {                                                            \
+        __m512 xv = _mm512_loadu_ps(x + k);                                                    \
+        for (unsigned r = 0; r < nr; r++)                                                      \
+            acc[r] = _mm512_fmadd_ps(LOADW(w + r * in + k), xv, acc[r]);                       \
+    }                                                                                          \
+    if (k < in) {                                                                              \
+        __mmask16 m = tail_mask(in - k);                                                       \
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + k);                                           \
+        for (unsigned r = 0; r < nr; r++)                                                      \
+            acc[r] = _mm512_fmadd_ps(LOADW_M(w + r * in + k, m), xv, acc[r]);                  \
+    }                                                                                          \
+    for (unsigned r = 0; r < nr; r++)                                                          \
+        y[r] = fold(acc[r]);
+
+static inline __attribute__((always_inline)) void
+tile1_f16_k(float *y, const float *x, const uint16_t *w, size_t in, unsigned nr)
+{
+    TILE1_BODY(load_f16, load_f16_mask)
+}
+
+static inline __attribute__((always_inline)) void
+tile1_f32_k(float *y, const float *x, const float *w, size_t in, unsigned nr)
+{
+    TILE1_BODY(LOAD_F32, LOAD_F32_M)
+}
+
 /* The bodies are inlined with the tile shape as a constant for full 6 x 4
  * tiles, so the 16 accumulators live in registers; edge tiles take the
  * general path. Both run the same operations per element. */
@@ -157,8 +190,10 @@ static void tile_f32(float *y, size_t ldy, const float *x, size_t ldx, const flo
 {
     if (nt == 6 && nr == 4)
         tile_f32_k(y, ldy, x, ldx, w, in, 6, 4);
-    else if (nt == 1 && nr == 4)
-        tile_f32_k(y, ldy, x, ldx, w, in, 1, 4);
+    else if (nt == 1 && nr == 8)
+        tile1_f32_k(y, x, w, in, 8);
+    else if (nt == 1 && nr > 4)
+        tile1_f32_k(y, x, w, in, nr);
     else
         tile_f32_k(y, ldy, x, ldx, w, in, nt, nr);
 }
@@ -168,8 +203,10 @@ static void tile_f16(float *y, size_t ldy, const float *x, size_t ldx, const uin
 {
     if (nt == 6 && nr == 4)
         tile_f16_k(y, ldy, x, ldx, w, in, 6, 4);
-    else if (nt == 1 && nr == 4)
-        tile_f16_k(y, ldy, x, ldx, w, in, 1, 4);
+    else if (nt == 1 && nr == 8)
+        tile1_f16_k(y, x, w, in, 8);
+    else if (nt == 1 && nr > 4)
+        tile1_f16_k(y, x, w, in, nr);
     else
         tile_f16_k(y, ldy, x, ldx, w, in, nt, nr);
 }
@@ -201,7 +238,7 @@ static void tile_q8(float *y, size_t ldy, const int8_t *xq, const float *xd, siz
         }
 }
 
-static const sb_rt_mm_isa avx512_mm = { 6, 4, tile_f32, tile_f16, tile_q8, sb_rt_quant_q8_ref };
+static const sb_rt_mm_isa avx512_mm = { 6, 4, tile_f32, tile_f16, tile_q8, sb_rt_quant_q8_ref, 8 };
 
 static void v_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
                      size_t n_tok, size_t in, size_t out)

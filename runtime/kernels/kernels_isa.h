@@ -33,7 +33,11 @@ typedef struct sb_rt_mm_isa {
     /* Quantize one row of in (a multiple of 32) values; bit-identical on
      * every ISA (kernels.h). */
     void (*quant_q8)(const float *x, int8_t *q, float *d, size_t in);
+    unsigned tile_row_1; /* most rows per tile when a chunk has one token
+                          * (decode: more rows in flight), <= SB_RT_MM_ROW1_MAX */
 } sb_rt_mm_isa;
+
+#define SB_RT_MM_ROW1_MAX 8u
 
 #define SB_RT_MM_TILE_MAX 6u
 

@@ -163,7 +163,7 @@ static void tile_q8(float *y, size_t ldy, const int8_t *xq, const float *xd, siz
             y[t * ldy + r] = q8_dot(xq + t * ldq, xd + t * (ldq / SB_RT_Q8_0_BLOCK), w + r * rb, in);
 }
 
-static const sb_rt_mm_isa ref_mm = { 1, 4, tile_f32, tile_f16, tile_q8, sb_rt_quant_q8_ref };
+static const sb_rt_mm_isa ref_mm = { 1, 4, tile_f32, tile_f16, tile_q8, sb_rt_quant_q8_ref, 4 };
 
 static void ref_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
                        size_t n_tok, size_t in, size_t out)
