@@ -134,15 +134,13 @@ static void add_bias(float *y, const float *b, size_t n, size_t width)
         sb_rt_add(y + i * width, b, width);
 }
 
-/* Step 2: the angles of position pos0 + i into c->rope, then rotate each
- * head of q (n_heads) and k (n_kv_heads). llama rotates adjacent pairs
- * (2j, 2j + 1); qwen2 pairs j and j + head_dim / 2. Angles in double, from
- * the position alone. */
-static void rope(sb_rt_ctx *c, size_t n, size_t pos0)
+/* Step 2's angles for positions pos0 + i, i < n, into c->rope: computed
+ * once per batch (every layer uses the same), in double from the position
+ * alone. */
+static void rope_angles(sb_rt_ctx *c, size_t n, size_t pos0)
 {
     const sb_rt_hparams *hp = &c->m->hp;
     uint32_t hd = hp->head_dim, half = hd / 2;
-    bool neox = hp->arch == SB_RT_ARCH_QWEN2;
     for (size_t i = 0; i < n; i++) {
         float *cs = c->rope + i * hd;
         for (uint32_t j = 0; j < half; j++) {
@@ -150,6 +148,19 @@ static void rope(sb_rt_ctx *c, size_t n, size_t pos0)
             cs[2 * j] = (float)cos(theta);
             cs[2 * j + 1] = (float)sin(theta);
         }
+    }
+}
+
+/* Step 2: rotate each head of q (n_heads) and k (n_kv_heads) by the
+ * angles in c->rope. llama rotates adjacent pairs (2j, 2j + 1); qwen2 pairs
+ * j and j + head_dim / 2. */
+static void rope(sb_rt_ctx *c, size_t n)
+{
+    const sb_rt_hparams *hp = &c->m->hp;
+    uint32_t hd = hp->head_dim, half = hd / 2;
+    bool neox = hp->arch == SB_RT_ARCH_QWEN2;
+    for (size_t i = 0; i < n; i++) {
+        const float *cs = c->rope + i * hd;
         for (int which = 0; which < 2; which++) {
             float *v = which ? c->k + i * c->kv_dim : c->q + i * c->q_dim;
             uint32_t heads = which ? hp->n_kv_heads : hp->n_heads;
@@ -222,7 +233,7 @@ static void layer(sb_rt_ctx *c, const sb_rt_kv *kv, uint32_t l, size_t n, size_t
     add_bias(c->k, w->bk, n, c->kv_dim);
     add_bias(c->v, w->bv, n, c->kv_dim);
     /* 2 */
-    rope(c, n, pos0);
+    rope(c, n);
     for (size_t i = 0; i < n; i++) {
         sb_rt_f32_to_f16(c->k + i * c->kv_dim, sb_rt_kv_row(kv, l, 0, pos0 + i), c->kv_dim);
         sb_rt_f32_to_f16(c->v + i * c->kv_dim, sb_rt_kv_row(kv, l, 1, pos0 + i), c->kv_dim);
@@ -254,6 +265,7 @@ static int batch(sb_rt_ctx *c, sb_rt_kv *kv, const uint32_t *tokens, size_t n,
         return rc;
     for (size_t i = 0; i < n; i++)
         mat_row(&c->m->embd, tokens[i], c->x + i * hp->dim);
+    rope_angles(c, n, pos0);
     for (uint32_t l = 0; l < hp->n_layers; l++)
         layer(c, kv, l, n, pos0);
     if (which != SB_RT_LOGITS_NONE) {
