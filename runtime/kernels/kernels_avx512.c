@@ -109,8 +109,10 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
     size_t k = 0;                                                                              \
     for (; k + 16 <= in; k += 16) {                                                            \
         __m512 wv[4];                                                                          \
-        for (unsigned r = 0; r < nr; r++)                                                      \
+        for (unsigned r = 0; r < nr; r++) {                                                    \
+            _mm_prefetch((const char *)(w + r * in + k) + 1024, _MM_HINT_T0);                  \
             wv[r] = LOADW(w + r * in + k);                                                     \
+        }                                                                                      \
         for (unsigned t = 0; t < nt; t++) {                                                    \
             __m512 xv = _mm512_loadu_ps(x + t * ldx + k);                                      \
             for (unsigned r = 0; r < nr; r++)                                                  \
