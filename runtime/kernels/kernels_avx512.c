@@ -32,6 +32,23 @@ static inline float fold(__m512 v)
     return _mm_cvtss_f32(d);
 }
 
+/* fold() of four accumulators at once, into out[0..3]: the same additions
+ * (lane j + lane j + 8, then + 4, + 2, + 1), done on the four side by side. */
+static inline void fold4(float *out, __m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+    __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44),
+                               _mm512_shuffle_f32x4(a0, a1, 0xEE));
+    __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44),
+                               _mm512_shuffle_f32x4(a2, a3, 0xEE));
+    __m512 v = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512 w = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    __m512 x = _mm512_add_ps(w, _mm512_permute_ps(w, _MM_SHUFFLE(2, 3, 0, 1)));
+    __m512 r = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                       0, 0, 0, 0), x);
+    _mm_storeu_ps(out, _mm512_castps512_ps128(r));
+}
+
 static inline __m512 load_f16(const uint16_t *p)
 {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)p));
@@ -130,9 +147,14 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
                 acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);                             \
         }                                                                                      \
     }                                                                                          \
-    for (unsigned t = 0; t < nt; t++)                                                          \
+    for (unsigned t = 0; t < nt; t++) {                                                        \
+        if (nr == 4) {                                                                         \
+            fold4(y + t * ldy, acc[t][0], acc[t][1], acc[t][2], acc[t][3]);                    \
+            continue;                                                                          \
+        }                                                                                      \
         for (unsigned r = 0; r < nr; r++)                                                      \
-            y[t * ldy + r] = fold(acc[t][r]);
+            y[t * ldy + r] = fold(acc[t][r]);                                                  \
+    }
 
 #define LOAD_F32(p) _mm512_loadu_ps(p)
 #define LOAD_F32_M(p, m) _mm512_maskz_loadu_ps(m, p)
@@ -157,8 +179,13 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
         for (unsigned r = 0; r < nr; r++)                                                      \
             acc[r] = _mm512_fmadd_ps(LOADW_M(w + r * in + k, m), xv, acc[r]);                  \
     }                                                                                          \
-    for (unsigned r = 0; r < nr; r++)                                                          \
-        y[r] = fold(acc[r]);
+    if (nr == 8) {                                                                             \
+        fold4(y, acc[0], acc[1], acc[2], acc[3]);                                              \
+        fold4(y + 4, acc[4], acc[5], acc[6], acc[7]);                                          \
+    } else {                                                                                   \
+        for (unsigned r = 0; r < nr; r++)                                                      \
+            y[r] = fold(acc[r]);                                                               \
+    }
 
 static inline __attribute__((always_inline)) void
 tile1_f16_k(float *y, const float *x, const uint16_t *w, size_t in, unsigned nr)
@@ -326,8 +353,7 @@ static void v_dots_f16(float *out, const uint16_t *a, size_t stride, size_t rows
             for (int q = 0; q < 4; q++)
                 acc[q] = _mm512_fmadd_ps(load_f16_mask(r + q * stride + k, m), bv, acc[q]);
         }
-        for (int q = 0; q < 4; q++)
-            out[j + (size_t)q] = fold(acc[q]);
+        fold4(out + j, acc[0], acc[1], acc[2], acc[3]);
     }
     for (; j < rows; j++)
         out[j] = v_dot_f16(a + j * stride, b, n);
