@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/kernels.h"
 #include "model/forward.h"
 #include "model/kv.h"
 #include "model/make_model.h"
@@ -196,11 +197,11 @@ int main(int argc, char **argv)
     }
 
     printf("bench_runtime -- build %s; model %s preset, %u layers, dim %u, %u/%u heads, "
-           "ff %u, vocab %u, weights %s; made in %.2f s, loaded in %.3f s; %u threads; "
-           "KV pages of 16 tokens (%.0f KiB)\n", SB_BENCH_BUILD_TYPE, preset, hp->n_layers,
+           "ff %u, vocab %u, weights %s; made in %.2f s, loaded in %.3f s; %u threads, %s "
+           "kernels; KV pages of 16 tokens (%.0f KiB)\n", SB_BENCH_BUILD_TYPE, preset, hp->n_layers,
            hp->dim, hp->n_heads, hp->n_kv_heads, hp->n_ff, hp->n_vocab,
            dtype ? dtype : (!strcmp(preset, "small") ? "f16" : "f32"), t_make, t_load,
-           sb_rt_ctx_threads(b.ctx), (double)(16 * kv_tok) / 1024);
+           sb_rt_ctx_threads(b.ctx), sb_rt_kernels_best()->name, (double)(16 * kv_tok) / 1024);
     bool compare = !strcmp(preset, "small") && (!dtype || !strcmp(dtype, "f16")) &&
                    threads == 2;
     double secs[16];

@@ -2,8 +2,9 @@
  * (runtime/kernels/kernels.h, pool.h).
  *
  * Description: every available ISA table against the reference within a
- * tolerance (odd sizes, unaligned pointers); matmul one token at a time,
- * in batches and on 1-3 threads bit-identical; f16 conversions exact over
+ * tolerance (odd sizes, unaligned pointers, Q8_0 weights of -128); AVX2
+ * and AVX-512 bit-identical to each other; matmul one token at a time, in
+ * batches and on 1-3 threads bit-identical, in every table; f16 conversions exact over
  * all 65536 values and against F16C-style rounding; softmax, rmsnorm; the
  * pool runs every task exactly once.
  */
@@ -53,7 +54,9 @@ static void *make_w(sb_rt_dtype t, size_t in, size_t out, float *wf)
             float df;
             ref->f16_to_f32(&d, &df, 1);
             for (int i = 0; i < 32; i++) {
-                int8_t q = (int8_t)(rnd() * 127);
+                /* -128 too: a valid int8 that the sign tricks of int8
+                 * dot products get wrong if done carelessly */
+                int8_t q = (b * 32 + i) % 29 == 0 ? INT8_MIN : (int8_t)(rnd() * 127);
                 w[34 * b + 2 + i] = (uint8_t)q;
                 wf[b * 32 + i] = df * q;
             }
@@ -107,24 +110,29 @@ static void matmul_is_batch_invariant(void **state)
     sb_rt_pool *pools[3];
     for (unsigned p = 0; p < 3; p++)
         assert_int_equal(sb_rt_pool_new(p + 1, &pools[p]), SB_OK);
+    for (int isa = SB_RT_ISA_REF; isa <= SB_RT_ISA_AVX512; isa++) {
+        const sb_rt_kernels *kt = sb_rt_kernels_get((sb_rt_isa)isa);
+        if (!kt)
+            continue;
     for (int ti = 0; ti < 3; ti++) {
         float *wf = malloc(in * out * 4), *x = malloc(nt * in * 4);
         float *ya = malloc(nt * out * 4), *yb = malloc(nt * out * 4);
         void *w = make_w(types[ti], in, out, wf);
         for (size_t i = 0; i < nt * in; i++)
             x[i] = rnd();
-        sb_rt_matmul(pools[1], ya, x, w, types[ti], nt, in, out);
+        kt->matmul(pools[1], ya, x, w, types[ti], nt, in, out);
         for (size_t t = 0; t < nt; t++) /* one at a time */
-            sb_rt_matmul(NULL, yb + t * out, x + t * in, w, types[ti], 1, in, out);
+            kt->matmul(NULL, yb + t * out, x + t * in, w, types[ti], 1, in, out);
         assert_memory_equal(ya, yb, nt * out * 4);
         for (unsigned p = 0; p < 3; p++) {
             for (size_t first = 0; first < nt; first += 5) { /* sub-batches */
                 size_t k = nt - first < 5 ? nt - first : 5;
-                sb_rt_matmul(pools[p], yb + first * out, x + first * in, w, types[ti], k, in, out);
+                kt->matmul(pools[p], yb + first * out, x + first * in, w, types[ti], k, in, out);
             }
             assert_memory_equal(ya, yb, nt * out * 4);
         }
         free(wf), free(x), free(ya), free(yb), free(w);
+    }
     }
     for (unsigned p = 0; p < 3; p++)
         sb_rt_pool_free(pools[p]);
@@ -151,10 +159,15 @@ static void f16_conversions(void **state)
     }
     assert_true(f[0x3c00] == 1.0f && f[0xc000] == -2.0f && f[0x0001] == ldexpf(1, -24));
     assert_true(isinf(f[0x7c00]) && f[0x7bff] == 65504.0f);
-    const sb_rt_kernels *k = sb_rt_kernels_get(SB_RT_ISA_AVX512);
-    if (k) {
-        k->f16_to_f32(h, f2, 65536);
+    for (int isa = SB_RT_ISA_AVX2; isa <= SB_RT_ISA_AVX512; isa++) {
+        const sb_rt_kernels *k = sb_rt_kernels_get((sb_rt_isa)isa);
+        if (!k)
+            continue;
         for (uint32_t i = 0; i < 65536; i++)
+            h[i] = (uint16_t)i;
+        ref->f16_to_f32(h, f, 65536);
+        k->f16_to_f32(h, f2, 65533); /* a tail of 13 (5 past a multiple of 8) */
+        for (uint32_t i = 0; i < 65533; i++)
             assert_true(memcmp(&f[i], &f2[i], 4) == 0 || (isnan(f[i]) && isnan(f2[i])));
         /* rounding: random floats across the range, ties, subnormals, overflow */
         for (uint32_t i = 0; i < 65536; i++) {
@@ -166,9 +179,10 @@ static void f16_conversions(void **state)
                 f[i] = 1.5f;
         }
         ref->f32_to_f16(f, h, 65536);
-        k->f32_to_f16(f, h2, 65536);
+        memset(h2, 0, 65536 * 2);
+        k->f32_to_f16(f, h2, 65531); /* a tail of 11 (3 past a multiple of 8) */
         for (uint32_t i = 0; i < 65536; i++)
-            if (h[i] != h2[i])
+            if (i < 65531 ? h[i] != h2[i] : h2[i] != 0)
                 fail_msg("f32 %a: ref %04x, %s %04x", f[i], h[i], k->name, h2[i]);
     }
     assert_int_equal(sb_rt_dtype_row_bytes(SB_RT_Q8_0, 33), 0);
@@ -260,6 +274,73 @@ static void strided_match_single(void **state)
     }
 }
 
+/* AVX2 and AVX-512 run the same FMAs in the same order (kernels.h): every
+ * kernel gives the same bits, at lengths with and without tails. */
+static void avx2_matches_avx512_bitwise(void **state)
+{
+    (void)state;
+    const sb_rt_kernels *a = sb_rt_kernels_get(SB_RT_ISA_AVX2);
+    const sb_rt_kernels *b = sb_rt_kernels_get(SB_RT_ISA_AVX512);
+    if (!a || !b) {
+        print_message("skipped: this CPU lacks AVX2 or AVX-512\n");
+        skip();
+    }
+    const sb_rt_dtype types[] = { SB_RT_F32, SB_RT_F16, SB_RT_Q8_0 };
+    const size_t ins[] = { 32, 96, 168, 800 }, outs[] = { 1, 7, 70 }, nts[] = { 1, 5, 13 };
+    for (int ti = 0; ti < 3; ti++)
+        for (size_t ii = 0; ii < 4; ii++)
+            for (size_t oi = 0; oi < 3; oi++)
+                for (size_t ni = 0; ni < 3; ni++) {
+                    size_t in = ins[ii], out = outs[oi], nt = nts[ni];
+                    if (types[ti] == SB_RT_Q8_0 && in % 32)
+                        continue;
+                    float *wf = malloc(in * out * 4), *x = malloc(nt * in * 4);
+                    float *ya = malloc(nt * out * 4), *yb = malloc(nt * out * 4);
+                    void *w = make_w(types[ti], in, out, wf);
+                    for (size_t i = 0; i < nt * in; i++)
+                        x[i] = rnd() * 4;
+                    a->matmul(NULL, ya, x, w, types[ti], nt, in, out);
+                    b->matmul(NULL, yb, x, w, types[ti], nt, in, out);
+                    if (memcmp(ya, yb, nt * out * 4))
+                        fail_msg("matmul type %d in %zu out %zu n_tok %zu differs", types[ti],
+                                 in, out, nt);
+                    free(wf), free(x), free(ya), free(yb), free(w);
+                }
+    for (size_t n = 1; n <= 300; n += n < 40 ? 1 : 37) {
+        float *x = malloc(n * 4), *y = malloc(n * 4), *w = malloc(n * 4);
+        float *r1 = malloc(n * 4), *r2 = malloc(n * 4);
+        uint16_t *h = malloc(n * 2 * 3);
+        for (size_t i = 0; i < n; i++)
+            x[i] = rnd() * 20, y[i] = rnd(), w[i] = rnd();
+        for (size_t i = 0; i < n * 3; i++)
+            h[i] = (uint16_t)(0x3000 + (uint16_t)(rnd() * 4000 + 4000)) ^ (i & 1 ? 0x8000 : 0);
+        float d1 = a->dot_f32(x, y, n), d2 = b->dot_f32(x, y, n);
+        assert_memory_equal(&d1, &d2, 4);
+        d1 = a->dot_f16(h, y, n), d2 = b->dot_f16(h, y, n);
+        assert_memory_equal(&d1, &d2, 4);
+        a->rmsnorm(r1, x, w, n, 1e-5f);
+        b->rmsnorm(r2, x, w, n, 1e-5f);
+        assert_memory_equal(r1, r2, n * 4);
+        memcpy(r1, x, n * 4), memcpy(r2, x, n * 4);
+        r1[n / 2] = r2[n / 2] = -INFINITY;
+        a->softmax(r1, n);
+        b->softmax(r2, n);
+        if (memcmp(r1, r2, n * 4))
+            fail_msg("softmax n %zu differs", n);
+        memcpy(r1, y, n * 4), memcpy(r2, y, n * 4);
+        a->axpy_f16(r1, 0.37f, h, n), b->axpy_f16(r2, 0.37f, h, n);
+        a->axpy_f32(r1, -1.3f, x, n), b->axpy_f32(r2, -1.3f, x, n);
+        a->add(r1, w, n), b->add(r2, w, n);
+        assert_memory_equal(r1, r2, n * 4);
+        float s1[3], s2[3], co[3] = { 0.5f, -0.25f, 2.0f };
+        a->dots_f16(s1, h, n, 3, y, n), b->dots_f16(s2, h, n, 3, y, n);
+        assert_memory_equal(s1, s2, sizeof s1);
+        a->axpys_f16(r1, co, h, n, 3, n), b->axpys_f16(r2, co, h, n, 3, n);
+        assert_memory_equal(r1, r2, n * 4);
+        free(x), free(y), free(w), free(r1), free(r2), free(h);
+    }
+}
+
 typedef struct count_ctx {
     _Atomic unsigned *hits;
     unsigned threads;
@@ -303,7 +384,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matmul_matches_reference), cmocka_unit_test(matmul_is_batch_invariant),
         cmocka_unit_test(f16_conversions),          cmocka_unit_test(elementwise),
-        cmocka_unit_test(strided_match_single),     cmocka_unit_test(pool_runs_each_task_once),
+        cmocka_unit_test(strided_match_single),     cmocka_unit_test(avx2_matches_avx512_bitwise),
+        cmocka_unit_test(pool_runs_each_task_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "kernels/kernels.h"
 #include "model/forward.h"
 #include "model/kv.h"
 #include "model/model.h"
@@ -285,9 +286,10 @@ int sb_cli_run(int argc, char **argv)
         goto out;
 
     fprintf(stderr, "model: %s (%s, %u layers, dim %u, %u heads / %u KV heads, vocab %u), "
-            "loaded in %.3f s; %u threads\n", o.model,
+            "loaded in %.3f s; %u threads, %s kernels\n", o.model,
             hp->arch == SB_RT_ARCH_QWEN2 ? "qwen2" : "llama", hp->n_layers, hp->dim,
-            hp->n_heads, hp->n_kv_heads, hp->n_vocab, t_load, sb_rt_ctx_threads(ctx));
+            hp->n_heads, hp->n_kv_heads, hp->n_vocab, t_load, sb_rt_ctx_threads(ctx),
+            sb_rt_kernels_best()->name);
     what = "the prefill";
     t0 = now_s();
     if ((rc = sb_rt_forward(ctx, &kv, prompt, n_prompt, SB_RT_LOGITS_LAST, logits)) != SB_OK)

@@ -15,6 +15,7 @@
  */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,7 +206,7 @@ const sb_rt_kernels *sb_rt_kernels_get(sb_rt_isa isa)
         return &sb_rt_kernels_ref;
 #if defined(SB_RT_KERNELS_X86)
     case SB_RT_ISA_AVX2:
-        return NULL; /* not written yet: such CPUs use ref */
+        return kern_has_avx2() ? &sb_rt_kernels_avx2 : NULL;
     case SB_RT_ISA_AVX512:
         return kern_has_avx512() ? &sb_rt_kernels_avx512 : NULL;
 #else
@@ -217,13 +218,38 @@ const sb_rt_kernels *sb_rt_kernels_get(sb_rt_isa isa)
     return NULL;
 }
 
+/* The table SNAPBANK_ISA names, when it is set to one this CPU runs; else
+ * NULL (with one line on stderr when it names something else). */
+static const sb_rt_kernels *kern_from_env(void)
+{
+    const char *v = getenv("SNAPBANK_ISA");
+    if (!v || !*v)
+        return NULL;
+    static const char *const names[] = { "ref", "avx2", "avx512" };
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(v, names[i])) {
+            const sb_rt_kernels *k = sb_rt_kernels_get((sb_rt_isa)i);
+            if (!k)
+                fprintf(stderr, "snapbank: SNAPBANK_ISA=%s: this CPU or build lacks it; "
+                                "using the best it has\n", v);
+            return k;
+        }
+    fprintf(stderr, "snapbank: SNAPBANK_ISA=%s: unknown (ref, avx2, avx512); using the best "
+                    "this CPU has\n", v);
+    return NULL;
+}
+
 const sb_rt_kernels *sb_rt_kernels_best(void)
 {
-    /* A benign race: every thread computes the same pointer. */
+    /* Chosen once: every thread that races here computes the same pointer
+     * (the environment is read at most a few times, before any thread of
+     * ours could change it). */
     static _Atomic(const sb_rt_kernels *) best;
     const sb_rt_kernels *k = atomic_load_explicit(&best, memory_order_acquire);
     if (!k) {
-        k = sb_rt_kernels_get(SB_RT_ISA_AVX512);
+        k = kern_from_env();
+        if (!k)
+            k = sb_rt_kernels_get(SB_RT_ISA_AVX512);
         if (!k)
             k = sb_rt_kernels_get(SB_RT_ISA_AVX2);
         if (!k)

@@ -3,11 +3,12 @@
  * tables for each instruction set.
  *
  * Every kernel exists as a portable scalar reference (ref) and, on x86-64,
- * as an AVX-512 (F/BW/VL) + FMA + F16C version. (An AVX2 table is planned:
- * sb_rt_kernels_get(SB_RT_ISA_AVX2) returns NULL for now, and CPUs without
- * AVX-512 run ref.) The plain calls (sb_rt_matmul, ...) use the best table
- * this CPU runs, chosen once on first use; sb_rt_kernels_get hands out a
- * particular one for tests and benchmarks.
+ * as an AVX2 + FMA + F16C version and an AVX-512 (F/BW/VL) + FMA + F16C
+ * version. The plain calls (sb_rt_matmul, ...) use the best table this CPU
+ * runs, chosen once on first use; the environment variable SNAPBANK_ISA
+ * (ref, avx2 or avx512) picks a narrower one instead, e.g. to reproduce
+ * another machine's bits (one line on stderr if this CPU lacks it).
+ * sb_rt_kernels_get hands out a particular table for tests and benchmarks.
  *
  * ---- Determinism (what the runtime's bit-identical logits rest on) --------
  *
@@ -20,9 +21,10 @@
  * bits. Batched matmul reuses each loaded weight vector across a tile of up
  * to 6 tokens x 4 rows, but each of the tile's dot products
  * has its own accumulator and the exact sequence of the one-token path.
- * Different ISAs give different bits (FMA versus separate multiply and
- * add): they agree within a few
- * units in the last place times the condition number of the sum.
+ * AVX2 and AVX-512 run the same FMAs in the same order and give the same
+ * bits (softmax included: the same exp polynomial); ref multiplies and adds
+ * separately and agrees with them within a few units in the last place
+ * times the condition number of the sum.
  *
  * ---- Summation order -------------------------------------------------------
  *
@@ -41,8 +43,8 @@
  * A block's integer dot s_b = sum q_x * q_w is exact (int32) on every ISA.
  * Every ISA then sums y = sum over blocks b, in increasing b, of
  * (f16->f32(d_w_b) * d_x_b) * (float)s_b with separate multiply and add, so
- * Q8_0 results are bit-identical across ISAs (AVX-512 only computes s_b with
- * vector instructions; a VNNI tile is future work).
+ * Q8_0 results are bit-identical across ISAs (the SIMD tables only compute s_b
+ * with vector instructions; a VNNI tile is future work).
  * Why quantize X rather than dequantize W: the int8 x int8 dot
  * (VPDPBUSD, VPMADDUBSW) does 4x the multiply-adds per instruction of an f32
  * FMA, which makes prefill several times faster, and decode reads the same
@@ -114,8 +116,9 @@ typedef struct sb_rt_kernels {
  * when this CPU (or this build) lacks isa. */
 const sb_rt_kernels *sb_rt_kernels_get(sb_rt_isa isa);
 
-/* sb_rt_kernels_best -- the table the plain calls use: the widest this CPU
- * runs. Returns: a static table, never NULL. */
+/* sb_rt_kernels_best -- the table the plain calls use: the one SNAPBANK_ISA
+ * names if this CPU runs it, else the widest this CPU runs (see above).
+ * Returns: a static table, never NULL. */
 const sb_rt_kernels *sb_rt_kernels_best(void);
 
 /* sb_rt_f16_to_f32 -- y[i] = x[i] exactly, for n values (NaNs stay NaN). */

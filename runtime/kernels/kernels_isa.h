@@ -52,9 +52,10 @@ void sb_rt_quant_q8_ref(const float *x, int8_t *q, float *d, size_t in);
 float sb_rt_f16_to_f32_1(uint16_t h);
 uint16_t sb_rt_f32_to_f16_1(float f);
 
-/* The per-ISA tables (kernels_ref.c, kernels_avx512.c). */
+/* The per-ISA tables (kernels_ref.c, kernels_avx2.c, kernels_avx512.c). */
 extern const sb_rt_kernels sb_rt_kernels_ref;
 #if defined(SB_RT_KERNELS_X86)
+extern const sb_rt_kernels sb_rt_kernels_avx2;
 extern const sb_rt_kernels sb_rt_kernels_avx512;
 #endif
 
