@@ -192,6 +192,11 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
                 path[r] = pages[r];
                 continue;
             }
+            /* The index's page is on disk only and holds more tokens: it
+             * has no bytes to hand out, so the caller keeps its own page
+             * (private, uncommitted, the same bytes for these tokens). */
+            if (!path[r]->data)
+                continue;
             sb_blk_ref(path[r]);
             sb_blk_unref(pages[r]);
             pages[r] = path[r];

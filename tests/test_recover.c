@@ -209,6 +209,45 @@ static void test_recover_evicted_to_disk(void **state)
     sb_store_close(st);
 }
 
+/* Zero-copy commit of a partial tail whose region the index holds, longer,
+ * in a disk-only page: the caller keeps its own page, with its bytes (the
+ * index's page has none in RAM to hand out), and can go on writing it. */
+static void test_recover_commit_over_disk_tail(void **state)
+{
+    (void)state;
+    uint64_t rng = 3;
+    uint32_t tok[40];
+    tu_tokens(&rng, tok, 40, 1000);
+    sb_store *st = open_dir(64 << 20, 1 << 20);
+    sb_ns *ns = tu_ns(st, &LA, "s");
+    tu_put(ns, &LA, tok, 40, false, SB_OK); /* region 2 holds 8 tokens */
+    sb_ns_close(ns);
+    sb_store_close(st);
+
+    st = open_dir(64 << 20, 1 << 20);
+    ns = tu_ns(st, &LA, "s");
+    sb_page *pages[3];
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(sb_ns_page_alloc(ns, &pages[r]), SB_OK);
+    tu_fill_range(ns, &LA, tok, 0, 37, pages);
+    sb_page *mine = pages[2];
+    assert_int_equal(sb_ns_commit(ns, tok, 37, pages, NULL), SB_OK);
+    assert_ptr_equal(pages[2], mine);
+    assert_non_null(sb_page_data(pages[2]));
+    assert_true(tu_page_holds(ns, &LA, pages[2], tok, 2, 5));
+    for (int r = 0; r < 2; r++) /* full regions: swapped in, bytes kept */
+        assert_true(tu_page_holds(ns, &LA, pages[r], tok, r, 16));
+    assert_int_equal(sb_page_writable(ns, &pages[2], 5), SB_OK);
+    assert_ptr_equal(pages[2], mine); /* still private */
+    tu_check(st);
+    assert_int_equal(tu_match_verify(ns, &LA, tok, 40), 40);
+    for (int r = 0; r < 3; r++)
+        sb_page_unref(pages[r]);
+    sb_ns_close(ns);
+    tu_check(st);
+    sb_store_close(st);
+}
+
 static void test_recover_locked(void **state)
 {
     (void)state;
@@ -269,6 +308,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_recover_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_evicted_to_disk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recover_commit_over_disk_tail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_unknown_version, setup, teardown),
     };

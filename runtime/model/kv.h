@@ -45,7 +45,9 @@ typedef struct sb_rt_kv {
 
 /* sb_rt_kv_layout -- the bank layout of model m's KV with page_tokens per
  * page: fills layout (its bytes_per_token points into bpt, which needs
- * 2 * n_layers entries, and model_id at m->id). Returns: SB_OK;
+ * 2 * n_layers entries, and model_id at m->id). Its point state is the
+ * logits of the last position, n_vocab float32 (session.h); it is optional
+ * (no SB_LAYOUT_POINT_REQUIRED). Returns: SB_OK;
  * SB_ERR_INVAL (page_tokens 0 or too many layers). */
 int sb_rt_kv_layout(const sb_rt_model *m, uint32_t page_tokens, uint32_t *bpt,
                     sb_layout *layout);

@@ -648,7 +648,9 @@ SB_API int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep);
  * deduplicated: pages[i] is replaced by the index's page covering the same
  * tokens (for a partial last page it may hold more tokens after them), the
  * caller's reference moving to it (the reference to the caller's page is
- * dropped). Committed pages are immutable. point, when not NULL, is copied
+ * dropped) -- except when that page is on disk only and holds more tokens
+ * than the caller's: the caller then keeps its own page, still private.
+ * Committed pages are immutable. point, when not NULL, is copied
  * as the point state at n_tokens.
  *
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument or page, one page given for

@@ -1,0 +1,475 @@
+/* session.c -- conversations restored from the bank (session.h). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "model/session.h"
+
+struct sb_rt_session {
+    const sb_rt_model *m;
+    sb_rt_ctx *ctx;
+    sb_ns *ns;
+    sb_rt_kv kv;          /* the KV during a turn (empty between turns) */
+    uint32_t *tok;        /* committed tokens */
+    size_t n_tok, cap;
+    uint32_t *prompt;     /* scratch: tokens + input */
+    size_t prompt_cap;
+    float *logits;        /* n_vocab */
+    size_t page_bytes;
+    sb_rt_disk_use disk_use;
+    sb_rt_rates rates;
+};
+
+const char *sb_rt_cache_mode_name(sb_rt_cache_mode m)
+{
+    switch (m) {
+    case SB_RT_CACHE_COLD:
+        return "cold";
+    case SB_RT_CACHE_WARM:
+        return "warm_prefix";
+    case SB_RT_CACHE_SSD:
+        return "ssd";
+    }
+    return "unknown";
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Multiply-adds per token of the matrices (attention's own work aside). */
+static double model_flops_per_token(const sb_rt_model *m)
+{
+    const sb_rt_hparams *h = &m->hp;
+    double dim = h->dim, kv = sb_rt_model_kv_dim(m), ff = h->n_ff;
+    double layer = dim * (dim + 2 * kv) + dim * dim + 3 * dim * ff;
+    return 2 * (h->n_layers * layer + dim * h->n_vocab);
+}
+
+int sb_rt_session_new(const sb_rt_model *m, sb_rt_ctx *ctx, sb_ns *ns, sb_rt_session **out)
+{
+    if (!out)
+        return SB_ERR_INVAL;
+    *out = NULL;
+    sb_ns_info info;
+    if (!m || !ctx || !ns || sb_ns_get_info(ns, &info) != SB_OK ||
+        info.point_bytes != (size_t)m->hp.n_vocab * sizeof(float))
+        return SB_ERR_INVAL;
+    sb_rt_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return SB_ERR_NOMEM;
+    s->m = m, s->ctx = ctx, s->ns = ns, s->page_bytes = info.page_bytes;
+    s->logits = malloc(info.point_bytes);
+    int rc = s->logits ? sb_rt_kv_init(&s->kv, m, ns) : SB_ERR_NOMEM;
+    if (rc != SB_OK) {
+        sb_rt_session_free(s);
+        return rc;
+    }
+    s->rates.prefill_tok_s = 25e9 * sb_rt_ctx_threads(ctx) / model_flops_per_token(m);
+    s->rates.read_bytes_s = 500e6;
+    s->rates.read_fixed_s = 200e-6;
+    *out = s;
+    return SB_OK;
+}
+
+void sb_rt_session_free(sb_rt_session *s)
+{
+    if (!s)
+        return;
+    sb_rt_kv_fini(&s->kv);
+    free(s->tok);
+    free(s->prompt);
+    free(s->logits);
+    free(s);
+}
+
+void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use)
+{
+    s->disk_use = use;
+}
+
+sb_rt_rates *sb_rt_session_rates(sb_rt_session *s)
+{
+    return &s->rates;
+}
+
+const uint32_t *sb_rt_session_tokens(const sb_rt_session *s, size_t *n)
+{
+    *n = s->n_tok;
+    return s->tok;
+}
+
+const float *sb_rt_session_logits(const sb_rt_session *s)
+{
+    return s->logits;
+}
+
+static int grow(uint32_t **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return SB_OK;
+    size_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    uint32_t *q = realloc(*p, c * sizeof *q);
+    if (!q)
+        return SB_ERR_NOMEM;
+    *p = q, *cap = c;
+    return SB_OK;
+}
+
+static int check_ids(const sb_rt_model *m, const uint32_t *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i] >= m->hp.n_vocab)
+            return SB_ERR_INVAL;
+    return SB_OK;
+}
+
+int sb_rt_session_resume(sb_rt_session *s, const uint32_t *tokens, size_t n)
+{
+    if (!s || (n && !tokens) || check_ids(s->m, tokens, n) != SB_OK)
+        return SB_ERR_INVAL;
+    if (n > s->m->hp.n_ctx)
+        return SB_ERR_TOO_MANY_TOKENS;
+    int rc = grow(&s->tok, &s->cap, n ? n : 1);
+    if (rc != SB_OK)
+        return rc;
+    if (n)
+        memcpy(s->tok, tokens, n * sizeof *tokens);
+    s->n_tok = n;
+    sb_rt_kv_reset(&s->kv);
+    return SB_OK;
+}
+
+/* A running average that starts from its first sample. */
+static void average(double *v, unsigned *samples, double x)
+{
+    *v = *samples ? 0.7 * *v + 0.3 * x : x;
+    (*samples)++;
+}
+
+/* Take the match: how many tokens (k) and from which tier. Fills rep's
+ * choice fields; returns k. */
+static size_t choose(sb_rt_session *s, const sb_match_info *mi, size_t n_prompt, sb_rt_turn *rep)
+{
+    size_t pt = s->kv.page_tokens, L = mi->n_tokens;
+    /* Logits of the last prompt position are needed: a point state at L
+     * gives them, else that position is recomputed. */
+    size_t want = L == n_prompt && !mi->has_point ? L - 1 : L;
+    size_t ram_tok = mi->n_pages_ram * pt < want ? mi->n_pages_ram * pt : want;
+    if (want <= ram_tok)
+        return want;
+    /* Disk pages [ram pages, pages covering want). */
+    size_t disk_pages = (want + pt - 1) / pt - mi->n_pages_ram;
+    rep->est_read_s = s->rates.read_fixed_s +
+                      (double)disk_pages * (double)s->page_bytes / s->rates.read_bytes_s;
+    rep->est_recompute_s = (double)(want - ram_tok) / s->rates.prefill_tok_s;
+    if (s->disk_use == SB_RT_DISK_NEVER || rep->est_read_s > rep->est_recompute_s) {
+        rep->disk_skipped = 1;
+        return ram_tok;
+    }
+    return want;
+}
+
+/* Steps 2-3 of a turn: match, choose, adopt. On return the KV holds the
+ * restored prefix (possibly none); *point_hit says the logits are filled. */
+static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_turn *rep)
+{
+    sb_rt_kv_reset(&s->kv);
+    sb_match *mt = NULL;
+    int rc = sb_ns_match(s->ns, prompt, n, &mt);
+    if (rc != SB_OK)
+        return rc;
+    sb_match_info mi;
+    for (;;) {
+        if ((rc = sb_match_get_info(mt, &mi)) != SB_OK)
+            break;
+        rep->matched_tokens = mi.n_tokens;
+        rep->miss = mi.miss;
+        rep->disk_skipped = 0;
+        size_t k = mi.n_tokens ? choose(s, &mi, n, rep) : 0;
+        size_t pages = (k + s->kv.page_tokens - 1) / s->kv.page_tokens;
+        size_t disk_pages = pages > mi.n_pages_ram ? pages - mi.n_pages_ram : 0;
+        double t0 = now_s();
+        rc = sb_rt_kv_adopt(&s->kv, mt, prompt, k);
+        if (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO)
+            continue; /* the match shrank to the valid prefix: choose again */
+        if (rc != SB_OK)
+            break;
+        rep->cached_tokens = k;
+        if (disk_pages) {
+            size_t first_disk = mi.n_pages_ram * s->kv.page_tokens;
+            rep->cached_disk_tokens = k - first_disk;
+            double dt = now_s() - t0;
+            if (dt > s->rates.read_fixed_s)
+                average(&s->rates.read_bytes_s, &s->rates.read_samples,
+                        (double)disk_pages * (double)s->page_bytes / (dt - s->rates.read_fixed_s));
+        }
+        if (k == n && k == mi.n_tokens && mi.has_point) {
+            const void *pt = sb_match_point(mt);
+            if (pt) {
+                memcpy(s->logits, pt, (size_t)s->m->hp.n_vocab * sizeof(float));
+                rep->point_hit = 1;
+            } else { /* unreadable: recompute the last position */
+                sb_rt_kv_reset(&s->kv);
+                mi.has_point = 0;
+                k = n - 1;
+                if ((rc = sb_rt_kv_adopt(&s->kv, mt, prompt, k)) != SB_OK)
+                    break;
+                rep->cached_tokens = k;
+                if (rep->cached_disk_tokens > k)
+                    rep->cached_disk_tokens = k;
+            }
+        }
+        break;
+    }
+    sb_match_release(mt);
+    if (rc != SB_OK)
+        sb_rt_kv_reset(&s->kv);
+    return rc;
+}
+
+int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input, size_t n_gen,
+                       sb_rt_sampler *smp, uint32_t stop_id, sb_rt_token_fn on_token,
+                       void *cb_ctx, sb_rt_turn *rep)
+{
+    sb_rt_turn dummy;
+    if (!rep)
+        rep = &dummy;
+    memset(rep, 0, sizeof *rep);
+    if (!s || !smp || (n_input && !input) || s->n_tok + n_input == 0 ||
+        check_ids(s->m, input, n_input) != SB_OK)
+        return SB_ERR_INVAL;
+    size_t n = s->n_tok + n_input;
+    if (n + n_gen > s->m->hp.n_ctx)
+        return SB_ERR_TOO_MANY_TOKENS;
+    int rc = grow(&s->prompt, &s->prompt_cap, n + n_gen);
+    if (rc != SB_OK)
+        return rc;
+    if (s->n_tok)
+        memcpy(s->prompt, s->tok, s->n_tok * sizeof *s->tok);
+    if (n_input)
+        memcpy(s->prompt + s->n_tok, input, n_input * sizeof *input);
+    rep->prompt_tokens = n;
+
+    double t0 = now_s();
+    if ((rc = restore(s, s->prompt, n, rep)) != SB_OK)
+        return rc;
+    double t1 = now_s();
+    rep->restore_s = t1 - t0;
+    rep->cache_mode = rep->cached_disk_tokens ? SB_RT_CACHE_SSD
+                      : rep->cached_tokens    ? SB_RT_CACHE_WARM
+                                              : SB_RT_CACHE_COLD;
+    rep->prefill_tokens = n - rep->cached_tokens;
+    if (!rep->point_hit) {
+        rc = sb_rt_forward(s->ctx, &s->kv, s->prompt + rep->cached_tokens, rep->prefill_tokens,
+                           SB_RT_LOGITS_LAST, s->logits);
+        if (rc != SB_OK) {
+            sb_rt_kv_reset(&s->kv);
+            return rc;
+        }
+    }
+    double t2 = now_s();
+    rep->prefill_s = t2 - t1;
+    if (rep->prefill_tokens >= 64)
+        average(&s->rates.prefill_tok_s, &s->rates.prefill_samples,
+                (double)rep->prefill_tokens / rep->prefill_s);
+    rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits);
+
+    double t3 = 0;
+    for (size_t i = 0; i < n_gen; i++) {
+        uint32_t id = sb_rt_sample(smp, s->logits);
+        if (i == 0)
+            t3 = now_s(), rep->ttft_s = t3 - t0;
+        if (on_token)
+            on_token(cb_ctx, id);
+        rep->gen_tokens++;
+        /* Every answer token goes through the model, so the committed KV
+         * and the point state cover the whole answer. */
+        rc = sb_rt_forward(s->ctx, &s->kv, &id, 1, SB_RT_LOGITS_LAST, s->logits);
+        if (rc != SB_OK) {
+            sb_rt_kv_reset(&s->kv);
+            return rc;
+        }
+        if (id == stop_id)
+            break;
+    }
+    if (!rep->gen_tokens)
+        rep->ttft_s = now_s() - t0;
+    else
+        rep->decode_s = now_s() - t3;
+    if (rep->gen_tokens) {
+        int crc = sb_rt_kv_commit(&s->kv, s->logits);
+        if (rep->commit_rc == SB_OK)
+            rep->commit_rc = crc;
+    }
+    rep->prefill_tok_s = rep->prefill_tokens && rep->prefill_s > 0
+                             ? (double)rep->prefill_tokens / rep->prefill_s : 0;
+    rep->decode_tok_s = rep->gen_tokens && rep->decode_s > 0
+                            ? (double)rep->gen_tokens / rep->decode_s : 0;
+    /* The session's tokens: the prompt and the answer, as the KV holds them. */
+    if ((rc = grow(&s->tok, &s->cap, s->kv.n_tokens)) != SB_OK) {
+        sb_rt_kv_reset(&s->kv);
+        return rc;
+    }
+    memcpy(s->tok, s->kv.tokens, s->kv.n_tokens * sizeof *s->tok);
+    s->n_tok = s->kv.n_tokens;
+    /* Between turns the session holds no page: the bank decides what stays
+     * in RAM, and the next turn restores from it like any other. */
+    sb_rt_kv_reset(&s->kv);
+    return SB_OK;
+}
+
+/* ---- session files ----------------------------------------------------------------- */
+
+#define SESS_MAGIC "SBSESSN"
+#define SESS_HEAD 40u
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+int sb_rt_session_save(const sb_rt_session *s, const char *path, sb_rt_err *err)
+{
+    size_t bytes = SESS_HEAD + 4 * s->n_tok + 8;
+    uint8_t *b = calloc(1, bytes);
+    if (!b)
+        return sb_rt_fail(err, SB_ERR_NOMEM, "%s: out of memory", path);
+    memcpy(b, SESS_MAGIC, 8);
+    put32(b + 8, SB_RT_SESSION_FILE_VERSION);
+    memcpy(b + 16, s->m->id, SB_RT_ID_BYTES);
+    put64(b + 32, s->n_tok);
+    for (size_t i = 0; i < s->n_tok; i++)
+        put32(b + SESS_HEAD + 4 * i, s->tok[i]);
+    put64(b + bytes - 8, XXH3_64bits(b, bytes - 8));
+    char tmp[4096];
+    int rc = SB_OK;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        free(b);
+        return sb_rt_fail(err, SB_ERR_INVAL, "%s: path too long", path);
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        rc = errno == ENOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
+        sb_rt_fail(err, rc, "%s: cannot create: %s", tmp, strerror(errno));
+        free(b);
+        return rc;
+    }
+    size_t done = 0;
+    while (done < bytes) {
+        ssize_t w = write(fd, b + done, bytes - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            rc = w < 0 && errno == ENOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
+            sb_rt_fail(err, rc, "%s: write failed: %s", tmp, w < 0 ? strerror(errno) : "short");
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (rc == SB_OK && fsync(fd) != 0)
+        rc = sb_rt_fail(err, SB_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && rc == SB_OK)
+        rc = sb_rt_fail(err, SB_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+    if (rc == SB_OK && rename(tmp, path) != 0)
+        rc = sb_rt_fail(err, SB_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp,
+                        strerror(errno));
+    if (rc != SB_OK)
+        unlink(tmp);
+    free(b);
+    return rc;
+}
+
+int sb_rt_session_load(const sb_rt_model *m, const char *path, uint32_t **tokens, size_t *n,
+                       sb_rt_err *err)
+{
+    *tokens = NULL, *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return sb_rt_fail(err, errno == ENOENT ? SB_ERR_NOT_FOUND : SB_ERR_IO,
+                          "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        return sb_rt_fail(err, SB_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    if (st.st_size < SESS_HEAD + 8 || (uint64_t)st.st_size > (1ull << 34)) {
+        fclose(f);
+        return sb_rt_fail(err, SB_ERR_FORMAT, "%s: not a session file (%lld bytes)", path,
+                          (long long)st.st_size);
+    }
+    size_t bytes = (size_t)st.st_size;
+    uint8_t *b = malloc(bytes);
+    if (!b) {
+        fclose(f);
+        return sb_rt_fail(err, SB_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t got = fread(b, 1, bytes, f);
+    fclose(f);
+    int rc = SB_OK;
+    uint64_t cnt = get64(b + 32);
+    if (got != bytes)
+        rc = sb_rt_fail(err, SB_ERR_IO, "%s: short read", path);
+    else if (memcmp(b, SESS_MAGIC, 8) != 0)
+        rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: not a session file (bad magic)", path);
+    else if (get32(b + 8) != SB_RT_SESSION_FILE_VERSION)
+        rc = sb_rt_fail(err, SB_ERR_VERSION, "%s: session file version %u, this build reads %u",
+                        path, get32(b + 8), SB_RT_SESSION_FILE_VERSION);
+    else if (cnt != (bytes - SESS_HEAD - 8) / 4 || (bytes - SESS_HEAD - 8) % 4)
+        rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: %llu tokens recorded but the file holds %zu "
+                        "bytes of tokens", path, (unsigned long long)cnt, bytes - SESS_HEAD - 8);
+    else if (get64(b + bytes - 8) != XXH3_64bits(b, bytes - 8))
+        rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: checksum mismatch (damaged)", path);
+    else if (get32(b + 12) != 0)
+        rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: unknown flags %#x", path, get32(b + 12));
+    else if (memcmp(b + 16, m->id, SB_RT_ID_BYTES) != 0)
+        rc = sb_rt_fail(err, SB_ERR_LAYOUT_MISMATCH,
+                        "%s: the session was made with another model", path);
+    if (rc == SB_OK && cnt && !(*tokens = malloc(cnt * sizeof **tokens)))
+        rc = sb_rt_fail(err, SB_ERR_NOMEM, "%s: out of memory", path);
+    if (rc == SB_OK) {
+        for (size_t i = 0; i < cnt; i++) {
+            (*tokens)[i] = get32(b + SESS_HEAD + 4 * i);
+            if ((*tokens)[i] >= m->hp.n_vocab) {
+                rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: token %zu is %u, not below the "
+                                "vocabulary size %u", path, i, (*tokens)[i], m->hp.n_vocab);
+                free(*tokens);
+                *tokens = NULL;
+                break;
+            }
+        }
+        if (rc == SB_OK)
+            *n = cnt;
+    }
+    free(b);
+    return rc;
+}

@@ -1,0 +1,183 @@
+/* session.h -- a conversation whose KV cache comes back from the bank: each
+ * turn restores the longest stored prefix of its prompt instead of
+ * recomputing it, from RAM pages by reference or from disk pages read into
+ * fresh ones.
+ *
+ * A session keeps its committed tokens (every earlier prompt and answer).
+ * One turn (sb_rt_session_turn):
+ *   1. prompt = the session's tokens + the turn's input;
+ *   2. match the prompt in the session's namespace (its model and scope);
+ *   3. choose how much of the match to take: RAM pages always (no copy);
+ *      disk pages only when reading them is estimated faster than
+ *      recomputing their tokens (measured rates, sb_rt_rates); when the
+ *      whole prompt matched, its logits come from the point state stored
+ *      with it, or else its last token is recomputed;
+ *   4. prefill the rest, then commit the prompt's pages with the last
+ *      logits as the point state (so the next turn reuses the prompt even
+ *      when the answer differs, and a prompt that is exactly a stored
+ *      sequence needs no forward pass);
+ *   5. decode n_gen tokens (each one run through the model, so the KV and
+ *      logits cover the whole answer), then commit again.
+ * Prefill and decode are the latency-critical phases.
+ *
+ * The point state of the runtime's layout is the last position's logits:
+ * n_vocab little-endian float32 values (kv.h, sb_rt_kv_layout).
+ *
+ * Determinism: a turn computes the same logits and tokens whether its
+ * prefix was restored from RAM, from disk, or computed (forward.h).
+ *
+ * Thread safety: a session is used by one thread at a time.
+ */
+#ifndef SB_RT_SESSION_H
+#define SB_RT_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/forward.h"
+#include "model/kv.h"
+#include "model/model.h"
+#include "model/sample.h"
+#include "snapbank.h"
+
+/* Where a turn's cached prefix came from. */
+typedef enum sb_rt_cache_mode {
+    SB_RT_CACHE_COLD = 0, /* nothing restored: the whole prompt computed */
+    SB_RT_CACHE_WARM = 1, /* a prefix restored from RAM pages ("warm_prefix") */
+    SB_RT_CACHE_SSD = 2,  /* a prefix restored with pages read from disk */
+} sb_rt_cache_mode;
+
+/* sb_rt_cache_mode_name -- "cold", "warm_prefix", "ssd" ("unknown" when out
+ * of range). Returns: a static string. */
+const char *sb_rt_cache_mode_name(sb_rt_cache_mode m);
+
+/* The speeds behind the restore-or-recompute choice. A session starts from
+ * priors and replaces each with what it measures (an average over turns). */
+typedef struct sb_rt_rates {
+    double prefill_tok_s; /* prefill tokens per second (prior: from the
+                             model's size, 25 GFLOP/s per thread) */
+    double read_bytes_s;  /* disk restore bytes per second (prior 500 MB/s) */
+    double read_fixed_s;  /* fixed cost of a disk restore (prior 200 us) */
+    unsigned prefill_samples, read_samples; /* measurements taken */
+} sb_rt_rates;
+
+/* What one turn did. Times in seconds, from the start of the call. */
+typedef struct sb_rt_turn {
+    sb_rt_cache_mode cache_mode;
+    size_t prompt_tokens;    /* the session's tokens + the input */
+    size_t cached_tokens;    /* restored from the bank */
+    size_t cached_disk_tokens; /* ...of them in pages read from disk */
+    size_t prefill_tokens;   /* computed (prompt_tokens - cached_tokens) */
+    size_t gen_tokens;       /* generated */
+    size_t matched_tokens;   /* the bank's restorable prefix of the prompt */
+    sb_miss miss;            /* why matched_tokens < prompt_tokens */
+    int point_hit;           /* the first token's logits came from a point state */
+    int disk_skipped;        /* disk pages matched but recomputing them was
+                                estimated faster: they were not read */
+    double est_read_s;       /* the estimates behind that choice (0 when no */
+    double est_recompute_s;  /* disk page matched) */
+    double restore_s;        /* match, map and read */
+    double prefill_s;        /* computing the uncached prompt tokens */
+    double ttft_s;           /* until the first generated token was known */
+    double decode_s;         /* the decode steps */
+    double prefill_tok_s;    /* prefill_tokens / prefill_s (0 when none) */
+    double decode_tok_s;     /* gen_tokens / decode_s (0 when none) */
+    int commit_rc;           /* SB_OK, or why a commit failed (the turn still
+                                completes; only the caching is lost) */
+} sb_rt_turn;
+
+/* Called with each generated token as soon as it is sampled. */
+typedef void (*sb_rt_token_fn)(void *ctx, uint32_t id);
+
+/* How a session reads the bank. */
+typedef enum sb_rt_disk_use {
+    SB_RT_DISK_READ = 0,  /* restore disk pages when it pays */
+    SB_RT_DISK_NEVER = 1, /* RAM pages only; disk pages are recomputed */
+} sb_rt_disk_use;
+
+typedef struct sb_rt_session sb_rt_session;
+
+/* sb_rt_session_new -- an empty session of model m over namespace ns (opened
+ * with sb_rt_kv_layout's layout for m), computing with ctx. m, ns and ctx
+ * are borrowed and must outlive the session.
+ * On success *out is owned by the caller: free with sb_rt_session_free().
+ * Returns: SB_OK; SB_ERR_INVAL (NULL, or ns of another shape or without the
+ * logits point state); SB_ERR_NOMEM. */
+int sb_rt_session_new(const sb_rt_model *m, sb_rt_ctx *ctx, sb_ns *ns, sb_rt_session **out);
+
+/* sb_rt_session_free -- drop the session's page references and free it.
+ * NULL is a no-op. */
+void sb_rt_session_free(sb_rt_session *s);
+
+/* sb_rt_session_set_disk_use -- how turns use disk pages (default READ). */
+void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use);
+
+/* sb_rt_session_rates -- the rates the session estimates with, to read or
+ * to seed (e.g. from an earlier process). Returns: a pointer into s. */
+sb_rt_rates *sb_rt_session_rates(sb_rt_session *s);
+
+/* sb_rt_session_tokens -- the session's committed tokens; *n receives the
+ * count. Borrowed until the next call on s. */
+const uint32_t *sb_rt_session_tokens(const sb_rt_session *s, size_t *n);
+
+/* sb_rt_session_logits -- the logits after the last turn's last token (the
+ * point state it committed): n_vocab floats, borrowed until the next call
+ * on s; unspecified before the first turn. */
+const float *sb_rt_session_logits(const sb_rt_session *s);
+
+/* sb_rt_session_resume -- set the session's tokens (an earlier process's
+ * conversation, sb_rt_session_load) without computing anything: the next
+ * turn restores them from the bank, or recomputes what it lacks. tokens is
+ * copied. Returns: SB_OK; SB_ERR_INVAL (a token id >= n_vocab);
+ * SB_ERR_TOO_MANY_TOKENS (past the context); SB_ERR_NOMEM. */
+int sb_rt_session_resume(sb_rt_session *s, const uint32_t *tokens, size_t n);
+
+/* sb_rt_session_turn -- run one turn: input[0, n_input) after the
+ * session's tokens (n_input may be 0 when the session has tokens), then up
+ * to n_gen tokens sampled with smp, stopping after stop_id (UINT32_MAX:
+ * never). on_token (may be NULL) sees each generated token. rep (may be
+ * NULL) receives the report. On SB_OK the session's tokens are the prompt
+ * and the answer.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL s or smp, nothing to run, a token id
+ * >= n_vocab); SB_ERR_TOO_MANY_TOKENS (prompt + n_gen past the model's
+ * context); SB_ERR_BUDGET, SB_ERR_NOMEM (no page for the KV); on failure
+ * the session's tokens are unchanged. */
+int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input, size_t n_gen,
+                       sb_rt_sampler *smp, uint32_t stop_id, sb_rt_token_fn on_token,
+                       void *cb_ctx, sb_rt_turn *rep);
+
+/* ---- session files ----------------------------------------------------------
+ *
+ * A session's tokens saved between processes (sb_rt_session_save / _load),
+ * so a restarted runtime resumes the conversation and finds its KV in the
+ * bank. Little-endian:
+ *
+ *   OFFSET   SIZE  FIELD
+ *   0        8     magic "SBSESSN\0"
+ *   8        4     version (SB_RT_SESSION_FILE_VERSION = 1)
+ *   12       4     flags (0)
+ *   16       16    model identity (sb_rt_model.id)
+ *   32       8     n: token count
+ *   40       4n    tokens, uint32 each
+ *   40+4n    8     XXH3-64 of bytes [0, 40 + 4n)
+ *
+ * Saved to a temporary file, synced, then renamed over the old one, so a
+ * crash leaves the old file or the new one.
+ */
+#define SB_RT_SESSION_FILE_VERSION 1u
+
+/* sb_rt_session_save -- write the session's tokens to path (as above).
+ * Returns: SB_OK; SB_ERR_IO, SB_ERR_NOSPC (err names the file and the
+ * fault; the old file, if any, is left as it was); SB_ERR_NOMEM. */
+int sb_rt_session_save(const sb_rt_session *s, const char *path, sb_rt_err *err);
+
+/* sb_rt_session_load -- read the tokens saved at path for model m.
+ * On success *tokens (malloc'd, caller frees) and *n receive them.
+ * Returns: SB_OK; SB_ERR_NOT_FOUND (no file); SB_ERR_IO; SB_ERR_FORMAT (not
+ * a session file, truncated, or failing its checksum); SB_ERR_VERSION;
+ * SB_ERR_LAYOUT_MISMATCH (saved with another model); SB_ERR_NOMEM. err names
+ * the file and the fault. */
+int sb_rt_session_load(const sb_rt_model *m, const char *path, uint32_t **tokens, size_t *n,
+                       sb_rt_err *err);
+
+#endif /* SB_RT_SESSION_H */

@@ -1,0 +1,450 @@
+/* test_session.c -- sessions that restore warm prefixes from the bank
+ * (runtime/model/session.h).
+ *
+ * Description: on tiny generated models (F32 and F16),
+ *   - warm versus cold: a prompt diverging from a stored one at every
+ *     position restores exactly the shared prefix and gives logits and
+ *     tokens bit-identical to a cold run;
+ *   - a prompt that is exactly a stored sequence takes its logits from the
+ *     point state (no forward pass) and they are the cold ones;
+ *   - ssd: after the store is closed and reopened, a resumed session reads
+ *     its pages from disk and continues bit-identically; with reading
+ *     estimated slower than recomputing it skips the disk and says so;
+ *   - scopes: two sessions of different scopes share nothing;
+ *   - eviction: a session whose pages were evicted falls back to a correct
+ *     cold prefill with miss reason "evicted";
+ *   - session files: round trip, and damage, truncation, another model and
+ *     a missing file each refused with their error.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "model/forward.h"
+#include "model/kv.h"
+#include "model/make_model.h"
+#include "model/model.h"
+#include "model/sample.h"
+#include "model/session.h"
+
+#define N 100 /* prompt tokens: pages of 16 and a partial tail */
+
+static sb_rt_model *load_tiny(const char *dtype, uint64_t seed)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_session.%ld.gguf", (long)getpid());
+    sb_rt_make_opts o;
+    sb_rt_make_opts_preset(&o, "tiny");
+    assert_int_equal(sb_rt_make_opts_set(&o, "dtype", dtype), SB_OK);
+    o.seed = seed;
+    sb_rt_err err = { 0 };
+    if (sb_rt_make_model(&o, path, &err) != SB_OK)
+        fail_msg("make_model: %s", err.msg);
+    sb_rt_model *m;
+    if (sb_rt_model_load(path, &m, &err) != SB_OK)
+        fail_msg("load: %s", err.msg);
+    unlink(path);
+    return m;
+}
+
+/* A store (RAM only when dir is NULL), one namespace per scope, a context. */
+typedef struct bank {
+    sb_rt_model *m;
+    sb_store *st;
+    sb_ns *ns;
+    sb_rt_ctx *ctx;
+    uint32_t bpt[2 * 8];
+} bank;
+
+static void bank_open(bank *b, sb_rt_model *m, const char *dir, const char *scope,
+                      uint64_t ram_bytes)
+{
+    memset(b, 0, sizeof *b);
+    b->m = m;
+    sb_config cfg;
+    sb_config_default(&cfg);
+    cfg.ram_bytes = ram_bytes;
+    cfg.dir = dir;
+    cfg.segment_bytes = 1u << 20;
+    cfg.disk_bytes = 64u << 20;
+    assert_int_equal(sb_store_open(&cfg, &b->st), SB_OK);
+    sb_layout layout;
+    assert_int_equal(sb_rt_kv_layout(m, 16, b->bpt, &layout), SB_OK);
+    assert_int_equal(sb_ns_open(b->st, &layout, scope, scope ? strlen(scope) : 0, &b->ns), SB_OK);
+    assert_int_equal(sb_rt_ctx_new(m, 2, 32, &b->ctx), SB_OK);
+}
+
+static void bank_close(bank *b)
+{
+    sb_rt_ctx_free(b->ctx);
+    sb_ns_close(b->ns);
+    assert_int_equal(sb_store_check(b->st), SB_OK);
+    assert_int_equal(sb_store_close(b->st), SB_OK);
+}
+
+static void tokens_for(const sb_rt_model *m, uint32_t *t, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (uint32_t)((seed >> 33) % m->hp.n_vocab);
+    }
+}
+
+/* One turn of a fresh session (resumed at hist[0, n_hist) when n_hist):
+ * input, n_gen greedy tokens into gen; the logits after it into lg. */
+static sb_rt_turn turn(bank *b, const uint32_t *hist, size_t n_hist, const uint32_t *in,
+                       size_t n_in, size_t n_gen, uint32_t *gen, float *lg)
+{
+    sb_rt_session *s;
+    assert_int_equal(sb_rt_session_new(b->m, b->ctx, b->ns, &s), SB_OK);
+    if (n_hist)
+        assert_int_equal(sb_rt_session_resume(s, hist, n_hist), SB_OK);
+    sb_rt_sampler smp;
+    sb_rt_sampling so = { 0, 0, 1, 1 };
+    assert_int_equal(sb_rt_sampler_init(&smp, &so, b->m->hp.n_vocab), SB_OK);
+    sb_rt_turn rep;
+    assert_int_equal(sb_rt_session_turn(s, in, n_in, n_gen, &smp, UINT32_MAX, NULL, NULL, &rep),
+                     SB_OK);
+    assert_int_equal(rep.commit_rc, SB_OK);
+    size_t nt;
+    const uint32_t *t = sb_rt_session_tokens(s, &nt);
+    assert_int_equal(nt, n_hist + n_in + n_gen);
+    if (gen)
+        memcpy(gen, t + n_hist + n_in, n_gen * sizeof *gen);
+    if (lg)
+        memcpy(lg, sb_rt_session_logits(s), b->m->hp.n_vocab * sizeof *lg);
+    sb_rt_sampler_fini(&smp);
+    sb_rt_session_free(s);
+    return rep;
+}
+
+/* The logits and tokens of in[0, n) + n_gen computed cold, in a fresh bank. */
+static void cold(sb_rt_model *m, const uint32_t *in, size_t n, size_t n_gen, uint32_t *gen,
+                 float *lg)
+{
+    bank c;
+    bank_open(&c, m, NULL, NULL, 64u << 20);
+    sb_rt_turn r = turn(&c, NULL, 0, in, n, n_gen, gen, lg);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    assert_int_equal(r.cached_tokens, 0);
+    bank_close(&c);
+}
+
+static void warm_vs_cold(const char *dtype)
+{
+    sb_rt_model *m = load_tiny(dtype, 11);
+    size_t V = m->hp.n_vocab;
+    uint32_t a[N], p[N], g1[4], g2[4];
+    float *l1 = malloc(V * 4), *l2 = malloc(V * 4);
+    tokens_for(m, a, N, 5);
+    bank b;
+    bank_open(&b, m, NULL, NULL, 64u << 20);
+    sb_rt_turn r = turn(&b, NULL, 0, a, N, 0, NULL, NULL);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    for (size_t d = 0; d <= N; d++) {
+        /* p shares exactly d tokens with a */
+        memcpy(p, a, sizeof p);
+        for (size_t i = d; i < N; i++)
+            p[i] = (a[i] + 1 + (uint32_t)i) % (uint32_t)V;
+        r = turn(&b, NULL, 0, p, N, 4, g1, l1);
+        cold(m, p, N, 4, g2, l2);
+        if (memcmp(l1, l2, V * 4) || memcmp(g1, g2, sizeof g1))
+            fail_msg("%s: diverging at %zu: warm differs from cold", dtype, d);
+        /* every earlier p_d' (d' < d) shares d' tokens; a shares d */
+        if (d < N) {
+            assert_int_equal(r.cached_tokens, d);
+            assert_int_equal(r.cache_mode, d ? SB_RT_CACHE_WARM : SB_RT_CACHE_COLD);
+            assert_int_equal(r.miss, SB_MISS_NO_PREFIX);
+            assert_int_equal(r.prefill_tokens, N - d);
+        } else { /* exactly a: its point state gives the logits */
+            assert_int_equal(r.point_hit, 1);
+            assert_int_equal(r.cached_tokens, N);
+            assert_int_equal(r.prefill_tokens, 0);
+            assert_int_equal(r.miss, SB_MISS_NONE);
+        }
+    }
+    /* A prefix of a stored sequence has no point state at its end: the last
+     * position is recomputed. */
+    r = turn(&b, NULL, 0, a, 37, 0, NULL, l1);
+    cold(m, a, 37, 0, NULL, l2);
+    assert_int_equal(r.cached_tokens, 36);
+    assert_int_equal(r.prefill_tokens, 1);
+    assert_memory_equal(l1, l2, V * 4);
+    bank_close(&b);
+    free(l1), free(l2);
+    sb_rt_model_free(m);
+}
+
+static void warm_vs_cold_f32(void **state)
+{
+    (void)state;
+    warm_vs_cold("f32");
+}
+
+static void warm_vs_cold_f16(void **state)
+{
+    (void)state;
+    warm_vs_cold("f16");
+}
+
+/* Two turns in one session: the second restores the first's prompt and
+ * answer from RAM. */
+static void second_turn_is_warm(void **state)
+{
+    (void)state;
+    sb_rt_model *m = load_tiny("f16", 3);
+    uint32_t a[N];
+    tokens_for(m, a, N, 9);
+    bank b;
+    bank_open(&b, m, NULL, NULL, 64u << 20);
+    sb_rt_session *s;
+    assert_int_equal(sb_rt_session_new(m, b.ctx, b.ns, &s), SB_OK);
+    sb_rt_sampler smp;
+    sb_rt_sampling so = { 0.8f, 40, 0.95f, 42 };
+    assert_int_equal(sb_rt_sampler_init(&smp, &so, m->hp.n_vocab), SB_OK);
+    sb_rt_turn r;
+    assert_int_equal(sb_rt_session_turn(s, a, 60, 8, &smp, UINT32_MAX, NULL, NULL, &r), SB_OK);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    assert_int_equal(r.gen_tokens, 8);
+    assert_true(r.ttft_s > 0 && r.ttft_s <= r.prefill_s + r.restore_s + 1);
+    assert_int_equal(sb_rt_session_turn(s, a + 60, 40, 8, &smp, UINT32_MAX, NULL, NULL, &r),
+                     SB_OK);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_WARM);
+    assert_int_equal(r.prompt_tokens, 108);
+    assert_int_equal(r.cached_tokens, 68); /* first prompt + its whole answer */
+    assert_int_equal(r.prefill_tokens, 40);
+    size_t nt;
+    sb_rt_session_tokens(s, &nt);
+    assert_int_equal(nt, 116);
+    /* an input of nothing: the whole conversation is a stored sequence */
+    assert_int_equal(sb_rt_session_turn(s, NULL, 0, 2, &smp, UINT32_MAX, NULL, NULL, &r), SB_OK);
+    assert_int_equal(r.point_hit, 1);
+    assert_int_equal(r.prefill_tokens, 0);
+    /* errors leave the session as it was */
+    uint32_t bad = m->hp.n_vocab;
+    assert_int_equal(sb_rt_session_turn(s, &bad, 1, 2, &smp, UINT32_MAX, NULL, NULL, &r),
+                     SB_ERR_INVAL);
+    assert_int_equal(sb_rt_session_turn(s, a, 1, m->hp.n_ctx, &smp, UINT32_MAX, NULL, NULL, &r),
+                     SB_ERR_TOO_MANY_TOKENS);
+    sb_rt_session_tokens(s, &nt);
+    assert_int_equal(nt, 118);
+    sb_rt_sampler_fini(&smp);
+    sb_rt_session_free(s);
+    bank_close(&b);
+    sb_rt_model_free(m);
+}
+
+static void ssd_after_reopen(void **state)
+{
+    (void)state;
+    sb_rt_model *m = load_tiny("f32", 5);
+    size_t V = m->hp.n_vocab;
+    char dir[] = "/tmp/test_session.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    uint32_t a[N + 20], g1[6], g2[6], gen0[5];
+    float *l1 = malloc(V * 4), *l2 = malloc(V * 4);
+    tokens_for(m, a, N + 20, 21);
+    bank b;
+    bank_open(&b, m, dir, NULL, 64u << 20);
+    sb_rt_turn r = turn(&b, NULL, 0, a, N, 5, gen0, NULL);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    bank_close(&b);
+    uint32_t hist[N + 5];
+    memcpy(hist, a, N * 4);
+    memcpy(hist + N, gen0, sizeof gen0);
+
+    bank_open(&b, m, dir, NULL, 64u << 20);
+    r = turn(&b, hist, N + 5, a + N, 20, 6, g1, l1);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_SSD);
+    assert_int_equal(r.cached_tokens, N + 5);
+    assert_int_equal(r.cached_disk_tokens, N + 5);
+    assert_int_equal(r.disk_skipped, 0);
+    assert_true(r.est_read_s > 0 && r.est_recompute_s > 0);
+    uint32_t full[N + 25];
+    memcpy(full, hist, sizeof hist);
+    memcpy(full + N + 5, a + N, 20 * 4);
+    cold(m, full, N + 25, 6, g2, l2);
+    assert_memory_equal(l1, l2, V * 4);
+    assert_memory_equal(g1, g2, sizeof g1);
+    bank_close(&b);
+
+    /* Reading estimated slower than recomputing: the disk is skipped. */
+    bank_open(&b, m, dir, NULL, 64u << 20);
+    sb_rt_session *s;
+    assert_int_equal(sb_rt_session_new(m, b.ctx, b.ns, &s), SB_OK);
+    sb_rt_session_rates(s)->read_bytes_s = 1; /* a byte a second */
+    assert_int_equal(sb_rt_session_resume(s, hist, N + 5), SB_OK);
+    sb_rt_sampler smp;
+    sb_rt_sampling so = { 0, 0, 1, 1 };
+    assert_int_equal(sb_rt_sampler_init(&smp, &so, V), SB_OK);
+    assert_int_equal(sb_rt_session_turn(s, a + N, 20, 6, &smp, UINT32_MAX, NULL, NULL, &r),
+                     SB_OK);
+    assert_int_equal(r.disk_skipped, 1);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    assert_int_equal(r.cached_tokens, 0);
+    assert_true(r.est_read_s > r.est_recompute_s);
+    assert_memory_equal(sb_rt_session_logits(s), l2, V * 4);
+    /* ... and with the disk turned off */
+    sb_rt_session_set_disk_use(s, SB_RT_DISK_NEVER);
+    sb_rt_session_rates(s)->read_bytes_s = 1e12;
+    assert_int_equal(sb_rt_session_resume(s, hist, N + 5), SB_OK);
+    assert_int_equal(sb_rt_session_turn(s, a + N, 20, 6, &smp, UINT32_MAX, NULL, NULL, &r),
+                     SB_OK);
+    /* the pages the previous turn computed are in RAM now: warm, not ssd */
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_WARM);
+    assert_int_equal(r.cached_disk_tokens, 0);
+    sb_rt_sampler_fini(&smp);
+    sb_rt_session_free(s);
+    bank_close(&b);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    free(l1), free(l2);
+    sb_rt_model_free(m);
+}
+
+static void scopes_share_nothing(void **state)
+{
+    (void)state;
+    sb_rt_model *m = load_tiny("f16", 2);
+    uint32_t a[N];
+    tokens_for(m, a, N, 4);
+    sb_config cfg;
+    sb_config_default(&cfg);
+    cfg.ram_bytes = 64u << 20;
+    sb_store *st;
+    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
+    uint32_t bpt[16];
+    sb_layout layout;
+    assert_int_equal(sb_rt_kv_layout(m, 16, bpt, &layout), SB_OK);
+    bank x = { .m = m, .st = st }, y = { .m = m, .st = st };
+    assert_int_equal(sb_ns_open(st, &layout, "tenant-a", 8, &x.ns), SB_OK);
+    assert_int_equal(sb_ns_open(st, &layout, "tenant-b", 8, &y.ns), SB_OK);
+    assert_int_equal(sb_rt_ctx_new(m, 1, 64, &x.ctx), SB_OK);
+    y.ctx = x.ctx;
+    sb_rt_turn r = turn(&x, NULL, 0, a, N, 3, NULL, NULL);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    r = turn(&y, NULL, 0, a, N, 3, NULL, NULL);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    assert_int_equal(r.cached_tokens, 0);
+    assert_int_equal(r.miss, SB_MISS_NO_PREFIX);
+    r = turn(&x, NULL, 0, a, N, 3, NULL, NULL);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_WARM);
+    sb_rt_ctx_free(x.ctx);
+    sb_ns_close(x.ns);
+    sb_ns_close(y.ns);
+    assert_int_equal(sb_store_check(st), SB_OK);
+    sb_store_close(st);
+    sb_rt_model_free(m);
+}
+
+static void evicted_falls_back_cold(void **state)
+{
+    (void)state;
+    sb_rt_model *m = load_tiny("f32", 8);
+    size_t V = m->hp.n_vocab;
+    uint32_t a[N], o[N], g1[4], g2[4];
+    float *l1 = malloc(V * 4), *l2 = malloc(V * 4);
+    tokens_for(m, a, N, 77);
+    bank b;
+    /* a 100-token sequence is 7 pages of 4 KiB plus a 2 KiB point state */
+    bank_open(&b, m, NULL, NULL, 160u << 10);
+    uint32_t gen0[4];
+    turn(&b, NULL, 0, a, N, 4, gen0, NULL);
+    for (uint64_t k = 0; k < 8; k++) { /* other sessions push it out */
+        tokens_for(m, o, N, 1000 + k);
+        turn(&b, NULL, 0, o, N, 4, NULL, NULL);
+    }
+    sb_stats stt;
+    assert_int_equal(sb_store_stats(b.st, &stt), SB_OK);
+    assert_true(stt.evictions > 0);
+    uint32_t hist[N + 4], more[10];
+    memcpy(hist, a, sizeof a);
+    memcpy(hist + N, gen0, sizeof gen0);
+    tokens_for(m, more, 10, 5);
+    sb_rt_turn r = turn(&b, hist, N + 4, more, 10, 4, g1, l1);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    assert_int_equal(r.cached_tokens, 0);
+    assert_int_equal(r.miss, SB_MISS_EVICTED);
+    uint32_t full[N + 14];
+    memcpy(full, hist, sizeof hist);
+    memcpy(full + N + 4, more, sizeof more);
+    cold(m, full, N + 14, 4, g2, l2);
+    assert_memory_equal(l1, l2, V * 4);
+    assert_memory_equal(g1, g2, sizeof g1);
+    bank_close(&b);
+    free(l1), free(l2);
+    sb_rt_model_free(m);
+}
+
+static void session_files(void **state)
+{
+    (void)state;
+    sb_rt_model *m = load_tiny("f32", 1), *other = load_tiny("f32", 2);
+    uint32_t a[N];
+    tokens_for(m, a, N, 3);
+    bank b;
+    bank_open(&b, m, NULL, NULL, 64u << 20);
+    sb_rt_session *s;
+    assert_int_equal(sb_rt_session_new(m, b.ctx, b.ns, &s), SB_OK);
+    assert_int_equal(sb_rt_session_resume(s, a, N), SB_OK);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_session.%ld.sess", (long)getpid());
+    sb_rt_err err = { 0 };
+    assert_int_equal(sb_rt_session_save(s, path, &err), SB_OK);
+    uint32_t *t;
+    size_t n;
+    assert_int_equal(sb_rt_session_load(m, path, &t, &n, &err), SB_OK);
+    assert_int_equal(n, N);
+    assert_memory_equal(t, a, sizeof a);
+    free(t);
+    assert_int_equal(sb_rt_session_load(other, path, &t, &n, &err), SB_ERR_LAYOUT_MISMATCH);
+    assert_non_null(strstr(err.msg, path));
+    /* every flipped byte and every truncation is refused */
+    FILE *f = fopen(path, "rb");
+    uint8_t buf[1024];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_int_equal(len, 40 + 4 * N + 8);
+    for (size_t i = 0; i < len; i += 7) {
+        buf[i] ^= 0x10;
+        f = fopen(path, "wb");
+        fwrite(buf, 1, len, f);
+        fclose(f);
+        int rc = sb_rt_session_load(m, path, &t, &n, &err);
+        if (rc != SB_ERR_FORMAT && rc != SB_ERR_VERSION)
+            fail_msg("byte %zu flipped: %d (%s)", i, rc, err.msg);
+        assert_null(t);
+        buf[i] ^= 0x10;
+    }
+    for (size_t cut = 0; cut < len; cut += 13) {
+        f = fopen(path, "wb");
+        fwrite(buf, 1, cut, f);
+        fclose(f);
+        assert_int_equal(sb_rt_session_load(m, path, &t, &n, &err), SB_ERR_FORMAT);
+    }
+    unlink(path);
+    assert_int_equal(sb_rt_session_load(m, path, &t, &n, &err), SB_ERR_NOT_FOUND);
+    sb_rt_session_free(s);
+    bank_close(&b);
+    sb_rt_model_free(m);
+    sb_rt_model_free(other);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(warm_vs_cold_f32),     cmocka_unit_test(warm_vs_cold_f16),
+        cmocka_unit_test(second_turn_is_warm),  cmocka_unit_test(ssd_after_reopen),
+        cmocka_unit_test(scopes_share_nothing), cmocka_unit_test(evicted_falls_back_cold),
+        cmocka_unit_test(session_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
