@@ -36,6 +36,9 @@
 
 #define N 100 /* prompt tokens: pages of 16 and a partial tail */
 
+/* Generation of n tokens with sampler, no stop token. */
+#define GEN(sampler, n) (&(sb_rt_gen){ .n_gen = (n), .smp = (sampler), .stop_id = UINT32_MAX })
+
 static sb_rt_model *load_tiny(const char *dtype, uint64_t seed)
 {
     char path[64];
@@ -97,8 +100,12 @@ static void tokens_for(const sb_rt_model *m, uint32_t *t, size_t n, uint64_t see
     }
 }
 
+/* The last turn()'s logits at its last prompt position. */
+static float g_prompt_logits[4096];
+
 /* One turn of a fresh session (resumed at hist[0, n_hist) when n_hist):
- * input, n_gen greedy tokens into gen; the logits after it into lg. */
+ * input, n_gen greedy tokens into gen; the logits after it into lg, those
+ * of the last prompt position into g_prompt_logits. */
 static sb_rt_turn turn(bank *b, const uint32_t *hist, size_t n_hist, const uint32_t *in,
                        size_t n_in, size_t n_gen, uint32_t *gen, float *lg)
 {
@@ -110,7 +117,10 @@ static sb_rt_turn turn(bank *b, const uint32_t *hist, size_t n_hist, const uint3
     sb_rt_sampling so = { 0, 0, 1, 1 };
     assert_int_equal(sb_rt_sampler_init(&smp, &so, b->m->hp.n_vocab), SB_OK);
     sb_rt_turn rep;
-    assert_int_equal(sb_rt_session_turn(s, in, n_in, n_gen, &smp, UINT32_MAX, NULL, NULL, &rep),
+    assert_true(b->m->hp.n_vocab <= 4096);
+    sb_rt_gen g = { .n_gen = n_gen, .smp = &smp, .stop_id = UINT32_MAX,
+                    .prompt_logits = g_prompt_logits };
+    assert_int_equal(sb_rt_session_turn(s, in, n_in, &g, &rep),
                      SB_OK);
     assert_int_equal(rep.commit_rc, SB_OK);
     size_t nt;
@@ -142,7 +152,7 @@ static void warm_vs_cold(const char *dtype)
     sb_rt_model *m = load_tiny(dtype, 11);
     size_t V = m->hp.n_vocab;
     uint32_t a[N], p[N], g1[4], g2[4];
-    float *l1 = malloc(V * 4), *l2 = malloc(V * 4);
+    float *l1 = malloc(V * 4), *l2 = malloc(V * 4), *pl = malloc(V * 4);
     tokens_for(m, a, N, 5);
     bank b;
     bank_open(&b, m, NULL, NULL, 64u << 20);
@@ -154,8 +164,10 @@ static void warm_vs_cold(const char *dtype)
         for (size_t i = d; i < N; i++)
             p[i] = (a[i] + 1 + (uint32_t)i) % (uint32_t)V;
         r = turn(&b, NULL, 0, p, N, 4, g1, l1);
+        memcpy(pl, g_prompt_logits, V * 4);
         cold(m, p, N, 4, g2, l2);
-        if (memcmp(l1, l2, V * 4) || memcmp(g1, g2, sizeof g1))
+        if (memcmp(l1, l2, V * 4) || memcmp(g1, g2, sizeof g1) ||
+            memcmp(pl, g_prompt_logits, V * 4))
             fail_msg("%s: diverging at %zu: warm differs from cold", dtype, d);
         /* every earlier p_d' (d' < d) shares d' tokens; a shares d */
         if (d < N) {
@@ -178,7 +190,7 @@ static void warm_vs_cold(const char *dtype)
     assert_int_equal(r.prefill_tokens, 1);
     assert_memory_equal(l1, l2, V * 4);
     bank_close(&b);
-    free(l1), free(l2);
+    free(l1), free(l2), free(pl);
     sb_rt_model_free(m);
 }
 
@@ -210,11 +222,11 @@ static void second_turn_is_warm(void **state)
     sb_rt_sampling so = { 0.8f, 40, 0.95f, 42 };
     assert_int_equal(sb_rt_sampler_init(&smp, &so, m->hp.n_vocab), SB_OK);
     sb_rt_turn r;
-    assert_int_equal(sb_rt_session_turn(s, a, 60, 8, &smp, UINT32_MAX, NULL, NULL, &r), SB_OK);
+    assert_int_equal(sb_rt_session_turn(s, a, 60, GEN(&smp, 8), &r), SB_OK);
     assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
     assert_int_equal(r.gen_tokens, 8);
     assert_true(r.ttft_s > 0 && r.ttft_s <= r.prefill_s + r.restore_s + 1);
-    assert_int_equal(sb_rt_session_turn(s, a + 60, 40, 8, &smp, UINT32_MAX, NULL, NULL, &r),
+    assert_int_equal(sb_rt_session_turn(s, a + 60, 40, GEN(&smp, 8), &r),
                      SB_OK);
     assert_int_equal(r.cache_mode, SB_RT_CACHE_WARM);
     assert_int_equal(r.prompt_tokens, 108);
@@ -224,14 +236,14 @@ static void second_turn_is_warm(void **state)
     sb_rt_session_tokens(s, &nt);
     assert_int_equal(nt, 116);
     /* an input of nothing: the whole conversation is a stored sequence */
-    assert_int_equal(sb_rt_session_turn(s, NULL, 0, 2, &smp, UINT32_MAX, NULL, NULL, &r), SB_OK);
+    assert_int_equal(sb_rt_session_turn(s, NULL, 0, GEN(&smp, 2), &r), SB_OK);
     assert_int_equal(r.point_hit, 1);
     assert_int_equal(r.prefill_tokens, 0);
     /* errors leave the session as it was */
     uint32_t bad = m->hp.n_vocab;
-    assert_int_equal(sb_rt_session_turn(s, &bad, 1, 2, &smp, UINT32_MAX, NULL, NULL, &r),
+    assert_int_equal(sb_rt_session_turn(s, &bad, 1, GEN(&smp, 2), &r),
                      SB_ERR_INVAL);
-    assert_int_equal(sb_rt_session_turn(s, a, 1, m->hp.n_ctx, &smp, UINT32_MAX, NULL, NULL, &r),
+    assert_int_equal(sb_rt_session_turn(s, a, 1, GEN(&smp, m->hp.n_ctx), &r),
                      SB_ERR_TOO_MANY_TOKENS);
     sb_rt_session_tokens(s, &nt);
     assert_int_equal(nt, 118);
@@ -284,7 +296,7 @@ static void ssd_after_reopen(void **state)
     sb_rt_sampler smp;
     sb_rt_sampling so = { 0, 0, 1, 1 };
     assert_int_equal(sb_rt_sampler_init(&smp, &so, V), SB_OK);
-    assert_int_equal(sb_rt_session_turn(s, a + N, 20, 6, &smp, UINT32_MAX, NULL, NULL, &r),
+    assert_int_equal(sb_rt_session_turn(s, a + N, 20, GEN(&smp, 6), &r),
                      SB_OK);
     assert_int_equal(r.disk_skipped, 1);
     assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
@@ -295,7 +307,7 @@ static void ssd_after_reopen(void **state)
     sb_rt_session_set_disk_use(s, SB_RT_DISK_NEVER);
     sb_rt_session_rates(s)->read_bytes_s = 1e12;
     assert_int_equal(sb_rt_session_resume(s, hist, N + 5), SB_OK);
-    assert_int_equal(sb_rt_session_turn(s, a + N, 20, 6, &smp, UINT32_MAX, NULL, NULL, &r),
+    assert_int_equal(sb_rt_session_turn(s, a + N, 20, GEN(&smp, 6), &r),
                      SB_OK);
     /* the pages the previous turn computed are in RAM now: warm, not ssd */
     assert_int_equal(r.cache_mode, SB_RT_CACHE_WARM);

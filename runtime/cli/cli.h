@@ -5,9 +5,11 @@
 #define SB_CLI_H
 
 int sb_cli_demo(int argc, char **argv);
+int sb_cli_bank_demo(int argc, char **argv);
 int sb_cli_fsck(int argc, char **argv);
 int sb_cli_stat(int argc, char **argv);
 int sb_cli_run(int argc, char **argv);
+int sb_cli_chat(int argc, char **argv);
 int sb_cli_make_model(int argc, char **argv);
 
 #endif /* SB_CLI_H */

@@ -1,383 +1,263 @@
-/* demo.c -- `snapbank demo`: scripted multi-turn chat sessions over synthetic
- * KV state, run the way an inference runtime uses the bank (zero-copy pages,
- * copy-on-write tails, prompt commit before decode), printing per turn what
- * was reused and checking every restored byte.
- *
- * The synthetic state of token i of tensor t is a pseudo-random function of
- * (tokens[0..i], t), as real KV rows depend on the whole prefix: a restore
- * that returned the wrong page, or a page of another prefix, would not
- * verify. */
+/* demo.c -- `snapbank demo`: the main demo. It makes the `small` model,
+ * writes a long system prompt (over 2,000 tokens) and two chat scripts,
+ * then runs `snapbank chat` three times as separate processes over one
+ * bank directory:
+ *   1. alice, a new session: turn 1 computes everything (cold), later
+ *      turns restore the conversation from RAM (warm_prefix);
+ *   2. a restart: alice resumes, her conversation read back from the disk
+ *      tier (ssd), then warm_prefix again;
+ *   3. bob, a new session with the same system prompt: it comes from disk.
+ * Each turn prints its cache_mode, cached tokens and time to first token.
+ * Exit status: 0 success, 1 failure, 2 usage error. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <inttypes.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
-#include "snapbank.h"
+#include "model/make_model.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
 
-#define VOCAB 32000u
-
-typedef struct demo_opts {
-    uint32_t page_tokens;   /* tokens per page */
-    uint32_t layers;        /* K and V tensors per layer */
-    uint32_t kv_bytes;      /* bytes per token of one tensor */
-    uint32_t system_tokens; /* shared system prompt length */
-    uint32_t turns;         /* turns of the longest session */
-    uint64_t ram_mb;        /* RAM budget */
-    uint64_t seed;
-} demo_opts;
-
-typedef struct demo_session {
-    const char *scope;      /* tenant */
-    const char *name;
-    sb_ns *ns;
-    uint32_t *tokens;       /* (n) committed tokens */
-    size_t n, cap;
-    uint64_t rng;
-    unsigned turn;
-} demo_session;
-
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Prefix hash: h_i depends on every token up to i. */
-static uint64_t prefix_step(uint64_t h, uint32_t tok)
-{
-    uint64_t s = h ^ ((uint64_t)tok * 0xD6E8FEB86659FD93ull);
-    return splitmix(&s);
-}
-
-/* The synthetic state slice of one token of one tensor. */
-static void synth(uint8_t *dst, uint32_t bytes, uint64_t h, uint32_t tensor)
-{
-    uint64_t s = h ^ ((uint64_t)(tensor + 1) << 48);
-    for (uint32_t i = 0; i < bytes; i += 8) {
-        uint64_t v = splitmix(&s);
-        memcpy(dst + i, &v, bytes - i < 8 ? bytes - i : 8);
-    }
-}
-
-static int push_tokens(demo_session *s, size_t n, uint32_t *out)
-{
-    for (size_t i = 0; i < n; i++)
-        out[i] = (uint32_t)(splitmix(&s->rng) % VOCAB);
-    return 0;
-}
-
-static int fail(const char *what, int rc)
-{
-    fprintf(stderr, "snapbank demo: %s: %s\n", what, sb_strerror(rc));
-    return 1;
-}
-
-/* Compute the synthetic state of tokens[from, to) into the page table,
- * allocating pages and copying-on-write the partial page at `from`. */
-static int compute(const demo_opts *o, sb_ns *ns, const uint32_t *tokens, size_t from,
-                   size_t to, sb_page **pages)
-{
-    uint32_t pt = o->page_tokens, n_t = o->layers * 2;
-    if (from % pt) {
-        int rc = sb_page_writable(ns, &pages[from / pt], (uint32_t)(from % pt));
-        if (rc)
-            return fail("copy-on-write of the tail page", rc);
-    }
-    uint64_t h = 0;
-    for (size_t i = 0; i < to; i++) {
-        h = prefix_step(h, tokens[i]);
-        if (i < from)
-            continue;
-        size_t r = i / pt;
-        if (!pages[r]) {
-            int rc = sb_ns_page_alloc(ns, &pages[r]);
-            if (rc == SB_ERR_BUDGET) {
-                fprintf(stderr, "snapbank demo: this session's context (%zu tokens) needs more "
-                                "pages than the RAM budget holds; raise --ram-mb\n", to);
-                return 1;
-            }
-            if (rc)
-                return fail("page allocation", rc);
-        }
-        uint8_t *page = sb_page_data(pages[r]);
-        for (uint32_t t = 0; t < n_t; t++)
-            synth(page + sb_ns_tensor_offset(ns, t) + (i % pt) * o->kv_bytes, o->kv_bytes, h, t);
-    }
-    return 0;
-}
-
-/* Restore tokens[0, n) in copy mode and compare with the synthetic state. */
-static int verify(const demo_opts *o, sb_ns *ns, const uint32_t *tokens, size_t n, bool *ok)
-{
-    uint32_t n_t = o->layers * 2;
-    sb_match *m;
-    int rc = sb_ns_match(ns, tokens, n, &m);
-    if (rc)
-        return fail("verify match", rc);
-    sb_match_info info;
-    sb_match_get_info(m, &info);
-    void **bufs = calloc(n_t, sizeof *bufs);
-    uint8_t *want = malloc(o->kv_bytes);
-    int ret = 0;
-    *ok = info.n_tokens == n;
-    for (uint32_t t = 0; bufs && t < n_t; t++)
-        if (!(bufs[t] = malloc(n * o->kv_bytes)))
-            ret = 1;
-    if (!bufs || !want || ret) {
-        ret = fail("verify buffers", SB_ERR_NOMEM);
-    } else if ((rc = sb_match_restore(m, info.n_tokens, bufs, NULL))) {
-        ret = fail("verify restore", rc);
-    } else {
-        uint64_t h = 0;
-        for (size_t i = 0; i < info.n_tokens && *ok; i++) {
-            h = prefix_step(h, tokens[i]);
-            for (uint32_t t = 0; t < n_t && *ok; t++) {
-                synth(want, o->kv_bytes, h, t);
-                if (memcmp((uint8_t *)bufs[t] + i * o->kv_bytes, want, o->kv_bytes))
-                    *ok = false;
-            }
-        }
-    }
-    for (uint32_t t = 0; bufs && t < n_t; t++)
-        free(bufs[t]);
-    free(bufs);
-    free(want);
-    sb_match_release(m);
-    return ret;
-}
-
-static void release_pages(sb_page **pages, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        sb_page_unref(pages[i]);
-        pages[i] = NULL;
-    }
-}
-
-/* One chat turn: user text, prefill from the bank, commit, decode, commit. */
-static int turn(const demo_opts *o, sb_store *st, demo_session *s, const uint32_t *system,
-                bool *all_ok)
-{
-    uint32_t pt = o->page_tokens;
-    size_t user = 40 + splitmix(&s->rng) % 80, answer = 30 + splitmix(&s->rng) % 60;
-    size_t need = (s->n ? s->n : o->system_tokens) + user + answer;
-    if (need > s->cap) {
-        uint32_t *t = realloc(s->tokens, need * sizeof *t);
-        if (!t)
-            return fail("tokens", SB_ERR_NOMEM);
-        s->tokens = t;
-        s->cap = need;
-    }
-    if (!s->n) {
-        memcpy(s->tokens, system, o->system_tokens * sizeof *system);
-        s->n = o->system_tokens;
-    }
-    push_tokens(s, user, s->tokens + s->n);
-    size_t n_prompt = s->n + user, n_full = n_prompt + answer;
-
-    sb_stats before;
-    sb_store_stats(st, &before);
-
-    /* Match the prompt and map the matched pages, no copy. */
-    sb_match *m;
-    int rc = sb_ns_match(s->ns, s->tokens, n_prompt, &m);
-    if (rc)
-        return fail("match", rc);
-    sb_match_info info;
-    sb_match_get_info(m, &info);
-    size_t n_slots = (n_full + pt - 1) / pt;
-    sb_page **pages = calloc(n_slots, sizeof *pages);
-    if (!pages) {
-        sb_match_release(m);
-        return fail("page table", SB_ERR_NOMEM);
-    }
-    rc = sb_match_pages(m, 0, info.n_pages, pages);
-    sb_match_release(m);
-    if (rc) {
-        free(pages);
-        return fail("map pages", rc);
-    }
-
-    /* Prefill the rest, commit the prompt (so the next turn reuses it even
-     * if the answer differs), decode, commit the whole turn. */
-    int ret = compute(o, s->ns, s->tokens, info.n_tokens, n_prompt, pages);
-    if (!ret && (rc = sb_ns_commit(s->ns, s->tokens, n_prompt, pages, NULL)))
-        ret = fail("commit prompt", rc);
-    if (!ret) {
-        push_tokens(s, answer, s->tokens + n_prompt);
-        ret = compute(o, s->ns, s->tokens, n_prompt, n_full, pages);
-    }
-    if (!ret && (rc = sb_ns_commit(s->ns, s->tokens, n_full, pages, NULL)))
-        ret = fail("commit turn", rc);
-    release_pages(pages, n_slots);
-    free(pages);
-    if (ret)
-        return ret;
-    s->n = n_full;
-    s->turn++;
-
-    bool ok;
-    if (verify(o, s->ns, s->tokens, s->n, &ok))
-        return 1;
-    *all_ok &= ok;
-    sb_stats after;
-    sb_store_stats(st, &after);
-    printf("%-9s %-8s %4u %7zu %8zu %7zu %6" PRIu64 " %9.1f  %-10s %s\n", s->scope, s->name,
-           s->turn, n_prompt, info.n_tokens, info.n_pages, after.pages_new - before.pages_new,
-           after.ram_bytes / 1048576.0, sb_miss_name(info.miss), ok ? "ok" : "MISMATCH");
-    return 0;
-}
+#define SYSTEM_MIN_TOKENS 2048
 
 static void demo_usage(FILE *f)
 {
     fprintf(f,
-            "usage: snapbank demo [options]\n\n"
-            "Runs scripted chat sessions against an in-RAM bank: two tenants (scopes),\n"
-            "three sessions, one shared system prompt. Each turn matches its prompt,\n"
-            "maps the matched pages without copying, computes synthetic KV state for\n"
-            "the new tokens, commits, and verifies every byte a restore returns.\n\n"
-            "per turn: prompt tokens, matched (tokens restored from the bank), pages\n"
-            "reused, pages new (added to the bank), RAM MiB held, miss reason, verify.\n\n"
+            "usage: snapbank demo [--dir DIR] [--keep] [--model FILE] [--threads N] [-n N]\n\n"
+            "A chat with a long system prompt over the bank, in three processes: a new\n"
+            "session (cold, then warm_prefix), the same session after a restart (ssd),\n"
+            "and a second session sharing the system prompt. Prints per turn the\n"
+            "cache_mode, the cached tokens and the time to first token.\n\n"
             "options:\n"
-            "  --page-tokens N    tokens per page (default 16)\n"
-            "  --layers N         layers; each has a K and a V tensor (default 4)\n"
-            "  --kv-bytes N       bytes per token per tensor (default 512)\n"
-            "  --system-tokens N  shared system prompt length (default 1000)\n"
-            "  --turns N          turns of the longest session (default 4)\n"
-            "  --ram-mb N         RAM budget in MiB (default 256)\n"
-            "  --seed N           token stream seed (default 1)\n");
+            "  --dir DIR      work in DIR (default: a new directory under /var/tmp,\n"
+            "                 removed at the end unless --keep)\n"
+            "  --keep         keep the work directory (model, bank, scripts)\n"
+            "  --model FILE   use this GGUF model instead of making the small one\n"
+            "  --threads N    threads (default: every online CPU)\n"
+            "  -n N           tokens each answer generates (default 16)\n\n"
+            "exit status: 0 success, 1 failure, 2 usage.\n");
 }
 
-static int parse_u64(const char *opt, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+/* A system prompt of rules built from a seed: plain sentences whose words
+ * vary, so it is long text rather than one phrase repeated. */
+static char *system_prompt(const sb_rt_model *m, size_t *n_tok)
 {
-    char *end;
-    unsigned long long x = v ? strtoull(v, &end, 10) : 0;
-    if (!v || !*v || *end || x < lo || x > hi) {
-        fprintf(stderr, "snapbank demo: %s needs a number in [%" PRIu64 ", %" PRIu64 "]\n",
-                opt, lo, hi);
-        return -1;
+    static const char *const subj[] = { "The bank", "A session", "The writer", "Every page",
+                                        "The runtime", "A checksum", "The index", "The operator" };
+    static const char *const verb[] = { "keeps", "restores", "writes", "checks", "counts",
+                                        "drops", "reads", "reports" };
+    static const char *const obj[] = { "the state of a prompt", "a prefix it has seen",
+                                       "one record per page", "the bytes of every tensor",
+                                       "the time to the first token", "what the budget allows",
+                                       "the oldest segment first", "pages that sessions share" };
+    static const char *const cond[] = { "a turn begins", "the disk is busy", "memory runs short",
+                                        "a restart happens", "the model is answering",
+                                        "a record fails its check", "an hour has passed",
+                                        "two tenants ask at once" };
+    size_t cap = 64 * 1024, len = 0;
+    char *t = malloc(cap);
+    if (!t)
+        return NULL;
+    len += (size_t)snprintf(t, cap, "You are the operator's assistant for a storage system "
+                                    "that keeps model state. Follow these rules.\n");
+    uint64_t x = 20261202;
+    for (int rule = 1;; rule++) {
+        if (rule % 25 == 0) { /* tokenizing is cheap at this size */
+            size_t need = 0;
+            sb_rt_tok_encode(m->tok, t, len, true, NULL, 0, &need);
+            if (need >= SYSTEM_MIN_TOKENS) {
+                *n_tok = need;
+                return t;
+            }
+        }
+        int r[6];
+        for (int i = 0; i < 6; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            r[i] = (int)((x >> 33) % 8);
+        }
+        if (cap - len < 512) {
+            char *nt = realloc(t, cap *= 2);
+            if (!nt) {
+                free(t);
+                return NULL;
+            }
+            t = nt;
+        }
+        len += (size_t)snprintf(t + len, cap - len,
+                                "Rule %d. %s %s %s when %s; %s never %s %s twice.\n", rule,
+                                subj[r[0]], verb[r[1]], obj[r[2]], cond[r[3]], subj[r[4]],
+                                verb[r[5]], obj[(r[2] + 3) % 8]);
     }
-    *out = x;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "snapbank demo: %s: cannot write: %s\n", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return 1;
+    }
+    return 0;
+}
+
+/* Run `snapbank chat ...` as a child process (this executable), wait. */
+static int run_chat(const char *const *args)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "snapbank demo: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        execv("/proc/self/exe", (char *const *)args);
+        fprintf(stderr, "snapbank demo: cannot run /proc/self/exe: %s\n", strerror(errno));
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return 1;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "snapbank demo: the chat process failed (status %d)\n",
+                WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return 1;
+    }
     return 0;
 }
 
 int sb_cli_demo(int argc, char **argv)
 {
-    demo_opts o = { .page_tokens = 16, .layers = 4, .kv_bytes = 512, .system_tokens = 1000,
-                    .turns = 4, .ram_mb = 256, .seed = 1 };
+    const char *dir_opt = NULL, *model_opt = NULL, *threads = NULL, *n_gen = "16";
+    int keep = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             demo_usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--dir") && v) {
+            dir_opt = v, i++;
+        } else if (!strcmp(a, "--model") && v) {
+            model_opt = v, i++;
+        } else if (!strcmp(a, "--threads") && v) {
+            threads = v, i++;
+        } else if (!strcmp(a, "-n") && v) {
+            n_gen = v, i++;
+        } else if (!strcmp(a, "--keep")) {
+            keep = 1;
+        } else {
+            fprintf(stderr, "snapbank demo: bad argument '%s'\n\n", a);
+            demo_usage(stderr);
+            return 2;
         }
-#define OPT(name, field, lo, hi)                                                        \
-    if (!strcmp(a, name)) {                                                             \
-        if (parse_u64(name, v, lo, hi, &x))                                             \
-            return 2;                                                                   \
-        o.field = x;                                                                    \
-        i++;                                                                            \
-        continue;                                                                       \
     }
-        OPT("--page-tokens", page_tokens, 1, 4096)
-        OPT("--layers", layers, 1, 128)
-        OPT("--kv-bytes", kv_bytes, 1, 65536)
-        OPT("--system-tokens", system_tokens, 1, 1u << 20)
-        OPT("--turns", turns, 1, 1000)
-        OPT("--ram-mb", ram_mb, 1, 1u << 20)
-        OPT("--seed", seed, 0, UINT64_MAX)
-#undef OPT
-        fprintf(stderr, "snapbank demo: unknown option '%s'\n\n", a);
-        demo_usage(stderr);
-        return 2;
-    }
-
-    sb_config cfg;
-    sb_config_default(&cfg);
-    cfg.ram_bytes = o.ram_mb << 20;
-    sb_store *st;
-    int rc = sb_store_open(&cfg, &st);
-    if (rc)
-        return fail("open store", rc);
-
-    uint32_t n_t = o.layers * 2;
-    uint32_t *bpt = malloc(n_t * sizeof *bpt);
-    uint32_t *system = malloc(o.system_tokens * sizeof *system);
-    if (!bpt || !system) {
-        free(bpt);
-        free(system);
-        sb_store_close(st);
-        return fail("setup", SB_ERR_NOMEM);
-    }
-    for (uint32_t t = 0; t < n_t; t++)
-        bpt[t] = o.kv_bytes;
-    uint64_t srng = o.seed * 7919 + 17;
-    for (uint32_t i = 0; i < o.system_tokens; i++)
-        system[i] = (uint32_t)(splitmix(&srng) % VOCAB);
-    static const char model_id[] = "snapbank-demo synthetic model v1";
-    sb_layout lay = { .model_id = model_id, .model_id_bytes = sizeof model_id - 1,
-                      .page_tokens = o.page_tokens, .n_tensors = n_t, .bytes_per_token = bpt };
-
-    demo_session ses[3] = {
-        { .scope = "tenant-a", .name = "alice", .rng = o.seed * 1000003 + 0xA11CE },
-        { .scope = "tenant-a", .name = "bob", .rng = o.seed * 1000003 + 0xB0B },
-        { .scope = "tenant-b", .name = "carol", .rng = o.seed * 1000003 + 0xCA201 },
-    };
-    int ret = 0;
-    for (int i = 0; i < 3 && !ret; i++) {
-        rc = sb_ns_open(st, &lay, ses[i].scope, strlen(ses[i].scope), &ses[i].ns);
-        if (rc)
-            ret = fail("open namespace", rc);
-    }
-    sb_ns_info ni = { 0 };
-    if (!ret)
-        sb_ns_get_info(ses[0].ns, &ni);
-    if (!ret)
-        printf("snapbank demo: %u tensors x %u B/token, %u tokens/page (%zu KiB pages), "
-               "system prompt %u tokens, RAM budget %" PRIu64 " MiB\n\n",
-               n_t, o.kv_bytes, o.page_tokens, ni.page_bytes / 1024, o.system_tokens,
-               o.ram_mb);
-    printf("%-9s %-8s %4s %7s %8s %7s %6s %9s  %-10s %s\n", "scope", "session", "turn",
-           "prompt", "matched", "reused", "new", "ram_MiB", "miss", "verify");
-
-    /* The script: alice chats; bob (same tenant) starts on the shared system
-     * prompt; carol (another tenant) shares nothing. */
-    static const int order[] = { 0, 0, 1, 0, 2, 1, 0, 2 };
-    unsigned max_turns[3] = { o.turns, o.turns > 2 ? o.turns / 2 : 1, o.turns > 2 ? o.turns / 2 : 1 };
-    bool ok = true;
-    for (unsigned round = 0; !ret && round < o.turns; round++)
-        for (size_t k = 0; !ret && k < sizeof order / sizeof *order; k++) {
-            demo_session *s = &ses[order[k]];
-            /* Walk the script; each session takes its turns in order. */
-            unsigned want = (unsigned)(round * 4 + k) / 2;
-            if (s->turn < max_turns[order[k]] && s->turn <= want)
-                ret = turn(&o, st, s, system, &ok);
+    char dir[1024], model[1200], bank[1200], sys[1200], s1[1200], s2[1200], s3[1200];
+    if (dir_opt) {
+        if (snprintf(dir, sizeof dir, "%s", dir_opt) >= (int)sizeof dir ||
+            (mkdir(dir, 0700) != 0 && errno != EEXIST)) {
+            fprintf(stderr, "snapbank demo: %s: cannot create: %s\n", dir_opt, strerror(errno));
+            return 1;
         }
+        keep = 1;
+    } else {
+        snprintf(dir, sizeof dir, "/var/tmp/snapbank-demo-XXXXXX");
+        if (!mkdtemp(dir)) {
+            fprintf(stderr, "snapbank demo: %s: cannot create: %s\n", dir, strerror(errno));
+            return 1;
+        }
+    }
+    snprintf(model, sizeof model, "%s/small.gguf", dir);
+    snprintf(bank, sizeof bank, "%s/bank", dir);
+    snprintf(sys, sizeof sys, "%s/system.txt", dir);
+    snprintf(s1, sizeof s1, "%s/alice-1.txt", dir);
+    snprintf(s2, sizeof s2, "%s/alice-2.txt", dir);
+    snprintf(s3, sizeof s3, "%s/bob.txt", dir);
+    const char *model_path = model_opt ? model_opt : model;
+    int ret = 1;
+    sb_rt_err err = { 0 };
+    sb_rt_model *m = NULL;
+    char *text = NULL;
+    if (!model_opt) {
+        sb_rt_make_opts mo;
+        sb_rt_make_opts_preset(&mo, "small");
+        printf("making the small model (dim 768, 12 layers, F16, random weights) ...\n");
+        fflush(stdout);
+        if (sb_rt_make_model(&mo, model, &err) != SB_OK) {
+            fprintf(stderr, "snapbank demo: %s\n", err.msg);
+            goto out;
+        }
+    }
+    if (sb_rt_model_load(model_path, &m, &err) != SB_OK) {
+        fprintf(stderr, "snapbank demo: %s\n", err.msg);
+        goto out;
+    }
+    if (!m->tok) {
+        fprintf(stderr, "snapbank demo: %s: %s\n", model_path, m->tok_error);
+        goto out;
+    }
+    size_t n_sys = 0;
+    if (!(text = system_prompt(m, &n_sys)))
+        goto out;
+    if (write_file(sys, text) ||
+        write_file(s1, "What do you keep for me?\n"
+                       "How do you know a page is still good?\n"
+                       "And what happens when the disk fills up?\n") ||
+        write_file(s2, "I am back after the restart. Do you remember?\n"
+                       "Then tell me about the write budget.\n") ||
+        write_file(s3, "Hello, I am new here. What are the rules?\n"))
+        goto out;
+    printf("work directory %s; system prompt %zu tokens; answers of %s tokens\n\n", dir, n_sys,
+           n_gen);
 
-    if (!ret) {
-        sb_stats s;
-        sb_store_stats(st, &s);
-        printf("\nbank (lookups include the verify step): %" PRIu64 " lookups, %" PRIu64 " hits, %" PRIu64 " tokens restored, %"
-               PRIu64 " computed; %" PRIu64 " pages indexed (%.1f MiB), %" PRIu64
-               " evicted; index %.2f bytes/token\n",
-               s.lookups, s.hits, s.hit_tokens, s.miss_tokens, s.indexed_pages,
-               s.indexed_bytes / 1048576.0, s.evictions, s.index_bytes_per_token);
-        printf("verify: %s\n", ok ? "every restored byte matched its prefix's state"
-                                  : "MISMATCH: a restore returned wrong state");
-        if (!ok)
-            ret = 1;
+    const char *th = threads ? threads : "0";
+    char thbuf[32];
+    if (!threads) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        snprintf(thbuf, sizeof thbuf, "%ld", n > 0 ? n : 1);
+        th = thbuf;
     }
-    for (int i = 0; i < 3; i++) {
-        sb_ns_close(ses[i].ns);
-        free(ses[i].tokens);
+    const char *alice1[] = { "snapbank", "chat", model_path, "--bank-dir", bank, "--session",
+                             "alice", "--system-file", sys, "--script", s1, "-n", n_gen,
+                             "--threads", th, "--table", NULL };
+    const char *alice2[] = { "snapbank", "chat", model_path, "--bank-dir", bank, "--session",
+                             "alice", "--script", s2, "-n", n_gen, "--threads", th, "--table",
+                             NULL };
+    const char *bob[] = { "snapbank", "chat", model_path, "--bank-dir", bank, "--session", "bob",
+                          "--system-file", sys, "--script", s3, "-n", n_gen, "--threads", th,
+                          "--table", NULL };
+    printf("== process 1: alice starts a session (cold, then warm_prefix from RAM)\n");
+    if (run_chat(alice1))
+        goto out;
+    printf("\n== process 2, a restart: alice resumes (her conversation read from disk: ssd)\n");
+    if (run_chat(alice2))
+        goto out;
+    printf("\n== process 3: bob starts a session with the same system prompt (from disk)\n");
+    if (run_chat(bob))
+        goto out;
+    printf("\ncold computes every prompt token; warm_prefix maps the bank's RAM pages with no "
+           "copy;\nssd reads the pages a previous process wrote. Every restored turn gives the "
+           "same\nlogits as a cold one (tests/test_session.c checks it bit for bit).\n");
+    ret = 0;
+out:
+    free(text);
+    sb_rt_model_free(m);
+    if (!keep) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "snapbank demo: could not remove %s\n", dir);
+    } else {
+        printf("kept %s\n", dir);
     }
-    free(bpt);
-    free(system);
-    sb_store_close(st);
     return ret;
 }

@@ -11,10 +11,14 @@ static const struct {
     const char *help;
 } commands[] = {
     { "demo", sb_cli_demo,
+      "the main demo: a chat with a long system prompt, restarted: cold, warm_prefix, ssd" },
+    { "bank-demo", sb_cli_bank_demo,
       "scripted multi-turn sessions over synthetic KV state: shows prefix reuse" },
     { "fsck", sb_cli_fsck, "verify a store directory offline: superblock, records, summaries" },
     { "stat", sb_cli_stat, "open a store directory and report what recovery found and dropped" },
     { "run", sb_cli_run, "run a llama-family GGUF model on the CPU, its KV cache in snapbank pages" },
+    { "chat", sb_cli_chat,
+      "a multi-turn chat whose KV is restored from the bank (cold, warm_prefix, ssd)" },
     { "make-model", sb_cli_make_model, "write a GGUF model with random weights (tiny, small)" },
 };
 

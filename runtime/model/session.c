@@ -240,19 +240,18 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
     return rc;
 }
 
-int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input, size_t n_gen,
-                       sb_rt_sampler *smp, uint32_t stop_id, sb_rt_token_fn on_token,
-                       void *cb_ctx, sb_rt_turn *rep)
+int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
+                       const sb_rt_gen *g, sb_rt_turn *rep)
 {
     sb_rt_turn dummy;
     if (!rep)
         rep = &dummy;
     memset(rep, 0, sizeof *rep);
-    if (!s || !smp || (n_input && !input) || s->n_tok + n_input == 0 ||
+    if (!s || !g || !g->smp || (n_input && !input) || s->n_tok + n_input == 0 ||
         check_ids(s->m, input, n_input) != SB_OK)
         return SB_ERR_INVAL;
-    size_t n = s->n_tok + n_input;
-    if (n + n_gen > s->m->hp.n_ctx)
+    size_t n = s->n_tok + n_input, n_gen = g->n_gen;
+    if (n_gen > s->m->hp.n_ctx || n + n_gen > s->m->hp.n_ctx)
         return SB_ERR_TOO_MANY_TOKENS;
     int rc = grow(&s->prompt, &s->prompt_cap, n + n_gen);
     if (rc != SB_OK)
@@ -286,14 +285,16 @@ int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input, 
         average(&s->rates.prefill_tok_s, &s->rates.prefill_samples,
                 (double)rep->prefill_tokens / rep->prefill_s);
     rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits);
+    if (g->prompt_logits)
+        memcpy(g->prompt_logits, s->logits, (size_t)s->m->hp.n_vocab * sizeof *s->logits);
 
     double t3 = 0;
     for (size_t i = 0; i < n_gen; i++) {
-        uint32_t id = sb_rt_sample(smp, s->logits);
+        uint32_t id = sb_rt_sample(g->smp, s->logits);
         if (i == 0)
             t3 = now_s(), rep->ttft_s = t3 - t0;
-        if (on_token)
-            on_token(cb_ctx, id);
+        if (g->on_token)
+            g->on_token(g->cb_ctx, id);
         rep->gen_tokens++;
         /* Every answer token goes through the model, so the committed KV
          * and the point state cover the whole answer. */
@@ -302,7 +303,7 @@ int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input, 
             sb_rt_kv_reset(&s->kv);
             return rc;
         }
-        if (id == stop_id)
+        if (id == g->stop_id)
             break;
     }
     if (!rep->gen_tokens)

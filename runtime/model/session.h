@@ -89,6 +89,17 @@ typedef struct sb_rt_turn {
 /* Called with each generated token as soon as it is sampled. */
 typedef void (*sb_rt_token_fn)(void *ctx, uint32_t id);
 
+/* How a turn generates. */
+typedef struct sb_rt_gen {
+    size_t n_gen;           /* most tokens to generate (0: prefill only) */
+    sb_rt_sampler *smp;     /* the sampler (borrowed) */
+    uint32_t stop_id;       /* stop after this token (UINT32_MAX: never) */
+    sb_rt_token_fn on_token;/* may be NULL */
+    void *cb_ctx;           /* passed to on_token */
+    float *prompt_logits;   /* when not NULL: receives the logits of the last
+                               prompt position (n_vocab floats) */
+} sb_rt_gen;
+
 /* How a session reads the bank. */
 typedef enum sb_rt_disk_use {
     SB_RT_DISK_READ = 0,  /* restore disk pages when it pays */
@@ -134,17 +145,14 @@ int sb_rt_session_resume(sb_rt_session *s, const uint32_t *tokens, size_t n);
 
 /* sb_rt_session_turn -- run one turn: input[0, n_input) after the
  * session's tokens (n_input may be 0 when the session has tokens), then up
- * to n_gen tokens sampled with smp, stopping after stop_id (UINT32_MAX:
- * never). on_token (may be NULL) sees each generated token. rep (may be
- * NULL) receives the report. On SB_OK the session's tokens are the prompt
- * and the answer.
- * Returns: SB_OK; SB_ERR_INVAL (NULL s or smp, nothing to run, a token id
- * >= n_vocab); SB_ERR_TOO_MANY_TOKENS (prompt + n_gen past the model's
- * context); SB_ERR_BUDGET, SB_ERR_NOMEM (no page for the KV); on failure
- * the session's tokens are unchanged. */
-int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input, size_t n_gen,
-                       sb_rt_sampler *smp, uint32_t stop_id, sb_rt_token_fn on_token,
-                       void *cb_ctx, sb_rt_turn *rep);
+ * to g->n_gen tokens sampled with g->smp. rep (may be NULL) receives the
+ * report. On SB_OK the session's tokens are the prompt and the answer.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL s, g or sampler, nothing to run, a
+ * token id >= n_vocab); SB_ERR_TOO_MANY_TOKENS (prompt + n_gen past the
+ * model's context); SB_ERR_BUDGET, SB_ERR_NOMEM (no page for the KV); on
+ * failure the session's tokens are unchanged. */
+int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
+                       const sb_rt_gen *g, sb_rt_turn *rep);
 
 /* ---- session files ----------------------------------------------------------
  *

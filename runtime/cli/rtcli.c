@@ -1,0 +1,330 @@
+/* rtcli.c -- options, bank and session setup, and turn reports shared by
+ * `snapbank run` and `snapbank chat` (rtcli.h). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli/rtcli.h"
+#include "model/kv.h"
+#include "model/tokenizer.h"
+
+const char rt_opts_help[] =
+    "  -n N                   tokens to generate (default 32; 0: prefill only)\n"
+    "  --threads N            threads (default: every online CPU)\n"
+    "  --temp T               sampling temperature (default 0: greedy)\n"
+    "  --top-k K              keep the K most likely tokens (default 40; 0: all)\n"
+    "  --top-p P              nucleus sampling threshold (default 0.95; 1: off)\n"
+    "  --seed N               sampler seed (default 1)\n"
+    "  --print-token-ids      print token ids instead of text\n"
+    "  --stop-at-eos          stop when the model produces its EOS token\n"
+    "  --page-tokens N        tokens per KV page (default 16)\n"
+    "  --batch N              prefill batch, tokens (default 512)\n"
+    "  --bank-dir DIR         keep the KV bank in DIR (DIR/store, with its disk tier)\n"
+    "                         and sessions in DIR/sessions; default: RAM only\n"
+    "  --session ID           continue session ID (letters, digits, '.', '_', '-'):\n"
+    "                         its tokens are read from and saved to the bank dir\n"
+    "  --scope S              bank scope: sessions of one scope share prefixes,\n"
+    "                         different scopes share nothing (default: empty)\n"
+    "  --ssd-session-cache M  on (default): write KV pages to disk and restore them;\n"
+    "                         write-only: write, never restore; off: RAM only\n"
+    "  --ram-mib N            RAM budget of the bank, MiB (default 1024)\n";
+
+void rt_opts_default(rt_opts *o)
+{
+    *o = (rt_opts){ .n_gen = 32, .page_tokens = 16, .batch = 512, .seed = 1, .top_k = 40,
+                    .top_p = 0.95f, .ram_mib = 1024, .scope = "" };
+}
+
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (!s || !*s || *s == '-')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *s, float lo, float hi, float *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || *end || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int bad = 0;
+    if (!strcmp(a, "-n"))
+        bad = parse_u64(v, 0, 1u << 24, &o->n_gen);
+    else if (!strcmp(a, "--threads"))
+        bad = parse_u64(v, 1, 1024, &o->threads);
+    else if (!strcmp(a, "--page-tokens"))
+        bad = parse_u64(v, 1, 65536, &o->page_tokens);
+    else if (!strcmp(a, "--batch"))
+        bad = parse_u64(v, 1, 65536, &o->batch);
+    else if (!strcmp(a, "--seed"))
+        bad = parse_u64(v, 0, UINT64_MAX, &o->seed);
+    else if (!strcmp(a, "--top-k"))
+        bad = parse_u64(v, 0, UINT32_MAX, &o->top_k);
+    else if (!strcmp(a, "--ram-mib"))
+        bad = parse_u64(v, 16, 1u << 24, &o->ram_mib);
+    else if (!strcmp(a, "--temp"))
+        bad = parse_float(v, 0, 100, &o->temp);
+    else if (!strcmp(a, "--top-p"))
+        bad = parse_float(v, 1e-6f, 1, &o->top_p);
+    else if (!strcmp(a, "--bank-dir"))
+        bad = v ? (o->bank_dir = v, 0) : -1;
+    else if (!strcmp(a, "--session"))
+        bad = v ? (o->session = v, 0) : -1;
+    else if (!strcmp(a, "--scope"))
+        bad = v ? (o->scope = v, 0) : -1;
+    else if (!strcmp(a, "--ssd-session-cache"))
+        bad = !v                          ? -1
+              : !strcmp(v, "on")          ? (o->ssd = RT_SSD_ON, 0)
+              : !strcmp(v, "off")         ? (o->ssd = RT_SSD_OFF, 0)
+              : !strcmp(v, "write-only")  ? (o->ssd = RT_SSD_WRITE_ONLY, 0)
+                                          : -1;
+    else if (!strcmp(a, "--print-token-ids"))
+        return o->print_ids = 1, 1;
+    else if (!strcmp(a, "--stop-at-eos"))
+        return o->stop_eos = 1, 1;
+    else
+        return 0;
+    if (bad)
+        return -1;
+    (*i)++;
+    return 1;
+}
+
+int rt_opts_check(const rt_opts *o, const char *cmd)
+{
+    if (o->session && !o->bank_dir) {
+        fprintf(stderr, "snapbank %s: --session needs --bank-dir (where sessions are kept)\n",
+                cmd);
+        return 2;
+    }
+    if (o->session) {
+        size_t n = strlen(o->session);
+        int ok = n > 0 && n <= 128 && o->session[0] != '.';
+        for (size_t i = 0; ok && i < n; i++) {
+            char c = o->session[i];
+            ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        }
+        if (!ok) {
+            fprintf(stderr, "snapbank %s: --session '%s': use 1-128 letters, digits, '.', '_' "
+                            "or '-', not starting with '.'\n", cmd, o->session);
+            return 2;
+        }
+    }
+    if (strlen(o->scope) > SB_SCOPE_MAX) {
+        fprintf(stderr, "snapbank %s: --scope is longer than %u bytes\n", cmd, SB_SCOPE_MAX);
+        return 2;
+    }
+    return 0;
+}
+
+double rt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* mkdir that accepts an existing directory. */
+static int ensure_dir(const char *path, const char *cmd)
+{
+    if (mkdir(path, 0700) == 0 || errno == EEXIST) {
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            return 0;
+        fprintf(stderr, "snapbank %s: %s: not a directory\n", cmd, path);
+        return 1;
+    }
+    fprintf(stderr, "snapbank %s: %s: cannot create: %s\n", cmd, path, strerror(errno));
+    return 1;
+}
+
+int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
+{
+    memset(e, 0, sizeof *e);
+    sb_rt_err err = { 0 };
+    double t0 = rt_now();
+    if (sb_rt_model_load(o->model, &e->m, &err) != SB_OK) {
+        fprintf(stderr, "snapbank %s: %s\n", cmd, err.msg);
+        return 1;
+    }
+    e->t_load = rt_now() - t0;
+    char store_dir[4096] = "";
+    if (o->bank_dir) {
+        char sess_dir[4096];
+        if (snprintf(store_dir, sizeof store_dir, "%s/store", o->bank_dir) >=
+                (int)sizeof store_dir ||
+            snprintf(sess_dir, sizeof sess_dir, "%s/sessions", o->bank_dir) >=
+                (int)sizeof sess_dir) {
+            fprintf(stderr, "snapbank %s: --bank-dir: path too long\n", cmd);
+            goto fail;
+        }
+        if (ensure_dir(o->bank_dir, cmd) || ensure_dir(sess_dir, cmd))
+            goto fail;
+        if (o->session && snprintf(e->sess_path, sizeof e->sess_path, "%s/sessions/%s.session",
+                                   o->bank_dir, o->session) >= (int)sizeof e->sess_path) {
+            fprintf(stderr, "snapbank %s: --bank-dir: path too long\n", cmd);
+            goto fail;
+        }
+    }
+    sb_config cfg;
+    sb_config_default(&cfg);
+    cfg.ram_bytes = o->ram_mib << 20;
+    cfg.max_seq_tokens = e->m->hp.n_ctx;
+    cfg.dir = o->bank_dir && o->ssd != RT_SSD_OFF ? store_dir : NULL;
+    cfg.write_mode = o->ssd == RT_SSD_WRITE_ONLY ? SB_WRITE_ONLY : SB_WRITE_THROUGH;
+    const char *what = "the bank";
+    sb_layout layout;
+    int rc = SB_ERR_NOMEM;
+    e->bpt = malloc(2 * e->m->hp.n_layers * sizeof *e->bpt);
+    if (!e->bpt)
+        goto fail_rc;
+    t0 = rt_now();
+    if ((rc = sb_rt_kv_layout(e->m, (uint32_t)o->page_tokens, e->bpt, &layout)) != SB_OK ||
+        (rc = sb_store_open(&cfg, &e->st)) != SB_OK)
+        goto fail_rc;
+    e->t_open = rt_now() - t0;
+    if ((rc = sb_ns_open(e->st, &layout, o->scope, strlen(o->scope), &e->ns)) != SB_OK)
+        goto fail_rc;
+    what = "the forward context";
+    sb_rt_sampling so = { o->temp, (uint32_t)o->top_k, o->top_p, o->seed };
+    if ((rc = sb_rt_ctx_new(e->m, (unsigned)o->threads, (uint32_t)o->batch, &e->ctx)) != SB_OK ||
+        (rc = sb_rt_sampler_init(&e->smp, &so, e->m->hp.n_vocab)) != SB_OK)
+        goto fail_rc;
+    what = "the session";
+    if ((rc = sb_rt_session_new(e->m, e->ctx, e->ns, &e->s)) != SB_OK)
+        goto fail_rc;
+    if (o->ssd == RT_SSD_WRITE_ONLY)
+        sb_rt_session_set_disk_use(e->s, SB_RT_DISK_NEVER);
+    if (e->sess_path[0]) {
+        uint32_t *tok = NULL;
+        size_t n = 0;
+        rc = sb_rt_session_load(e->m, e->sess_path, &tok, &n, &err);
+        if (rc == SB_OK) {
+            rc = sb_rt_session_resume(e->s, tok, n);
+            free(tok);
+            e->resumed = n > 0;
+            if (rc != SB_OK)
+                goto fail_rc;
+        } else if (rc != SB_ERR_NOT_FOUND) {
+            fprintf(stderr, "snapbank %s: %s\n", cmd, err.msg);
+            goto fail;
+        }
+    }
+    return 0;
+fail_rc:
+    fprintf(stderr, "snapbank %s: %s: %s: %s\n", cmd, o->bank_dir ? o->bank_dir : o->model,
+            what, sb_strerror(rc));
+fail:
+    rt_env_close(e);
+    return 1;
+}
+
+int rt_env_save(rt_env *e, const char *cmd)
+{
+    if (!e->sess_path[0])
+        return 0;
+    sb_rt_err err = { 0 };
+    if (sb_rt_session_save(e->s, e->sess_path, &err) != SB_OK) {
+        fprintf(stderr, "snapbank %s: %s\n", cmd, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+void rt_env_close(rt_env *e)
+{
+    sb_rt_session_free(e->s);
+    sb_rt_sampler_fini(&e->smp);
+    sb_rt_ctx_free(e->ctx);
+    sb_ns_close(e->ns);
+    sb_store_close(e->st);
+    free(e->bpt);
+    sb_rt_model_free(e->m);
+    memset(e, 0, sizeof *e);
+}
+
+int rt_tokenize(const sb_rt_model *m, const char *text, bool bos, uint32_t **out, size_t *n,
+                const char *cmd)
+{
+    *out = NULL, *n = 0;
+    if (!m->tok) {
+        fprintf(stderr, "snapbank %s: %s; give token ids instead\n", cmd, m->tok_error);
+        return 1;
+    }
+    bos = bos && sb_rt_tok_add_bos(m->tok);
+    size_t len = strlen(text), need = 0;
+    int rc = sb_rt_tok_encode(m->tok, text, len, bos, NULL, 0, &need);
+    if (rc != SB_OK && rc != SB_ERR_RANGE)
+        need = 0;
+    uint32_t *t = malloc((need ? need : 1) * sizeof *t);
+    if (!t || !need || sb_rt_tok_encode(m->tok, text, len, bos, t, need, n) != SB_OK) {
+        fprintf(stderr, "snapbank %s: the text could not be tokenized\n", cmd);
+        free(t);
+        *n = 0;
+        return 1;
+    }
+    *out = t;
+    return 0;
+}
+
+void rt_report(FILE *f, const char *label, const sb_rt_turn *r)
+{
+    fprintf(f, "%s cache_mode=%s cached=%zu/%zu", label, sb_rt_cache_mode_name(r->cache_mode),
+            r->cached_tokens, r->prompt_tokens);
+    if (r->cached_disk_tokens)
+        fprintf(f, " (disk %zu)", r->cached_disk_tokens);
+    fprintf(f, " prefill=%zu restore=%.1fms ttft=%.1fms", r->prefill_tokens, r->restore_s * 1e3,
+            r->ttft_s * 1e3);
+    if (r->prefill_tokens && r->prefill_tok_s > 0)
+        fprintf(f, " prefill_tok/s=%.0f", r->prefill_tok_s);
+    if (r->gen_tokens > 1)
+        fprintf(f, " decode_tok/s=%.1f", r->decode_tok_s);
+    fprintf(f, " miss=%s", sb_miss_name(r->miss));
+    if (r->point_hit)
+        fprintf(f, " logits=point_state");
+    if (r->est_read_s > 0)
+        fprintf(f, " disk=%s(read~%.1fms,recompute~%.1fms)",
+                r->disk_skipped ? "skipped" : "read", r->est_read_s * 1e3,
+                r->est_recompute_s * 1e3);
+    if (r->commit_rc != SB_OK)
+        fprintf(f, " commit=%s", sb_strerror(r->commit_rc));
+    fputc('\n', f);
+}
+
+void rt_table_header(FILE *f)
+{
+    fprintf(f, "%-8s %4s  %-11s %6s %6s %6s %7s %10s %9s %8s  %s\n", "session", "turn",
+            "cache_mode", "prompt", "cached", "disk", "prefill", "restore_ms", "ttft_ms",
+            "decode/s", "miss");
+}
+
+void rt_table_row(FILE *f, const char *session, int turn, const sb_rt_turn *r)
+{
+    fprintf(f, "%-8s %4d  %-11s %6zu %6zu %6zu %7zu %10.1f %9.1f %8.1f  %s%s\n", session, turn,
+            sb_rt_cache_mode_name(r->cache_mode), r->prompt_tokens, r->cached_tokens,
+            r->cached_disk_tokens, r->prefill_tokens, r->restore_s * 1e3, r->ttft_s * 1e3,
+            r->decode_tok_s, sb_miss_name(r->miss),
+            r->disk_skipped ? " (disk skipped: recompute was faster)" : "");
+}

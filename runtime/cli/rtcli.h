@@ -1,0 +1,98 @@
+/* rtcli.h -- what `snapbank run` and `snapbank chat` share: the model,
+ * sampling and bank options, opening a model with a bank and a session
+ * over it, tokenizing text, and the per-turn report.
+ *
+ * A bank directory (--bank-dir DIR) holds
+ *   DIR/store/                      the snapbank store (its disk tier)
+ *   DIR/sessions/ID.session         each session's tokens (session.h)
+ * Without --bank-dir the bank is in RAM only and lives for the process.
+ */
+#ifndef SB_RTCLI_H
+#define SB_RTCLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/sample.h"
+#include "model/session.h"
+#include "snapbank.h"
+
+/* --ssd-session-cache */
+enum { RT_SSD_ON = 0, RT_SSD_OFF = 1, RT_SSD_WRITE_ONLY = 2 };
+
+typedef struct rt_opts {
+    const char *model;
+    uint64_t n_gen, threads, page_tokens, batch, seed, top_k, ram_mib;
+    float temp, top_p;
+    int print_ids, stop_eos;
+    const char *bank_dir, *session, *scope;
+    int ssd; /* RT_SSD_* */
+} rt_opts;
+
+/* The common options' help text, for a command's usage. */
+extern const char rt_opts_help[];
+
+/* rt_opts_default -- every common option at its default. */
+void rt_opts_default(rt_opts *o);
+
+/* rt_opts_parse -- when argv[*i] is a common option, take it (and its
+ * value, advancing *i). Returns: 1 taken; 0 not a common option; -1 a bad
+ * or missing value. */
+int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i);
+
+/* rt_opts_check -- the checks across options (--session needs
+ * --bank-dir, a session ID's characters). Prints the fault naming cmd.
+ * Returns: 0 ok; 2 usage error. */
+int rt_opts_check(const rt_opts *o, const char *cmd);
+
+/* A model with its bank, context, sampler and one session. */
+typedef struct rt_env {
+    sb_rt_model *m;
+    sb_store *st;
+    sb_ns *ns;
+    sb_rt_ctx *ctx;
+    sb_rt_session *s;
+    sb_rt_sampler smp;
+    uint32_t *bpt;
+    char sess_path[4096]; /* "" without --session */
+    int resumed;          /* the session file held tokens */
+    double t_load;        /* seconds to load the model */
+    double t_open;        /* seconds to open the store (recovery) */
+} rt_env;
+
+/* rt_env_open -- load o->model, open the bank (creating the directories),
+ * the namespace of (model, o->scope), a context and a session; with
+ * --session, resume it from its file when there is one. Prints what failed
+ * naming cmd and the file. Returns: 0; 1 failure (e is then closed). */
+int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd);
+
+/* rt_env_save -- write the session's tokens to its file (with --session).
+ * Returns: 0; 1 failure (printed). */
+int rt_env_save(rt_env *e, const char *cmd);
+
+/* rt_env_close -- close everything (the store flushes its disk tier). */
+void rt_env_close(rt_env *e);
+
+/* rt_tokenize -- ids of text (BOS first when bos and the model asks for
+ * it) into a malloc'd array. Returns: 0; 1 failure (printed, naming cmd). */
+int rt_tokenize(const sb_rt_model *m, const char *text, bool bos, uint32_t **out, size_t *n,
+                const char *cmd);
+
+/* rt_report -- one line about a turn: where its prefix came from, tokens
+ * cached and computed, restore time, time to first token, speeds, the miss
+ * reason and the restore-or-recompute choice. */
+void rt_report(FILE *f, const char *label, const sb_rt_turn *r);
+
+/* rt_table_header, rt_table_row -- the same report as an aligned table
+ * (session, turn, cache_mode, prompt, cached, from disk, computed, restore
+ * and first-token milliseconds, decode speed, miss reason). */
+void rt_table_header(FILE *f);
+void rt_table_row(FILE *f, const char *session, int turn, const sb_rt_turn *r);
+
+/* rt_now -- CLOCK_MONOTONIC seconds. */
+double rt_now(void);
+
+#endif /* SB_RTCLI_H */
