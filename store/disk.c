@@ -430,6 +430,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->mode = cfg->write_mode;
     d->sync_bytes = cfg->sync_bytes ? cfg->sync_bytes : UINT64_MAX;
     d->sync_ns = (uint64_t)cfg->sync_interval_ms * 1000000ull;
+    d->hold_ns = (uint64_t)(cfg->foreground_hold_ms ? cfg->foreground_hold_ms : 20) * 1000000ull;
     d->seg_bytes = cfg->segment_bytes;
     pthread_mutex_init(&d->rd_mu, NULL);
     pthread_cond_init(&d->work_cv, NULL);
@@ -594,6 +595,12 @@ bool sb_disk_wait_progress(sb_store *st)
     return true;
 }
 
+void sb_disk_foreground_over(sb_store *st)
+{
+    if (st->disk && st->disk->running)
+        pthread_cond_signal(&st->disk->work_cv);
+}
+
 uint64_t sb_disk_ticket(const sb_store *st)
 {
     return st->disk ? st->disk->next_ticket : 0;
@@ -712,6 +719,8 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->disk_read_errors = d->read_errors;
     out->disk_segments = d->n_segs;
     out->disk_queued_bytes = d->pending_bytes;
+    out->disk_holdback_ns = d->held_ns;
+    out->disk_holdbacks = d->holds;
     out->recovered_records = d->rec_records;
     out->recovered_pages = d->rec_pages;
     out->recovered_points = d->rec_points;

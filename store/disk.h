@@ -62,6 +62,10 @@ bool sb_disk_write_only(const sb_store *st);
  * evictable once written. 0 without a disk tier. */
 uint64_t sb_disk_pending(const sb_store *st);
 
+/* sb_disk_foreground_over -- [mu] the last foreground mark ended: wake the
+ * writer if it is holding back. No-op without a disk tier. */
+void sb_disk_foreground_over(sb_store *st);
+
 /* sb_disk_wait_progress -- [mu] wait until the writer finished at least one
  * more write. Returns false at once when nothing is pending. */
 bool sb_disk_wait_progress(sb_store *st);

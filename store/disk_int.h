@@ -77,6 +77,8 @@ struct sb_disk {
     uint64_t err_ticket;       /* the highest ticket whose write failed */
     uint64_t progress;         /* writes finished so far */
     bool stop, abort;          /* close asked; crash asked */
+    uint64_t hold_ns;          /* [const] longest single hold */
+    uint64_t held_ns, holds;   /* time held back, and how many waits */
     int broken;                /* 0, or why the tier writes no more (sb_err) */
 
     /* segments [mu] for id/gen/state/data_end, else [w] */

@@ -191,6 +191,7 @@ struct sb_store {
     uint64_t evicted_fp[SB_EVICTED_SLOTS]; /* [mu] 0: empty */
     sb_stats stats;            /* [mu] counters (gauges filled on read) */
     struct sb_disk *disk;      /* [const] the disk tier; NULL: RAM only */
+    uint32_t fg;               /* [mu] foreground marks (sb_store_foreground) */
     uint64_t disk_pages;       /* [mu] indexed pages with a record on disk */
     uint64_t disk_live_bytes;  /* [mu] bytes of the records of indexed blocks */
 };

@@ -282,6 +282,11 @@ int sb_ns_get_info(sb_ns *ns, sb_ns_info *out)
     return SB_OK;
 }
 
+sb_store *sb_ns_store(const sb_ns *ns)
+{
+    return ns ? ns->st : NULL;
+}
+
 size_t sb_ns_tensor_offset(const sb_ns *ns, uint32_t t)
 {
     if (!ns || t >= ns->n_tensors)

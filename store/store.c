@@ -50,7 +50,7 @@ static int config_check(const sb_config *c)
         return SB_ERR_INVAL;
     if (c->max_seq_tokens == 0 || c->max_seq_tokens > INT32_MAX)
         return SB_ERR_INVAL;
-    if (c->reserved0 || c->reserved1)
+    if (c->reserved0)
         return SB_ERR_INVAL;
     if (c->durability > SB_DURABILITY_COMMIT || c->write_mode > SB_WRITE_ONLY)
         return SB_ERR_INVAL;
@@ -162,6 +162,22 @@ int sb_store_fault_alloc(sb_store *st, uint64_t nth)
         return SB_ERR_INVAL;
     sb_mem_arm(&st->mem, nth);
     return SB_OK;
+}
+
+int sb_store_foreground(sb_store *st, int busy)
+{
+    if (!st)
+        return SB_ERR_INVAL;
+    int rc = SB_OK;
+    pthread_mutex_lock(&st->mu);
+    if (busy)
+        st->fg++;
+    else if (st->fg == 0)
+        rc = SB_ERR_INVAL;
+    else if (--st->fg == 0)
+        sb_disk_foreground_over(st);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
 }
 
 int sb_store_stats(sb_store *st, sb_stats *out)

@@ -64,6 +64,7 @@ typedef struct wstate {
     uint64_t unsynced;         /* bytes written since the last sync */
     uint64_t last_sync;        /* store clock (real) of the last sync */
     bool need_seal, need_open;
+    bool just_held;            /* the last round was a hold: write next */
 } wstate;
 
 static uint64_t now_ns(void)
@@ -531,6 +532,36 @@ static bool has_work(const wstate *w)
            w->need_open;
 }
 
+/* Hold new writes back while the store is in a foreground phase
+ * (sb_store_foreground): wait up to hold_ns, or until the phase ends, a
+ * waiter needs the writer (flush, durable commit, RAM budget: they raise
+ * flush_ticket), or close. After a wait the next round always writes, so a
+ * long phase slows the writer but never stops it. Returns whether it waited
+ * (the caller re-checks its work). [mu] */
+static bool hold_back(wstate *w)
+{
+    sb_disk *d = w->d;
+    sb_store *st = w->st;
+    bool needed = d->flush_ticket > d->synced_ticket || d->stop || d->abort;
+    if (!st->fg || needed || w->in_flight || w->just_held) {
+        w->just_held = false;
+        return false;
+    }
+    uint64_t t0 = now_ns(), end = t0 + d->hold_ns;
+    d->holds++;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t t = (uint64_t)ts.tv_nsec + d->hold_ns;
+    ts.tv_sec += (time_t)(t / 1000000000ull);
+    ts.tv_nsec = (long)(t % 1000000000ull);
+    while (st->fg && d->flush_ticket <= d->synced_ticket && !d->stop && !d->abort &&
+           now_ns() < end)
+        pthread_cond_timedwait(&d->work_cv, &st->mu, &ts);
+    d->held_ns += now_ns() - t0;
+    w->just_held = true;
+    return true;
+}
+
 /* Seal the open segment (nothing in flight). */
 static void seal(wstate *w)
 {
@@ -583,6 +614,8 @@ void *sb_writer_main(void *arg)
         }
         if (d->abort)
             break;
+        if (hold_back(&w))
+            continue;
         take(&w);
         pthread_mutex_unlock(&st->mu);
         submit(&w);

@@ -83,7 +83,7 @@ static void test_store_open_inval(void **state)
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
     c = cfg, c.reserved0 = 1;
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
-    c = cfg, c.reserved1 = 0x80000000u;
+    c = cfg, c.reserved0 = 0x80000000u;
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
     c = cfg, c.max_seq_tokens = 0;
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);

@@ -3,7 +3,9 @@
  * restorable after reopen, bit-exact, from disk pages; copy and zero-copy
  * mode, partial tails, point states, many namespaces; pages evicted to disk
  * come back; a second open of the directory is refused naming the holder;
- * an unknown format version is refused and left untouched. */
+ * an unknown format version is refused and left untouched; foreground
+ * marks hold the writer back (but not a flush) until the last one ends. */
+#define _DEFAULT_SOURCE /* usleep */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -248,6 +250,82 @@ static void test_recover_commit_over_disk_tail(void **state)
     sb_store_close(st);
 }
 
+static sb_stats poll_stats(sb_store *st, int (*done)(const sb_stats *))
+{
+    sb_stats s = tu_stats(st);
+    for (int i = 0; i < 1000 && !done(&s); i++) {
+        usleep(10000);
+        s = tu_stats(st);
+    }
+    return s;
+}
+
+static int held_once(const sb_stats *s)
+{
+    return s->disk_holdbacks >= 1;
+}
+
+static int held_twice(const sb_stats *s)
+{
+    return s->disk_holdbacks >= 2;
+}
+
+static int drained(const sb_stats *s)
+{
+    return s->disk_queued_bytes == 0;
+}
+
+/* While a foreground phase is marked the writer writes nothing new (its
+ * hold here is a minute), except for a flush; marks nest; the end of the
+ * last mark lets it write at once. */
+static void test_recover_foreground_holds_writer(void **state)
+{
+    (void)state;
+    sb_config cfg;
+    sb_config_default(&cfg);
+    cfg.dir = g_dir;
+    cfg.segment_bytes = 1 << 20;
+    cfg.disk_bytes = 1ull << 30;
+    cfg.foreground_hold_ms = 60000;
+    sb_store *st;
+    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
+    sb_ns *ns = tu_ns(st, &LA, "fg");
+    assert_int_equal(sb_store_foreground(st, 0), SB_ERR_INVAL); /* no mark to end */
+    assert_int_equal(sb_store_foreground(NULL, 1), SB_ERR_INVAL);
+    assert_int_equal(sb_store_foreground(st, 1), SB_OK);
+    assert_int_equal(sb_store_foreground(st, 1), SB_OK);
+    uint64_t rng = 5;
+    uint32_t a[64], b[64];
+    tu_tokens(&rng, a, 64, 1000);
+    tu_tokens(&rng, b, 64, 1000);
+    sb_stats s0 = tu_stats(st);
+    tu_put(ns, &LA, a, 64, false, SB_OK);
+    sb_stats s1 = poll_stats(st, held_once);
+    assert_true(s1.disk_holdbacks >= 1);
+    usleep(50000);
+    s1 = tu_stats(st);
+    assert_int_equal(s1.disk_write_bytes, s0.disk_write_bytes); /* held */
+    assert_true(s1.disk_queued_bytes > 0);
+    assert_int_equal(sb_store_foreground(st, 0), SB_OK); /* one mark left */
+    assert_int_equal(sb_store_flush(st), SB_OK);          /* served despite it */
+    sb_stats s2 = tu_stats(st);
+    assert_true(s2.disk_write_bytes > s0.disk_write_bytes);
+    assert_int_equal(s2.disk_queued_bytes, 0);
+    tu_put(ns, &LA, b, 64, false, SB_OK);
+    s2 = poll_stats(st, held_twice);
+    assert_true(s2.disk_holdbacks >= 2);
+    assert_true(tu_stats(st).disk_queued_bytes > 0);
+    assert_int_equal(sb_store_foreground(st, 0), SB_OK); /* the last mark */
+    sb_stats s3 = poll_stats(st, drained);
+    assert_int_equal(s3.disk_queued_bytes, 0);
+    assert_true(s3.disk_write_bytes > s2.disk_write_bytes);
+    assert_true(s3.disk_holdback_ns < 50ull * 1000000000ull); /* woken, not timed out */
+    assert_int_equal(sb_store_foreground(st, 0), SB_ERR_INVAL);
+    sb_ns_close(ns);
+    tu_check(st);
+    sb_store_close(st);
+}
+
 static void test_recover_locked(void **state)
 {
     (void)state;
@@ -309,6 +387,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recover_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_evicted_to_disk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_commit_over_disk_tail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recover_foreground_holds_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recover_unknown_version, setup, teardown),
     };

@@ -25,6 +25,7 @@ struct sb_rt_session {
     size_t page_bytes;
     sb_rt_disk_use disk_use;
     sb_rt_rates rates;
+    int mark_fg;          /* mark prefill and decode as foreground */
 };
 
 const char *sb_rt_cache_mode_name(sb_rt_cache_mode m)
@@ -75,6 +76,7 @@ int sb_rt_session_new(const sb_rt_model *m, sb_rt_ctx *ctx, sb_ns *ns, sb_rt_ses
         sb_rt_session_free(s);
         return rc;
     }
+    s->mark_fg = 1;
     s->rates.prefill_tok_s = 25e9 * sb_rt_ctx_threads(ctx) / model_flops_per_token(m);
     s->rates.read_bytes_s = 500e6;
     s->rates.read_fixed_s = 200e-6;
@@ -96,6 +98,11 @@ void sb_rt_session_free(sb_rt_session *s)
 void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use)
 {
     s->disk_use = use;
+}
+
+void sb_rt_session_set_foreground(sb_rt_session *s, int on)
+{
+    s->mark_fg = on;
 }
 
 sb_rt_rates *sb_rt_session_rates(sb_rt_session *s)
@@ -240,28 +247,12 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
     return rc;
 }
 
-int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
-                       const sb_rt_gen *g, sb_rt_turn *rep)
+/* The latency-critical part of a turn: restore, prefill, commit the
+ * prompt, decode (s->prompt holds the n prompt tokens). */
+static int run_turn(sb_rt_session *s, size_t n, const sb_rt_gen *g, sb_rt_turn *rep)
 {
-    sb_rt_turn dummy;
-    if (!rep)
-        rep = &dummy;
-    memset(rep, 0, sizeof *rep);
-    if (!s || !g || !g->smp || (n_input && !input) || s->n_tok + n_input == 0 ||
-        check_ids(s->m, input, n_input) != SB_OK)
-        return SB_ERR_INVAL;
-    size_t n = s->n_tok + n_input, n_gen = g->n_gen;
-    if (n_gen > s->m->hp.n_ctx || n + n_gen > s->m->hp.n_ctx)
-        return SB_ERR_TOO_MANY_TOKENS;
-    int rc = grow(&s->prompt, &s->prompt_cap, n + n_gen);
-    if (rc != SB_OK)
-        return rc;
-    if (s->n_tok)
-        memcpy(s->prompt, s->tok, s->n_tok * sizeof *s->tok);
-    if (n_input)
-        memcpy(s->prompt + s->n_tok, input, n_input * sizeof *input);
-    rep->prompt_tokens = n;
-
+    size_t n_gen = g->n_gen;
+    int rc;
     double t0 = now_s();
     if ((rc = restore(s, s->prompt, n, rep)) != SB_OK)
         return rc;
@@ -310,15 +301,50 @@ int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
         rep->ttft_s = now_s() - t0;
     else
         rep->decode_s = now_s() - t3;
+    rep->prefill_tok_s = rep->prefill_tokens && rep->prefill_s > 0
+                             ? (double)rep->prefill_tokens / rep->prefill_s : 0;
+    rep->decode_tok_s = rep->gen_tokens && rep->decode_s > 0
+                            ? (double)rep->gen_tokens / rep->decode_s : 0;
+    return SB_OK;
+}
+
+int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
+                       const sb_rt_gen *g, sb_rt_turn *rep)
+{
+    sb_rt_turn dummy;
+    if (!rep)
+        rep = &dummy;
+    memset(rep, 0, sizeof *rep);
+    if (!s || !g || !g->smp || (n_input && !input) || s->n_tok + n_input == 0 ||
+        check_ids(s->m, input, n_input) != SB_OK)
+        return SB_ERR_INVAL;
+    size_t n = s->n_tok + n_input, n_gen = g->n_gen;
+    if (n_gen > s->m->hp.n_ctx || n + n_gen > s->m->hp.n_ctx)
+        return SB_ERR_TOO_MANY_TOKENS;
+    int rc = grow(&s->prompt, &s->prompt_cap, n + n_gen);
+    if (rc != SB_OK)
+        return rc;
+    if (s->n_tok)
+        memcpy(s->prompt, s->tok, s->n_tok * sizeof *s->tok);
+    if (n_input)
+        memcpy(s->prompt + s->n_tok, input, n_input * sizeof *input);
+    rep->prompt_tokens = n;
+
+    sb_store *st = s->mark_fg ? sb_ns_store(s->ns) : NULL;
+    if (st)
+        sb_store_foreground(st, 1);
+    rc = run_turn(s, n, g, rep);
+    if (st)
+        sb_store_foreground(st, 0);
+    if (rc != SB_OK) {
+        sb_rt_kv_reset(&s->kv);
+        return rc;
+    }
     if (rep->gen_tokens) {
         int crc = sb_rt_kv_commit(&s->kv, s->logits);
         if (rep->commit_rc == SB_OK)
             rep->commit_rc = crc;
     }
-    rep->prefill_tok_s = rep->prefill_tokens && rep->prefill_s > 0
-                             ? (double)rep->prefill_tokens / rep->prefill_s : 0;
-    rep->decode_tok_s = rep->gen_tokens && rep->decode_s > 0
-                            ? (double)rep->gen_tokens / rep->decode_s : 0;
     /* The session's tokens: the prompt and the answer, as the KV holds them. */
     if ((rc = grow(&s->tok, &s->cap, s->kv.n_tokens)) != SB_OK) {
         sb_rt_kv_reset(&s->kv);

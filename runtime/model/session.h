@@ -18,7 +18,8 @@
  *      sequence needs no forward pass);
  *   5. decode n_gen tokens (each one run through the model, so the KV and
  *      logits cover the whole answer), then commit again.
- * Prefill and decode are the latency-critical phases.
+ * Restore, prefill and decode are marked as the store's foreground phases
+ * (sb_store_foreground): the disk tier's writer holds back during them.
  *
  * The point state of the runtime's layout is the last position's logits:
  * n_vocab little-endian float32 values (kv.h, sb_rt_kv_layout).
@@ -122,6 +123,11 @@ void sb_rt_session_free(sb_rt_session *s);
 
 /* sb_rt_session_set_disk_use -- how turns use disk pages (default READ). */
 void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use);
+
+/* sb_rt_session_set_foreground -- whether turns mark their restore, prefill
+ * and decode as foreground phases of the store (sb_store_foreground), so
+ * the disk tier's writer holds back during them (default on). */
+void sb_rt_session_set_foreground(sb_rt_session *s, int on);
 
 /* sb_rt_session_rates -- the rates the session estimates with, to read or
  * to seed (e.g. from an earlier process). Returns: a pointer into s. */

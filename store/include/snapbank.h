@@ -237,7 +237,12 @@ typedef struct sb_config {
                                      default 64 MiB */
     uint32_t sync_interval_ms;    /* periodic durability: ms between syncs;
                                      default 1000 */
-    uint32_t reserved1;           /* must be zero */
+    uint32_t foreground_hold_ms;  /* longest the writer waits before new
+                                     writes while a foreground phase is
+                                     marked (sb_store_foreground); after each
+                                     wait it writes a round (queue_depth
+                                     records) before it may wait again, so
+                                     it never starves; 0: 20 ms */
 
     /* --- hooks ------------------------------------------------------------- */
     /* Monotonic clock in nanoseconds, for pin TTLs and write budgets. NULL:
@@ -304,6 +309,17 @@ SB_API int sb_store_close(sb_store *st);
  * cap or file system is full: it writes no more, see disk_write_denials);
  * SB_ERR_INVAL (NULL). */
 SB_API int sb_store_flush(sb_store *st);
+
+/* sb_store_foreground -- mark the start (busy nonzero) or the end (busy 0)
+ * of a latency-critical phase, such as a runtime's prefill or decode. While
+ * any is marked the disk tier's writer holds back new writes, up to
+ * config.foreground_hold_ms at a time, with a round of writes between
+ * waits; writes already in flight finish, and a flush, a durable commit or
+ * a RAM budget that needs the writer is served at once. Marks nest (a
+ * count); held time shows in disk_holdback_ns. A RAM-only store counts the
+ * marks and does nothing else. Thread-safe.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL, or an end without a start). */
+SB_API int sb_store_foreground(sb_store *st, int busy);
 
 /* sb_store_fault_alloc -- test hook: make the nth allocation from now on
  * (1 = the next one) fail as if out of memory; 0 disarms. It fires once.
@@ -390,6 +406,9 @@ typedef struct sb_stats {
     uint64_t disk_read_errors;   /* reads that failed */
     uint64_t disk_segments;      /* segment files */
     uint64_t disk_queued_bytes;  /* bytes queued for the writer or in flight */
+    uint64_t disk_holdback_ns;   /* time the writer held back for foreground
+                                    phases (sb_store_foreground) */
+    uint64_t disk_holdbacks;     /* ...the number of waits */
     /* disk tier: what sb_store_open found in the directory */
     uint64_t recovered_records;  /* valid records */
     uint64_t recovered_pages;    /* pages put back in the index */
@@ -488,6 +507,10 @@ typedef struct sb_ns_info {
 /* sb_ns_get_info -- describe a namespace.
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument). */
 SB_API int sb_ns_get_info(sb_ns *ns, sb_ns_info *out);
+
+/* sb_ns_store -- the store a namespace handle belongs to (borrowed).
+ * Returns: the store; NULL for NULL. */
+SB_API sb_store *sb_ns_store(const sb_ns *ns);
 
 /* sb_ns_tensor_offset -- byte offset of sequence tensor t inside a page of
  * this namespace (see "Page layout" above).
