@@ -241,7 +241,8 @@ static void elementwise(void **state)
     }
 }
 
-/* The strided attention kernels give the bits of the single-row calls. */
+/* The strided attention kernels give the bits of the single-row calls, and
+ * the many-query ones the bits of the one-query calls. */
 static void strided_match_single(void **state)
 {
     (void)state;
@@ -269,6 +270,28 @@ static void strided_match_single(void **state)
             for (size_t j = 0; j < rows; j++)
                 k->axpy_f16(y2, a[j], x + j * stride, n);
             assert_memory_equal(y1, y2, n * 4);
+            /* many queries at once: each query's bits are the one-query
+             * kernels' (13 queries: two full tiles of 6 and one left) */
+            enum { NQ = 13 };
+            float qs[NQ * 80], sm[NQ * 12], ss[NQ * 12], w[NQ * 12], o1[NQ * 80], o2[NQ * 80];
+            for (size_t i = 0; i < NQ * 80; i++)
+                qs[i] = rnd(), o1[i] = o2[i] = rnd();
+            for (size_t i = 0; i < NQ * 12; i++)
+                w[i] = rnd();
+            for (size_t nq = 1; nq <= NQ; nq += 3) {
+                k->qk_f16(sm, 12, qs, 80, nq, x, stride, rows, n);
+                for (size_t i = 0; i < nq; i++) {
+                    k->dots_f16(ss + i * 12, x, stride, rows, qs + i * 80, n);
+                    if (memcmp(sm + i * 12, ss + i * 12, rows * 4))
+                        fail_msg("%s qk_f16 n %zu nq %zu: query %zu differs", k->name, n, nq, i);
+                }
+                k->av_f16(o1, 80, w, 12, nq, x, stride, rows, n);
+                for (size_t i = 0; i < nq; i++) {
+                    k->axpys_f16(o2 + i * 80, w + i * 12, x, stride, rows, n);
+                    if (memcmp(o1 + i * 80, o2 + i * 80, n * 4))
+                        fail_msg("%s av_f16 n %zu nq %zu: query %zu differs", k->name, n, nq, i);
+                }
+            }
             free(x), free(f);
         }
     }

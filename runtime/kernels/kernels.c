@@ -328,3 +328,15 @@ void sb_rt_axpys_f16(float *y, const float *a, const uint16_t *x, size_t stride,
 {
     sb_rt_kernels_best()->axpys_f16(y, a, x, stride, rows, n);
 }
+
+void sb_rt_qk_f16(float *s, size_t lds, const float *q, size_t ldq, size_t nq, const uint16_t *k,
+                  size_t ldk, size_t rows, size_t n)
+{
+    sb_rt_kernels_best()->qk_f16(s, lds, q, ldq, nq, k, ldk, rows, n);
+}
+
+void sb_rt_av_f16(float *o, size_t ldo, const float *s, size_t lds, size_t nq, const uint16_t *v,
+                  size_t ldv, size_t rows, size_t n)
+{
+    sb_rt_kernels_best()->av_f16(o, ldo, s, lds, nq, v, ldv, rows, n);
+}

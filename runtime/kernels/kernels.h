@@ -108,6 +108,10 @@ typedef struct sb_rt_kernels {
                      size_t n);
     void (*axpys_f16)(float *y, const float *a, const uint16_t *x, size_t stride, size_t rows,
                       size_t n);
+    void (*qk_f16)(float *s, size_t lds, const float *q, size_t ldq, size_t nq, const uint16_t *k,
+                   size_t ldk, size_t rows, size_t n);
+    void (*av_f16)(float *o, size_t ldo, const float *s, size_t lds, size_t nq, const uint16_t *v,
+                   size_t ldv, size_t rows, size_t n);
     sb_rt_isa isa;    /* which set this is */
     const char *name; /* "ref", "avx2", "avx512" */
 } sb_rt_kernels;
@@ -180,5 +184,17 @@ void sb_rt_dots_f16(float *out, const uint16_t *a, size_t stride, size_t rows, c
  * calls (attention's weighted sum of a page's V rows), y kept in registers. */
 void sb_rt_axpys_f16(float *y, const float *a, const uint16_t *x, size_t stride, size_t rows,
                      size_t n);
+
+/* sb_rt_qk_f16 -- attention scores of nq queries against rows K rows:
+ * s[i * lds + j] = sb_rt_dot_f16(k + j * ldk, q + i * ldq, n) for i < nq,
+ * j < rows, bit for bit (each K row is loaded once for many queries). */
+void sb_rt_qk_f16(float *s, size_t lds, const float *q, size_t ldq, size_t nq, const uint16_t *k,
+                  size_t ldk, size_t rows, size_t n);
+
+/* sb_rt_av_f16 -- for each query i < nq: sb_rt_axpys_f16(o + i * ldo,
+ * s + i * lds, v, ldv, rows, n), bit for bit (each V row is loaded once for
+ * every query): the weighted sums of attention. */
+void sb_rt_av_f16(float *o, size_t ldo, const float *s, size_t lds, size_t nq, const uint16_t *v,
+                  size_t ldv, size_t rows, size_t n);
 
 #endif /* SB_RT_KERNELS_H */

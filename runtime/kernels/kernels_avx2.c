@@ -445,8 +445,24 @@ static void v_silu_mul(float *a, const float *b, size_t n)
     sb_rt_kernels_ref.silu_mul(a, b, n);
 }
 
+/* Attention over many queries: the single-query kernels per query (each
+ * query's bits are theirs; the AVX-512 table shares the row loads). */
+static void v_qk_f16(float *s, size_t lds, const float *q, size_t ldq, size_t nq,
+                     const uint16_t *k, size_t ldk, size_t rows, size_t n)
+{
+    for (size_t i = 0; i < nq; i++)
+        v_dots_f16(s + i * lds, k, ldk, rows, q + i * ldq, n);
+}
+
+static void v_av_f16(float *o, size_t ldo, const float *s, size_t lds, size_t nq,
+                     const uint16_t *v, size_t ldv, size_t rows, size_t n)
+{
+    for (size_t i = 0; i < nq; i++)
+        v_axpys_f16(o + i * ldo, s + i * lds, v, ldv, rows, n);
+}
+
 const sb_rt_kernels sb_rt_kernels_avx2 = {
     v_f16_to_f32, v_f32_to_f16, v_matmul, v_rmsnorm, v_softmax, v_silu_mul,
     v_add, v_dot_f32, v_dot_f16, v_axpy_f32, v_axpy_f16, v_dots_f16, v_axpys_f16,
-    SB_RT_ISA_AVX2, "avx2",
+    v_qk_f16, v_av_f16, SB_RT_ISA_AVX2, "avx2",
 };

@@ -127,8 +127,8 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
     for (; k + 16 <= in; k += 16) {                                                            \
         __m512 wv[4];                                                                          \
         for (unsigned r = 0; r < nr; r++) {                                                    \
-            _mm_prefetch((const char *)(w + r * in + k) + 1024, _MM_HINT_T0);                  \
-            wv[r] = LOADW(w + r * in + k);                                                     \
+            _mm_prefetch((const char *)(w + r * ldw + k) + 1024, _MM_HINT_T0);                  \
+            wv[r] = LOADW(w + r * ldw + k);                                                     \
         }                                                                                      \
         for (unsigned t = 0; t < nt; t++) {                                                    \
             __m512 xv = _mm512_loadu_ps(x + t * ldx + k);                                      \
@@ -140,7 +140,7 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
         __mmask16 m = tail_mask(in - k);                                                       \
         __m512 wv[4];                                                                          \
         for (unsigned r = 0; r < nr; r++)                                                      \
-            wv[r] = LOADW_M(w + r * in + k, m);                                                \
+            wv[r] = LOADW_M(w + r * ldw + k, m);                                                \
         for (unsigned t = 0; t < nt; t++) {                                                    \
             __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + k);                             \
             for (unsigned r = 0; r < nr; r++)                                                  \
@@ -169,15 +169,15 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
     for (; k + 16 <= in; k += 16) {                                                            \
         __m512 xv = _mm512_loadu_ps(x + k);                                                    \
         for (unsigned r = 0; r < nr; r++) {                                                    \
-            _mm_prefetch((const char *)(w + r * in + k) + 1024, _MM_HINT_T0);                  \
-            acc[r] = _mm512_fmadd_ps(LOADW(w + r * in + k), xv, acc[r]);                       \
+            _mm_prefetch((const char *)(w + r * ldw + k) + 1024, _MM_HINT_T0);                  \
+            acc[r] = _mm512_fmadd_ps(LOADW(w + r * ldw + k), xv, acc[r]);                       \
         }                                                                                      \
     }                                                                                          \
     if (k < in) {                                                                              \
         __mmask16 m = tail_mask(in - k);                                                       \
         __m512 xv = _mm512_maskz_loadu_ps(m, x + k);                                           \
         for (unsigned r = 0; r < nr; r++)                                                      \
-            acc[r] = _mm512_fmadd_ps(LOADW_M(w + r * in + k, m), xv, acc[r]);                  \
+            acc[r] = _mm512_fmadd_ps(LOADW_M(w + r * ldw + k, m), xv, acc[r]);                  \
     }                                                                                          \
     if (nr == 8) {                                                                             \
         fold4(y, acc[0], acc[1], acc[2], acc[3]);                                              \
@@ -190,12 +190,14 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
 static inline __attribute__((always_inline)) void
 tile1_f16_k(float *y, const float *x, const uint16_t *w, size_t in, unsigned nr)
 {
+    const size_t ldw = in;
     TILE1_BODY(load_f16, load_f16_mask)
 }
 
 static inline __attribute__((always_inline)) void
 tile1_f32_k(float *y, const float *x, const float *w, size_t in, unsigned nr)
 {
+    const size_t ldw = in;
     TILE1_BODY(LOAD_F32, LOAD_F32_M)
 }
 
@@ -206,12 +208,14 @@ static inline __attribute__((always_inline)) void
 tile_f32_k(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t in,
            unsigned nt, unsigned nr)
 {
+    const size_t ldw = in;
     TILE_BODY(float, LOAD_F32, LOAD_F32_M)
 }
 
+/* W rows ldw values apart (in for a matrix; a KV row stride for attention). */
 static inline __attribute__((always_inline)) void
 tile_f16_k(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, size_t in,
-           unsigned nt, unsigned nr)
+           size_t ldw, unsigned nt, unsigned nr)
 {
     TILE_BODY(uint16_t, load_f16, load_f16_mask)
 }
@@ -233,13 +237,13 @@ static void tile_f16(float *y, size_t ldy, const float *x, size_t ldx, const uin
                      size_t in, unsigned nt, unsigned nr)
 {
     if (nt == 6 && nr == 4)
-        tile_f16_k(y, ldy, x, ldx, w, in, 6, 4);
+        tile_f16_k(y, ldy, x, ldx, w, in, in, 6, 4);
     else if (nt == 1 && nr == 8)
         tile1_f16_k(y, x, w, in, 8);
     else if (nt == 1 && nr > 4)
         tile1_f16_k(y, x, w, in, nr);
     else
-        tile_f16_k(y, ldy, x, ldx, w, in, nt, nr);
+        tile_f16_k(y, ldy, x, ldx, w, in, in, nt, nr);
 }
 
 /* The reference's Q8_0 tile and quantizer (kernels.h: bit-identical to
@@ -383,6 +387,71 @@ static void v_axpys_f16(float *y, const float *a, const uint16_t *x, size_t stri
             v_axpy_f16(y + i, a[j], x + j * stride + i, n - i);
 }
 
+/* Scores of nq queries against rows K rows: matmul tiles of 6 queries x 4
+ * rows over the strided rows, each score the operations of v_dot_f16. */
+static void v_qk_f16(float *s, size_t lds, const float *q, size_t ldq, size_t nq,
+                     const uint16_t *k, size_t ldk, size_t rows, size_t n)
+{
+    for (size_t i = 0; i < nq; i += 6) {
+        unsigned nt = (unsigned)(nq - i < 6 ? nq - i : 6);
+        for (size_t j = 0; j < rows; j += 4) {
+            unsigned nr = (unsigned)(rows - j < 4 ? rows - j : 4);
+            float *y = s + i * lds + j;
+            const float *x = q + i * ldq;
+            const uint16_t *w = k + j * ldk;
+            if (nt == 6 && nr == 4)
+                tile_f16_k(y, lds, x, ldq, w, n, ldk, 6, 4);
+            else
+                tile_f16_k(y, lds, x, ldq, w, n, ldk, nt, nr);
+        }
+    }
+}
+
+/* Weighted sums for up to 6 queries, 64 columns: o_i += s_i[t] * V row t for
+ * t in order, each V row converted once; per element the FMAs of
+ * v_axpys_f16. */
+static inline __attribute__((always_inline)) void
+av_tile(float *o, size_t ldo, const float *s, size_t lds, unsigned ni, const uint16_t *v,
+        size_t ldv, size_t rows)
+{
+    __m512 acc[6][4];
+    for (unsigned i = 0; i < ni; i++)
+        for (int u = 0; u < 4; u++)
+            acc[i][u] = _mm512_loadu_ps(o + i * ldo + 16 * u);
+    for (size_t t = 0; t < rows; t++) {
+        const uint16_t *r = v + t * ldv;
+        __m512 vv[4];
+        for (int u = 0; u < 4; u++)
+            vv[u] = load_f16(r + 16 * u);
+        for (unsigned i = 0; i < ni; i++) {
+            __m512 a = _mm512_set1_ps(s[i * lds + t]);
+            for (int u = 0; u < 4; u++)
+                acc[i][u] = _mm512_fmadd_ps(a, vv[u], acc[i][u]);
+        }
+    }
+    for (unsigned i = 0; i < ni; i++)
+        for (int u = 0; u < 4; u++)
+            _mm512_storeu_ps(o + i * ldo + 16 * u, acc[i][u]);
+}
+
+static void v_av_f16(float *o, size_t ldo, const float *s, size_t lds, size_t nq,
+                     const uint16_t *v, size_t ldv, size_t rows, size_t n)
+{
+    size_t c = 0;
+    for (; c + 64 <= n; c += 64)
+        for (size_t i = 0; i < nq; i += 6) {
+            unsigned ni = (unsigned)(nq - i < 6 ? nq - i : 6);
+            if (ni == 6)
+                av_tile(o + i * ldo + c, ldo, s + i * lds, lds, 6, v + c, ldv, rows);
+            else
+                av_tile(o + i * ldo + c, ldo, s + i * lds, lds, ni, v + c, ldv, rows);
+        }
+    if (c < n) /* as v_axpys_f16 does past its last 64 columns */
+        for (size_t i = 0; i < nq; i++)
+            for (size_t t = 0; t < rows; t++)
+                v_axpy_f16(o + i * ldo + c, s[i * lds + t], v + t * ldv + c, n - c);
+}
+
 /* exp(v) for v <= 0 (softmax's shifted logits): v = k ln2 + r with |r| <=
  * ln2/2 (ln2 split in two for an exact k ln2), e^r by its Taylor series to
  * r^6 (truncation under 2e-7 relative), times 2^k by scalef; v < -87 (and
@@ -453,5 +522,5 @@ static void v_silu_mul(float *a, const float *b, size_t n)
 const sb_rt_kernels sb_rt_kernels_avx512 = {
     v_f16_to_f32, v_f32_to_f16, v_matmul, v_rmsnorm, v_softmax, v_silu_mul,
     v_add, v_dot_f32, v_dot_f16, v_axpy_f32, v_axpy_f16, v_dots_f16, v_axpys_f16,
-    SB_RT_ISA_AVX512, "avx512",
+    v_qk_f16, v_av_f16, SB_RT_ISA_AVX512, "avx512",
 };

@@ -242,8 +242,22 @@ static void ref_axpys_f16(float *y, const float *a, const uint16_t *x, size_t st
         ref_axpy_f16(y, a[j], x + j * stride, n);
 }
 
+static void ref_qk_f16(float *s, size_t lds, const float *q, size_t ldq, size_t nq,
+                       const uint16_t *k, size_t ldk, size_t rows, size_t n)
+{
+    for (size_t i = 0; i < nq; i++)
+        ref_dots_f16(s + i * lds, k, ldk, rows, q + i * ldq, n);
+}
+
+static void ref_av_f16(float *o, size_t ldo, const float *s, size_t lds, size_t nq,
+                       const uint16_t *v, size_t ldv, size_t rows, size_t n)
+{
+    for (size_t i = 0; i < nq; i++)
+        ref_axpys_f16(o + i * ldo, s + i * lds, v, ldv, rows, n);
+}
+
 const sb_rt_kernels sb_rt_kernels_ref = {
     ref_f16_to_f32, ref_f32_to_f16, ref_matmul, ref_rmsnorm, ref_softmax, ref_silu_mul,
     ref_add, ref_dot_f32, ref_dot_f16, ref_axpy_f32, ref_axpy_f16, ref_dots_f16, ref_axpys_f16,
-    SB_RT_ISA_REF, "ref",
+    ref_qk_f16, ref_av_f16, SB_RT_ISA_REF, "ref",
 };

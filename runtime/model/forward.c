@@ -18,8 +18,15 @@ struct sb_rt_ctx {
     float *att;                /* (n_batch, q_dim) attention output */
     float *hb, *hb2;           /* (n_batch, n_ff) gate and up */
     float *rope;               /* (n_batch, head_dim / 2, 2) cos, sin */
-    float *scores;             /* (threads, n_ctx) attention scores per thread */
+    float *scores;             /* (threads, ATT_GROUP * gqa, n_ctx) attention scores */
+    float *qo;                 /* (threads, 2, ATT_GROUP * gqa, head_dim) a task's
+                                  queries and outputs, gathered */
+    uint32_t gqa;              /* query heads per KV head */
 };
+
+/* Positions per attention task: with the query heads of one KV head, up to
+ * ATT_GROUP * gqa queries read each K and V row of the sequence once. */
+#define ATT_GROUP 8u
 
 /* ---- context ---------------------------------------------------------------------- */
 
@@ -38,6 +45,7 @@ void sb_rt_ctx_free(sb_rt_ctx *c)
     free(c->hb2);
     free(c->rope);
     free(c->scores);
+    free(c->qo);
     free(c);
 }
 
@@ -74,9 +82,12 @@ int sb_rt_ctx_new(const sb_rt_model *m, unsigned n_threads, uint32_t n_batch, sb
     c->hb = floats(nb, hp->n_ff);
     c->hb2 = floats(nb, hp->n_ff);
     c->rope = floats(nb, hp->head_dim);
-    c->scores = floats(sb_rt_pool_threads(c->pool), hp->n_ctx);
+    c->gqa = hp->n_heads / hp->n_kv_heads;
+    size_t nq = (size_t)ATT_GROUP * c->gqa, th = sb_rt_pool_threads(c->pool);
+    c->scores = floats(th * nq, hp->n_ctx);
+    c->qo = floats(th * 2 * nq, hp->head_dim);
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hb || !c->hb2 ||
-        !c->rope || !c->scores) {
+        !c->rope || !c->scores || !c->qo) {
         sb_rt_ctx_free(c);
         return SB_ERR_NOMEM;
     }
@@ -179,42 +190,67 @@ typedef struct att_job {
     sb_rt_ctx *c;
     const sb_rt_kv *kv;
     uint32_t layer;
-    size_t pos0;
+    size_t n, pos0;
 } att_job;
 
-/* Step 3 for one (position, head): task = i * n_heads + h. */
+/* Step 3 for up to ATT_GROUP positions and the gqa query heads of one KV
+ * head: task = group * n_kv_heads + kv head. Query (i, g) is position
+ * pos0 + i0 + i, head kvh * gqa + g; each reads the K and V rows of
+ * positions 0..its own. The K and V rows are loaded once for all the
+ * task's queries (sb_rt_qk_f16, sb_rt_av_f16), and every query's scores
+ * and sums are the bits of the one-query kernels (kernels.h), so the result
+ * does not depend on which positions share a task. */
 static void att_task(void *ctx, size_t task, unsigned thread)
 {
     const att_job *j = ctx;
     sb_rt_ctx *c = j->c;
     const sb_rt_hparams *hp = &c->m->hp;
-    uint32_t hd = hp->head_dim;
-    size_t i = task / hp->n_heads;
-    uint32_t h = (uint32_t)(task % hp->n_heads);
-    uint32_t kvh = h / (hp->n_heads / hp->n_kv_heads);
-    size_t p = j->pos0 + i;
-    const float *q = c->q + i * c->q_dim + (size_t)h * hd;
-    float *s = c->scores + (size_t)thread * hp->n_ctx;
+    uint32_t hd = hp->head_dim, gqa = c->gqa;
+    size_t i0 = task / hp->n_kv_heads * ATT_GROUP;
+    uint32_t kvh = (uint32_t)(task % hp->n_kv_heads);
+    size_t ni = j->n - i0 < ATT_GROUP ? j->n - i0 : ATT_GROUP, nq = ni * gqa;
+    size_t per = (size_t)ATT_GROUP * gqa, ctx_n = hp->n_ctx;
+    float *S = c->scores + (size_t)thread * per * ctx_n;
+    float *Q = c->qo + (size_t)thread * 2 * per * hd, *O = Q + per * hd;
+    for (size_t i = 0; i < ni; i++) /* gather: query i * gqa + g */
+        memcpy(Q + i * gqa * hd, c->q + (i0 + i) * c->q_dim + (size_t)kvh * gqa * hd,
+               (size_t)gqa * hd * sizeof *Q);
     float scale = 1.0f / sqrtf((float)hd);
     uint32_t pt = j->kv->page_tokens, stride = j->kv->kv_dim;
-    /* scores, a page's run of K rows per call */
-    for (size_t t = 0; t <= p;) {
-        size_t run = pt - t % pt < p + 1 - t ? pt - t % pt : p + 1 - t;
-        sb_rt_dots_f16(s + t, sb_rt_kv_row(j->kv, j->layer, 0, t) + (size_t)kvh * hd, stride,
-                       run, q, hd);
+    size_t p_first = j->pos0 + i0, p_last = p_first + ni - 1;
+    /* scores against K rows 0..p_last, a page's run per call (rows past a
+     * query's own position are computed and not used) */
+    for (size_t t = 0; t <= p_last;) {
+        size_t run = pt - t % pt < p_last + 1 - t ? pt - t % pt : p_last + 1 - t;
+        sb_rt_qk_f16(S + t, ctx_n, Q, hd, nq, sb_rt_kv_row(j->kv, j->layer, 0, t) + (size_t)kvh * hd,
+                     stride, run, hd);
         t += run;
     }
-    for (size_t t = 0; t <= p; t++)
-        s[t] *= scale;
-    sb_rt_softmax(s, p + 1);
-    float *o = c->att + i * c->q_dim + (size_t)h * hd;
-    memset(o, 0, hd * sizeof *o);
-    for (size_t t = 0; t <= p;) {
-        size_t run = pt - t % pt < p + 1 - t ? pt - t % pt : p + 1 - t;
-        sb_rt_axpys_f16(o, s + t, sb_rt_kv_row(j->kv, j->layer, 1, t) + (size_t)kvh * hd, stride,
-                        run, hd);
+    for (size_t q = 0; q < nq; q++) {
+        size_t p = p_first + q / gqa;
+        float *s = S + q * ctx_n;
+        for (size_t t = 0; t <= p; t++)
+            s[t] *= scale;
+        sb_rt_softmax(s, p + 1);
+    }
+    memset(O, 0, nq * hd * sizeof *O);
+    /* V rows every query reads (0..p_first) for all at once, then each
+     * query's rest in order: per output element the same FMAs, row by row */
+    for (size_t t = 0; t <= p_first;) {
+        size_t run = pt - t % pt < p_first + 1 - t ? pt - t % pt : p_first + 1 - t;
+        sb_rt_av_f16(O, hd, S + t, ctx_n, nq, sb_rt_kv_row(j->kv, j->layer, 1, t) + (size_t)kvh * hd,
+                     stride, run, hd);
         t += run;
     }
+    for (size_t q = gqa; q < nq; q++) {
+        size_t p = p_first + q / gqa;
+        for (size_t t = p_first + 1; t <= p; t++)
+            sb_rt_axpy_f16(O + q * hd, S[q * ctx_n + t],
+                           sb_rt_kv_row(j->kv, j->layer, 1, t) + (size_t)kvh * hd, hd);
+    }
+    for (size_t i = 0; i < ni; i++) /* scatter */
+        memcpy(c->att + (i0 + i) * c->q_dim + (size_t)kvh * gqa * hd, O + i * gqa * hd,
+               (size_t)gqa * hd * sizeof *O);
 }
 
 /* One layer over the batch of n positions from pos0 (steps 1-5). */
@@ -239,8 +275,9 @@ static void layer(sb_rt_ctx *c, const sb_rt_kv *kv, uint32_t l, size_t n, size_t
         sb_rt_f32_to_f16(c->v + i * c->kv_dim, sb_rt_kv_row(kv, l, 1, pos0 + i), c->kv_dim);
     }
     /* 3 */
-    att_job job = { c, kv, l, pos0 };
-    sb_rt_pool_run(c->pool, n * hp->n_heads, att_task, &job);
+    att_job job = { c, kv, l, n, pos0 };
+    size_t groups = (n + ATT_GROUP - 1) / ATT_GROUP;
+    sb_rt_pool_run(c->pool, groups * hp->n_kv_heads, att_task, &job);
     /* 4: xb takes the projection (its normed input is spent) */
     matmul(c, c->xb, c->att, &w->wo, n);
     sb_rt_add(c->x, c->xb, n * dim);

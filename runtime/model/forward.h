@@ -21,7 +21,9 @@
  *      for qwen2); k and v stored as F16 in the pages
  *   3. per position and head: scores over positions 0..p (scaled by
  *      1/sqrt(head_dim)), softmax, weighted sum of V rows  (GQA: head h
- *      reads KV head h / (n_heads / n_kv_heads))
+ *      reads KV head h / (n_heads / n_kv_heads)); one task takes up to 8
+ *      positions and the query heads of one KV head, so each K and V row
+ *      is read once for all of them
  *   4. x += att . Wo
  *   5. xb = rmsnorm(x) * ffn_norm;  x += (silu(xb . Wgate) * (xb . Wup)) . Wdown
  * then logits = rmsnorm(x) * output_norm . Woutput.
