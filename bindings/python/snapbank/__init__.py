@@ -1,0 +1,455 @@
+"""snapbank: a key-value store for LLM tensor snapshots, keyed by token-ID
+prefixes, and a CPU runtime whose sessions restore warm prefixes from it.
+
+Python over libsnapbank_rt through ctypes (standard library only). The C
+header store/include/snapbank.h is the manual; this module follows it:
+
+    with snapbank.Store(ram_bytes=1 << 30) as st:
+        ns = st.namespace(b"my-model-digest", bytes_per_token=[4096, 4096])
+        ns.put(tokens, [k_bytes, v_bytes])            # any buffers, not copied here
+        with ns.match(prompt) as m:                   # pins what it found
+            k, v = m.restore()                        # bytearrays of m.n_tokens tokens
+
+    model = snapbank.Model("small.gguf")
+    with snapbank.Store(dir="/var/tmp/bank") as st, snapbank.Session(st, model) as s:
+        g = s.generate("The bank keeps", n=16)
+        g.text, g.tokens, g.report["cache_mode"], g.report["ttft_s"]
+
+Every failure raises SnapbankError, with .code (the negative sb_err code)
+and .message (sb_strerror's text). Objects hold C resources: close them
+(or use them as context managers); closing a Store closes what was opened
+from it.
+"""
+import array
+import ctypes
+import json
+import os
+from typing import NamedTuple
+
+from . import _native
+from ._native import lib
+
+__all__ = ["SnapbankError", "Store", "Namespace", "Match", "Model", "Session", "Generation",
+           "version"]
+
+OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE = 0, -1, -8, -11
+
+
+class SnapbankError(Exception):
+    """A call into libsnapbank failed: .code is the sb_err code, .message
+    sb_strerror's description, .detail what the library said besides."""
+
+    def __init__(self, code, what="", detail=""):
+        self.code = code
+        self.message = lib.sb_strerror(code).decode()
+        self.detail = detail
+        text = "%s: %s" % (what, self.message) if what else self.message
+        if detail:
+            text += " (%s)" % detail
+        super().__init__(text)
+
+
+def _check(rc, what, detail=""):
+    if rc != OK:
+        raise SnapbankError(rc, what, detail)
+
+
+def version():
+    """The library's version as "major.minor.patch"."""
+    v = lib.sb_version()
+    return "%d.%d.%d" % (v // 10000, v // 100 % 100, v % 100)
+
+
+def _tokens(tokens):
+    """A ctypes uint32 array of the token ids (a sequence of ints, or a
+    buffer of uint32: array('I'), numpy uint32), and its length."""
+    if isinstance(tokens, (bytes, bytearray, str)):
+        raise TypeError("tokens: give a sequence of ints or a uint32 buffer, not %s"
+                        % type(tokens).__name__)
+    try:
+        mv = memoryview(tokens)
+    except TypeError:
+        mv = None
+    if mv is not None and mv.itemsize == 4 and mv.format in ("I", "=I", "<I", "L") and \
+            mv.c_contiguous:
+        n = mv.nbytes // 4
+        if mv.readonly:
+            arr = (_native.u32 * n).from_buffer_copy(mv)
+        else:
+            arr = (_native.u32 * n).from_buffer(mv.cast("B"))
+        return arr, n
+    seq = list(tokens)
+    for t in seq:
+        if not isinstance(t, int) or t < 0 or t > 0xFFFFFFFF:
+            raise ValueError("tokens: %r is not a uint32 token id" % (t,))
+    return (_native.u32 * len(seq))(*seq), len(seq)
+
+
+def _buffer(obj, need, writable, what):
+    """(address, keep-alive) of a contiguous buffer of at least need bytes,
+    without copying (a read-only buffer other than bytes is copied once)."""
+    mv = memoryview(obj)
+    if not mv.c_contiguous:
+        raise ValueError("%s: the buffer must be contiguous" % what)
+    if mv.nbytes < need:
+        raise ValueError("%s: %d bytes given, %d needed" % (what, mv.nbytes, need))
+    if not mv.readonly:
+        cbuf = (ctypes.c_char * mv.nbytes).from_buffer(mv.cast("B"))
+        return ctypes.addressof(cbuf), cbuf
+    if writable:
+        raise ValueError("%s: the buffer is read-only" % what)
+    if isinstance(obj, bytes):
+        return ctypes.cast(ctypes.c_char_p(obj), ctypes.c_void_p).value, obj
+    copy = ctypes.create_string_buffer(mv.tobytes(), mv.nbytes)
+    return ctypes.addressof(copy), copy
+
+
+class _Owned:
+    """A C handle with children that must close before it."""
+
+    def __init__(self):
+        self._h = None
+        self._children = []
+
+    def _adopt(self, child):
+        self._children = [c for c in self._children if c._h]
+        self._children.append(child)
+        return child
+
+    def close(self):
+        for c in reversed(self._children):
+            c.close()
+        self._children = []
+        if self._h:
+            self._free(self._h)
+            self._h = None
+
+    def _live(self):
+        if not self._h:
+            raise SnapbankError(ERR_INVAL, "%s is closed" % type(self).__name__)
+        return self._h
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+_DURABILITY = {"none": 0, "periodic": 1, "commit": 2}
+_WRITE_MODE = {"through": 0, "back": 1, "only": 2}
+_CONFIG_KEYS = {name for name, _ in _native.Config._fields_} - {
+    "dir", "reserved0", "clock_ns", "clock_ctx"}
+
+
+class Store(_Owned):
+    """A bank (sb_store). dir: a directory for the disk tier (None: RAM
+    only). Keyword arguments are sb_config's fields (ram_bytes, ram_pages,
+    ns_ram_bytes, max_seq_tokens, disk_bytes, segment_bytes, queue_depth,
+    durability "none" | "periodic" | "commit", write_mode "through" |
+    "back" | "only", sync_bytes, sync_interval_ms, foreground_hold_ms, ...);
+    the rest keep sb_config_default's values."""
+
+    def __init__(self, dir=None, **config):
+        super().__init__()
+        cfg = _native.Config()
+        lib.sb_config_default(ctypes.byref(cfg))
+        if dir is not None:
+            cfg.dir = os.fsencode(dir)
+        for key, value in config.items():
+            if key not in _CONFIG_KEYS:
+                raise TypeError("Store: unknown setting %r" % key)
+            if key == "durability" and isinstance(value, str):
+                value = _DURABILITY[value]
+            if key == "write_mode" and isinstance(value, str):
+                value = _WRITE_MODE[value]
+            if not isinstance(value, int) or value < 0:
+                raise ValueError("Store: %s must be a non-negative int" % key)
+            setattr(cfg, key, value)
+        h = ctypes.c_void_p()
+        _check(lib.sb_store_open(ctypes.byref(cfg), ctypes.byref(h)), "sb_store_open")
+        self._h = h.value
+        self._free = lib.sb_store_close
+
+    def stats(self):
+        """sb_store_stats as a dict (misses by reason as dicts)."""
+        buf = ctypes.create_string_buffer(16384)
+        _check(lib.sbrt_stats_json(self._live(), buf, len(buf)), "sb_store_stats")
+        return json.loads(buf.value.decode())
+
+    def flush(self):
+        """Wait until everything committed is durable on the disk tier."""
+        _check(lib.sb_store_flush(self._live()), "sb_store_flush")
+
+    def check(self):
+        """Verify every invariant of the index and the RAM tier."""
+        _check(lib.sb_store_check(self._live()), "sb_store_check")
+
+    def namespace(self, model_id, bytes_per_token, page_tokens=16, point_bytes=0, scope=b"",
+                  point_required=False):
+        """The namespace of (model_id, scope) with this layout (sb_ns_open)."""
+        return self._adopt(Namespace(self, model_id, bytes_per_token, page_tokens, point_bytes,
+                                     scope, point_required))
+
+
+def _bytes(x, what):
+    if isinstance(x, str):
+        return x.encode()
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    raise TypeError("%s: give bytes or str" % what)
+
+
+class Namespace(_Owned):
+    """A namespace: a model identity and a scope (sb_ns). Nothing crosses
+    namespaces."""
+
+    def __init__(self, store, model_id, bytes_per_token, page_tokens, point_bytes, scope,
+                 point_required):
+        super().__init__()
+        self._mid = _bytes(model_id, "model_id")
+        self._scope = _bytes(scope, "scope")
+        self.bytes_per_token = [int(b) for b in bytes_per_token]
+        self._bpt = (_native.u32 * len(self.bytes_per_token))(*self.bytes_per_token)
+        lay = _native.Layout(ctypes.cast(ctypes.c_char_p(self._mid), ctypes.c_void_p),
+                             len(self._mid), page_tokens, len(self.bytes_per_token),
+                             self._bpt, point_bytes, 1 if point_required else 0)
+        h = ctypes.c_void_p()
+        _check(lib.sb_ns_open(store._live(), ctypes.byref(lay), self._scope or None,
+                              len(self._scope), ctypes.byref(h)), "sb_ns_open")
+        self._h = h.value
+        self._free = lib.sb_ns_close
+        self.point_bytes = point_bytes
+
+    def info(self):
+        """sb_ns_get_info as a dict."""
+        i = _native.NsInfo()
+        _check(lib.sb_ns_get_info(self._live(), ctypes.byref(i)), "sb_ns_get_info")
+        return {name: getattr(i, name) for name, _ in _native.NsInfo._fields_}
+
+    def put(self, tokens, tensors, point=None):
+        """Store the state of tokens: tensors[t] is a buffer of len(tokens) *
+        bytes_per_token[t] bytes (read in place); point, the point state at
+        the end. Returns how many leading tokens are restorable afterwards:
+        all of them, or fewer when the RAM budget could not hold the rest."""
+        arr, n = _tokens(tokens)
+        if len(tensors) != len(self.bytes_per_token):
+            raise ValueError("put: %d tensors given, the layout has %d"
+                             % (len(tensors), len(self.bytes_per_token)))
+        keep = []
+        ptrs = (ctypes.c_void_p * len(tensors))()
+        for t, buf in enumerate(tensors):
+            ptrs[t], k = _buffer(buf, n * self.bytes_per_token[t], False, "tensor %d" % t)
+            keep.append(k)
+        pp = None
+        if point is not None:
+            pp, k = _buffer(point, self.point_bytes, False, "point")
+            keep.append(k)
+        stored = ctypes.c_size_t()
+        rc = lib.sb_ns_put(self._live(), arr, n, ptrs, pp, ctypes.byref(stored))
+        if rc not in (OK, ERR_BUDGET):
+            _check(rc, "sb_ns_put")
+        return stored.value
+
+    def match(self, tokens):
+        """The longest restorable prefix of tokens, pinned until the Match is
+        released (use it as a context manager)."""
+        return self._adopt(Match(self, tokens))
+
+
+class Match(_Owned):
+    """What sb_ns_match found; its pages stay pinned until release()."""
+
+    def __init__(self, ns, tokens):
+        super().__init__()
+        self._ns = ns
+        arr, n = _tokens(tokens)
+        h = ctypes.c_void_p()
+        _check(lib.sb_ns_match(ns._live(), arr, n, ctypes.byref(h)), "sb_ns_match")
+        self._h = h.value
+        self._free = lib.sb_match_release
+
+    def release(self):
+        self.close()
+
+    def _info(self):
+        i = _native.MatchInfo()
+        _check(lib.sb_match_get_info(self._live(), ctypes.byref(i)), "sb_match_get_info")
+        return i
+
+    @property
+    def n_tokens(self):
+        """The restorable prefix length L (it shrinks if a disk page fails)."""
+        return self._info().n_tokens
+
+    @property
+    def n_pages_disk(self):
+        return self._info().n_pages_disk
+
+    @property
+    def has_point(self):
+        return bool(self._info().has_point)
+
+    @property
+    def miss(self):
+        """Why L is short of the request: "none", "no_prefix", "evicted", ..."""
+        return lib.sb_miss_name(self._info().miss).decode()
+
+    def info(self):
+        i = self._info()
+        d = {name: getattr(i, name) for name, _ in _native.MatchInfo._fields_}
+        d["miss"] = lib.sb_miss_name(i.miss).decode()
+        d["has_point"] = bool(i.has_point)
+        return d
+
+    def restore(self, tensors=None, n_tokens=None):
+        """Copy the state of the first n_tokens (default L) into tensors
+        (writable buffers, written in place) or into new bytearrays, which
+        are returned."""
+        n = self.n_tokens if n_tokens is None else n_tokens
+        bpt = self._ns.bytes_per_token
+        if tensors is None:
+            tensors = [bytearray(n * b) for b in bpt]
+        if len(tensors) != len(bpt):
+            raise ValueError("restore: %d tensors given, the layout has %d"
+                             % (len(tensors), len(bpt)))
+        keep = []
+        ptrs = (ctypes.c_void_p * len(tensors))()
+        for t, buf in enumerate(tensors):
+            ptrs[t], k = _buffer(buf, n * bpt[t], True, "tensor %d" % t)
+            keep.append(k)
+        _check(lib.sb_match_restore(self._live(), n, ptrs, None), "sb_match_restore")
+        return tensors
+
+    def point(self):
+        """The point state at L as bytes, or None."""
+        p = lib.sb_match_point(self._live())
+        return ctypes.string_at(p, self._ns.point_bytes) if p else None
+
+
+class Model(_Owned):
+    """A llama-family GGUF model on the CPU runtime."""
+
+    def __init__(self, path):
+        super().__init__()
+        err = ctypes.create_string_buffer(512)
+        h = ctypes.c_void_p()
+        rc = lib.sbrt_model_load(os.fsencode(path), ctypes.byref(h), err, len(err))
+        _check(rc, "load %s" % path, err.value.decode(errors="replace"))
+        self._h = h.value
+        self._free = lib.sbrt_model_free
+
+    @staticmethod
+    def make(path, preset="tiny", dtype=None, seed=1):
+        """Write a generated model (random weights, a real vocabulary), as
+        `snapbank make-model` does."""
+        err = ctypes.create_string_buffer(512)
+        rc = lib.sbrt_make_model(preset.encode(), dtype.encode() if dtype else None, seed,
+                                 os.fsencode(path), err, len(err))
+        _check(rc, "make-model", err.value.decode(errors="replace"))
+        return path
+
+    @property
+    def n_vocab(self):
+        return lib.sbrt_model_n_vocab(self._live())
+
+    @property
+    def n_ctx(self):
+        return lib.sbrt_model_n_ctx(self._live())
+
+    @property
+    def eos(self):
+        return lib.sbrt_model_eos(self._live())
+
+    def tokenize(self, text, bos=True):
+        """Token ids of text (BOS first when bos and the model asks for it)."""
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        n = ctypes.c_size_t()
+        rc = lib.sbrt_tokenize(self._live(), data, len(data), int(bos), None, 0, ctypes.byref(n))
+        if rc not in (OK, ERR_RANGE):
+            _check(rc, "tokenize")
+        out = (_native.u32 * max(n.value, 1))()
+        _check(lib.sbrt_tokenize(self._h, data, len(data), int(bos), out, n.value,
+                                 ctypes.byref(n)), "tokenize")
+        return list(out[:n.value])
+
+    def detokenize(self, ids):
+        """The text of token ids (bytes that are not UTF-8 replaced)."""
+        arr, n = _tokens(ids)
+        need = ctypes.c_size_t()
+        rc = lib.sbrt_detokenize(self._live(), arr, n, None, 0, ctypes.byref(need))
+        if rc not in (OK, ERR_RANGE):
+            _check(rc, "detokenize")
+        buf = ctypes.create_string_buffer(need.value + 1)
+        _check(lib.sbrt_detokenize(self._h, arr, n, buf, len(buf), ctypes.byref(need)),
+               "detokenize")
+        return buf.raw[:need.value].decode(errors="replace")
+
+
+class Generation(NamedTuple):
+    """What Session.generate returns."""
+    tokens: list
+    text: str
+    report: dict
+
+
+class Session(_Owned):
+    """A conversation whose KV cache lives in store: each generate() is a
+    turn that restores what the bank holds of the conversation so far
+    (warm_prefix from RAM, ssd from disk) and computes only the rest."""
+
+    def __init__(self, store, model, scope=b"", threads=0, page_tokens=16):
+        super().__init__()
+        self._model = model
+        sc = _bytes(scope, "scope")
+        h = ctypes.c_void_p()
+        _check(lib.sbrt_chat_open(store._live(), model._live(), sc or None, len(sc), threads,
+                                  page_tokens, ctypes.byref(h)), "session")
+        self._h = h.value
+        self._free = lib.sbrt_chat_close
+        store._adopt(self)
+        model._adopt(self)
+
+    @property
+    def tokens(self):
+        """The conversation so far (every prompt and answer)."""
+        n = lib.sbrt_chat_tokens(self._live(), None, 0)
+        out = (_native.u32 * max(n, 1))()
+        lib.sbrt_chat_tokens(self._h, out, n)
+        return list(out[:n])
+
+    def resume(self, tokens):
+        """Continue an earlier conversation (its tokens, e.g. saved by another
+        process): the next turn restores them from the bank."""
+        arr, n = _tokens(tokens)
+        _check(lib.sbrt_chat_resume(self._live(), arr, n), "resume")
+
+    def generate(self, prompt=None, tokens=None, n=32, temp=0.0, top_k=40, top_p=0.95, seed=1,
+                 stop_at_eos=False):
+        """One turn: prompt (text, tokenized; BOS first when the session is
+        new) or tokens (ids) after the conversation so far, then up to n
+        generated tokens. Returns Generation(tokens, text, report) with the
+        turn's report: cache_mode ("cold", "warm_prefix", "ssd"),
+        cached_tokens, prefill_tokens, ttft_s, restore_s, miss, ..."""
+        if (prompt is None) == (tokens is None):
+            raise ValueError("generate: give exactly one of prompt, tokens")
+        if prompt is not None:
+            ids = self._model.tokenize(prompt, bos=not self.tokens)
+        else:
+            ids = tokens
+        arr, k = _tokens(ids)
+        out = (_native.u32 * max(n, 1))()
+        n_out = ctypes.c_size_t()
+        rep = ctypes.create_string_buffer(2048)
+        stop = self._model.eos if stop_at_eos else 0xFFFFFFFF
+        _check(lib.sbrt_chat_turn(self._live(), arr, k, n, temp, top_k, top_p, seed, stop, out,
+                                  ctypes.byref(n_out), rep, len(rep)), "turn")
+        gen = list(out[:n_out.value])
+        return Generation(gen, self._model.detokenize(gen) if gen else "",
+                          json.loads(rep.value.decode()))

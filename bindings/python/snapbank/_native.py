@@ -1,0 +1,124 @@
+"""The ctypes layer: finding libsnapbank_rt, the C structs mirrored, the
+function prototypes. Private to the package; snapbank/__init__.py is the API.
+
+The library is looked for, in order: the file named by SNAPBANK_LIB; next to
+this package (a copy placed there); the system's library path
+(`cmake --install` puts libsnapbank_rt.so.0 there).
+"""
+import ctypes
+import ctypes.util
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load():
+    tried = []
+    env = os.environ.get("SNAPBANK_LIB")
+    names = [env] if env else []
+    names += [os.path.join(_HERE, "libsnapbank_rt.so"), "libsnapbank_rt.so.0"]
+    found = ctypes.util.find_library("snapbank_rt")
+    if found:
+        names.append(found)
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError as e:
+            tried.append("%s (%s)" % (name, e))
+    raise ImportError("snapbank: cannot load libsnapbank_rt: tried " + "; ".join(tried) +
+                      ". Build it (cmake --build build) and set SNAPBANK_LIB to "
+                      "build/runtime/libsnapbank_rt.so, or run cmake --install.")
+
+
+lib = _load()
+
+u8, u32, u64, sz = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t
+vp, cp, ip = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+P = ctypes.POINTER
+
+
+class Config(ctypes.Structure):
+    """sb_config, field for field (snapbank.h)."""
+    _fields_ = [
+        ("ram_bytes", u64), ("ram_pages", u64), ("ns_ram_bytes", u64),
+        ("max_seq_tokens", u32), ("reserved0", u32),
+        ("dir", cp), ("disk_bytes", u64), ("segment_bytes", u64),
+        ("write_budget_bytes_per_hour", u64), ("write_budget_burst_bytes", u64),
+        ("backlog_bytes", u64), ("min_prefix_tokens", u32), ("queue_depth", u32),
+        ("durability", ip), ("write_mode", ip), ("sync_bytes", u64),
+        ("sync_interval_ms", u32), ("foreground_hold_ms", u32),
+        ("clock_ns", vp), ("clock_ctx", vp), ("fault_alloc_nth", u64),
+    ]
+
+
+class Layout(ctypes.Structure):
+    """sb_layout."""
+    _fields_ = [
+        ("model_id", vp), ("model_id_bytes", sz), ("page_tokens", u32), ("n_tensors", u32),
+        ("bytes_per_token", P(u32)), ("point_bytes", u32), ("flags", u32),
+    ]
+
+
+class MatchInfo(ctypes.Structure):
+    """sb_match_info."""
+    _fields_ = [
+        ("n_tokens", sz), ("n_pages", sz), ("n_pages_ram", sz), ("n_pages_disk", sz),
+        ("n_matched_tokens", sz), ("has_point", ip), ("miss", ip),
+    ]
+
+
+class NsInfo(ctypes.Structure):
+    """sb_ns_info."""
+    _fields_ = [
+        ("ns_id", u64), ("page_tokens", u32), ("n_tensors", u32), ("page_bytes", sz),
+        ("point_bytes", sz), ("flags", u32), ("ram_bytes", u64), ("indexed_pages", u64),
+        ("index_tokens", u64),
+    ]
+
+
+def _proto(name, res, *args):
+    f = getattr(lib, name)
+    f.restype = res
+    f.argtypes = list(args)
+    return f
+
+
+_proto("sbrt_sizeof", sz, ip)
+for _i, _cls in enumerate((Config, Layout, MatchInfo, NsInfo)):
+    if lib.sbrt_sizeof(_i) != ctypes.sizeof(_cls):
+        raise ImportError("snapbank: %s is %d bytes in the library, %d here: the package and "
+                          "libsnapbank_rt do not match" % (_cls.__name__, lib.sbrt_sizeof(_i),
+                                                           ctypes.sizeof(_cls)))
+
+_proto("sb_strerror", cp, ip)
+_proto("sb_miss_name", cp, ip)
+_proto("sb_version", ctypes.c_uint)
+_proto("sb_config_default", None, P(Config))
+_proto("sb_store_open", ip, P(Config), P(vp))
+_proto("sb_store_close", ip, vp)
+_proto("sb_store_flush", ip, vp)
+_proto("sb_store_check", ip, vp)
+_proto("sbrt_stats_json", ip, vp, cp, sz)
+_proto("sb_ns_open", ip, vp, P(Layout), vp, sz, P(vp))
+_proto("sb_ns_close", None, vp)
+_proto("sb_ns_get_info", ip, vp, P(NsInfo))
+_proto("sb_ns_put", ip, vp, P(u32), sz, P(vp), vp, P(sz))
+_proto("sb_ns_match", ip, vp, P(u32), sz, P(vp))
+_proto("sb_match_get_info", ip, vp, P(MatchInfo))
+_proto("sb_match_restore", ip, vp, sz, P(vp), vp)
+_proto("sb_match_point", vp, vp)
+_proto("sb_match_release", None, vp)
+_proto("sbrt_model_load", ip, cp, P(vp), cp, sz)
+_proto("sbrt_model_eos", u32, vp)
+_proto("sbrt_model_free", None, vp)
+_proto("sbrt_model_n_vocab", u32, vp)
+_proto("sbrt_model_n_ctx", u32, vp)
+_proto("sbrt_make_model", ip, cp, cp, u64, cp, cp, sz)
+_proto("sbrt_tokenize", ip, vp, cp, sz, ip, P(u32), sz, P(sz))
+_proto("sbrt_detokenize", ip, vp, P(u32), sz, cp, sz, P(sz))
+_proto("sbrt_chat_open", ip, vp, vp, vp, sz, ctypes.c_uint, u32, P(vp))
+_proto("sbrt_chat_close", None, vp)
+_proto("sbrt_chat_resume", ip, vp, P(u32), sz)
+_proto("sbrt_chat_tokens", sz, vp, P(u32), sz)
+_proto("sbrt_chat_turn", ip, vp, P(u32), sz, sz, ctypes.c_float, u32, ctypes.c_float, u64, u32,
+       P(u32), P(sz), cp, sz)

@@ -1,0 +1,243 @@
+"""The Python bindings (bindings/python/snapbank) against libsnapbank_rt:
+round trips through the store in RAM and on disk, divergence, scope
+isolation, buffers written in place, errors as SnapbankError, and a session
+whose second turn restores the first from the bank."""
+import array
+import os
+import shutil
+import tempfile
+import unittest
+
+import snapbank
+
+try:
+    import numpy
+except ImportError:  # numpy is optional: its test is skipped without it
+    numpy = None
+
+BPT = [64, 48]  # bytes per token of two tensors
+
+
+def state(tokens, t):
+    """Synthetic state of tensor t for tokens: each token's slice depends on
+    the whole prefix, as real KV does."""
+    out = bytearray()
+    h = 1469598103934665603 + t
+    for tok in tokens:
+        h = ((h ^ tok) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+        out += (h.to_bytes(8, "little") * (BPT[t] // 8 + 1))[:BPT[t]]
+    return out
+
+
+class StoreTest(unittest.TestCase):
+    def setUp(self):
+        self.st = snapbank.Store(ram_bytes=64 << 20)
+        self.ns = self.st.namespace(b"model-a", BPT, page_tokens=16, point_bytes=32)
+
+    def tearDown(self):
+        self.st.check()
+        self.st.close()
+
+    def test_round_trip(self):
+        toks = list(range(1000, 1100))
+        self.assertEqual(self.ns.put(toks, [bytes(state(toks, 0)), state(toks, 1)],
+                                     point=b"p" * 32), 100)
+        with self.ns.match(toks) as m:
+            self.assertEqual(m.n_tokens, 100)
+            self.assertTrue(m.has_point)
+            self.assertEqual(m.point(), b"p" * 32)
+            k, v = m.restore()
+            self.assertEqual(k, state(toks, 0))
+            self.assertEqual(v, state(toks, 1))
+            # into caller buffers, in place, a prefix
+            mine = [bytearray(37 * BPT[0]), memoryview(bytearray(37 * BPT[1]))]
+            m.restore(mine, n_tokens=37)
+            self.assertEqual(mine[0], state(toks, 0)[:37 * BPT[0]])
+            self.assertEqual(bytes(mine[1]), state(toks, 1)[:37 * BPT[1]])
+        st = self.st.stats()
+        self.assertEqual(st["puts"], 1)
+        self.assertEqual(st["hits"], 1)
+        self.assertIn("no_prefix", st["misses"])
+
+    def test_tokens_as_buffers(self):
+        toks = array.array("I", range(50, 90))
+        self.ns.put(toks, [state(toks, 0), state(toks, 1)])
+        with self.ns.match(memoryview(toks)) as m:
+            self.assertEqual(m.n_tokens, 40)
+
+    @unittest.skipUnless(numpy, "numpy is not installed")
+    def test_numpy_in_place(self):
+        toks = numpy.arange(500, 580, dtype=numpy.uint32)
+        k = numpy.frombuffer(bytes(state(toks.tolist(), 0)), dtype=numpy.uint8).reshape(80, 64)
+        v = numpy.frombuffer(bytes(state(toks.tolist(), 1)), dtype=numpy.uint8).reshape(80, 48)
+        self.assertEqual(self.ns.put(toks, [k.copy(), v.copy()]), 80)
+        kk = numpy.zeros((200, 64), numpy.uint8)  # an engine's cache, bigger than needed
+        vv = numpy.zeros((200, 48), numpy.uint8)
+        with self.ns.match(toks[:50]) as m:
+            m.restore([kk[:50], vv[:50]])  # row slices, written in place
+        self.assertTrue((kk[:50] == k[:50]).all() and (vv[:50] == v[:50]).all())
+        self.assertFalse(kk[50:].any())
+
+    def test_divergence(self):
+        a = list(range(200))
+        self.ns.put(a, [state(a, 0), state(a, 1)])
+        for d in (0, 1, 15, 16, 17, 150, 199):
+            b = a[:d] + [9999] * 10
+            with self.ns.match(b) as m:
+                self.assertEqual(m.n_tokens, d)
+                self.assertEqual(m.miss, "no_prefix")
+                if d:
+                    k, _ = m.restore()
+                    self.assertEqual(k, state(a, 0)[:d * BPT[0]])
+
+    def test_isolation(self):
+        other = self.st.namespace(b"model-a", BPT, page_tokens=16, point_bytes=32,
+                                  scope=b"tenant-b")
+        third = self.st.namespace(b"model-b", BPT, page_tokens=16, point_bytes=32)
+        toks = list(range(64))
+        self.ns.put(toks, [state(toks, 0), state(toks, 1)])
+        for ns in (other, third):
+            with ns.match(toks) as m:
+                self.assertEqual(m.n_tokens, 0)
+        with self.ns.match(toks) as m:
+            self.assertEqual(m.n_tokens, 64)
+
+    def test_errors(self):
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            self.ns.put([], [b"", b""])
+        self.assertEqual(cm.exception.code, -6)  # SB_ERR_NO_TOKENS
+        self.assertIn("zero", cm.exception.message.lower() + " zero")
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            self.st.namespace(b"model-a", [64, 40], page_tokens=16, point_bytes=32)
+        self.assertEqual(cm.exception.code, -4)  # SB_ERR_LAYOUT_MISMATCH
+        with self.assertRaises(ValueError):  # a tensor too short
+            self.ns.put([1, 2, 3], [b"x" * 10, b"y" * 200])
+        with self.assertRaises(ValueError):  # a negative token id
+            self.ns.put([1, -2], [b"x" * 128, b"y" * 96])
+        with self.assertRaises(ValueError):  # restore into read-only buffers
+            toks = [5, 6, 7]
+            self.ns.put(toks, [state(toks, 0), state(toks, 1)])
+            with self.ns.match(toks) as m:
+                m.restore([b"\0" * 192, b"\0" * 144])
+        with self.assertRaises(TypeError):
+            snapbank.Store(no_such_setting=1)
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            snapbank.Store(ram_bytes=0)
+        self.assertEqual(cm.exception.code, -1)  # SB_ERR_INVAL
+        m = self.ns.match([1, 2])
+        m.release()
+        with self.assertRaises(snapbank.SnapbankError):
+            m.restore()
+
+
+class DiskTest(unittest.TestCase):
+    def test_reopen(self):
+        d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
+        try:
+            toks = list(range(7, 300))
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20) as st:
+                ns = st.namespace(b"m", BPT)
+                ns.put(toks, [state(toks, 0), state(toks, 1)])
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20) as st:
+                self.assertGreater(st.stats()["recovered_pages"], 0)
+                ns = st.namespace(b"m", BPT)
+                with ns.match(toks) as m:
+                    self.assertEqual(m.n_tokens, len(toks))
+                    self.assertGreater(m.n_pages_disk, 0)
+                    k, v = m.restore()
+                    self.assertEqual(k, state(toks, 0))
+                    self.assertEqual(v, state(toks, 1))
+        finally:
+            shutil.rmtree(d)
+
+
+class SessionTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
+        cls.path = snapbank.Model.make(os.path.join(cls.dir, "tiny.gguf"), "tiny", seed=3)
+        cls.model = snapbank.Model(cls.path)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.model.close()
+        shutil.rmtree(cls.dir)
+
+    def test_two_turns(self):
+        with snapbank.Store(ram_bytes=64 << 20) as st, snapbank.Session(st, self.model) as s:
+            g1 = s.generate("The bank keeps what a model has already read.", n=8)
+            self.assertEqual(g1.report["cache_mode"], "cold")
+            self.assertEqual(len(g1.tokens), 8)
+            self.assertIsInstance(g1.text, str)
+            self.assertGreater(g1.report["ttft_s"], 0)
+            n1 = len(s.tokens)
+            g2 = s.generate(" And then it writes pages to the disk.", n=8)
+            self.assertEqual(g2.report["cache_mode"], "warm_prefix")
+            self.assertEqual(g2.report["cached_tokens"], n1)
+            self.assertEqual(g2.report["prompt_tokens"], n1 + g2.report["prefill_tokens"])
+            # another session resuming after turn 1 and asking the same: the
+            # whole prompt is stored (point state), the answer identical
+            with snapbank.Session(st, self.model) as s2:
+                s2.resume(s.tokens[:n1])
+                again = s2.generate(" And then it writes pages to the disk.", n=8)
+            self.assertTrue(again.report["point_hit"])
+            self.assertEqual(again.report["prefill_tokens"], 0)
+            self.assertEqual(again.tokens, g2.tokens)
+
+    def test_warm_equals_cold(self):
+        prompt = "Pages that are used often stay in memory; the others go to the disk."
+        with snapbank.Store(ram_bytes=64 << 20) as st:
+            with snapbank.Session(st, self.model) as a:
+                cold = a.generate(prompt, n=12)
+            with snapbank.Session(st, self.model) as b:
+                warm = b.generate(prompt, n=12)
+        self.assertEqual(cold.report["cache_mode"], "cold")
+        self.assertEqual(warm.report["cache_mode"], "warm_prefix")
+        self.assertTrue(warm.report["point_hit"])
+        self.assertEqual(warm.tokens, cold.tokens)
+        self.assertEqual(warm.text, cold.text)
+
+    def test_ssd_after_reopen(self):
+        d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
+        try:
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20) as st, \
+                    snapbank.Session(st, self.model) as s:
+                s.generate("Nothing wrong is ever returned by the bank.", n=4)
+                saved = s.tokens
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20) as st, \
+                    snapbank.Session(st, self.model) as s:
+                s.resume(saved)
+                g = s.generate(" Why?", n=4)
+                self.assertIn(g.report["cache_mode"], ("ssd", "cold"))
+                if g.report["cache_mode"] == "cold":  # reading judged slower: it says so
+                    self.assertTrue(g.report["disk_skipped"])
+                else:
+                    self.assertEqual(g.report["cached_tokens"], len(saved))
+        finally:
+            shutil.rmtree(d)
+
+    def test_model_errors(self):
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            snapbank.Model("/nonexistent/model.gguf")
+        self.assertIn("/nonexistent/model.gguf", str(cm.exception))
+        bad = os.path.join(self.dir, "bad.gguf")
+        with open(bad, "wb") as f:
+            f.write(b"GGUF" + b"\0" * 20)
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            snapbank.Model(bad)
+        self.assertIn("bad.gguf", str(cm.exception))
+        with snapbank.Store() as st, snapbank.Session(st, self.model) as s:
+            with self.assertRaises(ValueError):
+                s.generate()
+            with self.assertRaises(snapbank.SnapbankError) as cm:
+                s.generate(tokens=[self.model.n_vocab], n=1)
+            self.assertEqual(cm.exception.code, -1)
+
+    def test_tokenizer(self):
+        text = "The bank keeps what a model has read, byte for byte: \u00e9\u4e2d"
+        ids = self.model.tokenize(text, bos=False)
+        self.assertEqual(self.model.detokenize(ids), text)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,279 @@
+/* capi.c -- the flat C API for bindings (capi.h). */
+#include "capi/capi.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/kv.h"
+#include "model/make_model.h"
+#include "model/model.h"
+#include "model/sample.h"
+#include "model/session.h"
+#include "model/tokenizer.h"
+
+static void put_err(char *err, size_t cap, const char *msg)
+{
+    if (err && cap)
+        snprintf(err, cap, "%s", msg);
+}
+
+int sbrt_model_load(const char *path, sb_rt_model **out, char *err, size_t cap)
+{
+    sb_rt_err e = { 0 };
+    if (!out)
+        return SB_ERR_INVAL;
+    *out = NULL;
+    if (!path) {
+        put_err(err, cap, "no path");
+        return SB_ERR_INVAL;
+    }
+    int rc = sb_rt_model_load(path, out, &e);
+    if (rc != SB_OK)
+        put_err(err, cap, e.msg);
+    return rc;
+}
+
+void sbrt_model_free(sb_rt_model *m)
+{
+    sb_rt_model_free(m);
+}
+
+uint32_t sbrt_model_n_vocab(const sb_rt_model *m)
+{
+    return m ? m->hp.n_vocab : 0;
+}
+
+uint32_t sbrt_model_n_ctx(const sb_rt_model *m)
+{
+    return m ? m->hp.n_ctx : 0;
+}
+
+uint32_t sbrt_model_eos(const sb_rt_model *m)
+{
+    return m && m->tok ? sb_rt_tok_eos(m->tok) : UINT32_MAX;
+}
+
+int sbrt_make_model(const char *preset, const char *dtype, uint64_t seed, const char *path,
+                    char *err, size_t cap)
+{
+    if (!preset || !path || (strcmp(preset, "tiny") && strcmp(preset, "small"))) {
+        put_err(err, cap, "preset must be \"tiny\" or \"small\"");
+        return SB_ERR_INVAL;
+    }
+    sb_rt_make_opts o;
+    sb_rt_make_opts_preset(&o, preset);
+    if (dtype && sb_rt_make_opts_set(&o, "dtype", dtype) != SB_OK) {
+        put_err(err, cap, "dtype must be f32, f16 or q8_0");
+        return SB_ERR_INVAL;
+    }
+    o.seed = seed;
+    sb_rt_err e = { 0 };
+    int rc = sb_rt_make_model(&o, path, &e);
+    if (rc != SB_OK)
+        put_err(err, cap, e.msg);
+    return rc;
+}
+
+int sbrt_tokenize(const sb_rt_model *m, const char *text, size_t len, int bos, uint32_t *ids,
+                  size_t cap, size_t *n)
+{
+    if (!m || (len && !text) || !n)
+        return SB_ERR_INVAL;
+    if (!m->tok)
+        return SB_ERR_UNSUPPORTED;
+    return sb_rt_tok_encode(m->tok, text, len, bos && sb_rt_tok_add_bos(m->tok), ids, cap, n);
+}
+
+int sbrt_detokenize(const sb_rt_model *m, const uint32_t *ids, size_t n, char *buf, size_t cap,
+                    size_t *len)
+{
+    if (!m || (n && !ids) || !len)
+        return SB_ERR_INVAL;
+    if (!m->tok)
+        return SB_ERR_UNSUPPORTED;
+    return sb_rt_tok_decode(m->tok, ids, n, buf, cap, len);
+}
+
+struct sbrt_chat {
+    const sb_rt_model *m;
+    sb_ns *ns;
+    sb_rt_ctx *ctx;
+    sb_rt_session *s;
+    uint32_t bpt[2 * SB_RT_MAX_LAYERS];
+};
+
+void sbrt_chat_close(sbrt_chat *c)
+{
+    if (!c)
+        return;
+    sb_rt_session_free(c->s);
+    sb_rt_ctx_free(c->ctx);
+    sb_ns_close(c->ns);
+    free(c);
+}
+
+int sbrt_chat_open(sb_store *st, const sb_rt_model *m, const void *scope, size_t scope_len,
+                   unsigned threads, uint32_t page_tokens, sbrt_chat **out)
+{
+    if (!out)
+        return SB_ERR_INVAL;
+    *out = NULL;
+    if (!st || !m || (scope_len && !scope))
+        return SB_ERR_INVAL;
+    sbrt_chat *c = calloc(1, sizeof *c);
+    if (!c)
+        return SB_ERR_NOMEM;
+    c->m = m;
+    sb_layout layout;
+    int rc = sb_rt_kv_layout(m, page_tokens ? page_tokens : 16, c->bpt, &layout);
+    if (rc == SB_OK)
+        rc = sb_ns_open(st, &layout, scope, scope_len, &c->ns);
+    if (rc == SB_OK)
+        rc = sb_rt_ctx_new(m, threads, 512, &c->ctx);
+    if (rc == SB_OK)
+        rc = sb_rt_session_new(m, c->ctx, c->ns, &c->s);
+    if (rc != SB_OK) {
+        sbrt_chat_close(c);
+        return rc;
+    }
+    *out = c;
+    return SB_OK;
+}
+
+int sbrt_chat_resume(sbrt_chat *c, const uint32_t *tokens, size_t n)
+{
+    return c ? sb_rt_session_resume(c->s, tokens, n) : SB_ERR_INVAL;
+}
+
+size_t sbrt_chat_tokens(const sbrt_chat *c, uint32_t *out, size_t cap)
+{
+    if (!c)
+        return 0;
+    size_t n;
+    const uint32_t *t = sb_rt_session_tokens(c->s, &n);
+    if (out && n)
+        memcpy(out, t, (n < cap ? n : cap) * sizeof *t);
+    return n;
+}
+
+/* Append to a JSON buffer; *len tracks what it would need. */
+static void jput(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *len += (size_t)k;
+}
+
+typedef struct gen_sink {
+    uint32_t *out;
+    size_t n, cap;
+} gen_sink;
+
+static void gen_token(void *ctx, uint32_t id)
+{
+    gen_sink *g = ctx;
+    if (g->n < g->cap)
+        g->out[g->n++] = id;
+}
+
+int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_gen, float temp,
+                   uint32_t top_k, float top_p, uint64_t seed, uint32_t stop_id, uint32_t *out,
+                   size_t *n_out, char *report, size_t report_cap)
+{
+    if (!c || !n_out || (n_gen && !out) || !report || !report_cap)
+        return SB_ERR_INVAL;
+    *n_out = 0;
+    sb_rt_sampler smp;
+    sb_rt_sampling so = { temp, top_k, top_p, seed };
+    int rc = sb_rt_sampler_init(&smp, &so, c->m->hp.n_vocab);
+    if (rc != SB_OK)
+        return rc;
+    gen_sink sink = { out, 0, n_gen };
+    sb_rt_gen g = { n_gen, &smp, stop_id, gen_token, &sink, NULL };
+    sb_rt_turn r;
+    rc = sb_rt_session_turn(c->s, input, n_in, &g, &r);
+    sb_rt_sampler_fini(&smp);
+    if (rc != SB_OK)
+        return rc;
+    *n_out = sink.n;
+    size_t len = 0;
+    jput(report, report_cap, &len,
+         "{\"cache_mode\":\"%s\",\"prompt_tokens\":%zu,\"cached_tokens\":%zu,"
+         "\"cached_disk_tokens\":%zu,\"prefill_tokens\":%zu,\"gen_tokens\":%zu,"
+         "\"matched_tokens\":%zu,\"miss\":\"%s\",\"point_hit\":%s,\"disk_skipped\":%s,"
+         "\"est_read_s\":%.9g,\"est_recompute_s\":%.9g,\"restore_s\":%.9g,\"prefill_s\":%.9g,"
+         "\"ttft_s\":%.9g,\"decode_s\":%.9g,\"prefill_tok_s\":%.9g,\"decode_tok_s\":%.9g,"
+         "\"commit_error\":",
+         sb_rt_cache_mode_name(r.cache_mode), r.prompt_tokens, r.cached_tokens,
+         r.cached_disk_tokens, r.prefill_tokens, r.gen_tokens, r.matched_tokens,
+         sb_miss_name(r.miss), r.point_hit ? "true" : "false", r.disk_skipped ? "true" : "false",
+         r.est_read_s, r.est_recompute_s, r.restore_s, r.prefill_s, r.ttft_s, r.decode_s,
+         r.prefill_tok_s, r.decode_tok_s);
+    if (r.commit_rc == SB_OK)
+        jput(report, report_cap, &len, "null}");
+    else
+        jput(report, report_cap, &len, "\"%s\"}", sb_strerror(r.commit_rc));
+    return len < report_cap ? SB_OK : SB_ERR_RANGE;
+}
+
+/* Every field of sb_stats, in order: keep it in step with snapbank.h (the
+ * assertion below catches a field added there and not here). */
+#define SB_STATS_U64(X)                                                                         \
+    X(lookups) X(hits) X(hits_ram) X(hits_disk) X(hit_tokens) X(miss_tokens) X(puts) X(commits) \
+    X(pages_new) X(pages_dedup) X(pages_superseded) X(cow_copies) X(budget_denials)             \
+    X(ram_bytes) X(ram_pages) X(ram_bytes_limit) X(ram_pages_limit) X(indexed_pages)            \
+    X(indexed_bytes) X(pinned_pages) X(points) X(point_bytes) X(pins) X(namespaces)             \
+    X(pool_resident_bytes) X(evictions) X(evicted_bytes) X(point_evictions) X(index_bytes)      \
+    X(index_tokens) X(index_nodes) X(disk_bytes) X(disk_bytes_limit) X(disk_pages)              \
+    X(disk_write_bytes) X(disk_read_bytes) X(disk_write_denials) X(disk_checksum_failures)      \
+    X(durable_seq) X(disk_write_errors) X(disk_read_errors) X(disk_segments)                    \
+    X(disk_queued_bytes) X(disk_holdback_ns) X(disk_holdbacks) X(recovered_records)             \
+    X(recovered_pages) X(recovered_points) X(recovered_namespaces) X(recovery_orphans)          \
+    X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)
+#define SB_COUNT_FIELD(f) +1
+_Static_assert(sizeof(sb_stats) ==
+                   (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + sizeof(double) + 2 * SB_MISS__COUNT * 8,
+               "sb_stats changed: update SB_STATS_U64 in capi.c");
+
+int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
+{
+    sb_stats s;
+    if (!buf || !cap || sb_store_stats(st, &s) != SB_OK)
+        return SB_ERR_INVAL;
+    size_t len = 0;
+    jput(buf, cap, &len, "{");
+#define SB_JSON_FIELD(f) jput(buf, cap, &len, "\"" #f "\":%llu,", (unsigned long long)s.f);
+    SB_STATS_U64(SB_JSON_FIELD)
+#undef SB_JSON_FIELD
+    jput(buf, cap, &len, "\"index_bytes_per_token\":%.9g", s.index_bytes_per_token);
+    const char *arrays[2] = { "misses", "miss_tokens_by_reason" };
+    for (int a = 0; a < 2; a++) {
+        jput(buf, cap, &len, ",\"%s\":{", arrays[a]);
+        for (int i = 0; i < SB_MISS__COUNT; i++)
+            jput(buf, cap, &len, "%s\"%s\":%llu", i ? "," : "", sb_miss_name(i),
+                 (unsigned long long)(a ? s.miss_tokens_by_reason[i] : s.misses[i]));
+        jput(buf, cap, &len, "}");
+    }
+    jput(buf, cap, &len, "}");
+    return len < cap ? SB_OK : SB_ERR_RANGE;
+}
+
+size_t sbrt_sizeof(int which)
+{
+    switch (which) {
+    case 0:
+        return sizeof(sb_config);
+    case 1:
+        return sizeof(sb_layout);
+    case 2:
+        return sizeof(sb_match_info);
+    case 3:
+        return sizeof(sb_ns_info);
+    }
+    return 0;
+}

@@ -1,0 +1,108 @@
+/* capi.h -- a flat C API over the runtime for language bindings (the
+ * Python package in bindings/python calls it through ctypes): plain types,
+ * error text into caller buffers, reports and stats as JSON. It is exported
+ * by libsnapbank_rt.so, which also exports the store's API (snapbank.h).
+ *
+ * Ownership: every object returned is freed by its *_free / *_close call;
+ * buffers passed in are borrowed for the call only.
+ * Thread safety: an sbrt_chat is used by one thread at a time; models may
+ * be shared by chats on different threads (they are read-only).
+ */
+#ifndef SB_RT_CAPI_H
+#define SB_RT_CAPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapbank.h"
+
+#define SBRT_API __attribute__((visibility("default")))
+
+typedef struct sb_rt_model sb_rt_model;
+
+/* sbrt_model_load -- load a GGUF model into *out (free with
+ * sbrt_model_free). Returns: SB_OK; the errors of sb_rt_model_load
+ * (SB_ERR_IO, SB_ERR_FORMAT, SB_ERR_UNSUPPORTED, ...) with the fault,
+ * naming the file, in err. */
+SBRT_API int sbrt_model_load(const char *path, sb_rt_model **out, char *err, size_t cap);
+
+/* sbrt_model_free -- NULL is a no-op. */
+SBRT_API void sbrt_model_free(sb_rt_model *m);
+
+/* sbrt_model_n_vocab, sbrt_model_n_ctx -- the vocabulary size and context
+ * length. */
+SBRT_API uint32_t sbrt_model_n_vocab(const sb_rt_model *m);
+SBRT_API uint32_t sbrt_model_n_ctx(const sb_rt_model *m);
+
+/* sbrt_model_eos -- the EOS token id; UINT32_MAX without a vocabulary. */
+SBRT_API uint32_t sbrt_model_eos(const sb_rt_model *m);
+
+/* sbrt_make_model -- write a generated model (snapbank make-model): preset
+ * "tiny" or "small", dtype "f32", "f16", "q8_0" or NULL (the preset's).
+ * Returns: SB_OK; an sb_err code with the fault in err. */
+SBRT_API int sbrt_make_model(const char *preset, const char *dtype, uint64_t seed,
+                             const char *path, char *err, size_t cap);
+
+/* sbrt_tokenize -- ids of text[0, len) (BOS first when bos and the model
+ * asks for it) into ids[0, cap); *n receives the count (the size needed
+ * when it returns SB_ERR_RANGE). Returns: SB_OK; SB_ERR_RANGE;
+ * SB_ERR_UNSUPPORTED (the model has no usable vocabulary); SB_ERR_NOMEM. */
+SBRT_API int sbrt_tokenize(const sb_rt_model *m, const char *text, size_t len, int bos,
+                           uint32_t *ids, size_t cap, size_t *n);
+
+/* sbrt_detokenize -- the text of ids into buf[0, cap); *len receives its
+ * length (the size needed with SB_ERR_RANGE). Returns: SB_OK; SB_ERR_RANGE
+ * (cap too small, or an id out of range); SB_ERR_UNSUPPORTED. */
+SBRT_API int sbrt_detokenize(const sb_rt_model *m, const uint32_t *ids, size_t n, char *buf,
+                             size_t cap, size_t *len);
+
+/* A session over a store: its namespace (the model's KV layout and a
+ * scope), a forward context and the session (runtime/model/session.h). */
+typedef struct sbrt_chat sbrt_chat;
+
+/* sbrt_chat_open -- a session of model m in store st under scope (may be
+ * NULL when scope_len is 0), on threads threads (0: every CPU), KV pages of
+ * page_tokens (0: 16). st and m must outlive it.
+ * Returns: SB_OK with *out (free with sbrt_chat_close); the errors of
+ * sb_ns_open, sb_rt_ctx_new and sb_rt_session_new. */
+SBRT_API int sbrt_chat_open(sb_store *st, const sb_rt_model *m, const void *scope,
+                            size_t scope_len, unsigned threads, uint32_t page_tokens,
+                            sbrt_chat **out);
+
+/* sbrt_chat_close -- NULL is a no-op. */
+SBRT_API void sbrt_chat_close(sbrt_chat *c);
+
+/* sbrt_chat_resume -- set the session's tokens (sb_rt_session_resume). */
+SBRT_API int sbrt_chat_resume(sbrt_chat *c, const uint32_t *tokens, size_t n);
+
+/* sbrt_chat_tokens -- copy up to cap of the session's tokens into out.
+ * Returns: how many it has (may exceed cap). */
+SBRT_API size_t sbrt_chat_tokens(const sbrt_chat *c, uint32_t *out, size_t cap);
+
+/* sbrt_chat_turn -- one turn (sb_rt_session_turn): input[0, n_in), then up
+ * to n_gen tokens sampled with (temp, top_k, top_p, seed), stopping after
+ * stop_id (UINT32_MAX: never). The generated ids go to out (n_gen of room),
+ * their count to *n_out; the turn's report to report as a JSON object
+ * (cache_mode, prompt_tokens, cached_tokens, cached_disk_tokens,
+ * prefill_tokens, gen_tokens, matched_tokens, miss, point_hit,
+ * disk_skipped, est_read_s, est_recompute_s, restore_s, prefill_s, ttft_s,
+ * decode_s, prefill_tok_s, decode_tok_s, commit_error).
+ * Returns: SB_OK; SB_ERR_RANGE (report_cap too small: 1024 is enough); the
+ * errors of sb_rt_session_turn and sb_rt_sampler_init. */
+SBRT_API int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_gen,
+                            float temp, uint32_t top_k, float top_p, uint64_t seed,
+                            uint32_t stop_id, uint32_t *out, size_t *n_out, char *report,
+                            size_t report_cap);
+
+/* sbrt_stats_json -- the store's stats (sb_store_stats) as a JSON object
+ * with sb_stats' field names; misses by reason as objects keyed by
+ * sb_miss_name. Returns: SB_OK; SB_ERR_RANGE (cap too small: 8192 is
+ * enough); SB_ERR_INVAL. */
+SBRT_API int sbrt_stats_json(sb_store *st, char *buf, size_t cap);
+
+/* sbrt_sizeof -- sizeof the public structs a binding mirrors, so it can
+ * check its copies: 0 sb_config, 1 sb_layout, 2 sb_match_info,
+ * 3 sb_ns_info. Returns: the size; 0 for anything else. */
+SBRT_API size_t sbrt_sizeof(int which);
+
+#endif /* SB_RT_CAPI_H */
