@@ -2,8 +2,9 @@
 function prototypes. Private to the package; snapbank/__init__.py is the API.
 
 The library is looked for, in order: the file named by SNAPBANK_LIB; next to
-this package (a copy placed there); the system's library path
-(`cmake --install` puts libsnapbank_rt.so.0 there).
+this package (a copy placed there); build/runtime/ of the source tree this
+package sits in (README's quick start builds there); the system's library
+path (`cmake --install` puts libsnapbank_rt.so.0 there).
 """
 import ctypes
 import ctypes.util
@@ -16,7 +17,9 @@ def _load():
     tried = []
     env = os.environ.get("SNAPBANK_LIB")
     names = [env] if env else []
-    names += [os.path.join(_HERE, "libsnapbank_rt.so"), "libsnapbank_rt.so.0"]
+    names += [os.path.join(_HERE, "libsnapbank_rt.so"),
+              os.path.join(_HERE, "..", "..", "..", "build", "runtime", "libsnapbank_rt.so"),
+              "libsnapbank_rt.so.0"]
     found = ctypes.util.find_library("snapbank_rt")
     if found:
         names.append(found)
