@@ -95,6 +95,7 @@ int sb_disk_super_write(sb_disk *d)
     }
     pthread_mutex_lock(&d->st->mu);
     d->write_bytes += d->slot_bytes;
+    sb_disk_debit(d, d->slot_bytes);
     pthread_mutex_unlock(&d->st->mu);
     free(segs);
     free(buf);
@@ -241,6 +242,7 @@ static int write_summary(sb_disk *d, sb_seg *s, uint64_t data_end)
     }
     pthread_mutex_lock(&d->st->mu);
     d->write_bytes += (n + 4095) / 4096 * 4096;
+    sb_disk_debit(d, (n + 4095) / 4096 * 4096);
     pthread_mutex_unlock(&d->st->mu);
     free(buf);
     return rc;
@@ -414,7 +416,8 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     if (cfg->queue_depth == 0 || cfg->queue_depth > 4096 || cfg->segment_bytes % 4096 ||
         cfg->segment_bytes < (64u << 10) || cfg->segment_bytes > (1ull << 40) ||
         cfg->sync_interval_ms == 0 ||
-        (cfg->disk_bytes && cfg->disk_bytes < cfg->segment_bytes))
+        (cfg->disk_bytes && cfg->disk_bytes < cfg->segment_bytes) ||
+        cfg->write_budget_bytes_per_hour < (1u << 20) || cfg->backlog_bytes == 0)
         return SB_ERR_INVAL;
     sb_disk *d = calloc(1, sizeof *d);
     if (!d)
@@ -432,6 +435,16 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->sync_ns = (uint64_t)cfg->sync_interval_ms * 1000000ull;
     d->hold_ns = (uint64_t)(cfg->foreground_hold_ms ? cfg->foreground_hold_ms : 20) * 1000000ull;
     d->seg_bytes = cfg->segment_bytes;
+    /* The write budget: a full bucket at open (the budget is not carried
+     * across restarts). Metadata is paid from a reserve pages cannot take:
+     * a segment's summary (well under a sixteenth of its records), two
+     * superblock slots and namespace records. */
+    d->rate = (double)cfg->write_budget_bytes_per_hour / 3.6e12;
+    d->depth = (double)(cfg->write_budget_burst_bytes ? cfg->write_budget_burst_bytes
+                                                      : cfg->write_budget_bytes_per_hour / 12);
+    d->bucket = d->depth;
+    d->bucket_t = sb_now_ns(st);
+    d->backlog = cfg->backlog_bytes;
     pthread_mutex_init(&d->rd_mu, NULL);
     pthread_cond_init(&d->work_cv, NULL);
     pthread_cond_init(&d->done_cv, NULL);
@@ -439,6 +452,8 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     int rc = open_io(d, cfg, mem);
     if (rc != SB_OK)
         goto fail;
+    uint64_t meta = d->seg_bytes / 16 + 2 * d->slot_bytes + (64u << 10);
+    d->meta_reserve = (double)meta < d->depth / 2 ? meta : (uint64_t)(d->depth / 2);
     long holder = 0;
     int r = d->wio->ops->lock(d->wio, "LOCK", &holder);
     if (r == -EWOULDBLOCK) {
@@ -547,6 +562,45 @@ uint64_t sb_disk_pending(const sb_store *st)
     return st->disk ? st->disk->pending_bytes : 0;
 }
 
+/* ---- the write budget [mu] -------------------------------------------------------- */
+
+static void budget_refill(sb_disk *d)
+{
+    uint64_t now = sb_now_ns(d->st);
+    if (now > d->bucket_t) { /* a clock that steps back refills nothing */
+        d->bucket += (double)(now - d->bucket_t) * d->rate;
+        if (d->bucket > d->depth)
+            d->bucket = d->depth;
+    }
+    d->bucket_t = now;
+}
+
+void sb_disk_debit(sb_disk *d, uint64_t bytes)
+{
+    budget_refill(d);
+    d->bucket -= (double)bytes;
+}
+
+void sb_disk_deny(sb_disk *d, int why)
+{
+    d->denials++;
+    d->deny[why]++;
+}
+
+/* Admit b to the queue, or say why not (a sb_deny), reserving its record's
+ * bytes in the bucket. */
+static int admit(sb_disk *d, const sb_blk *b)
+{
+    if (d->pending_bytes + b->bytes > d->backlog)
+        return SB_DENY_BACKLOG;
+    uint64_t rec = sb_disk_rec_bytes(b);
+    budget_refill(d);
+    if (d->bucket - (double)d->reserved - (double)d->meta_reserve < (double)rec)
+        return SB_DENY_BUDGET;
+    d->reserved += rec;
+    return -1;
+}
+
 void sb_disk_enqueue(sb_store *st, sb_blk *b)
 {
     sb_disk *d = st->disk;
@@ -554,8 +608,14 @@ void sb_disk_enqueue(sb_store *st, sb_blk *b)
         return;
     if (d->broken || d->stop) {
         b->disk = SB_DISK_FAILED;
-        d->denials++;
+        sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR);
         d->err_ticket = d->next_ticket++; /* a flush reports it */
+        return;
+    }
+    int why = admit(d, b);
+    if (why >= 0) { /* RAM-only; not an error a flush reports */
+        b->disk = SB_DISK_FAILED;
+        sb_disk_deny(d, why);
         return;
     }
     sb_blk_ref(b);
@@ -574,10 +634,19 @@ void sb_disk_enqueue(sb_store *st, sb_blk *b)
         pthread_cond_signal(&d->work_cv);
 }
 
-void sb_disk_committed(sb_store *st, sb_blk *b)
+void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
 {
-    if (st->disk && st->disk->mode != SB_WRITE_BACK)
-        sb_disk_enqueue(st, b);
+    sb_disk *d = st->disk;
+    if (!d || d->mode == SB_WRITE_BACK || b->disk != SB_DISK_NONE || !b->data)
+        return;
+    /* A child is never written without its parent (recovery could not
+     * reach it). */
+    if (parent && (parent->disk == SB_DISK_FAILED || parent->disk == SB_DISK_NONE)) {
+        b->disk = SB_DISK_FAILED;
+        sb_disk_deny(d, SB_DENY_PARENT);
+        return;
+    }
+    sb_disk_enqueue(st, b);
 }
 
 bool sb_disk_wait_progress(sb_store *st)
@@ -713,6 +782,9 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->disk_write_bytes = d->write_bytes;
     out->disk_read_bytes = d->read_bytes;
     out->disk_write_denials = d->denials;
+    for (int i = 0; i < SB_DENY__COUNT; i++)
+        out->disk_denials[i] = d->deny[i];
+    out->disk_budget_bytes = d->bucket > 0 ? (uint64_t)d->bucket : 0;
     out->disk_checksum_failures = d->checksum_failures;
     out->durable_seq = d->durable_seq;
     out->disk_write_errors = d->write_errors;

@@ -46,8 +46,21 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *io);
 void sb_disk_close(sb_store *st, bool crash);
 
 /* sb_disk_committed -- [mu] b (a page or point state just indexed) was
- * committed: queue it for writing in write-through and write-only modes. */
-void sb_disk_committed(sb_store *st, sb_blk *b);
+ * committed: queue it for writing in write-through and write-only modes,
+ * unless parent (the page before it on its path; NULL for the first) was
+ * not written (SB_DENY_PARENT). */
+void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent);
+
+/* sb_disk_rec_bytes -- [mu] the bytes of b's record (head and payload),
+ * what admission reserves in the write budget (writer.c). */
+uint64_t sb_disk_rec_bytes(const sb_blk *b);
+
+/* sb_disk_debit -- [mu] bytes were written to the device: take them from
+ * the write budget's bucket. */
+void sb_disk_debit(struct sb_disk *d, uint64_t bytes);
+
+/* sb_disk_deny -- [mu] count a block not written, for reason why (sb_deny). */
+void sb_disk_deny(struct sb_disk *d, int why);
 
 /* sb_disk_enqueue -- [mu] queue indexed block b for writing now (b->disk
  * NONE): the writer takes a reference; b becomes QUEUED. */

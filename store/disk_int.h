@@ -78,6 +78,18 @@ struct sb_disk {
     uint64_t progress;         /* writes finished so far */
     bool stop, abort;          /* close asked; crash asked */
     uint64_t hold_ns;          /* [const] longest single hold */
+
+    /* the write budget [mu] (sb_config.write_budget_*; disk.c) */
+    double bucket;             /* bytes that may be written now (may dip
+                                  below 0 by a metadata overdraft) */
+    uint64_t bucket_t;         /* store clock of the last refill */
+    double rate;               /* [const] refill, bytes per ns */
+    double depth;              /* [const] bucket capacity, bytes */
+    uint64_t reserved;         /* record bytes admitted and not yet written */
+    uint64_t meta_reserve;     /* [const] kept for summaries, superblocks and
+                                  namespace records: pages never take it */
+    uint64_t backlog;          /* [const] sb_config.backlog_bytes */
+    uint64_t deny[SB_DENY__COUNT]; /* denials by reason */
     uint64_t held_ns, holds;   /* time held back, and how many waits */
     int broken;                /* 0, or why the tier writes no more (sb_err) */
 

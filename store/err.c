@@ -50,3 +50,16 @@ const char *sb_miss_name(int miss)
         return "unknown";
     return miss_text[miss];
 }
+
+static const char *const deny_text[SB_DENY__COUNT] = {
+    [SB_DENY_BUDGET] = "budget",     [SB_DENY_BACKLOG] = "backlog",
+    [SB_DENY_CAPACITY] = "capacity", [SB_DENY_PARENT] = "parent",
+    [SB_DENY_ERROR] = "error",
+};
+
+const char *sb_deny_name(int reason)
+{
+    if (reason < 0 || reason >= SB_DENY__COUNT)
+        return "unknown";
+    return deny_text[reason];
+}

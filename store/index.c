@@ -175,7 +175,7 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
             sb_blk_candidate(pages[r]);
     for (size_t r = r0; r < n_reg; r++)
         if (pages[r]->disk == SB_DISK_NONE)
-            sb_disk_committed(ns->st, pages[r]);
+            sb_disk_committed(ns->st, pages[r], r ? path[r - 1] : NULL);
 
     /* 5 */
     if (!zero_copy) {
@@ -212,7 +212,7 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
             end->point = point;
             sb_blk_candidate(point);
             if (point->disk == SB_DISK_NONE)
-                sb_disk_committed(st, point);
+                sb_disk_committed(st, point, path[n_reg - 1]);
         }
         sb_blk_touch(st, end->point);
     }

@@ -157,6 +157,7 @@ static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
 {
     sb_store *st = d->st;
     d->pending_bytes -= b->bytes;
+    d->reserved -= sb_disk_rec_bytes(b); /* its admission's reservation */
     d->progress++;
     if (how > 0) {
         b->disk = SB_DISK_CLEAN;
@@ -287,6 +288,14 @@ static bool prepare(sb_disk *d, wslot *s, sb_blk *b, bool ns_rec)
     return true;
 }
 
+uint64_t sb_disk_rec_bytes(const sb_blk *b)
+{
+    const sb_ns *ns = b->ns;
+    uint32_t pt = ns->page_tokens;
+    uint32_t nt = b->kind == SB_BLK_PAGE ? b->n_tokens : b->n_tokens % pt;
+    return sb_rec_head_size(nt, 0) + sb_blk_alloc_bytes(ns, b->kind);
+}
+
 /* Bytes the record of b (and its namespace record, when the open segment
  * lacks one) takes. */
 static uint64_t record_bytes(const sb_disk *d, const sb_blk *b, bool *need_ns)
@@ -342,7 +351,7 @@ static void take(wstate *w)
             sb_blk *b = pop(d, w);
             if (!b)
                 break;
-            d->denials++;
+            sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR);
             resolve(d, b, -1, NULL);
             continue;
         }
@@ -364,7 +373,7 @@ static void take(wstate *w)
         sb_seg *seg = &d->segs[d->cur];
         if (seg->data_end + bytes > d->seg_bytes) {
             if (seg->data_end == 0 || bytes > d->seg_bytes) { /* never fits */
-                d->denials++;
+                sb_disk_deny(d, SB_DENY_CAPACITY);
                 resolve(d, b, -1, NULL);
                 continue;
             }
@@ -380,7 +389,7 @@ static void take(wstate *w)
             break;
         }
         if ((need_ns && !place(d, w, seg, b, true)) || !place(d, w, seg, b, false)) {
-            d->denials++; /* out of memory for the slot's buffers */
+            sb_disk_deny(d, SB_DENY_ERROR); /* out of memory for the slot's buffers */
             resolve(d, b, -1, NULL);
         }
     }
@@ -437,6 +446,7 @@ static void finish(wstate *w, wslot *s)
     sb_seg *seg = &d->segs[s->seg];
     if (ok) {
         d->write_bytes += s->rec_bytes;
+        sb_disk_debit(d, s->rec_bytes);
         w->unsynced += s->rec_bytes;
         if (sb_disk_seg_note(d, s->seg, s->req.off, &s->h, s->tok, s->extra) != SB_OK)
             seg->damaged = true; /* the summary would miss it: seal early */

@@ -160,6 +160,9 @@ size_t sbrt_chat_tokens(const sbrt_chat *c, uint32_t *out, size_t cap)
 
 /* Append to a JSON buffer; *len tracks what it would need. */
 static void jput(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void jput(char *buf, size_t cap, size_t *len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -230,14 +233,16 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     X(indexed_bytes) X(pinned_pages) X(points) X(point_bytes) X(pins) X(namespaces)             \
     X(pool_resident_bytes) X(evictions) X(evicted_bytes) X(point_evictions) X(index_bytes)      \
     X(index_tokens) X(index_nodes) X(disk_bytes) X(disk_bytes_limit) X(disk_pages)              \
-    X(disk_write_bytes) X(disk_read_bytes) X(disk_write_denials) X(disk_checksum_failures)      \
+    X(disk_write_bytes) X(disk_read_bytes) X(disk_write_denials) X(disk_budget_bytes)           \
+    X(disk_checksum_failures)                                                                   \
     X(durable_seq) X(disk_write_errors) X(disk_read_errors) X(disk_segments)                    \
     X(disk_queued_bytes) X(disk_holdback_ns) X(disk_holdbacks) X(recovered_records)             \
     X(recovered_pages) X(recovered_points) X(recovered_namespaces) X(recovery_orphans)          \
     X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)
 #define SB_COUNT_FIELD(f) +1
 _Static_assert(sizeof(sb_stats) ==
-                   (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + sizeof(double) + 2 * SB_MISS__COUNT * 8,
+                   (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + sizeof(double) +
+                       2 * SB_MISS__COUNT * 8 + SB_DENY__COUNT * 8,
                "sb_stats changed: update SB_STATS_U64 in capi.c");
 
 int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
@@ -259,7 +264,11 @@ int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
                  (unsigned long long)(a ? s.miss_tokens_by_reason[i] : s.misses[i]));
         jput(buf, cap, &len, "}");
     }
-    jput(buf, cap, &len, "}");
+    jput(buf, cap, &len, ",\"disk_denials\":{");
+    for (int i = 0; i < SB_DENY__COUNT; i++)
+        jput(buf, cap, &len, "%s\"%s\":%llu", i ? "," : "", sb_deny_name(i),
+             (unsigned long long)s.disk_denials[i]);
+    jput(buf, cap, &len, "}}");
     return len < cap ? SB_OK : SB_ERR_RANGE;
 }
 

@@ -224,12 +224,24 @@ typedef struct sb_config {
     uint64_t disk_bytes;          /* cap for the disk tier; 0: a quarter of
                                      the file system's free space at open */
     uint64_t segment_bytes;       /* segment file size; default 256 MiB */
-    uint64_t write_budget_bytes_per_hour; /* every byte the tier writes counts;
-                                     default 128 GiB */
+    uint64_t write_budget_bytes_per_hour; /* a token bucket over every byte
+                                     the tier writes (records, padding,
+                                     summaries, superblock): it refills at
+                                     this rate on the store clock, so any
+                                     hour sees at most this plus the burst
+                                     (plus a metadata overdraft of at most
+                                     a segment's summary); a page that does
+                                     not fit is not written (RAM-only,
+                                     counted in disk_denials); default
+                                     128 GiB, at least 1 MiB */
     uint64_t write_budget_burst_bytes;    /* token bucket depth; 0: a twelfth
                                      of the hourly budget */
-    uint64_t backlog_bytes;       /* queued-write budget; default 4 GiB */
-    uint32_t min_prefix_tokens;   /* shortest prefix worth writing; default 512 */
+    uint64_t backlog_bytes;       /* queued-write budget: a page that would
+                                     queue more is not written; default
+                                     4 GiB */
+    uint32_t min_prefix_tokens;   /* shortest prefix worth writing; default 512
+                                     (not enforced yet: every length is
+                                     written) */
     uint32_t queue_depth;         /* io_uring queue depth; default 32 */
     sb_durability durability;     /* default SB_DURABILITY_PERIODIC */
     sb_write_mode write_mode;     /* default SB_WRITE_THROUGH */
@@ -307,7 +319,8 @@ SB_API int sb_store_close(sb_store *st);
  * Returns: SB_OK; SB_ERR_IO (a write failed since the store opened: those
  * pages stay in RAM only, see disk_write_errors); SB_ERR_NOSPC (the tier's
  * cap or file system is full: it writes no more, see disk_write_denials);
- * SB_ERR_INVAL (NULL). */
+ * SB_ERR_INVAL (NULL). Pages the tier did not admit (write budget,
+ * backlog: disk_denials) stay RAM-only and do not make it fail. */
 SB_API int sb_store_flush(sb_store *st);
 
 /* sb_store_foreground -- mark the start (busy nonzero) or the end (busy 0)
@@ -347,6 +360,22 @@ typedef enum sb_miss {
  * "evicted", "model_mismatch", "no_point", "corrupt", "io").
  * Returns: a static string, never NULL ("unknown" when out of range). */
 SB_API const char *sb_miss_name(int miss);
+
+/* Why the disk tier did not write a page or point state (it stays in RAM
+ * only). Pinned values. */
+typedef enum sb_deny {
+    SB_DENY_BUDGET = 0,   /* the hourly write budget's bucket was empty */
+    SB_DENY_BACKLOG = 1,  /* the queue held backlog_bytes already */
+    SB_DENY_CAPACITY = 2, /* the tier's cap or file system is full, or the
+                             record is larger than a segment */
+    SB_DENY_PARENT = 3,   /* the page before it on its path was not written */
+    SB_DENY_ERROR = 4,    /* an I/O error stopped the tier, or no memory */
+    SB_DENY__COUNT = 5
+} sb_deny;
+
+/* sb_deny_name -- "budget", "backlog", "capacity", "parent", "error".
+ * Returns: a static string, never NULL ("unknown" when out of range). */
+SB_API const char *sb_deny_name(int reason);
 
 /* Counters and gauges of a store. Counters only grow; gauges are current. */
 typedef struct sb_stats {
@@ -398,7 +427,10 @@ typedef struct sb_stats {
     uint64_t disk_pages;         /* page records indexed on disk */
     uint64_t disk_write_bytes;   /* every byte written to the device */
     uint64_t disk_read_bytes;    /* bytes read back */
-    uint64_t disk_write_denials; /* pages denied admission */
+    uint64_t disk_write_denials; /* pages and points not written (all reasons) */
+    uint64_t disk_denials[SB_DENY__COUNT]; /* ...by reason (sb_deny) */
+    uint64_t disk_budget_bytes;  /* gauge: the write budget's bucket, bytes
+                                    (what may be written now at most) */
     uint64_t disk_checksum_failures; /* records that failed their checksum */
     uint64_t durable_seq;        /* every record written with a sequence number up
                                     to this one survives a crash */
