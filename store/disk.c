@@ -95,6 +95,7 @@ int sb_disk_super_write(sb_disk *d)
     }
     pthread_mutex_lock(&d->st->mu);
     d->write_bytes += d->slot_bytes;
+    d->wa_super += d->slot_bytes;
     sb_disk_debit(d, d->slot_bytes);
     pthread_mutex_unlock(&d->st->mu);
     free(segs);
@@ -242,6 +243,7 @@ static int write_summary(sb_disk *d, sb_seg *s, uint64_t data_end)
     }
     pthread_mutex_lock(&d->st->mu);
     d->write_bytes += (n + 4095) / 4096 * 4096;
+    d->wa_sum += (n + 4095) / 4096 * 4096;
     sb_disk_debit(d, (n + 4095) / 4096 * 4096);
     pthread_mutex_unlock(&d->st->mu);
     free(buf);
@@ -785,6 +787,15 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     for (int i = 0; i < SB_DENY__COUNT; i++)
         out->disk_denials[i] = d->deny[i];
     out->disk_budget_bytes = d->bucket > 0 ? (uint64_t)d->bucket : 0;
+    out->disk_logical_bytes = d->wa_logical;
+    out->disk_head_bytes = d->wa_head;
+    out->disk_padding_bytes = d->wa_pad;
+    out->disk_summary_bytes = d->wa_sum;
+    out->disk_superblock_bytes = d->wa_super;
+    out->disk_ns_record_bytes = d->wa_ns;
+    out->disk_reinsert_bytes = 0;
+    out->disk_write_amplification =
+        d->wa_logical ? (double)d->write_bytes / (double)d->wa_logical : 0;
     out->disk_checksum_failures = d->checksum_failures;
     out->durable_seq = d->durable_seq;
     out->disk_write_errors = d->write_errors;

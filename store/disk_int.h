@@ -90,6 +90,8 @@ struct sb_disk {
                                   namespace records: pages never take it */
     uint64_t backlog;          /* [const] sb_config.backlog_bytes */
     uint64_t deny[SB_DENY__COUNT]; /* denials by reason */
+    uint64_t wa_logical, wa_head, wa_pad, wa_sum, wa_super, wa_ns; /* [mu] the
+                                  write amplification breakdown (sb_stats) */
     uint64_t held_ns, holds;   /* time held back, and how many waits */
     int broken;                /* 0, or why the tier writes no more (sb_err) */
 

@@ -437,6 +437,29 @@ static void submit(wstate *w)
     }
 }
 
+/* Add a written record to the write-amplification breakdown. [mu] */
+static void account(sb_disk *d, const wslot *s)
+{
+    if (!s->b) {
+        d->wa_ns += s->rec_bytes;
+        return;
+    }
+    const sb_ns *ns = s->ns;
+    uint64_t state;
+    if (s->b->kind == SB_BLK_PAGE) {
+        uint64_t per_token = 0;
+        for (uint32_t t = 0; t < ns->n_tensors; t++)
+            per_token += ns->bpt[t];
+        state = per_token * s->h.n_tokens;
+    } else {
+        state = ns->point_bytes;
+    }
+    uint64_t head = SB_REC_FIXED + 4ull * s->h.n_tokens + s->h.extra_bytes;
+    d->wa_logical += state;
+    d->wa_head += head;
+    d->wa_pad += s->rec_bytes - state - head;
+}
+
 /* Finish slot s after its write (step 3). [mu] */
 static void finish(wstate *w, wslot *s)
 {
@@ -447,6 +470,7 @@ static void finish(wstate *w, wslot *s)
     if (ok) {
         d->write_bytes += s->rec_bytes;
         sb_disk_debit(d, s->rec_bytes);
+        account(d, s);
         w->unsynced += s->rec_bytes;
         if (sb_disk_seg_note(d, s->seg, s->req.off, &s->h, s->tok, s->extra) != SB_OK)
             seg->damaged = true; /* the summary would miss it: seal early */

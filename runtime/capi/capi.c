@@ -234,6 +234,8 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     X(pool_resident_bytes) X(evictions) X(evicted_bytes) X(point_evictions) X(index_bytes)      \
     X(index_tokens) X(index_nodes) X(disk_bytes) X(disk_bytes_limit) X(disk_pages)              \
     X(disk_write_bytes) X(disk_read_bytes) X(disk_write_denials) X(disk_budget_bytes)           \
+    X(disk_logical_bytes) X(disk_head_bytes) X(disk_padding_bytes) X(disk_summary_bytes)        \
+    X(disk_superblock_bytes) X(disk_ns_record_bytes) X(disk_reinsert_bytes)                     \
     X(disk_checksum_failures)                                                                   \
     X(durable_seq) X(disk_write_errors) X(disk_read_errors) X(disk_segments)                    \
     X(disk_queued_bytes) X(disk_holdback_ns) X(disk_holdbacks) X(recovered_records)             \
@@ -241,7 +243,7 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)
 #define SB_COUNT_FIELD(f) +1
 _Static_assert(sizeof(sb_stats) ==
-                   (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + sizeof(double) +
+                   (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +
                        2 * SB_MISS__COUNT * 8 + SB_DENY__COUNT * 8,
                "sb_stats changed: update SB_STATS_U64 in capi.c");
 
@@ -255,7 +257,8 @@ int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
 #define SB_JSON_FIELD(f) jput(buf, cap, &len, "\"" #f "\":%llu,", (unsigned long long)s.f);
     SB_STATS_U64(SB_JSON_FIELD)
 #undef SB_JSON_FIELD
-    jput(buf, cap, &len, "\"index_bytes_per_token\":%.9g", s.index_bytes_per_token);
+    jput(buf, cap, &len, "\"index_bytes_per_token\":%.9g,\"disk_write_amplification\":%.9g",
+         s.index_bytes_per_token, s.disk_write_amplification);
     const char *arrays[2] = { "misses", "miss_tokens_by_reason" };
     for (int a = 0; a < 2; a++) {
         jput(buf, cap, &len, ",\"%s\":{", arrays[a]);

@@ -431,6 +431,22 @@ typedef struct sb_stats {
     uint64_t disk_denials[SB_DENY__COUNT]; /* ...by reason (sb_deny) */
     uint64_t disk_budget_bytes;  /* gauge: the write budget's bucket, bytes
                                     (what may be written now at most) */
+    /* write amplification: disk_write_bytes = disk_logical_bytes +
+     * disk_head_bytes + disk_padding_bytes + disk_summary_bytes +
+     * disk_superblock_bytes + disk_ns_record_bytes + disk_reinsert_bytes */
+    uint64_t disk_logical_bytes; /* state written: token slices of pages, point
+                                    states (the "new page bytes") */
+    uint64_t disk_head_bytes;    /* record heads (fixed part and token IDs) */
+    uint64_t disk_padding_bytes; /* alignment: heads and payloads to 4 KiB,
+                                    the unused slices of partial pages */
+    uint64_t disk_summary_bytes; /* segment summaries */
+    uint64_t disk_superblock_bytes; /* superblock slots */
+    uint64_t disk_ns_record_bytes;  /* namespace records (one per segment and
+                                    namespace) */
+    uint64_t disk_reinsert_bytes;/* pages written again by reclamation (0: no
+                                    reclamation yet) */
+    double disk_write_amplification; /* disk_write_bytes / disk_logical_bytes
+                                    (0 before anything is written) */
     uint64_t disk_checksum_failures; /* records that failed their checksum */
     uint64_t durable_seq;        /* every record written with a sequence number up
                                     to this one survives a crash */
