@@ -279,6 +279,10 @@ int rt_tokenize(const sb_rt_model *m, const char *text, bool bos, uint32_t **out
     if (rc != SB_OK && rc != SB_ERR_RANGE)
         need = 0;
     uint32_t *t = malloc((need ? need : 1) * sizeof *t);
+    if (t && need == 0 && len == 0) { /* empty text, no BOS: no tokens */
+        *out = t;
+        return 0;
+    }
     if (!t || !need || sb_rt_tok_encode(m->tok, text, len, bos, t, need, n) != SB_OK) {
         fprintf(stderr, "snapbank %s: the text could not be tokenized\n", cmd);
         free(t);

@@ -77,7 +77,8 @@ int rt_env_save(rt_env *e, const char *cmd);
 void rt_env_close(rt_env *e);
 
 /* rt_tokenize -- ids of text (BOS first when bos and the model asks for
- * it) into a malloc'd array. Returns: 0; 1 failure (printed, naming cmd). */
+ * it) into a malloc'd array (empty text without BOS: *n is 0). Returns: 0;
+ * 1 failure (printed, naming cmd). */
 int rt_tokenize(const sb_rt_model *m, const char *text, bool bos, uint32_t **out, size_t *n,
                 const char *cmd);
 

@@ -148,7 +148,7 @@ int sb_cli_run(int argc, char **argv)
         return 1;
     const sb_rt_hparams *hp = &e.m->hp;
     size_t n_hist = 0;
-    const uint32_t *hist = sb_rt_session_tokens(e.s, &n_hist);
+    sb_rt_session_tokens(e.s, &n_hist);
     uint32_t *prompt = NULL;
     size_t n_prompt = 0;
     float *logits = NULL;
@@ -183,7 +183,6 @@ int sb_cli_run(int argc, char **argv)
             hp->n_heads, hp->n_kv_heads, hp->n_vocab, e.t_load, sb_rt_ctx_threads(e.ctx),
             sb_rt_kernels_best()->name, o.rt.bank_dir ? o.rt.bank_dir : "in RAM",
             e.resumed ? "; resumed session " : "", e.resumed ? o.rt.session : "");
-    (void)hist;
     emitter em = { e.m, o.rt.print_ids, 1, n_prompt ? prompt[n_prompt - 1] : 0 };
     uint32_t stop = o.rt.stop_eos && e.m->tok ? sb_rt_tok_eos(e.m->tok) : UINT32_MAX;
     sb_rt_gen g = { o.rt.n_gen, &e.smp, stop, emit, &em, logits };
