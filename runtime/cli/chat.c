@@ -50,42 +50,30 @@ typedef struct chat_opts {
     int quiet, table;
 } chat_opts;
 
+/* chat's own options (rt_args_fn). */
+static int chat_arg(void *ctx, const char *a, const char *v)
+{
+    chat_opts *o = ctx;
+    if (!strcmp(a, "--quiet"))
+        return o->quiet = 1, 1;
+    if (!strcmp(a, "--table"))
+        return o->table = o->quiet = 1, 1;
+    const char **slot = !strcmp(a, "--script")        ? &o->script
+                        : !strcmp(a, "--system")      ? &o->system
+                        : !strcmp(a, "--system-file") ? &o->system_file
+                                                      : NULL;
+    if (!slot || !v)
+        return 0;
+    *slot = v;
+    return 2;
+}
+
 static int parse(int argc, char **argv, chat_opts *o)
 {
     memset(o, 0, sizeof *o);
-    rt_opts_default(&o->rt);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0, took = rt_opts_parse(&o->rt, argc, argv, &i);
-        if (took < 0) {
-            bad = 1;
-        } else if (took) {
-            continue;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            chat_usage(stdout);
-            return 1;
-        } else if (!strcmp(a, "--script") && v) {
-            o->script = v, i++;
-        } else if (!strcmp(a, "--system") && v) {
-            o->system = v, i++;
-        } else if (!strcmp(a, "--system-file") && v) {
-            o->system_file = v, i++;
-        } else if (!strcmp(a, "--quiet")) {
-            o->quiet = 1;
-        } else if (!strcmp(a, "--table")) {
-            o->table = o->quiet = 1;
-        } else if (a[0] != '-' && !o->rt.model) {
-            o->rt.model = a;
-        } else {
-            bad = 1;
-        }
-        if (bad) {
-            fprintf(stderr, "snapbank chat: bad argument '%s'%s%s\n\n", a, v ? " " : "",
-                    v && a[0] == '-' ? v : "");
-            chat_usage(stderr);
-            return 2;
-        }
-    }
+    int rc = rt_parse_args(&o->rt, argc, argv, "chat", chat_usage, chat_arg, o);
+    if (rc)
+        return rc;
     if (!o->rt.model || (o->system && o->system_file)) {
         fprintf(stderr, "snapbank chat: need MODEL, and at most one of --system, "
                         "--system-file\n\n");

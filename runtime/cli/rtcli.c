@@ -111,6 +111,35 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
     return 1;
 }
 
+int rt_parse_args(rt_opts *o, int argc, char **argv, const char *cmd, void (*usage)(FILE *),
+                  rt_args_fn own, void *ctx)
+{
+    rt_opts_default(o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int took = rt_opts_parse(o, argc, argv, &i);
+        if (took > 0)
+            continue;
+        if (took == 0 && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+            usage(stdout);
+            return 1;
+        }
+        if (took == 0 && (took = own(ctx, a, v)) > 0) {
+            i += took - 1;
+            continue;
+        }
+        if (took == 0 && a[0] != '-' && !o->model) {
+            o->model = a;
+            continue;
+        }
+        fprintf(stderr, "snapbank %s: bad argument '%s'%s%s\n\n", cmd, a, v ? " " : "",
+                v && a[0] == '-' ? v : "");
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
 int rt_opts_check(const rt_opts *o, const char *cmd)
 {
     if (o->session && !o->bank_dir) {

@@ -43,6 +43,18 @@ void rt_opts_default(rt_opts *o);
  * or missing value. */
 int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i);
 
+/* A command's own options: given argument a and the one after it (v, NULL
+ * at the end), returns how many it takes (1 or 2), 0 when a is not its. */
+typedef int (*rt_args_fn)(void *ctx, const char *a, const char *v);
+
+/* rt_parse_args -- fill o from argv[1..]: the common options, the
+ * command's own (own, with ctx), --help / -h, and MODEL (the one argument
+ * not starting with '-'). A bad argument is printed naming cmd, with
+ * usage(stderr). Returns: 0; 1 help printed (usage(stdout)); 2 usage error.
+ * The caller then checks its own needs and calls rt_opts_check. */
+int rt_parse_args(rt_opts *o, int argc, char **argv, const char *cmd, void (*usage)(FILE *),
+                  rt_args_fn own, void *ctx);
+
 /* rt_opts_check -- the checks across options (--session needs
  * --bank-dir, a session ID's characters). Prints the fault naming cmd.
  * Returns: 0 ok; 2 usage error. */

@@ -73,38 +73,26 @@ typedef struct run_opts {
     const char *prompt, *prompt_tokens, *logits_out;
 } run_opts;
 
+/* run's own options (rt_args_fn). */
+static int run_arg(void *ctx, const char *a, const char *v)
+{
+    run_opts *o = ctx;
+    const char **slot = !strcmp(a, "--prompt")          ? &o->prompt
+                        : !strcmp(a, "--prompt-tokens") ? &o->prompt_tokens
+                        : !strcmp(a, "--logits-out")    ? &o->logits_out
+                                                        : NULL;
+    if (!slot || !v)
+        return 0;
+    *slot = v;
+    return 2;
+}
+
 static int parse(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
-    rt_opts_default(&o->rt);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0, took = rt_opts_parse(&o->rt, argc, argv, &i);
-        if (took < 0) {
-            bad = 1;
-        } else if (took) {
-            continue;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            run_usage(stdout);
-            return 1;
-        } else if (!strcmp(a, "--prompt") && v) {
-            o->prompt = v, i++;
-        } else if (!strcmp(a, "--prompt-tokens") && v) {
-            o->prompt_tokens = v, i++;
-        } else if (!strcmp(a, "--logits-out") && v) {
-            o->logits_out = v, i++;
-        } else if (a[0] != '-' && !o->rt.model) {
-            o->rt.model = a;
-        } else {
-            bad = 1;
-        }
-        if (bad) {
-            fprintf(stderr, "snapbank run: bad argument '%s'%s%s\n\n", a, v ? " " : "",
-                    v && a[0] == '-' ? v : "");
-            run_usage(stderr);
-            return 2;
-        }
-    }
+    int rc = rt_parse_args(&o->rt, argc, argv, "run", run_usage, run_arg, o);
+    if (rc)
+        return rc;
     if (!o->rt.model || (!o->prompt == !o->prompt_tokens)) {
         fprintf(stderr, "snapbank run: need MODEL and exactly one of --prompt, "
                         "--prompt-tokens\n\n");

@@ -190,7 +190,7 @@ static size_t choose(sb_rt_session *s, const sb_match_info *mi, size_t n_prompt,
 }
 
 /* Steps 2-3 of a turn: match, choose, adopt. On return the KV holds the
- * restored prefix (possibly none); *point_hit says the logits are filled. */
+ * restored prefix (possibly none); rep->point_hit says s->logits are filled. */
 static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_turn *rep)
 {
     sb_rt_kv_reset(&s->kv);
@@ -230,7 +230,6 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
                 rep->point_hit = 1;
             } else { /* unreadable: recompute the last position */
                 sb_rt_kv_reset(&s->kv);
-                mi.has_point = 0;
                 k = n - 1;
                 if ((rc = sb_rt_kv_adopt(&s->kv, mt, prompt, k)) != SB_OK)
                     break;

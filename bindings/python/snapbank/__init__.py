@@ -439,8 +439,9 @@ class Session(_Owned):
         cached_tokens, prefill_tokens, ttft_s, restore_s, miss, ..."""
         if (prompt is None) == (tokens is None):
             raise ValueError("generate: give exactly one of prompt, tokens")
-        if prompt is not None:
-            ids = self._model.tokenize(prompt, bos=not self.tokens)
+        if prompt is not None:  # BOS only when the conversation is empty
+            empty = lib.sbrt_chat_tokens(self._live(), None, 0) == 0
+            ids = self._model.tokenize(prompt, bos=empty)
         else:
             ids = tokens
         arr, k = _tokens(ids)
