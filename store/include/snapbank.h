@@ -642,7 +642,10 @@ SB_API int sb_match_get_info(const sb_match *m, sb_match_info *out);
  * the call restores that prefix and returns SB_ERR_CORRUPT or SB_ERR_IO,
  * and sb_match_get_info then gives the new L (miss SB_MISS_CORRUPT or
  * SB_MISS_IO). Bytes past it in the buffers are unspecified; no wrong
- * state is ever restored.
+ * state is ever restored. When only the point state fails to read, it is
+ * dropped: a layout that requires point states loses the whole match
+ * (L = 0); otherwise L stands, the tensors are restored, has_point turns 0,
+ * point is left unwritten and the call still returns the error.
  *
  * Returns: SB_OK; SB_ERR_INVAL (NULL m or tensors, a NULL tensor pointer);
  * SB_ERR_RANGE (n_tokens > L); SB_ERR_NO_POINT (point asked and the match
