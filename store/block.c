@@ -258,6 +258,7 @@ void sb_blk_pin_run(sb_ns *ns, sb_blk **pages, size_t n)
         }
         b->refs++;
         b->stamp = st->tick;
+        b->hit = 1;
     }
     st->free_pages -= newly;
     st->free_bytes -= bytes;

@@ -11,13 +11,12 @@
  * A new segment's generation is the superblock's write count at its
  * creation, so it differs from every earlier life of a file with its name.
  */
-#define _GNU_SOURCE /* statvfs is POSIX; this keeps mkdir & co. visible */
+#define _GNU_SOURCE /* keeps mkdir & co. visible */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -291,10 +290,40 @@ static int seg_open_file(sb_disk *d, uint32_t id, unsigned flags)
     return fd;
 }
 
+uint32_t sb_disk_live_segs(const sb_disk *d)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < d->n_segs; i++)
+        n += d->segs[i].state != SB_SEG_FREE;
+    return n;
+}
+
+bool sb_disk_cap_ok(const sb_disk *d)
+{
+    return (uint64_t)sb_disk_live_segs(d) + 1 <= d->cap_bytes / d->seg_bytes;
+}
+
+bool sb_disk_floor_ok(sb_disk *d)
+{
+    uint64_t avail = 0;
+    if (!d->floor_bytes || d->wio->ops->space(d->wio, &avail) < 0)
+        return true; /* no floor, or the file system will not say */
+    return avail >= d->floor_bytes + d->seg_bytes;
+}
+
+/* The first free slot of the superblock's list, or max_segs when full. */
+static uint32_t free_slot(const sb_disk *d)
+{
+    for (uint32_t i = 0; i < d->n_segs; i++)
+        if (d->segs[i].state == SB_SEG_FREE)
+            return i;
+    return d->n_segs < d->max_segs ? d->n_segs : d->max_segs;
+}
+
 int sb_disk_seg_open_new(sb_disk *d)
 {
-    if (d->n_segs >= d->max_segs || d->seg_bytes > d->cap_bytes ||
-        d->n_segs + 1 > d->cap_bytes / d->seg_bytes)
+    uint32_t slot = free_slot(d);
+    if (slot == d->max_segs || !sb_disk_cap_ok(d) || !sb_disk_floor_ok(d))
         return SB_ERR_NOSPC;
     uint32_t id = d->next_seg_id;
     if (id == 0 || id > 99999999u) /* the name has 8 digits; never wrap */
@@ -303,14 +332,19 @@ int sb_disk_seg_open_new(sb_disk *d)
     int fd = seg_open_file(d, id, SB_IO_CREATE | SB_IO_EXCL);
     if (fd < 0)
         return sb_disk_errno(fd);
+    d->next_seg_id = id + 1; /* the name is taken, whatever follows */
     int r = d->wio->ops->allocate(d->wio, fd, d->seg_bytes);
     if (r >= 0)
         r = d->wio->ops->sync_dir(d->wio);
-    if (r < 0) {
+    if (r < 0) { /* no room (ENOSPC): give the space back */
+        char name[32];
+        sb_disk_seg_name(name, id, "dat");
         sb_io_close(d->wio, fd);
+        d->wio->ops->unlink(d->wio, name);
         return sb_disk_errno(r);
     }
-    sb_seg *s = &d->segs[d->n_segs];
+    /* A reused slot's reader fd was closed when it was freed (reclaim.c). */
+    sb_seg *s = &d->segs[slot];
     memset(s, 0, sizeof *s);
     s->wfd = fd;
     s->rfd = -1;
@@ -319,7 +353,8 @@ int sb_disk_seg_open_new(sb_disk *d)
     s->gen = (uint32_t)(d->write_count + 1); /* the write below's count */
     s->state = SB_SEG_OPEN;
     s->data_end = 0;
-    d->n_segs++;
+    if (slot == d->n_segs)
+        d->n_segs++;
     pthread_mutex_unlock(&d->st->mu);
     int rc = sb_disk_super_write(d);
     if (rc != SB_OK) {
@@ -330,8 +365,7 @@ int sb_disk_seg_open_new(sb_disk *d)
         sb_disk_seg_free(d, s);
         return rc;
     }
-    d->cur = d->n_segs - 1;
-    d->next_seg_id = id + 1;
+    d->cur = slot;
     return SB_OK;
 }
 
@@ -469,14 +503,19 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
         goto fail;
     }
 
-    /* The cap: configured, or a quarter of the free space now. */
+    /* The cap: configured, or a quarter of the free space now (plus what
+     * the store holds already, once recovery has found it; an in-memory
+     * file system without a size: 1 GiB). */
     d->cap_bytes = cfg->disk_bytes;
+    d->floor_bytes = cfg->disk_free_floor_bytes;
     if (!d->cap_bytes) {
-        struct statvfs vfs;
-        if (!mem && cfg->dir && statvfs(cfg->dir, &vfs) == 0)
-            d->cap_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize / 4;
+        uint64_t avail = 0;
+        if (d->wio->ops->space(d->wio, &avail) == 0 && avail < (1ull << 50))
+            d->cap_bytes = avail / 4;
         else
             d->cap_bytes = 1ull << 30;
+        if (d->cap_bytes < d->seg_bytes)
+            d->cap_bytes = d->seg_bytes;
     }
 
     int fd = sb_io_open(d->wio, "superblock", 0);
@@ -510,6 +549,8 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
         if ((rc = sb_disk_recover(d)) != SB_OK)
             goto fail;
         d->rec_ns_time = mono_ns() - t0;
+        if (!cfg->disk_bytes)
+            d->cap_bytes += (uint64_t)sb_disk_live_segs(d) * d->seg_bytes;
     }
 
     st->disk = d;
@@ -589,9 +630,7 @@ void sb_disk_deny(sb_disk *d, int why)
     d->deny[why]++;
 }
 
-/* Admit b to the queue, or say why not (a sb_deny), reserving its record's
- * bytes in the bucket. */
-static int admit(sb_disk *d, const sb_blk *b)
+int sb_disk_admit(sb_disk *d, const sb_blk *b)
 {
     if (d->pending_bytes + b->bytes > d->backlog)
         return SB_DENY_BACKLOG;
@@ -608,13 +647,16 @@ void sb_disk_enqueue(sb_store *st, sb_blk *b)
     sb_disk *d = st->disk;
     if (!d || b->disk != SB_DISK_NONE || !b->data)
         return;
+    if (d->broken == SB_ERR_NOSPC && sb_now_ns(st) >= d->retry_ns)
+        d->broken = 0; /* space may have returned: the writer tries again */
     if (d->broken || d->stop) {
         b->disk = SB_DISK_FAILED;
         sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR);
         d->err_ticket = d->next_ticket++; /* a flush reports it */
+        d->err_rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
         return;
     }
-    int why = admit(d, b);
+    int why = sb_disk_admit(d, b);
     if (why >= 0) { /* RAM-only; not an error a flush reports */
         b->disk = SB_DISK_FAILED;
         sb_disk_deny(d, why);
@@ -656,6 +698,8 @@ bool sb_disk_wait_progress(sb_store *st)
     sb_disk *d = st->disk;
     if (!d || !d->pending_bytes || !d->running)
         return false;
+    if (pthread_equal(pthread_self(), d->thread))
+        return false; /* the writer itself (reclaim.c reading pages in) */
     uint64_t seen = d->progress;
     /* Partial pages wait to be written late; a waiter cannot. */
     if (d->flush_ticket < d->next_ticket - 1)
@@ -690,7 +734,7 @@ static int wait_synced(sb_store *st, uint64_t first, uint64_t last)
         pthread_cond_wait(&d->done_cv, &st->mu);
     if (d->err_ticket < first)
         return SB_OK;
-    return d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
+    return d->err_rc ? d->err_rc : SB_ERR_IO;
 }
 
 int sb_disk_durable(sb_store *st, uint64_t ticket)
@@ -754,6 +798,62 @@ int sb_disk_flush(sb_store *st)
     return rc;
 }
 
+void sb_disk_unhold(sb_store *st, uint32_t seg)
+{
+    sb_disk *d = st->disk;
+    if (!d) /* the tier closed first */
+        return;
+    if (--d->segs[seg].holds)
+        return;
+    if (d->segs[seg].draining)
+        pthread_cond_signal(&d->work_cv); /* it may go now */
+    if (d->broken == SB_ERR_NOSPC)
+        d->retry_ns = 0; /* it may be reclaimed now: the next block retries */
+}
+
+void sb_disk_held(sb_store *st, const sb_blk *b, int sign)
+{
+    sb_disk *d = st->disk;
+    if (!d || b->disk != SB_DISK_CLEAN || !b->matched)
+        return;
+    if (sign > 0) {
+        d->segs[b->seg].holds += b->matched;
+        return;
+    }
+    d->segs[b->seg].holds -= b->matched;
+    if (!d->segs[b->seg].holds && d->segs[b->seg].draining)
+        pthread_cond_signal(&d->work_cv);
+    if (!d->segs[b->seg].holds && d->broken == SB_ERR_NOSPC)
+        d->retry_ns = 0;
+}
+
+void sb_disk_match(sb_store *st, sb_blk *b, int sign)
+{
+    if (sign > 0) {
+        b->matched++;
+        if (st->disk && b->disk == SB_DISK_CLEAN)
+            st->disk->segs[b->seg].holds++;
+        return;
+    }
+    b->matched--;
+    if (b->disk == SB_DISK_CLEAN)
+        sb_disk_unhold(st, b->seg);
+}
+
+bool sb_disk_record_live(const sb_store *st, const sb_blk *b)
+{
+    const sb_disk *d = st->disk;
+    if (!d)
+        return false;
+    const sb_seg *s = &d->segs[b->seg];
+    return s->state != SB_SEG_FREE && s->id == b->seg_id && !s->going;
+}
+
+bool sb_disk_seg_going(const sb_store *st, uint32_t seg)
+{
+    return st->disk && st->disk->segs[seg].going;
+}
+
 void sb_disk_count(sb_store *st, const sb_blk *b, int sign)
 {
     sb_disk *d = st->disk;
@@ -793,14 +893,19 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->disk_summary_bytes = d->wa_sum;
     out->disk_superblock_bytes = d->wa_super;
     out->disk_ns_record_bytes = d->wa_ns;
-    out->disk_reinsert_bytes = 0;
+    out->disk_reinsert_bytes = d->wa_reinsert;
     out->disk_write_amplification =
         d->wa_logical ? (double)d->write_bytes / (double)d->wa_logical : 0;
     out->disk_checksum_failures = d->checksum_failures;
     out->durable_seq = d->durable_seq;
     out->disk_write_errors = d->write_errors;
     out->disk_read_errors = d->read_errors;
-    out->disk_segments = d->n_segs;
+    out->disk_segments = sb_disk_live_segs(d);
+    out->disk_reclaimed_segments = d->reclaimed;
+    out->disk_reclaim_kept = d->rc_kept;
+    out->disk_reclaim_ram_only = d->rc_ram;
+    out->disk_reclaim_dropped = d->rc_dropped;
+    out->disk_nospc = d->nospc;
     out->disk_queued_bytes = d->pending_bytes;
     out->disk_holdback_ns = d->held_ns;
     out->disk_holdbacks = d->holds;

@@ -91,6 +91,28 @@ bool sb_disk_wait_progress(sb_store *st);
 uint64_t sb_disk_ticket(const sb_store *st);
 int sb_disk_durable(sb_store *st, uint64_t ticket);
 
+/* sb_disk_match -- a match takes (sign 1) or lets go of (-1) block b: while
+ * any match holds b and b is CLEAN, the segment its record is in is not
+ * deleted (reclamation waits), so a match can always read what it
+ * matched, even once reclamation moved or dropped it. [mu] */
+void sb_disk_match(sb_store *st, sb_blk *b, int sign);
+
+/* sb_disk_held -- b became CLEAN in its segment (sign 1) or stops being
+ * CLEAN there (-1): move the holds of its matches along. [mu] */
+void sb_disk_held(sb_store *st, const sb_blk *b, int sign);
+
+/* sb_disk_unhold -- drop one hold on segment seg (a read finished). [mu] */
+void sb_disk_unhold(sb_store *st, uint32_t seg);
+
+/* sb_disk_seg_going -- is segment seg being reclaimed (a block swapped in
+ * for one there must not take over its record)? [mu] */
+bool sb_disk_seg_going(const sb_store *st, uint32_t seg);
+
+/* sb_disk_record_live -- is CLEAN block b's record still where b says, in a
+ * segment not being reclaimed (a block that left the index may outlive its
+ * record)? [mu] */
+bool sb_disk_record_live(const sb_store *st, const sb_blk *b);
+
 /* sb_disk_count -- [mu] an indexed block with a record on disk joins
  * (sign 1) or leaves (sign -1) the index: the live-bytes gauges.
  * sb_disk_forget is sign -1. */

@@ -36,6 +36,8 @@ typedef struct sb_seg {
     uint64_t live_bytes;       /* [mu] bytes of records of indexed blocks */
     int wfd;                   /* [w] writer's fd, -1 when closed */
     int rfd;                   /* [rd] readers' fd, -1 when closed */
+    uint32_t rfd_id;           /* [rd] the segment id rfd was opened for (a
+                                  reclaimed slot is reused) */
     /* The summary being built while the segment is open [w]: */
     uint8_t *sum;              /* entries, sb_sum_put_entry format */
     size_t sum_len, sum_cap;
@@ -45,7 +47,21 @@ typedef struct sb_seg {
     uint64_t *ns_ids;          /* namespaces with a record in it */
     size_t n_ns, ns_cap;
     bool damaged;              /* a write to it failed: seal it early */
+    bool draining;             /* [mu] being reclaimed: its hot blocks are
+                                  copied out, then it is freed */
+    uint32_t copies;           /* [mu] blocks still to copy out of it */
+    bool going;                /* [mu] being reclaimed (from the walk on):
+                                  no block may newly name a record in it */
+    uint32_t holds;            /* [mu] matches reading a block here
+                                  (sb_disk_hold): it is not deleted while
+                                  any does */
 } sb_seg;
+
+/* Where a block's record is (a copy taken under st->mu). */
+typedef struct sb_disk_loc {
+    uint32_t seg, seg_id, gen, head_bytes;
+    uint64_t off;
+} sb_disk_loc;
 
 struct sb_disk {
     sb_store *st;              /* [const] */
@@ -70,11 +86,16 @@ struct sb_disk {
     /* the queue [mu] */
     sb_blk *q_head, *q_tail;   /* full pages and point states, FIFO */
     sb_blk *t_head, *t_tail;   /* partial pages: written late */
+    sb_blk *c_head, *c_tail;   /* blocks to copy out of a draining segment
+                                  (reclaim.c): CLEAN there, the writer's
+                                  reference, reinsert set */
     uint64_t pending_bytes;    /* resident bytes queued or in flight */
     uint64_t next_ticket;      /* the next block queued gets this */
     uint64_t synced_ticket;    /* every ticket up to it is resolved and synced */
     uint64_t flush_ticket;     /* a flush waits for this one */
     uint64_t err_ticket;       /* the highest ticket whose write failed */
+    int err_rc;                /* what it failed with: SB_ERR_NOSPC (denied:
+                                  no room) or SB_ERR_IO */
     uint64_t progress;         /* writes finished so far */
     bool stop, abort;          /* close asked; crash asked */
     uint64_t hold_ns;          /* [const] longest single hold */
@@ -93,7 +114,13 @@ struct sb_disk {
     uint64_t wa_logical, wa_head, wa_pad, wa_sum, wa_super, wa_ns; /* [mu] the
                                   write amplification breakdown (sb_stats) */
     uint64_t held_ns, holds;   /* time held back, and how many waits */
-    int broken;                /* 0, or why the tier writes no more (sb_err) */
+    int broken;                /* 0, or why the tier writes no more (sb_err);
+                                  SB_ERR_NOSPC lifts at retry_ns */
+    uint64_t retry_ns;         /* store clock: when a tier stopped by NOSPC
+                                  tries to open a segment again */
+    uint64_t floor_bytes;      /* [const] sb_config.disk_free_floor_bytes */
+    uint64_t wa_reinsert;      /* [mu] record bytes written by reclamation */
+    uint64_t reclaimed, rc_kept, rc_ram, rc_dropped, nospc; /* [mu] sb_stats */
 
     /* segments [mu] for id/gen/state/data_end, else [w] */
     sb_seg *segs;              /* (max_segs) */
@@ -150,6 +177,51 @@ int sb_disk_seg_note(sb_disk *d, uint32_t i, uint64_t off, const sb_rec_head *h,
 /* sb_disk_seg_free -- release segment i's summary buffers and close its
  * writer fd. */
 void sb_disk_seg_free(sb_disk *d, sb_seg *s);
+
+/* sb_disk_admit -- admit b to the writer's queue: reserve its record's
+ * bytes in the bucket and return -1, or return why not (a sb_deny). [mu] */
+int sb_disk_admit(sb_disk *d, const sb_blk *b);
+
+/* sb_disk_live_segs -- segments open or sealed. [mu] or [w] */
+uint32_t sb_disk_live_segs(const sb_disk *d);
+
+/* sb_disk_cap_ok -- does one more segment stay under the cap? [w]
+ * sb_disk_floor_ok -- does the file system keep floor_bytes free after one
+ * more segment (true when it will not say)? [w] */
+bool sb_disk_cap_ok(const sb_disk *d);
+bool sb_disk_floor_ok(sb_disk *d);
+
+/* ---- reclaim.c ------------------------------------------------------------------ */
+
+/* sb_disk_reclaim -- [w] reclaim the oldest sealed segment that is not
+ * draining, nothing in flight, st->mu not held (see reclaim.c). With
+ * copies, hot blocks on disk only are copied out by the writer and the
+ * segment drains (freed by sb_disk_release_drained); without, they are
+ * read into RAM or dropped, and the segment is free on return.
+ * Returns: SB_OK; SB_ERR_NOSPC (no sealed segment to reclaim);
+ * SB_ERR_NOMEM. */
+int sb_disk_reclaim(sb_disk *d, bool copies);
+
+/* sb_disk_draining -- a draining segment, or UINT32_MAX. [mu] */
+uint32_t sb_disk_draining(const sb_disk *d);
+
+/* sb_disk_release -- [w] free drained segment v (no copies left, synced
+ * since the last was written): its slot, its place in the superblock, its
+ * files. Returns SB_OK (errors are counted, the slot is free anyway). */
+int sb_disk_release(sb_disk *d, uint32_t v);
+
+/* ---- dread.c ------------------------------------------------------------------ */
+
+/* sb_disk_read_record -- read block b's record at *at into payload
+ * (sb_blk_alloc_bytes(ns, b->kind) bytes, 4 KiB aligned) and check it as a
+ * restore does. Unlocked: takes rd_mu, then st->mu for the counters.
+ * Returns: SB_OK; SB_ERR_CORRUPT; SB_ERR_IO; SB_ERR_NOMEM. */
+int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,
+                        uint8_t *payload);
+
+/* sb_disk_drop -- remove b from the index with every page and point state
+ * that depends on it (deepest leaf pages first). [mu] */
+void sb_disk_drop(sb_ns *ns, sb_blk *b);
 
 /* ---- writer.c ------------------------------------------------------------------ */
 

@@ -43,8 +43,7 @@ typedef struct rd {
     bool checked;              /* err is set */
 } rd;
 
-/* Remove b and every page and point state that depends on it. [mu] */
-static void drop_dependents(sb_ns *ns, sb_blk *b)
+void sb_disk_drop(sb_ns *ns, sb_blk *b)
 {
     if (!b->indexed)
         return;
@@ -64,19 +63,35 @@ static void drop_dependents(sb_ns *ns, sb_blk *b)
         sb_blk_candidate(prev);
 }
 
-/* Open segment index seg for reading. [rd] */
+/* Is the segment b's record is in still there (a reclaimed slot may hold
+ * another segment by now)? [mu] */
+static bool record_live(const sb_disk *d, const sb_blk *b)
+{
+    const sb_seg *s = &d->segs[b->seg];
+    return s->state != SB_SEG_FREE && s->id == b->seg_id;
+}
+
+/* Open segment index seg, which held segment id when the load began, for
+ * reading. The slot may hold another segment by now (its own was
+ * reclaimed): then the file is opened by name and, gone, fails. [rd] */
 static int reader_fd(sb_disk *d, uint32_t seg, uint32_t id)
 {
     sb_seg *s = &d->segs[seg];
-    if (s->rfd >= 0)
+    if (s->rfd >= 0 && s->rfd_id == id)
         return s->rfd;
+    if (s->rfd >= 0) {
+        sb_io_close(d->rio, s->rfd);
+        s->rfd = -1;
+    }
     char name[32];
     sb_disk_seg_name(name, id, "dat");
     int fd = sb_io_open(d->rio, name, SB_IO_RDONLY | (d->direct ? SB_IO_DIRECT : 0));
     if (fd == -EINVAL)
         fd = sb_io_open(d->rio, name, SB_IO_RDONLY);
-    if (fd >= 0)
+    if (fd >= 0) {
         s->rfd = fd;
+        s->rfd_id = id;
+    }
     return fd;
 }
 
@@ -90,20 +105,24 @@ static int check(const sb_ns *ns, rd *x)
     sb_rec_head h;
     const uint32_t *tok;
     const void *extra;
-    if (sb_rec_decode(x->head, x->head_bytes, x->off, &h, &tok, &extra) != SB_OK)
+    if (sb_rec_decode(x->head, x->head_bytes, x->off, &h, &tok, &extra) != SB_OK) {
         return SB_ERR_CORRUPT;
+    }
     if (h.segment_id != x->seg_id || h.generation != x->gen || h.ns_id != ns->id ||
-        h.payload_bytes != b->bytes)
+        h.payload_bytes != b->bytes) {
         return SB_ERR_CORRUPT;
+    }
     if (b->kind == SB_BLK_PAGE) {
         if (h.kind != SB_REC_PAGE || h.key[0] != b->key.lo || h.key[1] != b->key.hi ||
-            h.n_tokens != b->n_tokens)
+            h.n_tokens != b->n_tokens) {
             return SB_ERR_CORRUPT;
+        }
     } else if (h.kind != SB_REC_POINT || h.position != b->n_tokens) {
         return SB_ERR_CORRUPT;
     }
-    if (sb_rec_payload_hash(x->data, h.payload_bytes) != h.payload_hash)
+    if (sb_rec_payload_hash(x->data, h.payload_bytes) != h.payload_hash) {
         return SB_ERR_CORRUPT;
+    }
     if (pay > h.payload_bytes) /* the padding of a point state */
         memset(x->data + h.payload_bytes, 0, pay - h.payload_bytes);
     return SB_OK;
@@ -167,8 +186,17 @@ static void read_all(sb_disk *d, const sb_ns *ns, rd *x, size_t n, sb_disk_ready
     free(reqs);
 }
 
-int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
-                 sb_disk_ready_fn ready_fn, void *ctx)
+/* Is b's record no longer the one r read (reclamation moved it)? [mu] */
+static bool moved(const sb_blk *b, const rd *r)
+{
+    return b->disk != SB_DISK_CLEAN || b->seg != r->seg || b->rec_off != r->off ||
+           b->seg_id != r->seg_id;
+}
+
+/* One pass of sb_disk_load; *again: a block's record moved (reclamation
+ * copied it) while it was read, and it is still on disk: read it anew. */
+static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
+                     sb_disk_ready_fn ready_fn, void *ctx, bool *again)
 {
     sb_store *st = ns->st;
     sb_disk *d = st->disk;
@@ -194,18 +222,24 @@ int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
         sb_blk *b = blocks[i];
         if (b->data)
             continue;
-        if (b->disk != SB_DISK_CLEAN) {
-            rc = SB_ERR_IO;
-            limit = i;
-            break;
-        }
-        int e = sb_blk_reserve(ns, b->kind);
+        int e = sb_blk_reserve(ns, b->kind); /* may wait: look at b after */
         if (e != SB_OK) {
             rc = e;
             limit = i;
             break;
         }
+        if (b->data) {
+            sb_blk_unreserve(ns, b->kind);
+            continue;
+        }
+        if (b->disk != SB_DISK_CLEAN || !record_live(d, b)) {
+            sb_blk_unreserve(ns, b->kind); /* its segment was reclaimed */
+            rc = SB_ERR_IO;
+            limit = i;
+            break;
+        }
         sb_seg *s = &d->segs[b->seg];
+        s->holds++; /* the segment stays until the read is done */
         x[nx++] = (rd){ .b = b, .idx = i, .seg = b->seg, .seg_id = s->id, .gen = s->gen,
                         .head_bytes = b->head_bytes, .off = b->rec_off };
     }
@@ -258,6 +292,17 @@ int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
             limit = i; /* not reserved, or no buffer */
             break;
         }
+        if (r->err != SB_OK && moved(b, r)) {
+            /* Reclamation moved the record meanwhile: the block is
+             * resident now (being written again), on disk elsewhere (read
+             * again), or left the index. */
+            if (b->data)
+                continue;
+            *again = b->indexed && b->disk == SB_DISK_CLEAN;
+            rc = SB_ERR_IO;
+            limit = i;
+            break;
+        }
         if (r->err != SB_OK) {
             rc = r->err;
             bad = b;
@@ -279,11 +324,49 @@ int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
             sb_blk_unreserve(ns, x[i].b->kind);
         }
         free(x[i].head);
+        sb_disk_unhold(st, x[i].seg);
     }
     if (bad)
-        drop_dependents(ns, bad);
+        sb_disk_drop(ns, bad);
     pthread_mutex_unlock(&st->mu);
     free(x);
     *n_ok = limit;
     return rc;
+}
+
+int sb_disk_load(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
+                 sb_disk_ready_fn ready_fn, void *ctx)
+{
+    int rc;
+    bool again = true;
+    for (int tries = 0; again && tries < 4; tries++) {
+        again = false;
+        rc = load_once(ns, blocks, n, n_ok, ready_fn, ctx, &again);
+    }
+    return rc;
+}
+
+int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,
+                        uint8_t *payload)
+{
+    rd x = { .b = b, .seg = at->seg, .seg_id = at->seg_id, .gen = at->gen,
+             .head_bytes = at->head_bytes, .off = at->off, .data = payload };
+    x.head = aligned_alloc(4096, at->head_bytes);
+    if (!x.head)
+        return SB_ERR_NOMEM;
+    x.iov[0] = (struct iovec){ x.head, at->head_bytes };
+    x.iov[1] = (struct iovec){ payload, sb_blk_alloc_bytes(ns, b->kind) };
+    pthread_mutex_lock(&d->rd_mu);
+    read_all(d, ns, &x, 1, NULL, NULL);
+    pthread_mutex_unlock(&d->rd_mu);
+    free(x.head);
+    pthread_mutex_lock(&d->st->mu);
+    if (x.req.result > 0)
+        d->read_bytes += (uint64_t)x.req.result;
+    if (x.err == SB_ERR_CORRUPT)
+        d->checksum_failures++;
+    else if (x.err != SB_OK)
+        d->read_errors++;
+    pthread_mutex_unlock(&d->st->mu);
+    return x.err;
 }

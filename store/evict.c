@@ -28,8 +28,10 @@ bool sb_evicted_seen(sb_store *st, const sb_key *key)
 void sb_pin_free(sb_store *st, sb_pin *p)
 {
     sb_ns *ns = p->ns;
-    for (size_t i = p->n_pages; i-- > 0;)
+    for (size_t i = p->n_pages; i-- > 0;) {
+        p->pages[i]->pinned--;
         sb_blk_unref(p->pages[i]);
+    }
     sb_free(p->pages);
     sb_free(p);
     st->n_pins--;
@@ -43,7 +45,9 @@ void sb_pins_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
         for (size_t i = 0; i < p->n_pages; i++)
             if (p->pages[i] == old) {
                 sb_blk_ref(repl);
+                repl->pinned++;
                 p->pages[i] = repl;
+                old->pinned--;
                 sb_blk_unref(old);
             }
 }

@@ -18,6 +18,16 @@ struct sb_match {
     sb_blk **pages;            /* (ceil(n_req / pt)) */
 };
 
+/* The match lets go of pages [from, m->n_pages) and, when point, its point
+ * state, as far as the disk tier's segments go (sb_disk_match). [mu] */
+static void unhold(sb_match *m, size_t from, bool point)
+{
+    for (size_t r = from; r < m->n_pages; r++)
+        sb_disk_match(m->st, m->pages[r], -1);
+    if (point)
+        sb_disk_match(m->st, m->point, -1);
+}
+
 static size_t regions(const sb_ns *ns, size_t n)
 {
     return (n + ns->page_tokens - 1) / ns->page_tokens;
@@ -65,9 +75,10 @@ static int check_tokens(const sb_ns *ns, const uint32_t *tokens, size_t n)
  * makes it return SB_ERR_RANGE, having changed nothing.
  */
 /* The index's page old is on disk only and the caller's page nu holds the
- * same state: nu takes old's place in the tree (and in pins), so the
- * caller's resident bytes serve the next restore. old stays valid for whoever
- * holds it. */
+ * same state: nu takes old's place in the tree (and in pins) and its record
+ * (unless that is being reclaimed: nu is then RAM-only), so the caller's
+ * resident bytes serve the next restore. old stays valid for whoever holds
+ * it. */
 static void swap_in(sb_ns *ns, sb_blk *old, sb_blk *nu)
 {
     sb_node *N = old->node;
@@ -76,12 +87,18 @@ static void swap_in(sb_ns *ns, sb_blk *old, sb_blk *nu)
     nu->region = old->region;
     nu->key = old->key;
     nu->parent_key = old->parent_key;
-    nu->disk = SB_DISK_CLEAN;
-    nu->seg = old->seg;
-    nu->rec_off = old->rec_off;
-    nu->head_bytes = old->head_bytes;
     sb_blk_index(nu, N);
-    sb_disk_count(ns->st, nu, 1);
+    if (sb_disk_seg_going(ns->st, old->seg)) {
+        nu->disk = SB_DISK_FAILED; /* the record is being reclaimed: RAM only */
+    } else {
+        nu->disk = SB_DISK_CLEAN;
+        nu->seg = old->seg;
+        nu->seg_id = old->seg_id;
+        nu->rec_off = old->rec_off;
+        nu->head_bytes = old->head_bytes;
+        sb_disk_count(ns->st, nu, 1);
+        sb_disk_held(ns->st, nu, 1);
+    }
     N->pages[j] = nu;
     sb_pins_supersede(ns->st, old, nu);
     sb_blk_touch(ns->st, nu);
@@ -137,6 +154,12 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
                 rc = SB_ERR_PAGE_STATE;
                 break;
             }
+            if (b->committed && !b->data && !sb_disk_record_live(st, b)) {
+                /* It left the index and its record went with reclamation:
+                 * no state to index again. */
+                rc = zero_copy ? SB_ERR_PAGE_STATE : SB_ERR_RANGE;
+                break;
+            }
         }
         parent = keys[r];
     }
@@ -158,6 +181,14 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
     /* 4 */
     for (size_t r = r0; r < n_reg; r++) {
         sb_blk *b = pages[r];
+        if (b->committed && b->disk == SB_DISK_CLEAN) { /* indexed again */
+            if (sb_disk_record_live(st, b)) {
+                sb_disk_count(st, b, 1);
+            } else { /* resident (step 2): written anew */
+                sb_disk_held(st, b, -1);
+                b->disk = SB_DISK_NONE;
+            }
+        }
         b->n_tokens = region_tokens(ns, n, r);
         b->region = (uint32_t)r;
         b->key = keys[r];
@@ -559,9 +590,13 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     for (size_t r = 0; r < n_pages; r++)
         on_disk += !m->pages[r]->data;
     sb_blk_pin_run(ns, m->pages, n_pages);
+    for (size_t r = 0; r < n_pages; r++) /* what is on disk stays there */
+        sb_disk_match(st, m->pages[r], 1);
     if (point) {
         sb_blk_ref(point);
         sb_blk_touch(st, point);
+        point->hit = 1;
+        sb_disk_match(st, point, 1);
     }
     m->miss = miss_reason(ns, &w, tokens, n_tokens, L, m->pages);
     m->ns = ns;
@@ -630,10 +665,12 @@ static int load(sb_match *m, size_t n, bool point, sb_disk_ready_fn ready, void 
             return rc;
         /* The point failed: the match ends where the point rule allows. */
         pthread_mutex_lock(&m->st->mu);
+        unhold(m, m->n_pages, true);
         sb_blk_unref(m->point);
         m->point = NULL;
         m->miss = rc == SB_ERR_CORRUPT ? SB_MISS_CORRUPT : SB_MISS_IO;
         if (ns->flags & SB_LAYOUT_POINT_REQUIRED) {
+            unhold(m, 0, false);
             sb_blk_unpin_run(ns, m->pages, m->n_pages);
             m->n_tokens = m->n_pages = 0;
         }
@@ -648,6 +685,7 @@ static int load(sb_match *m, size_t n, bool point, sb_disk_ready_fn ready, void 
         L = 0; /* no point state is known to sit at the shorter length */
     if (L < m->n_tokens) {
         size_t keep = regions(ns, L);
+        unhold(m, keep, m->point != NULL);
         sb_blk_unpin_run(ns, m->pages + keep, m->n_pages - keep);
         m->n_pages = keep;
         m->n_tokens = L;
@@ -761,6 +799,7 @@ void sb_match_release(sb_match *m)
     sb_ns *ns = m->ns;
     sb_store *st = ns->st;
     pthread_mutex_lock(&st->mu);
+    unhold(m, 0, m->point != NULL);
     if (m->point)
         sb_blk_unref(m->point);
     sb_blk_unpin_run(ns, m->pages, m->n_pages);
@@ -805,6 +844,7 @@ int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, uint64_t ttl_m
     for (size_t i = 0; i < n_pages; i++) {
         sb_blk_ref(pages[i]);
         sb_blk_touch(st, pages[i]);
+        pages[i]->pinned++;
     }
     p->id = st->next_pin_id++;
     p->ns = ns;

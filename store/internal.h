@@ -94,9 +94,19 @@ struct sb_page {
     uint8_t indexed;        /* [mu] the index holds one of the refs */
     uint8_t mark;           /* [mu] scratch flag for duplicate detection */
     uint8_t disk;           /* [mu] SB_DISK_*: the block's disk record */
+    uint8_t hit;            /* [mu] matched since its record was written:
+                               reclamation keeps it (reclaim.c) */
+    uint8_t reinsert;       /* [mu] queued again by reclamation (QUEUED) */
+    uint32_t pinned;        /* [mu] TTL pins holding it */
+    uint32_t matched;       /* [mu] live matches holding it: while it is
+                               CLEAN its segment is not deleted (the
+                               segment's holds count it) */
     size_t bytes;           /* [const] page_bytes or point_bytes: what it
                                counts against the budgets when resident */
     uint32_t seg;           /* [mu] segment index of its record (CLEAN) */
+    uint32_t seg_id;        /* [mu] ...and that segment's id: once the
+                               segment is reclaimed its slot may hold
+                               another */
     uint32_t head_bytes;    /* [mu] its record's head size (CLEAN) */
     uint64_t rec_off;       /* [mu] its record's offset in the segment (CLEAN) */
     uint64_t ticket;        /* [mu] write-queue ticket (QUEUED) */

@@ -87,6 +87,9 @@ typedef struct sb_io_ops {
     int (*unlink)(sb_io *io, const char *name);
     int (*list)(sb_io *io, sb_io_list_fn fn, void *ctx);       /* every file */
     int (*sync_dir)(sb_io *io);                                /* fsync(dir) */
+    int (*space)(sb_io *io, uint64_t *avail); /* bytes the file system has
+                                   free for an unprivileged user (statvfs:
+                                   f_bavail * f_frsize) */
     /* Take an exclusive advisory lock on file name (created 0600), held
      * until destroy, and write our pid into it. Another holder: -EWOULDBLOCK
      * and *holder_pid = the pid written in the file (0 if unreadable). A
@@ -134,7 +137,7 @@ int sb_io_mem_new(sb_io **out);
  * rounded down to 4096; 0 if that rounds to 0). 0 disarms. It fires once.
  * Every call counts: open, close, size, allocate, truncate, rename, unlink,
  * list, sync_dir, lock, and each request at sb_io_submit (its error shows
- * in its result at reap); reap, destroy and these controls do not. A
+ * in its result at reap); space, reap, destroy and these controls do not. A
  * failed operation has no effect (a failed close leaves the fd open). With
  * err == 0, an nth operation that is not a WRITE runs normally and the
  * fault is spent. The fault belongs to the file system: a crash keeps it
@@ -161,6 +164,13 @@ int sb_io_mem_crash(sb_io *io, uint64_t seed, double keep, double garble);
  * crash are shared. Free with sb_io_destroy; the file system goes with its
  * last handle. Returns: 0; -EINVAL (not a mem sb_io); -ENOMEM. */
 int sb_io_mem_share(sb_io *io, sb_io **out);
+
+/* sb_io_mem_set_space -- give the file system a size: a write, allocate
+ * or truncate that would make the live files (whole 4 KiB units) exceed it
+ * fails with -ENOSPC and has no effect; space reports what is left. 0
+ * (the default) lifts the limit. Shrinking it below what is used only
+ * stops growth. */
+void sb_io_mem_set_space(sb_io *io, uint64_t bytes);
 
 /* sb_io_mem_ops_count -- operations performed so far (for fault loops);
  * 0 for an sb_io that is not a mem one. */

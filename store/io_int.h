@@ -86,6 +86,7 @@ int sb_io_sys_rename(sb_io *io, const char *from, const char *to);
 int sb_io_sys_unlink(sb_io *io, const char *name);
 int sb_io_sys_list(sb_io *io, sb_io_list_fn fn, void *ctx);
 int sb_io_sys_sync_dir(sb_io *io);
+int sb_io_sys_space(sb_io *io, uint64_t *avail);
 int sb_io_sys_lock(sb_io *io, const char *name, long *holder_pid);
 
 /* sb_io_sys_reap_done -- pop up to max entries of s->done into done[] and

@@ -117,6 +117,8 @@ typedef struct mem_fs {
     atomic_uint_fast64_t n_ops;     /* operations counted so far */
     uint64_t fail_at;               /* op number that faults; 0: none */
     int fail_err;                   /* its error, or 0: a short write */
+    uint64_t space;                 /* file system size (sb_io_mem_set_space);
+                                       0: as much as memory allows */
 } mem_fs;
 
 typedef struct sb_io_mem {
@@ -210,6 +212,29 @@ static int file_resize(mem_file *f, uint64_t size)
     if (!err)
         file_dirty(f, old < size ? old : size, old < size ? size : old);
     return err;
+}
+
+static uint64_t units(uint64_t bytes)
+{
+    return (bytes + MEM_UNIT - 1) / MEM_UNIT * MEM_UNIT;
+}
+
+/* Bytes the live files take, in whole units. [fs->mu] */
+static uint64_t space_used(const mem_fs *fs)
+{
+    uint64_t used = 0;
+    for (size_t i = 0; i < fs->n_files; i++)
+        used += units(fs->files[i]->cur.size);
+    return used;
+}
+
+/* May f grow to size under the file system's size? Returns: 0; -ENOSPC. */
+static int space_check(const mem_fs *fs, const mem_file *f, uint64_t size)
+{
+    if (!fs->space || size <= f->cur.size)
+        return 0;
+    uint64_t used = space_used(fs) - units(f->cur.size) + units(size);
+    return used > fs->space ? -ENOSPC : 0;
 }
 
 static void file_free(mem_file *f)
@@ -526,6 +551,8 @@ static int mem_allocate(sb_io *io, int fd, uint64_t bytes)
         return end(m, -EFBIG);
     if (bytes <= s->f->cur.size)
         return end(m, 0);
+    if ((err = space_check(m->fs, s->f, bytes)))
+        return end(m, err);
     return end(m, file_resize(s->f, bytes));
 }
 
@@ -542,6 +569,8 @@ static int mem_truncate(sb_io *io, int fd, uint64_t bytes)
         return end(m, -EINVAL);         /* ftruncate(2) on a read-only fd */
     if (bytes > (uint64_t)INT64_MAX)
         return end(m, -EFBIG);
+    if ((err = space_check(m->fs, s->f, bytes)))
+        return end(m, err);
     return end(m, file_resize(s->f, bytes));
 }
 
@@ -643,6 +672,17 @@ static int mem_sync_dir(sb_io *io)
     log_clear(fs);
     mem_gc(fs);
     return end(m, 0);
+}
+
+/* Not counted as an operation, and never faulted. */
+static int mem_space(sb_io *io, uint64_t *avail)
+{
+    mem_fs *fs = mem_of(io)->fs;
+    pthread_mutex_lock(&fs->mu);
+    uint64_t used = space_used(fs);
+    *avail = !fs->space ? (1ull << 50) : used < fs->space ? fs->space - used : 0;
+    pthread_mutex_unlock(&fs->mu);
+    return 0;
 }
 
 static int mem_lock(sb_io *io, const char *name, long *holder_pid)
@@ -767,7 +807,8 @@ static int64_t run(sb_io_mem *m, const sb_io_req *r, int fault)
         return 0;
     if (bytes > (uint64_t)INT64_MAX - pos)
         return -EFBIG;
-    if (pos + bytes > f->cur.size && (err = file_resize(f, pos + bytes)))
+    if (pos + bytes > f->cur.size &&
+        ((err = space_check(m->fs, f, pos + bytes)) || (err = file_resize(f, pos + bytes))))
         return err;
     file_dirty(f, pos, pos + bytes);
     uint64_t left = bytes;
@@ -946,6 +987,16 @@ void sb_io_mem_fail_at(sb_io *io, uint64_t nth, int err)
     pthread_mutex_unlock(&fs->mu);
 }
 
+void sb_io_mem_set_space(sb_io *io, uint64_t bytes)
+{
+    if (!io || io->ops != &mem_ops)
+        return;
+    mem_fs *fs = mem_of(io)->fs;
+    pthread_mutex_lock(&fs->mu);
+    fs->space = bytes;
+    pthread_mutex_unlock(&fs->mu);
+}
+
 uint64_t sb_io_mem_ops_count(const sb_io *io)
 {
     if (!io || io->ops != &mem_ops)
@@ -1002,6 +1053,7 @@ static const sb_io_ops mem_ops = {
     .unlink = mem_unlink,
     .list = mem_list,
     .sync_dir = mem_sync_dir,
+    .space = mem_space,
     .lock = mem_lock,
     .submit = mem_submit,
     .reap = mem_reap,

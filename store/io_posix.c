@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ---- directory operations (shared with io_uring.c) -------------------- */
@@ -211,6 +212,15 @@ int sb_io_sys_sync_dir(sb_io *io)
     return r < 0 ? -errno : 0;
 }
 
+int sb_io_sys_space(sb_io *io, uint64_t *avail)
+{
+    struct statvfs v;
+    if (fstatvfs(sys_of(io)->dir_fd, &v) < 0)
+        return -errno;
+    *avail = (uint64_t)v.f_bavail * v.f_frsize;
+    return 0;
+}
+
 /* Read the pid written in a lock file; 0 when there is none. */
 static long read_holder(int fd)
 {
@@ -343,6 +353,7 @@ static const sb_io_ops posix_ops = {
     .unlink = sb_io_sys_unlink,
     .list = sb_io_sys_list,
     .sync_dir = sb_io_sys_sync_dir,
+    .space = sb_io_sys_space,
     .lock = sb_io_sys_lock,
     .submit = posix_submit,
     .reap = posix_reap,

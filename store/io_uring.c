@@ -191,6 +191,7 @@ static const sb_io_ops uring_ops = {
     .unlink = sb_io_sys_unlink,
     .list = sb_io_sys_list,
     .sync_dir = sb_io_sys_sync_dir,
+    .space = sb_io_sys_space,
     .lock = sb_io_sys_lock,
     .submit = uring_submit,
     .reap = uring_reap,

@@ -532,6 +532,7 @@ static sb_blk *disk_block(sb_ns *ns, const rrec *r, int kind)
     if (b) {
         b->disk = SB_DISK_CLEAN;
         b->seg = r->seg;
+        b->seg_id = r->h.segment_id;
         b->rec_off = r->off;
         b->head_bytes = r->h.head_bytes;
     }

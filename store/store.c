@@ -33,6 +33,7 @@ void sb_config_default(sb_config *cfg)
     cfg->write_mode = SB_WRITE_THROUGH;
     cfg->sync_bytes = 64ull << 20;
     cfg->sync_interval_ms = 1000;
+    cfg->disk_free_floor_bytes = 256ull << 20;
 }
 
 uint64_t sb_now_ns(sb_store *st)

@@ -48,10 +48,18 @@ typedef struct wslot {
     uint32_t *tok;             /* tokens of the head, tok_cap */
     size_t tok_cap;
     uint8_t *extra;            /* namespace description */
+    uint8_t *own;              /* a copy's payload (writer buffer), or NULL:
+                                  the block's data */
     uint64_t rec_bytes;        /* bytes of the record in the segment */
     uint64_t pay_bytes;        /* bytes written after the head */
     bool busy;
 } wslot;
+
+/* A copy out of a draining segment, read and checked, waiting for a slot. */
+typedef struct wcopy {
+    sb_blk *b;
+    uint8_t *buf;              /* its payload, sb_blk_alloc_bytes */
+} wcopy;
 
 typedef struct wstate {
     sb_disk *d;
@@ -65,6 +73,12 @@ typedef struct wstate {
     uint64_t last_sync;        /* store clock (real) of the last sync */
     bool need_seal, need_open;
     bool just_held;            /* the last round was a hold: write next */
+    wcopy *ready;              /* (n_slots) copies read, not yet placed */
+    unsigned n_ready;
+    sb_disk_loc *loc;          /* (n_slots) scratch for fetch_copies: where */
+    sb_blk **fetch;            /* (n_slots) which */
+    uint8_t **fbuf;            /* (n_slots) into what */
+    int *frc;                  /* (n_slots) how it went */
 } wstate;
 
 static uint64_t now_ns(void)
@@ -159,17 +173,23 @@ static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
     d->pending_bytes -= b->bytes;
     d->reserved -= sb_disk_rec_bytes(b); /* its admission's reservation */
     d->progress++;
+    b->reinsert = 0;
     if (how > 0) {
         b->disk = SB_DISK_CLEAN;
+        b->hit = 0;
         b->seg = s->seg;
+        b->seg_id = s->h.segment_id;
         b->rec_off = s->req.off;
         b->head_bytes = s->h.head_bytes;
+        sb_disk_held(st, b, 1);
         if (b->indexed)
             sb_disk_count(st, b, 1);
     } else {
         b->disk = how < 0 ? SB_DISK_FAILED : SB_DISK_NONE;
         if (how < 0 && b->ticket > d->err_ticket)
             d->err_ticket = b->ticket;
+        if (how < 0)
+            d->err_rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
     }
     bool offer = b->indexed && b->data &&
                  (how > 0 || b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b));
@@ -329,17 +349,157 @@ static bool ns_note(sb_seg *seg, uint64_t id)
 }
 
 /* Prepare b's record (or its namespace record) in a free slot at the end of
- * the open segment seg. Returns false when out of memory. */
-static bool place(sb_disk *d, wstate *w, sb_seg *seg, sb_blk *b, bool ns_rec)
+ * the open segment seg. Returns the slot, or NULL when out of memory. */
+static wslot *place(sb_disk *d, wstate *w, sb_seg *seg, sb_blk *b, bool ns_rec)
 {
     wslot *s = free_slot(w);
     if (!prepare(d, s, b, ns_rec) || (ns_rec && !ns_note(seg, b->ns->id)))
-        return false;
+        return NULL;
     s->h.seq = d->next_seq++;
     s->req.off = seg->data_end;
     seg->data_end += s->rec_bytes;
+    s->own = NULL;
     s->busy = true;
+    return s;
+}
+
+/* ---- copies out of a draining segment (reclaim.c) [mu] ----------------------------- */
+
+/* Is copy block b still CLEAN where it was when it was listed? */
+static bool copy_valid(const sb_blk *b)
+{
+    return b->indexed && b->disk == SB_DISK_CLEAN && b->reinsert;
+}
+
+/* Copy block b leaves the writer. written: its new record is at slot s
+ * (NULL: not written; lost: its record in the draining segment is bad, or
+ * will be gone, so it leaves the index with what depends on it). */
+static void copy_done(sb_disk *d, sb_blk *b, const wslot *s, bool lost)
+{
+    sb_store *st = d->st;
+    sb_seg *from = &d->segs[b->seg];
+    from->copies--;
+    d->reserved -= sb_disk_rec_bytes(b);
+    if (copy_valid(b)) {
+        if (s) {
+            sb_disk_count(st, b, -1);
+            sb_disk_held(st, b, -1);
+            b->seg = s->seg;
+            b->seg_id = s->h.segment_id;
+            b->rec_off = s->req.off;
+            b->head_bytes = s->h.head_bytes;
+            sb_disk_count(st, b, 1);
+            sb_disk_held(st, b, 1);
+            b->hit = 0;
+        } else if (lost) {
+            sb_disk_drop(b->ns, b);
+            d->rc_dropped++;
+        }
+    }
+    b->reinsert = 0;
+    sb_blk_unref(b);
+}
+
+/* Read and check the next copies (as many as free slots could take),
+ * unlocking st->mu meanwhile. A copy whose record is bad leaves the
+ * index. [mu] */
+static void fetch_copies(wstate *w)
+{
+    sb_disk *d = w->d;
+    unsigned room = free_slots(w), n = 0;
+    room = room > w->n_ready ? room - w->n_ready : 0;
+    while (n < room && d->c_head) {
+        sb_blk *b = d->c_head;
+        d->c_head = b->wq_next;
+        if (!d->c_head)
+            d->c_tail = NULL;
+        b->wq_next = NULL;
+        if (!copy_valid(b)) {
+            copy_done(d, b, NULL, false);
+            continue;
+        }
+        const sb_seg *g = &d->segs[b->seg];
+        w->loc[n] = (sb_disk_loc){ b->seg, g->id, g->gen, b->head_bytes, b->rec_off };
+        w->fetch[n++] = b;
+    }
+    if (!n)
+        return;
+    pthread_mutex_unlock(&d->st->mu);
+    for (unsigned i = 0; i < n; i++) {
+        sb_blk *b = w->fetch[i];
+        uint8_t *buf = aligned_alloc(4096, sb_blk_alloc_bytes(b->ns, b->kind));
+        w->fbuf[i] = buf;
+        w->frc[i] = buf ? sb_disk_read_record(d, b->ns, b, &w->loc[i], buf) : SB_ERR_NOMEM;
+    }
+    pthread_mutex_lock(&d->st->mu);
+    for (unsigned i = 0; i < n; i++) {
+        sb_blk *b = w->fetch[i];
+        if (w->frc[i] == SB_OK && copy_valid(b)) {
+            w->ready[w->n_ready++] = (wcopy){ b, w->fbuf[i] };
+            continue;
+        }
+        /* Not read (a bad record, no memory): its record goes with the
+         * segment, so it leaves the index (unless it left already). */
+        free(w->fbuf[i]);
+        copy_done(d, b, NULL, true);
+    }
+}
+
+/* Place the oldest ready copy in a free slot of the open segment seg.
+ * Returns false when it does not fit (seal first). [mu] */
+static bool place_copy(sb_disk *d, wstate *w, sb_seg *seg)
+{
+    wcopy c = w->ready[0];
+    memmove(w->ready, w->ready + 1, --w->n_ready * sizeof *w->ready);
+    if (!copy_valid(c.b)) {
+        free(c.buf);
+        copy_done(d, c.b, NULL, false);
+        return true;
+    }
+    bool need_ns;
+    uint64_t bytes = record_bytes(d, c.b, &need_ns);
+    if (seg->data_end + bytes > d->seg_bytes && seg->data_end) {
+        memmove(w->ready + 1, w->ready, w->n_ready++ * sizeof *w->ready);
+        w->ready[0] = c;
+        return false;
+    }
+    wslot *s = NULL;
+    if (seg->data_end + bytes > d->seg_bytes || (need_ns && !place(d, w, seg, c.b, true)) ||
+        !(s = place(d, w, seg, c.b, false))) {
+        free(c.buf); /* never fits, or no memory: its record goes with V */
+        copy_done(d, c.b, NULL, true);
+        return true;
+    }
+    s->own = c.buf;
     return true;
+}
+
+/* Give up copy b: its segment stops draining and stays, sealed and whole,
+ * b's record in it. [mu] */
+static void give_up(sb_disk *d, sb_blk *b)
+{
+    sb_seg *from = &d->segs[b->seg];
+    from->draining = from->going = false;
+    copy_done(d, b, NULL, false);
+}
+
+/* Stop draining: the copies not yet placed are given up (the tier stops
+ * writing, closes, or needs room at once). Copies in flight finish as
+ * they will. [mu] */
+static void abandon_drain(sb_disk *d, wstate *w)
+{
+    while (w->n_ready) {
+        wcopy c = w->ready[--w->n_ready];
+        free(c.buf);
+        give_up(d, c.b);
+    }
+    while (d->c_head) {
+        sb_blk *b = d->c_head;
+        d->c_head = b->wq_next;
+        b->wq_next = NULL;
+        give_up(d, b);
+    }
+    d->c_tail = NULL;
 }
 
 /* Take blocks into free slots (step 1). */
@@ -348,6 +508,8 @@ static void take(wstate *w)
     sb_disk *d = w->d;
     for (;;) {
         if (d->broken) { /* deny everything queued */
+            if (w->n_ready || d->c_head)
+                abandon_drain(d, w);
             sb_blk *b = pop(d, w);
             if (!b)
                 break;
@@ -357,6 +519,17 @@ static void take(wstate *w)
         }
         if (w->need_seal || w->need_open || free_slots(w) < 2)
             break;
+        if (w->n_ready) { /* copies go first: their segment waits on them */
+            if (d->cur == UINT32_MAX) {
+                w->need_open = true;
+                break;
+            }
+            if (!place_copy(d, w, &d->segs[d->cur])) {
+                w->need_seal = true;
+                break;
+            }
+            continue;
+        }
         if (!d->q_head && !tails_due(d, w))
             break;
         if (d->cur == UINT32_MAX) {
@@ -408,7 +581,7 @@ static void submit(wstate *w)
         wslot *s = &w->slots[i];
         if (!s->busy || s->req.op)
             continue;
-        const void *pay = s->b ? s->b->data : NULL;
+        const void *pay = s->own ? s->own : s->b ? s->b->data : NULL;
         s->h.payload_hash = sb_rec_payload_hash(pay, s->h.payload_bytes);
         memset(s->head, 0, s->h.head_bytes);
         sb_rec_encode(&s->h, s->tok, s->extra, s->req.off, s->head);
@@ -442,6 +615,10 @@ static void account(sb_disk *d, const wslot *s)
 {
     if (!s->b) {
         d->wa_ns += s->rec_bytes;
+        return;
+    }
+    if (s->b->reinsert) { /* its state was counted when first written */
+        d->wa_reinsert += s->rec_bytes;
         return;
     }
     const sb_ns *ns = s->ns;
@@ -482,8 +659,13 @@ static void finish(wstate *w, wslot *s)
                 if (seg->ns_ids[i] == s->ns->id)
                     seg->ns_ids[i] = seg->ns_ids[--seg->n_ns];
     }
-    if (s->b)
+    if (s->own) { /* a copy: written, or its record goes with its segment */
+        copy_done(d, s->b, ok ? s : NULL, !ok);
+        free(s->own);
+        s->own = NULL;
+    } else if (s->b) {
         resolve(d, s->b, ok ? 1 : -1, s);
+    }
     s->b = NULL;
     s->busy = false;
     s->req.op = 0;
@@ -533,6 +715,7 @@ static void do_sync(wstate *w)
     if (r < 0) {
         d->write_errors++;
         d->err_ticket = upto > d->err_ticket ? upto : d->err_ticket;
+        d->err_rc = SB_ERR_IO;
         if (cur != UINT32_MAX)
             d->segs[cur].damaged = true;
     } else {
@@ -559,11 +742,20 @@ static bool sync_due(const wstate *w)
     return false;
 }
 
+/* The draining segment, when its copies are all written (a sync then
+ * frees it), else UINT32_MAX. [mu] */
+static uint32_t drain_done(const wstate *w)
+{
+    uint32_t v = sb_disk_draining(w->d);
+    const sb_seg *s = v != UINT32_MAX ? &w->d->segs[v] : NULL;
+    return s && !s->copies && !s->holds && !w->n_ready ? v : UINT32_MAX;
+}
+
 static bool has_work(const wstate *w)
 {
     const sb_disk *d = w->d;
     return d->q_head || tails_due(d, w) || sync_due(w) || d->stop || w->need_seal ||
-           w->need_open;
+           w->need_open || d->c_head || w->n_ready || drain_done(w) != UINT32_MAX;
 }
 
 /* Hold new writes back while the store is in a foreground phase
@@ -615,6 +807,51 @@ static void seal(wstate *w)
     pthread_mutex_unlock(&d->st->mu);
 }
 
+/* Open the next segment, reclaiming the oldest ones while the tier is at
+ * its cap. When it cannot (nothing left to reclaim, the file system under
+ * its floor or out of space) the tier stops writing: queued blocks are
+ * denied (reason capacity), and a block offered a second later or more
+ * makes it try again. */
+static void open_segment(wstate *w)
+{
+    sb_disk *d = w->d;
+    bool abandoned = false;
+    while (!sb_disk_cap_ok(d)) {
+        if (sb_disk_reclaim(d, false) == SB_OK)
+            continue;
+        /* Nothing else to reclaim at once: a drain still copying gives way
+         * (its segment is then reclaimed at once). */
+        pthread_mutex_lock(&d->st->mu);
+        bool copying = !abandoned && (d->c_head || w->n_ready);
+        if (copying)
+            abandon_drain(d, w);
+        pthread_mutex_unlock(&d->st->mu);
+        if (!copying)
+            break;
+        abandoned = true;
+    }
+    int rc = sb_disk_seg_open_new(d);
+    /* The last segment under the cap is taken: drain the oldest, so a
+     * free one is ready when this one is full. */
+    uint64_t cap_segs = d->cap_bytes / d->seg_bytes;
+    pthread_mutex_lock(&d->st->mu);
+    bool drain = rc == SB_OK && cap_segs >= 2 && sb_disk_live_segs(d) >= cap_segs &&
+                 sb_disk_draining(d) == UINT32_MAX;
+    pthread_mutex_unlock(&d->st->mu);
+    if (drain)
+        sb_disk_reclaim(d, true);
+    pthread_mutex_lock(&d->st->mu);
+    if (rc == SB_ERR_NOSPC) {
+        d->nospc++;
+        d->retry_ns = sb_now_ns(d->st) + 1000000000ull;
+    }
+    if (rc != SB_OK) {
+        d->broken = rc;
+        d->write_errors += rc != SB_ERR_NOSPC;
+    }
+    pthread_mutex_unlock(&d->st->mu);
+}
+
 void *sb_writer_main(void *arg)
 {
     sb_disk *d = arg;
@@ -623,9 +860,14 @@ void *sb_writer_main(void *arg)
     w.slots = calloc(w.n_slots, sizeof *w.slots);
     w.reap = calloc(w.n_slots, sizeof *w.reap);
     w.sub = calloc(w.n_slots, sizeof *w.sub);
+    w.ready = calloc(w.n_slots, sizeof *w.ready);
+    w.loc = calloc(w.n_slots, sizeof *w.loc);
+    w.fetch = calloc(w.n_slots, sizeof *w.fetch);
+    w.fbuf = calloc(w.n_slots, sizeof *w.fbuf);
+    w.frc = calloc(w.n_slots, sizeof *w.frc);
     w.last_sync = now_ns();
     pthread_mutex_lock(&st->mu);
-    if (!w.slots || !w.reap || !w.sub) {
+    if (!w.slots || !w.reap || !w.sub || !w.ready || !w.loc || !w.fetch || !w.fbuf || !w.frc) {
         w.n_slots = 0;
         d->broken = SB_ERR_NOMEM;
     }
@@ -650,6 +892,8 @@ void *sb_writer_main(void *arg)
             break;
         if (hold_back(&w))
             continue;
+        if (d->c_head && !d->broken)
+            fetch_copies(&w);
         take(&w);
         pthread_mutex_unlock(&st->mu);
         submit(&w);
@@ -661,19 +905,17 @@ void *sb_writer_main(void *arg)
         pthread_mutex_lock(&st->mu);
         bool damaged = d->cur != UINT32_MAX && d->segs[d->cur].damaged;
         bool drained = !d->q_head && !d->t_head;
+        uint32_t v = drain_done(&w);
         pthread_mutex_unlock(&st->mu);
         if (w.need_seal || damaged) {
             seal(&w);
             w.need_seal = false;
         } else if (w.need_open) {
-            int rc = sb_disk_seg_open_new(d);
-            pthread_mutex_lock(&st->mu);
-            if (rc != SB_OK) {
-                d->broken = rc;
-                d->write_errors += rc != SB_ERR_NOSPC;
-            }
-            pthread_mutex_unlock(&st->mu);
+            open_segment(&w);
             w.need_open = false;
+        } else if (v != UINT32_MAX) {
+            do_sync(&w); /* its copies are durable before it goes */
+            sb_disk_release(d, v);
         } else {
             pthread_mutex_lock(&st->mu);
             bool leave = d->stop && drained;
@@ -694,6 +936,7 @@ void *sb_writer_main(void *arg)
     while (w.in_flight)
         reap(&w, false); /* the kernel may still use the buffers */
     pthread_mutex_lock(&st->mu);
+    abandon_drain(d, &w); /* the draining segment stays whole */
     sb_blk *b;
     d->stop = true;
     while ((b = d->q_head) || (b = d->t_head)) {
@@ -714,5 +957,10 @@ void *sb_writer_main(void *arg)
     free(w.slots);
     free(w.reap);
     free(w.sub);
+    free(w.ready);
+    free(w.loc);
+    free(w.fetch);
+    free(w.fbuf);
+    free(w.frc);
     return NULL;
 }

@@ -221,8 +221,11 @@ typedef struct sb_config {
     /* --- disk tier (NULL dir: RAM only) ------------------------------------ */
     const char *dir;              /* store directory, created 0700 if absent;
                                      borrowed during sb_store_open only */
-    uint64_t disk_bytes;          /* cap for the disk tier; 0: a quarter of
-                                     the file system's free space at open */
+    uint64_t disk_bytes;          /* cap for the disk tier: its segments
+                                     never take more (the oldest segment is
+                                     reclaimed to make room); 0: what the
+                                     store holds plus a quarter of the file
+                                     system's free space, at open */
     uint64_t segment_bytes;       /* segment file size; default 256 MiB */
     uint64_t write_budget_bytes_per_hour; /* a token bucket over every byte
                                      the tier writes (records, padding,
@@ -255,6 +258,12 @@ typedef struct sb_config {
                                      wait it writes a round (queue_depth
                                      records) before it may wait again, so
                                      it never starves; 0: 20 ms */
+    uint64_t disk_free_floor_bytes; /* the tier opens no new segment while
+                                     the file system has less than this
+                                     free (it reclaims its oldest segment
+                                     instead, or denies writes with reason
+                                     capacity until space returns); default
+                                     256 MiB, 0: no floor */
 
     /* --- hooks ------------------------------------------------------------- */
     /* Monotonic clock in nanoseconds, for pin TTLs and write budgets. NULL:
@@ -443,8 +452,8 @@ typedef struct sb_stats {
     uint64_t disk_superblock_bytes; /* superblock slots */
     uint64_t disk_ns_record_bytes;  /* namespace records (one per segment and
                                     namespace) */
-    uint64_t disk_reinsert_bytes;/* pages written again by reclamation (0: no
-                                    reclamation yet) */
+    uint64_t disk_reinsert_bytes;/* records written again by reclamation
+                                    (whole records: heads and padding too) */
     double disk_write_amplification; /* disk_write_bytes / disk_logical_bytes
                                     (0 before anything is written) */
     uint64_t disk_checksum_failures; /* records that failed their checksum */
@@ -452,11 +461,20 @@ typedef struct sb_stats {
                                     to this one survives a crash */
     uint64_t disk_write_errors;  /* writes that failed (the blocks stay RAM-only) */
     uint64_t disk_read_errors;   /* reads that failed */
-    uint64_t disk_segments;      /* segment files */
+    uint64_t disk_segments;      /* segment files (open and sealed) */
     uint64_t disk_queued_bytes;  /* bytes queued for the writer or in flight */
     uint64_t disk_holdback_ns;   /* time the writer held back for foreground
                                     phases (sb_store_foreground) */
     uint64_t disk_holdbacks;     /* ...the number of waits */
+    uint64_t disk_reclaimed_segments; /* segments reclaimed to make room */
+    uint64_t disk_reclaim_kept;  /* pages and point states they held that were
+                                    pinned or hit: written again */
+    uint64_t disk_reclaim_ram_only; /* ...not kept on disk but resident: they
+                                    stay in RAM only */
+    uint64_t disk_reclaim_dropped; /* ...dropped from the index (with every
+                                    page and point state after them) */
+    uint64_t disk_nospc;         /* times the file system refused a segment
+                                    (ENOSPC, or free space under the floor) */
     /* disk tier: what sb_store_open found in the directory */
     uint64_t recovered_records;  /* valid records */
     uint64_t recovered_pages;    /* pages put back in the index */

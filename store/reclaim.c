@@ -1,0 +1,389 @@
+/* reclaim.c -- segment reclamation: the writer makes room under the disk
+ * cap by taking back the oldest sealed segment, keeping what is hot.
+ *
+ * The writer keeps a reserve of one free segment under the cap: once it
+ * opens a segment into the reserve, it starts draining the oldest one
+ * (copies: hot blocks on disk only are copied out into the open segment,
+ * through writer buffers, outside the RAM budget, and the segment is freed
+ * once the copies are written and synced). At the cap itself (a cap of one
+ * segment, or copies that did not fit) it reclaims at once instead: hot
+ * blocks on disk only are read into RAM where the RAM budget allows, and
+ * written again from there.
+ *
+ *   1. Under st->mu: the victim V is the sealed segment with the lowest id
+ *      (the oldest: ids only grow) not already draining. A walk of every namespace's tree,
+ *      parents before children, collects the indexed blocks whose record
+ *      is in V, each with a reference so none goes away meanwhile. A block
+ *      is hot when someone besides the index holds it (a match, a pin, a
+ *      runtime) or it was matched since its record was written (hit); the
+ *      pages before a hot block on its path that are in V are hot too, as
+ *      nothing after them restores without them.
+ *   2. (At once only.) Unlocked: hot blocks on disk only are read back
+ *      into RAM (checked like any restore; a bad record leaves the index
+ *      with what depends on it). Where the RAM budget refuses, they count
+ *      as cold.
+ *   3. Under st->mu, in the walk's order: a hot block whose parent record
+ *      is on disk outside V or is being written again, and that the write
+ *      budget admits, is written again (reinsert bytes), up to 3/4 of a
+ *      segment of records (so each reclamation frees room however much is
+ *      hot; past it the denial reason is capacity): resident, it is
+ *      queued at the front of the writer's queue; on disk only (draining),
+ *      it joins the copy list and stays CLEAN in V until its copy is
+ *      written (writer.c). Any other resident block that is a leaf page,
+ *      a point state or pinned (sb_ns_pin) stays in RAM only (records after
+ *      it in newer segments are orphans to a recovery); the rest leave the
+ *      index with every page and point state after them (a match holding
+ *      one still restores it: its bytes, or its segment, stay until the
+ *      match is released).
+ *   4. With no copies pending (at once, or when the last is written and
+ *      synced): under rd_mu and st->mu V's slot is freed and its reader fd
+ *      closed (a restore that read V meanwhile sees its block moved:
+ *      dread.c); then the superblock is written without V and V's files
+ *      are deleted.
+ *
+ * A crash before the resident blocks queued again are written loses them
+ * (pages after them in newer segments are then orphans at recovery): the
+ * cache loses some of what it chose to keep; it never serves wrong bytes.
+ * A draining segment stays listed until its copies are durable.
+ *
+ * Cost: one walk of every tree per reclaimed segment, and the hot pages'
+ * reads.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "disk_int.h"
+#include "internal.h"
+#include "radix.h"
+
+typedef struct victims {
+    sb_blk **b;                /* (n) collected blocks, one reference each */
+    uint8_t *hot;              /* (n) */
+    size_t n, cap;
+    sb_ns **ns;                /* (n_ns) namespaces held (holds++) */
+    size_t n_ns, ns_cap;
+    bool nomem;
+} victims;
+
+static bool push(void **p, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return true;
+    size_t c = *cap ? *cap * 2 : 64;
+    void *q = realloc(*p, c * size);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+static bool in_victim(const sb_blk *b, uint32_t v)
+{
+    return b->indexed && b->disk == SB_DISK_CLEAN && b->seg == v;
+}
+
+/* The last full page before point state b on its path, or NULL (the point
+ * sits in the first page). */
+static sb_blk *point_page(const sb_ns *ns, const sb_blk *b)
+{
+    uint32_t pt = ns->page_tokens, q = b->n_tokens / pt;
+    if (q == 0)
+        return NULL;
+    const sb_node *x = b->node;
+    while (x->parent && x->start >= q * pt)
+        x = x->parent;
+    return x->pages[(q - 1) - x->start / pt];
+}
+
+/* The block a record of b names as its parent, or NULL (the root). */
+static sb_blk *parent_of(sb_ns *ns, const sb_blk *b)
+{
+    return b->kind == SB_BLK_PAGE ? sb_radix_prev_page(ns, b) : point_page(ns, b);
+}
+
+/* Step 1 for one namespace: collect its blocks in V, parents first. [mu] */
+static void collect(sb_ns *ns, uint32_t v, victims *out)
+{
+    size_t cap = 64, sp = 0;
+    sb_node **stack = malloc(cap * sizeof *stack);
+    if (!stack) {
+        out->nomem = true;
+        return;
+    }
+    size_t first = out->n;
+    stack[sp++] = ns->root;
+    while (sp && !out->nomem) {
+        sb_node *x = stack[--sp];
+        for (uint32_t j = 0; j <= x->n_pages; j++) {
+            sb_blk *b = j < x->n_pages ? x->pages[j] : x->point;
+            if (!b || !in_victim(b, v))
+                continue;
+            if (!push((void **)&out->b, &out->cap, out->n, sizeof *out->b)) {
+                out->nomem = true;
+                break;
+            }
+            sb_blk_ref(b);
+            out->b[out->n++] = b;
+        }
+        if (sp + x->n_kids > cap) {
+            while (sp + x->n_kids > cap)
+                cap *= 2;
+            sb_node **p = realloc(stack, cap * sizeof *p);
+            if (!p) {
+                out->nomem = true;
+                break;
+            }
+            stack = p;
+        }
+        for (uint32_t k = x->n_kids; k-- > 0;)
+            stack[sp++] = x->kids[k].node;
+    }
+    free(stack);
+    if (out->n > first) {
+        if (push((void **)&out->ns, &out->ns_cap, out->n_ns, sizeof *out->ns)) {
+            ns->holds++;
+            out->ns[out->n_ns++] = ns;
+        } else {
+            out->nomem = true; /* ns is held by its blocks' references only */
+            while (out->n > first)
+                sb_blk_unref(out->b[--out->n]);
+        }
+    }
+}
+
+/* Step 1's hot marks: own heat, then carried up the path within V. The
+ * blocks' scratch mark holds it while the lock is held. [mu] */
+static void mark_hot(victims *vs, uint32_t v)
+{
+    for (size_t i = 0; i < vs->n; i++) {
+        sb_blk *b = vs->b[i];
+        if (b->refs <= 2 && !b->hit) /* the index's reference and ours */
+            continue;
+        /* Through ancestors outside V too: one re-appended earlier sits in
+         * a newer segment, its own parent may still be in V. */
+        for (sb_blk *x = b; x; x = parent_of(b->ns, x)) {
+            if (!in_victim(x, v))
+                continue;
+            if (x->mark)
+                break; /* and so are its ancestors */
+            x->mark = 1;
+        }
+    }
+    vs->hot = malloc(vs->n ? vs->n : 1);
+    for (size_t i = 0; i < vs->n; i++) {
+        if (vs->hot)
+            vs->hot[i] = vs->b[i]->mark;
+        vs->b[i]->mark = 0;
+    }
+}
+
+/* Step 2: read hot disk-only blocks into RAM, one namespace's run at a
+ * time; a block that cannot be read is skipped (it counts as cold). */
+static void read_hot(sb_disk *d, victims *vs, uint32_t v)
+{
+    sb_blk **run = malloc((vs->n ? vs->n : 1) * sizeof *run);
+    if (!run)
+        return;
+    for (size_t i = 0; i < vs->n;) {
+        sb_ns *ns = vs->b[i]->ns;
+        size_t n = 0;
+        pthread_mutex_lock(&d->st->mu);
+        for (; i < vs->n && vs->b[i]->ns == ns; i++)
+            if (vs->hot[i] && !vs->b[i]->data && in_victim(vs->b[i], v))
+                run[n++] = vs->b[i];
+        pthread_mutex_unlock(&d->st->mu);
+        for (size_t at = 0; at < n;) {
+            size_t ok = 0;
+            if (sb_disk_load(ns, run + at, n - at, &ok, NULL, NULL) == SB_OK)
+                break;
+            at += ok + 1;
+        }
+    }
+    free(run);
+}
+
+/* May b's record be written again: is the record its own names as parent
+ * on disk outside V, queued again, or to be copied? [mu] */
+static bool parent_kept(sb_ns *ns, const sb_blk *b, uint32_t v)
+{
+    const sb_blk *p = parent_of(ns, b);
+    return !p || p->disk == SB_DISK_QUEUED ||
+           (p->disk == SB_DISK_CLEAN && (p->seg != v || p->reinsert));
+}
+
+/* Append b to the list (head, tail) through wq_next. */
+static void link(sb_blk **head, sb_blk **tail, sb_blk *b)
+{
+    b->wq_next = NULL;
+    if (*tail)
+        (*tail)->wq_next = b;
+    else
+        *head = b;
+    *tail = b;
+}
+
+
+/* Step 3. Blocks written again keep their reference from step 1 as the
+ * writer's. [mu] */
+static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
+{
+    sb_store *st = d->st;
+    sb_blk *head = NULL, *tail = NULL, *c_head = NULL, *c_tail = NULL;
+    uint64_t ticket = d->q_head ? d->q_head->ticket : d->next_ticket;
+    /* At most 3/4 of a segment is written again per segment reclaimed, so
+     * every reclamation frees room, however much is hot. */
+    uint64_t keep = d->seg_bytes / 4 * 3;
+    for (size_t i = 0; i < vs->n; i++) {
+        sb_blk *b = vs->b[i];
+        vs->b[i] = NULL;
+        if (!in_victim(b, v)) { /* gone or moved meanwhile */
+            sb_blk_unref(b);
+            continue;
+        }
+        sb_ns *ns = b->ns;
+        if (vs->hot[i] && (b->data || copies) && parent_kept(ns, b, v)) {
+            uint64_t rec = sb_disk_rec_bytes(b);
+            int why = rec > keep ? SB_DENY_CAPACITY : sb_disk_admit(d, b);
+            if (why >= 0) {
+                sb_disk_deny(d, why);
+            } else if ((keep -= rec, b->data)) {
+                sb_disk_count(st, b, -1);
+                sb_disk_held(st, b, -1);
+                b->disk = SB_DISK_QUEUED;
+                b->reinsert = 1;
+                /* The queue stays in ticket order: a ticket no later than
+                 * any queued; nobody waits on these. */
+                b->ticket = ticket;
+                link(&head, &tail, b);
+                d->pending_bytes += b->bytes;
+                d->rc_kept++;
+                continue;
+            } else {
+                b->reinsert = 1; /* CLEAN in V until its copy is written */
+                link(&c_head, &c_tail, b);
+                d->segs[v].copies++;
+                d->rc_kept++;
+                continue;
+            }
+        }
+        /* Resident and a leaf (or a point state), or pinned: RAM only, like
+         * a page denied a write. (An inner page in RAM only could not leave
+         * RAM while pages after it stay on disk; a match holding one keeps
+         * its bytes either way.) */
+        if (b->data && (b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b) || b->pinned)) {
+            sb_disk_count(st, b, -1);
+            sb_disk_held(st, b, -1);
+            b->disk = SB_DISK_FAILED;
+            d->rc_ram++;
+        } else {
+            sb_disk_drop(ns, b);
+            d->rc_dropped++;
+        }
+        sb_blk_unref(b);
+    }
+    if (tail) {
+        tail->wq_next = d->q_head;
+        if (!d->q_head)
+            d->q_tail = tail;
+        d->q_head = head;
+    }
+    if (c_tail) {
+        if (d->c_tail)
+            d->c_tail->wq_next = c_head;
+        else
+            d->c_head = c_head;
+        d->c_tail = c_tail;
+    }
+}
+
+uint32_t sb_disk_draining(const sb_disk *d)
+{
+    for (uint32_t i = 0; i < d->n_segs; i++)
+        if (d->segs[i].state == SB_SEG_SEALED && d->segs[i].draining)
+            return i;
+    return UINT32_MAX;
+}
+
+int sb_disk_release(sb_disk *d, uint32_t v)
+{
+    sb_seg *s = &d->segs[v];
+    pthread_mutex_lock(&d->rd_mu);
+    pthread_mutex_lock(&d->st->mu);
+    uint32_t id = s->id;
+    if (s->rfd >= 0)
+        sb_io_close(d->rio, s->rfd);
+    s->rfd = -1;
+    s->state = SB_SEG_FREE;
+    s->draining = false;
+    s->going = false;
+    s->data_end = 0;
+    s->live_bytes = 0;
+    d->reclaimed++;
+    pthread_mutex_unlock(&d->st->mu);
+    pthread_mutex_unlock(&d->rd_mu);
+    int rc = sb_disk_super_write(d);
+    char name[32];
+    sb_disk_seg_name(name, id, "sum");
+    d->wio->ops->unlink(d->wio, name); /* a missing summary is no fault */
+    sb_disk_seg_name(name, id, "dat");
+    int r = d->wio->ops->unlink(d->wio, name);
+    if (r >= 0)
+        r = d->wio->ops->sync_dir(d->wio);
+    if (rc == SB_OK && r < 0)
+        rc = sb_disk_errno(r);
+    if (rc != SB_OK) { /* the space may stay taken; nothing is inconsistent */
+        pthread_mutex_lock(&d->st->mu);
+        d->write_errors++;
+        pthread_mutex_unlock(&d->st->mu);
+    }
+    return SB_OK;
+}
+
+int sb_disk_reclaim(sb_disk *d, bool copies)
+{
+    sb_store *st = d->st;
+    victims vs = { 0 };
+    pthread_mutex_lock(&st->mu);
+    uint32_t v = UINT32_MAX;
+    for (uint32_t i = 0; i < d->n_segs; i++)
+        if (d->segs[i].state == SB_SEG_SEALED && i != d->cur && !d->segs[i].draining &&
+            (copies || !d->segs[i].holds) && (v == UINT32_MAX || d->segs[i].id < d->segs[v].id))
+            v = i;
+    if (v == UINT32_MAX) {
+        pthread_mutex_unlock(&st->mu);
+        return SB_ERR_NOSPC;
+    }
+    d->segs[v].going = true;
+    for (size_t b = 0; b < st->n_buckets && !vs.nomem; b++)
+        for (sb_ns *ns = st->buckets[b]; ns && !vs.nomem; ns = ns->next)
+            collect(ns, v, &vs);
+    if (!vs.nomem)
+        mark_hot(&vs, v);
+    int rc = vs.nomem || !vs.hot ? SB_ERR_NOMEM : SB_OK;
+    pthread_mutex_unlock(&st->mu);
+
+    if (rc == SB_OK && !copies)
+        read_hot(d, &vs, v);
+
+    pthread_mutex_lock(&st->mu);
+    if (rc == SB_OK)
+        settle(d, &vs, v, copies);
+    bool drain = rc == SB_OK && (d->segs[v].copies > 0 || d->segs[v].holds > 0);
+    d->segs[v].draining = drain;
+    d->segs[v].going = rc == SB_OK;
+    for (size_t i = 0; i < vs.n; i++) /* what settle did not take */
+        if (vs.b[i])
+            sb_blk_unref(vs.b[i]);
+    for (size_t i = 0; i < vs.n_ns; i++) {
+        vs.ns[i]->holds--;
+        sb_ns_maybe_free(vs.ns[i]);
+    }
+    pthread_mutex_unlock(&st->mu);
+    free(vs.b);
+    free(vs.hot);
+    free(vs.ns);
+    if (rc != SB_OK || drain)
+        return rc;
+    return sb_disk_release(d, v);
+}
