@@ -479,6 +479,8 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->depth = (double)(cfg->write_budget_burst_bytes ? cfg->write_budget_burst_bytes
                                                       : cfg->write_budget_bytes_per_hour / 12);
     d->bucket = d->depth;
+    d->pace_depth = d->rate * 60e9;
+    d->pace = d->pace_depth;
     d->bucket_t = sb_now_ns(st);
     d->backlog = cfg->backlog_bytes;
     pthread_mutex_init(&d->rd_mu, NULL);
@@ -611,9 +613,9 @@ static void budget_refill(sb_disk *d)
 {
     uint64_t now = sb_now_ns(d->st);
     if (now > d->bucket_t) { /* a clock that steps back refills nothing */
-        d->bucket += (double)(now - d->bucket_t) * d->rate;
-        if (d->bucket > d->depth)
-            d->bucket = d->depth;
+        double add = (double)(now - d->bucket_t) * d->rate;
+        d->bucket = d->bucket + add > d->depth ? d->depth : d->bucket + add;
+        d->pace = d->pace + add > d->pace_depth ? d->pace_depth : d->pace + add;
     }
     d->bucket_t = now;
 }
@@ -636,7 +638,15 @@ int sb_disk_admit(sb_disk *d, const sb_blk *b)
         return SB_DENY_BACKLOG;
     uint64_t rec = sb_disk_rec_bytes(b);
     budget_refill(d);
-    if (d->bucket - (double)d->reserved - (double)d->meta_reserve < (double)rec)
+    double left = d->bucket - (double)d->reserved;
+    if (left - (double)d->meta_reserve < (double)rec)
+        return SB_DENY_BUDGET;
+    /* The soft controller: past the first half of the burst, a page also
+     * takes pace (a minute's worth of the rate at most), so a demand above
+     * the budget is written at the budget's rate, not in a first burst. */
+    if (d->pace >= (double)rec)
+        d->pace -= (double)rec;
+    else if (left - (double)rec < d->depth / 2)
         return SB_DENY_BUDGET;
     d->reserved += rec;
     return -1;

@@ -106,6 +106,12 @@ struct sb_disk {
     uint64_t bucket_t;         /* store clock of the last refill */
     double rate;               /* [const] refill, bytes per ns */
     double depth;              /* [const] bucket capacity, bytes */
+    double pace;               /* the pacing bucket: refills at rate, holds a
+                                  minute of it (pace_depth); pages pass it
+                                  too once the hard bucket is under half
+                                  full, so the budget is spread over the
+                                  hour */
+    double pace_depth;         /* [const] */
     uint64_t reserved;         /* record bytes admitted and not yet written */
     uint64_t meta_reserve;     /* [const] kept for summaries, superblocks and
                                   namespace records: pages never take it */

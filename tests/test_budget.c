@@ -10,6 +10,8 @@
  *     nothing is denied; denials are all "budget"; the newest sequences
  *     restore bit-exact (denied pages stay in RAM); a reopen finds no
  *     orphan (no page was written without its parent).
+ *   - the soft controller: ten minutes of demand far above the budget
+ *     write half the burst and then the rate, not the whole burst first.
  *   - the parent rule: a page whose parent was denied is denied too
  *     ("parent"), even once the budget has refilled.
  *   - the backlog: a put larger than backlog_bytes is written up to the
@@ -25,7 +27,8 @@
 #include "testutil.h"
 
 static char g_dir[128];
-static uint64_t g_now; /* the fake clock, ns */
+static uint64_t g_now;   /* the fake clock, ns */
+static uint64_t g_burst; /* write_budget_burst_bytes; 0: the default */
 
 static uint64_t fake_clock(void *ctx)
 {
@@ -39,6 +42,7 @@ static int setup(void **state)
     snprintf(g_dir, sizeof g_dir, "/var/tmp/snapbank-test-budget-XXXXXX");
     assert_non_null(mkdtemp(g_dir));
     g_now = 1000000000ull;
+    g_burst = 0;
     return 0;
 }
 
@@ -67,6 +71,7 @@ static sb_store *open_store(uint64_t budget, uint64_t backlog)
     cfg.segment_bytes = 4u << 20;
     cfg.disk_bytes = 2ull << 30;
     cfg.write_budget_bytes_per_hour = budget;
+    cfg.write_budget_burst_bytes = g_burst;
     cfg.backlog_bytes = backlog;
     cfg.clock_ns = fake_clock;
     sb_store *st = NULL;
@@ -140,6 +145,39 @@ static void test_budget_day(void **state)
     sb_store_close(st);
 }
 
+/* The soft controller: ten minutes of demand at four times the budget, with
+ * a burst of a quarter hour. The hard bucket alone would write ten minutes
+ * of the rate plus the whole burst (less the metadata reserve) at once; the
+ * controller lets half the burst go, then paces pages at the rate. */
+static void test_budget_pace(void **state)
+{
+    (void)state;
+    g_burst = BUDGET / 4;
+    sb_store *st = open_store(BUDGET, 4ull << 30);
+    sb_ns *ns = tu_ns(st, &L, "pace");
+    uint64_t rng = 3, w[11];
+    uint32_t tok[32];
+    w[0] = tu_stats(st).disk_write_bytes;
+    for (int m = 0; m < 10; m++) {
+        for (int i = 0; i < 8; i++)
+            put_seq(ns, &rng, tok, 32);
+        assert_int_equal(sb_store_flush(st), SB_OK);
+        w[m + 1] = tu_stats(st).disk_write_bytes;
+        g_now += MIN_NS;
+    }
+    double rate = BUDGET / 60.0, burst = (double)g_burst, rec = 70e3;
+    double paced = 10 * rate + burst / 2 + rate + 2 * rec; /* the controller's bound */
+    print_message("pace: 10 minutes at 4x the budget wrote %llu bytes (rate %.0f a minute, "
+                  "burst %.0f; bound %.0f)\n",
+                  (unsigned long long)(w[10] - w[0]), rate, burst, paced);
+    assert_true((double)(w[10] - w[0]) <= paced);
+    for (int m = 3; m < 10; m++) /* after the first half of the burst: the rate */
+        assert_true((double)(w[m + 1] - w[m]) <= rate + 2 * rec);
+    assert_true((double)(w[10] - w[0]) >= 10 * rate * 0.95);
+    sb_ns_close(ns);
+    sb_store_close(st);
+}
+
 static void test_budget_parent_rule(void **state)
 {
     (void)state;
@@ -210,6 +248,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_budget_day, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budget_pace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget_parent_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget_backlog, setup, teardown),
     };

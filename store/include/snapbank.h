@@ -229,14 +229,19 @@ typedef struct sb_config {
     uint64_t segment_bytes;       /* segment file size; default 256 MiB */
     uint64_t write_budget_bytes_per_hour; /* a token bucket over every byte
                                      the tier writes (records, padding,
-                                     summaries, superblock): it refills at
-                                     this rate on the store clock, so any
-                                     hour sees at most this plus the burst
-                                     (plus a metadata overdraft of at most
-                                     a segment's summary); a page that does
+                                     summaries, superblock, reclamation's
+                                     copies): it refills at this rate on
+                                     the store clock, so any hour sees at
+                                     most this plus the burst (plus a
+                                     metadata overdraft of at most a
+                                     segment's summary); a page that does
                                      not fit is not written (RAM-only,
-                                     counted in disk_denials); default
-                                     128 GiB, at least 1 MiB */
+                                     counted in disk_denials). A soft
+                                     controller spreads it over the hour:
+                                     once the burst is half spent, pages
+                                     also pass a bucket holding one minute
+                                     of the rate. Default 128 GiB, at least
+                                     1 MiB */
     uint64_t write_budget_burst_bytes;    /* token bucket depth; 0: a twelfth
                                      of the hourly budget */
     uint64_t backlog_bytes;       /* queued-write budget: a page that would
