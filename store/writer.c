@@ -742,13 +742,27 @@ static bool sync_due(const wstate *w)
     return false;
 }
 
-/* The draining segment, when its copies are all written (a sync then
- * frees it), else UINT32_MAX. [mu] */
+/* A draining segment whose copies are all written and that nobody reads
+ * (a sync then frees it), else UINT32_MAX. [mu] */
 static uint32_t drain_done(const wstate *w)
 {
-    uint32_t v = sb_disk_draining(w->d);
-    const sb_seg *s = v != UINT32_MAX ? &w->d->segs[v] : NULL;
-    return s && !s->copies && !s->holds && !w->n_ready ? v : UINT32_MAX;
+    const sb_disk *d = w->d;
+    for (uint32_t i = 0; i < d->n_segs; i++) {
+        const sb_seg *s = &d->segs[i];
+        if (s->state == SB_SEG_SEALED && s->draining && !s->copies && !s->holds)
+            return i;
+    }
+    return UINT32_MAX;
+}
+
+/* Is a sealed segment held by a match or a read (it may be reclaimed once
+ * let go)? [mu] */
+static bool any_held(const sb_disk *d)
+{
+    for (uint32_t i = 0; i < d->n_segs; i++)
+        if (d->segs[i].state == SB_SEG_SEALED && d->segs[i].holds)
+            return true;
+    return false;
 }
 
 static bool has_work(const wstate *w)
@@ -807,6 +821,23 @@ static void seal(wstate *w)
     pthread_mutex_unlock(&d->st->mu);
 }
 
+/* Free every drained segment; one sync first makes its copies durable. */
+static void release_drained(wstate *w)
+{
+    sb_disk *d = w->d;
+    for (bool synced = false;;) {
+        pthread_mutex_lock(&d->st->mu);
+        uint32_t v = drain_done(w);
+        pthread_mutex_unlock(&d->st->mu);
+        if (v == UINT32_MAX)
+            return;
+        if (!synced)
+            do_sync(w);
+        synced = true;
+        sb_disk_release(d, v);
+    }
+}
+
 /* Open the next segment, reclaiming the oldest ones while the tier is at
  * its cap. When it cannot (nothing left to reclaim, the file system under
  * its floor or out of space) the tier stops writing: queued blocks are
@@ -816,18 +847,32 @@ static void open_segment(wstate *w)
 {
     sb_disk *d = w->d;
     bool abandoned = false;
+    int waits = 0;
+    release_drained(w);
     while (!sb_disk_cap_ok(d)) {
         if (sb_disk_reclaim(d, false) == SB_OK)
             continue;
-        /* Nothing else to reclaim at once: a drain still copying gives way
-         * (its segment is then reclaimed at once). */
         pthread_mutex_lock(&d->st->mu);
+        bool held = any_held(d);
         bool copying = !abandoned && (d->c_head || w->n_ready);
-        if (copying)
-            abandon_drain(d, w);
         pthread_mutex_unlock(&d->st->mu);
+        /* Nothing to reclaim at once. A segment a restore is reading goes
+         * when it is let go: wait a little (never long: the reader may be
+         * waiting on this writer for RAM). */
+        if (held && waits < 10) {
+            struct timespec ts = { 0, 10000000 };
+            nanosleep(&ts, NULL);
+            waits++;
+            release_drained(w);
+            continue;
+        }
+        /* A drain still copying gives way (its segment is then reclaimed
+         * at once). */
         if (!copying)
             break;
+        pthread_mutex_lock(&d->st->mu);
+        abandon_drain(d, w);
+        pthread_mutex_unlock(&d->st->mu);
         abandoned = true;
     }
     int rc = sb_disk_seg_open_new(d);
@@ -836,7 +881,7 @@ static void open_segment(wstate *w)
     uint64_t cap_segs = d->cap_bytes / d->seg_bytes;
     pthread_mutex_lock(&d->st->mu);
     bool drain = rc == SB_OK && cap_segs >= 2 && sb_disk_live_segs(d) >= cap_segs &&
-                 sb_disk_draining(d) == UINT32_MAX;
+                 !d->c_head && !w->n_ready;
     pthread_mutex_unlock(&d->st->mu);
     if (drain)
         sb_disk_reclaim(d, true);
@@ -914,8 +959,7 @@ void *sb_writer_main(void *arg)
             open_segment(&w);
             w.need_open = false;
         } else if (v != UINT32_MAX) {
-            do_sync(&w); /* its copies are durable before it goes */
-            sb_disk_release(d, v);
+            release_drained(&w); /* its copies are durable before it goes */
         } else {
             pthread_mutex_lock(&st->mu);
             bool leave = d->stop && drained;
