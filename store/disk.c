@@ -602,6 +602,22 @@ bool sb_disk_write_only(const sb_store *st)
     return st->disk && st->disk->mode == SB_WRITE_ONLY;
 }
 
+size_t sb_disk_stream_pages(const sb_store *st, size_t page_bytes, size_t pages)
+{
+    const sb_disk *d = st->disk;
+    if (!d || d->mode == SB_WRITE_BACK || (uint64_t)pages * page_bytes <= d->backlog)
+        return 0;
+    size_t per = (size_t)(d->backlog / 2 / page_bytes);
+    return per ? per : 1;
+}
+
+void sb_disk_stream_wait(sb_store *st)
+{
+    sb_disk *d = st->disk;
+    while (d && d->pending_bytes > d->backlog / 2 && sb_disk_wait_progress(st))
+        ;
+}
+
 uint64_t sb_disk_pending(const sb_store *st)
 {
     return st->disk ? st->disk->pending_bytes : 0;
@@ -684,6 +700,8 @@ void sb_disk_enqueue(sb_store *st, sb_blk *b)
         *head = b;
     *last = b;
     d->pending_bytes += b->bytes;
+    if (d->pending_bytes > d->pending_peak)
+        d->pending_peak = d->pending_bytes;
     if (!tail)
         pthread_cond_signal(&d->work_cv);
 }
@@ -917,6 +935,7 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->disk_reclaim_dropped = d->rc_dropped;
     out->disk_nospc = d->nospc;
     out->disk_queued_bytes = d->pending_bytes;
+    out->disk_queued_peak_bytes = d->pending_peak;
     out->disk_holdback_ns = d->held_ns;
     out->disk_holdbacks = d->holds;
     out->recovered_records = d->rec_records;

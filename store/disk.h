@@ -91,6 +91,17 @@ bool sb_disk_wait_progress(sb_store *st);
 uint64_t sb_disk_ticket(const sb_store *st);
 int sb_disk_durable(sb_store *st, uint64_t ticket);
 
+/* sb_disk_stream_pages -- a put of `pages` new pages of page_bytes each
+ * streams out when they are more than the backlog budget takes (write-
+ * through and write-only modes): it returns the pages per chunk (half the
+ * backlog's worth, at least 1), else 0 (one commit). [unlocked reads of
+ * const fields] */
+size_t sb_disk_stream_pages(const sb_store *st, size_t page_bytes, size_t pages);
+
+/* sb_disk_stream_wait -- wait until the writer has drained the queue to half
+ * the backlog budget (or can drain no more). [mu] */
+void sb_disk_stream_wait(sb_store *st);
+
 /* sb_disk_match -- a match takes (sign 1) or lets go of (-1) block b: while
  * any match holds b and b is CLEAN, the segment its record is in is not
  * deleted (reclamation waits), so a match can always read what it

@@ -90,6 +90,7 @@ struct sb_disk {
                                   (reclaim.c): CLEAN there, the writer's
                                   reference, reinsert set */
     uint64_t pending_bytes;    /* resident bytes queued or in flight */
+    uint64_t pending_peak;     /* the most pending_bytes ever was */
     uint64_t next_ticket;      /* the next block queued gets this */
     uint64_t synced_ticket;    /* every ticket up to it is resolved and synced */
     uint64_t flush_ticket;     /* a flush waits for this one */

@@ -320,30 +320,57 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
         if (rc == SB_OK)
             memcpy(pb->data, point, ns->point_bytes);
     }
-    /* 3. Copy the other regions while the budgets allow. */
-    size_t got = r0;
-    for (size_t r = r0; rc == SB_OK && r < n_reg; r++) {
-        rc = sb_blk_alloc(ns, SB_BLK_PAGE, &pages[r]);
-        if (rc != SB_OK)
-            break;
-        fill_page(ns, pages[r], tensors, r, region_tokens(ns, n_tokens, r));
-        got++;
-    }
-    bool abandon = rc == SB_ERR_NOMEM || (point && !pb);
-
-    /* 4. Commit everything; when a region without a page turns out to be
-     *    needed (the budget ran out), commit the prefix before it. */
-    pthread_mutex_lock(&st->mu);
-    st->tick++;
+    /* 3. Copy the other regions while the budgets allow, and 4. commit
+     *    them; when a region without a page turns out to be needed (the
+     *    budget ran out), commit the prefix before it. A put larger than
+     *    the disk tier's backlog streams out (sb_disk_stream_pages): a
+     *    chunk at a time, each committed (so queued for the writer) before
+     *    the next is copied, once the writer has drained the backlog to
+     *    half; only the last chunk commits the whole sequence and the
+     *    point. */
+    size_t step = sb_disk_stream_pages(st, ns->page_bytes, n_reg - r0);
+    size_t got = r0, from = r0;
     bool whole = false;
-    uint64_t ticket = sb_disk_ticket(st);
-    if (!abandon) {
-        int crc = sb_commit_locked(ns, tokens, n_tokens, pages, pb, false);
-        whole = crc == SB_OK;
-        if (crc == SB_ERR_RANGE && got)
-            crc = sb_commit_locked(ns, tokens, got * pt, pages, NULL, false);
-        if (crc != SB_OK && crc != SB_ERR_RANGE)
-            rc = crc; /* NOMEM: nothing stored */
+    uint64_t ticket = 0;
+    for (bool first = true;; first = false) {
+        size_t to = step && n_reg - from > step ? from + step : n_reg;
+        for (size_t r = from; rc == SB_OK && r < to; r++) {
+            rc = sb_blk_alloc(ns, SB_BLK_PAGE, &pages[r]);
+            if (rc != SB_OK)
+                break;
+            fill_page(ns, pages[r], tensors, r, region_tokens(ns, n_tokens, r));
+            got++;
+        }
+        bool abandon = rc == SB_ERR_NOMEM || (point && !pb);
+        bool last = to == n_reg || rc != SB_OK;
+        pthread_mutex_lock(&st->mu);
+        st->tick++;
+        if (first)
+            ticket = sb_disk_ticket(st);
+        if (!abandon && last) {
+            int crc = sb_commit_locked(ns, tokens, n_tokens, pages, pb, false);
+            whole = crc == SB_OK;
+            if (crc == SB_ERR_RANGE && got)
+                crc = sb_commit_locked(ns, tokens, got * pt, pages, NULL, false);
+            if (crc != SB_OK && crc != SB_ERR_RANGE)
+                rc = crc; /* NOMEM: nothing stored */
+        } else if (!abandon) {
+            int crc = sb_commit_locked(ns, tokens, to * pt, pages, NULL, false);
+            if (crc != SB_OK) { /* stop here; what is indexed stays */
+                rc = crc == SB_ERR_RANGE ? SB_ERR_BUDGET : crc;
+                last = true;
+            }
+        }
+        if (last)
+            break;
+        /* The chunk is the index's (and the writer's) now. */
+        for (size_t r = from; r < to; r++) {
+            sb_blk_unref(pages[r]);
+            pages[r] = NULL;
+        }
+        sb_disk_stream_wait(st);
+        pthread_mutex_unlock(&st->mu);
+        from = to;
     }
     size_t done = 0;
     if (rc == SB_OK || rc == SB_ERR_BUDGET) {
@@ -365,7 +392,8 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
             rc = drc;
     }
     for (size_t r = got; r-- > 0;)
-        sb_blk_unref(pages[r]);
+        if (pages[r])
+            sb_blk_unref(pages[r]);
     if (pb)
         sb_blk_unref(pb);
     pthread_mutex_unlock(&st->mu);

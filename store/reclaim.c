@@ -257,6 +257,8 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
                 b->ticket = ticket;
                 link(&head, &tail, b);
                 d->pending_bytes += b->bytes;
+                if (d->pending_bytes > d->pending_peak)
+                    d->pending_peak = d->pending_bytes;
                 d->rc_kept++;
                 continue;
             } else {

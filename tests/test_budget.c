@@ -14,10 +14,11 @@
  *     write half the burst and then the rate, not the whole burst first.
  *   - the parent rule: a page whose parent was denied is denied too
  *     ("parent"), even once the budget has refilled.
- *   - the backlog: a put larger than backlog_bytes is written up to the
- *     backlog, the next page denied ("backlog") and those after it for
- *     their parent; a flush still succeeds. (Streaming such a put out page
- *     by page is the next step.)
+ *   - the backlog: a zero-copy commit larger than backlog_bytes is written
+ *     up to the backlog, the next page denied ("backlog") and those after
+ *     it for their parent; a flush still succeeds.
+ *   - spill: a put 16x the backlog streams out whole through a queue that
+ *     never exceeds the backlog, with a RAM budget of a quarter of it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,9 +228,15 @@ static void test_budget_backlog(void **state)
     sb_store *st = open_store(1ull << 40, 256u << 10); /* a 256 KiB queue */
     sb_ns *ns = tu_ns(st, &L, "backlog");
     uint64_t rng = 9;
-    uint32_t tok[160]; /* 10 pages, 640 KiB in one put */
+    uint32_t tok[160]; /* 10 pages, 640 KiB in one zero-copy commit */
     tu_tokens(&rng, tok, 160, 1u << 30);
-    tu_put(ns, &L, tok, 160, false, SB_OK);
+    sb_page *pages[10];
+    for (int r = 0; r < 10; r++)
+        assert_int_equal(sb_ns_page_alloc(ns, &pages[r]), SB_OK);
+    tu_fill_range(ns, &L, tok, 0, 160, pages);
+    assert_int_equal(sb_ns_commit(ns, tok, 160, pages, NULL), SB_OK);
+    for (int r = 0; r < 10; r++)
+        sb_page_unref(pages[r]);
     assert_int_equal(sb_store_flush(st), SB_OK);
     sb_stats s = tu_stats(st);
     /* the commit queues 4 pages (256 KiB), the fifth is denied for the
@@ -244,6 +251,51 @@ static void test_budget_backlog(void **state)
     sb_store_close(st);
 }
 
+/* A put 16x the backlog streams out: written whole, no denial, the queue
+ * never over the backlog, and a RAM budget of a quarter of the put is
+ * enough (pages leave RAM as they reach the disk). */
+static void test_budget_spill(void **state)
+{
+    (void)state;
+    sb_config cfg;
+    sb_config_default(&cfg);
+    cfg.dir = g_dir;
+    cfg.ram_bytes = 1u << 20;      /* 16 pages */
+    cfg.segment_bytes = 4u << 20;
+    cfg.disk_bytes = 1ull << 30;
+    cfg.backlog_bytes = 256u << 10; /* 4 pages */
+    cfg.clock_ns = fake_clock;
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
+    sb_ns *ns = tu_ns(st, &L, "spill");
+    uint64_t rng = 11;
+    uint32_t tok[1024]; /* 64 pages, 4 MiB */
+    tu_tokens(&rng, tok, 1024, 1u << 30);
+    tu_put(ns, &L, tok, 1024, false, SB_OK);
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    sb_stats s = tu_stats(st);
+    print_message("spill: 4 MiB put through a 256 KiB backlog: %llu pages on disk, queue "
+                  "peak %llu bytes, RAM peak within %llu bytes\n",
+                  (unsigned long long)s.disk_pages,
+                  (unsigned long long)s.disk_queued_peak_bytes,
+                  (unsigned long long)cfg.ram_bytes);
+    assert_int_equal(s.disk_pages, 64);
+    assert_int_equal(s.disk_write_denials, 0);
+    assert_true(s.disk_queued_peak_bytes <= cfg.backlog_bytes);
+    assert_true(s.ram_bytes <= cfg.ram_bytes);
+    /* A restore reads its pages into RAM at once: 12 fit this budget. */
+    assert_int_equal(tu_match_verify(ns, &L, tok, 192), 192);
+    tu_check(st);
+    sb_ns_close(ns);
+    sb_store_close(st);
+    cfg.ram_bytes = 64u << 20; /* all of it, after a restart */
+    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
+    ns = tu_ns(st, &L, "spill");
+    assert_int_equal(tu_match_verify(ns, &L, tok, 1024), 1024);
+    sb_ns_close(ns);
+    sb_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +303,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_budget_pace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget_parent_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget_backlog, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budget_spill, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

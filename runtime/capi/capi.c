@@ -238,7 +238,7 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     X(disk_superblock_bytes) X(disk_ns_record_bytes) X(disk_reinsert_bytes)                     \
     X(disk_checksum_failures)                                                                   \
     X(durable_seq) X(disk_write_errors) X(disk_read_errors) X(disk_segments)                    \
-    X(disk_queued_bytes) X(disk_holdback_ns) X(disk_holdbacks) X(disk_reclaimed_segments)       \
+    X(disk_queued_bytes) X(disk_queued_peak_bytes) X(disk_holdback_ns) X(disk_holdbacks) X(disk_reclaimed_segments)       \
     X(disk_reclaim_kept) X(disk_reclaim_ram_only) X(disk_reclaim_dropped) X(disk_nospc)          \
     X(recovered_records)                                                                        \
     X(recovered_pages) X(recovered_points) X(recovered_namespaces) X(recovery_orphans)          \

@@ -245,8 +245,13 @@ typedef struct sb_config {
     uint64_t write_budget_burst_bytes;    /* token bucket depth; 0: a twelfth
                                      of the hourly budget */
     uint64_t backlog_bytes;       /* queued-write budget: a page that would
-                                     queue more is not written; default
-                                     4 GiB */
+                                     queue more is not written, except that
+                                     a put of more new pages than this
+                                     streams out (sb_ns_put: a chunk of
+                                     half of it at a time, each queued once
+                                     the writer has drained the queue to
+                                     half), so it needs no more RAM than
+                                     the budgets allow; default 4 GiB */
     uint32_t min_prefix_tokens;   /* shortest prefix worth writing; default 512
                                      (not enforced yet: every length is
                                      written) */
@@ -468,6 +473,8 @@ typedef struct sb_stats {
     uint64_t disk_read_errors;   /* reads that failed */
     uint64_t disk_segments;      /* segment files (open and sealed) */
     uint64_t disk_queued_bytes;  /* bytes queued for the writer or in flight */
+    uint64_t disk_queued_peak_bytes; /* the most that ever were (at most
+                                    backlog_bytes: a larger put streams) */
     uint64_t disk_holdback_ns;   /* time the writer held back for foreground
                                     phases (sb_store_foreground) */
     uint64_t disk_holdbacks;     /* ...the number of waits */
