@@ -16,7 +16,8 @@
  *     behind "never serves a page that fails its checksum";
  *   - closes with SB_OK, and the directory it leaves reopens with SB_OK,
  *     serving bit-exact again and at least every prefix the first session
- *     restored (a clean close loses nothing that was readable; lengths are
+ *     restored, unless that session reclaimed segments under its cap (a
+ *     clean close loses nothing that was readable; lengths are
  *     compared as a client sees them, matching again after a restore that
  *     met damage until one does not);
  *   - keeps working: two sequences put after recovery and flushed (SB_OK)
@@ -638,6 +639,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_store(st, "after the put phase");
         reopen = true;
     }
+    /* Reclamation under the cap (a fuzzed segment size can leave room for
+     * only a few) drops cold pages: then less may come back. */
+    sb_stats before_close;
+    sb_store_stats(st, &before_close);
+    bool reclaimed = before_close.disk_reclaimed_segments || before_close.disk_reclaim_dropped ||
+                     before_close.disk_reclaim_ram_only;
     if ((rc = sb_store_close(st)) != SB_OK)
         FAIL("close: %s", sb_strerror(rc));
 
@@ -655,7 +662,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         for (int i = 0; i < FR_N_SEQ; i++) {
             size_t r = probe(&pc, st, i, &o);
-            if (r < got[i] && !o.refused)
+            if (r < got[i] && !o.refused && !reclaimed)
                 FAIL("seq %d: restored %zu tokens before a clean close, %zu after reopen", i,
                      got[i], r);
             if (durable[i] && r != pc.seqs[i].n && !o.refused)

@@ -69,6 +69,9 @@ int sb_disk_super_write(sb_disk *d)
         segs[i] = (sb_super_seg){ d->segs[i].id, d->segs[i].gen, d->segs[i].state,
                                   d->segs[i].state == SB_SEG_SEALED ? d->segs[i].data_end : 0 };
     uint64_t durable = d->durable_seq;
+    uint64_t wear_write = d->wear_write0 + d->write_bytes + d->slot_bytes;
+    uint64_t wear_logical = d->wear_logical0 + d->wa_logical;
+    uint64_t wear_reinsert = d->wear_reinsert0 + d->wa_reinsert;
     pthread_mutex_unlock(&d->st->mu);
     d->write_count++;
     sb_super s = {
@@ -80,6 +83,9 @@ int sb_disk_super_write(sb_disk *d)
         .durable_seq = durable,
         .n_segments = d->n_segs,
         .segments = segs,
+        .wear_write = wear_write, /* this write included */
+        .wear_logical = wear_logical,
+        .wear_reinsert = wear_reinsert,
     };
     int rc = sb_super_encode(&s, buf);
     if (rc == SB_OK) {
@@ -922,6 +928,9 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->disk_superblock_bytes = d->wa_super;
     out->disk_ns_record_bytes = d->wa_ns;
     out->disk_reinsert_bytes = d->wa_reinsert;
+    out->disk_life_write_bytes = d->wear_write0 + d->write_bytes;
+    out->disk_life_logical_bytes = d->wear_logical0 + d->wa_logical;
+    out->disk_life_reinsert_bytes = d->wear_reinsert0 + d->wa_reinsert;
     out->disk_write_amplification =
         d->wa_logical ? (double)d->write_bytes / (double)d->wa_logical : 0;
     out->disk_checksum_failures = d->checksum_failures;

@@ -127,6 +127,9 @@ struct sb_disk {
                                   tries to open a segment again */
     uint64_t floor_bytes;      /* [const] sb_config.disk_free_floor_bytes */
     uint64_t wa_reinsert;      /* [mu] record bytes written by reclamation */
+    uint64_t wear_write0, wear_logical0, wear_reinsert0; /* [const] the
+                                  superblock's wear block at open: what
+                                  earlier lives of the store wrote */
     uint64_t reclaimed, rc_kept, rc_ram, rc_dropped, nospc; /* [mu] sb_stats */
 
     /* segments [mu] for id/gen/state/data_end, else [w] */

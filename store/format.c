@@ -287,7 +287,7 @@ enum { S_MAGIC = 0, S_VERSION = 8, S_SLOT = 10, S_SLOTBYTES = 12, S_WRITES = 16,
 
 uint32_t sb_super_slot_size(uint32_t n_segments)
 {
-    uint64_t n = SB_SUPER_FIXED + (uint64_t)SB_SUPER_ENTRY * n_segments + 8;
+    uint64_t n = SB_SUPER_FIXED + (uint64_t)SB_SUPER_ENTRY * n_segments + SB_SUPER_WEAR + 8;
     n = round_up(n, SB_FMT_BLOCK);
     return n > UINT32_MAX ? 0 : (uint32_t)n;
 }
@@ -301,7 +301,7 @@ int sb_super_encode(const sb_super *s, void *buf)
     uint8_t *p = buf;
     memset(p, 0, s->slot_bytes);
     put64(p + S_MAGIC, SB_SUPER_MAGIC);
-    put16(p + S_VERSION, SB_FMT_VERSION);
+    put16(p + S_VERSION, SB_SUPER_VERSION);
     put16(p + S_SLOT, s->slot);
     put32(p + S_SLOTBYTES, s->slot_bytes);
     put64(p + S_WRITES, s->write_count);
@@ -319,6 +319,10 @@ int sb_super_encode(const sb_super *s, void *buf)
         put32(e + 8, g->state);
         put64(e + 16, g->data_end);
     }
+    uint8_t *wear = p + SB_SUPER_FIXED + (size_t)SB_SUPER_ENTRY * s->n_segments;
+    put64(wear, s->wear_write);
+    put64(wear + 8, s->wear_logical);
+    put64(wear + 16, s->wear_reinsert);
     put64(p + s->slot_bytes - 8, XXH3_64bits(p, s->slot_bytes - 8));
     return SB_OK;
 }
@@ -331,10 +335,13 @@ int sb_super_decode(const void *buf, size_t len, sb_super *s, sb_super_seg *segs
     const uint8_t *p = buf;
     if (len < SB_SUPER_FIXED + 8 || get64(p + S_MAGIC) != SB_SUPER_MAGIC)
         return SB_ERR_FORMAT;
-    if (get16(p + S_VERSION) != SB_FMT_VERSION)
+    uint16_t version = get16(p + S_VERSION);
+    if (version < 1 || version > SB_SUPER_VERSION)
         return SB_ERR_VERSION;
     uint32_t slot_bytes = get32(p + S_SLOTBYTES), n = get32(p + S_NSEG);
-    uint32_t need = sb_super_slot_size(n);
+    uint32_t wear = version >= 2 ? SB_SUPER_WEAR : 0;
+    uint64_t min = SB_SUPER_FIXED + (uint64_t)SB_SUPER_ENTRY * n + wear + 8;
+    uint32_t need = min > UINT32_MAX ? 0 : (uint32_t)min;
     if (slot_bytes != len || slot_bytes % SB_FMT_BLOCK || need == 0 || slot_bytes < need ||
         get16(p + S_SLOT) > 1)
         return SB_ERR_FORMAT;
@@ -342,8 +349,12 @@ int sb_super_decode(const void *buf, size_t len, sb_super *s, sb_super_seg *segs
         return SB_ERR_CORRUPT;
     size_t used = SB_SUPER_FIXED + (size_t)SB_SUPER_ENTRY * n;
     if (!all_zero(p + S_RESERVED, SB_SUPER_FIXED - S_RESERVED) ||
-        !all_zero(p + used, slot_bytes - 8 - used))
+        (wear && !all_zero(p + used + 24, 8)) ||
+        !all_zero(p + used + wear, slot_bytes - 8 - used - wear))
         return SB_ERR_CORRUPT;
+    s->wear_write = wear ? get64(p + used) : 0;
+    s->wear_logical = wear ? get64(p + used + 8) : 0;
+    s->wear_reinsert = wear ? get64(p + used + 16) : 0;
     if (n > max_segs || (n && !segs))
         return SB_ERR_RANGE;
     s->slot = get16(p + S_SLOT);

@@ -111,7 +111,7 @@
  *
  *   OFFSET SIZE FIELD
  *   0      8    magic            "SBSUPER1"
- *   8      2    version          1
+ *   8      2    version          2 (1: the same without the wear block)
  *   10     2    slot             0 (A) or 1 (B)
  *   12     4    slot_bytes
  *   16     8    write_count      larger is newer
@@ -123,7 +123,16 @@
  *   64     24*N segments: u32 segment_id, u32 generation, u32 state
  *                (0 free, 1 open, 2 sealed), u32 reserved, u64 data_end
  *                (bytes of records; for sealed segments)
+ *   64+24N 32   wear (version 2): what the tier has written over the
+ *                store's life, as of this slot: u64 device bytes, u64
+ *                state bytes (sb_stats disk_logical_bytes), u64 bytes
+ *                reclamation wrote again, u64 reserved (zero)
+ *   ...         zeros
  *   slot_bytes-8  8  slot_hash   XXH3-64 of the slot's other bytes
+ *
+ * Version 1 slots (no wear block) are read as having written nothing; a
+ * store's next slot write is version 2 (its slot size leaves room: the
+ * segment list is capped to fit).
  *
  * ---------------------------------------------------------------------------
  * Summary "seg-NNNNNNNN.sum": the record heads of a sealed segment, so open
@@ -267,6 +276,8 @@ int sb_rec_ns_decode(const void *buf, size_t len, sb_rec_ns *out);
 #define SB_SUPER_MAGIC 0x3152455055534253ull /* "SBSUPER1" */
 #define SB_SUPER_FIXED 64u
 #define SB_SUPER_ENTRY 24u
+#define SB_SUPER_WEAR 32u
+#define SB_SUPER_VERSION 2u
 
 typedef struct sb_super_seg {
     uint32_t segment_id;
@@ -284,6 +295,9 @@ typedef struct sb_super {
     uint64_t durable_seq;
     uint32_t n_segments;
     sb_super_seg *segments;    /* (n_segments) */
+    uint64_t wear_write;       /* the wear block (zero from a version 1 slot) */
+    uint64_t wear_logical;
+    uint64_t wear_reinsert;
 } sb_super;
 
 /* sb_super_slot_size -- slot_bytes for n segments (a multiple of 4096). */

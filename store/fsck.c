@@ -189,7 +189,7 @@ static int read_super(sb_io *io, slots *out)
     if (rc == SB_OK && whole)
         for (int s = 0; s < 2 && rc == SB_OK; s++)
             rc = decode_slot(buf + s * slot, (uint32_t)slot, s, out);
-    else if (magic && le(buf + 8, 2) != SB_FMT_VERSION)
+    else if (magic && (le(buf + 8, 2) < 1 || le(buf + 8, 2) > SB_SUPER_VERSION))
         out->rc[0] = SB_ERR_VERSION;
     free(buf);
     if (rc == SB_OK && out->best < 0) {

@@ -816,7 +816,7 @@ static int adopt_unlisted(sb_disk *d)
         bool listed = false;
         for (uint32_t i = 0; i < d->n_segs && !listed; i++)
             listed = d->segs[i].id == id;
-        uint32_t gen = listed || d->n_segs == d->max_segs ? 0 : first_generation(d, id);
+        uint32_t gen = listed || d->n_segs >= d->max_segs ? 0 : first_generation(d, id);
         if (!gen)
             continue;
         sb_seg *g = &d->segs[d->n_segs++];
@@ -838,16 +838,22 @@ int sb_disk_recover(sb_disk *d)
         return sb_disk_errno(r);
     if (size < 2 * SB_FMT_BLOCK || size / 2 < sb_super_slot_size(1))
         return SB_ERR_FORMAT;
-    uint64_t max = (size / 2 - SB_SUPER_FIXED - 8) / SB_SUPER_ENTRY;
+    /* A version 1 slot lists up to `listed` segments; writes (version 2,
+     * with the wear block) up to max_segs. A store whose list is longer
+     * than that opens and serves, and its tier writes no more (the
+     * superblock write fails). */
+    uint64_t listed = (size / 2 - SB_SUPER_FIXED - 8) / SB_SUPER_ENTRY;
+    uint64_t max = (size / 2 - SB_SUPER_FIXED - SB_SUPER_WEAR - 8) / SB_SUPER_ENTRY;
+    listed = listed > 1u << 20 ? 1u << 20 : listed;
     d->max_segs = max > 1u << 20 ? 1u << 20 : (uint32_t)max;
-    sb_super_seg *segs = calloc(d->max_segs, sizeof *segs);
-    d->segs = calloc(d->max_segs, sizeof *d->segs);
+    sb_super_seg *segs = calloc(listed, sizeof *segs);
+    d->segs = calloc(listed, sizeof *d->segs);
     if (!segs || !d->segs) {
         free(segs);
         return SB_ERR_NOMEM;
     }
     sb_super s;
-    int rc = sb_disk_read_super(d->wio, d->sb_fd, size, &s, segs, d->max_segs);
+    int rc = sb_disk_read_super(d->wio, d->sb_fd, size, &s, segs, (uint32_t)listed);
     if (rc != SB_OK) {
         free(segs);
         return rc;
@@ -862,6 +868,9 @@ int sb_disk_recover(sb_disk *d)
     d->store_id = s.store_id;
     d->seg_bytes = s.segment_bytes;
     d->durable_seq = s.durable_seq;
+    d->wear_write0 = s.wear_write;
+    d->wear_logical0 = s.wear_logical;
+    d->wear_reinsert0 = s.wear_reinsert;
     d->n_segs = s.n_segments;
     for (uint32_t i = 0; i < s.n_segments; i++) {
         sb_seg *g = &d->segs[i];

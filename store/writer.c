@@ -849,7 +849,9 @@ static void open_segment(wstate *w)
     bool abandoned = false;
     int waits = 0;
     release_drained(w);
-    while (!sb_disk_cap_ok(d)) {
+    /* (A cap under one segment can never be met: reclaiming would only
+     * lose what is stored.) */
+    while (d->cap_bytes >= d->seg_bytes && !sb_disk_cap_ok(d)) {
         if (sb_disk_reclaim(d, false) == SB_OK)
             continue;
         pthread_mutex_lock(&d->st->mu);

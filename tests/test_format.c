@@ -283,9 +283,10 @@ static void test_format_superblock(void **state)
                                   .state = i % 3, .data_end = (uint64_t)i << 20 };
     sb_super s = { .slot = 1, .write_count = 77, .store_id = 0x1234567890abcdefull,
                    .segment_bytes = 256ull << 20, .durable_seq = 991, .n_segments = 300,
-                   .segments = segs };
+                   .segments = segs, .wear_write = 5ull << 40, .wear_logical = 3ull << 40,
+                   .wear_reinsert = 1ull << 38 };
     s.slot_bytes = sb_super_slot_size(300);
-    assert_int_equal(s.slot_bytes, 8192); /* 64 + 300 * 24 + 8 rounds to 8 KiB */
+    assert_int_equal(s.slot_bytes, 8192); /* 64 + 300 * 24 + 32 + 8 rounds to 8 KiB */
     uint8_t *buf = malloc(s.slot_bytes);
     assert_int_equal(sb_super_encode(&s, buf), SB_OK);
     sb_super d;
@@ -296,6 +297,9 @@ static void test_format_superblock(void **state)
     assert_int_equal(d.segment_bytes, s.segment_bytes);
     assert_int_equal(d.durable_seq, 991);
     assert_int_equal(d.n_segments, 300);
+    assert_int_equal(d.wear_write, 5ull << 40);
+    assert_int_equal(d.wear_logical, 3ull << 40);
+    assert_int_equal(d.wear_reinsert, 1ull << 38);
     for (uint32_t i = 0; i < 300; i++) {
         assert_int_equal(got[i].segment_id, segs[i].segment_id);
         assert_int_equal(got[i].generation, segs[i].generation);
@@ -311,6 +315,20 @@ static void test_format_superblock(void **state)
         assert_true(rc == SB_ERR_CORRUPT || rc == SB_ERR_FORMAT || rc == SB_ERR_VERSION);
         buf[i] ^= 0x10;
     }
+    /* A version 1 slot: no wear block (read as zeros), and its bytes must
+     * be zero like the rest of the slot's tail. */
+    uint8_t *wear = buf + 64 + 300 * 24;
+    buf[8] = 1;
+    memset(wear, 0, 32);
+    uint64_t h = XXH3_64bits(buf, s.slot_bytes - 8);
+    memcpy(buf + s.slot_bytes - 8, &h, 8);
+    assert_int_equal(sb_super_decode(buf, s.slot_bytes, &d, got, 300), SB_OK);
+    assert_int_equal(d.wear_write, 0);
+    assert_int_equal(d.n_segments, 300);
+    wear[3] = 1;
+    h = XXH3_64bits(buf, s.slot_bytes - 8);
+    memcpy(buf + s.slot_bytes - 8, &h, 8);
+    assert_int_equal(sb_super_decode(buf, s.slot_bytes, &d, got, 300), SB_ERR_CORRUPT);
     buf[8] = 9; /* version */
     assert_int_equal(sb_super_decode(buf, s.slot_bytes, &d, got, 300), SB_ERR_VERSION);
     free(buf);

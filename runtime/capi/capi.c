@@ -236,6 +236,7 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     X(disk_write_bytes) X(disk_read_bytes) X(disk_write_denials) X(disk_budget_bytes)           \
     X(disk_logical_bytes) X(disk_head_bytes) X(disk_padding_bytes) X(disk_summary_bytes)        \
     X(disk_superblock_bytes) X(disk_ns_record_bytes) X(disk_reinsert_bytes)                     \
+    X(disk_life_write_bytes) X(disk_life_logical_bytes) X(disk_life_reinsert_bytes)             \
     X(disk_checksum_failures)                                                                   \
     X(durable_seq) X(disk_write_errors) X(disk_read_errors) X(disk_segments)                    \
     X(disk_queued_bytes) X(disk_queued_peak_bytes) X(disk_holdback_ns) X(disk_holdbacks) X(disk_reclaimed_segments)       \

@@ -1,10 +1,12 @@
 /* stat.c -- `snapbank stat DIR [--json]`: open the store in DIR the way an
  * engine restarting on it would, and report what recovery found and
- * dropped and what the disk tier holds. Exit status: 0 opened, 1 the store
- * could not be opened, 2 usage error. */
+ * dropped, what the disk tier holds, and what it has written over its life
+ * (write amplification). Exit status: 0 opened, 1 the store could not be
+ * opened, 2 usage error. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "snapbank.h"
@@ -13,11 +15,14 @@ static void stat_usage(FILE *f)
 {
     fprintf(f,
             "usage: snapbank stat DIR [--json]\n\n"
-            "Opens the store in DIR as an engine restarting on it would (recovering\n"
-            "its index from the superblock, the segment summaries and the tail of\n"
-            "the segment that was open, which open then seals), prints what it\n"
-            "found and what it dropped, and closes it. Nothing already stored is\n"
-            "changed; a segment left open by a crash is sealed with a summary.\n"
+            "Opens the store in DIR (or in DIR/store, a runtime bank directory) as\n"
+            "an engine restarting on it would (recovering its index from the\n"
+            "superblock, the segment summaries and the tail of the segment that\n"
+            "was open, which open then seals), prints what it found and what it\n"
+            "dropped, what the tier holds and what it has written over its life\n"
+            "(write amplification), and closes it. Nothing already stored is\n"
+            "changed; a segment left open by a crash is sealed with a summary. A\n"
+            "directory without a store is refused, never made one.\n"
             "Use 'snapbank fsck DIR' to verify every record's checksum.\n\n"
             "options:\n"
             "  --json    one JSON object instead of the table\n\n"
@@ -53,6 +58,20 @@ int sb_cli_stat(int argc, char **argv)
         stat_usage(stderr);
         return 2;
     }
+    /* Never create a store: DIR holds one, or is a bank directory of the
+     * runtime (its store in DIR/store). */
+    char path[4096], sub[4096];
+    snprintf(path, sizeof path, "%s/superblock", dir);
+    snprintf(sub, sizeof sub, "%s/store", dir);
+    if (access(path, F_OK) != 0) {
+        snprintf(path, sizeof path, "%s/store/superblock", dir);
+        if (access(path, F_OK) != 0) {
+            fprintf(stderr, "snapbank stat: %s: no store here (no superblock in it or in its "
+                            "store/ directory)\n", dir);
+            return 1;
+        }
+        dir = sub;
+    }
     sb_config cfg;
     sb_config_default(&cfg);
     cfg.dir = dir;
@@ -80,8 +99,14 @@ int sb_cli_stat(int argc, char **argv)
         { "torn", s.recovery_torn, "segments ending in damaged bytes or missing" },
         { "durable_seq", s.durable_seq, "last sequence number known durable" },
         { "recovery_us", s.recovery_ns / 1000, "time spent recovering, microseconds" },
+        { "written_bytes", s.disk_life_write_bytes, "every byte the tier wrote, its life long" },
+        { "state_bytes", s.disk_life_logical_bytes, "...of which state (token slices, points)" },
+        { "reinsert_bytes", s.disk_life_reinsert_bytes, "...rewritten by reclamation" },
     };
     size_t n = sizeof figs / sizeof *figs;
+    double wa = s.disk_life_logical_bytes
+                    ? (double)s.disk_life_write_bytes / (double)s.disk_life_logical_bytes
+                    : 0;
     if (json) {
         printf("{\"dir\": \"");
         for (const char *p = dir; *p; p++)
@@ -89,11 +114,13 @@ int sb_cli_stat(int argc, char **argv)
         printf("\"");
         for (size_t i = 0; i < n; i++)
             printf(", \"%s\": %" PRIu64, figs[i].name, figs[i].v);
-        printf("}\n");
+        printf(", \"write_amplification\": %.4f}\n", wa);
     } else {
         printf("store %s\n", dir);
         for (size_t i = 0; i < n; i++)
             printf("  %-18s %14" PRIu64 "  %s\n", figs[i].name, figs[i].v, figs[i].help);
+        printf("  %-18s %14.3f  %s\n", "write_amp", wa,
+               "written_bytes / state_bytes (0: nothing written yet)");
         if (s.recovery_orphans || s.recovery_bad_summaries || s.recovery_torn)
             printf("damage was found and dropped; 'snapbank fsck %s' shows where\n", dir);
     }

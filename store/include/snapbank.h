@@ -466,6 +466,11 @@ typedef struct sb_stats {
                                     (whole records: heads and padding too) */
     double disk_write_amplification; /* disk_write_bytes / disk_logical_bytes
                                     (0 before anything is written) */
+    /* ...and over the store's whole life, earlier opens included (kept in
+     * the superblock; up to its last write before a crash) */
+    uint64_t disk_life_write_bytes;   /* device bytes */
+    uint64_t disk_life_logical_bytes; /* state bytes */
+    uint64_t disk_life_reinsert_bytes;/* written again by reclamation */
     uint64_t disk_checksum_failures; /* records that failed their checksum */
     uint64_t durable_seq;        /* every record written with a sequence number up
                                     to this one survives a crash */

@@ -4,6 +4,7 @@
 #   - two runs of prompts sharing a prefix: cold, then ssd, and the second
 #     run's logits bit-identical to a cold run of the same prompt;
 #   - a chat session resumed by a second process: cold, warm_prefix, ssd;
+#   - `snapbank stat`: the bank's pages and its lifetime writes;
 #   - --ssd-session-cache off and write-only: no disk restores;
 #   - usage and file errors: exit 2 / 1 with the fault named.
 set -eu
@@ -36,6 +37,11 @@ cmp -s "$work/o.warm" "$work/o.cold" || fail "ssd tokens differ from cold tokens
 grep -q "logits=point_state" "$work/r4" || fail "no point-state hit: $(cat "$work/r4")"
 grep -q "prefill=0 " "$work/r4" || fail "point-state hit computed tokens"
 cmp -s "$work/l.point" "$work/l.cold" || fail "point-state logits differ from cold logits"
+# stat: what the three processes wrote, over the bank's life
+"$bin" stat "$work/b1" --json > "$work/st" || fail "stat failed"
+grep -q '"pages": [1-9]' "$work/st" || fail "stat: no pages: $(cat "$work/st")"
+grep -q '"written_bytes": [1-9]' "$work/st" || fail "stat: no lifetime writes: $(cat "$work/st")"
+grep -q '"write_amplification": [1-9]' "$work/st" || fail "stat: write amplification: $(cat "$work/st")"
 
 # chat: a session across two processes
 printf 'Hello there.\n# a comment\n\nWhat do you keep?\n' > "$work/s1"
