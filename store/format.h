@@ -20,8 +20,10 @@
  *       seg-00000001.sum  the summary of a sealed segment
  *
  * A segment is an append-only run of records, each starting on a 4 KiB
- * boundary. It is reused under a new generation when reclaimed, never
- * deleted or grown: old-generation records then fail their head checksum.
+ * boundary, preallocated and never grown. Reclamation deletes it; a new
+ * segment (a new id, a new generation) takes its slot in the superblock's
+ * list. A record read for the wrong segment or generation fails its head
+ * checksum.
  *
  * ---------------------------------------------------------------------------
  * Record: a head (a multiple of 4 KiB) then the payload, padded to 4 KiB.

@@ -11,9 +11,10 @@
  * written again from there.
  *
  *   1. Under st->mu: the victim V is the sealed segment with the lowest id
- *      (the oldest: ids only grow) not already draining. A walk of every namespace's tree,
- *      parents before children, collects the indexed blocks whose record
- *      is in V, each with a reference so none goes away meanwhile. A block
+ *      (the oldest: ids only grow) not already draining (at once: and that
+ *      no match or read holds). A walk of every namespace's tree, parents
+ *      before children, collects the indexed blocks whose record is in V,
+ *      each with a reference so none goes away meanwhile. A block
  *      is hot when someone besides the index holds it (a match, a pin, a
  *      runtime) or it was matched since its record was written (hit); the
  *      pages before a hot block on its path that are in V are hot too, as
@@ -35,11 +36,12 @@
  *      index with every page and point state after them (a match holding
  *      one still restores it: its bytes, or its segment, stay until the
  *      match is released).
- *   4. With no copies pending (at once, or when the last is written and
- *      synced): under rd_mu and st->mu V's slot is freed and its reader fd
- *      closed (a restore that read V meanwhile sees its block moved:
- *      dread.c); then the superblock is written without V and V's files
- *      are deleted.
+ *   4. With no copies pending and nobody holding V (at once, or when the
+ *      last copy is written and synced and the last match or read let
+ *      go): under rd_mu and st->mu V's slot is freed and its reader fd
+ *      closed; then the superblock is written without V and V's files are
+ *      deleted. Blocks record their segment's id, so a block still naming
+ *      V (a dropped one) is never read from the slot's next segment.
  *
  * A crash before the resident blocks queued again are written loses them
  * (pages after them in newer segments are then orphans at recovery): the
