@@ -7,7 +7,9 @@
  * One turn of the loop:
  *
  *   1. Under st->mu: wait for work (a queued block, a sync that is due, a
- *      flush, close). Take blocks while a slot is free: skip those no
+ *      flush, close, a copy out of a draining segment). Copies first: read
+ *      and check their records unlocked (fetch_copies), then place them.
+ *      Take blocks while a slot is free: skip those no
  *      longer indexed (superseded or evicted: nothing to write), place the
  *      others at the open segment's end, a namespace record before the
  *      first page of a namespace in the segment, and copy what the head
@@ -18,8 +20,10 @@
  *      (or FAILED: it stays RAM-only, the error is counted) and drop the
  *      writer's reference, so it can be evicted.
  *   4. With nothing in flight: seal a full or damaged segment, open the
- *      next one, or sync when due (a flush or commit waits, or the
- *      periodic limits passed); a sync publishes the tickets it covers.
+ *      next one (reclaiming to stay under the cap: reclaim.c), free the
+ *      segments that finished draining, or sync when due (a flush or commit
+ *      waits, or the periodic limits passed); a sync publishes the tickets
+ *      it covers.
  *
  * Partial pages (a sequence's tail) wait in their own queue and are taken
  * only when a sync is due, a flush or a budget waiter asks, or at close:
@@ -839,10 +843,11 @@ static void release_drained(wstate *w)
 }
 
 /* Open the next segment, reclaiming the oldest ones while the tier is at
- * its cap. When it cannot (nothing left to reclaim, the file system under
- * its floor or out of space) the tier stops writing: queued blocks are
- * denied (reason capacity), and a block offered a second later or more
- * makes it try again. */
+ * its cap (reclaim.c). When it cannot (nothing left to reclaim, the file
+ * system under its floor or out of space) the tier stops writing: queued
+ * blocks are denied (reason capacity), and a block offered a second later,
+ * or once a segment a restore held is let go, makes it try again. Then, if
+ * this segment was the last under the cap, the oldest starts draining. */
 static void open_segment(wstate *w)
 {
     sb_disk *d = w->d;
