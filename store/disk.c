@@ -705,9 +705,7 @@ void sb_disk_enqueue(sb_store *st, sb_blk *b)
     else
         *head = b;
     *last = b;
-    d->pending_bytes += b->bytes;
-    if (d->pending_bytes > d->pending_peak)
-        d->pending_peak = d->pending_bytes;
+    sb_disk_pending_add(d, b->bytes);
     if (!tail)
         pthread_cond_signal(&d->work_cv);
 }
@@ -779,38 +777,12 @@ int sb_disk_durable(sb_store *st, uint64_t ticket)
     return wait_synced(st, ticket, d->next_ticket - 1);
 }
 
-/* Write-back: queue every dirty resident block of ns, parents before
- * children (a depth-first walk). [mu] Returns SB_ERR_NOMEM when the walk
- * cannot allocate its stack (some blocks then stay unqueued). */
-static int queue_dirty(sb_store *st, sb_ns *ns)
+/* Write-back: queue a dirty resident block (sb_radix_visit's order puts
+ * parents before children). [mu] */
+static void queue_dirty(void *ctx, sb_blk *b)
 {
-    size_t cap = 64, sp = 0;
-    sb_node **stack = malloc(cap * sizeof *stack);
-    if (!stack)
-        return SB_ERR_NOMEM;
-    stack[sp++] = ns->root;
-    while (sp) {
-        sb_node *x = stack[--sp];
-        for (uint32_t j = 0; j < x->n_pages; j++)
-            if (x->pages[j]->disk == SB_DISK_NONE)
-                sb_disk_enqueue(st, x->pages[j]);
-        if (x->point && x->point->disk == SB_DISK_NONE)
-            sb_disk_enqueue(st, x->point);
-        if (sp + x->n_kids > cap) {
-            while (sp + x->n_kids > cap)
-                cap *= 2;
-            sb_node **p = realloc(stack, cap * sizeof *p);
-            if (!p) {
-                free(stack);
-                return SB_ERR_NOMEM;
-            }
-            stack = p;
-        }
-        for (uint32_t k = x->n_kids; k-- > 0;)
-            stack[sp++] = x->kids[k].node;
-    }
-    free(stack);
-    return SB_OK;
+    if (b->disk == SB_DISK_NONE)
+        sb_disk_enqueue(ctx, b);
 }
 
 int sb_disk_flush(sb_store *st)
@@ -823,7 +795,7 @@ int sb_disk_flush(sb_store *st)
     if (d->mode == SB_WRITE_BACK)
         for (size_t i = 0; i < st->n_buckets; i++)
             for (sb_ns *ns = st->buckets[i]; ns; ns = ns->next)
-                if (queue_dirty(st, ns) != SB_OK)
+                if (sb_radix_visit(ns, queue_dirty, st) != SB_OK)
                     qrc = SB_ERR_NOMEM;
     int rc = wait_synced(st, 1, d->next_ticket - 1);
     if (rc == SB_OK)
@@ -832,12 +804,10 @@ int sb_disk_flush(sb_store *st)
     return rc;
 }
 
-void sb_disk_unhold(sb_store *st, uint32_t seg)
+/* Take n holds off segment seg; when none are left it may go. [mu] */
+static void unhold(sb_disk *d, uint32_t seg, uint32_t n)
 {
-    sb_disk *d = st->disk;
-    if (!d) /* the tier closed first */
-        return;
-    if (--d->segs[seg].holds)
+    if (d->segs[seg].holds -= n)
         return;
     if (d->segs[seg].draining)
         pthread_cond_signal(&d->work_cv); /* it may go now */
@@ -845,20 +815,29 @@ void sb_disk_unhold(sb_store *st, uint32_t seg)
         d->retry_ns = 0; /* it may be reclaimed now: the next block retries */
 }
 
+void sb_disk_unhold(sb_store *st, uint32_t seg)
+{
+    if (st->disk) /* (else the tier closed first) */
+        unhold(st->disk, seg, 1);
+}
+
 void sb_disk_held(sb_store *st, const sb_blk *b, int sign)
 {
     sb_disk *d = st->disk;
     if (!d || b->disk != SB_DISK_CLEAN || !b->matched)
         return;
-    if (sign > 0) {
+    if (sign > 0)
         d->segs[b->seg].holds += b->matched;
-        return;
-    }
-    d->segs[b->seg].holds -= b->matched;
-    if (!d->segs[b->seg].holds && d->segs[b->seg].draining)
-        pthread_cond_signal(&d->work_cv);
-    if (!d->segs[b->seg].holds && d->broken == SB_ERR_NOSPC)
-        d->retry_ns = 0;
+    else
+        unhold(d, b->seg, b->matched);
+}
+
+void sb_disk_unclean(sb_store *st, sb_blk *b, int state)
+{
+    if (b->indexed)
+        sb_disk_count(st, b, -1);
+    sb_disk_held(st, b, -1);
+    b->disk = (uint8_t)state;
 }
 
 void sb_disk_match(sb_store *st, sb_blk *b, int sign)
@@ -874,18 +853,10 @@ void sb_disk_match(sb_store *st, sb_blk *b, int sign)
         sb_disk_unhold(st, b->seg);
 }
 
-bool sb_disk_record_live(const sb_store *st, const sb_blk *b)
+bool sb_disk_record_stays(const sb_store *st, const sb_blk *b)
 {
     const sb_disk *d = st->disk;
-    if (!d)
-        return false;
-    const sb_seg *s = &d->segs[b->seg];
-    return s->state != SB_SEG_FREE && s->id == b->seg_id && !s->going;
-}
-
-bool sb_disk_seg_going(const sb_store *st, uint32_t seg)
-{
-    return st->disk && st->disk->segs[seg].going;
+    return d && sb_disk_record_live(d, b) && !d->segs[b->seg].going;
 }
 
 void sb_disk_count(sb_store *st, const sb_blk *b, int sign)

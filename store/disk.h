@@ -115,14 +115,15 @@ void sb_disk_held(sb_store *st, const sb_blk *b, int sign);
 /* sb_disk_unhold -- drop one hold on segment seg (a read finished). [mu] */
 void sb_disk_unhold(sb_store *st, uint32_t seg);
 
-/* sb_disk_seg_going -- is segment seg being reclaimed (a block swapped in
- * for one there must not take over its record)? [mu] */
-bool sb_disk_seg_going(const sb_store *st, uint32_t seg);
+/* sb_disk_unclean -- CLEAN block b stops naming its record: it becomes
+ * state (SB_DISK_*), leaving the live-bytes gauges (when indexed) and
+ * taking its matches' holds off the segment. [mu] */
+void sb_disk_unclean(sb_store *st, sb_blk *b, int state);
 
-/* sb_disk_record_live -- is CLEAN block b's record still where b says, in a
- * segment not being reclaimed (a block that left the index may outlive its
- * record)? [mu] */
-bool sb_disk_record_live(const sb_store *st, const sb_blk *b);
+/* sb_disk_record_stays -- is CLEAN block b's record still where b says, in
+ * a segment not being reclaimed, so another block may take it over (a
+ * block that left the index may outlive its record)? [mu] */
+bool sb_disk_record_stays(const sb_store *st, const sb_blk *b);
 
 /* sb_disk_count -- [mu] an indexed block with a record on disk joins
  * (sign 1) or leaves (sign -1) the index: the live-bytes gauges.

@@ -36,8 +36,6 @@ typedef struct sb_seg {
     uint64_t live_bytes;       /* [mu] bytes of records of indexed blocks */
     int wfd;                   /* [w] writer's fd, -1 when closed */
     int rfd;                   /* [rd] readers' fd, -1 when closed */
-    uint32_t rfd_id;           /* [rd] the segment id rfd was opened for (a
-                                  reclaimed slot is reused) */
     /* The summary being built while the segment is open [w]: */
     uint8_t *sum;              /* entries, sb_sum_put_entry format */
     size_t sum_len, sum_cap;
@@ -52,9 +50,9 @@ typedef struct sb_seg {
     uint32_t copies;           /* [mu] blocks still to copy out of it */
     bool going;                /* [mu] being reclaimed (from the walk on):
                                   no block may newly name a record in it */
-    uint32_t holds;            /* [mu] matches reading a block here
-                                  (sb_disk_hold): it is not deleted while
-                                  any does */
+    uint32_t holds;            /* [mu] matches holding a CLEAN block here
+                                  (sb_disk_match) and reads in flight: it
+                                  is not deleted while any does */
 } sb_seg;
 
 /* Where a block's record is (a copy taken under st->mu). */
@@ -206,19 +204,34 @@ bool sb_disk_floor_ok(sb_disk *d);
 /* sb_disk_reclaim -- [w] reclaim the oldest sealed segment that is not
  * draining, nothing in flight, st->mu not held (see reclaim.c). With
  * copies, hot blocks on disk only are copied out by the writer and the
- * segment drains (freed by sb_disk_release_drained); without, they are
- * read into RAM or dropped, and the segment is free on return.
- * Returns: SB_OK; SB_ERR_NOSPC (no sealed segment to reclaim);
- * SB_ERR_NOMEM. */
+ * segment drains (the writer frees it with sb_disk_release once the
+ * copies are written and nobody holds it); without, they are read into
+ * RAM or dropped, and the segment is free on return unless a match or a
+ * read holds it (then it drains too). Returns: SB_OK; SB_ERR_NOSPC (no
+ * sealed segment to reclaim); SB_ERR_NOMEM. */
 int sb_disk_reclaim(sb_disk *d, bool copies);
 
-/* sb_disk_draining -- a draining segment, or UINT32_MAX. [mu] */
-uint32_t sb_disk_draining(const sb_disk *d);
-
 /* sb_disk_release -- [w] free drained segment v (no copies left, synced
- * since the last was written): its slot, its place in the superblock, its
- * files. Returns SB_OK (errors are counted, the slot is free anyway). */
-int sb_disk_release(sb_disk *d, uint32_t v);
+ * since the last was written, not held): its slot, its place in the
+ * superblock, its files. A failure is counted (write errors); the slot is
+ * free anyway and nothing is inconsistent. */
+void sb_disk_release(sb_disk *d, uint32_t v);
+
+/* sb_disk_record_live -- is the segment CLEAN block b names still there
+ * (a reclaimed slot may hold another segment by now)? [mu] */
+static inline bool sb_disk_record_live(const sb_disk *d, const sb_blk *b)
+{
+    const sb_seg *s = &d->segs[b->seg];
+    return s->state != SB_SEG_FREE && s->id == b->seg_id;
+}
+
+/* sb_disk_pending_add -- bytes joined the writer's queue. [mu] */
+static inline void sb_disk_pending_add(sb_disk *d, uint64_t bytes)
+{
+    d->pending_bytes += bytes;
+    if (d->pending_bytes > d->pending_peak)
+        d->pending_peak = d->pending_bytes;
+}
 
 /* ---- dread.c ------------------------------------------------------------------ */
 

@@ -63,35 +63,21 @@ void sb_disk_drop(sb_ns *ns, sb_blk *b)
         sb_blk_candidate(prev);
 }
 
-/* Is the segment b's record is in still there (a reclaimed slot may hold
- * another segment by now)? [mu] */
-static bool record_live(const sb_disk *d, const sb_blk *b)
-{
-    const sb_seg *s = &d->segs[b->seg];
-    return s->state != SB_SEG_FREE && s->id == b->seg_id;
-}
-
-/* Open segment index seg, which held segment id when the load began, for
- * reading. The slot may hold another segment by now (its own was
- * reclaimed): then the file is opened by name and, gone, fails. [rd] */
+/* Open segment index seg (segment id id) for reading. A load holds the
+ * segment, and reclamation closes a slot's fd when it frees it, so the fd
+ * is always for the slot's present segment. [rd] */
 static int reader_fd(sb_disk *d, uint32_t seg, uint32_t id)
 {
     sb_seg *s = &d->segs[seg];
-    if (s->rfd >= 0 && s->rfd_id == id)
+    if (s->rfd >= 0)
         return s->rfd;
-    if (s->rfd >= 0) {
-        sb_io_close(d->rio, s->rfd);
-        s->rfd = -1;
-    }
     char name[32];
     sb_disk_seg_name(name, id, "dat");
     int fd = sb_io_open(d->rio, name, SB_IO_RDONLY | (d->direct ? SB_IO_DIRECT : 0));
     if (fd == -EINVAL)
         fd = sb_io_open(d->rio, name, SB_IO_RDONLY);
-    if (fd >= 0) {
+    if (fd >= 0)
         s->rfd = fd;
-        s->rfd_id = id;
-    }
     return fd;
 }
 
@@ -105,24 +91,20 @@ static int check(const sb_ns *ns, rd *x)
     sb_rec_head h;
     const uint32_t *tok;
     const void *extra;
-    if (sb_rec_decode(x->head, x->head_bytes, x->off, &h, &tok, &extra) != SB_OK) {
+    if (sb_rec_decode(x->head, x->head_bytes, x->off, &h, &tok, &extra) != SB_OK)
         return SB_ERR_CORRUPT;
-    }
     if (h.segment_id != x->seg_id || h.generation != x->gen || h.ns_id != ns->id ||
-        h.payload_bytes != b->bytes) {
+        h.payload_bytes != b->bytes)
         return SB_ERR_CORRUPT;
-    }
     if (b->kind == SB_BLK_PAGE) {
         if (h.kind != SB_REC_PAGE || h.key[0] != b->key.lo || h.key[1] != b->key.hi ||
-            h.n_tokens != b->n_tokens) {
+            h.n_tokens != b->n_tokens)
             return SB_ERR_CORRUPT;
-        }
     } else if (h.kind != SB_REC_POINT || h.position != b->n_tokens) {
         return SB_ERR_CORRUPT;
     }
-    if (sb_rec_payload_hash(x->data, h.payload_bytes) != h.payload_hash) {
+    if (sb_rec_payload_hash(x->data, h.payload_bytes) != h.payload_hash)
         return SB_ERR_CORRUPT;
-    }
     if (pay > h.payload_bytes) /* the padding of a point state */
         memset(x->data + h.payload_bytes, 0, pay - h.payload_bytes);
     return SB_OK;
@@ -232,7 +214,7 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
             sb_blk_unreserve(ns, b->kind);
             continue;
         }
-        if (b->disk != SB_DISK_CLEAN || !record_live(d, b)) {
+        if (b->disk != SB_DISK_CLEAN || !sb_disk_record_live(d, b)) {
             sb_blk_unreserve(ns, b->kind); /* its segment was reclaimed */
             rc = SB_ERR_IO;
             limit = i;

@@ -88,7 +88,7 @@ static void swap_in(sb_ns *ns, sb_blk *old, sb_blk *nu)
     nu->key = old->key;
     nu->parent_key = old->parent_key;
     sb_blk_index(nu, N);
-    if (sb_disk_seg_going(ns->st, old->seg)) {
+    if (!sb_disk_record_stays(ns->st, old)) {
         nu->disk = SB_DISK_FAILED; /* the record is being reclaimed: RAM only */
     } else {
         nu->disk = SB_DISK_CLEAN;
@@ -154,7 +154,7 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
                 rc = SB_ERR_PAGE_STATE;
                 break;
             }
-            if (b->committed && !b->data && !sb_disk_record_live(st, b)) {
+            if (b->committed && !b->data && !sb_disk_record_stays(st, b)) {
                 /* It left the index and its record went with reclamation:
                  * no state to index again. */
                 rc = zero_copy ? SB_ERR_PAGE_STATE : SB_ERR_RANGE;
@@ -182,12 +182,10 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
     for (size_t r = r0; r < n_reg; r++) {
         sb_blk *b = pages[r];
         if (b->committed && b->disk == SB_DISK_CLEAN) { /* indexed again */
-            if (sb_disk_record_live(st, b)) {
+            if (sb_disk_record_stays(st, b))
                 sb_disk_count(st, b, 1);
-            } else { /* resident (step 2): written anew */
-                sb_disk_held(st, b, -1);
-                b->disk = SB_DISK_NONE;
-            }
+            else /* resident (step 2): written anew */
+                sb_disk_unclean(st, b, SB_DISK_NONE);
         }
         b->n_tokens = region_tokens(ns, n, r);
         b->region = (uint32_t)r;

@@ -1,6 +1,7 @@
 /* radix.c -- the token radix tree: walk, planned insertion, eviction. */
 #include "radix.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- node memory ---------------------------------------------------------- */
@@ -270,6 +271,36 @@ bool sb_radix_is_leaf_page(const sb_blk *b)
 {
     const sb_node *n = b->node;
     return n && n->n_kids == 0 && n->n_pages && n->pages[n->n_pages - 1] == b;
+}
+
+int sb_radix_visit(struct sb_ns *ns, void (*fn)(void *ctx, sb_blk *b), void *ctx)
+{
+    size_t cap = 64, sp = 0;
+    sb_node **stack = malloc(cap * sizeof *stack);
+    if (!stack)
+        return SB_ERR_NOMEM;
+    stack[sp++] = ns->root;
+    while (sp) {
+        sb_node *x = stack[--sp];
+        for (uint32_t j = 0; j < x->n_pages; j++)
+            fn(ctx, x->pages[j]);
+        if (x->point)
+            fn(ctx, x->point);
+        if (sp + x->n_kids > cap) {
+            while (sp + x->n_kids > cap)
+                cap *= 2;
+            sb_node **p = realloc(stack, cap * sizeof *p);
+            if (!p) {
+                free(stack);
+                return SB_ERR_NOMEM;
+            }
+            stack = p;
+        }
+        for (uint32_t k = x->n_kids; k-- > 0;)
+            stack[sp++] = x->kids[k].node;
+    }
+    free(stack);
+    return SB_OK;
 }
 
 /* ---- planned insertion ------------------------------------------------------ */

@@ -171,6 +171,13 @@ sb_blk *sb_radix_prev_page(struct sb_ns *ns, const sb_blk *b);
 /* sb_radix_is_leaf_page -- b is the last page of a leaf node. */
 bool sb_radix_is_leaf_page(const sb_blk *b);
 
+/* sb_radix_visit -- call fn on every block ns indexes, depth first, each
+ * node's pages in order and then its point state, so a block comes after
+ * every block before it on its path. fn must not change the tree.
+ * Returns: SB_OK; SB_ERR_NOMEM (no room for the walk's stack: some blocks
+ * were not visited). */
+int sb_radix_visit(struct sb_ns *ns, void (*fn)(void *ctx, sb_blk *b), void *ctx);
+
 /* sb_radix_lcp -- length of the common prefix of a[0, n) and b[0, n). */
 size_t sb_radix_lcp(const uint32_t *a, const uint32_t *b, size_t n);
 

@@ -64,6 +64,7 @@ typedef struct victims {
     size_t n, cap;
     sb_ns **ns;                /* (n_ns) namespaces held (holds++) */
     size_t n_ns, ns_cap;
+    uint32_t v;                /* the victim segment */
     bool nomem;
 } victims;
 
@@ -104,44 +105,26 @@ static sb_blk *parent_of(sb_ns *ns, const sb_blk *b)
     return b->kind == SB_BLK_PAGE ? sb_radix_prev_page(ns, b) : point_page(ns, b);
 }
 
-/* Step 1 for one namespace: collect its blocks in V, parents first. [mu] */
-static void collect(sb_ns *ns, uint32_t v, victims *out)
+/* Step 1 for one block: take it when its record is in V. [mu] */
+static void collect_one(void *ctx, sb_blk *b)
 {
-    size_t cap = 64, sp = 0;
-    sb_node **stack = malloc(cap * sizeof *stack);
-    if (!stack) {
+    victims *out = ctx;
+    if (out->nomem || !in_victim(b, out->v))
+        return;
+    if (!push((void **)&out->b, &out->cap, out->n, sizeof *out->b)) {
         out->nomem = true;
         return;
     }
+    sb_blk_ref(b);
+    out->b[out->n++] = b;
+}
+
+/* Step 1 for one namespace: collect its blocks in V, parents first. [mu] */
+static void collect(sb_ns *ns, victims *out)
+{
     size_t first = out->n;
-    stack[sp++] = ns->root;
-    while (sp && !out->nomem) {
-        sb_node *x = stack[--sp];
-        for (uint32_t j = 0; j <= x->n_pages; j++) {
-            sb_blk *b = j < x->n_pages ? x->pages[j] : x->point;
-            if (!b || !in_victim(b, v))
-                continue;
-            if (!push((void **)&out->b, &out->cap, out->n, sizeof *out->b)) {
-                out->nomem = true;
-                break;
-            }
-            sb_blk_ref(b);
-            out->b[out->n++] = b;
-        }
-        if (sp + x->n_kids > cap) {
-            while (sp + x->n_kids > cap)
-                cap *= 2;
-            sb_node **p = realloc(stack, cap * sizeof *p);
-            if (!p) {
-                out->nomem = true;
-                break;
-            }
-            stack = p;
-        }
-        for (uint32_t k = x->n_kids; k-- > 0;)
-            stack[sp++] = x->kids[k].node;
-    }
-    free(stack);
+    if (sb_radix_visit(ns, collect_one, out) != SB_OK)
+        out->nomem = true;
     if (out->n > first) {
         if (push((void **)&out->ns, &out->ns_cap, out->n_ns, sizeof *out->ns)) {
             ns->holds++;
@@ -225,7 +208,6 @@ static void link(sb_blk **head, sb_blk **tail, sb_blk *b)
     *tail = b;
 }
 
-
 /* Step 3. Blocks written again keep their reference from step 1 as the
  * writer's. [mu] */
 static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
@@ -250,17 +232,13 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
             if (why >= 0) {
                 sb_disk_deny(d, why);
             } else if ((keep -= rec, b->data)) {
-                sb_disk_count(st, b, -1);
-                sb_disk_held(st, b, -1);
-                b->disk = SB_DISK_QUEUED;
+                sb_disk_unclean(st, b, SB_DISK_QUEUED);
                 b->reinsert = 1;
                 /* The queue stays in ticket order: a ticket no later than
                  * any queued; nobody waits on these. */
                 b->ticket = ticket;
                 link(&head, &tail, b);
-                d->pending_bytes += b->bytes;
-                if (d->pending_bytes > d->pending_peak)
-                    d->pending_peak = d->pending_bytes;
+                sb_disk_pending_add(d, b->bytes);
                 d->rc_kept++;
                 continue;
             } else {
@@ -276,9 +254,7 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
          * RAM while pages after it stay on disk; a match holding one keeps
          * its bytes either way.) */
         if (b->data && (b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b) || b->pinned)) {
-            sb_disk_count(st, b, -1);
-            sb_disk_held(st, b, -1);
-            b->disk = SB_DISK_FAILED;
+            sb_disk_unclean(st, b, SB_DISK_FAILED);
             d->rc_ram++;
         } else {
             sb_disk_drop(ns, b);
@@ -301,15 +277,7 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
     }
 }
 
-uint32_t sb_disk_draining(const sb_disk *d)
-{
-    for (uint32_t i = 0; i < d->n_segs; i++)
-        if (d->segs[i].state == SB_SEG_SEALED && d->segs[i].draining)
-            return i;
-    return UINT32_MAX;
-}
-
-int sb_disk_release(sb_disk *d, uint32_t v)
+void sb_disk_release(sb_disk *d, uint32_t v)
 {
     sb_seg *s = &d->segs[v];
     pthread_mutex_lock(&d->rd_mu);
@@ -341,13 +309,11 @@ int sb_disk_release(sb_disk *d, uint32_t v)
         d->write_errors++;
         pthread_mutex_unlock(&d->st->mu);
     }
-    return SB_OK;
 }
 
 int sb_disk_reclaim(sb_disk *d, bool copies)
 {
     sb_store *st = d->st;
-    victims vs = { 0 };
     pthread_mutex_lock(&st->mu);
     uint32_t v = UINT32_MAX;
     for (uint32_t i = 0; i < d->n_segs; i++)
@@ -359,9 +325,10 @@ int sb_disk_reclaim(sb_disk *d, bool copies)
         return SB_ERR_NOSPC;
     }
     d->segs[v].going = true;
+    victims vs = { .v = v };
     for (size_t b = 0; b < st->n_buckets && !vs.nomem; b++)
         for (sb_ns *ns = st->buckets[b]; ns && !vs.nomem; ns = ns->next)
-            collect(ns, v, &vs);
+            collect(ns, &vs);
     if (!vs.nomem)
         mark_hot(&vs, v);
     int rc = vs.nomem || !vs.hot ? SB_ERR_NOMEM : SB_OK;
@@ -387,7 +354,7 @@ int sb_disk_reclaim(sb_disk *d, bool copies)
     free(vs.b);
     free(vs.hot);
     free(vs.ns);
-    if (rc != SB_OK || drain)
-        return rc;
-    return sb_disk_release(d, v);
+    if (rc == SB_OK && !drain)
+        sb_disk_release(d, v);
+    return rc;
 }

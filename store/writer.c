@@ -59,10 +59,13 @@ typedef struct wslot {
     bool busy;
 } wslot;
 
-/* A copy out of a draining segment, read and checked, waiting for a slot. */
+/* A copy out of a draining segment: where its record is, then its payload
+ * read and checked, waiting for a slot. */
 typedef struct wcopy {
     sb_blk *b;
+    sb_disk_loc at;
     uint8_t *buf;              /* its payload, sb_blk_alloc_bytes */
+    int rc;                    /* how reading it went */
 } wcopy;
 
 typedef struct wstate {
@@ -79,10 +82,7 @@ typedef struct wstate {
     bool just_held;            /* the last round was a hold: write next */
     wcopy *ready;              /* (n_slots) copies read, not yet placed */
     unsigned n_ready;
-    sb_disk_loc *loc;          /* (n_slots) scratch for fetch_copies: where */
-    sb_blk **fetch;            /* (n_slots) which */
-    uint8_t **fbuf;            /* (n_slots) into what */
-    int *frc;                  /* (n_slots) how it went */
+    wcopy *fetch;              /* (n_slots) scratch for fetch_copies */
 } wstate;
 
 static uint64_t now_ns(void)
@@ -169,6 +169,20 @@ static uint64_t first_open_ticket(const sb_disk *d, const wstate *w)
     return t;
 }
 
+/* CLEAN block b's record is the one slot s wrote: it joins the gauges and
+ * its matches hold that segment; not hit since. [mu] */
+static void written_at(sb_store *st, sb_blk *b, const wslot *s)
+{
+    b->seg = s->seg;
+    b->seg_id = s->h.segment_id;
+    b->rec_off = s->req.off;
+    b->head_bytes = s->h.head_bytes;
+    b->hit = 0;
+    sb_disk_held(st, b, 1);
+    if (b->indexed)
+        sb_disk_count(st, b, 1);
+}
+
 /* A block leaves the writer: written (ok) or not, or skipped (counted
  * neither way). */
 static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
@@ -180,14 +194,7 @@ static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
     b->reinsert = 0;
     if (how > 0) {
         b->disk = SB_DISK_CLEAN;
-        b->hit = 0;
-        b->seg = s->seg;
-        b->seg_id = s->h.segment_id;
-        b->rec_off = s->req.off;
-        b->head_bytes = s->h.head_bytes;
-        sb_disk_held(st, b, 1);
-        if (b->indexed)
-            sb_disk_count(st, b, 1);
+        written_at(st, b, s);
     } else {
         b->disk = how < 0 ? SB_DISK_FAILED : SB_DISK_NONE;
         if (how < 0 && b->ticket > d->err_ticket)
@@ -386,15 +393,8 @@ static void copy_done(sb_disk *d, sb_blk *b, const wslot *s, bool lost)
     d->reserved -= sb_disk_rec_bytes(b);
     if (copy_valid(b)) {
         if (s) {
-            sb_disk_count(st, b, -1);
-            sb_disk_held(st, b, -1);
-            b->seg = s->seg;
-            b->seg_id = s->h.segment_id;
-            b->rec_off = s->req.off;
-            b->head_bytes = s->h.head_bytes;
-            sb_disk_count(st, b, 1);
-            sb_disk_held(st, b, 1);
-            b->hit = 0;
+            sb_disk_unclean(st, b, SB_DISK_CLEAN); /* leaves the old record */
+            written_at(st, b, s);
         } else if (lost) {
             sb_disk_drop(b->ns, b);
             d->rc_dropped++;
@@ -423,29 +423,28 @@ static void fetch_copies(wstate *w)
             continue;
         }
         const sb_seg *g = &d->segs[b->seg];
-        w->loc[n] = (sb_disk_loc){ b->seg, g->id, g->gen, b->head_bytes, b->rec_off };
-        w->fetch[n++] = b;
+        w->fetch[n++] = (wcopy){ .b = b,
+                                 .at = { b->seg, g->id, g->gen, b->head_bytes, b->rec_off } };
     }
     if (!n)
         return;
     pthread_mutex_unlock(&d->st->mu);
     for (unsigned i = 0; i < n; i++) {
-        sb_blk *b = w->fetch[i];
-        uint8_t *buf = aligned_alloc(4096, sb_blk_alloc_bytes(b->ns, b->kind));
-        w->fbuf[i] = buf;
-        w->frc[i] = buf ? sb_disk_read_record(d, b->ns, b, &w->loc[i], buf) : SB_ERR_NOMEM;
+        wcopy *c = &w->fetch[i];
+        c->buf = aligned_alloc(4096, sb_blk_alloc_bytes(c->b->ns, c->b->kind));
+        c->rc = c->buf ? sb_disk_read_record(d, c->b->ns, c->b, &c->at, c->buf) : SB_ERR_NOMEM;
     }
     pthread_mutex_lock(&d->st->mu);
     for (unsigned i = 0; i < n; i++) {
-        sb_blk *b = w->fetch[i];
-        if (w->frc[i] == SB_OK && copy_valid(b)) {
-            w->ready[w->n_ready++] = (wcopy){ b, w->fbuf[i] };
+        wcopy *c = &w->fetch[i];
+        if (c->rc == SB_OK && copy_valid(c->b)) {
+            w->ready[w->n_ready++] = *c;
             continue;
         }
         /* Not read (a bad record, no memory): its record goes with the
          * segment, so it leaves the index (unless it left already). */
-        free(w->fbuf[i]);
-        copy_done(d, b, NULL, true);
+        free(c->buf);
+        copy_done(d, c->b, NULL, true);
     }
 }
 
@@ -913,13 +912,10 @@ void *sb_writer_main(void *arg)
     w.reap = calloc(w.n_slots, sizeof *w.reap);
     w.sub = calloc(w.n_slots, sizeof *w.sub);
     w.ready = calloc(w.n_slots, sizeof *w.ready);
-    w.loc = calloc(w.n_slots, sizeof *w.loc);
     w.fetch = calloc(w.n_slots, sizeof *w.fetch);
-    w.fbuf = calloc(w.n_slots, sizeof *w.fbuf);
-    w.frc = calloc(w.n_slots, sizeof *w.frc);
     w.last_sync = now_ns();
     pthread_mutex_lock(&st->mu);
-    if (!w.slots || !w.reap || !w.sub || !w.ready || !w.loc || !w.fetch || !w.fbuf || !w.frc) {
+    if (!w.slots || !w.reap || !w.sub || !w.ready || !w.fetch) {
         w.n_slots = 0;
         d->broken = SB_ERR_NOMEM;
     }
@@ -1009,9 +1005,6 @@ void *sb_writer_main(void *arg)
     free(w.reap);
     free(w.sub);
     free(w.ready);
-    free(w.loc);
     free(w.fetch);
-    free(w.fbuf);
-    free(w.frc);
     return NULL;
 }
