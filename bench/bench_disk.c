@@ -401,6 +401,7 @@ static void bank_init(bank *b, const char *name, seqset *ss, const disk_opts *o)
     uint64_t n = ss->n_pages, disk_need = n * (ss->page_bytes + REC_HEAD_BYTES);
     sb_config_default(c);
     c->dir = b->dir;
+    c->min_prefix_tokens = 1; /* throughput: --quick sequences are short */
     c->ram_bytes = n * ss->page_bytes + (256ull << 20);
     c->queue_depth = o->queue_depth;
     c->disk_bytes = disk_need + disk_need / 4 + 4 * c->segment_bytes;

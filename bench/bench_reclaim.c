@@ -129,6 +129,7 @@ static result run(const opts *o, uint64_t cap, uint64_t stop, uint64_t turns,
     sb_config cfg;
     sb_config_default(&cfg);
     cfg.dir = dir;
+    cfg.min_prefix_tokens = 1; /* every turn is written, its first ones too */
     cfg.ram_bytes = o->ram;
     cfg.segment_bytes = o->seg;
     cfg.disk_bytes = cap;

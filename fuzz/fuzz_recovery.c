@@ -510,6 +510,7 @@ static sb_config config(uint8_t cfg_byte)
 {
     sb_config c;
     sb_config_default(&c);
+    c.min_prefix_tokens = 1; /* short test sequences are written too */
     c.segment_bytes = 64 << 10;
     c.disk_bytes = 64 << 20;
     c.queue_depth = 4;

@@ -307,6 +307,7 @@ void sb_blk_unindex(sb_blk *b)
         ns->newest_point = NULL;
     if (b->disk == SB_DISK_CLEAN)
         sb_disk_forget(st, b);
+    sb_disk_pool_leave(st, b);
     bool was_free = is_free(b);
     b->indexed = 0;
     b->node = NULL;

@@ -447,6 +447,7 @@ static void disk_free(sb_disk *d)
     sb_io_destroy(d->rio);
     sb_io_destroy(d->wio);
     free(d->segs);
+    free(d->pool);
     pthread_cond_destroy(&d->work_cv);
     pthread_cond_destroy(&d->done_cv);
     pthread_mutex_destroy(&d->rd_mu);
@@ -585,6 +586,9 @@ void sb_disk_close(sb_store *st, bool crash)
         sb_disk_flush(st); /* the dirty pages too, not only the queue */
     if (d->running) {
         pthread_mutex_lock(&st->mu);
+        if (!crash) /* what the budget takes now, then the rest is denied */
+            sb_disk_pool_drain(st);
+        sb_disk_pool_clear(d);
         d->stop = true;
         d->abort = crash;
         pthread_cond_broadcast(&d->work_cv);
@@ -606,123 +610,6 @@ bool sb_disk_write_back(const sb_store *st)
 bool sb_disk_write_only(const sb_store *st)
 {
     return st->disk && st->disk->mode == SB_WRITE_ONLY;
-}
-
-size_t sb_disk_stream_pages(const sb_store *st, size_t page_bytes, size_t pages)
-{
-    const sb_disk *d = st->disk;
-    if (!d || d->mode == SB_WRITE_BACK || (uint64_t)pages * page_bytes <= d->backlog)
-        return 0;
-    size_t per = (size_t)(d->backlog / 2 / page_bytes);
-    return per ? per : 1;
-}
-
-void sb_disk_stream_wait(sb_store *st)
-{
-    sb_disk *d = st->disk;
-    while (d && d->pending_bytes > d->backlog / 2 && sb_disk_wait_progress(st))
-        ;
-}
-
-uint64_t sb_disk_pending(const sb_store *st)
-{
-    return st->disk ? st->disk->pending_bytes : 0;
-}
-
-/* ---- the write budget [mu] -------------------------------------------------------- */
-
-static void budget_refill(sb_disk *d)
-{
-    uint64_t now = sb_now_ns(d->st);
-    if (now > d->bucket_t) { /* a clock that steps back refills nothing */
-        double add = (double)(now - d->bucket_t) * d->rate;
-        d->bucket = d->bucket + add > d->depth ? d->depth : d->bucket + add;
-        d->pace = d->pace + add > d->pace_depth ? d->pace_depth : d->pace + add;
-    }
-    d->bucket_t = now;
-}
-
-void sb_disk_debit(sb_disk *d, uint64_t bytes)
-{
-    budget_refill(d);
-    d->bucket -= (double)bytes;
-}
-
-void sb_disk_deny(sb_disk *d, int why)
-{
-    d->denials++;
-    d->deny[why]++;
-}
-
-int sb_disk_admit(sb_disk *d, const sb_blk *b)
-{
-    if (d->pending_bytes + b->bytes > d->backlog)
-        return SB_DENY_BACKLOG;
-    uint64_t rec = sb_disk_rec_bytes(b);
-    budget_refill(d);
-    double left = d->bucket - (double)d->reserved;
-    if (left - (double)d->meta_reserve < (double)rec)
-        return SB_DENY_BUDGET;
-    /* The soft controller: past the first half of the burst, a page also
-     * takes pace (a minute's worth of the rate at most), so a demand above
-     * the budget is written at the budget's rate, not in a first burst. */
-    if (d->pace >= (double)rec)
-        d->pace -= (double)rec;
-    else if (left - (double)rec < d->depth / 2)
-        return SB_DENY_BUDGET;
-    d->reserved += rec;
-    return -1;
-}
-
-void sb_disk_enqueue(sb_store *st, sb_blk *b)
-{
-    sb_disk *d = st->disk;
-    if (!d || b->disk != SB_DISK_NONE || !b->data)
-        return;
-    if (d->broken == SB_ERR_NOSPC && sb_now_ns(st) >= d->retry_ns)
-        d->broken = 0; /* space may have returned: the writer tries again */
-    if (d->broken || d->stop) {
-        b->disk = SB_DISK_FAILED;
-        sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR);
-        d->err_ticket = d->next_ticket++; /* a flush reports it */
-        d->err_rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
-        return;
-    }
-    int why = sb_disk_admit(d, b);
-    if (why >= 0) { /* RAM-only; not an error a flush reports */
-        b->disk = SB_DISK_FAILED;
-        sb_disk_deny(d, why);
-        return;
-    }
-    sb_blk_ref(b);
-    b->disk = SB_DISK_QUEUED;
-    b->ticket = d->next_ticket++;
-    b->wq_next = NULL;
-    bool tail = b->kind == SB_BLK_PAGE && b->n_tokens < b->ns->page_tokens;
-    sb_blk **head = tail ? &d->t_head : &d->q_head, **last = tail ? &d->t_tail : &d->q_tail;
-    if (*last)
-        (*last)->wq_next = b;
-    else
-        *head = b;
-    *last = b;
-    sb_disk_pending_add(d, b->bytes);
-    if (!tail)
-        pthread_cond_signal(&d->work_cv);
-}
-
-void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
-{
-    sb_disk *d = st->disk;
-    if (!d || d->mode == SB_WRITE_BACK || b->disk != SB_DISK_NONE || !b->data)
-        return;
-    /* A child is never written without its parent (recovery could not
-     * reach it). */
-    if (parent && (parent->disk == SB_DISK_FAILED || parent->disk == SB_DISK_NONE)) {
-        b->disk = SB_DISK_FAILED;
-        sb_disk_deny(d, SB_DENY_PARENT);
-        return;
-    }
-    sb_disk_enqueue(st, b);
 }
 
 bool sb_disk_wait_progress(sb_store *st)
@@ -797,7 +684,12 @@ int sb_disk_flush(sb_store *st)
             for (sb_ns *ns = st->buckets[i]; ns; ns = ns->next)
                 if (sb_radix_visit(ns, queue_dirty, st) != SB_OK)
                     qrc = SB_ERR_NOMEM;
-    int rc = wait_synced(st, 1, d->next_ticket - 1);
+    /* Pooled blocks the budget takes now are written too (each round of
+     * writes frees backlog for more; the writer may have queued some). */
+    int rc;
+    do
+        rc = wait_synced(st, 1, d->next_ticket - 1);
+    while (rc == SB_OK && (sb_disk_pool_drain(st) || d->synced_ticket < d->next_ticket - 1));
     if (rc == SB_OK)
         rc = qrc;
     pthread_mutex_unlock(&st->mu);
@@ -914,6 +806,9 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->disk_reclaim_ram_only = d->rc_ram;
     out->disk_reclaim_dropped = d->rc_dropped;
     out->disk_nospc = d->nospc;
+    out->disk_deferred = d->deferred;
+    out->disk_pool_written = d->pool_written;
+    out->disk_pool_blocks = d->pool_n;
     out->disk_queued_bytes = d->pending_bytes;
     out->disk_queued_peak_bytes = d->pending_peak;
     out->disk_holdback_ns = d->held_ns;

@@ -45,11 +45,39 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *io);
  * freed (mu not held). */
 void sb_disk_close(sb_store *st, bool crash);
 
-/* sb_disk_committed -- [mu] b (a page or point state just indexed) was
- * committed: queue it for writing in write-through and write-only modes,
- * unless parent (the page before it on its path; NULL for the first) was
- * not written (SB_DENY_PARENT). */
+/* sb_disk_committed -- [mu] b (a page or point state just indexed, or
+ * indexed earlier by a commit too short to offer it) is offered for
+ * writing in write-through and write-only modes: queued when the pool is
+ * empty and the budget and backlog take it, else put in the priority pool
+ * (admit.c); denied (SB_DENY_PARENT) when parent (the page before it on
+ * its path; NULL for the first) is neither written nor pooled. */
 void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent);
+
+/* sb_disk_short -- [mu] b, new, is not offered: its commit is shorter than
+ * min_prefix_tokens (counted as SB_DENY_SHORT; b stays unwritten, not
+ * FAILED, so a longer commit through it offers it). */
+void sb_disk_short(sb_store *st, sb_blk *b);
+
+/* sb_disk_pool_drain -- [mu] queue pooled blocks, best first (parents
+ * before children), while the budget and the backlog admit them.
+ * Returns: how many were queued. */
+size_t sb_disk_pool_drain(sb_store *st);
+
+/* sb_disk_pool_fix -- [mu] b's uses changed: reorder it if pooled.
+ * sb_disk_pool_leave -- [mu] b leaves the index: out of the pool, denied
+ * for the reason it waited for. Both no-ops for a block not pooled. */
+void sb_disk_pool_fix(sb_store *st, sb_blk *b);
+void sb_disk_pool_leave(sb_store *st, sb_blk *b);
+
+/* sb_blk_used -- [mu] a commit or a match went through b: one more use,
+ * the pool's priority. */
+static inline void sb_blk_used(sb_store *st, sb_blk *b)
+{
+    if (b->uses != UINT32_MAX)
+        b->uses++;
+    if (b->pool_at)
+        sb_disk_pool_fix(st, b);
+}
 
 /* sb_disk_rec_bytes -- [mu] the bytes of b's record (head and payload),
  * what admission reserves in the write budget (writer.c). */
@@ -63,7 +91,8 @@ void sb_disk_debit(struct sb_disk *d, uint64_t bytes);
 void sb_disk_deny(struct sb_disk *d, int why);
 
 /* sb_disk_enqueue -- [mu] queue indexed block b for writing now (b->disk
- * NONE): the writer takes a reference; b becomes QUEUED. */
+ * NONE; write-back's eviction and flush): the writer takes a reference and
+ * b becomes QUEUED, or b is denied (FAILED: budget, backlog, short). */
 void sb_disk_enqueue(sb_store *st, sb_blk *b);
 
 /* sb_disk_write_back / sb_disk_write_only -- [mu] the tier is in that mode

@@ -19,6 +19,14 @@
 
 typedef struct sb_disk sb_disk;
 
+/* An entry of the priority pool (admit.c): a block and its place. */
+typedef struct sb_pool_ent {
+    sb_blk *b;
+    double value;              /* recompute saved per byte written */
+    uint64_t depth;            /* first token it covers: ties, shallower first */
+    uint64_t stamp;            /* its last use when placed: then newer first */
+} sb_pool_ent;
+
 /* A segment file, seg-<id>.dat, and while it is open the summary of the
  * records written to it. */
 typedef struct sb_seg_ent {
@@ -116,6 +124,10 @@ struct sb_disk {
                                   namespace records: pages never take it */
     uint64_t backlog;          /* [const] sb_config.backlog_bytes */
     uint64_t deny[SB_DENY__COUNT]; /* denials by reason */
+    sb_pool_ent *pool;         /* the priority pool: a max-heap (admit.c) */
+    size_t pool_n, pool_cap;
+    uint64_t deferred, pool_written; /* blocks that entered it, and left it
+                                  for the queue */
     uint64_t wa_logical, wa_head, wa_pad, wa_sum, wa_super, wa_ns; /* [mu] the
                                   write amplification breakdown (sb_stats) */
     uint64_t held_ns, holds;   /* time held back, and how many waits */
@@ -189,6 +201,10 @@ void sb_disk_seg_free(sb_disk *d, sb_seg *s);
 /* sb_disk_admit -- admit b to the writer's queue: reserve its record's
  * bytes in the bucket and return -1, or return why not (a sb_deny). [mu] */
 int sb_disk_admit(sb_disk *d, const sb_blk *b);
+
+/* sb_disk_pool_clear -- [mu] empty the pool (the tier closes): what waits
+ * in it is denied, the reason it waited for. */
+void sb_disk_pool_clear(sb_disk *d);
 
 /* sb_disk_live_segs -- segments open or sealed. [mu] or [w] */
 uint32_t sb_disk_live_segs(const sb_disk *d);

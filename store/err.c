@@ -54,7 +54,7 @@ const char *sb_miss_name(int miss)
 static const char *const deny_text[SB_DENY__COUNT] = {
     [SB_DENY_BUDGET] = "budget",     [SB_DENY_BACKLOG] = "backlog",
     [SB_DENY_CAPACITY] = "capacity", [SB_DENY_PARENT] = "parent",
-    [SB_DENY_ERROR] = "error",
+    [SB_DENY_ERROR] = "error",       [SB_DENY_SHORT] = "short",
 };
 
 const char *sb_deny_name(int reason)

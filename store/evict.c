@@ -130,13 +130,20 @@ static void evict(sb_store *st, sb_blk *b)
     }
     if (b->disk == SB_DISK_NONE && sb_disk_write_back(st)) { /* 6: write it */
         sb_disk_enqueue(st, b);
+        /* Queued: it waits for the writer (parked). Denied (FAILED): a
+         * leaf page or a point state is evicted below; an inner page
+         * leaves the heaps until it is a leaf page again. */
+        bool queued = b->disk == SB_DISK_QUEUED;
+        if (!queued && (b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b)))
+            goto unindex;
         for (int w = 0; w < 2; w++)
             if (b->heap_pos[w] < SB_HEAP_PARKED) {
                 sb_heap_remove(w == SB_HEAP_STORE ? &st->heap : &ns->heap, b, w);
-                b->heap_pos[w] = SB_HEAP_PARKED;
+                b->heap_pos[w] = queued ? SB_HEAP_PARKED : SB_HEAP_OUT;
             }
         return;
     }
+unindex:
     SB_DLOG("evict %s of ns %016llx, region %u, stamp %llu\n",
             b->kind == SB_BLK_PAGE ? "page" : "point", (unsigned long long)ns->id,
             b->region, (unsigned long long)b->stamp);

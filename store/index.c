@@ -202,9 +202,21 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
     for (size_t r = r0; r < n_reg; r++)
         if (r == n_reg - 1 || sb_blk_droppable(pages[r]))
             sb_blk_candidate(pages[r]);
-    for (size_t r = r0; r < n_reg; r++)
-        if (pages[r]->disk == SB_DISK_NONE)
-            sb_disk_committed(ns->st, pages[r], r ? path[r - 1] : NULL);
+    /* Offer what is unwritten to the disk tier, parents first: the new
+     * pages, and pages a shorter commit left unoffered (admit.c). */
+    bool offer = n >= st->cfg.min_prefix_tokens;
+    for (size_t r = 0; r < n_reg; r++) {
+        if (r < r0)
+            sb_blk_used(st, path[r]);
+        else
+            path[r]->uses = 1;
+        if (path[r]->disk != SB_DISK_NONE)
+            continue;
+        if (offer)
+            sb_disk_committed(st, path[r], r ? path[r - 1] : NULL);
+        else if (r >= r0)
+            sb_disk_short(st, path[r]);
+    }
 
     /* 5 */
     if (!zero_copy) {
@@ -240,8 +252,14 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
             sb_blk_index(point, end);
             end->point = point;
             sb_blk_candidate(point);
-            if (point->disk == SB_DISK_NONE)
-                sb_disk_committed(st, point, path[n_reg - 1]);
+            point->uses = 0;
+        }
+        sb_blk_used(st, end->point);
+        if (end->point->disk == SB_DISK_NONE) {
+            if (n >= st->cfg.min_prefix_tokens)
+                sb_disk_committed(st, end->point, path[n_reg - 1]);
+            else if (end->point == point)
+                sb_disk_short(st, point);
         }
         sb_blk_touch(st, end->point);
     }
@@ -616,13 +634,16 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     for (size_t r = 0; r < n_pages; r++)
         on_disk += !m->pages[r]->data;
     sb_blk_pin_run(ns, m->pages, n_pages);
-    for (size_t r = 0; r < n_pages; r++) /* what is on disk stays there */
+    for (size_t r = 0; r < n_pages; r++) { /* what is on disk stays there */
         sb_disk_match(st, m->pages[r], 1);
+        sb_blk_used(st, m->pages[r]);
+    }
     if (point) {
         sb_blk_ref(point);
         sb_blk_touch(st, point);
         point->hit = 1;
         sb_disk_match(st, point, 1);
+        sb_blk_used(st, point);
     }
     m->miss = miss_reason(ns, &w, tokens, n_tokens, L, m->pages);
     m->ns = ns;

@@ -97,6 +97,12 @@ struct sb_page {
     uint8_t hit;            /* [mu] matched since its record was written:
                                reclamation keeps it (reclaim.c) */
     uint8_t reinsert;       /* [mu] queued again by reclamation (QUEUED) */
+    uint8_t defer_why;      /* [mu] why it waits in the disk tier's pool
+                               (sb_deny; pool_at nonzero) */
+    uint32_t uses;          /* [mu] commits and matches that went through
+                               it (saturating): the pool's priority */
+    uint32_t pool_at;       /* [mu] 1 + its place in the disk tier's
+                               priority pool (admit.c), 0: not there */
     uint32_t pinned;        /* [mu] TTL pins holding it */
     uint32_t matched;       /* [mu] live matches holding it: while it is
                                CLEAN its segment is not deleted (the

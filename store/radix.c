@@ -252,19 +252,21 @@ sb_blk *sb_radix_cover(struct sb_ns *ns, const sb_walk *w, uint32_t r)
     }
 }
 
-sb_blk *sb_radix_prev_page(struct sb_ns *ns, const sb_blk *b)
+sb_blk *sb_radix_page_above(const sb_node *node, uint32_t pt, uint32_t r)
 {
-    if (b->region == 0)
-        return NULL;
-    uint32_t pt = ns->page_tokens, r = b->region - 1;
-    /* Region r ends at depth (r + 1) * pt <= b's first depth: on b's node
-     * or an ancestor whose edge holds that depth. */
-    for (const sb_node *n = b->node; n; n = n->parent) {
+    for (const sb_node *n = node; n; n = n->parent) {
         uint32_t base = n->start / pt;
         if (r >= base && r - base < n->n_pages)
             return n->pages[r - base];
     }
     return NULL;
+}
+
+sb_blk *sb_radix_prev_page(struct sb_ns *ns, const sb_blk *b)
+{
+    /* Region r ends at depth (r + 1) * pt <= b's first depth: on b's node
+     * or an ancestor whose edge holds that depth. */
+    return b->region ? sb_radix_page_above(b->node, ns->page_tokens, b->region - 1) : NULL;
 }
 
 bool sb_radix_is_leaf_page(const sb_blk *b)

@@ -168,6 +168,10 @@ void sb_radix_drop_point(struct sb_ns *ns, sb_node *node);
  * page b's content key chains from); NULL for region 0. */
 sb_blk *sb_radix_prev_page(struct sb_ns *ns, const sb_blk *b);
 
+/* sb_radix_page_above -- the page of region r held by node or one of its
+ * ancestors (pt: page_tokens); NULL when none is. */
+sb_blk *sb_radix_page_above(const sb_node *node, uint32_t pt, uint32_t r);
+
 /* sb_radix_is_leaf_page -- b is the last page of a leaf node. */
 bool sb_radix_is_leaf_page(const sb_blk *b);
 

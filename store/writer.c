@@ -923,10 +923,17 @@ void *sb_writer_main(void *arg)
         if (d->abort)
             break;
         while (!has_work(&w) && !w.in_flight) {
-            if (d->durability == SB_DURABILITY_PERIODIC && (w.unsynced || d->t_head)) {
+            /* The pool drains as the budget refills: look every 50 ms. */
+            if (d->pool_n && !d->stop && sb_disk_pool_drain(st))
+                continue;
+            bool sync_wait = d->durability == SB_DURABILITY_PERIODIC && (w.unsynced || d->t_head);
+            if (sync_wait || d->pool_n) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
-                uint64_t t = (uint64_t)ts.tv_nsec + d->sync_ns / 4 + 1000000;
+                uint64_t wait = sync_wait ? d->sync_ns / 4 + 1000000 : 50000000;
+                if (d->pool_n && wait > 50000000)
+                    wait = 50000000;
+                uint64_t t = (uint64_t)ts.tv_nsec + wait;
                 ts.tv_sec += (time_t)(t / 1000000000ull);
                 ts.tv_nsec = (long)(t % 1000000000ull);
                 pthread_cond_timedwait(&d->work_cv, &st->mu, &ts);

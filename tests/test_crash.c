@@ -150,6 +150,7 @@ static sb_config config(uint64_t seed)
 {
     sb_config c;
     sb_config_default(&c);
+    c.min_prefix_tokens = 1; /* short test sequences are written too */
     c.segment_bytes = 64 << 10;
     c.disk_bytes = 64 << 20;
     c.queue_depth = 1 + (uint32_t)(seed % 8);
@@ -270,6 +271,7 @@ static void fault_sweep(int err)
 {
     sb_config c;
     sb_config_default(&c);
+    c.min_prefix_tokens = 1; /* short test sequences are written too */
     c.segment_bytes = 64 << 10;
     c.disk_bytes = 64 << 20;
     c.queue_depth = 4;

@@ -59,6 +59,7 @@ static sb_config config(uint64_t cap_segs, uint64_t ram_pages)
 {
     sb_config c;
     sb_config_default(&c);
+    c.min_prefix_tokens = 1; /* short test sequences are written too */
     c.segment_bytes = SEG;
     c.disk_bytes = cap_segs * SEG;
     c.ram_bytes = ram_pages * 4096 + (64u << 10);

@@ -40,6 +40,7 @@ static sb_store *open_dir(uint64_t ram_bytes, uint64_t seg_bytes)
 {
     sb_config cfg;
     sb_config_default(&cfg);
+    cfg.min_prefix_tokens = 1; /* short test sequences are written too */
     cfg.dir = g_dir;
     cfg.ram_bytes = ram_bytes;
     cfg.segment_bytes = seg_bytes;
@@ -333,6 +334,7 @@ static void test_recover_foreground_holds_writer(void **state)
     (void)state;
     sb_config cfg;
     sb_config_default(&cfg);
+    cfg.min_prefix_tokens = 1; /* short test sequences are written too */
     cfg.dir = g_dir;
     cfg.segment_bytes = 1 << 20;
     cfg.disk_bytes = 1ull << 30;
@@ -382,6 +384,7 @@ static void test_recover_locked(void **state)
     sb_store *st = open_dir(1 << 20, 1 << 20);
     sb_config cfg;
     sb_config_default(&cfg);
+    cfg.min_prefix_tokens = 1; /* short test sequences are written too */
     cfg.dir = g_dir;
     sb_store *two = NULL;
     assert_int_equal(sb_store_open(&cfg, &two), SB_ERR_LOCKED);
@@ -418,6 +421,7 @@ static void test_recover_unknown_version(void **state)
     fclose(f);
     sb_config cfg;
     sb_config_default(&cfg);
+    cfg.min_prefix_tokens = 1; /* short test sequences are written too */
     cfg.dir = g_dir;
     sb_store *two = NULL;
     assert_int_equal(sb_store_open(&cfg, &two), SB_ERR_VERSION);

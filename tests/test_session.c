@@ -75,6 +75,7 @@ static void bank_open(bank *b, sb_rt_model *m, const char *dir, const char *scop
     sb_config_default(&cfg);
     cfg.ram_bytes = ram_bytes;
     cfg.dir = dir;
+    cfg.min_prefix_tokens = 1; /* the test prompts are short */
     cfg.segment_bytes = 1u << 20;
     cfg.disk_bytes = 64u << 20;
     assert_int_equal(sb_store_open(&cfg, &b->st), SB_OK);

@@ -16,6 +16,7 @@ sb_store *tu_store(uint64_t ram_bytes)
 {
     sb_config cfg;
     sb_config_default(&cfg);
+    cfg.min_prefix_tokens = 1; /* short test sequences are written too */
     if (ram_bytes)
         cfg.ram_bytes = ram_bytes;
     sb_store *st = NULL;
@@ -164,6 +165,7 @@ sb_store *tu_store_pages(uint64_t ram_pages)
 {
     sb_config cfg;
     sb_config_default(&cfg);
+    cfg.min_prefix_tokens = 1; /* short test sequences are written too */
     cfg.ram_pages = ram_pages;
     sb_store *st = NULL;
     assert_int_equal(sb_store_open(&cfg, &st), SB_OK);

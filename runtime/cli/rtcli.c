@@ -31,12 +31,14 @@ const char rt_opts_help[] =
     "                         different scopes share nothing (default: empty)\n"
     "  --ssd-session-cache M  on (default): write KV pages to disk and restore them;\n"
     "                         write-only: write, never restore; off: RAM only\n"
-    "  --ram-mib N            RAM budget of the bank, MiB (default 1024)\n";
+    "  --ram-mib N            RAM budget of the bank, MiB (default 1024)\n"
+    "  --min-prefix N         write to disk only prompts of at least N tokens\n"
+    "                         (default 512, the store's; 1: every prompt)\n";
 
 void rt_opts_default(rt_opts *o)
 {
     *o = (rt_opts){ .n_gen = 32, .page_tokens = 16, .batch = 512, .seed = 1, .top_k = 40,
-                    .top_p = 0.95f, .ram_mib = 1024, .scope = "" };
+                    .top_p = 0.95f, .ram_mib = 1024, .min_prefix = 512, .scope = "" };
 }
 
 static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -83,6 +85,8 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
         bad = parse_u64(v, 0, UINT32_MAX, &o->top_k);
     else if (!strcmp(a, "--ram-mib"))
         bad = parse_u64(v, 16, 1u << 24, &o->ram_mib);
+    else if (!strcmp(a, "--min-prefix"))
+        bad = parse_u64(v, 0, UINT32_MAX, &o->min_prefix);
     else if (!strcmp(a, "--temp"))
         bad = parse_float(v, 0, 100, &o->temp);
     else if (!strcmp(a, "--top-p"))
@@ -221,6 +225,7 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
     sb_config_default(&cfg);
     cfg.ram_bytes = o->ram_mib << 20;
     cfg.max_seq_tokens = e->m->hp.n_ctx;
+    cfg.min_prefix_tokens = (uint32_t)o->min_prefix;
     cfg.dir = o->bank_dir && o->ssd != RT_SSD_OFF ? store_dir : NULL;
     cfg.write_mode = o->ssd == RT_SSD_WRITE_ONLY ? SB_WRITE_ONLY : SB_WRITE_THROUGH;
     const char *what = "the bank";

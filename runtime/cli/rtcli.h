@@ -25,7 +25,7 @@ enum { RT_SSD_ON = 0, RT_SSD_OFF = 1, RT_SSD_WRITE_ONLY = 2 };
 
 typedef struct rt_opts {
     const char *model;
-    uint64_t n_gen, threads, page_tokens, batch, seed, top_k, ram_mib;
+    uint64_t n_gen, threads, page_tokens, batch, seed, top_k, ram_mib, min_prefix;
     float temp, top_p;
     int print_ids, stop_eos;
     const char *bank_dir, *session, *scope;

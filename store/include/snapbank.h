@@ -234,27 +234,42 @@ typedef struct sb_config {
                                      the store clock, so any hour sees at
                                      most this plus the burst (plus a
                                      metadata overdraft of at most a
-                                     segment's summary); a page that does
-                                     not fit is not written (RAM-only,
-                                     counted in disk_denials). A soft
-                                     controller spreads it over the hour:
-                                     once the burst is half spent, pages
-                                     also pass a bucket holding one minute
-                                     of the rate. Default 128 GiB, at least
-                                     1 MiB */
+                                     segment's summary). A page that does
+                                     not fit waits in RAM in a priority
+                                     pool (disk_deferred): as the bucket
+                                     refills the pool is written best
+                                     first, by recompute saved per byte
+                                     (commits and matches through a page
+                                     times its tokens over its record
+                                     bytes; shallower first on ties) and
+                                     never a page before its parent; one
+                                     that leaves RAM still waiting is
+                                     denied (RAM-only, disk_denials). A
+                                     soft controller spreads the budget
+                                     over the hour: once the burst is half
+                                     spent, pages also pass a bucket
+                                     holding one minute of the rate.
+                                     Default 128 GiB, at least 1 MiB */
     uint64_t write_budget_burst_bytes;    /* token bucket depth; 0: a twelfth
                                      of the hourly budget */
     uint64_t backlog_bytes;       /* queued-write budget: a page that would
-                                     queue more is not written, except that
+                                     queue more waits in the pool (above)
+                                     until the writer catches up, except that
                                      a put of more new pages than this
                                      streams out (sb_ns_put: a chunk of
                                      half of it at a time, each queued once
                                      the writer has drained the queue to
                                      half), so it needs no more RAM than
                                      the budgets allow; default 4 GiB */
-    uint32_t min_prefix_tokens;   /* shortest prefix worth writing; default 512
-                                     (not enforced yet: every length is
-                                     written) */
+    uint32_t min_prefix_tokens;   /* shortest sequence worth writing: a
+                                     commit or put of fewer tokens writes
+                                     nothing to the disk tier (denial
+                                     "short"; its pages are written if a
+                                     longer sequence through them is
+                                     committed later; write-back: a page no
+                                     indexed sequence of this length goes
+                                     through is not written). Default 512;
+                                     0 or 1: every length */
     uint32_t queue_depth;         /* io_uring queue depth; default 32 */
     sb_durability durability;     /* default SB_DURABILITY_PERIODIC */
     sb_write_mode write_mode;     /* default SB_WRITE_THROUGH */
@@ -389,10 +404,12 @@ typedef enum sb_deny {
                              record is larger than a segment */
     SB_DENY_PARENT = 3,   /* the page before it on its path was not written */
     SB_DENY_ERROR = 4,    /* an I/O error stopped the tier, or no memory */
-    SB_DENY__COUNT = 5
+    SB_DENY_SHORT = 5,    /* its sequence is shorter than min_prefix_tokens */
+    SB_DENY__COUNT = 6
 } sb_deny;
 
-/* sb_deny_name -- "budget", "backlog", "capacity", "parent", "error".
+/* sb_deny_name -- "budget", "backlog", "capacity", "parent", "error",
+ * "short".
  * Returns: a static string, never NULL ("unknown" when out of range). */
 SB_API const char *sb_deny_name(int reason);
 
@@ -492,6 +509,12 @@ typedef struct sb_stats {
                                     page and point state after them) */
     uint64_t disk_nospc;         /* times the file system refused a segment
                                     (ENOSPC, or free space under the floor) */
+    uint64_t disk_deferred;      /* pages and point states that waited in the
+                                    priority pool for the budget or the
+                                    backlog (not denials: those that leave
+                                    it unwritten are) */
+    uint64_t disk_pool_written;  /* ...and were queued from it */
+    uint64_t disk_pool_blocks;   /* gauge: waiting in it now */
     /* disk tier: what sb_store_open found in the directory */
     uint64_t recovered_records;  /* valid records */
     uint64_t recovered_pages;    /* pages put back in the index */

@@ -135,10 +135,10 @@ class DiskTest(unittest.TestCase):
         d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
         try:
             toks = list(range(7, 300))
-            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20) as st:
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1) as st:
                 ns = st.namespace(b"m", BPT)
                 ns.put(toks, [state(toks, 0), state(toks, 1)])
-            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20) as st:
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1) as st:
                 self.assertGreater(st.stats()["recovered_pages"], 0)
                 ns = st.namespace(b"m", BPT)
                 with ns.match(toks) as m:
@@ -200,11 +200,11 @@ class SessionTest(unittest.TestCase):
     def test_ssd_after_reopen(self):
         d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
         try:
-            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20) as st, \
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1) as st, \
                     snapbank.Session(st, self.model) as s:
                 s.generate("Nothing wrong is ever returned by the bank.", n=4)
                 saved = s.tokens
-            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20) as st, \
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1) as st, \
                     snapbank.Session(st, self.model) as s:
                 s.resume(saved)
                 g = s.generate(" Why?", n=4)
