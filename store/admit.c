@@ -72,7 +72,18 @@ uint64_t sb_disk_pending(const sb_store *st)
     return st->disk ? st->disk->pending_bytes : 0;
 }
 
-/* ---- the write budget -------------------------------------------------------------- */
+/* ---- the write budget -------------------------------------------------------------- *
+ *
+ * Three checks, all on the store clock. The hard bucket (depth: the burst)
+ * refills at the hourly rate and pays for every byte written, metadata
+ * included: any sliding hour stays under budget + burst. The pacing
+ * bucket holds a minute of the rate: once the hard bucket is under half
+ * full, a page must pass it too, so demand above the budget is written at
+ * the budget's rate instead of in a first burst. The hour window counts
+ * the bytes written in each of the last 60 minutes: a page is admitted
+ * only while they, what is admitted and not yet written, and the page stay
+ * under 99 % of the budget, so an hour that starts with a full bucket does
+ * not write the budget and the burst. */
 
 static void budget_refill(sb_disk *d)
 {
@@ -85,10 +96,29 @@ static void budget_refill(sb_disk *d)
     d->bucket_t = now;
 }
 
+/* Move the hour window to the minute of now: slots of minutes that left
+ * the last hour are emptied. */
+static uint64_t window_advance(sb_disk *d)
+{
+    uint64_t minute = sb_now_ns(d->st) / 60000000000ull;
+    if (minute > d->win_min) {
+        uint64_t gone = minute - d->win_min < 60 ? minute - d->win_min : 60;
+        for (uint64_t k = 1; k <= gone; k++) {
+            uint64_t *slot = &d->win[(d->win_min + k) % 60];
+            d->win_sum -= *slot;
+            *slot = 0;
+        }
+        d->win_min = minute;
+    }
+    return d->win_min; /* a clock that steps back writes into the newest */
+}
+
 void sb_disk_debit(sb_disk *d, uint64_t bytes)
 {
     budget_refill(d);
     d->bucket -= (double)bytes;
+    d->win[window_advance(d) % 60] += bytes;
+    d->win_sum += bytes;
 }
 
 void sb_disk_deny(sb_disk *d, int why)
@@ -109,10 +139,15 @@ int sb_disk_admit(sb_disk *d, const sb_blk *b)
     /* The soft controller: past the first half of the burst, a page also
      * takes pace (a minute's worth of the rate at most), so a demand above
      * the budget is written at the budget's rate, not in a first burst. */
+    if (d->pace < (double)rec && left - (double)rec < d->depth / 2)
+        return SB_DENY_BUDGET;
+    /* ...and the last hour, minute by minute, stays under the budget (less
+     * 1 % for metadata): the burst serves what the hour has not used. */
+    window_advance(d);
+    if (d->win_sum + d->reserved + rec > d->hour_cap)
+        return SB_DENY_BUDGET;
     if (d->pace >= (double)rec)
         d->pace -= (double)rec;
-    else if (left - (double)rec < d->depth / 2)
-        return SB_DENY_BUDGET;
     d->reserved += rec;
     return -1;
 }

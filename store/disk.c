@@ -488,6 +488,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->bucket = d->depth;
     d->pace_depth = d->rate * 60e9;
     d->pace = d->pace_depth;
+    d->hour_cap = cfg->write_budget_bytes_per_hour - cfg->write_budget_bytes_per_hour / 100;
     d->bucket_t = sb_now_ns(st);
     d->backlog = cfg->backlog_bytes;
     pthread_mutex_init(&d->rd_mu, NULL);

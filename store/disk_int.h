@@ -119,6 +119,13 @@ struct sb_disk {
                                   full, so the budget is spread over the
                                   hour */
     double pace_depth;         /* [const] */
+    uint64_t win[60];          /* bytes written in each minute of the last
+                                  hour (store clock), slot minute % 60 */
+    uint64_t win_min;          /* the newest slot's minute */
+    uint64_t win_sum;          /* the sum of win */
+    uint64_t hour_cap;         /* [const] pages are admitted while the last
+                                  hour's bytes stay under this: 99 % of the
+                                  budget (1 % for metadata) */
     uint64_t reserved;         /* record bytes admitted and not yet written */
     uint64_t meta_reserve;     /* [const] kept for summaries, superblocks and
                                   namespace records: pages never take it */

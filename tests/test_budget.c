@@ -5,8 +5,9 @@
  *   - a simulated day: 12 hours of demand at twice the budget, then 12 at
  *     half of it, a minute at a time (puts, a flush, the clock advanced).
  *     Every sliding hour of device bytes (records, padding, summaries,
- *     superblock) stays within budget + burst; every hour of excess demand
- *     uses at least 95 % of the budget; pages the budget could not take
+ *     superblock) stays within budget + burst, every clock hour within the
+ *     budget (the hour window); every hour of excess demand uses at least
+ *     95 % of the budget; pages the budget could not take
  *     wait in the pool and are written during the low demand until it is
  *     empty, after which nothing more is denied; denials (pages that left
  *     RAM still waiting) are "budget" or "parent"; the newest sequences
@@ -128,6 +129,11 @@ static void test_budget_day(void **state)
             fail_msg("minutes %d-%d: %llu bytes written, budget %llu + burst %llu", m, m + 60,
                      (unsigned long long)(w[m + 60] - w[m]), (unsigned long long)BUDGET,
                      (unsigned long long)depth);
+    for (int h = 0; h < 24; h++) /* the hour window: no hour writes the burst too */
+        if (w[60 * h + 60] - w[60 * h] > BUDGET)
+            fail_msg("hour %d: %llu bytes, over the budget %llu", h,
+                     (unsigned long long)(w[60 * h + 60] - w[60 * h]),
+                     (unsigned long long)BUDGET);
     for (int h = 0; h < 12; h++) {
         uint64_t b = w[60 * h + 60] - w[60 * h];
         if (b < BUDGET * 95 / 100)
