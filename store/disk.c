@@ -489,6 +489,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->pace_depth = d->rate * 60e9;
     d->pace = d->pace_depth;
     d->hour_cap = cfg->write_budget_bytes_per_hour - cfg->write_budget_bytes_per_hour / 100;
+    d->zlevel = cfg->compress_level;
     d->bucket_t = sb_now_ns(st);
     d->backlog = cfg->backlog_bytes;
     pthread_mutex_init(&d->rd_mu, NULL);
@@ -757,7 +758,7 @@ void sb_disk_count(sb_store *st, const sb_blk *b, int sign)
     sb_disk *d = st->disk;
     if (!d)
         return;
-    uint64_t bytes = b->head_bytes + sb_blk_alloc_bytes(b->ns, b->kind);
+    uint64_t bytes = b->head_bytes + sb_disk_payload_read(b);
     if (sign > 0) {
         st->disk_live_bytes += bytes;
         d->segs[b->seg].live_bytes += bytes;
@@ -810,6 +811,11 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->disk_deferred = d->deferred;
     out->disk_pool_written = d->pool_written;
     out->disk_pool_blocks = d->pool_n;
+    out->disk_compressed_records = d->z_records;
+    out->disk_compress_skipped = d->z_skipped;
+    out->disk_compress_raw_bytes = d->z_raw;
+    out->disk_compress_stored_bytes = d->z_stored;
+    out->disk_compress_saved_bytes = d->z_saved;
     out->disk_queued_bytes = d->pending_bytes;
     out->disk_queued_peak_bytes = d->pending_peak;
     out->disk_holdback_ns = d->held_ns;

@@ -67,6 +67,8 @@ typedef struct sb_seg {
 typedef struct sb_disk_loc {
     uint32_t seg, seg_id, gen, head_bytes;
     uint64_t off;
+    uint32_t stored;           /* payload bytes when compressed, else 0 */
+    uint8_t zflags;            /* ...and the record's flags */
 } sb_disk_loc;
 
 struct sb_disk {
@@ -148,6 +150,9 @@ struct sb_disk {
                                   superblock's wear block at open: what
                                   earlier lives of the store wrote */
     uint64_t reclaimed, rc_kept, rc_ram, rc_dropped, nospc; /* [mu] sb_stats */
+    uint32_t zlevel;           /* [const] sb_config.compress_level */
+    uint64_t z_records, z_skipped, z_raw, z_stored, z_saved; /* [mu] sb_stats
+                                  disk_compress_* */
 
     /* segments [mu] for id/gen/state/data_end, else [w] */
     sb_seg *segs;              /* (max_segs) */
@@ -246,6 +251,14 @@ static inline bool sb_disk_record_live(const sb_disk *d, const sb_blk *b)
 {
     const sb_seg *s = &d->segs[b->seg];
     return s->state != SB_SEG_FREE && s->id == b->seg_id;
+}
+
+/* sb_disk_payload_read -- bytes after the head a read of CLEAN block b's
+ * record takes: its payload as stored, padded to 4 KiB. */
+static inline uint64_t sb_disk_payload_read(const sb_blk *b)
+{
+    return b->stored ? ((uint64_t)b->stored + SB_FMT_BLOCK - 1) / SB_FMT_BLOCK * SB_FMT_BLOCK
+                     : sb_blk_alloc_bytes(b->ns, b->kind);
 }
 
 /* sb_disk_pending_add -- bytes joined the writer's queue. [mu] */

@@ -14,7 +14,9 @@
  *   3. Check each: the whole record read; the head decodes at its offset
  *      (magic, version, head hash over segment id, generation and offset);
  *      it is the record of this block (kind, namespace, content key or
- *      position, size); the payload hash matches.
+ *      position, size); the payload hash matches. A compressed record is
+ *      read into a buffer of its stored size and decompressed into the
+ *      bounce buffer, which must come out exactly the block's size.
  *   4. Under st->mu: install the good buffers in order up to the first bad
  *      record; give the rest back. A bad record's block leaves the index
  *      with everything that depends on it (deepest leaf pages first, so the
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress.h"
 #include "disk_int.h"
 #include "internal.h"
 #include "radix.h"
@@ -34,6 +37,9 @@ typedef struct rd {
     size_t idx;                /* its index in the caller's blocks */
     uint32_t seg, seg_id, gen, head_bytes;
     uint64_t off;
+    uint32_t stored;           /* the payload's stored size if compressed */
+    uint8_t zflags;            /* ...and the record's flags */
+    uint8_t *zbuf;             /* ...read here, padded, then decompressed */
     uint8_t *data;             /* bounce: becomes b->data */
     uint8_t *head;
     sb_io_req req;
@@ -86,7 +92,8 @@ static int check(const sb_ns *ns, rd *x)
 {
     const sb_blk *b = x->b;
     uint64_t pay = sb_blk_alloc_bytes(ns, b->kind);
-    if (x->req.result != (int64_t)(x->head_bytes + pay))
+    uint64_t want = x->stored ? (x->stored + 4095ull) / 4096 * 4096 : pay;
+    if (x->req.result != (int64_t)(x->head_bytes + want))
         return x->req.result < 0 ? SB_ERR_IO : SB_ERR_CORRUPT;
     sb_rec_head h;
     const uint32_t *tok;
@@ -94,7 +101,7 @@ static int check(const sb_ns *ns, rd *x)
     if (sb_rec_decode(x->head, x->head_bytes, x->off, &h, &tok, &extra) != SB_OK)
         return SB_ERR_CORRUPT;
     if (h.segment_id != x->seg_id || h.generation != x->gen || h.ns_id != ns->id ||
-        h.payload_bytes != b->bytes)
+        h.flags != x->zflags || h.payload_bytes != (x->stored ? x->stored : b->bytes))
         return SB_ERR_CORRUPT;
     if (b->kind == SB_BLK_PAGE) {
         if (h.kind != SB_REC_PAGE || h.key[0] != b->key.lo || h.key[1] != b->key.hi ||
@@ -103,10 +110,15 @@ static int check(const sb_ns *ns, rd *x)
     } else if (h.kind != SB_REC_POINT || h.position != b->n_tokens) {
         return SB_ERR_CORRUPT;
     }
-    if (sb_rec_payload_hash(x->data, h.payload_bytes) != h.payload_hash)
+    if (sb_rec_payload_hash(x->stored ? x->zbuf : x->data, h.payload_bytes) != h.payload_hash)
         return SB_ERR_CORRUPT;
-    if (pay > h.payload_bytes) /* the padding of a point state */
-        memset(x->data + h.payload_bytes, 0, pay - h.payload_bytes);
+    if (x->stored) {
+        int rc = sb_zdecompress(x->zbuf, x->stored, x->zflags, x->data, b->bytes);
+        if (rc != SB_OK)
+            return rc == SB_ERR_NOMEM ? SB_ERR_IO : rc;
+    }
+    if (pay > b->bytes) /* the padding of a point state */
+        memset(x->data + b->bytes, 0, pay - b->bytes);
     return SB_OK;
 }
 
@@ -223,7 +235,8 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
         sb_seg *s = &d->segs[b->seg];
         s->holds++; /* the segment stays until the read is done */
         x[nx++] = (rd){ .b = b, .idx = i, .seg = b->seg, .seg_id = s->id, .gen = s->gen,
-                        .head_bytes = b->head_bytes, .off = b->rec_off };
+                        .head_bytes = b->head_bytes, .off = b->rec_off, .stored = b->stored,
+                        .zflags = b->zflags };
     }
     pthread_mutex_unlock(&st->mu);
 
@@ -232,12 +245,14 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
     for (; ready < nx; ready++) {
         rd *r = &x[ready];
         size_t pay = sb_blk_alloc_bytes(ns, r->b->kind);
+        size_t zpay = (r->stored + 4095u) / 4096 * 4096;
         r->data = sb_pool_alloc(&st->mem, pay, 4096);
         r->head = r->data ? aligned_alloc(4096, r->head_bytes) : NULL;
-        if (!r->head)
+        r->zbuf = r->head && r->stored ? aligned_alloc(4096, zpay) : NULL;
+        if (!r->head || (r->stored && !r->zbuf))
             break;
         r->iov[0] = (struct iovec){ r->head, r->head_bytes };
-        r->iov[1] = (struct iovec){ r->data, pay };
+        r->iov[1] = r->stored ? (struct iovec){ r->zbuf, zpay } : (struct iovec){ r->data, pay };
     }
     if (ready < nx) {
         rc = SB_ERR_NOMEM;
@@ -306,6 +321,7 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
             sb_blk_unreserve(ns, x[i].b->kind);
         }
         free(x[i].head);
+        free(x[i].zbuf);
         sb_disk_unhold(st, x[i].seg);
     }
     if (bad)
@@ -332,16 +348,23 @@ int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,
                         uint8_t *payload)
 {
     rd x = { .b = b, .seg = at->seg, .seg_id = at->seg_id, .gen = at->gen,
-             .head_bytes = at->head_bytes, .off = at->off, .data = payload };
+             .head_bytes = at->head_bytes, .off = at->off, .stored = at->stored,
+             .zflags = at->zflags, .data = payload };
+    size_t zpay = (at->stored + 4095u) / 4096 * 4096;
     x.head = aligned_alloc(4096, at->head_bytes);
-    if (!x.head)
+    x.zbuf = x.head && at->stored ? aligned_alloc(4096, zpay) : NULL;
+    if (!x.head || (at->stored && !x.zbuf)) {
+        free(x.head);
         return SB_ERR_NOMEM;
+    }
     x.iov[0] = (struct iovec){ x.head, at->head_bytes };
-    x.iov[1] = (struct iovec){ payload, sb_blk_alloc_bytes(ns, b->kind) };
+    x.iov[1] = at->stored ? (struct iovec){ x.zbuf, zpay }
+                          : (struct iovec){ payload, sb_blk_alloc_bytes(ns, b->kind) };
     pthread_mutex_lock(&d->rd_mu);
     read_all(d, ns, &x, 1, NULL, NULL);
     pthread_mutex_unlock(&d->rd_mu);
     free(x.head);
+    free(x.zbuf);
     pthread_mutex_lock(&d->st->mu);
     if (x.req.result > 0)
         d->read_bytes += (uint64_t)x.req.result;

@@ -111,11 +111,21 @@ static bool shape_ok(uint8_t kind, uint32_t n_tokens, uint32_t extra, uint64_t p
 
 /* Write the fixed fields, token IDs, extra bytes and head hash of h at p
  * (whose padding the caller has zeroed). */
+/* Flags a record of this version may carry: none in version 1; in version
+ * 2, compressed and perhaps shuffled, of a page or point state. */
+static bool flags_ok(unsigned version, unsigned kind, unsigned flags)
+{
+    if (version == SB_FMT_VERSION)
+        return flags == 0;
+    return (flags & SB_REC_F_COMPRESSED) && !(flags & ~(SB_REC_F_COMPRESSED | SB_REC_F_SHUFFLE2)) &&
+           kind != SB_REC_NAMESPACE;
+}
+
 static void write_head(uint8_t *p, const sb_rec_head *h, const uint32_t *tokens,
                        const void *extra, uint64_t off)
 {
     put32(p + R_MAGIC, SB_REC_MAGIC);
-    put16(p + R_VERSION, SB_FMT_VERSION);
+    put16(p + R_VERSION, h->flags ? SB_REC_VERSION_COMPRESSED : SB_FMT_VERSION);
     p[R_KIND] = h->kind;
     p[R_FLAGS] = h->flags;
     put64(p + R_SEQ, h->seq);
@@ -144,8 +154,9 @@ int sb_rec_encode(const sb_rec_head *h, const uint32_t *tokens, const void *extr
 {
     if (!h || !buf || (h->n_tokens && !tokens) || (h->extra_bytes && !extra))
         return SB_ERR_INVAL;
+    unsigned version = h->flags ? SB_REC_VERSION_COMPRESSED : SB_FMT_VERSION;
     if (!shape_ok(h->kind, h->n_tokens, h->extra_bytes, h->payload_bytes) ||
-        (h->flags & ~SB_REC_F_COMPRESSED) || h->payload_bytes > SB_REC_PAYLOAD_MAX ||
+        !flags_ok(version, h->kind, h->flags) || h->payload_bytes > SB_REC_PAYLOAD_MAX ||
         h->head_bytes == 0 || h->head_bytes != sb_rec_head_size(h->n_tokens, h->extra_bytes))
         return SB_ERR_INVAL;
     memset(buf, 0, h->head_bytes);
@@ -181,13 +192,14 @@ int sb_rec_peek(const void *buf, size_t len, uint32_t *head_bytes)
     const uint8_t *p = buf;
     if (get32(p + R_MAGIC) != SB_REC_MAGIC)
         return SB_ERR_FORMAT;
-    if (get16(p + R_VERSION) != SB_FMT_VERSION)
+    unsigned version = get16(p + R_VERSION);
+    if (version != SB_FMT_VERSION && version != SB_REC_VERSION_COMPRESSED)
         return SB_ERR_VERSION;
     sb_rec_head h;
     read_fixed(p, &h);
     if (h.n_tokens > SB_PAGE_TOKENS_MAX || h.extra_bytes > SB_REC_HEAD_MAX ||
         !shape_ok(h.kind, h.n_tokens, h.extra_bytes, h.payload_bytes) ||
-        (h.flags & ~SB_REC_F_COMPRESSED) || h.payload_bytes > SB_REC_PAYLOAD_MAX ||
+        !flags_ok(version, h.kind, h.flags) || h.payload_bytes > SB_REC_PAYLOAD_MAX ||
         h.head_bytes == 0 || h.head_bytes != sb_rec_head_size(h.n_tokens, h.extra_bytes))
         return SB_ERR_FORMAT;
     *head_bytes = h.head_bytes;

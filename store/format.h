@@ -30,9 +30,15 @@
  *
  *   OFFSET SIZE FIELD
  *   0      4    magic            "SBRC"
- *   4      2    version          1
+ *   4      2    version          1, or 2 for a compressed record
  *   6      1    kind             1 namespace, 2 page, 3 point state
- *   7      1    flags            bit 0: payload compressed (reserved, 0 in v1)
+ *   7      1    flags            0 in version 1; version 2: bit 0 set
+ *                                (payload compressed: one zstd frame),
+ *                                bit 1 (the bytes were shuffled as 2-byte
+ *                                elements: every element's first byte,
+ *                                then every second; each of the two
+ *                                halves is a zstd frame, one after the
+ *                                other)
  *   8      8    seq              store-wide sequence number, from 1
  *   16     4    segment_id       the segment this record was written to
  *   20     4    generation       that segment's generation when written
@@ -49,8 +55,9 @@
  *   72     4    head_bytes       bytes of the head, a multiple of 4096
  *   76     4    extra_bytes      bytes after the token IDs (namespace: the
  *                                description below), else 0
- *   80     8    payload_bytes    bytes of payload after the head
- *   88     8    payload_hash     XXH3-64 of the payload bytes
+ *   80     8    payload_bytes    bytes of payload after the head (as
+ *                                stored: a compressed record's frame)
+ *   88     8    payload_hash     XXH3-64 of the payload bytes as stored
  *   96     24   reserved         zero
  *   120    8    head_hash        XXH3-64 of the token IDs and extra bytes,
  *                                seeded with XXH3-64 of head[0, 120) seeded
@@ -64,7 +71,10 @@
  * life of the segment, fails; the reserved bytes and the padding after the
  * extra bytes must be zero. The payload of a page is the whole page block
  * (page_bytes; the slices of tokens past n_tokens are unspecified); of a
- * point state, point_bytes. A page record alone rebuilds its place in the
+ * point state, point_bytes. A version 2 record stores it compressed (a
+ * zstd frame that decompresses to exactly that size, written only when it
+ * saves at least an eighth of the padded payload); version 1 readers
+ * refuse it as an unknown version instead of misreading it. A page record alone rebuilds its place in the
  * radix tree: its parent key names the page before it, and its tokens
  * extend that page's path.
  *
@@ -183,8 +193,13 @@
 /* Record kinds: pinned numbers, never reused. */
 enum { SB_REC_NAMESPACE = 1, SB_REC_PAGE = 2, SB_REC_POINT = 3 };
 
-/* Record flags: pinned bits. */
-#define SB_REC_F_COMPRESSED 0x01u
+/* Record flags: pinned bits (version 2 records only). */
+#define SB_REC_F_COMPRESSED 0x01u /* the payload is one zstd frame */
+#define SB_REC_F_SHUFFLE2 0x02u   /* ...or two: the payload's bytes
+                                     shuffled as 2-byte elements (all
+                                     first bytes, then all second bytes),
+                                     each half a frame */
+#define SB_REC_VERSION_COMPRESSED 2u /* the version of compressed records */
 
 /* Segment states in the superblock: pinned numbers. */
 enum { SB_SEG_FREE = 0, SB_SEG_OPEN = 1, SB_SEG_SEALED = 2 };

@@ -114,6 +114,9 @@ struct sb_page {
                                segment is reclaimed its slot may hold
                                another */
     uint32_t head_bytes;    /* [mu] its record's head size (CLEAN) */
+    uint32_t stored;        /* [mu] its record's payload bytes when stored
+                               compressed (CLEAN), 0: stored as it is */
+    uint8_t zflags;         /* [mu] ...and the record's flags then */
     uint64_t rec_off;       /* [mu] its record's offset in the segment (CLEAN) */
     uint64_t ticket;        /* [mu] write-queue ticket (QUEUED) */
     struct sb_page *wq_next;/* [mu] write-queue link (QUEUED) */

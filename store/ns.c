@@ -30,14 +30,15 @@ static int layout_check(const sb_layout *l)
         return SB_ERR_LAYOUT;
     if (l->n_tensors == 0 || l->n_tensors > SB_TENSORS_MAX || !l->bytes_per_token)
         return SB_ERR_LAYOUT;
-    if (l->flags & ~SB_LAYOUT_POINT_REQUIRED)
+    if (l->flags & ~(SB_LAYOUT_POINT_REQUIRED | SB_LAYOUT_ELEM16))
         return SB_ERR_LAYOUT;
     if ((l->flags & SB_LAYOUT_POINT_REQUIRED) && l->point_bytes == 0)
         return SB_ERR_LAYOUT;
     if (l->point_bytes > SB_POINT_BYTES_MAX)
         return SB_ERR_LAYOUT;
     for (uint32_t t = 0; t < l->n_tensors; t++)
-        if (l->bytes_per_token[t] == 0)
+        if (l->bytes_per_token[t] == 0 ||
+            ((l->flags & SB_LAYOUT_ELEM16) && l->bytes_per_token[t] % 2))
             return SB_ERR_LAYOUT;
     if (l->page_tokens == 0 || l->page_tokens > SB_PAGE_TOKENS_MAX)
         return SB_ERR_PAGE_SIZE;
@@ -52,10 +53,16 @@ static int layout_check(const sb_layout *l)
     return SB_OK;
 }
 
+/* The flags that are part of a layout's identity (SB_LAYOUT_ELEM16 is a
+ * compression hint: the namespace keeps the one it was first opened or
+ * recovered with). */
+#define IDENTITY_FLAGS SB_LAYOUT_POINT_REQUIRED
+
 static bool layout_equal(const sb_ns *ns, const sb_layout *l)
 {
     if (ns->page_tokens != l->page_tokens || ns->n_tensors != l->n_tensors ||
-        ns->point_bytes != l->point_bytes || ns->flags != l->flags)
+        ns->point_bytes != l->point_bytes ||
+        (ns->flags & IDENTITY_FLAGS) != (l->flags & IDENTITY_FLAGS))
         return false;
     return memcmp(ns->bpt, l->bytes_per_token, l->n_tensors * sizeof *ns->bpt) == 0;
 }
@@ -189,7 +196,7 @@ static int ns_create(sb_store *st, const sb_layout *l, const void *scope,
 
     /* The root key binds the chain to the identity, scope and layout. */
     uint64_t head[6] = { ns->id, l->page_tokens, l->n_tensors, l->point_bytes,
-                         l->flags, 0x736e617062616e6bull /* "snapbank" */ };
+                         l->flags & IDENTITY_FLAGS, 0x736e617062616e6bull /* "snapbank" */ };
     XXH3_state_t *s = XXH3_createState();
     if (!s) {
         ns_destroy(ns);

@@ -486,6 +486,13 @@ static int open_namespaces(rctx *c)
     return rc;
 }
 
+/* Is the payload of a record with head h one of raw bytes: exactly that,
+ * or compressed to fewer? */
+static bool payload_ok(const sb_rec_head *h, uint64_t raw)
+{
+    return h->flags ? h->payload_bytes < raw : h->payload_bytes == raw;
+}
+
 /* The chain of page records ending with the page before position end
  * (full pages only), root first, into chain[0, end / pt); its tokens into
  * tokens. last_key is the key of the page the chain must end with.
@@ -499,7 +506,7 @@ static bool chain_of(rctx *c, sb_ns *ns, uint64_t ns_id, const rrec *from, uint3
     for (uint32_t r = n; r-- > 0;) {
         rrec *p = lookup_near(c, &k, from);
         if (!p || p->h.ns_id != ns_id || p->h.position != r * pt || p->h.n_tokens != pt ||
-            p->h.payload_bytes != ns->page_bytes)
+            !payload_ok(&p->h, ns->page_bytes))
             return false;
         chain[r] = p;
         memcpy(tokens + (size_t)r * pt, c->tok + p->tok, (size_t)pt * sizeof *tokens);
@@ -535,6 +542,8 @@ static sb_blk *disk_block(sb_ns *ns, const rrec *r, int kind)
         b->seg_id = r->h.segment_id;
         b->rec_off = r->off;
         b->head_bytes = r->h.head_bytes;
+        b->stored = r->h.flags ? (uint32_t)r->h.payload_bytes : 0;
+        b->zflags = r->h.flags;
     }
     return b;
 }
@@ -546,7 +555,7 @@ static int insert_leaf(rctx *c, rrec *leaf, rrec **chain, uint32_t *tokens, sb_b
     sb_store *st = c->d->st;
     sb_ns *ns = ns_of(c, leaf->h.ns_id);
     if (!ns || leaf->h.n_tokens > ns->page_tokens || leaf->h.position % ns->page_tokens ||
-        leaf->h.payload_bytes != ns->page_bytes)
+        !payload_ok(&leaf->h, ns->page_bytes))
         return SB_OK;
     uint32_t pt = ns->page_tokens;
     size_t n = (size_t)leaf->h.position + leaf->h.n_tokens;
@@ -593,7 +602,7 @@ static int insert_point(rctx *c, rrec *p, rrec **chain, uint32_t *tokens, sb_blk
 {
     sb_store *st = c->d->st;
     sb_ns *ns = ns_of(c, p->h.ns_id);
-    if (!ns || !ns->point_bytes || p->h.payload_bytes != ns->point_bytes)
+    if (!ns || !ns->point_bytes || !payload_ok(&p->h, ns->point_bytes))
         return SB_OK;
     uint32_t pt = ns->page_tokens;
     size_t L = p->h.position;

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "compress.h"
 #include "disk.h"
 #include "internal.h"
 
@@ -51,7 +52,9 @@ static int config_check(const sb_config *c)
         return SB_ERR_INVAL;
     if (c->max_seq_tokens == 0 || c->max_seq_tokens > INT32_MAX)
         return SB_ERR_INVAL;
-    if (c->reserved0)
+    if (c->reserved0 || c->reserved1)
+        return SB_ERR_INVAL;
+    if (c->compress_level > (uint32_t)sb_zlevel_max())
         return SB_ERR_INVAL;
     if (c->durability > SB_DURABILITY_COMMIT || c->write_mode > SB_WRITE_ONLY)
         return SB_ERR_INVAL;

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "compress.h"
 #include "disk_int.h"
 #include "internal.h"
 #include "radix.h"
@@ -54,6 +55,8 @@ typedef struct wslot {
     uint8_t *extra;            /* namespace description */
     uint8_t *own;              /* a copy's payload (writer buffer), or NULL:
                                   the block's data */
+    uint8_t *zown;             /* a compressed payload (writer buffer), or
+                                  NULL */
     uint64_t rec_bytes;        /* bytes of the record in the segment */
     uint64_t pay_bytes;        /* bytes written after the head */
     bool busy;
@@ -67,6 +70,17 @@ typedef struct wcopy {
     uint8_t *buf;              /* its payload, sb_blk_alloc_bytes */
     int rc;                    /* how reading it went */
 } wcopy;
+
+/* A queued block compressed ahead of its placement (compress_level > 0):
+ * its payload as it will be stored, or buf NULL to store it as it is. */
+typedef struct wzip {
+    sb_blk *b;
+    uint8_t *buf;              /* 4 KiB aligned, zero padded to 4 KiB */
+    size_t stored;
+    uint8_t flags;
+} wzip;
+
+#define ZIP_AHEAD 8u           /* blocks compressed ahead of placement */
 
 typedef struct wstate {
     sb_disk *d;
@@ -83,6 +97,9 @@ typedef struct wstate {
     wcopy *ready;              /* (n_slots) copies read, not yet placed */
     unsigned n_ready;
     wcopy *fetch;              /* (n_slots) scratch for fetch_copies */
+    sb_zctx *z;                /* compression, or NULL: off */
+    wzip zip[ZIP_AHEAD];       /* the first queued blocks, compressed */
+    unsigned n_zip;
 } wstate;
 
 static uint64_t now_ns(void)
@@ -177,6 +194,8 @@ static void written_at(sb_store *st, sb_blk *b, const wslot *s)
     b->seg_id = s->h.segment_id;
     b->rec_off = s->req.off;
     b->head_bytes = s->h.head_bytes;
+    b->stored = s->h.flags ? (uint32_t)s->h.payload_bytes : 0;
+    b->zflags = s->h.flags;
     b->hit = 0;
     sb_disk_held(st, b, 1);
     if (b->indexed)
@@ -329,12 +348,12 @@ uint64_t sb_disk_rec_bytes(const sb_blk *b)
 
 /* Bytes the record of b (and its namespace record, when the open segment
  * lacks one) takes. */
-static uint64_t record_bytes(const sb_disk *d, const sb_blk *b, bool *need_ns)
+static uint64_t record_bytes(const sb_disk *d, const sb_blk *b, const wzip *z, bool *need_ns)
 {
     const sb_ns *ns = b->ns;
     uint32_t pt = ns->page_tokens;
     uint32_t nt = b->kind == SB_BLK_PAGE ? b->n_tokens : b->n_tokens % pt;
-    uint64_t pay = sb_blk_alloc_bytes(ns, b->kind);
+    uint64_t pay = z && z->buf ? (z->stored + 4095) / 4096 * 4096 : sb_blk_alloc_bytes(ns, b->kind);
     uint64_t bytes = sb_rec_head_size(nt, 0) + pay;
     *need_ns = d->cur == UINT32_MAX || !seg_has_ns(&d->segs[d->cur], ns->id);
     if (*need_ns) {
@@ -360,18 +379,86 @@ static bool ns_note(sb_seg *seg, uint64_t id)
 }
 
 /* Prepare b's record (or its namespace record) in a free slot at the end of
- * the open segment seg. Returns the slot, or NULL when out of memory. */
-static wslot *place(sb_disk *d, wstate *w, sb_seg *seg, sb_blk *b, bool ns_rec)
+ * the open segment seg; z: its compressed payload (the slot takes the
+ * buffer), or NULL. Returns the slot, or NULL when out of memory. */
+static wslot *place(sb_disk *d, wstate *w, sb_seg *seg, sb_blk *b, bool ns_rec, wzip *z)
 {
     wslot *s = free_slot(w);
     if (!prepare(d, s, b, ns_rec) || (ns_rec && !ns_note(seg, b->ns->id)))
         return NULL;
+    s->zown = NULL;
+    if (z && z->buf) {
+        s->h.flags = z->flags;
+        s->h.payload_bytes = z->stored;
+        s->pay_bytes = (z->stored + 4095) / 4096 * 4096;
+        s->rec_bytes = s->h.head_bytes + s->pay_bytes;
+        s->zown = z->buf;
+        z->buf = NULL;
+    }
     s->h.seq = d->next_seq++;
     s->req.off = seg->data_end;
     seg->data_end += s->rec_bytes;
     s->own = NULL;
     s->busy = true;
     return s;
+}
+
+/* ---- compression ahead of placement ------------------------------------------------ */
+
+/* The compressed entry of b, or NULL. [mu] */
+static wzip *zip_of(wstate *w, const sb_blk *b)
+{
+    for (unsigned i = 0; i < w->n_zip; i++)
+        if (w->zip[i].b == b)
+            return &w->zip[i];
+    return NULL;
+}
+
+/* b left the queue: forget its entry (freeing what the slot did not take). */
+static void zip_drop(wstate *w, const sb_blk *b)
+{
+    wzip *z = zip_of(w, b);
+    if (!z)
+        return;
+    free(z->buf);
+    *z = w->zip[--w->n_zip];
+}
+
+/* Compress the first queued full pages and point states not yet done (up
+ * to ZIP_AHEAD), with st->mu released meanwhile: a queued block's data
+ * stays and does not change, and only this thread takes blocks off the
+ * queue. [mu] */
+static void zip_ahead(wstate *w)
+{
+    sb_disk *d = w->d;
+    unsigned n0 = w->n_zip;
+    for (sb_blk *b = d->q_head; b && w->n_zip < ZIP_AHEAD; b = b->wq_next)
+        if (b->indexed && !zip_of(w, b))
+            w->zip[w->n_zip++] = (wzip){ .b = b };
+    if (w->n_zip == n0)
+        return;
+    unsigned skipped = 0;
+    pthread_mutex_unlock(&d->st->mu);
+    for (unsigned i = n0; i < w->n_zip; i++) {
+        wzip *z = &w->zip[i];
+        const sb_ns *ns = z->b->ns;
+        size_t raw = z->b->bytes, cap = (raw + 4095) / 4096 * 4096;
+        int shuffle = z->b->kind == SB_BLK_PAGE && (ns->flags & SB_LAYOUT_ELEM16);
+        z->buf = aligned_alloc(4096, cap);
+        z->stored = z->buf ? sb_zcompress(w->z, z->b->data, raw, shuffle, z->buf, cap,
+                                          &z->flags)
+                           : 0;
+        if (!z->stored) {
+            free(z->buf);
+            z->buf = NULL;
+            skipped++;
+            continue;
+        }
+        size_t pad = (z->stored + 4095) / 4096 * 4096;
+        memset(z->buf + z->stored, 0, pad - z->stored);
+    }
+    pthread_mutex_lock(&d->st->mu);
+    d->z_skipped += skipped;
 }
 
 /* ---- copies out of a draining segment (reclaim.c) [mu] ----------------------------- */
@@ -424,7 +511,8 @@ static void fetch_copies(wstate *w)
         }
         const sb_seg *g = &d->segs[b->seg];
         w->fetch[n++] = (wcopy){ .b = b,
-                                 .at = { b->seg, g->id, g->gen, b->head_bytes, b->rec_off } };
+                                 .at = { b->seg, g->id, g->gen, b->head_bytes, b->rec_off,
+                                         b->stored, b->zflags } };
     }
     if (!n)
         return;
@@ -460,15 +548,15 @@ static bool place_copy(sb_disk *d, wstate *w, sb_seg *seg)
         return true;
     }
     bool need_ns;
-    uint64_t bytes = record_bytes(d, c.b, &need_ns);
+    uint64_t bytes = record_bytes(d, c.b, NULL, &need_ns);
     if (seg->data_end + bytes > d->seg_bytes && seg->data_end) {
         memmove(w->ready + 1, w->ready, w->n_ready++ * sizeof *w->ready);
         w->ready[0] = c;
         return false;
     }
     wslot *s = NULL;
-    if (seg->data_end + bytes > d->seg_bytes || (need_ns && !place(d, w, seg, c.b, true)) ||
-        !(s = place(d, w, seg, c.b, false))) {
+    if (seg->data_end + bytes > d->seg_bytes || (need_ns && !place(d, w, seg, c.b, true, NULL)) ||
+        !(s = place(d, w, seg, c.b, false, NULL))) {
         free(c.buf); /* never fits, or no memory: its record goes with V */
         copy_done(d, c.b, NULL, true);
         return true;
@@ -516,6 +604,7 @@ static void take(wstate *w)
             sb_blk *b = pop(d, w);
             if (!b)
                 break;
+            zip_drop(w, b);
             sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR);
             resolve(d, b, -1, NULL);
             continue;
@@ -539,16 +628,22 @@ static void take(wstate *w)
             w->need_open = true;
             break;
         }
+        if (w->z && d->q_head && d->q_head->indexed && !zip_of(w, d->q_head) &&
+            w->n_zip < ZIP_AHEAD)
+            break; /* compress it first (zip_ahead) */
         sb_blk *b = pop(d, w);
         if (!b->indexed) {
+            zip_drop(w, b);
             resolve(d, b, 0, NULL);
             continue;
         }
         bool need_ns;
-        uint64_t bytes = record_bytes(d, b, &need_ns);
+        wzip *z = zip_of(w, b);
+        uint64_t bytes = record_bytes(d, b, z, &need_ns);
         sb_seg *seg = &d->segs[d->cur];
         if (seg->data_end + bytes > d->seg_bytes) {
             if (seg->data_end == 0 || bytes > d->seg_bytes) { /* never fits */
+                zip_drop(w, b);
                 sb_disk_deny(d, SB_DENY_CAPACITY);
                 resolve(d, b, -1, NULL);
                 continue;
@@ -564,7 +659,9 @@ static void take(wstate *w)
             w->need_seal = true;
             break;
         }
-        if ((need_ns && !place(d, w, seg, b, true)) || !place(d, w, seg, b, false)) {
+        bool ok = (!need_ns || place(d, w, seg, b, true, NULL)) && place(d, w, seg, b, false, z);
+        zip_drop(w, b); /* the slot took its buffer */
+        if (!ok) {
             sb_disk_deny(d, SB_DENY_ERROR); /* out of memory for the slot's buffers */
             resolve(d, b, -1, NULL);
         }
@@ -584,7 +681,7 @@ static void submit(wstate *w)
         wslot *s = &w->slots[i];
         if (!s->busy || s->req.op)
             continue;
-        const void *pay = s->own ? s->own : s->b ? s->b->data : NULL;
+        const void *pay = s->own ? s->own : s->zown ? s->zown : s->b ? s->b->data : NULL;
         s->h.payload_hash = sb_rec_payload_hash(pay, s->h.payload_bytes);
         memset(s->head, 0, s->h.head_bytes);
         sb_rec_encode(&s->h, s->tok, s->extra, s->req.off, s->head);
@@ -637,6 +734,16 @@ static void account(sb_disk *d, const wslot *s)
     uint64_t head = SB_REC_FIXED + 4ull * s->h.n_tokens + s->h.extra_bytes;
     d->wa_logical += state;
     d->wa_head += head;
+    if (s->h.flags & SB_REC_F_COMPRESSED) { /* it may write less than its state */
+        d->z_records++;
+        d->z_raw += s->b->bytes;
+        d->z_stored += s->h.payload_bytes;
+        if (s->rec_bytes >= state + head)
+            d->wa_pad += s->rec_bytes - state - head;
+        else
+            d->z_saved += state + head - s->rec_bytes;
+        return;
+    }
     d->wa_pad += s->rec_bytes - state - head;
 }
 
@@ -662,6 +769,8 @@ static void finish(wstate *w, wslot *s)
                 if (seg->ns_ids[i] == s->ns->id)
                     seg->ns_ids[i] = seg->ns_ids[--seg->n_ns];
     }
+    free(s->zown);
+    s->zown = NULL;
     if (s->own) { /* a copy: written, or its record goes with its segment */
         copy_done(d, s->b, ok ? s : NULL, !ok);
         free(s->own);
@@ -914,6 +1023,7 @@ void *sb_writer_main(void *arg)
     w.ready = calloc(w.n_slots, sizeof *w.ready);
     w.fetch = calloc(w.n_slots, sizeof *w.fetch);
     w.last_sync = now_ns();
+    w.z = d->zlevel ? sb_zctx_new((int)d->zlevel) : NULL; /* NULL: stored as they are */
     pthread_mutex_lock(&st->mu);
     if (!w.slots || !w.reap || !w.sub || !w.ready || !w.fetch) {
         w.n_slots = 0;
@@ -949,6 +1059,8 @@ void *sb_writer_main(void *arg)
             continue;
         if (d->c_head && !d->broken)
             fetch_copies(&w);
+        if (w.z && d->q_head && !d->broken)
+            zip_ahead(&w);
         take(&w);
         pthread_mutex_unlock(&st->mu);
         submit(&w);
@@ -1003,6 +1115,9 @@ void *sb_writer_main(void *arg)
     pthread_mutex_unlock(&st->mu);
     if (!crash && d->cur != UINT32_MAX)
         seal(&w);
+    for (unsigned i = 0; i < w.n_zip; i++)
+        free(w.zip[i].buf);
+    sb_zctx_free(w.z);
     for (unsigned i = 0; w.slots && i < w.n_slots; i++) {
         free(w.slots[i].head);
         free(w.slots[i].tok);

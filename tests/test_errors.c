@@ -217,7 +217,10 @@ static void test_ns_open_layout(void **state)
     assert_int_equal(ns_open_rc(w, &l, "s", 1), SB_ERR_LAYOUT);
     l = base_layout(NULL, 2);
     assert_int_equal(ns_open_rc(w, &l, "s", 1), SB_ERR_LAYOUT);
-    l = base_layout(bpt, 2), l.flags = 2;
+    l = base_layout(bpt, 2), l.flags = 4;
+    assert_int_equal(ns_open_rc(w, &l, "s", 1), SB_ERR_LAYOUT);
+    uint32_t odd[2] = { 64, 33 }; /* 2-byte elements need even sizes */
+    l = base_layout(odd, 2), l.flags = SB_LAYOUT_ELEM16;
     assert_int_equal(ns_open_rc(w, &l, "s", 1), SB_ERR_LAYOUT);
     l = base_layout(bpt, 2), l.flags = 0x80000000u | SB_LAYOUT_POINT_REQUIRED, l.point_bytes = 8;
     assert_int_equal(ns_open_rc(w, &l, "s", 1), SB_ERR_LAYOUT);

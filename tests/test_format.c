@@ -198,10 +198,21 @@ static void test_format_record_errors(void **state)
     static uint8_t zeros[4096];
     assert_int_equal(sb_rec_peek(zeros, sizeof zeros, &hb), SB_ERR_FORMAT);
     /* Another format version is refused as such, whatever else it holds. */
-    head[4] = 2;
+    head[4] = 3;
     assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_ERR_VERSION);
     assert_int_equal(sb_rec_decode(head, sizeof head, 0, &d, NULL, NULL), SB_ERR_VERSION);
+    /* Version 2 is a compressed record: without the flag it is not one,
+     * and version 1 carries no flags. */
+    head[4] = 2;
+    assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_ERR_FORMAT);
+    head[7] = SB_REC_F_COMPRESSED | SB_REC_F_SHUFFLE2;
+    assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_OK);
+    head[7] = SB_REC_F_SHUFFLE2;
+    assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_ERR_FORMAT);
     head[4] = 1;
+    head[7] = SB_REC_F_COMPRESSED;
+    assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_ERR_FORMAT);
+    head[7] = 0;
     /* Unknown kind and flag bits. */
     head[6] = 4;
     assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_ERR_FORMAT);

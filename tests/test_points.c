@@ -323,7 +323,7 @@ static void test_points_errors(void **state)
     sb_ns *x = NULL;
     assert_int_equal(sb_ns_open(st, &bad, "b", 1, &x), SB_ERR_LAYOUT);
     bad.point_bytes = 8;
-    bad.flags = 2;
+    bad.flags = 4;
     assert_int_equal(sb_ns_open(st, &bad, "b", 1, &x), SB_ERR_LAYOUT);
     assert_null(x);
 

@@ -242,6 +242,8 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     X(disk_queued_bytes) X(disk_queued_peak_bytes) X(disk_holdback_ns) X(disk_holdbacks) X(disk_reclaimed_segments)       \
     X(disk_reclaim_kept) X(disk_reclaim_ram_only) X(disk_reclaim_dropped) X(disk_nospc)          \
     X(disk_deferred) X(disk_pool_written) X(disk_pool_blocks)                                   \
+    X(disk_compressed_records) X(disk_compress_skipped) X(disk_compress_raw_bytes)              \
+    X(disk_compress_stored_bytes) X(disk_compress_saved_bytes)                                  \
     X(recovered_records)                                                                        \
     X(recovered_pages) X(recovered_points) X(recovered_namespaces) X(recovery_orphans)          \
     X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)

@@ -19,6 +19,7 @@ int sb_rt_kv_layout(const sb_rt_model *m, uint32_t page_tokens, uint32_t *bpt,
     layout->n_tensors = 2 * m->hp.n_layers;
     layout->bytes_per_token = bpt;
     layout->point_bytes = m->hp.n_vocab * (uint32_t)sizeof(float);
+    layout->flags = SB_LAYOUT_ELEM16; /* F16 rows: compression shuffles them */
     return SB_OK;
 }
 

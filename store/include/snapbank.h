@@ -289,6 +289,19 @@ typedef struct sb_config {
                                      instead, or denies writes with reason
                                      capacity until space returns); default
                                      256 MiB, 0: no floor */
+    uint32_t compress_level;      /* 0 (default): records are stored as they
+                                     are; 1 to 22: the writer compresses
+                                     page and point-state payloads with zstd
+                                     at this level (layouts with
+                                     SB_LAYOUT_ELEM16 byte-shuffled first)
+                                     and stores a payload compressed when
+                                     that saves at least an eighth of its
+                                     4 KiB-padded size. The budget, the cap
+                                     and disk_write_bytes count what is
+                                     stored; restores decompress. 1-3 keep
+                                     up with a disk; higher levels cost
+                                     writer CPU */
+    uint32_t reserved1;           /* must be zero */
 
     /* --- hooks ------------------------------------------------------------- */
     /* Monotonic clock in nanoseconds, for pin TTLs and write budgets. NULL:
@@ -322,7 +335,7 @@ SB_API void sb_config_default(sb_config *cfg);
  *
  * On success *out is owned by the caller; close it with sb_store_close().
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved
- * fields nonzero, max_seq_tokens 0 or above 2^31 - 1, a disk setting out
+ * fields nonzero, compress_level over 22, max_seq_tokens 0 or above 2^31 - 1, a disk setting out
  * of range: queue_depth 0 or over 4096, segment_bytes under 64 KiB or not
  * a multiple of 4096 or over 1 TiB, sync_interval_ms 0, a nonzero disk_bytes under
  * segment_bytes; dir not a directory);
@@ -469,7 +482,8 @@ typedef struct sb_stats {
                                     (what may be written now at most) */
     /* write amplification: disk_write_bytes = disk_logical_bytes +
      * disk_head_bytes + disk_padding_bytes + disk_summary_bytes +
-     * disk_superblock_bytes + disk_ns_record_bytes + disk_reinsert_bytes */
+     * disk_superblock_bytes + disk_ns_record_bytes + disk_reinsert_bytes -
+     * disk_compress_saved_bytes (below; 0 without compression) */
     uint64_t disk_logical_bytes; /* state written: token slices of pages, point
                                     states (the "new page bytes") */
     uint64_t disk_head_bytes;    /* record heads (fixed part and token IDs) */
@@ -515,6 +529,17 @@ typedef struct sb_stats {
                                     it unwritten are) */
     uint64_t disk_pool_written;  /* ...and were queued from it */
     uint64_t disk_pool_blocks;   /* gauge: waiting in it now */
+    /* compression (config compress_level) */
+    uint64_t disk_compressed_records; /* records stored compressed */
+    uint64_t disk_compress_skipped;  /* records tried and stored as they were
+                                    (saving under an eighth) */
+    uint64_t disk_compress_raw_bytes; /* payload bytes of the compressed
+                                    records before compression */
+    uint64_t disk_compress_stored_bytes; /* ...and after (the ratio is
+                                    raw / stored) */
+    uint64_t disk_compress_saved_bytes; /* state and head bytes the compressed
+                                    records did not write (the term the
+                                    write-amplification identity subtracts) */
     /* disk tier: what sb_store_open found in the directory */
     uint64_t recovered_records;  /* valid records */
     uint64_t recovered_pages;    /* pages put back in the index */
@@ -560,6 +585,13 @@ typedef struct sb_ns sb_ns;
 /* sb_layout.flags */
 #define SB_LAYOUT_POINT_REQUIRED 1u /* a restore to length L needs a point state
                                        recorded at exactly L (recurrent layers) */
+#define SB_LAYOUT_ELEM16 2u         /* page state is 2-byte values (F16, BF16):
+                                       compression shuffles their bytes so
+                                       the exponent bytes sit together; needs
+                                       even bytes per token. A hint, not
+                                       part of the identity: a namespace
+                                       keeps the one it was first opened or
+                                       recovered with */
 
 /* What one token's state is, and how it is paged. */
 typedef struct sb_layout {
@@ -586,7 +618,8 @@ typedef struct sb_layout {
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, scope too long);
  * SB_ERR_LAYOUT (no model identity or one too long, no tensors or too many,
  * a tensor of 0 bytes per token, unknown flags, SB_LAYOUT_POINT_REQUIRED
- * without point_bytes, point_bytes over SB_POINT_BYTES_MAX);
+ * without point_bytes, SB_LAYOUT_ELEM16 with an odd bytes per token,
+ * point_bytes over SB_POINT_BYTES_MAX);
  * SB_ERR_PAGE_SIZE (page_tokens 0 or over SB_PAGE_TOKENS_MAX, or a page over
  * SB_PAGE_BYTES_MAX); SB_ERR_LAYOUT_MISMATCH (this identity and scope exist
  * with different page_tokens, tensors, point size or flags); SB_ERR_NOMEM. */

@@ -154,7 +154,8 @@ class Store(_Owned):
     ns_ram_bytes, max_seq_tokens, disk_bytes, segment_bytes, queue_depth,
     durability "none" | "periodic" | "commit", write_mode "through" |
     "back" | "only", sync_bytes, sync_interval_ms, foreground_hold_ms,
-    disk_free_floor_bytes, ...); the rest keep sb_config_default's values."""
+    disk_free_floor_bytes, min_prefix_tokens, compress_level, ...); the rest
+    keep sb_config_default's values."""
 
     def __init__(self, dir=None, **config):
         super().__init__()
