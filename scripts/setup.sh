@@ -10,7 +10,7 @@ PACKAGES="
   libcmocka-dev
   clang libclang-rt-14-dev
   python3 python3-numpy
-  fio
+  fio gnuplot-nox
 "
 
 missing=""

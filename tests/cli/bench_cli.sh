@@ -1,0 +1,128 @@
+#!/bin/sh
+# bench_cli.sh SNAPBANK WORKDIR -- `snapbank bench` on small jobs:
+#   - a write, a randread (reopened store, checked restores), a randrw mix
+#     on two threads, a chat, and a time-warped chat under a budget, in one
+#     invocation with --output-format=json: the JSON parses, every job is
+#     there with fio's field names and the wear object, the bytes add up;
+#   - terse: one line per job with the documented field count;
+#   - --csv writes each job's series, --plots the PNGs (with gnuplot);
+#   - a bad key and a bad value are refused, naming the file and the line,
+#     before anything runs (exit 2).
+set -eu
+bin=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work/csv"
+fail() { echo "bench_cli: FAIL: $*" >&2; exit 1; }
+
+cat > "$work/jobs.fio" <<JOBS
+[global]
+directory=$work
+page_tokens=16
+bytes_per_token=4k
+segment_size=4m
+iodepth=8
+fio=0
+
+[w]
+rw=write
+snapshot_size=256k:3,1m:1
+size=16m
+
+[r]
+rw=randread
+snapshot_size=512k
+size=8m
+
+[mix]
+rw=randrw
+rwmixread=60
+snapshot_size=256k
+threads=2
+size=8m
+
+[c]
+rw=chat
+sessions=4
+turns=4
+prompt_tokens=128
+tokens_per_turn=32
+size=8m
+
+[day]
+rw=chat
+sessions=4
+turns=4
+prompt_tokens=64
+tokens_per_turn=32
+write_budget=16m
+time_warp=4
+demand=2x1,0.5x1
+JOBS
+
+"$bin" bench --output-format=json --csv "$work/csv" "$work/jobs.fio" > "$work/out.json" \
+    2> "$work/err" || fail "bench exited $?: $(cat "$work/err")"
+python3 - "$work/out.json" <<'PY' || fail "json checks"
+import json, sys
+d = json.load(open(sys.argv[1]))
+jobs = {j["jobname"]: j for j in d["jobs"]}
+assert list(jobs) == ["w", "r", "mix", "c", "day"], list(jobs)
+w = jobs["w"]
+assert w["write"]["io_bytes"] >= 16 << 20 and w["write"]["bw_bytes"] > 0, w["write"]
+assert w["write"]["clat_ns"]["percentile"]["99.000000"] > 0
+assert w["read"]["total_ios"] == 0
+assert 1.0 <= w["wear"]["write_amplification"] < 1.2, w["wear"]
+assert w["wear"]["host_bytes_written"] > w["wear"]["logical_bytes"] > 0
+r = jobs["r"]
+assert r["read"]["io_bytes"] == 8 << 20, r["read"]   # every byte restored, checked
+assert r["read"]["total_ios"] == 16
+m = jobs["mix"]
+assert m["read"]["total_ios"] > 0 and m["write"]["total_ios"] > 0
+c = jobs["c"]
+assert c["read"]["total_ios"] == c["write"]["total_ios"] > 0
+day = jobs["day"]
+assert abs(day["store_clock_hours"] - 2) < 0.2, day["store_clock_hours"]
+hours = day["wear"]["bytes_per_hour"]
+budget = day["wear"]["budget_bytes_per_hour"]
+assert budget == 16 << 20
+# demand 2x: never more than the budget (how close it gets is the bench's
+# figure, not this test's: a slow build may not keep up with the warp)
+assert 0 < hours[0] <= 1.02 * budget, hours
+assert sum(day["wear"]["denied_blocks"].values()) >= 0
+PY
+for j in w r mix c day; do
+    for s in "" _hours _clat; do
+        [ -s "$work/csv/$j$s.csv" ] || fail "no $j$s.csv"
+    done
+done
+
+mkdir -p "$work/plots"
+"$bin" bench --output-format=terse --plots "$work/plots" "$work/jobs.fio" > "$work/out.terse" \
+    2> "$work/err" || fail "terse run exited $?: $(cat "$work/err")"
+[ -s "$work/plots/day.gp" ] || fail "no day.gp"
+if command -v gnuplot > /dev/null 2>&1; then
+    for p in budget throughput clat; do
+        [ -s "$work/plots/day_$p.png" ] || fail "no day_$p.png"
+    done
+fi
+[ "$(wc -l < "$work/out.terse")" -eq 5 ] || fail "terse: not 5 lines"
+awk -F';' '$1 != "snapbank" || NF != 20 { exit 1 }' "$work/out.terse" ||
+    fail "terse: bad line: $(head -1 "$work/out.terse")"
+
+printf '[global]\nsize=1m\n[x]\nrw=write\nsnapshot_sise=1m\n' > "$work/bad1.fio"
+set +e
+"$bin" bench "$work/bad1.fio" > /dev/null 2> "$work/e1"
+rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "bad1.fio:5: unknown key 'snapshot_sise'" "$work/e1" ||
+    fail "unknown key: exit $rc, $(cat "$work/e1")"
+printf '[x]\nrw=scribble\n' > "$work/bad2.fio"
+set +e
+"$bin" bench "$work/jobs.fio" "$work/bad2.fio" > "$work/o2" 2> "$work/e2"
+rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "bad2.fio:2: bad value 'scribble' for rw" "$work/e2" ||
+    fail "bad value: exit $rc, $(cat "$work/e2")"
+[ ! -s "$work/o2" ] || fail "jobs ran although a job file was bad"
+rm -rf "$work"
+echo "bench_cli: ok"
