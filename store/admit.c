@@ -121,10 +121,11 @@ void sb_disk_debit(sb_disk *d, uint64_t bytes)
     d->win_sum += bytes;
 }
 
-void sb_disk_deny(sb_disk *d, int why)
+void sb_disk_deny(sb_disk *d, int why, const sb_blk *b)
 {
     d->denials++;
     d->deny[why]++;
+    d->deny_bytes[why] += b->bytes;
 }
 
 int sb_disk_admit(sb_disk *d, const sb_blk *b)
@@ -192,7 +193,7 @@ static bool stopped(sb_store *st, sb_blk *b)
     if (!d->broken && !d->stop)
         return false;
     b->disk = SB_DISK_FAILED;
-    sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR);
+    sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR, b);
     d->err_ticket = d->next_ticket++; /* a flush reports it */
     d->err_rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
     return true;
@@ -233,7 +234,7 @@ void sb_disk_enqueue(sb_store *st, sb_blk *b)
         why = sb_disk_admit(d, b);
     if (why >= 0) { /* RAM-only; not an error a flush reports */
         b->disk = SB_DISK_FAILED;
-        sb_disk_deny(d, why);
+        sb_disk_deny(d, why, b);
         return;
     }
     queue_block(d, b);
@@ -343,14 +344,14 @@ void sb_disk_pool_leave(sb_store *st, sb_blk *b)
     if (!d || !b->pool_at)
         return;
     pool_remove(d, b);
-    sb_disk_deny(d, b->defer_why);
+    sb_disk_deny(d, b->defer_why, b);
 }
 
 void sb_disk_pool_clear(sb_disk *d)
 {
     for (size_t i = 0; i < d->pool_n; i++) {
         d->pool[i].b->pool_at = 0;
-        sb_disk_deny(d, d->pool[i].b->defer_why);
+        sb_disk_deny(d, d->pool[i].b->defer_why, d->pool[i].b);
     }
     d->pool_n = 0;
     free(d->pool);
@@ -388,7 +389,7 @@ size_t sb_disk_pool_drain(sb_store *st)
         if (p && !written(p)) { /* a parent that will never be written */
             pool_remove(d, x);
             x->disk = SB_DISK_FAILED;
-            sb_disk_deny(d, SB_DENY_PARENT);
+            sb_disk_deny(d, SB_DENY_PARENT, x);
             continue;
         }
         if (d->broken || d->stop) {
@@ -416,7 +417,7 @@ void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
     if (parent && (parent->disk == SB_DISK_FAILED ||
                    (parent->disk == SB_DISK_NONE && !parent->pool_at))) {
         b->disk = SB_DISK_FAILED;
-        sb_disk_deny(d, SB_DENY_PARENT);
+        sb_disk_deny(d, SB_DENY_PARENT, b);
         return;
     }
     if (stopped(st, b))
@@ -431,7 +432,7 @@ void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
     }
     if (!admissible(d, b) || !pool_push(d, b, why)) {
         b->disk = SB_DISK_FAILED;
-        sb_disk_deny(d, why);
+        sb_disk_deny(d, why, b);
         return;
     }
     sb_disk_pool_drain(st);
@@ -441,5 +442,5 @@ void sb_disk_short(sb_store *st, sb_blk *b)
 {
     sb_disk *d = st->disk;
     if (d && d->mode != SB_WRITE_BACK && b->disk == SB_DISK_NONE)
-        sb_disk_deny(d, SB_DENY_SHORT);
+        sb_disk_deny(d, SB_DENY_SHORT, b);
 }

@@ -783,8 +783,10 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->disk_write_bytes = d->write_bytes;
     out->disk_read_bytes = d->read_bytes;
     out->disk_write_denials = d->denials;
-    for (int i = 0; i < SB_DENY__COUNT; i++)
+    for (int i = 0; i < SB_DENY__COUNT; i++) {
         out->disk_denials[i] = d->deny[i];
+        out->disk_denied_bytes[i] = d->deny_bytes[i];
+    }
     out->disk_budget_bytes = d->bucket > 0 ? (uint64_t)d->bucket : 0;
     out->disk_logical_bytes = d->wa_logical;
     out->disk_head_bytes = d->wa_head;

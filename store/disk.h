@@ -87,8 +87,8 @@ uint64_t sb_disk_rec_bytes(const sb_blk *b);
  * the write budget's bucket. */
 void sb_disk_debit(struct sb_disk *d, uint64_t bytes);
 
-/* sb_disk_deny -- [mu] count a block not written, for reason why (sb_deny). */
-void sb_disk_deny(struct sb_disk *d, int why);
+/* sb_disk_deny -- [mu] count block b not written, for reason why (sb_deny). */
+void sb_disk_deny(struct sb_disk *d, int why, const sb_blk *b);
 
 /* sb_disk_enqueue -- [mu] queue indexed block b for writing now (b->disk
  * NONE; write-back's eviction and flush): the writer takes a reference and

@@ -133,6 +133,7 @@ struct sb_disk {
                                   namespace records: pages never take it */
     uint64_t backlog;          /* [const] sb_config.backlog_bytes */
     uint64_t deny[SB_DENY__COUNT]; /* denials by reason */
+    uint64_t deny_bytes[SB_DENY__COUNT]; /* ...their blocks' bytes */
     sb_pool_ent *pool;         /* the priority pool: a max-heap (admit.c) */
     size_t pool_n, pool_cap;
     uint64_t deferred, pool_written; /* blocks that entered it, and left it

@@ -230,7 +230,7 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
             uint64_t rec = sb_disk_rec_bytes(b);
             int why = rec > keep ? SB_DENY_CAPACITY : sb_disk_admit(d, b);
             if (why >= 0) {
-                sb_disk_deny(d, why);
+                sb_disk_deny(d, why, b);
             } else if ((keep -= rec, b->data)) {
                 sb_disk_unclean(st, b, SB_DISK_QUEUED);
                 b->reinsert = 1;

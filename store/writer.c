@@ -605,7 +605,7 @@ static void take(wstate *w)
             if (!b)
                 break;
             zip_drop(w, b);
-            sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR);
+            sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR, b);
             resolve(d, b, -1, NULL);
             continue;
         }
@@ -644,7 +644,7 @@ static void take(wstate *w)
         if (seg->data_end + bytes > d->seg_bytes) {
             if (seg->data_end == 0 || bytes > d->seg_bytes) { /* never fits */
                 zip_drop(w, b);
-                sb_disk_deny(d, SB_DENY_CAPACITY);
+                sb_disk_deny(d, SB_DENY_CAPACITY, b);
                 resolve(d, b, -1, NULL);
                 continue;
             }
@@ -662,7 +662,7 @@ static void take(wstate *w)
         bool ok = (!need_ns || place(d, w, seg, b, true, NULL)) && place(d, w, seg, b, false, z);
         zip_drop(w, b); /* the slot took its buffer */
         if (!ok) {
-            sb_disk_deny(d, SB_DENY_ERROR); /* out of memory for the slot's buffers */
+            sb_disk_deny(d, SB_DENY_ERROR, b); /* out of memory for the slot's buffers */
             resolve(d, b, -1, NULL);
         }
     }

@@ -272,6 +272,8 @@ static void test_budget_parent_rule(void **state)
     /* the first can never be written, so neither can the second */
     assert_int_equal(s.disk_denials[SB_DENY_BUDGET], 1);
     assert_int_equal(s.disk_denials[SB_DENY_PARENT], 1);
+    assert_int_equal(s.disk_denied_bytes[SB_DENY_BUDGET], 16 * 16384); /* a page each */
+    assert_int_equal(s.disk_denied_bytes[SB_DENY_PARENT], 16 * 16384);
     assert_int_equal(s.disk_pool_blocks, 0);
     g_now += 24 * 60 * MIN_NS;
     assert_int_equal(sb_store_flush(st), SB_OK);

@@ -250,7 +250,7 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
 #define SB_COUNT_FIELD(f) +1
 _Static_assert(sizeof(sb_stats) ==
                    (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +
-                       2 * SB_MISS__COUNT * 8 + SB_DENY__COUNT * 8,
+                       2 * SB_MISS__COUNT * 8 + 2 * SB_DENY__COUNT * 8,
                "sb_stats changed: update SB_STATS_U64 in capi.c");
 
 int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
@@ -273,11 +273,15 @@ int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
                  (unsigned long long)(a ? s.miss_tokens_by_reason[i] : s.misses[i]));
         jput(buf, cap, &len, "}");
     }
-    jput(buf, cap, &len, ",\"disk_denials\":{");
-    for (int i = 0; i < SB_DENY__COUNT; i++)
-        jput(buf, cap, &len, "%s\"%s\":%llu", i ? "," : "", sb_deny_name(i),
-             (unsigned long long)s.disk_denials[i]);
-    jput(buf, cap, &len, "}}");
+    const char *deny[2] = { "disk_denials", "disk_denied_bytes" };
+    for (int a = 0; a < 2; a++) {
+        jput(buf, cap, &len, ",\"%s\":{", deny[a]);
+        for (int i = 0; i < SB_DENY__COUNT; i++)
+            jput(buf, cap, &len, "%s\"%s\":%llu", i ? "," : "", sb_deny_name(i),
+                 (unsigned long long)(a ? s.disk_denied_bytes[i] : s.disk_denials[i]));
+        jput(buf, cap, &len, "}");
+    }
+    jput(buf, cap, &len, "}");
     return len < cap ? SB_OK : SB_ERR_RANGE;
 }
 

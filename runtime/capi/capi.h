@@ -96,7 +96,7 @@ SBRT_API int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, si
 
 /* sbrt_stats_json -- the store's stats (sb_store_stats) as a JSON object
  * with sb_stats' field names; misses by reason as objects keyed by
- * sb_miss_name, disk_denials keyed by sb_deny_name. Returns: SB_OK; SB_ERR_RANGE (cap too small: 8192 is
+ * sb_miss_name, disk_denials and disk_denied_bytes keyed by sb_deny_name. Returns: SB_OK; SB_ERR_RANGE (cap too small: 8192 is
  * enough); SB_ERR_INVAL. */
 SBRT_API int sbrt_stats_json(sb_store *st, char *buf, size_t cap);
 

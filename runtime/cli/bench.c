@@ -58,6 +58,21 @@ static void progress(const bj_job *j, double done, const br_result *r, void *ctx
             r->secs);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median and range of the loops' snapbank/fio ratios into r. */
+static void summarize(double *x, unsigned n, br_result *r)
+{
+    qsort(x, n, sizeof *x, cmp_double);
+    r->ratio_median = n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+    r->ratio_min = x[0];
+    r->ratio_max = x[n - 1];
+}
+
 int sb_cli_bench(int argc, char **argv)
 {
     bo_format fmt = BO_NORMAL;
@@ -138,21 +153,33 @@ int sb_cli_bench(int argc, char **argv)
                 bj_job *j = &jobs[k][i];
                 if (no_fio)
                     j->fio = false;
-                br_result r;
-                int jr = br_run(j, &r, tty ? progress : NULL, NULL);
-                if (tty)
-                    fprintf(stderr, "\r%*s\r", 100, "");
-                if (jr == 0 && br_fio(j, &r) < 0)
-                    jr = -1;
-                bo_job(out, fmt, j, &r, done == 0);
-                if (jr == 0 && csv && bo_csv(csv, j, &r) != 0)
-                    jr = -1;
-                if (jr == 0 && plots && bp_plots(plots, j, &r) != 0)
-                    jr = -1;
-                if (jr != 0)
-                    rc = 1;
-                br_free(&r);
-                done++;
+                double ratios[100];
+                unsigned n_ratios = 0;
+                for (unsigned loop = 1; loop <= j->loops; loop++) {
+                    br_result r;
+                    int jr = br_run(j, &r, tty ? progress : NULL, NULL);
+                    if (tty)
+                        fprintf(stderr, "\r%*s\r", 100, "");
+                    if (jr == 0 && br_fio(j, &r) < 0)
+                        jr = -1;
+                    r.loop = loop;
+                    r.loops = (unsigned)j->loops;
+                    double x = bo_ratio(&r);
+                    if (x > 0)
+                        ratios[n_ratios++] = x;
+                    r.ratio_median = r.ratio_min = r.ratio_max = -1;
+                    if (loop == j->loops && n_ratios)
+                        summarize(ratios, n_ratios, &r);
+                    bo_job(out, fmt, j, &r, done == 0);
+                    if (jr == 0 && csv && bo_csv(csv, j, &r) != 0)
+                        jr = -1;
+                    if (jr == 0 && plots && bp_plots(plots, j, &r) != 0)
+                        jr = -1;
+                    if (jr != 0)
+                        rc = 1;
+                    br_free(&r);
+                    done++;
+                }
             }
         bo_end(out, fmt);
         (void)total;

@@ -83,6 +83,9 @@ static const key KEYS[] = {
       "how long to decode alone before the job, for the baseline" },
     { "foreground", K_BOOL, F(foreground), "1",
       "mark each decode step foreground (the writer holds back, bounded)" },
+    { "loops", K_U64, F(loops), "1",
+      "run the job this many times, each run followed by its fio run; the last "
+      "prints the median and range of the snapbank/fio ratios (a disk's speed drifts)" },
     { "seed", K_U64, F(seed), "1", "token and content generator seed" },
 };
 #define N_KEYS (sizeof KEYS / sizeof *KEYS)
@@ -296,6 +299,8 @@ static const char *check_job(const bj_job *j)
         return "a page (page_tokens x bytes_per_token) out of range";
     if (j->segment_size < (64u << 10) || j->segment_size % 4096)
         return "segment_size under 64k or not a multiple of 4k";
+    if (!j->loops || j->loops > 100)
+        return "loops out of range (1-100)";
     if (!j->iodepth || j->iodepth > 4096 || !j->threads || j->threads > 64)
         return "iodepth (1-4096) or threads (1-64) out of range";
     if (j->compression > 22)

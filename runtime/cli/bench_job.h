@@ -68,6 +68,7 @@ typedef struct bj_job {
     uint64_t ram, disk_cap, min_prefix, backlog;
     uint64_t drive_capacity;         /* bytes, for drive writes per day */
     bool fio;                        /* run the fio baseline (write and read jobs) */
+    uint64_t loops;                  /* runs of the job, each with its fio run */
     char decode[16];                 /* decode with this model preset while the job
                                         runs ("tiny", "small"), "" none */
     uint64_t decode_threads;

@@ -65,6 +65,17 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+double bo_ratio(const br_result *r)
+{
+    if (r->secs <= 0)
+        return -1;
+    if (r->fio_write > 0)
+        return (double)r->stats.disk_write_bytes / r->secs / r->fio_write;
+    if (r->fio_read > 0)
+        return (double)r->stats.disk_read_bytes / r->secs / r->fio_read;
+    return -1;
+}
+
 /* ---- normal ------------------------------------------------------------------- */
 
 static void normal_side(FILE *f, const char *name, br_side *s, double secs)
@@ -90,9 +101,12 @@ static void normal_side(FILE *f, const char *name, br_side *s, double secs)
 static void normal_job(FILE *f, const bj_job *j, br_result *r)
 {
     const sb_stats *s = &r->stats;
-    fprintf(f, "%s: (rw=%s, iodepth=%" PRIu64 ", threads=%" PRIu64 ", page %" PRIu64 " x %" PRIu64
+    char loop[32] = "";
+    if (r->loops > 1)
+        snprintf(loop, sizeof loop, " loop %u of %u", r->loop, r->loops);
+    fprintf(f, "%s%s: (rw=%s, iodepth=%" PRIu64 ", threads=%" PRIu64 ", page %" PRIu64 " x %" PRIu64
                " B, compression %" PRIu64 ")%s%s\n",
-            j->name, bj_rw_name(j->rw), j->iodepth, j->threads, j->page_tokens,
+            j->name, loop, bj_rw_name(j->rw), j->iodepth, j->threads, j->page_tokens,
             j->bytes_per_token, j->compression, *j->description ? " " : "", j->description);
     normal_side(f, "write", &r->write, r->secs);
     normal_side(f, "read", &r->read, r->secs);
@@ -121,7 +135,8 @@ static void normal_job(FILE *f, const bj_job *j, br_result *r)
     bool any = false;
     for (int i = 0; i < SB_DENY__COUNT; i++)
         if (s->disk_denials[i]) {
-            fprintf(f, " %s %" PRIu64, sb_deny_name(i), s->disk_denials[i]);
+            fprintf(f, " %s %" PRIu64 " (%.1f MiB)", sb_deny_name(i), s->disk_denials[i],
+                    (double)s->disk_denied_bytes[i] / MIB);
             any = true;
         }
     fprintf(f, "%s; %" PRIu64 " waited in the pool, %" PRIu64 " written from it\n",
@@ -140,11 +155,13 @@ static void normal_job(FILE *f, const bj_job *j, br_result *r)
     if (r->fio_write > 0 || r->fio_read > 0) {
         bool wr = r->fio_write > 0;
         double fio = wr ? r->fio_write : r->fio_read;
-        double sb = (double)(wr ? s->disk_write_bytes : s->disk_read_bytes) / r->secs;
         fprintf(f, "  fio %s: %.1f MiB/s (same directory, io_uring, direct, a page record per "
                    "I/O); snapbank/fio %.3f\n    %s\n",
-                wr ? "write" : "read", fio / MIB, sb / fio, r->fio_cmd[wr ? 0 : 1]);
+                wr ? "write" : "read", fio / MIB, bo_ratio(r), r->fio_cmd[wr ? 0 : 1]);
     }
+    if (r->loops > 1 && r->ratio_median > 0)
+        fprintf(f, "  snapbank/fio over %u loops: median %.3f (%.3f-%.3f)\n", r->loops,
+                r->ratio_median, r->ratio_min, r->ratio_max);
     fprintf(f, "\n");
 }
 
@@ -175,8 +192,9 @@ static void json_job(FILE *f, const bj_job *j, br_result *r)
     json_str(f, j->name);
     fprintf(f, ", \"description\": ");
     json_str(f, j->description);
-    fprintf(f, ", \"rw\": \"%s\", \"elapsed\": %.3f, \"store_clock_hours\": %.4f,\n",
-            bj_rw_name(j->rw), r->secs, r->sim_hours);
+    fprintf(f, ", \"rw\": \"%s\", \"loop\": %u, \"loops\": %u, \"elapsed\": %.3f, "
+               "\"store_clock_hours\": %.4f,\n",
+            bj_rw_name(j->rw), r->loop, r->loops, r->secs, r->sim_hours);
     json_side(f, "write", &r->write, r->secs);
     fprintf(f, ",\n");
     json_side(f, "read", &r->read, r->secs);
@@ -203,6 +221,9 @@ static void json_job(FILE *f, const bj_job *j, br_result *r)
     fprintf(f, "],\n        \"denied_blocks\": {");
     for (int i = 0; i < SB_DENY__COUNT; i++)
         fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", sb_deny_name(i), s->disk_denials[i]);
+    fprintf(f, "}, \"denied_bytes\": {");
+    for (int i = 0; i < SB_DENY__COUNT; i++)
+        fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", sb_deny_name(i), s->disk_denied_bytes[i]);
     fprintf(f, "}, \"deferred_blocks\": %" PRIu64 ", \"pool_written_blocks\": %" PRIu64
                ",\n        \"drive_capacity\": %" PRIu64 ", \"drive_writes_per_day\": %.4f, "
                "\"tb_written_per_year\": %.3f},\n",
@@ -215,12 +236,11 @@ static void json_job(FILE *f, const bj_job *j, br_result *r)
                 br_percentile(&r->decode_lat, 50), br_percentile(&r->decode_lat, 99),
                 j->foreground ? "true" : "false");
     fprintf(f, "      \"fio\": {\"write_bw_bytes\": %.0f, \"read_bw_bytes\": %.0f, "
-               "\"write_iops\": %.1f, \"read_iops\": %.1f, \"snapbank_over_fio\": %.4f}}",
+               "\"write_iops\": %.1f, \"read_iops\": %.1f, \"snapbank_over_fio\": %.4f, "
+               "\"ratio_median\": %.4f, \"ratio_min\": %.4f, \"ratio_max\": %.4f}}",
             r->fio_write, r->fio_read, r->fio_write > 0 ? r->fio_write_iops : -1,
-            r->fio_read > 0 ? r->fio_read_iops : -1,
-            r->fio_write > 0   ? (double)s->disk_write_bytes / r->secs / r->fio_write
-            : r->fio_read > 0 ? (double)s->disk_read_bytes / r->secs / r->fio_read
-                              : -1.0);
+            r->fio_read > 0 ? r->fio_read_iops : -1, bo_ratio(r), r->ratio_median, r->ratio_min,
+            r->ratio_max);
 }
 
 /* ---- terse -------------------------------------------------------------------- */

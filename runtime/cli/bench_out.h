@@ -26,6 +26,10 @@ void bo_begin(FILE *f, bo_format fmt);
 void bo_job(FILE *f, bo_format fmt, const bj_job *j, br_result *r, bool first);
 void bo_end(FILE *f, bo_format fmt);
 
+/* bo_ratio -- snapbank's device bytes per second over fio's for the side
+ * fio ran (write or read); -1 when fio did not run. */
+double bo_ratio(const br_result *r);
+
 /* bo_csv -- write dir/JOB.csv (per second: t_s, sim_h, host_bytes,
  * write_bytes, read_bytes), dir/JOB_hours.csv (per store-clock hour:
  * host_bytes, budget_bytes, demand_bytes) and dir/JOB_clat.csv (the

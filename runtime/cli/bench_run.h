@@ -52,6 +52,9 @@ typedef struct br_result {
     double fio_write, fio_read;/* fio's bandwidth, bytes/s; < 0: not run */
     double fio_write_iops, fio_read_iops;
     double decode_alone, decode_during; /* tokens/s; 0: no decode */
+    unsigned loop, loops;      /* which run of the job this is (from 1), of how many */
+    double ratio_median, ratio_min, ratio_max; /* the last loop: over every
+                                  loop's snapbank/fio; < 0 when not run */
     br_lat decode_lat;         /* decode step latencies during the job */
     char fio_cmd[2][4096];     /* the commands run */
 } br_result;

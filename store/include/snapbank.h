@@ -478,6 +478,8 @@ typedef struct sb_stats {
     uint64_t disk_read_bytes;    /* bytes read back */
     uint64_t disk_write_denials; /* pages and points not written (all reasons) */
     uint64_t disk_denials[SB_DENY__COUNT]; /* ...by reason (sb_deny) */
+    uint64_t disk_denied_bytes[SB_DENY__COUNT]; /* their bytes (page or point
+                                    state size), by reason */
     uint64_t disk_budget_bytes;  /* gauge: the write budget's bucket, bytes
                                     (what may be written now at most) */
     /* write amplification: disk_write_bytes = disk_logical_bytes +

@@ -6,6 +6,7 @@
 #     there with fio's field names and the wear object, the bytes add up;
 #   - terse: one line per job with the documented field count;
 #   - --csv writes each job's series, --plots the PNGs (with gnuplot);
+#   - loops=2: two results, numbered;
 #   - a bad key and a bad value are refused, naming the file and the line,
 #     before anything runs (exit 2).
 set -eu
@@ -73,6 +74,7 @@ assert w["write"]["clat_ns"]["percentile"]["99.000000"] > 0
 assert w["read"]["total_ios"] == 0
 assert 1.0 <= w["wear"]["write_amplification"] < 1.2, w["wear"]
 assert w["wear"]["host_bytes_written"] > w["wear"]["logical_bytes"] > 0
+assert set(w["wear"]["denied_bytes"]) == set(w["wear"]["denied_blocks"])
 r = jobs["r"]
 assert r["read"]["io_bytes"] == 8 << 20, r["read"]   # every byte restored, checked
 assert r["read"]["total_ios"] == 16
@@ -108,6 +110,16 @@ fi
 [ "$(wc -l < "$work/out.terse")" -eq 5 ] || fail "terse: not 5 lines"
 awk -F';' '$1 != "snapbank" || NF != 20 { exit 1 }' "$work/out.terse" ||
     fail "terse: bad line: $(head -1 "$work/out.terse")"
+
+# loops: one result per run, numbered
+printf '[l]\ndirectory=%s\nbytes_per_token=4k\nsegment_size=4m\nsnapshot_size=256k\nsize=4m\nloops=2\nfio=0\n' \
+    "$work" > "$work/loops.fio"
+"$bin" bench --output-format=json "$work/loops.fio" > "$work/loops.json" || fail "loops run"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [(j["jobname"], j["loop"], j["loops"]) for j in d["jobs"]] == [("l", 1, 2), ("l", 2, 2)]
+' "$work/loops.json" || fail "loops: $(cat "$work/loops.json")"
 
 printf '[global]\nsize=1m\n[x]\nrw=write\nsnapshot_sise=1m\n' > "$work/bad1.fio"
 set +e
