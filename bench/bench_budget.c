@@ -35,6 +35,9 @@
 
 #include "snapbank.h"
 
+#define BENCH_NAME "bench_budget"
+#include "bench_util.h"
+
 #define PT 16u         /* tokens per page */
 #define SYS 64u        /* system prompt tokens */
 #define TURN 32u       /* tokens a turn adds */
@@ -48,29 +51,6 @@ static uint64_t fake_clock(void *ctx)
 {
     (void)ctx;
     return g_now;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void check(int rc, const char *what)
-{
-    if (rc != SB_OK) {
-        fprintf(stderr, "bench_budget: %s: %s\n", what, sb_strerror(rc));
-        exit(1);
-    }
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
 }
 
 typedef struct opts {

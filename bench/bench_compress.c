@@ -33,20 +33,8 @@
 #include "model/make_model.h"
 #include "model/model.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void check(int rc, const char *what)
-{
-    if (rc != SB_OK) {
-        fprintf(stderr, "bench_compress: %s: %s\n", what, sb_strerror(rc));
-        exit(1);
-    }
-}
+#define BENCH_NAME "bench_compress"
+#include "bench_util.h"
 
 typedef struct result {
     uint32_t level;

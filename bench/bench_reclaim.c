@@ -36,6 +36,9 @@
 
 #include "snapbank.h"
 
+#define BENCH_NAME "bench_reclaim"
+#include "bench_util.h"
+
 #define PT 16u            /* tokens per page */
 #define BPT (16u << 10)   /* bytes per token */
 #define SYS 64u           /* system prompt tokens */
@@ -58,29 +61,6 @@ typedef struct result {
     sb_stats s;
     double secs;
 } result;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void check(int rc, const char *what)
-{
-    if (rc != SB_OK) {
-        fprintf(stderr, "bench_reclaim: %s: %s\n", what, sb_strerror(rc));
-        exit(1);
-    }
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
 
 /* Token i of conversation c: the system prompt, then c's own stream. */
 static uint32_t token(const conv *c, uint32_t i)

@@ -31,6 +31,9 @@
 #include "model/model.h"
 #include "model/sample.h"
 
+#define BENCH_NAME "bench_runtime"
+#include "bench_util.h"
+
 #ifndef SB_BENCH_BUILD_TYPE
 #define SB_BENCH_BUILD_TYPE "unknown"
 #endif
@@ -39,21 +42,6 @@
 #define REF_PREFILL_512 1300.0
 #define REF_PREFILL_2048 820.0
 #define REF_DECODE 180.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void check(int rc, const char *what)
-{
-    if (rc != SB_OK) {
-        fprintf(stderr, "bench_runtime: %s: %s\n", what, sb_strerror(rc));
-        exit(1);
-    }
-}
 
 typedef struct bench {
     sb_rt_model *m;

@@ -41,20 +41,8 @@
 #include "model/sample.h"
 #include "model/session.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void check(int rc, const char *what)
-{
-    if (rc != SB_OK) {
-        fprintf(stderr, "bench_session: %s: %s\n", what, sb_strerror(rc));
-        exit(1);
-    }
-}
+#define BENCH_NAME "bench_session"
+#include "bench_util.h"
 
 typedef struct bench {
     sb_rt_model *m;

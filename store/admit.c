@@ -430,9 +430,10 @@ void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
             return;
         }
     }
-    if (!admissible(d, b))
-        why = b->bytes > d->backlog ? SB_DENY_BACKLOG : SB_DENY_BUDGET; /* never fits */
-    if (!admissible(d, b) || !pool_push(d, b, why)) {
+    bool fits = admissible(d, b);
+    if (!fits)
+        why = b->bytes > d->backlog ? SB_DENY_BACKLOG : SB_DENY_BUDGET; /* never will */
+    if (!fits || !pool_push(d, b, why)) {
         b->disk = SB_DISK_FAILED;
         sb_disk_deny(d, why, b);
         return;

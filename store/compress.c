@@ -62,11 +62,6 @@ static void unshuffle2(const uint8_t *in, size_t n, uint8_t *out)
     }
 }
 
-static size_t padded(size_t n)
-{
-    return (n + SB_FMT_BLOCK - 1) / SB_FMT_BLOCK * SB_FMT_BLOCK;
-}
-
 size_t sb_zcompress(sb_zctx *z, const void *src, size_t n, int shuffle, void *dst, size_t cap,
                     uint8_t *flags)
 {
@@ -95,7 +90,7 @@ size_t sb_zcompress(sb_zctx *z, const void *src, size_t n, int shuffle, void *ds
     } else {
         r = ZSTD_compressCCtx(z->cctx, dst, cap, src, n, z->level);
     }
-    if (ZSTD_isError(r) || padded(r) > padded(n) - padded(n) / 8)
+    if (ZSTD_isError(r) || sb_fmt_pad(r) > sb_fmt_pad(n) - sb_fmt_pad(n) / 8)
         return 0;
     *flags = (uint8_t)(SB_REC_F_COMPRESSED | (shuffle ? SB_REC_F_SHUFFLE2 : 0));
     return r;

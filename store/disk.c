@@ -247,9 +247,9 @@ static int write_summary(sb_disk *d, sb_seg *s, uint64_t data_end)
             rc = sb_disk_errno(r);
     }
     pthread_mutex_lock(&d->st->mu);
-    d->write_bytes += (n + 4095) / 4096 * 4096;
-    d->wa_sum += (n + 4095) / 4096 * 4096;
-    sb_disk_debit(d, (n + 4095) / 4096 * 4096);
+    d->write_bytes += sb_fmt_pad(n);
+    d->wa_sum += sb_fmt_pad(n);
+    sb_disk_debit(d, sb_fmt_pad(n));
     pthread_mutex_unlock(&d->st->mu);
     free(buf);
     return rc;

@@ -258,8 +258,7 @@ static inline bool sb_disk_record_live(const sb_disk *d, const sb_blk *b)
  * record takes: its payload as stored, padded to 4 KiB. */
 static inline uint64_t sb_disk_payload_read(const sb_blk *b)
 {
-    return b->stored ? ((uint64_t)b->stored + SB_FMT_BLOCK - 1) / SB_FMT_BLOCK * SB_FMT_BLOCK
-                     : sb_blk_alloc_bytes(b->ns, b->kind);
+    return b->stored ? sb_fmt_pad(b->stored) : sb_blk_alloc_bytes(b->ns, b->kind);
 }
 
 /* sb_disk_pending_add -- bytes joined the writer's queue. [mu] */

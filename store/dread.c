@@ -87,12 +87,28 @@ static int reader_fd(sb_disk *d, uint32_t seg, uint32_t id)
     return fd;
 }
 
+/* Step 2 for one read: its head buffer and, for a compressed record, the
+ * buffer its stored payload is read into (else it lands in x->data, pay
+ * bytes); the two iovecs. Returns false when out of memory (what was
+ * allocated stays for the caller to free). */
+static bool rd_buffers(rd *x, size_t pay)
+{
+    size_t zpay = sb_fmt_pad(x->stored);
+    x->head = aligned_alloc(4096, x->head_bytes);
+    x->zbuf = x->head && x->stored ? aligned_alloc(4096, zpay) : NULL;
+    if (!x->head || (x->stored && !x->zbuf))
+        return false;
+    x->iov[0] = (struct iovec){ x->head, x->head_bytes };
+    x->iov[1] = x->stored ? (struct iovec){ x->zbuf, zpay } : (struct iovec){ x->data, pay };
+    return true;
+}
+
 /* Step 3 for one read. */
 static int check(const sb_ns *ns, rd *x)
 {
     const sb_blk *b = x->b;
     uint64_t pay = sb_blk_alloc_bytes(ns, b->kind);
-    uint64_t want = x->stored ? (x->stored + 4095ull) / 4096 * 4096 : pay;
+    uint64_t want = x->stored ? sb_fmt_pad(x->stored) : pay;
     if (x->req.result != (int64_t)(x->head_bytes + want))
         return x->req.result < 0 ? SB_ERR_IO : SB_ERR_CORRUPT;
     sb_rec_head h;
@@ -245,14 +261,9 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
     for (; ready < nx; ready++) {
         rd *r = &x[ready];
         size_t pay = sb_blk_alloc_bytes(ns, r->b->kind);
-        size_t zpay = (r->stored + 4095u) / 4096 * 4096;
         r->data = sb_pool_alloc(&st->mem, pay, 4096);
-        r->head = r->data ? aligned_alloc(4096, r->head_bytes) : NULL;
-        r->zbuf = r->head && r->stored ? aligned_alloc(4096, zpay) : NULL;
-        if (!r->head || (r->stored && !r->zbuf))
+        if (!r->data || !rd_buffers(r, pay))
             break;
-        r->iov[0] = (struct iovec){ r->head, r->head_bytes };
-        r->iov[1] = r->stored ? (struct iovec){ r->zbuf, zpay } : (struct iovec){ r->data, pay };
     }
     if (ready < nx) {
         rc = SB_ERR_NOMEM;
@@ -350,16 +361,11 @@ int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,
     rd x = { .b = b, .seg = at->seg, .seg_id = at->seg_id, .gen = at->gen,
              .head_bytes = at->head_bytes, .off = at->off, .stored = at->stored,
              .zflags = at->zflags, .data = payload };
-    size_t zpay = (at->stored + 4095u) / 4096 * 4096;
-    x.head = aligned_alloc(4096, at->head_bytes);
-    x.zbuf = x.head && at->stored ? aligned_alloc(4096, zpay) : NULL;
-    if (!x.head || (at->stored && !x.zbuf)) {
+    if (!rd_buffers(&x, sb_blk_alloc_bytes(ns, b->kind))) {
         free(x.head);
+        free(x.zbuf);
         return SB_ERR_NOMEM;
     }
-    x.iov[0] = (struct iovec){ x.head, at->head_bytes };
-    x.iov[1] = at->stored ? (struct iovec){ x.zbuf, zpay }
-                          : (struct iovec){ payload, sb_blk_alloc_bytes(ns, b->kind) };
     pthread_mutex_lock(&d->rd_mu);
     read_all(d, ns, &x, 1, NULL, NULL);
     pthread_mutex_unlock(&d->rd_mu);

@@ -257,11 +257,18 @@ uint64_t sb_rec_head_hash(const void *head, uint32_t body_bytes, uint64_t off);
 /* sb_rec_payload_hash -- the payload checksum. */
 uint64_t sb_rec_payload_hash(const void *payload, size_t n);
 
+/* sb_fmt_pad -- n rounded up to the 4 KiB block every record part is
+ * padded to. */
+static inline uint64_t sb_fmt_pad(uint64_t n)
+{
+    return (n + SB_FMT_BLOCK - 1) / SB_FMT_BLOCK * SB_FMT_BLOCK;
+}
+
 /* sb_rec_record_bytes -- bytes a record occupies in its segment: head plus
  * payload rounded up to 4096. */
 static inline uint64_t sb_rec_record_bytes(const sb_rec_head *h)
 {
-    return h->head_bytes + (h->payload_bytes + SB_FMT_BLOCK - 1) / SB_FMT_BLOCK * SB_FMT_BLOCK;
+    return h->head_bytes + sb_fmt_pad(h->payload_bytes);
 }
 
 /* ---- namespace description ------------------------------------------------ */

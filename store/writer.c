@@ -334,27 +334,28 @@ static bool prepare(sb_disk *d, wslot *s, sb_blk *b, bool ns_rec)
     h->head_bytes = sb_rec_head_size(h->n_tokens, h->extra_bytes);
     if (!h->head_bytes || !grow((void **)&s->head, &s->head_cap, h->head_bytes, 4096))
         return false;
-    s->rec_bytes = h->head_bytes + (s->pay_bytes + 4095) / 4096 * 4096;
+    s->rec_bytes = h->head_bytes + sb_fmt_pad(s->pay_bytes);
     return true;
+}
+
+/* b's record head bytes. */
+static uint64_t head_size(const sb_blk *b)
+{
+    uint32_t pt = b->ns->page_tokens;
+    return sb_rec_head_size(b->kind == SB_BLK_PAGE ? b->n_tokens : b->n_tokens % pt, 0);
 }
 
 uint64_t sb_disk_rec_bytes(const sb_blk *b)
 {
-    const sb_ns *ns = b->ns;
-    uint32_t pt = ns->page_tokens;
-    uint32_t nt = b->kind == SB_BLK_PAGE ? b->n_tokens : b->n_tokens % pt;
-    return sb_rec_head_size(nt, 0) + sb_blk_alloc_bytes(ns, b->kind);
+    return head_size(b) + sb_blk_alloc_bytes(b->ns, b->kind);
 }
 
-/* Bytes the record of b (and its namespace record, when the open segment
- * lacks one) takes. */
+/* Bytes the record of b (payload compressed as z says, when z) and its
+ * namespace record, when the open segment lacks one, take. */
 static uint64_t record_bytes(const sb_disk *d, const sb_blk *b, const wzip *z, bool *need_ns)
 {
     const sb_ns *ns = b->ns;
-    uint32_t pt = ns->page_tokens;
-    uint32_t nt = b->kind == SB_BLK_PAGE ? b->n_tokens : b->n_tokens % pt;
-    uint64_t pay = z && z->buf ? (z->stored + 4095) / 4096 * 4096 : sb_blk_alloc_bytes(ns, b->kind);
-    uint64_t bytes = sb_rec_head_size(nt, 0) + pay;
+    uint64_t bytes = z && z->buf ? head_size(b) + sb_fmt_pad(z->stored) : sb_disk_rec_bytes(b);
     *need_ns = d->cur == UINT32_MAX || !seg_has_ns(&d->segs[d->cur], ns->id);
     if (*need_ns) {
         sb_layout l = { .n_tensors = ns->n_tensors, .model_id_bytes = ns->model_id_bytes };
@@ -390,7 +391,7 @@ static wslot *place(sb_disk *d, wstate *w, sb_seg *seg, sb_blk *b, bool ns_rec, 
     if (z && z->buf) {
         s->h.flags = z->flags;
         s->h.payload_bytes = z->stored;
-        s->pay_bytes = (z->stored + 4095) / 4096 * 4096;
+        s->pay_bytes = sb_fmt_pad(z->stored);
         s->rec_bytes = s->h.head_bytes + s->pay_bytes;
         s->zown = z->buf;
         z->buf = NULL;
@@ -442,7 +443,7 @@ static void zip_ahead(wstate *w)
     for (unsigned i = n0; i < w->n_zip; i++) {
         wzip *z = &w->zip[i];
         const sb_ns *ns = z->b->ns;
-        size_t raw = z->b->bytes, cap = (raw + 4095) / 4096 * 4096;
+        size_t raw = z->b->bytes, cap = sb_fmt_pad(raw);
         int shuffle = z->b->kind == SB_BLK_PAGE && (ns->flags & SB_LAYOUT_ELEM16);
         z->buf = aligned_alloc(4096, cap);
         z->stored = z->buf ? sb_zcompress(w->z, z->b->data, raw, shuffle, z->buf, cap,
@@ -454,8 +455,7 @@ static void zip_ahead(wstate *w)
             skipped++;
             continue;
         }
-        size_t pad = (z->stored + 4095) / 4096 * 4096;
-        memset(z->buf + z->stored, 0, pad - z->stored);
+        memset(z->buf + z->stored, 0, sb_fmt_pad(z->stored) - z->stored);
     }
     pthread_mutex_lock(&d->st->mu);
     d->z_skipped += skipped;

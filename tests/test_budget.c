@@ -41,17 +41,10 @@ static _Atomic uint64_t g_now; /* the fake clock, ns (the writer reads it too) *
 static uint64_t g_burst; /* write_budget_burst_bytes; 0: the default */
 static uint32_t g_min_prefix; /* min_prefix_tokens */
 
-static uint64_t fake_clock(void *ctx)
-{
-    (void)ctx;
-    return g_now;
-}
-
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/var/tmp/snapbank-test-budget-XXXXXX");
-    assert_non_null(mkdtemp(g_dir));
+    tu_scratch_dir(g_dir, sizeof g_dir, "budget");
     g_now = 1000000000ull;
     g_burst = 0;
     g_min_prefix = 1;
@@ -61,9 +54,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    assert_int_equal(system(cmd), 0);
+    tu_remove_dir(g_dir);
     return 0;
 }
 
@@ -86,7 +77,8 @@ static sb_store *open_store(uint64_t budget, uint64_t backlog)
     cfg.write_budget_bytes_per_hour = budget;
     cfg.write_budget_burst_bytes = g_burst;
     cfg.backlog_bytes = backlog;
-    cfg.clock_ns = fake_clock;
+    cfg.clock_ns = tu_fake_clock;
+    cfg.clock_ctx = &g_now;
     sb_store *st = NULL;
     assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
     return st;
@@ -370,7 +362,8 @@ static void test_budget_spill(void **state)
     cfg.segment_bytes = 4u << 20;
     cfg.disk_bytes = 1ull << 30;
     cfg.backlog_bytes = 256u << 10; /* 4 pages */
-    cfg.clock_ns = fake_clock;
+    cfg.clock_ns = tu_fake_clock;
+    cfg.clock_ctx = &g_now;
     sb_store *st = NULL;
     assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
     sb_ns *ns = tu_ns(st, &L, "spill");

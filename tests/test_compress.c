@@ -31,17 +31,14 @@ static char g_dir[128];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/var/tmp/snapbank-test-compress-XXXXXX");
-    assert_non_null(mkdtemp(g_dir));
+    tu_scratch_dir(g_dir, sizeof g_dir, "compress");
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    assert_int_equal(system(cmd), 0);
+    tu_remove_dir(g_dir);
     return 0;
 }
 

@@ -143,8 +143,7 @@ static void check(const shared *sh)
 static void test_kill_midwrite(void **state)
 {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/var/tmp/snapbank-test-kill-XXXXXX");
-    assert_non_null(mkdtemp(g_dir));
+    tu_scratch_dir(g_dir, sizeof g_dir, "kill");
     shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                       -1, 0);
     assert_true(sh != MAP_FAILED);
@@ -179,9 +178,7 @@ static void test_kill_midwrite(void **state)
         check(sh);
     }
     munmap((void *)sh, sizeof *sh);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    assert_int_equal(system(cmd), 0);
+    tu_remove_dir(g_dir);
 }
 
 int main(void)

@@ -34,17 +34,10 @@ static char g_mnt[128];
 static bool g_mounted;
 static _Atomic uint64_t g_now = 1000000000ull; /* the writer reads it too */
 
-static uint64_t fake_clock(void *ctx)
-{
-    (void)ctx;
-    return g_now;
-}
-
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_mnt, sizeof g_mnt, "/var/tmp/snapbank-test-nospc-XXXXXX");
-    assert_non_null(mkdtemp(g_mnt));
+    tu_scratch_dir(g_mnt, sizeof g_mnt, "nospc");
     if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("snapbank-nospc", g_mnt, "tmpfs", 0, "size=8m") != 0) {
         fprintf(stderr, "test_nospc: skipped: cannot mount a tmpfs in a private mount "
@@ -79,7 +72,8 @@ static sb_store *open_store(const char *dir)
     cfg.segment_bytes = 1u << 20;
     cfg.disk_bytes = 64u << 20;     /* not what stops it */
     cfg.disk_free_floor_bytes = 0;  /* nor this: ENOSPC itself */
-    cfg.clock_ns = fake_clock;
+    cfg.clock_ns = tu_fake_clock;
+    cfg.clock_ctx = &g_now;
     sb_store *st = NULL;
     assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
     return st;

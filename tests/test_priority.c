@@ -27,17 +27,10 @@
 static char g_dir[128];
 static _Atomic uint64_t g_now; /* the fake clock, ns (the writer reads it too) */
 
-static uint64_t fake_clock(void *ctx)
-{
-    (void)ctx;
-    return g_now;
-}
-
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/var/tmp/snapbank-test-priority-XXXXXX");
-    assert_non_null(mkdtemp(g_dir));
+    tu_scratch_dir(g_dir, sizeof g_dir, "priority");
     g_now = 1000000000ull;
     return 0;
 }
@@ -45,9 +38,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    assert_int_equal(system(cmd), 0);
+    tu_remove_dir(g_dir);
     return 0;
 }
 
@@ -67,7 +58,8 @@ static sb_store *open_store(void)
     cfg.segment_bytes = 4u << 20;
     cfg.disk_bytes = 1ull << 30;
     cfg.write_budget_bytes_per_hour = 16u << 20;
-    cfg.clock_ns = fake_clock;
+    cfg.clock_ns = tu_fake_clock;
+    cfg.clock_ctx = &g_now;
     sb_store *st = NULL;
     assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
     return st;

@@ -1,6 +1,8 @@
 /* testutil.c -- shared helpers for the cmocka tests. */
 #include "testutil.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -210,4 +212,22 @@ sb_stats tu_stats(sb_store *st)
 void tu_check(sb_store *st)
 {
     assert_int_equal(sb_store_check(st), SB_OK);
+}
+
+void tu_scratch_dir(char *buf, size_t n, const char *name)
+{
+    assert_true((size_t)snprintf(buf, n, "/var/tmp/snapbank-test-%s-XXXXXX", name) < n);
+    assert_non_null(mkdtemp(buf));
+}
+
+void tu_remove_dir(const char *path)
+{
+    char cmd[512];
+    assert_true((size_t)snprintf(cmd, sizeof cmd, "rm -rf '%s'", path) < sizeof cmd);
+    assert_int_equal(system(cmd), 0);
+}
+
+uint64_t tu_fake_clock(void *ctx)
+{
+    return atomic_load((_Atomic uint64_t *)ctx);
 }

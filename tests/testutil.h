@@ -83,4 +83,15 @@ sb_stats tu_stats(sb_store *st);
 /* Assert sb_store_check passes. */
 void tu_check(sb_store *st);
 
+/* Make a fresh directory /var/tmp/snapbank-test-NAME-XXXXXX into buf
+ * (n bytes; 128 is enough for a short name). */
+void tu_scratch_dir(char *buf, size_t n, const char *name);
+
+/* Remove path and everything below it (asserts it went). */
+void tu_remove_dir(const char *path);
+
+/* A store clock hook (sb_config.clock_ns) reading the ns count at ctx, an
+ * _Atomic uint64_t the test advances (the writer thread reads it too). */
+uint64_t tu_fake_clock(void *ctx);
+
 #endif /* SB_TESTUTIL_H */

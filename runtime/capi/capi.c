@@ -253,6 +253,16 @@ _Static_assert(sizeof(sb_stats) ==
                        2 * SB_MISS__COUNT * 8 + 2 * SB_DENY__COUNT * 8,
                "sb_stats changed: update SB_STATS_U64 in capi.c");
 
+/* ,"key":{"reason":v,...} for an array of n counters indexed by reason. */
+static void by_reason(char *buf, size_t cap, size_t *len, const char *key,
+                      const char *(*name)(int), const uint64_t *v, int n)
+{
+    jput(buf, cap, len, ",\"%s\":{", key);
+    for (int i = 0; i < n; i++)
+        jput(buf, cap, len, "%s\"%s\":%llu", i ? "," : "", name(i), (unsigned long long)v[i]);
+    jput(buf, cap, len, "}");
+}
+
 int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
 {
     sb_stats s;
@@ -265,22 +275,12 @@ int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
 #undef SB_JSON_FIELD
     jput(buf, cap, &len, "\"index_bytes_per_token\":%.9g,\"disk_write_amplification\":%.9g",
          s.index_bytes_per_token, s.disk_write_amplification);
-    const char *arrays[2] = { "misses", "miss_tokens_by_reason" };
-    for (int a = 0; a < 2; a++) {
-        jput(buf, cap, &len, ",\"%s\":{", arrays[a]);
-        for (int i = 0; i < SB_MISS__COUNT; i++)
-            jput(buf, cap, &len, "%s\"%s\":%llu", i ? "," : "", sb_miss_name(i),
-                 (unsigned long long)(a ? s.miss_tokens_by_reason[i] : s.misses[i]));
-        jput(buf, cap, &len, "}");
-    }
-    const char *deny[2] = { "disk_denials", "disk_denied_bytes" };
-    for (int a = 0; a < 2; a++) {
-        jput(buf, cap, &len, ",\"%s\":{", deny[a]);
-        for (int i = 0; i < SB_DENY__COUNT; i++)
-            jput(buf, cap, &len, "%s\"%s\":%llu", i ? "," : "", sb_deny_name(i),
-                 (unsigned long long)(a ? s.disk_denied_bytes[i] : s.disk_denials[i]));
-        jput(buf, cap, &len, "}");
-    }
+    by_reason(buf, cap, &len, "misses", sb_miss_name, s.misses, SB_MISS__COUNT);
+    by_reason(buf, cap, &len, "miss_tokens_by_reason", sb_miss_name, s.miss_tokens_by_reason,
+              SB_MISS__COUNT);
+    by_reason(buf, cap, &len, "disk_denials", sb_deny_name, s.disk_denials, SB_DENY__COUNT);
+    by_reason(buf, cap, &len, "disk_denied_bytes", sb_deny_name, s.disk_denied_bytes,
+              SB_DENY__COUNT);
     jput(buf, cap, &len, "}");
     return len < cap ? SB_OK : SB_ERR_RANGE;
 }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "model/forward.h"
@@ -33,13 +32,6 @@ struct bd_decode {
     double secs;
     int failed;
 };
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 bd_decode *bd_open(const bj_job *j)
 {
@@ -92,11 +84,11 @@ static void decode_loop(bd_decode *d, double secs)
         have_kv = true;
     if (rc == SB_OK && (rc = sb_rt_sampler_init(&s, &greedy, d->m->hp.n_vocab)) == SB_OK)
         have_s = true;
-    uint64_t t0 = mono_ns(), n = 0;
+    uint64_t t0 = br_now_ns(), n = 0;
     size_t len = 0;
     bool fg = d->j->foreground;
     while (rc == SB_OK && !atomic_load(&d->stop) &&
-           (secs <= 0 || (double)(mono_ns() - t0) / 1e9 < secs)) {
+           (secs <= 0 || (double)(br_now_ns() - t0) / 1e9 < secs)) {
         if (!len || len + 1 >= d->m->hp.n_ctx) { /* (again) from the prompt */
             sb_rt_kv_reset(&kv);
             rc = sb_rt_forward(d->ctx, &kv, d->prompt, PROMPT, SB_RT_LOGITS_LAST, d->logits);
@@ -104,31 +96,19 @@ static void decode_loop(bd_decode *d, double secs)
             continue;
         }
         uint32_t id = sb_rt_sample(&s, d->logits);
-        uint64_t t = mono_ns();
+        uint64_t t = br_now_ns();
         if (fg)
             sb_store_foreground(d->st, 1);
         rc = sb_rt_forward(d->ctx, &kv, &id, 1, SB_RT_LOGITS_LAST, d->logits);
         if (fg)
             sb_store_foreground(d->st, 0);
-        t = mono_ns() - t;
-        if (d->lat) {
-            if (d->lat->n == d->lat->cap) {
-                size_t cap = d->lat->cap ? 2 * d->lat->cap : 1024;
-                uint64_t *p = realloc(d->lat->ns, cap * sizeof *p);
-                if (p) {
-                    d->lat->ns = p;
-                    d->lat->cap = cap;
-                }
-            }
-            if (d->lat->n < d->lat->cap) {
-                d->lat->ns[d->lat->n++] = t;
-                d->lat->sorted = false;
-            }
-        }
+        t = br_now_ns() - t;
+        if (d->lat)
+            br_lat_add(d->lat, t);
         len++;
         n++;
     }
-    d->secs = (double)(mono_ns() - t0) / 1e9;
+    d->secs = (double)(br_now_ns() - t0) / 1e9;
     d->tokens = n;
     if (rc != SB_OK) {
         fprintf(stderr, "snapbank bench: job '%s': decoding: %s\n", d->j->name, sb_strerror(rc));

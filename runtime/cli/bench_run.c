@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t mono_ns(void)
+uint64_t br_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -82,13 +82,13 @@ struct run {
 static uint64_t store_clock(void *ctx)
 {
     const run *r = ctx;
-    return 1000000000ull + (uint64_t)((double)(mono_ns() - r->t0) * r->warp);
+    return 1000000000ull + (uint64_t)((double)(br_now_ns() - r->t0) * r->warp);
 }
 
 static double sim_hours(const run *r)
 {
-    return r->warp ? (double)(mono_ns() - r->t0) * r->warp / 3.6e12
-                   : (double)(mono_ns() - r->t0) / 3.6e12;
+    return r->warp ? (double)(br_now_ns() - r->t0) * r->warp / 3.6e12
+                   : (double)(br_now_ns() - r->t0) / 3.6e12;
 }
 
 /* Token i of snapshot id (write, read and randrw jobs). */
@@ -123,7 +123,7 @@ static bool stamps_ok(const run *r, const uint32_t *tok, uint32_t n, const uint8
     return true;
 }
 
-static void lat_add(br_lat *l, uint64_t ns)
+void br_lat_add(br_lat *l, uint64_t ns)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 1024;
@@ -169,8 +169,33 @@ static bool over(run *r)
         return true;
     if (j->size && atomic_load(&r->written) >= j->size)
         return true;
-    double t = r->warp ? sim_hours(r) * 3600 : (double)(mono_ns() - r->t0) / 1e9;
+    double t = r->warp ? sim_hours(r) * 3600 : (double)(br_now_ns() - r->t0) / 1e9;
     return j->runtime_s && t >= j->runtime_s;
+}
+
+/* Put w->tok[0, n) with its state, counting `fresh` tokens of it as the
+ * state handed over: timed into side (NULL: untimed). Returns 0 or -1. */
+static int put_tokens(worker *w, uint32_t n, uint32_t fresh, br_side *side)
+{
+    run *r = w->r;
+    fill(r, w->tok, 0, n, w->buf);
+    const void *in[1] = { w->buf };
+    uint64_t t = br_now_ns();
+    int rc = sb_ns_put(r->ns, w->tok, n, in, NULL, NULL);
+    t = br_now_ns() - t;
+    if (rc != SB_OK && rc != SB_ERR_BUDGET) { /* BUDGET: RAM full, partly stored */
+        fail(w, "put", rc);
+        return -1;
+    }
+    uint64_t bytes = (uint64_t)fresh * r->bpt;
+    atomic_fetch_add(&r->written, bytes);
+    if (side) {
+        side->bytes += bytes;
+        side->ops++;
+        br_lat_add(&side->lat, t);
+        atomic_fetch_add(&r->wbytes, bytes);
+    }
+    return 0;
 }
 
 /* Put one new snapshot of n tokens; timed into side (NULL: untimed). */
@@ -180,23 +205,8 @@ static int put_snap(worker *w, uint32_t n, br_side *side)
     snap s = { atomic_fetch_add(&r->next_id, 1), n };
     for (uint32_t i = 0; i < n; i++)
         w->tok[i] = snap_token(r, s.id, i);
-    fill(r, w->tok, 0, n, w->buf);
-    const void *in[1] = { w->buf };
-    uint64_t t = mono_ns();
-    int rc = sb_ns_put(r->ns, w->tok, n, in, NULL, NULL);
-    t = mono_ns() - t;
-    if (rc != SB_OK && rc != SB_ERR_BUDGET) { /* BUDGET: RAM full, partly stored */
-        fail(w, "put", rc);
+    if (put_tokens(w, n, n, side) != 0)
         return -1;
-    }
-    uint64_t bytes = (uint64_t)n * r->bpt;
-    atomic_fetch_add(&r->written, bytes);
-    if (side) {
-        side->bytes += bytes;
-        side->ops++;
-        lat_add(&side->lat, t);
-        atomic_fetch_add(&r->wbytes, bytes);
-    }
     if (w->n_snaps == w->snaps_cap) {
         size_t cap = w->snaps_cap ? 2 * w->snaps_cap : 256;
         snap *p = realloc(w->snaps, cap * sizeof *p);
@@ -216,7 +226,7 @@ static int put_snap(worker *w, uint32_t n, br_side *side)
 static long restore(worker *w, uint32_t n, br_side *side)
 {
     run *r = w->r;
-    uint64_t t = mono_ns();
+    uint64_t t = br_now_ns();
     sb_match *m = NULL;
     int rc = sb_ns_match(r->ns, w->tok, n, &m);
     if (rc != SB_OK) {
@@ -234,7 +244,7 @@ static long restore(worker *w, uint32_t n, br_side *side)
         rc = L ? sb_match_restore(m, L, out, NULL) : SB_OK;
     }
     sb_match_release(m);
-    t = mono_ns() - t;
+    t = br_now_ns() - t;
     if (rc != SB_OK) {
         fail(w, "restore", rc);
         return -1;
@@ -246,7 +256,7 @@ static long restore(worker *w, uint32_t n, br_side *side)
     uint64_t bytes = (uint64_t)L * r->bpt;
     side->bytes += bytes;
     side->ops++;
-    lat_add(&side->lat, t);
+    br_lat_add(&side->lat, t);
     atomic_fetch_add(&r->rbytes, bytes);
     return (long)L;
 }
@@ -357,21 +367,9 @@ static void work_chat(worker *w)
         long L = restore(w, n, &w->read); /* what the bank holds of the prompt */
         if (L < 0)
             break;
-        fill(r, w->tok, 0, n, w->buf);
-        const void *in[1] = { w->buf };
-        uint64_t t = mono_ns();
-        int rc = sb_ns_put(r->ns, w->tok, n, in, NULL, NULL);
-        t = mono_ns() - t;
-        if (rc != SB_OK && rc != SB_ERR_BUDGET) {
-            fail(w, "put", rc);
+        if (put_tokens(w, n, n - (uint32_t)L, &w->write) != 0) /* the new state */
             break;
-        }
-        uint64_t bytes = (uint64_t)(n - (uint32_t)L) * r->bpt; /* the new state */
-        w->write.bytes += bytes;
-        w->write.ops++;
-        lat_add(&w->write.lat, t);
-        atomic_fetch_add(&r->written, bytes);
-        atomic_fetch_add(&r->wbytes, bytes);
+        uint64_t bytes = (uint64_t)(n - (uint32_t)L) * r->bpt;
         offered += (double)bytes;
         size_t hour = (size_t)sim_hours(r);
         if (hour < r->res->n_hours)
@@ -417,7 +415,7 @@ static void sample(run *r, uint64_t *last_host, double *next_series, br_progress
     sb_stats s;
     if (sb_store_stats(r->st, &s) != SB_OK)
         return;
-    double h = sim_hours(r), t = (double)(mono_ns() - r->t0) / 1e9;
+    double h = sim_hours(r), t = (double)(br_now_ns() - r->t0) / 1e9;
     size_t hour = (size_t)h;
     if (hour < res->n_hours)
         res->hour_bytes[hour] += s.disk_write_bytes - *last_host;
@@ -606,7 +604,7 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
     atomic_store(&r.next_id, 1);
     if (rc != 0)
         fprintf(stderr, "snapbank bench: out of memory\n");
-    r.t0 = mono_ns();
+    r.t0 = br_now_ns();
     if (rc == 0)
         rc = open_store(&r, dir);
     if (rc == 0 && (j->rw == BJ_READ || j->rw == BJ_RANDREAD)) {
@@ -628,7 +626,7 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
     }
     if (rc == 0) {
         r.timed = true;
-        r.t0 = mono_ns();
+        r.t0 = br_now_ns();
         sb_stats before;
         sb_store_stats(r.st, &before);
         bool decoding = dec && bd_start(dec, r.st, &res->decode_lat) == 0;
@@ -643,7 +641,7 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
             fprintf(stderr, "snapbank bench: job '%s': flush: %s\n", j->name, sb_strerror(frc));
             rc = -1;
         }
-        res->secs = (double)(mono_ns() - r.t0) / 1e9;
+        res->secs = (double)(br_now_ns() - r.t0) / 1e9;
         res->sim_hours = sim_hours(&r);
         uint64_t last = 0;
         for (size_t h = 0; h < res->n_hours; h++)
@@ -664,7 +662,7 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
             into[k]->bytes += sides[k]->bytes;
             into[k]->ops += sides[k]->ops;
             for (size_t x = 0; x < sides[k]->lat.n; x++)
-                lat_add(&into[k]->lat, sides[k]->lat.ns[x]);
+                br_lat_add(&into[k]->lat, sides[k]->lat.ns[x]);
             free(sides[k]->lat.ns);
         }
         free(ws[i].buf);

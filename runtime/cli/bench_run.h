@@ -74,6 +74,12 @@ int br_run(const bj_job *j, br_result *r, br_progress progress, void *ctx);
  * baseline, -1 when fio failed (printed). */
 int br_fio(const bj_job *j, br_result *r);
 
+/* br_now_ns -- CLOCK_MONOTONIC, ns: what latencies are measured on. */
+uint64_t br_now_ns(void);
+
+/* br_lat_add -- one more latency (lost, not fatal, when out of memory). */
+void br_lat_add(br_lat *lat, uint64_t ns);
+
 /* br_percentile -- the p-th percentile (0-100) of lat, ns (0 when empty;
  * sorts lat). */
 uint64_t br_percentile(br_lat *lat, double p);
