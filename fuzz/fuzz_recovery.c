@@ -1,6 +1,6 @@
 /* fuzz_recovery.c -- libFuzzer harness: opening a store directory whose files
- * are arbitrary (store/recover.c, with store/disk.c and store/dread.c behind
- * it), on the in-memory file system of store/io.h.
+ * are arbitrary (store/disk/recover.c, with store/disk/disk.c and store/disk/dread.c behind
+ * it), on the in-memory file system of store/disk/io.h.
  *
  * Property. sb_store_open_io either refuses the directory with a clean
  * error (SB_ERR_CORRUPT, SB_ERR_FORMAT, SB_ERR_VERSION, SB_ERR_IO) or opens

@@ -1,5 +1,5 @@
 /* Description: opening store directories damaged after the fact, on the
- * in-memory file system of store/io.h.
+ * in-memory file system of store/disk/io.h.
  *
  * Each round builds a store from a seeded world of sequences (two layouts,
  * one with required point states; shared prefixes; partial tails), flushes
@@ -600,7 +600,7 @@ static long find_record(const uint8_t *buf, size_t size, int kind)
 }
 
 /* A point state whose record is damaged, put again and flushed, must be
- * the one a reopen serves. The bug: recovery (store/recover.c) inserted
+ * the one a reopen serves. The bug: recovery (store/disk/recover.c) inserted
  * point records in the order it collected them and kept the first one a
  * node got, so the older, damaged record won over the newer good one (page
  * records go through build_map, which keeps the newer). */
@@ -644,7 +644,7 @@ static void test_corrupt_reput_point_lost_at_reopen(void **state)
 
 /* A namespace re-created with another layout after its old pages were
  * dropped, its new sequence put and flushed, must be what a reopen serves.
- * The bug: recovery (store/recover.c, open_namespaces) opened each
+ * The bug: recovery (store/disk/recover.c, open_namespaces) opened each
  * namespace from the first namespace record it collected for the id, not
  * the newest, so the old description won: its root key differs (the layout
  * is part of it), and every newer record was dropped as an orphan. The
@@ -710,7 +710,7 @@ static void test_corrupt_relaid_namespace_lost_at_reopen(void **state)
 
 /* An open segment whose only valid record is a namespace record (its pages
  * lost to a torn tail) must open cleanly. Recovery then collects no token
- * IDs. The bug: c->tok stayed NULL and seal_found (store/recover.c) passed
+ * IDs. The bug: c->tok stayed NULL and seal_found (store/disk/recover.c) passed
  * c->tok + r->tok, NULL + 0: undefined behaviour, which clang's UBSan
  * reports ("applying zero offset to null pointer") and aborts on in
  * sanitizer builds (gcc's does not check it: this test catches it only in
@@ -745,7 +745,7 @@ static void test_corrupt_open_segment_namespace_record_only(void **state)
 
 /* A summary whose n_entries disagrees with its body (checksum-valid: a
  * buggy or hostile writer, not bit rot) must be refused as a bad summary
- * and the segment scanned. The bug: read_summary (store/recover.c)
+ * and the segment scanned. The bug: read_summary (store/disk/recover.c)
  * reserved room for n_entries records before sb_sum_next found that the
  * body holds fewer: with 2^31 - 1 it asked realloc for hundreds of GiB, so
  * open failed with SB_ERR_NOMEM (ASan aborted: "allocator is out of
@@ -935,7 +935,7 @@ static void test_corrupt_seq_wraps_after_max_seq_record(void **state)
  * hostile writer) must be refused, or at least never make the store
  * preallocate such a segment. The bug: recovery accepts any segment_bytes
  * of at least 64 KiB that is a multiple of 4096, and sb_disk_seg_open_new
- * (store/disk.c) checks the cap as (n_segs + 1) * segment_bytes > cap,
+ * (store/disk/disk.c) checks the cap as (n_segs + 1) * segment_bytes > cap,
  * which wraps: with 15 listed segments and segment_bytes 3 * 2^60 the
  * product is 3 * 2^64 = 0 mod 2^64, so the next segment is preallocated at
  * 3 * 2^60 bytes. A real file system refuses that (EFBIG, ENOSPC); the
@@ -1045,7 +1045,7 @@ static void test_corrupt_segment_id_wraps_over_live_segment(void **state)
  * directory. The bug: after a fallback to the older superblock slot (which
  * does not list the newest segment), the next segment was named after the
  * slot's last id + 1 -- the unlisted file's name -- and
- * sb_disk_seg_open_new (store/disk.c) opened it with SB_IO_CREATE, not
+ * sb_disk_seg_open_new (store/disk/disk.c) opened it with SB_IO_CREATE, not
  * SB_IO_EXCL, and wrote over it. (A checksum-valid superblock whose last
  * entry is not its highest id did the same to a listed segment; the fuzzer
  * found that first.) */

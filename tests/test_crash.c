@@ -1,5 +1,5 @@
 /* test_crash.c -- the disk tier under simulated power cuts and I/O faults,
- * on the in-memory file system of store/io.h.
+ * on the in-memory file system of store/disk/io.h.
  *
  * crash: seeded rounds of random puts (sequences sharing prefixes, partial
  * tails, point states, two layouts, several scopes), flushes and commits

@@ -196,7 +196,7 @@ static int fx_setup(void **state)
     add_rec(b, SB_REC_NAMESPACE, 7, 0, d, ns_desc(1024, d), 0);
     add_rec(b, SB_REC_PAGE, 8, 4, NULL, 0, 4096);
     add_rec(b, SB_REC_PAGE, 9, 3, NULL, 0, 3000);
-    /* A record without payload as store/writer.c writes it: payload hash 0
+    /* A record without payload as store/disk/writer.c writes it: payload hash 0
      * (segment 1's have format.h's XXH3 of no bytes). */
     rec *nr = &b->r[0];
     nr->h.payload_hash = 0;

@@ -1,4 +1,4 @@
-/* Description: the disk tier's I/O layer (store/io.h). One contract suite
+/* Description: the disk tier's I/O layer (store/disk/io.h). One contract suite
  * runs against the posix, io_uring and mem backends (posix and io_uring in
  * a fresh directory under /tmp): open/create/excl/rdonly, size, allocate,
  * truncate, rename replacing its target, unlink, list, O_DIRECT multi-iovec

@@ -1,5 +1,5 @@
 /* test_priority.c -- the order in which the disk tier writes what waits for
- * the write budget (store/admit.c's priority pool), on a fake clock.
+ * the write budget (store/disk/admit.c's priority pool), on a fake clock.
  *
  * Description: the budget's bucket is emptied with filler pages, then
  * eight conversations share a two-page system prompt and each adds a

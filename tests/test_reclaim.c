@@ -1,5 +1,5 @@
 /* test_reclaim.c -- the disk tier under its cap and out of space, on the
- * in-memory file system of store/io.h.
+ * in-memory file system of store/disk/io.h.
  *
  *   random     seeded random workloads (puts of sequences that share
  *              prefixes, restores, TTL pins, flushes) under a cap of a few

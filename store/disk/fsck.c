@@ -160,7 +160,7 @@ static int decode_slot(const uint8_t *p, uint32_t slot_bytes, int s, slots *out)
 /* Read DIR/superblock -- both slots, or only slot A's fixed part when the
  * file size does not split into two slots of a multiple of 4096 (to tell a
  * damaged store from none) -- and pick the valid slot with the larger
- * write_count, as the store's open does (store/disk.c: a slot must also
+ * write_count, as the store's open does (store/disk/disk.c: a slot must also
  * name its own position). Returns: SB_OK (out->best >= 0, or out->damage
  * set; with best >= 0, out->segs is the caller's to free); SB_ERR_FORMAT
  * (no superblock file, or no slot has the magic); SB_ERR_VERSION (no valid
@@ -288,7 +288,7 @@ static int check_record(fsck *f, int fd, const sb_super_seg *g, uint64_t off, ui
         tick(f, pos);
     }
     uint64_t hash = XXH3_64bits_digest(f->xxh);
-    /* No payload: store/writer.c stores 0 where format.h's XXH3 of no bytes
+    /* No payload: store/disk/writer.c stores 0 where format.h's XXH3 of no bytes
      * is a constant; either is sound (the head hash covers the field). */
     if (hash == h->payload_hash || (h->payload_bytes == 0 && h->payload_hash == 0))
         return REC_OK;
