@@ -39,12 +39,17 @@ static const struct arch_info {
     { "qwen3", SB_RT_ARCH_QWEN3, true, true, false },
 };
 
-const char *sb_rt_arch_name(sb_rt_arch arch)
+static const struct arch_info *arch_of(sb_rt_arch arch)
 {
     for (size_t i = 0; i < sizeof arch_table / sizeof *arch_table; i++)
         if (arch_table[i].arch == arch)
-            return arch_table[i].name;
-    return "?";
+            return &arch_table[i];
+    return NULL;
+}
+
+const char *sb_rt_arch_name(sb_rt_arch arch)
+{
+    return arch_of(arch) ? arch_of(arch)->name : "?";
 }
 
 /* key "<arch>.<suffix>" */
@@ -381,10 +386,9 @@ static int read_tensors(loader *ld, sb_rt_err *err)
     }
     if (rc != SB_OK)
         return rc;
-    for (size_t i = 0; i < sizeof arch_table / sizeof *arch_table; i++)
-        if (arch_table[i].arch == hp->arch && arch_table[i].rope_freqs &&
-            (rc = get_vec(ld, "rope_freqs.weight", hp->head_dim / 2, true, &m->rope_freqs, err)))
-            return rc;
+    if (arch_of(hp->arch)->rope_freqs &&
+        (rc = get_vec(ld, "rope_freqs.weight", hp->head_dim / 2, true, &m->rope_freqs, err)))
+        return rc;
     for (uint32_t j = 0; m->rope_freqs && j < hp->head_dim / 2; j++)
         if (!(m->rope_freqs[j] > 0) || !isfinite(m->rope_freqs[j]))
             return FAIL(SB_ERR_FORMAT, "%s: tensor 'rope_freqs.weight': element %" PRIu32 " is "
