@@ -7,10 +7,11 @@
  *   - against a plain reference written here from the architectures'
  *     definitions (contiguous KV, every weight dequantized to float, sums
  *     in double, RoPE angles derived from the hyperparameters rather than
- *     the model's table): logits agree within 1e-3 of their scale (2e-2
- *     for Q8_0, whose matmuls quantize their inputs), so paging, GQA, head
- *     sizes, RoPE variants and scaling, biases and q/k norms are wired
- *     right;
+ *     the model's table; against Q8_0 weights the inputs rounded to Q8_0
+ *     as the kernels do): logits agree within 1e-3 of their scale (1e-2
+ *     for Q8_0, where a rounding can land a step apart, and then 90 % of
+ *     the positions within 1e-4), so paging, GQA, head sizes, RoPE
+ *     variants and scaling, biases and q/k norms are wired right;
  *   - with rope_freqs, linear and YaRN scaling, and with the q/k norm
  *     weights changed: the logits move (the feature is not a no-op) and
  *     still match the reference; the reference without the q/k norm does
@@ -153,18 +154,32 @@ static void deq(const sb_rt_mat *w, float *out) /* (out, in) floats */
     }
 }
 
-static void mv(const sb_rt_mat *w, const float *x, float *y) /* y = W x, double sums */
+/* y = W x, double sums. Against Q8_0 weights x is first rounded to Q8_0
+ * blocks as kernels.h says the matmul does (d = max |x| / 127 per 32
+ * values, q = x / d rounded half to even): the reference makes the same
+ * rounding, so only the summation order differs. */
+static void mv(const sb_rt_mat *w, const float *x, float *y)
 {
     float *d = malloc((size_t)w->in * w->out * sizeof *d);
-    assert_non_null(d);
+    float *xq = malloc((size_t)w->in * sizeof *xq);
+    assert_true(d && xq);
     deq(w, d);
+    memcpy(xq, x, (size_t)w->in * sizeof *xq);
+    for (uint32_t b = 0; w->type == SB_RT_Q8_0 && b < w->in; b += 32) {
+        float amax = 0;
+        for (uint32_t i = b; i < b + 32; i++)
+            amax = fmaxf(amax, fabsf(x[i]));
+        float dx = amax / 127, inv = dx ? 1 / dx : 0;
+        for (uint32_t i = b; i < b + 32; i++)
+            xq[i] = dx * nearbyintf(x[i] * inv);
+    }
     for (uint32_t r = 0; r < w->out; r++) {
         double s = 0;
         for (uint32_t i = 0; i < w->in; i++)
-            s += (double)d[(size_t)r * w->in + i] * x[i];
+            s += (double)d[(size_t)r * w->in + i] * xq[i];
         y[r] = (float)s;
     }
-    free(d);
+    free(d), free(xq);
 }
 
 static void rms(float *y, const float *x, const float *g, uint32_t n, float eps)
@@ -347,6 +362,14 @@ static float *check_world(world *w, const char *what, double tol)
     if (err > tol)
         fail_msg("%s: logits differ from the reference by %g of their scale (bound %g)", what,
                  err, tol);
+    /* Where the bound is loose (Q8_0), the bulk still agrees tightly: at
+     * most a tenth of the positions beyond 1e-4. */
+    size_t loose = 0;
+    for (size_t p = 0; tol > 1e-3 && p < PROMPT; p++)
+        loose += max_rel_diff(want + p * V, got + p * V, 1, V) > 1e-4;
+    if (loose > PROMPT / 10)
+        fail_msg("%s: %zu of %d positions differ from the reference by more than 1e-4", what,
+                 loose, PROMPT);
     /* The logits are not degenerate: no row is constant, and the positions
      * do not all agree on their most likely token. */
     size_t first_best = 0, differ = 0;
@@ -368,12 +391,15 @@ static float *check_world(world *w, const char *what, double tol)
     return got;
 }
 
-/* Q8_0 matmuls quantize their input rows too (kernels.h): an error of up
- * to 1/254 of each block's largest value, which the reference does not
- * make. */
+/* Q8_0 matmuls round their input rows to Q8_0 (kernels.h) and the
+ * reference does the same; where an input lies near a half step the two
+ * (which differ in their last bits) can round it a step apart, 1/127 of
+ * its block's largest value, which moves that position's logits by up to
+ * about 1e-2 of their scale (seen: 6e-3 at 3 of 70 positions, the rest
+ * within 1e-6). */
 static double tol_for(const char *dtype)
 {
-    return strcmp(dtype, "q8_0") ? 1e-3 : 2e-2;
+    return strcmp(dtype, "q8_0") ? 1e-3 : 1e-2;
 }
 
 /* The model o describes against the reference; its logits (caller frees). */

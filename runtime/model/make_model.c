@@ -145,12 +145,9 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
         return SB_OK;
     }
     if (!strcmp(name, "dtype")) {
-        uint32_t t = !strcmp(v, "f32") ? SB_RT_F32 : !strcmp(v, "f16") ? SB_RT_F16
-                   : !strcmp(v, "q8_0") ? SB_RT_Q8_0 : 99;
-        if (t == 99)
-            return SB_ERR_INVAL;
-        o->dtype = t;
-        return SB_OK;
+        o->dtype = !strcmp(v, "f32") ? SB_RT_F32 : !strcmp(v, "f16") ? SB_RT_F16
+                 : !strcmp(v, "q8_0") ? SB_RT_Q8_0 : 99;
+        return o->dtype == 99 ? SB_ERR_INVAL : SB_OK;
     }
     if (!strcmp(name, "rope-scaling")) {
         if (*v && strcmp(v, "none") && strcmp(v, "linear") && strcmp(v, "yarn"))
@@ -546,7 +543,10 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
         sb_rt_gguf_add_tensor(w, (nm), (rows) == 1 ? 1 : 2, ne, (t), b, by);                 \
     } while (0)
 #define NAME(s) (snprintf(name, sizeof name, "blk.%" PRIu32 ".%s", l, s), name)
-    TENSOR("token_embd.weight", o->dtype, o->dim, o->n_vocab, 0, 1);
+    /* tied, the embedding is the output matrix too: 1/sqrt(dim) keeps the
+     * logits near 1, as a trained model's are, instead of near sqrt(dim) */
+    TENSOR("token_embd.weight", o->dtype, o->dim, o->n_vocab, 0,
+           o->tied ? 1 / sqrtf((float)o->dim) : 1);
     if (o->rope_freqs > 0) { /* computed, not drawn: the weights stay the same */
         llama3_factors(o, hd, freqs);
         uint64_t ne[1] = { hd / 2 };

@@ -7,10 +7,11 @@
  * qwen2 (Q/K/V biases) and qwen3 (per-head q/k norms), optionally with a
  * Llama 3 rope_freqs.weight and rope.scaling.* keys. Weights: matrices
  * normal with standard deviation 1/sqrt(in) (so activations keep their
- * scale layer to layer), embeddings standard deviation 1, norm weights (the
- * q/k norms too) 1 + 0.1 N(0,1), qwen2 biases 0.1 N(0,1). Normal draws come
- * from splitmix64 through Box-Muller, in the file's tensor order, so the
- * same options give byte-identical files.
+ * scale layer to layer), embeddings standard deviation 1 (1/sqrt(dim) when
+ * tied, as the output matrix's: logits near 1, as in a trained model), norm
+ * weights (the q/k norms too) 1 + 0.1 N(0,1), qwen2 biases 0.1 N(0,1).
+ * Normal draws come from splitmix64 through Box-Muller, in the file's
+ * tensor order, so the same options give byte-identical files.
  *
  * rope_freqs.weight holds Llama 3.1's frequency divisors (Meta's
  * `apply_scaling`, the `llama3` rope_type of transformers): with the
@@ -95,7 +96,7 @@ int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
  * "rope-base", "rms-eps", "rope-freqs" (the factor F; 0 none),
  * "rope-orig-ctx", "rope-scaling" (none|linear|yarn|"" for not written),
  * "rope-scale" (the factor).
- * Returns: SB_OK; SB_ERR_INVAL (unknown name or bad value; o unchanged). */
+ * Returns: SB_OK; SB_ERR_INVAL (unknown name or bad value). */
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value);
 
 /* sb_rt_make_model -- write the model o describes to path.
