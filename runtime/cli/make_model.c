@@ -19,7 +19,9 @@ static void mm_usage(FILE *f)
             "  --preset P         tiny (dim 64, 2 layers, F32) or small (dim 768, 12\n"
             "                     layers, 12/4 heads, ff 2048, vocab 4096, F16); tiny\n"
             "  --arch A           llama or qwen2 (Q/K/V biases)\n"
-            "  --dtype T          f32, f16 or q8_0 (matrices and embeddings)\n"
+            "  --dtype T          matrices and embeddings: f32, f16, bf16, q4_0, q4_1,\n"
+            "                     q5_0, q5_1, q8_0, q4_k, q5_k, q6_k (every matrix that\n"
+            "                     type), or q4_k_m, q5_k_m (llama.cpp's per-tensor mixes)\n"
             "  --seed N           weights seed (default 1)\n"
             "  --dim N --layers N --heads N --kv-heads N --ff N --vocab N --ctx N\n"
             "                     override the preset's shape\n"
@@ -72,7 +74,7 @@ int sb_cli_make_model(int argc, char **argv)
     struct stat st;
     printf("wrote %s (%s, %s, %u layers, dim %u, %u/%u heads, ff %u, vocab %u, ctx %u, "
            "seed %llu): %lld bytes\n", out, o.arch,
-           o.dtype == 0 ? "f32" : o.dtype == 1 ? "f16" : "q8_0", o.n_layers, o.dim, o.n_heads,
+           sb_rt_make_dtype_name(o.dtype), o.n_layers, o.dim, o.n_heads,
            o.n_kv_heads, o.n_ff, o.n_vocab, o.n_ctx, (unsigned long long)o.seed,
            stat(out, &st) == 0 ? (long long)st.st_size : -1LL);
     return 0;

@@ -7,8 +7,7 @@
  * lanes folded in halves (256, 128, 64, 32 bits). A matmul tile keeps
  * tokens x rows accumulators (up to 6 x 4) and loads each W vector once for
  * all its tokens; each accumulator sees exactly the single-token sequence.
- * Q8_0 tiles are the reference's for now (scalar integer dots): correct and
- * deterministic, not fast.
+ * BF16 like F16 with another load. Quantized types: kernels_q_avx512.c.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -57,6 +56,19 @@ static inline __m512 load_f16(const uint16_t *p)
 static inline __m512 load_f16_mask(const uint16_t *p, __mmask16 m)
 {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+/* 16 BF16 values as f32 (exact: each is the top half of its f32). */
+static inline __m512 load_bf16(const uint16_t *p)
+{
+    __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+
+static inline __m512 load_bf16_mask(const uint16_t *p, __mmask16 m)
+{
+    __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
 
 /* ---- conversions ---------------------------------------------------------------- */
@@ -246,39 +258,56 @@ static void tile_f16(float *y, size_t ldy, const float *x, size_t ldx, const uin
         tile_f16_k(y, ldy, x, ldx, w, in, in, nt, nr);
 }
 
-/* The reference's Q8_0 tile and quantizer (kernels.h: bit-identical to
- * ref for Q8_0). */
-static void tile_q8(float *y, size_t ldy, const int8_t *xq, const float *xd, size_t ldq,
-                    const uint8_t *w, size_t in, unsigned nt, unsigned nr)
+static inline __attribute__((always_inline)) void
+tile1_bf16_k(float *y, const float *x, const uint16_t *w, size_t in, unsigned nr)
 {
-    size_t rb = in / SB_RT_Q8_0_BLOCK * SB_RT_Q8_0_BLOCK_BYTES;
-    for (unsigned t = 0; t < nt; t++)
-        for (unsigned r = 0; r < nr; r++) {
-            const uint8_t *wr = w + r * rb;
-            const int8_t *q = xq + t * ldq;
-            const float *d = xd + t * (ldq / SB_RT_Q8_0_BLOCK);
-            float acc = 0;
-            for (size_t b = 0; b < in / SB_RT_Q8_0_BLOCK; b++, wr += SB_RT_Q8_0_BLOCK_BYTES) {
-                uint16_t dh;
-                memcpy(&dh, wr, 2);
-                /* 32 int8 x int8 products summed exactly in int32 */
-                __m512i a = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(q + b * 32)));
-                __m512i c = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(wr + 2)));
-                int32_t s = _mm512_reduce_add_epi32(_mm512_madd_epi16(a, c));
-                float scale = sb_rt_f16_to_f32_1(dh) * d[b];
-                float p = scale * (float)s;
-                acc += p;
-            }
-            y[t * ldy + r] = acc;
-        }
+    const size_t ldw = in;
+    TILE1_BODY(load_bf16, load_bf16_mask)
 }
 
-static const sb_rt_mm_isa avx512_mm = { 6, 4, tile_f32, tile_f16, tile_q8, sb_rt_quant_q8_ref, 8 };
+static inline __attribute__((always_inline)) void
+tile_bf16_k(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, size_t in,
+            unsigned nt, unsigned nr)
+{
+    const size_t ldw = in;
+    TILE_BODY(uint16_t, load_bf16, load_bf16_mask)
+}
+
+static void tile_bf16(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
+                      size_t in, unsigned nt, unsigned nr)
+{
+    if (nt == 6 && nr == 4)
+        tile_bf16_k(y, ldy, x, ldx, w, in, 6, 4);
+    else if (nt == 1 && nr == 8)
+        tile1_bf16_k(y, x, w, in, 8);
+    else if (nt == 1 && nr > 4)
+        tile1_bf16_k(y, x, w, in, nr);
+    else
+        tile_bf16_k(y, ldy, x, ldx, w, in, nt, nr);
+}
+
+/* Two tables that differ only in their quantized tiles (kernels_q_avx512.c
+ * compiled with and without VNNI). */
+static const sb_rt_mm_isa avx512_mm = {
+    .tile_tok = 6, .tile_row = 4, .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,
+    .tile_row_1 = 8, .q_tok = 4, .q_row = 4, .q_row_1 = 8, .q = sb_rt_qtiles_avx512,
+};
+
+static const sb_rt_mm_isa avx512vnni_mm = {
+    .tile_tok = 6, .tile_row = 4, .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,
+    .tile_row_1 = 8, .q_tok = 4, .q_row = 4, .q_row_1 = 8, .q = sb_rt_qtiles_avx512vnni,
+};
 
 static void v_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
                      size_t n_tok, size_t in, size_t out)
 {
     sb_rt_mm_drive(&avx512_mm, pool, y, x, w, wt, n_tok, in, out);
+}
+
+static void v_matmul_vnni(sb_rt_pool *pool, float *y, const float *x, const void *w,
+                          sb_rt_dtype wt, size_t n_tok, size_t in, size_t out)
+{
+    sb_rt_mm_drive(&avx512vnni_mm, pool, y, x, w, wt, n_tok, in, out);
 }
 
 /* ---- element-wise ---------------------------------------------------------------------- */
@@ -523,4 +552,10 @@ const sb_rt_kernels sb_rt_kernels_avx512 = {
     v_f16_to_f32, v_f32_to_f16, v_matmul, v_rmsnorm, v_softmax, v_silu_mul,
     v_add, v_dot_f32, v_dot_f16, v_axpy_f32, v_axpy_f16, v_dots_f16, v_axpys_f16,
     v_qk_f16, v_av_f16, SB_RT_ISA_AVX512, "avx512",
+};
+
+const sb_rt_kernels sb_rt_kernels_avx512vnni = {
+    v_f16_to_f32, v_f32_to_f16, v_matmul_vnni, v_rmsnorm, v_softmax, v_silu_mul,
+    v_add, v_dot_f32, v_dot_f16, v_axpy_f32, v_axpy_f16, v_dots_f16, v_axpys_f16,
+    v_qk_f16, v_av_f16, SB_RT_ISA_AVX512VNNI, "avx512vnni",
 };

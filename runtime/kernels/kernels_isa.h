@@ -1,5 +1,5 @@
 /* kernels_isa.h -- what an instruction set's kernel file gives the shared
- * matmul driver (kernels.c): tile functions and the X quantizer. Private to
+ * matmul driver (kernels.c): its tile functions. Private to
  * runtime/kernels/.
  *
  * A tile computes nt <= tile_tok tokens x nr <= tile_row rows of Y:
@@ -19,6 +19,12 @@
 
 #include "kernels/kernels.h"
 
+/* A quantized tile: X rows quantized (quant.h, "Activation blocks"), row
+ * t at xq + t * ldq bytes; W rows of type t (quant.h), row r at w + r *
+ * (row bytes of in). Each y element is kernels.h's quantized rule. */
+typedef void (*sb_rt_qtile_fn)(float *y, size_t ldy, const uint8_t *xq, size_t ldq,
+                               const uint8_t *w, size_t in, unsigned nt, unsigned nr);
+
 typedef struct sb_rt_mm_isa {
     unsigned tile_tok; /* most tokens per tile call, <= SB_RT_MM_TILE_MAX */
     unsigned tile_row; /* most rows per tile call */
@@ -26,18 +32,17 @@ typedef struct sb_rt_mm_isa {
                 unsigned nt, unsigned nr);
     void (*f16)(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, size_t in,
                 unsigned nt, unsigned nr);
-    /* Q8_0: X row t quantized: xq + t * ldq int8 values, xd + t * ldq / 32
-     * block scales; w is Q8_0 rows. */
-    void (*q8)(float *y, size_t ldy, const int8_t *xq, const float *xd, size_t ldq,
-               const uint8_t *w, size_t in, unsigned nt, unsigned nr);
-    /* Quantize one row of in (a multiple of 32) values; bit-identical on
-     * every ISA (kernels.h). */
-    void (*quant_q8)(const float *x, int8_t *q, float *d, size_t in);
+    void (*bf16)(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, size_t in,
+                 unsigned nt, unsigned nr);
     unsigned tile_row_1; /* most rows per tile when a chunk has one token
                           * (decode: more rows in flight), <= SB_RT_MM_ROW1_MAX */
+    /* Quantized types: tiles by type id (NULL: not quantized), and their
+     * shapes, the same for every quantized type. */
+    unsigned q_tok, q_row, q_row_1;
+    const sb_rt_qtile_fn *q; /* (SB_RT_DTYPE_MAX) */
 } sb_rt_mm_isa;
 
-#define SB_RT_MM_ROW1_MAX 8u
+#define SB_RT_MM_ROW1_MAX 16u
 
 #define SB_RT_MM_TILE_MAX 6u
 
@@ -45,8 +50,15 @@ typedef struct sb_rt_mm_isa {
 void sb_rt_mm_drive(const sb_rt_mm_isa *isa, sb_rt_pool *pool, float *y, const float *x,
                     const void *w, sb_rt_dtype wt, size_t n_tok, size_t in, size_t out);
 
-/* The scalar quantizer, the definition the SIMD ones match. */
-void sb_rt_quant_q8_ref(const float *x, int8_t *q, float *d, size_t in);
+/* The quantized tiles by type id: the reference's (kernels_ref.c: the
+ * definitions), AVX2's, and AVX-512's with VNNI (VPDPBUSD / VPDPWSSD) or
+ * without (VPMADDUBSW / VPMADDWD); all bit-identical. */
+extern const sb_rt_qtile_fn sb_rt_qtiles_ref[SB_RT_DTYPE_MAX];
+#if defined(SB_RT_KERNELS_X86)
+extern const sb_rt_qtile_fn sb_rt_qtiles_avx2[SB_RT_DTYPE_MAX];
+extern const sb_rt_qtile_fn sb_rt_qtiles_avx512[SB_RT_DTYPE_MAX];
+extern const sb_rt_qtile_fn sb_rt_qtiles_avx512vnni[SB_RT_DTYPE_MAX];
+#endif
 
 /* Scalar f16 <-> f32 of one value (kernels_ref.c). */
 float sb_rt_f16_to_f32_1(uint16_t h);
@@ -57,6 +69,7 @@ extern const sb_rt_kernels sb_rt_kernels_ref;
 #if defined(SB_RT_KERNELS_X86)
 extern const sb_rt_kernels sb_rt_kernels_avx2;
 extern const sb_rt_kernels sb_rt_kernels_avx512;
+extern const sb_rt_kernels sb_rt_kernels_avx512vnni;
 #endif
 
 #endif /* SB_RT_KERNELS_ISA_H */

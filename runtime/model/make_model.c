@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "model/gguf.h"
 #include "model/gguf_write.h"
 #include "model/tokenizer.h"
@@ -59,6 +60,24 @@ void sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
     }
 }
 
+/* --dtype names, their ids and llama.cpp's general.file_type (its
+ * llama_ftype: what llama.cpp prints for the file). */
+static const struct { const char *name; uint32_t id, ftype; } dtypes[] = {
+    { "f32", SB_RT_F32, 0 },        { "f16", SB_RT_F16, 1 },       { "bf16", SB_RT_BF16, 32 },
+    { "q4_0", SB_RT_Q4_0, 2 },      { "q4_1", SB_RT_Q4_1, 3 },     { "q5_0", SB_RT_Q5_0, 8 },
+    { "q5_1", SB_RT_Q5_1, 9 },      { "q8_0", SB_RT_Q8_0, 7 },     { "q4_k", SB_RT_Q4_K, 14 },
+    { "q5_k", SB_RT_Q5_K, 16 },     { "q6_k", SB_RT_Q6_K, 18 },
+    { "q4_k_m", SB_RT_MAKE_Q4_K_M, 15 }, { "q5_k_m", SB_RT_MAKE_Q5_K_M, 17 },
+};
+
+const char *sb_rt_make_dtype_name(uint32_t dtype)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+        if (dtypes[i].id == dtype)
+            return dtypes[i].name;
+    return NULL;
+}
+
 static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     char *end;
@@ -84,9 +103,12 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
         return SB_OK;
     }
     if (!strcmp(name, "dtype")) {
-        o->dtype = !strcmp(v, "f32") ? SB_RT_F32 : !strcmp(v, "f16") ? SB_RT_F16
-                 : !strcmp(v, "q8_0") ? SB_RT_Q8_0 : 99;
-        return o->dtype == 99 ? SB_ERR_INVAL : SB_OK;
+        for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+            if (!strcmp(v, dtypes[i].name)) {
+                o->dtype = dtypes[i].id;
+                return SB_OK;
+            }
+        return SB_ERR_INVAL;
     }
     static const struct { const char *name; size_t off; uint64_t hi; } f[] = {
         { "dim", offsetof(sb_rt_make_opts, dim), 1u << 16 },
@@ -296,42 +318,53 @@ static void vocab_free(vocab *v)
 
 /* ---- tensors ---------------------------------------------------------------------------- */
 
-/* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`). */
+/* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`, a
+ * multiple of t's block), quantized row by row (quant.h). */
 static void *fill(uint64_t *rng, uint32_t t, size_t in, size_t rows, float mean, float sd,
                   uint64_t *bytes)
 {
-    size_t n = in * rows;
+    size_t n = in * rows, rb = sb_rt_dtype_row_bytes((sb_rt_dtype)t, in);
     float *f = malloc(n * sizeof *f);
     if (!f)
         return NULL;
     for (size_t i = 0; i < n; i++)
         f[i] = mean + sd * normal(rng);
-    *bytes = sb_rt_dtype_row_bytes((sb_rt_dtype)t, in) * rows;
+    *bytes = rb * rows;
     if (t == SB_RT_F32)
         return f;
-    void *out = malloc(*bytes ? *bytes : 1);
-    if (out && t == SB_RT_F16) {
-        sb_rt_f32_to_f16(f, out, n);
-    } else if (out) {
-        uint8_t *p = out;
-        for (size_t b = 0; b < n / 32; b++, p += 34) {
-            float amax = 0;
-            for (int i = 0; i < 32; i++)
-                amax = fmaxf(amax, fabsf(f[b * 32 + i]));
-            float d = amax / 127.0f;
-            uint16_t dh;
-            sb_rt_f32_to_f16(&d, &dh, 1);
-            float dq;
-            sb_rt_f16_to_f32(&dh, &dq, 1); /* quantize against the stored scale */
-            memcpy(p, &dh, 2);
-            for (int i = 0; i < 32; i++) {
-                float r = dq != 0 ? nearbyintf(f[b * 32 + i] / dq) : 0;
-                p[2 + i] = (uint8_t)(int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-            }
-        }
-    }
+    uint8_t *out = malloc(*bytes ? *bytes : 1);
+    for (size_t r = 0; out && r < rows; r++)
+        sb_rt_quant_row((sb_rt_dtype)t, f + r * in, out + r * rb, in);
     free(f);
     return out;
+}
+
+/* llama.cpp's choice of layers that get more bits in its _M mixes. */
+static bool more_bits(uint32_t l, uint32_t n)
+{
+    return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
+
+/* The type of the matrix `role` of layer l (in values per row), for
+ * dtype (make_model.h: the mixes and the fallbacks). */
+static uint32_t tensor_type(const sb_rt_make_opts *o, const char *role, uint32_t l, uint32_t in)
+{
+    uint32_t t = o->dtype;
+    if (o->dtype == SB_RT_MAKE_Q4_K_M || o->dtype == SB_RT_MAKE_Q5_K_M) {
+        bool out = !strcmp(role, "output") || (o->tied && !strcmp(role, "token_embd"));
+        t = o->dtype == SB_RT_MAKE_Q4_K_M ? SB_RT_Q4_K : SB_RT_Q5_K;
+        if (out)
+            t = in % 256 ? SB_RT_Q8_0 : SB_RT_Q6_K;
+        else if ((!strcmp(role, "attn_v") || !strcmp(role, "ffn_down")) &&
+                 more_bits(l, o->n_layers))
+            t = SB_RT_Q6_K;
+    }
+    if (in % sb_rt_dtype_block((sb_rt_dtype)t))
+        t = t == SB_RT_Q4_K ? SB_RT_Q5_0 : t == SB_RT_Q5_K ? SB_RT_Q5_1
+          : t == SB_RT_Q6_K ? SB_RT_Q8_0 : t;
+    if (in % sb_rt_dtype_block((sb_rt_dtype)t))
+        t = SB_RT_F16;
+    return t;
 }
 
 int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
@@ -342,7 +375,11 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     if (!qwen && strcmp(o->arch, "llama"))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2)",
                           o->arch);
-    if (o->dtype != SB_RT_F32 && o->dtype != SB_RT_F16 && o->dtype != SB_RT_Q8_0)
+    uint32_t ftype = UINT32_MAX;
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+        if (dtypes[i].id == o->dtype)
+            ftype = dtypes[i].ftype;
+    if (ftype == UINT32_MAX)
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: type %" PRIu32, o->dtype);
     if (!o->dim || !o->n_layers || !o->n_heads || !o->n_kv_heads || !o->n_ff || !o->n_ctx ||
         o->dim % o->n_heads || (o->dim / o->n_heads) % 2 || o->n_heads % o->n_kv_heads ||
@@ -353,8 +390,6 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
                           PRIu32 "): dim must be an even head size times heads, heads a "
                           "multiple of kv heads, vocab at least 300", o->dim, o->n_heads,
                           o->n_kv_heads, o->n_ff, o->n_vocab);
-    if (o->dtype == SB_RT_Q8_0 && (o->dim % 32 || o->n_ff % 32))
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: q8_0 needs dim and ff multiples of 32");
     const char *a = o->arch;
     uint32_t hd = o->dim / o->n_heads, qd = o->dim, kvd = o->n_kv_heads * hd;
     vocab v = { 0 };
@@ -369,7 +404,7 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     sb_rt_gguf_add_str(w, "general.architecture", a);
     sb_rt_gguf_add_str(w, "general.name", "snapbank random model");
     sb_rt_gguf_add_u32(w, "general.alignment", 32);
-    sb_rt_gguf_add_u32(w, "general.file_type", o->dtype == SB_RT_F32 ? 0 : o->dtype == SB_RT_F16 ? 1 : 7);
+    sb_rt_gguf_add_u32(w, "general.file_type", ftype);
     sb_rt_gguf_add_u32(w, KEY("context_length"), o->n_ctx);
     sb_rt_gguf_add_u32(w, KEY("embedding_length"), o->dim);
     sb_rt_gguf_add_u32(w, KEY("block_count"), o->n_layers);
@@ -416,26 +451,29 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
         sb_rt_gguf_add_tensor(w, (nm), (rows) == 1 ? 1 : 2, ne, (t), b, by);                 \
     } while (0)
 #define NAME(s) (snprintf(name, sizeof name, "blk.%" PRIu32 ".%s", l, s), name)
-    TENSOR("token_embd.weight", o->dtype, o->dim, o->n_vocab, 0, 1);
-    for (uint32_t l = 0; l < o->n_layers; l++) {
+#define TYPE(role, in) tensor_type(o, role, l, in)
+    uint32_t l = 0;
+    TENSOR("token_embd.weight", TYPE("token_embd", o->dim), o->dim, o->n_vocab, 0, 1);
+    for (l = 0; l < o->n_layers; l++) {
         TENSOR(NAME("attn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
-        TENSOR(NAME("attn_q.weight"), o->dtype, o->dim, qd, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("attn_k.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("attn_v.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_q.weight"), TYPE("attn_q", o->dim), o->dim, qd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_k.weight"), TYPE("attn_k", o->dim), o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_v.weight"), TYPE("attn_v", o->dim), o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
         if (qwen) {
             TENSOR(NAME("attn_q.bias"), SB_RT_F32, qd, 1, 0, 0.1f);
             TENSOR(NAME("attn_k.bias"), SB_RT_F32, kvd, 1, 0, 0.1f);
             TENSOR(NAME("attn_v.bias"), SB_RT_F32, kvd, 1, 0, 0.1f);
         }
-        TENSOR(NAME("attn_output.weight"), o->dtype, qd, o->dim, 0, 1 / sqrtf((float)qd));
+        TENSOR(NAME("attn_output.weight"), TYPE("attn_output", qd), qd, o->dim, 0, 1 / sqrtf((float)qd));
         TENSOR(NAME("ffn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
-        TENSOR(NAME("ffn_gate.weight"), o->dtype, o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("ffn_up.weight"), o->dtype, o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("ffn_down.weight"), o->dtype, o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
+        TENSOR(NAME("ffn_gate.weight"), TYPE("ffn_gate", o->dim), o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("ffn_up.weight"), TYPE("ffn_up", o->dim), o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("ffn_down.weight"), TYPE("ffn_down", o->n_ff), o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
     }
     TENSOR("output_norm.weight", SB_RT_F32, o->dim, 1, 1, 0.1f);
     if (!o->tied)
-        TENSOR("output.weight", o->dtype, o->dim, o->n_vocab, 0, 1 / sqrtf((float)o->dim));
+        TENSOR("output.weight", TYPE("output", o->dim), o->dim, o->n_vocab, 0, 1 / sqrtf((float)o->dim));
+#undef TYPE
 #undef TENSOR
 #undef NAME
     rc = sb_rt_gguf_write_file(w, path, err);

@@ -4,8 +4,11 @@
  * Architectures: `llama` (Llama, TinyLlama, SmolLM, Mistral shapes: GQA,
  * RoPE on adjacent pairs, RMSNorm, SwiGLU, tied or separate output) and
  * `qwen2` (the same with Q/K/V biases and RoPE on halves, NEOX style).
- * Weight matrices are F32, F16 or Q8_0; norm weights and biases are read
- * into owned float arrays whatever their stored type (F32 or F16).
+ * Weight matrices are of any type the kernels run (quant.h: F32, F16,
+ * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), each tensor its
+ * own (Q4_K_M files mix them); norm weights and biases are read into owned
+ * float arrays whatever their stored type. Any other type is refused
+ * (SB_ERR_UNSUPPORTED) with the tensor's name and the type's.
  *
  * Shapes (GGUF order: ne0 is the contiguous, input dimension; a matrix
  * (in, out) is `out` rows of `in` elements):
