@@ -137,7 +137,7 @@ void sb_rt_mm_drive(const sb_rt_mm_isa *isa, sb_rt_pool *pool, float *y, const f
         sb_rt_pool_run(pool, n_groups, mm_task, &j);
         return;
     }
-    j.qt = isa->q[wt] ? isa->q[wt] : sb_rt_qtiles_ref[wt];
+    j.qt = isa->q[wt];
     j.xq_bytes = sb_rt_xq_row_bytes(wt, in);
     uint8_t xs[MM_XQ_STACK];
     void *heap = NULL;

@@ -394,7 +394,7 @@ size_t sb_rt_xq_row_bytes(sb_rt_dtype t, size_t n)
 {
     switch (t) {
     case SB_RT_Q4_0: case SB_RT_Q4_1: case SB_RT_Q5_0: case SB_RT_Q5_1: case SB_RT_Q8_0:
-        return n % 32 ? 0 : n + n / 32 * 8;
+        return n % 32 ? 0 : n + n / 32 * 4;
     case SB_RT_Q4_K: case SB_RT_Q5_K: case SB_RT_Q6_K:
         return n % 256 ? 0 : n + n / 256 * 4 + n / 16 * 2;
     default:
@@ -434,10 +434,6 @@ void sb_rt_xq_quant(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n)
     size_t nb = n / 32;
     for (size_t b = 0; b < nb; b++) {
         float d = xq_block(x + 32 * b, q + 32 * b, 32);
-        int32_t s = 0;
-        for (unsigned i = 0; i < 32; i++)
-            s += q[32 * b + i];
         memcpy(xq + n + 4 * b, &d, 4);
-        memcpy(xq + n + 4 * nb + 4 * b, &s, 4);
     }
 }

@@ -86,13 +86,12 @@
  *     OFFSET  SIZE    FIELD
  *     0       n       q: int8 in [-127, 127]
  *     n       4 nb    d: f32 block scale; x_i ~ d_b * q_i
- *     n+4nb   4 nb    s: int32 sum of the block's q (the Q4_0/Q5_0 offset
- *                     and the Q4_1/Q5_1 min need it)
  *   256-value W blocks (Q4_K, Q5_K, Q6_K): "Q8_K-style", nk = n / 256
  *     OFFSET  SIZE    FIELD
  *     0       n       q: int8 in [-127, 127]
  *     n       4 nk    d: f32 super-block scale
- *     n+4nk   2 n/16  s: int16 sum of each 16 q (|sum| <= 2032)
+ *     n+4nk   2 n/16  s: int16 sum of each 16 q (|sum| <= 2032): the
+ *                     K types' min and offset terms (kernels.h)
  *
  * Each block of 32 (or 256) values x_i is quantized alike on every ISA:
  *   amax = max |x_i|,  d = amax / 127,  q_i = round_half_even(x_i * (d ? 1/d
