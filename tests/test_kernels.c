@@ -331,6 +331,62 @@ static void quant_matmul_within_bound(void **state)
     }
 }
 
+/* Every ISA's X quantizer rounds halves to even and clamps at 127, and a
+ * block holding a NaN or an infinity makes the outputs that read it NaN:
+ * seen through identity W rows (row r has q = 1 at value r, scales 1), whose
+ * matmul returns each quantized X value times its block's scale (here 1). */
+static void quantizer_ties_and_nan(void **state)
+{
+    (void)state;
+    enum { N = 256 };
+    float x[N], y[N];
+    for (size_t i = 0; i < N; i++) /* 127 sets the scale to exactly 1 */
+        x[i] = i % 32 == 0 ? 127.0f : (float)((int)(i % 7) - 3) + (i % 3 ? 0.5f : -0.5f);
+    uint8_t q8[N / 32 * 34 * N], q4k[144 * N];
+    memset(q8, 0, sizeof q8);
+    memset(q4k, 0, sizeof q4k);
+    for (size_t r = 0; r < N; r++) {
+        uint8_t *row8 = q8 + r * (N / 32 * 34), *k = q4k + r * 144;
+        for (size_t b = 0; b < N / 32; b++)
+            put_h(row8 + 34 * b, 1.0f);
+        row8[34 * (r / 32) + 2 + r % 32] = 1;
+        put_h(k, 1.0f);
+        put_h(k + 2, 0.0f);
+        for (unsigned j = 0; j < 4; j++)
+            k[4 + j] = 1, k[12 + j] = 1; /* sc_j = 1, m_j = 0 */
+        size_t j = r / 32, l = r % 32;
+        k[16 + 32 * (j / 2) + l] = (uint8_t)(j % 2 ? 0x10 : 0x01);
+    }
+    for (int isa = SB_RT_ISA_REF; isa < SB_RT_ISA_COUNT; isa++) {
+        const sb_rt_kernels *k = sb_rt_kernels_get((sb_rt_isa)isa);
+        if (!k)
+            continue;
+        for (int pass = 0; pass < 2; pass++) {
+            sb_rt_dtype t = pass ? SB_RT_Q4_K : SB_RT_Q8_0;
+            k->matmul(NULL, y, x, pass ? (void *)q4k : (void *)q8, t, 1, N, N);
+            for (size_t i = 0; i < N; i++)
+                if (y[i] != nearbyintf(x[i]))
+                    fail_msg("%s %s: x %g quantized to %g (halves go to even)", k->name,
+                             sb_rt_ggml_type_name(t), x[i], y[i]);
+        }
+        float xb[N];
+        memcpy(xb, x, sizeof xb);
+        /* every output reads every block (0 * NaN is NaN, as with F32) */
+        for (int bad = 0; bad < 2; bad++) {
+            memcpy(xb, x, sizeof xb);
+            xb[40 + 120 * bad] = bad ? INFINITY : NAN;
+            for (int pass = 0; pass < 2; pass++) {
+                sb_rt_dtype t = pass ? SB_RT_Q4_K : SB_RT_Q8_0;
+                k->matmul(NULL, y, xb, pass ? (void *)q4k : (void *)q8, t, 1, N, N);
+                for (size_t i = 0; i < N; i++)
+                    if (!isnan(y[i]))
+                        fail_msg("%s %s: output %zu is %g, not NaN", k->name,
+                                 sb_rt_ggml_type_name(t), i, y[i]);
+            }
+        }
+    }
+}
+
 /* Every f16 -> f32 -> f16 is the identity (NaN stays NaN); the ref and SIMD
  * conversions agree bit for bit on every f16 and on random floats. */
 static void f16_conversions(void **state)
@@ -607,7 +663,7 @@ int main(void)
         cmocka_unit_test(f16_conversions),          cmocka_unit_test(elementwise),
         cmocka_unit_test(strided_match_single),     cmocka_unit_test(avx2_matches_avx512_bitwise),
         cmocka_unit_test(pool_runs_each_task_once), cmocka_unit_test(quant_round_trip),
-        cmocka_unit_test(quant_matmul_within_bound),
+        cmocka_unit_test(quant_matmul_within_bound), cmocka_unit_test(quantizer_ties_and_nan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,7 +82,7 @@ static void mm_task(void *ctx, size_t task, unsigned thread)
         for (size_t t0 = 0; t0 < j->n_tok; t0 += tt) {
             unsigned nt = (unsigned)(j->n_tok - t0 < tt ? j->n_tok - t0 : tt);
             for (unsigned t = 0; t < nt; t++)
-                sb_rt_xq_quant(j->wt, j->x + (t0 + t) * j->in, buf + t * j->xq_bytes, j->in);
+                j->isa->xq(j->wt, j->x + (t0 + t) * j->in, buf + t * j->xq_bytes, j->in);
             for (size_t r0 = r_begin; r0 < r_end; r0 += R) {
                 unsigned nr = (unsigned)(r_end - r0 < R ? r_end - r0 : R);
                 mm_tile(j, t0, nt, r0, nr, buf);
@@ -108,7 +108,7 @@ static void mm_quant_task(void *ctx, size_t task, unsigned thread)
 {
     const mm_job *j = ctx;
     (void)thread;
-    sb_rt_xq_quant(j->wt, j->x + task * j->in, (uint8_t *)j->xq + task * j->xq_bytes, j->in);
+    j->isa->xq(j->wt, j->x + task * j->in, (uint8_t *)j->xq + task * j->xq_bytes, j->in);
 }
 
 static void mm_fill_nan(float *y, size_t n)
@@ -143,7 +143,7 @@ void sb_rt_mm_drive(const sb_rt_mm_isa *isa, sb_rt_pool *pool, float *y, const f
     void *heap = NULL;
     if (n_tok * j.xq_bytes <= MM_XQ_STACK) {
         for (size_t t = 0; t < n_tok; t++)
-            sb_rt_xq_quant(wt, x + t * in, xs + t * j.xq_bytes, in);
+            isa->xq(wt, x + t * in, xs + t * j.xq_bytes, in);
         j.xq = xs;
     } else if (n_tok <= SIZE_MAX / j.xq_bytes && (heap = malloc(n_tok * j.xq_bytes))) {
         j.xq = heap;

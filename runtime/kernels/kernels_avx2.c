@@ -258,6 +258,7 @@ static void tile_bf16(float *y, size_t ldy, const float *x, size_t ldx, const ui
 static const sb_rt_mm_isa avx2_mm = {
     .tile_tok = 3, .tile_row = 2, .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,
     .tile_row_1 = 6, .q_tok = 2, .q_row = 2, .q_row_1 = 4, .q = sb_rt_qtiles_avx2,
+    .xq = sb_rt_xq_quant_avx2,
 };
 
 static void v_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,

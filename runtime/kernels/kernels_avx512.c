@@ -264,11 +264,13 @@ static void tile_bf16(float *y, size_t ldy, const float *x, size_t ldx, const ui
 static const sb_rt_mm_isa avx512_mm = {
     .tile_tok = 6, .tile_row = 4, .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,
     .tile_row_1 = 8, .q_tok = 4, .q_row = 4, .q_row_1 = 8, .q = sb_rt_qtiles_avx512,
+    .xq = sb_rt_xq_quant_avx512,
 };
 
 static const sb_rt_mm_isa avx512vnni_mm = {
     .tile_tok = 6, .tile_row = 4, .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,
     .tile_row_1 = 8, .q_tok = 4, .q_row = 4, .q_row_1 = 8, .q = sb_rt_qtiles_avx512vnni,
+    .xq = sb_rt_xq_quant_avx512,
 };
 
 static void v_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,

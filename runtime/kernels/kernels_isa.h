@@ -40,6 +40,8 @@ typedef struct sb_rt_mm_isa {
      * shapes, the same for every quantized type. */
     unsigned q_tok, q_row, q_row_1;
     const sb_rt_qtile_fn *q; /* (SB_RT_DTYPE_MAX) */
+    /* The X quantizer: sb_rt_xq_quant_ref's bits (quant.h). */
+    void (*xq)(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n);
 } sb_rt_mm_isa;
 
 #define SB_RT_MM_ROW1_MAX 16u
@@ -58,6 +60,8 @@ extern const sb_rt_qtile_fn sb_rt_qtiles_ref[SB_RT_DTYPE_MAX];
 extern const sb_rt_qtile_fn sb_rt_qtiles_avx2[SB_RT_DTYPE_MAX];
 extern const sb_rt_qtile_fn sb_rt_qtiles_avx512[SB_RT_DTYPE_MAX];
 extern const sb_rt_qtile_fn sb_rt_qtiles_avx512vnni[SB_RT_DTYPE_MAX];
+void sb_rt_xq_quant_avx2(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n);
+void sb_rt_xq_quant_avx512(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n);
 #endif
 
 /* Scalar f16 <-> f32 of one value (kernels_ref.c). */

@@ -256,6 +256,73 @@ ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq,
             y[t * ldy + r] = fold2(acc[t][r][0], acc[t][r][1]);
 }
 
+/* ---- the X quantizer (quant.h's bits) ------------------------------------------------ */
+
+static inline int32_t hsum8(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* One block of len (a multiple of 16) values; sums: the int16 sum of each
+ * 16 q, or NULL. */
+static float xq_block(const float *x, int8_t *q, unsigned len, int16_t *sums)
+{
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (unsigned i = 0; i < len; i += 8) {
+        __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absm);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, _mm256_set1_ps(3.4028235e38f), _CMP_NLE_UQ));
+        amax = _mm256_max_ps(amax, a);
+    }
+    if (_mm256_movemask_ps(bad)) {
+        memset(q, 0, len);
+        if (sums)
+            memset(sums, 0, len / 16 * sizeof *sums);
+        return __builtin_nanf("");
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    float d = _mm_cvtss_f32(m) / 127.0f, inv = d != 0 ? 1.0f / d : 0.0f;
+    const __m256 iv = _mm256_set1_ps(inv);
+    for (unsigned i = 0; i < len; i += 16) {
+        __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
+        __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), iv));
+        a = _mm256_max_epi32(_mm256_min_epi32(a, _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
+        b = _mm256_max_epi32(_mm256_min_epi32(b, _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
+        /* int32 -> int16 -> int8 (saturating packs: values fit), then undo
+         * the packs' lane interleave */
+        __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), _MM_SHUFFLE(3, 1, 2, 0));
+        __m128i by = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+        _mm_storeu_si128((__m128i *)(void *)(q + i), by);
+        if (sums)
+            sums[i / 16] = (int16_t)hsum8(_mm256_add_epi32(a, b));
+    }
+    return d;
+}
+
+void sb_rt_xq_quant_avx2(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n)
+{
+    int8_t *q = (int8_t *)xq;
+    if (sb_rt_dtype_is_k(t)) {
+        size_t nk = n / 256;
+        for (size_t b = 0; b < nk; b++) {
+            int16_t sums[16];
+            float d = xq_block(x + 256 * b, q + 256 * b, 256, sums);
+            memcpy(xq + n + 4 * b, &d, 4);
+            memcpy(xq + n + 4 * nk + 32 * b, sums, sizeof sums);
+        }
+        return;
+    }
+    for (size_t b = 0; b < n / 32; b++) {
+        float d = xq_block(x + 32 * b, q + 32 * b, 32, NULL);
+        memcpy(xq + n + 4 * b, &d, 4);
+    }
+}
+
 /* ---- the tiles ---------------------------------------------------------------------- */
 
 /* Full tiles with the shape a constant (accumulators in registers); any

@@ -69,10 +69,25 @@ static inline uint32_t ld32(const uint8_t *p)
     return u;
 }
 
-/* [a x 8, b x 8] */
-static inline __m512 pair_ps(float a, float b)
+/* [p[0] x 8, p[1] x 8] of two adjacent f32 (the second 0 when !two). */
+static inline __m512 pair_f32(const uint8_t *p, int two)
 {
-    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+    __m128 v = two ? _mm_castpd_ps(_mm_load_sd((const double *)(const void *)p))
+                   : _mm_load_ss((const float *)(const void *)p);
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                 _mm512_castps128_ps512(v));
+}
+
+/* [f16 at p x 8, f16 at p + stride x 8] as f32 (the second 0 when !two). */
+static inline __m512 pair_f16(const uint8_t *p, size_t stride, int two)
+{
+    uint16_t a, b = 0;
+    memcpy(&a, p, 2);
+    if (two)
+        memcpy(&b, p + stride, 2);
+    __m128 v = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)a | (uint32_t)b << 16)));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                 _mm512_castps128_ps512(v));
 }
 
 /* ---- 32-value types ---------------------------------------------------------------- */
@@ -145,7 +160,7 @@ ALWAYS void qtile32(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq
             xv[t] = two ? _mm512_loadu_si512((const void *)(xr + 32 * b))
                         : _mm512_zextsi256_si512(
                               _mm256_loadu_si256((const __m256i *)(const void *)(xr + 32 * b)));
-            dxv[t] = pair_ps(ldf(xr + in + 4 * b), two ? ldf(xr + in + 4 * (b + 1)) : 0.0f);
+            dxv[t] = pair_f32(xr + in + 4 * b, two);
             if (off || one) {
                 __m512i j4 = DPBUSD(_mm512_setzero_si512(), ones8, xv[t]);
                 if (off)
@@ -162,8 +177,8 @@ ALWAYS void qtile32(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq
             const uint8_t *B = w + r * rb + b * bb;
             _mm_prefetch((const char *)B + PF_AHEAD, _MM_HINT_T0);
             __m512i wv = w32_pair(T, B, bb, two);
-            __m512 dwv = pair_ps(h2f(B), two ? h2f(B + bb) : 0.0f);
-            __m512 mwv = one ? pair_ps(h2f(B + 2), two ? h2f(B + bb + 2) : 0.0f) : dwv;
+            __m512 dwv = pair_f16(B, bb, two);
+            __m512 mwv = one ? pair_f16(B + 2, bb, two) : dwv;
 #if defined(SB_Q_VNNI)
             __m512i init = _mm512_setzero_si512();
             if (T == SB_RT_Q8_0)
@@ -275,11 +290,11 @@ ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq,
         for (unsigned r = 0; r < NR; r++)
             acc[t][r] = _mm512_setzero_ps();
     for (size_t s = 0; s < nk; s++) {
-        float dx[4];
+        __m512 dx[4];
         __m256i bs[4];
         for (unsigned t = 0; t < nt; t++) {
             const uint8_t *xr = xq + t * ldq;
-            dx[t] = ldf(xr + in + 4 * s);
+            dx[t] = _mm512_set1_ps(ldf(xr + in + 4 * s));
             bs[t] = _mm256_loadu_si256((const __m256i *)(const void *)(xr + in + 4 * nk + 32 * s));
         }
         for (unsigned r = 0; r < nr; r++) {
@@ -316,6 +331,7 @@ ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq,
                     I[t] = DPWSSD(I[t], _mm512_maddubs_epi16(wv, xv), scv);
                 }
             }
+            const __m512 dv = _mm512_set1_ps(d), dminv = _mm512_set1_ps(dmin);
             __m256i sc16 = _mm512_castsi512_si256(sc);
             __m256i mins = T == SB_RT_Q6_K ? sc16
                          : _mm512_castsi512_si256(_mm512_permutexvar_epi16(ldidx(idx_min), sc));
@@ -324,19 +340,70 @@ ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq,
                 if (T == SB_RT_Q6_K)
                     Ii = _mm512_sub_epi32(Ii, _mm512_slli_epi32(
                         _mm512_zextsi256_si512(_mm256_madd_epi16(bs[t], sc16)), 5));
-                float sd = d * dx[t];
-                acc[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Ii), _mm512_set1_ps(sd), acc[t][r]);
+                acc[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Ii), _mm512_mul_ps(dv, dx[t]),
+                                            acc[t][r]);
                 if (T != SB_RT_Q6_K) {
                     __m256 M = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs[t], mins));
-                    float sm = dmin * dx[t];
-                    acc[t][r] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(M), _mm512_set1_ps(sm),
-                                                 acc[t][r]);
+                    acc[t][r] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(M),
+                                                 _mm512_mul_ps(dminv, dx[t]), acc[t][r]);
                 }
             }
         }
     }
     store_tile(y, ldy, acc, nt, nr, NT, NR);
 }
+
+/* ---- the X quantizer (quant.h's bits) ------------------------------------------------ */
+
+#if !defined(SB_Q_VNNI) /* one copy: both compilations would define it */
+/* One block of len (a multiple of 16) values; sums: the int16 sum of each
+ * 16 q, or NULL. */
+static float xq_block(const float *x, int8_t *q, unsigned len, int16_t *sums)
+{
+    __m512 amax = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (unsigned i = 0; i < len; i += 16) {
+        __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + i));
+        bad |= _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.4028235e38f), _CMP_NLE_UQ);
+        amax = _mm512_max_ps(amax, a);
+    }
+    if (bad) {
+        memset(q, 0, len);
+        if (sums)
+            memset(sums, 0, len / 16 * sizeof *sums);
+        return __builtin_nanf("");
+    }
+    float d = _mm512_reduce_max_ps(amax) / 127.0f, inv = d != 0 ? 1.0f / d : 0.0f;
+    const __m512 iv = _mm512_set1_ps(inv);
+    for (unsigned i = 0; i < len; i += 16) {
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), iv));
+        v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+        _mm_storeu_si128((__m128i *)(void *)(q + i), _mm512_cvtepi32_epi8(v));
+        if (sums)
+            sums[i / 16] = (int16_t)_mm512_reduce_add_epi32(v);
+    }
+    return d;
+}
+
+void sb_rt_xq_quant_avx512(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n)
+{
+    int8_t *q = (int8_t *)xq;
+    if (sb_rt_dtype_is_k(t)) {
+        size_t nk = n / 256;
+        for (size_t b = 0; b < nk; b++) {
+            int16_t sums[16];
+            float d = xq_block(x + 256 * b, q + 256 * b, 256, sums);
+            memcpy(xq + n + 4 * b, &d, 4);
+            memcpy(xq + n + 4 * nk + 32 * b, sums, sizeof sums);
+        }
+        return;
+    }
+    for (size_t b = 0; b < n / 32; b++) {
+        float d = xq_block(x + 32 * b, q + 32 * b, 32, NULL);
+        memcpy(xq + n + 4 * b, &d, 4);
+    }
+}
+#endif
 
 /* ---- the tiles ---------------------------------------------------------------------- */
 

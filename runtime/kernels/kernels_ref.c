@@ -290,6 +290,7 @@ const sb_rt_qtile_fn sb_rt_qtiles_ref[SB_RT_DTYPE_MAX] = {
 static const sb_rt_mm_isa ref_mm = {
     .tile_tok = 1, .tile_row = 4, .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,
     .tile_row_1 = 4, .q_tok = 1, .q_row = 4, .q_row_1 = 4, .q = sb_rt_qtiles_ref,
+    .xq = sb_rt_xq_quant_ref,
 };
 
 static void ref_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,

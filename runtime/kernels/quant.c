@@ -402,19 +402,26 @@ size_t sb_rt_xq_row_bytes(sb_rt_dtype t, size_t n)
     }
 }
 
-/* One block of len values: q and the scale (quant.h). */
+/* One block of len values: q and the scale (quant.h); a block with a NaN
+ * or an infinity gets q = 0 and d = NaN. */
 static float xq_block(const float *x, int8_t *q, unsigned len)
 {
     float amax = 0;
-    for (unsigned i = 0; i < len; i++)
-        amax = fmaxf(amax, fabsf(x[i]));
+    for (unsigned i = 0; i < len; i++) {
+        float a = fabsf(x[i]);
+        if (!(a <= 3.4028235e38f)) { /* NaN or inf */
+            memset(q, 0, len);
+            return NAN;
+        }
+        amax = a > amax ? a : amax;
+    }
     float d = amax / 127.0f, inv = d != 0 ? 1.0f / d : 0.0f;
     for (unsigned i = 0; i < len; i++)
         q[i] = (int8_t)clampi(nearbyintf(x[i] * inv), -127, 127); /* ties to even */
     return d;
 }
 
-void sb_rt_xq_quant(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n)
+void sb_rt_xq_quant_ref(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n)
 {
     int8_t *q = (int8_t *)xq;
     if (sb_rt_dtype_is_k(t)) {

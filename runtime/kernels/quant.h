@@ -96,7 +96,9 @@
  * Each block of 32 (or 256) values x_i is quantized alike on every ISA:
  *   amax = max |x_i|,  d = amax / 127,  q_i = round_half_even(x_i * (d ? 1/d
  *   : 0)) clamped to [-127, 127]
- * in f32, so the bits are the same everywhere (kernels.h: Determinism).
+ * in f32, so the bits are the same everywhere (kernels.h: Determinism). A
+ * block holding a NaN or an infinity gets d = NaN and q = 0, so every
+ * output that reads it is NaN (the fault shows, as with F32 weights).
  *
  * Thread safety: every function here is reentrant and pure.
  */
@@ -190,9 +192,11 @@ int sb_rt_quant_row(sb_rt_dtype t, const float *x, void *w, size_t n);
  * when n is not a multiple of t's block. */
 size_t sb_rt_xq_row_bytes(sb_rt_dtype t, size_t n);
 
-/* sb_rt_xq_quant -- quantize one X row of n values for a W of type t into
- * xq (sb_rt_xq_row_bytes(t, n) bytes), bit-identically on every ISA. */
-void sb_rt_xq_quant(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n);
+/* sb_rt_xq_quant_ref -- quantize one X row of n values for a W of type t
+ * into xq (sb_rt_xq_row_bytes(t, n) bytes), as above: the scalar
+ * definition; each ISA table has a vector one with the same bits
+ * (kernels_isa.h). */
+void sb_rt_xq_quant_ref(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n);
 
 /* bf16 <-> f32 of one value: bf16 to f32 is exact (a shift); f32 to bf16
  * rounds to nearest even, NaNs stay NaN (quiet). */
