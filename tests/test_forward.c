@@ -1,11 +1,13 @@
 /* test_forward.c -- the forward pass over paged KV (runtime/model/forward.h).
  *
- * Description: tiny models from the generator (llama and qwen2; F32, F16
- * and Q8_0 weights) are run
+ * Description: tiny models from the generator (llama and qwen2; F32, F16,
+ * BF16, Q8_0, Q4_0, Q5_1, Q6_K and the Q4_K_M mix; the K types on a dim
+ * 256 shape so their 256-value blocks apply) are run
  *   - against a plain reference written here (contiguous KV, every weight
  *     dequantized to float, sums in double): logits agree within 1e-3 of
- *     their scale (2e-2 for Q8_0, whose matmuls quantize their inputs),
- *     so paging, GQA, RoPE and biases are wired right;
+ *     their scale (2e-2 for the quantized types, whose matmuls quantize
+ *     their inputs), so paging, GQA, RoPE, biases and every weight type's
+ *     embedding lookup are wired right;
  *   - batched versus token by token, at several batch sizes and thread
  *     counts: logits bit-identical;
  *   - from a bank match (pages by reference, the tail page copied on write)
@@ -23,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "kernels/quant.h"
 #include "model/forward.h"
 #include "model/kv.h"
 #include "model/make_model.h"
@@ -49,6 +52,10 @@ static void make(world *w, const char *arch, const char *dtype, uint32_t page_to
     sb_rt_make_opts_preset(&o, "tiny");
     assert_int_equal(sb_rt_make_opts_set(&o, "arch", arch), SB_OK);
     assert_int_equal(sb_rt_make_opts_set(&o, "dtype", dtype), SB_OK);
+    if (strstr(dtype, "_k")) { /* rows of 256 for the K types to apply */
+        assert_int_equal(sb_rt_make_opts_set(&o, "dim", "256"), SB_OK);
+        assert_int_equal(sb_rt_make_opts_set(&o, "ff", "512"), SB_OK);
+    }
     o.seed = 7;
     sb_rt_err err = { 0 };
     int rc = sb_rt_make_model(&o, w->path, &err);
@@ -117,15 +124,8 @@ static void deq(const sb_rt_mat *w, float *out) /* (out, in) floats */
                 memcpy(&h, p + 2 * i, 2);
                 sb_rt_f16_to_f32(&h, &y[i], 1);
             }
-        } else {
-            for (uint32_t b = 0; b < w->in / 32; b++) {
-                uint16_t h;
-                float d;
-                memcpy(&h, p + 34 * b, 2);
-                sb_rt_f16_to_f32(&h, &d, 1);
-                for (int i = 0; i < 32; i++)
-                    y[b * 32 + i] = d * (float)(int8_t)p[34 * b + 2 + i];
-            }
+        } else { /* quant.h's dequantization, itself checked in test_kernels */
+            sb_rt_dequant_row(w->type, p, y, w->in);
         }
     }
 }
@@ -271,7 +271,8 @@ static void check_reference(const char *arch, const char *dtype)
         /* Q8_0 matmuls quantize their input rows too (kernels.h): an error of
          * up to 1/254 of each block's largest value, which the reference
          * does not make. */
-        double tol = strcmp(dtype, "q8_0") ? 1e-3 : 2e-2;
+        double tol = !strcmp(dtype, "f32") || !strcmp(dtype, "f16") || !strcmp(dtype, "bf16")
+                         ? 1e-3 : 2e-2;
         if (worst > tol * (scale + 1))
             fail_msg("%s %s position %zu: logits differ by %g (scale %g)", arch, dtype, p,
                      worst, scale);
@@ -302,13 +303,18 @@ static void reference_llama_f32(void **s) { (void)s; check_reference("llama", "f
 static void reference_llama_f16(void **s) { (void)s; check_reference("llama", "f16"); }
 static void reference_llama_q8_0(void **s) { (void)s; check_reference("llama", "q8_0"); }
 static void reference_qwen2_f16(void **s) { (void)s; check_reference("qwen2", "f16"); }
+static void reference_llama_bf16(void **s) { (void)s; check_reference("llama", "bf16"); }
+static void reference_llama_q4_0(void **s) { (void)s; check_reference("llama", "q4_0"); }
+static void reference_llama_q5_1(void **s) { (void)s; check_reference("llama", "q5_1"); }
+static void reference_llama_q4_k_m(void **s) { (void)s; check_reference("llama", "q4_k_m"); }
+static void reference_qwen2_q6_k(void **s) { (void)s; check_reference("qwen2", "q6_k"); }
 
 /* Batched, token by token, odd batch sizes, 1-3 threads: identical bits. */
 static void batching_is_invisible(void **state)
 {
     (void)state;
-    static const char *dt[] = { "f32", "f16", "q8_0" };
-    for (int d = 0; d < 3; d++) {
+    static const char *dt[] = { "f32", "f16", "q8_0", "q4_1", "q5_k", "q4_k_m" };
+    for (int d = 0; d < 6; d++) {
         world w;
         make(&w, "llama", dt[d], 16);
         uint32_t t[PROMPT];
@@ -457,6 +463,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reference_llama_f32),  cmocka_unit_test(reference_llama_f16),
         cmocka_unit_test(reference_llama_q8_0), cmocka_unit_test(reference_qwen2_f16),
+        cmocka_unit_test(reference_llama_bf16), cmocka_unit_test(reference_llama_q4_0),
+        cmocka_unit_test(reference_llama_q5_1), cmocka_unit_test(reference_llama_q4_k_m),
+        cmocka_unit_test(reference_qwen2_q6_k),
         cmocka_unit_test(batching_is_invisible), cmocka_unit_test(warm_equals_cold),
         cmocka_unit_test(generation_is_seeded), cmocka_unit_test(bad_calls),
     };
