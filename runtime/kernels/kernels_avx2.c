@@ -135,7 +135,10 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
     for (; k + 16 <= in; k += 16) {                                                            \
         __m256 wl[TR], wh[TR];                                                                 \
         for (unsigned r = 0; r < nr; r++) {                                                    \
-            _mm_prefetch((const char *)(w + r * in + k) + 1024, _MM_HINT_T0);                  \
+            if (TT > 1) /* prefill: ahead in the row */                                        \
+                _mm_prefetch((const char *)(w + r * in + k) + 1024, _MM_HINT_T0);              \
+            else if (((k * sizeof *w) & 63) == 0) /* decode: the next tile's row */            \
+                _mm_prefetch((const char *)(w + (r + nr) * in + k), _MM_HINT_T0);              \
             wl[r] = LOADW(w + r * in + k);                                                     \
             wh[r] = LOADW(w + r * in + k + 8);                                                 \
         }                                                                                      \

@@ -7,6 +7,10 @@
  * lanes folded in halves (256, 128, 64, 32 bits). A matmul tile keeps
  * tokens x rows accumulators (up to 6 x 4) and loads each W vector once for
  * all its tokens; each accumulator sees exactly the single-token sequence.
+ * The one-token (decode) tile streams its rows once and prefetches the
+ * next tile's rows at the same offsets, a cache line at a time: rows are
+ * short (1536 bytes at dim 768 in F16) and the next tile's are where the
+ * hardware prefetcher cannot look ahead.
  * BF16 like F16 with another load. Quantized types: kernels_q_avx512.c.
  */
 #include <immintrin.h>
@@ -154,7 +158,8 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
     for (; k + 16 <= in; k += 16) {                                                            \
         __m512 xv = _mm512_loadu_ps(x + k);                                                    \
         for (unsigned r = 0; r < nr; r++) {                                                    \
-            _mm_prefetch((const char *)(w + r * ldw + k) + 1024, _MM_HINT_T0);                  \
+            if (((k * sizeof *w) & 63) == 0) /* the next tile's row, a line at a time */       \
+                _mm_prefetch((const char *)(w + (r + nr) * ldw + k), _MM_HINT_T0);              \
             acc[r] = _mm512_fmadd_ps(LOADW(w + r * ldw + k), xv, acc[r]);                       \
         }                                                                                      \
     }                                                                                          \

@@ -123,6 +123,8 @@ ALWAYS void qtile32(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq
         }
         for (unsigned r = 0; r < nr && r < NR; r++) {
             const uint8_t *B = w + r * rb + b * bb;
+            if (NT == 1) /* decode: the next tile's rows (kernels_q_avx512.c) */
+                _mm_prefetch((const char *)(B + NR * rb), _MM_HINT_T0);
             __m256i wv = w32(T, B);
             float dw = h2f(B), mw = one ? h2f(B + 2) : 0.0f;
             __m256i aw = T == SB_RT_Q8_0 ? _mm256_sign_epi8(wv, wv) : wv;
@@ -193,6 +195,9 @@ ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq,
     for (size_t s = 0; s < nk; s++) {
         for (unsigned r = 0; r < nr && r < NR; r++) {
             const uint8_t *B = w + r * rb + s * bb;
+            if (NT == 1)
+                for (size_t o = 0; o < bb; o += 64)
+                    _mm_prefetch((const char *)(B + NR * rb + o), _MM_HINT_T0);
             int16_t sc[16], mn[16];
             float d, dmin = 0;
             if (T == SB_RT_Q6_K) {

@@ -45,8 +45,10 @@
 #define QTILES sb_rt_qtiles_avx512
 #endif
 
-/* How far ahead of the row being read to prefetch (bytes). */
-#define PF_AHEAD 768
+/* Decode streams W once: a one-token tile prefetches the same blocks of
+ * the next tile's rows (NR rows further), which the hardware cannot guess
+ * (rows are short: 432 bytes for a Q4_K row of 768), while it reads its
+ * own. Tiles of several tokens reuse W from cache and do not prefetch. */
 
 static inline float h2f(const uint8_t *p)
 {
@@ -175,7 +177,8 @@ ALWAYS void qtile32(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq
         }
         for (unsigned r = 0; r < nr; r++) {
             const uint8_t *B = w + r * rb + b * bb;
-            _mm_prefetch((const char *)B + PF_AHEAD, _MM_HINT_T0);
+            if (NT == 1)
+                _mm_prefetch((const char *)(B + NR * rb), _MM_HINT_T0);
             __m512i wv = w32_pair(T, B, bb, two);
             __m512 dwv = pair_f16(B, bb, two);
             __m512 mwv = one ? pair_f16(B + 2, bb, two) : dwv;
@@ -299,9 +302,9 @@ ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq,
         }
         for (unsigned r = 0; r < nr; r++) {
             const uint8_t *B = w + r * rb + s * bb;
-            _mm_prefetch((const char *)B + PF_AHEAD, _MM_HINT_T0);
-            _mm_prefetch((const char *)B + PF_AHEAD + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)B + PF_AHEAD + 128, _MM_HINT_T0);
+            if (NT == 1)
+                for (size_t o = 0; o < bb; o += 64)
+                    _mm_prefetch((const char *)(B + NR * rb + o), _MM_HINT_T0);
             __m512i sc, qhd = _mm512_setzero_si512();
             float d, dmin = 0;
             if (T == SB_RT_Q6_K) {
