@@ -19,16 +19,7 @@
 #include <string.h>
 
 #include "kernels/kernels_isa.h"
-
-/* Fold lanes lo[0..7], hi[8..15] in halves: j += j + 8, + 4, + 2, + 1. */
-static inline float fold2(__m256 lo, __m256 hi)
-{
-    __m256 a = _mm256_add_ps(lo, hi);
-    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    __m128 d = _mm_add_ss(c, _mm_shuffle_ps(c, c, 1));
-    return _mm_cvtss_f32(d);
-}
+#include "kernels/simd_avx2.h"
 
 static inline __m256 load_h8(const uint16_t *p)
 {
@@ -204,32 +195,6 @@ tile1_f16_k(float *y, const float *x, const uint16_t *w, size_t in, unsigned nr)
     TILE_BODY(1, 6, uint16_t, load_h8, tail_f16)
 }
 
-static void tile_f32(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t in,
-                     unsigned nt, unsigned nr)
-{
-    if (nt == 3 && nr == 2)
-        tile_f32_k(y, ldy, x, ldx, w, in, 3, 2);
-    else if (nt == 1 && nr == 6)
-        tile1_f32_k(y, x, w, in, 6);
-    else if (nt == 1)
-        tile1_f32_k(y, x, w, in, nr);
-    else
-        tile_f32_k(y, ldy, x, ldx, w, in, nt, nr);
-}
-
-static void tile_f16(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
-                     size_t in, unsigned nt, unsigned nr)
-{
-    if (nt == 3 && nr == 2)
-        tile_f16_k(y, ldy, x, ldx, w, in, 3, 2);
-    else if (nt == 1 && nr == 6)
-        tile1_f16_k(y, x, w, in, 6);
-    else if (nt == 1)
-        tile1_f16_k(y, x, w, in, nr);
-    else
-        tile_f16_k(y, ldy, x, ldx, w, in, nt, nr);
-}
-
 static inline __attribute__((always_inline)) void
 tile_bf16_k(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, size_t in,
             unsigned nt, unsigned nr)
@@ -245,18 +210,26 @@ tile1_bf16_k(float *y, const float *x, const uint16_t *w, size_t in, unsigned nr
     TILE_BODY(1, 6, uint16_t, load_b8, tail_f16)
 }
 
-static void tile_bf16(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
-                      size_t in, unsigned nt, unsigned nr)
-{
-    if (nt == 3 && nr == 2)
-        tile_bf16_k(y, ldy, x, ldx, w, in, 3, 2);
-    else if (nt == 1 && nr == 6)
-        tile1_bf16_k(y, x, w, in, 6);
-    else if (nt == 1)
-        tile1_bf16_k(y, x, w, in, nr);
-    else
-        tile_bf16_k(y, ldy, x, ldx, w, in, nt, nr);
-}
+/* The tile entry points: full 3 x 2 and 1 x 6 tiles with the shape a
+ * constant, one token in the decode body, anything else in the general
+ * one; the same operations per element whichever runs. */
+#define TILE_ENTRY(NAME, WT, BODY, BODY1)                                                       \
+    static void NAME(float *y, size_t ldy, const float *x, size_t ldx, const WT *w, size_t in, \
+                     unsigned nt, unsigned nr)                                                \
+    {                                                                                         \
+        if (nt == 3 && nr == 2)                                                               \
+            BODY(y, ldy, x, ldx, w, in, 3, 2);                                                \
+        else if (nt == 1 && nr == 6)                                                          \
+            BODY1(y, x, w, in, 6);                                                            \
+        else if (nt == 1)                                                                     \
+            BODY1(y, x, w, in, nr);                                                           \
+        else                                                                                  \
+            BODY(y, ldy, x, ldx, w, in, nt, nr);                                              \
+    }
+TILE_ENTRY(tile_f32, float, tile_f32_k, tile1_f32_k)
+TILE_ENTRY(tile_f16, uint16_t, tile_f16_k, tile1_f16_k)
+TILE_ENTRY(tile_bf16, uint16_t, tile_bf16_k, tile1_bf16_k)
+#undef TILE_ENTRY
 
 static const sb_rt_mm_isa avx2_mm = {
     .tile_tok = 3, .tile_row = 2, .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,

@@ -210,31 +210,32 @@ tile_f16_k(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, 
     TILE_BODY(uint16_t, load_f16, load_f16_mask)
 }
 
-static void tile_f32(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t in,
-                     unsigned nt, unsigned nr)
+/* The tile entry points: full 6 x 4 and 1 x 8 tiles with the shape a
+ * constant, one token and up to 8 rows in the decode body, anything else
+ * in the general one; the same operations per element whichever runs. */
+#define TILE_ENTRY(NAME, WT, BODY, BODY1)                                                       \
+    static void NAME(float *y, size_t ldy, const float *x, size_t ldx, const WT *w, size_t in, \
+                     unsigned nt, unsigned nr)                                                \
+    {                                                                                         \
+        if (nt == 6 && nr == 4)                                                               \
+            BODY(y, ldy, x, ldx, w, in, 6, 4);                                                \
+        else if (nt == 1 && nr == 8)                                                          \
+            BODY1(y, x, w, in, 8);                                                            \
+        else if (nt == 1 && nr > 4)                                                           \
+            BODY1(y, x, w, in, nr);                                                           \
+        else                                                                                  \
+            BODY(y, ldy, x, ldx, w, in, nt, nr);                                              \
+    }
+/* A matrix's F16 rows are `in` apart. */
+static inline __attribute__((always_inline)) void
+tile_f16_mk(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, size_t in,
+            unsigned nt, unsigned nr)
 {
-    if (nt == 6 && nr == 4)
-        tile_f32_k(y, ldy, x, ldx, w, in, 6, 4);
-    else if (nt == 1 && nr == 8)
-        tile1_f32_k(y, x, w, in, 8);
-    else if (nt == 1 && nr > 4)
-        tile1_f32_k(y, x, w, in, nr);
-    else
-        tile_f32_k(y, ldy, x, ldx, w, in, nt, nr);
+    tile_f16_k(y, ldy, x, ldx, w, in, in, nt, nr);
 }
 
-static void tile_f16(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
-                     size_t in, unsigned nt, unsigned nr)
-{
-    if (nt == 6 && nr == 4)
-        tile_f16_k(y, ldy, x, ldx, w, in, in, 6, 4);
-    else if (nt == 1 && nr == 8)
-        tile1_f16_k(y, x, w, in, 8);
-    else if (nt == 1 && nr > 4)
-        tile1_f16_k(y, x, w, in, nr);
-    else
-        tile_f16_k(y, ldy, x, ldx, w, in, in, nt, nr);
-}
+TILE_ENTRY(tile_f32, float, tile_f32_k, tile1_f32_k)
+TILE_ENTRY(tile_f16, uint16_t, tile_f16_mk, tile1_f16_k)
 
 static inline __attribute__((always_inline)) void
 tile1_bf16_k(float *y, const float *x, const uint16_t *w, size_t in, unsigned nr)
@@ -251,18 +252,8 @@ tile_bf16_k(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
     TILE_BODY(uint16_t, load_bf16, load_bf16_mask)
 }
 
-static void tile_bf16(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
-                      size_t in, unsigned nt, unsigned nr)
-{
-    if (nt == 6 && nr == 4)
-        tile_bf16_k(y, ldy, x, ldx, w, in, 6, 4);
-    else if (nt == 1 && nr == 8)
-        tile1_bf16_k(y, x, w, in, 8);
-    else if (nt == 1 && nr > 4)
-        tile1_bf16_k(y, x, w, in, nr);
-    else
-        tile_bf16_k(y, ldy, x, ldx, w, in, nt, nr);
-}
+TILE_ENTRY(tile_bf16, uint16_t, tile_bf16_k, tile1_bf16_k)
+#undef TILE_ENTRY
 
 /* Two tables that differ only in their quantized tiles (kernels_q_avx512.c
  * compiled with and without VNNI). */

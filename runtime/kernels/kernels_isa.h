@@ -52,6 +52,50 @@ typedef struct sb_rt_mm_isa {
 void sb_rt_mm_drive(const sb_rt_mm_isa *isa, sb_rt_pool *pool, float *y, const float *x,
                     const void *w, sb_rt_dtype wt, size_t n_tok, size_t in, size_t out);
 
+/* SB_RT_QTILE(NAME, T, BODY, A, B, C) -- a quantized tile function NAME
+ * for type T over an always-inline BODY(T, y, ldy, xq, ldq, w, in, nt, nr,
+ * NT, NR) that handles nt <= NT tokens x nr <= NR rows: full A x B and
+ * 1 x C tiles run with the shape a constant (accumulators in registers);
+ * any other shape is cut into pieces of at most A x B (1 x C for one
+ * token), each element through the same operations. */
+#define SB_RT_QTILE(NAME, T, BODY, A, B, C)                                                     \
+    static void NAME(float *y, size_t ldy, const uint8_t *xq, size_t ldq, const uint8_t *w,   \
+                     size_t in, unsigned nt, unsigned nr)                                     \
+    {                                                                                         \
+        const size_t rb = sb_rt_dtype_row_bytes(T, in);                                       \
+        if (nt == (A) && nr == (B))                                                           \
+            BODY(T, y, ldy, xq, ldq, w, in, A, B, A, B);                                      \
+        else if (nt == 1 && nr == (C))                                                        \
+            BODY(T, y, ldy, xq, ldq, w, in, 1, C, 1, C);                                      \
+        else if (nt == 1)                                                                     \
+            for (unsigned r0 = 0; r0 < nr; r0 += (C))                                         \
+                BODY(T, y + r0, ldy, xq, ldq, w + r0 * rb, in, 1,                             \
+                     nr - r0 < (C) ? nr - r0 : (C), 1, C);                                    \
+        else                                                                                  \
+            for (unsigned t0 = 0; t0 < nt; t0 += (A))                                         \
+                for (unsigned r0 = 0; r0 < nr; r0 += (B))                                     \
+                    BODY(T, y + t0 * ldy + r0, ldy, xq + t0 * ldq, ldq, w + r0 * rb, in,      \
+                         nt - t0 < (A) ? nt - t0 : (A), nr - r0 < (B) ? nr - r0 : (B), A, B); \
+    }
+
+/* SB_RT_QTILE_TABLE(TABLE, A, B, C) -- the eight quantized tile functions
+ * of an ISA file over its qtile32 (32-value types) and qtilek (K types)
+ * bodies, and TABLE, their array by type id. */
+#define SB_RT_QTILE_TABLE(TABLE, A, B, C)                                                       \
+    SB_RT_QTILE(tile_q4_0, SB_RT_Q4_0, qtile32, A, B, C)                                      \
+    SB_RT_QTILE(tile_q4_1, SB_RT_Q4_1, qtile32, A, B, C)                                      \
+    SB_RT_QTILE(tile_q5_0, SB_RT_Q5_0, qtile32, A, B, C)                                      \
+    SB_RT_QTILE(tile_q5_1, SB_RT_Q5_1, qtile32, A, B, C)                                      \
+    SB_RT_QTILE(tile_q8_0, SB_RT_Q8_0, qtile32, A, B, C)                                      \
+    SB_RT_QTILE(tile_q4_k, SB_RT_Q4_K, qtilek, A, B, C)                                       \
+    SB_RT_QTILE(tile_q5_k, SB_RT_Q5_K, qtilek, A, B, C)                                       \
+    SB_RT_QTILE(tile_q6_k, SB_RT_Q6_K, qtilek, A, B, C)                                       \
+    const sb_rt_qtile_fn TABLE[SB_RT_DTYPE_MAX] = {                                           \
+        [SB_RT_Q4_0] = tile_q4_0, [SB_RT_Q4_1] = tile_q4_1, [SB_RT_Q5_0] = tile_q5_0,         \
+        [SB_RT_Q5_1] = tile_q5_1, [SB_RT_Q8_0] = tile_q8_0, [SB_RT_Q4_K] = tile_q4_k,         \
+        [SB_RT_Q5_K] = tile_q5_k, [SB_RT_Q6_K] = tile_q6_k,                                   \
+    };
+
 /* The quantized tiles by type id: the reference's (kernels_ref.c: the
  * definitions), AVX2's, and AVX-512's with VNNI (VPDPBUSD / VPDPWSSD) or
  * without (VPMADDUBSW / VPMADDWD); all bit-identical. */

@@ -19,6 +19,7 @@
 
 #include "kernels/kernels_isa.h"
 #include "kernels/quant.h"
+#include "kernels/simd_avx2.h"
 
 #define ALWAYS static inline __attribute__((always_inline))
 
@@ -29,33 +30,10 @@ static inline float h2f(const uint8_t *p)
     return _cvtsh_ss(h);
 }
 
-static inline float ldf(const uint8_t *p)
-{
-    float f;
-    memcpy(&f, p, 4);
-    return f;
-}
-
-static inline uint32_t ld32(const uint8_t *p)
-{
-    uint32_t u;
-    memcpy(&u, p, 4);
-    return u;
-}
 
 static inline __m256i ld256(const uint8_t *p)
 {
     return _mm256_loadu_si256((const __m256i *)(const void *)p);
-}
-
-/* Fold lanes lo[0..7], hi[8..15] in halves (kernels.h). */
-static inline float fold2(__m256 lo, __m256 hi)
-{
-    __m256 a = _mm256_add_ps(lo, hi);
-    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    __m128 d = _mm_add_ss(c, _mm_shuffle_ps(c, c, 1));
-    return _mm_cvtss_f32(d);
 }
 
 /* int32 lanes: sums of 4 adjacent u * s products (u unsigned, no pair over
@@ -87,7 +65,7 @@ ALWAYS __m256i w32(sb_rt_dtype T, const uint8_t *B)
     const __m128i m4 = _mm_set1_epi8(15);
     __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
     if (T == SB_RT_Q5_0 || T == SB_RT_Q5_1)
-        v = _mm256_or_si256(v, _mm256_and_si256(bits32(ld32(B + (T == SB_RT_Q5_0 ? 2 : 4))),
+        v = _mm256_or_si256(v, _mm256_and_si256(bits32(sb_rt_ld32(B + (T == SB_RT_Q5_0 ? 2 : 4))),
                                                 _mm256_set1_epi8(16)));
     return v;
 }
@@ -114,7 +92,7 @@ ALWAYS void qtile32(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq
         for (unsigned t = 0; t < nt && t < NT; t++) {
             const uint8_t *xr = xq + t * ldq;
             xv[t] = ld256(xr + 32 * b);
-            dx[t] = ldf(xr + in + 4 * b);
+            dx[t] = sb_rt_ldf(xr + in + 4 * b);
             if (off || one) {
                 __m256i j4 = dot4(_mm256_set1_epi8(1), xv[t]);
                 cor[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(j4, off));
@@ -238,7 +216,7 @@ ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq,
             __m256i mins = _mm256_loadu_si256((const __m256i *)(const void *)mn);
             for (unsigned t = 0; t < nt && t < NT; t++) {
                 const uint8_t *xr = xq + t * ldq;
-                float dx = ldf(xr + in + 4 * s);
+                float dx = sb_rt_ldf(xr + in + 4 * s);
                 __m256i bs = ld256(xr + in + 4 * nk + 32 * s);
                 __m256i lo = I[t][0];
                 if (T == SB_RT_Q6_K)
@@ -311,59 +289,9 @@ static float xq_block(const float *x, int8_t *q, unsigned len, int16_t *sums)
 
 void sb_rt_xq_quant_avx2(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n)
 {
-    int8_t *q = (int8_t *)xq;
-    if (sb_rt_dtype_is_k(t)) {
-        size_t nk = n / 256;
-        for (size_t b = 0; b < nk; b++) {
-            int16_t sums[16];
-            float d = xq_block(x + 256 * b, q + 256 * b, 256, sums);
-            memcpy(xq + n + 4 * b, &d, 4);
-            memcpy(xq + n + 4 * nk + 32 * b, sums, sizeof sums);
-        }
-        return;
-    }
-    for (size_t b = 0; b < n / 32; b++) {
-        float d = xq_block(x + 32 * b, q + 32 * b, 32, NULL);
-        memcpy(xq + n + 4 * b, &d, 4);
-    }
+    sb_rt_xq_rows(t, x, xq, n, xq_block);
 }
 
 /* ---- the tiles ---------------------------------------------------------------------- */
 
-/* Full tiles with the shape a constant (accumulators in registers); any
- * other shape is cut into pieces of at most 2 x 2 (1 x 4 for one token),
- * each element through the same operations. */
-#define QTILE(NAME, T, BODY)                                                                    \
-    static void NAME(float *y, size_t ldy, const uint8_t *xq, size_t ldq, const uint8_t *w,   \
-                     size_t in, unsigned nt, unsigned nr)                                     \
-    {                                                                                         \
-        const size_t rb = sb_rt_dtype_row_bytes(T, in);                                       \
-        if (nt == 2 && nr == 2)                                                               \
-            BODY(T, y, ldy, xq, ldq, w, in, 2, 2, 2, 2);                                      \
-        else if (nt == 1 && nr == 4)                                                          \
-            BODY(T, y, ldy, xq, ldq, w, in, 1, 4, 1, 4);                                      \
-        else if (nt == 1)                                                                     \
-            for (unsigned r0 = 0; r0 < nr; r0 += 4)                                            \
-                BODY(T, y + r0, ldy, xq, ldq, w + r0 * rb, in, 1,                             \
-                     nr - r0 < 4 ? nr - r0 : 4, 1, 4);                                          \
-        else                                                                                  \
-            for (unsigned t0 = 0; t0 < nt; t0 += 2)                                            \
-                for (unsigned r0 = 0; r0 < nr; r0 += 2)                                        \
-                    BODY(T, y + t0 * ldy + r0, ldy, xq + t0 * ldq, ldq, w + r0 * rb, in,      \
-                         nt - t0 < 2 ? nt - t0 : 2, nr - r0 < 2 ? nr - r0 : 2, 2, 2);             \
-    }
-QTILE(tile_q4_0, SB_RT_Q4_0, qtile32)
-QTILE(tile_q4_1, SB_RT_Q4_1, qtile32)
-QTILE(tile_q5_0, SB_RT_Q5_0, qtile32)
-QTILE(tile_q5_1, SB_RT_Q5_1, qtile32)
-QTILE(tile_q8_0, SB_RT_Q8_0, qtile32)
-QTILE(tile_q4_k, SB_RT_Q4_K, qtilek)
-QTILE(tile_q5_k, SB_RT_Q5_K, qtilek)
-QTILE(tile_q6_k, SB_RT_Q6_K, qtilek)
-#undef QTILE
-
-const sb_rt_qtile_fn sb_rt_qtiles_avx2[SB_RT_DTYPE_MAX] = {
-    [SB_RT_Q4_0] = tile_q4_0, [SB_RT_Q4_1] = tile_q4_1, [SB_RT_Q5_0] = tile_q5_0,
-    [SB_RT_Q5_1] = tile_q5_1, [SB_RT_Q8_0] = tile_q8_0, [SB_RT_Q4_K] = tile_q4_k,
-    [SB_RT_Q5_K] = tile_q5_k, [SB_RT_Q6_K] = tile_q6_k,
-};
+SB_RT_QTILE_TABLE(sb_rt_qtiles_avx2, 2, 2, 4)

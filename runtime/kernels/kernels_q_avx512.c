@@ -57,19 +57,6 @@ static inline float h2f(const uint8_t *p)
     return _cvtsh_ss(h);
 }
 
-static inline float ldf(const uint8_t *p)
-{
-    float f;
-    memcpy(&f, p, 4);
-    return f;
-}
-
-static inline uint32_t ld32(const uint8_t *p)
-{
-    uint32_t u;
-    memcpy(&u, p, 4);
-    return u;
-}
 
 /* [p[0] x 8, p[1] x 8] of two adjacent f32 (the second 0 when !two). */
 static inline __m512 pair_f32(const uint8_t *p, int two)
@@ -118,7 +105,7 @@ ALWAYS __m512i w32_pair(sb_rt_dtype T, const uint8_t *B, size_t bb, int two)
     v = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(15));
     if (T == SB_RT_Q5_0 || T == SB_RT_Q5_1) {
         const size_t ho = T == SB_RT_Q5_0 ? 2 : 4;
-        uint64_t k = ld32(B + ho) | (two ? (uint64_t)ld32(B + bb + ho) << 32 : 0);
+        uint64_t k = sb_rt_ld32(B + ho) | (two ? (uint64_t)sb_rt_ld32(B + bb + ho) << 32 : 0);
         v = _mm512_mask_add_epi8(v, (__mmask64)k, v, _mm512_set1_epi8(16));
     }
     return v;
@@ -244,7 +231,7 @@ static inline __m512i ldidx(const int16_t *p)
  * mins (quant.h's packing, four at a time). */
 static inline __m512i qk_scales(const uint8_t *s)
 {
-    uint32_t u0 = ld32(s), u1 = ld32(s + 4), u2 = ld32(s + 8);
+    uint32_t u0 = sb_rt_ld32(s), u1 = sb_rt_ld32(s + 4), u2 = sb_rt_ld32(s + 8);
     uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
     uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
     uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
@@ -297,7 +284,7 @@ ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq,
         __m256i bs[4];
         for (unsigned t = 0; t < nt; t++) {
             const uint8_t *xr = xq + t * ldq;
-            dx[t] = _mm512_set1_ps(ldf(xr + in + 4 * s));
+            dx[t] = _mm512_set1_ps(sb_rt_ldf(xr + in + 4 * s));
             bs[t] = _mm256_loadu_si256((const __m256i *)(const void *)(xr + in + 4 * nk + 32 * s));
         }
         for (unsigned r = 0; r < nr; r++) {
@@ -390,60 +377,10 @@ static float xq_block(const float *x, int8_t *q, unsigned len, int16_t *sums)
 
 void sb_rt_xq_quant_avx512(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n)
 {
-    int8_t *q = (int8_t *)xq;
-    if (sb_rt_dtype_is_k(t)) {
-        size_t nk = n / 256;
-        for (size_t b = 0; b < nk; b++) {
-            int16_t sums[16];
-            float d = xq_block(x + 256 * b, q + 256 * b, 256, sums);
-            memcpy(xq + n + 4 * b, &d, 4);
-            memcpy(xq + n + 4 * nk + 32 * b, sums, sizeof sums);
-        }
-        return;
-    }
-    for (size_t b = 0; b < n / 32; b++) {
-        float d = xq_block(x + 32 * b, q + 32 * b, 32, NULL);
-        memcpy(xq + n + 4 * b, &d, 4);
-    }
+    sb_rt_xq_rows(t, x, xq, n, xq_block);
 }
 #endif
 
 /* ---- the tiles ---------------------------------------------------------------------- */
 
-/* Full tiles with the shape a constant (accumulators in registers); any
- * other shape is cut into pieces of at most 4 x 4 (1 x 8 for one token),
- * each element through the same operations. */
-#define QTILE(NAME, T, BODY)                                                                    \
-    static void NAME(float *y, size_t ldy, const uint8_t *xq, size_t ldq, const uint8_t *w,   \
-                     size_t in, unsigned nt, unsigned nr)                                     \
-    {                                                                                         \
-        const size_t rb = sb_rt_dtype_row_bytes(T, in);                                       \
-        if (nt == 4 && nr == 4)                                                               \
-            BODY(T, y, ldy, xq, ldq, w, in, 4, 4, 4, 4);                                      \
-        else if (nt == 1 && nr == 8)                                                          \
-            BODY(T, y, ldy, xq, ldq, w, in, 1, 8, 1, 8);                                      \
-        else if (nt == 1)                                                                     \
-            for (unsigned r0 = 0; r0 < nr; r0 += 8)                                            \
-                BODY(T, y + r0, ldy, xq, ldq, w + r0 * rb, in, 1,                             \
-                     nr - r0 < 8 ? nr - r0 : 8, 1, 8);                                          \
-        else                                                                                  \
-            for (unsigned t0 = 0; t0 < nt; t0 += 4)                                            \
-                for (unsigned r0 = 0; r0 < nr; r0 += 4)                                        \
-                    BODY(T, y + t0 * ldy + r0, ldy, xq + t0 * ldq, ldq, w + r0 * rb, in,      \
-                         nt - t0 < 4 ? nt - t0 : 4, nr - r0 < 4 ? nr - r0 : 4, 4, 4);             \
-    }
-QTILE(tile_q4_0, SB_RT_Q4_0, qtile32)
-QTILE(tile_q4_1, SB_RT_Q4_1, qtile32)
-QTILE(tile_q5_0, SB_RT_Q5_0, qtile32)
-QTILE(tile_q5_1, SB_RT_Q5_1, qtile32)
-QTILE(tile_q8_0, SB_RT_Q8_0, qtile32)
-QTILE(tile_q4_k, SB_RT_Q4_K, qtilek)
-QTILE(tile_q5_k, SB_RT_Q5_K, qtilek)
-QTILE(tile_q6_k, SB_RT_Q6_K, qtilek)
-#undef QTILE
-
-const sb_rt_qtile_fn QTILES[SB_RT_DTYPE_MAX] = {
-    [SB_RT_Q4_0] = tile_q4_0, [SB_RT_Q4_1] = tile_q4_1, [SB_RT_Q5_0] = tile_q5_0,
-    [SB_RT_Q5_1] = tile_q5_1, [SB_RT_Q8_0] = tile_q8_0, [SB_RT_Q4_K] = tile_q4_k,
-    [SB_RT_Q5_K] = tile_q5_k, [SB_RT_Q6_K] = tile_q6_k,
-};
+SB_RT_QTILE_TABLE(QTILES, 4, 4, 8)

@@ -402,15 +402,17 @@ size_t sb_rt_xq_row_bytes(sb_rt_dtype t, size_t n)
     }
 }
 
-/* One block of len values: q and the scale (quant.h); a block with a NaN
- * or an infinity gets q = 0 and d = NaN. */
-static float xq_block(const float *x, int8_t *q, unsigned len)
+/* One block of len values: q, the 16-value sums when asked, and the scale
+ * (quant.h); a block with a NaN or an infinity gets q = 0 and d = NaN. */
+static float xq_block(const float *x, int8_t *q, unsigned len, int16_t *sums)
 {
     float amax = 0;
     for (unsigned i = 0; i < len; i++) {
         float a = fabsf(x[i]);
         if (!(a <= 3.4028235e38f)) { /* NaN or inf */
             memset(q, 0, len);
+            if (sums)
+                memset(sums, 0, len / 16 * sizeof *sums);
             return NAN;
         }
         amax = a > amax ? a : amax;
@@ -418,29 +420,35 @@ static float xq_block(const float *x, int8_t *q, unsigned len)
     float d = amax / 127.0f, inv = d != 0 ? 1.0f / d : 0.0f;
     for (unsigned i = 0; i < len; i++)
         q[i] = (int8_t)clampi(nearbyintf(x[i] * inv), -127, 127); /* ties to even */
+    for (unsigned g = 0; sums && g < len / 16; g++) {
+        int s = 0;
+        for (unsigned i = 0; i < 16; i++)
+            s += q[16 * g + i];
+        sums[g] = (int16_t)s;
+    }
     return d;
 }
 
-void sb_rt_xq_quant_ref(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n)
+void sb_rt_xq_rows(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n, sb_rt_xq_block_fn block)
 {
     int8_t *q = (int8_t *)xq;
     if (sb_rt_dtype_is_k(t)) {
         size_t nk = n / 256;
         for (size_t b = 0; b < nk; b++) {
-            float d = xq_block(x + 256 * b, q + 256 * b, 256);
+            int16_t sums[16];
+            float d = block(x + 256 * b, q + 256 * b, 256, sums);
             memcpy(xq + n + 4 * b, &d, 4);
-            for (unsigned g = 0; g < 16; g++) {
-                int16_t s = 0;
-                for (unsigned i = 0; i < 16; i++)
-                    s = (int16_t)(s + q[256 * b + 16 * g + i]);
-                memcpy(xq + n + 4 * nk + 2 * (16 * b + g), &s, 2);
-            }
+            memcpy(xq + n + 4 * nk + 32 * b, sums, sizeof sums);
         }
         return;
     }
-    size_t nb = n / 32;
-    for (size_t b = 0; b < nb; b++) {
-        float d = xq_block(x + 32 * b, q + 32 * b, 32);
+    for (size_t b = 0; b < n / 32; b++) {
+        float d = block(x + 32 * b, q + 32 * b, 32, NULL);
         memcpy(xq + n + 4 * b, &d, 4);
     }
+}
+
+void sb_rt_xq_quant_ref(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n)
+{
+    sb_rt_xq_rows(t, x, xq, n, xq_block);
 }

@@ -108,6 +108,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 
@@ -197,6 +198,27 @@ size_t sb_rt_xq_row_bytes(sb_rt_dtype t, size_t n);
  * definition; each ISA table has a vector one with the same bits
  * (kernels_isa.h). */
 void sb_rt_xq_quant_ref(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n);
+
+/* The row loop of an X quantizer, for the ISA files: block(x, q, len,
+ * sums) quantizes one block of len values (32 or 256) as above, writes the
+ * int16 sum of each 16 q to sums when it is not NULL, and returns d. */
+typedef float (*sb_rt_xq_block_fn)(const float *x, int8_t *q, unsigned len, int16_t *sums);
+void sb_rt_xq_rows(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n, sb_rt_xq_block_fn block);
+
+/* Unaligned little-endian loads. */
+static inline float sb_rt_ldf(const uint8_t *p)
+{
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+}
+
+static inline uint32_t sb_rt_ld32(const uint8_t *p)
+{
+    uint32_t u;
+    memcpy(&u, p, 4);
+    return u;
+}
 
 /* bf16 <-> f32 of one value: bf16 to f32 is exact (a shift); f32 to bf16
  * rounds to nearest even, NaNs stay NaN (quiet). */
