@@ -249,8 +249,9 @@ static void rejects_bad_files(void **state)
     sb_rt_gguf_add_tensor(w, "q", 2, qne, 8, g_q8, 17);
     assert_int_equal(build_open(w, &err), SB_ERR_FORMAT);
     uint64_t kne[2] = { 128, 1 };
+    static uint8_t half_k[72];
     w = sb_rt_gguf_writer_new();
-    sb_rt_gguf_add_tensor(w, "q", 2, kne, 12, g_q8, 72);
+    sb_rt_gguf_add_tensor(w, "q", 2, kne, 12, half_k, sizeof half_k);
     assert_int_equal(build_open(w, &err), SB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "q4_K"));
     /* duplicates */

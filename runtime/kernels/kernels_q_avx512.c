@@ -61,8 +61,10 @@ static inline float h2f(const uint8_t *p)
 /* [p[0] x 8, p[1] x 8] of two adjacent f32 (the second 0 when !two). */
 static inline __m512 pair_f32(const uint8_t *p, int two)
 {
-    __m128 v = two ? _mm_castpd_ps(_mm_load_sd((const double *)(const void *)p))
-                   : _mm_load_ss((const float *)(const void *)p);
+    uint64_t u = sb_rt_ld32(p);
+    if (two)
+        u |= (uint64_t)sb_rt_ld32(p + 4) << 32;
+    __m128 v = _mm_castsi128_ps(_mm_cvtsi64_si128((long long)u));
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
                                  _mm512_castps128_ps512(v));
 }
