@@ -72,7 +72,7 @@ static void *make_w(sb_rt_dtype t, size_t in, size_t out, float *wf)
     if (!is_quant(t)) {
         for (size_t i = 0; i < n; i++)
             wf[i] = rnd();
-        assert_int_equal(sb_rt_quant_row(t, wf, w, n), 0);
+        assert_int_equal(sb_rt_quant_row(t, wf, w, n), SB_OK);
     } else {
         for (size_t i = 0; i < rb * out; i++) {
             g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -265,7 +265,7 @@ static void quant_round_trip(void **state)
         sb_rt_dtype t = all_types[ti];
         if (t == SB_RT_F32)
             continue;
-        assert_int_equal(sb_rt_quant_row(t, x, w, n), 0);
+        assert_int_equal(sb_rt_quant_row(t, x, w, n), SB_OK);
         sb_rt_dequant_row(t, w, y, n);
         for (size_t i = 0; i < n; i++) {
             double e = fabs((double)y[i] - x[i]), bound = qbound(t, x, i);
@@ -279,8 +279,8 @@ static void quant_round_trip(void **state)
             worst = fmax(worst, fabs((double)y[i] - x[i]) / (qbound(t, x, i) + 1e-30));
         assert_true(worst > 0.3);
     }
-    assert_int_equal(sb_rt_quant_row(SB_RT_Q4_K, x, w, 300), -1);
-    assert_int_equal(sb_rt_quant_row((sb_rt_dtype)23, x, w, 256), -1);
+    assert_int_equal(sb_rt_quant_row(SB_RT_Q4_K, x, w, 300), SB_ERR_INVAL);
+    assert_int_equal(sb_rt_quant_row((sb_rt_dtype)23, x, w, 256), SB_ERR_INVAL);
     free(x), free(y), free(w);
 }
 

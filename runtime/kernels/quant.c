@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/kernels_isa.h"
+#include "snapbank.h"
 
 /* ---- the type table --------------------------------------------------------------- */
 
@@ -359,7 +360,7 @@ int sb_rt_quant_row(sb_rt_dtype t, const float *x, void *wv, size_t n)
     uint8_t *w = wv;
     size_t blk = sb_rt_dtype_block(t), bb = sb_rt_dtype_block_bytes(t);
     if (!blk || n % blk)
-        return -1;
+        return SB_ERR_INVAL;
     size_t nb = n / blk;
     for (size_t b = 0; b < nb; b++, w += bb) {
         const float *v = x + b * blk;
@@ -385,7 +386,7 @@ int sb_rt_quant_row(sb_rt_dtype t, const float *x, void *wv, size_t n)
         case SB_RT_Q6_K: q6_k(v, w); break;
         }
     }
-    return 0;
+    return SB_OK;
 }
 
 /* ---- activations -------------------------------------------------------------------- */

@@ -185,7 +185,8 @@ void sb_rt_dequant_row(sb_rt_dtype t, const void *w, float *y, size_t n);
  * one value opposite v in Q4_0/Q5_0, which is within one step; and the step
  * is at most the block's range over its levels plus one super-block
  * quantum (d) for K types, plus f16 rounding of the scales.
- * Returns: 0; -1 when t is unknown or n not a multiple of its block. */
+ * Returns: SB_OK; SB_ERR_INVAL when t is unknown or n not a multiple of
+ * its block (w untouched). */
 int sb_rt_quant_row(sb_rt_dtype t, const float *x, void *w, size_t n);
 
 /* sb_rt_xq_row_bytes -- bytes of one quantized X row of n values for a W of
