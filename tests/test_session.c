@@ -2,7 +2,8 @@
  * (runtime/model/session.h).
  *
  * Description: on tiny generated models (F32 and F16; every architecture:
- * the presets tiny (llama), tiny-llama3, tiny-qwen2 and tiny-qwen3),
+ * the presets tiny (llama), tiny-llama3, tiny-qwen2 and tiny-qwen3; and
+ * Q5_0 and the Q4_K_M mix on a dim 256 shape),
  *   - warm versus cold: a prompt diverging from a stored one at every
  *     position restores exactly the shared prefix and gives logits and
  *     tokens bit-identical to a cold run;
@@ -47,6 +48,10 @@ static sb_rt_model *load_preset(const char *preset, const char *dtype, uint64_t 
     sb_rt_make_opts o;
     assert_int_equal(sb_rt_make_opts_preset(&o, preset), SB_OK);
     assert_int_equal(sb_rt_make_opts_set(&o, "dtype", dtype), SB_OK);
+    if (strstr(dtype, "_k")) { /* rows of 256 for the K types to apply */
+        assert_int_equal(sb_rt_make_opts_set(&o, "dim", "256"), SB_OK);
+        assert_int_equal(sb_rt_make_opts_set(&o, "ff", "512"), SB_OK);
+    }
     o.seed = seed;
     sb_rt_err err = { 0 };
     if (sb_rt_make_model(&o, path, &err) != SB_OK)
@@ -229,6 +234,18 @@ static void warm_vs_cold_qwen3(void **state)
 {
     (void)state;
     warm_vs_cold("tiny-qwen3", "f16");
+}
+
+static void warm_vs_cold_q4_k_m(void **state)
+{
+    (void)state;
+    warm_vs_cold("tiny", "q4_k_m");
+}
+
+static void warm_vs_cold_q5_0(void **state)
+{
+    (void)state;
+    warm_vs_cold("tiny", "q5_0");
 }
 
 /* Two turns in one session: the second restores the first's prompt and
@@ -489,7 +506,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(warm_vs_cold_f32),     cmocka_unit_test(warm_vs_cold_f16),
         cmocka_unit_test(warm_vs_cold_llama3),  cmocka_unit_test(warm_vs_cold_qwen2),
-        cmocka_unit_test(warm_vs_cold_qwen3),
+        cmocka_unit_test(warm_vs_cold_qwen3),   cmocka_unit_test(warm_vs_cold_q4_k_m),
+        cmocka_unit_test(warm_vs_cold_q5_0),
         cmocka_unit_test(second_turn_is_warm),  cmocka_unit_test(ssd_after_reopen),
         cmocka_unit_test(scopes_share_nothing), cmocka_unit_test(evicted_falls_back_cold),
         cmocka_unit_test(session_files),

@@ -64,7 +64,8 @@ int sbrt_make_model(const char *preset, const char *dtype, uint64_t seed, const 
         return SB_ERR_INVAL;
     }
     if (dtype && sb_rt_make_opts_set(&o, "dtype", dtype) != SB_OK) {
-        put_err(err, cap, "dtype must be f32, f16 or q8_0");
+        put_err(err, cap, "dtype must be one of f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
+                          "q4_k, q5_k, q6_k, q4_k_m, q5_k_m");
         return SB_ERR_INVAL;
     }
     o.seed = seed;

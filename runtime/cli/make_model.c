@@ -24,7 +24,9 @@ static void mm_usage(FILE *f)
             "                     llama3-1b (Llama-3.2-1B), qwen2.5-0.5b, qwen3-0.6b,\n"
             "                     smollm2-360m (tied, F16, real vocabulary sizes)\n"
             "  --arch A           llama, qwen2 (Q/K/V biases) or qwen3 (q/k norms)\n"
-            "  --dtype T          f32, f16 or q8_0 (matrices and embeddings)\n"
+            "  --dtype T          matrices and embeddings: f32, f16, bf16, q4_0, q4_1,\n"
+            "                     q5_0, q5_1, q8_0, q4_k, q5_k, q6_k (every matrix that\n"
+            "                     type), or q4_k_m, q5_k_m (llama.cpp's per-tensor mixes)\n"
             "  --seed N           weights seed (default 1)\n"
             "  --dim N --layers N --heads N --kv-heads N --head-dim N --ff N\n"
             "  --vocab N --ctx N  override the preset's shape (head-dim 0: dim / heads)\n"
@@ -83,10 +85,9 @@ int sb_cli_make_model(int argc, char **argv)
     }
     struct stat st;
     printf("wrote %s (%s, %s, %u layers, dim %u, %u/%u heads of %u, ff %u, vocab %u, ctx %u, "
-           "%s, seed %llu): %lld bytes\n", out, o.arch,
-           o.dtype == 0 ? "f32" : o.dtype == 1 ? "f16" : "q8_0", o.n_layers, o.dim, o.n_heads,
-           o.n_kv_heads, o.head_dim ? o.head_dim : o.dim / o.n_heads, o.n_ff, o.n_vocab,
-           o.n_ctx, o.tied ? "tied" : "untied", (unsigned long long)o.seed,
+           "%s, seed %llu): %lld bytes\n", out, o.arch, sb_rt_make_dtype_name(o.dtype),
+           o.n_layers, o.dim, o.n_heads, o.n_kv_heads, o.head_dim ? o.head_dim : o.dim / o.n_heads,
+           o.n_ff, o.n_vocab, o.n_ctx, o.tied ? "tied" : "untied", (unsigned long long)o.seed,
            stat(out, &st) == 0 ? (long long)st.st_size : -1LL);
     return 0;
 }

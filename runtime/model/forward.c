@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/quant.h"
+
 struct sb_rt_ctx {
     const sb_rt_model *m;
     sb_rt_pool *pool;
@@ -102,34 +104,12 @@ unsigned sb_rt_ctx_threads(const sb_rt_ctx *c)
 
 /* ---- pieces ----------------------------------------------------------------------- */
 
-/* Row `row` of matrix w as floats into y (w->in of them). */
+/* Row `row` of matrix w as floats into y (w->in of them): an embedding
+ * lookup, in any weight type (quant.h). */
 static void mat_row(const sb_rt_mat *w, uint32_t row, float *y)
 {
     const uint8_t *p = (const uint8_t *)w->data + (size_t)row * sb_rt_dtype_row_bytes(w->type, w->in);
-    switch (w->type) {
-    case SB_RT_F32:
-        memcpy(y, p, (size_t)w->in * sizeof *y);
-        break;
-    case SB_RT_F16: {
-        uint16_t h[256];
-        for (uint32_t i = 0; i < w->in; i += 256) {
-            uint32_t k = w->in - i < 256 ? w->in - i : 256;
-            memcpy(h, p + 2u * i, 2u * k);
-            sb_rt_f16_to_f32(h, y + i, k);
-        }
-        break;
-    }
-    case SB_RT_Q8_0:
-        for (uint32_t b = 0; b < w->in / 32; b++, p += 34) {
-            uint16_t dh;
-            float d;
-            memcpy(&dh, p, 2);
-            sb_rt_f16_to_f32(&dh, &d, 1);
-            for (uint32_t i = 0; i < 32; i++)
-                y[b * 32 + i] = d * (float)(int8_t)p[2 + i];
-        }
-        break;
-    }
+    sb_rt_dequant_row(w->type, p, y, w->in);
 }
 
 static void matmul(sb_rt_ctx *c, float *y, const float *x, const sb_rt_mat *w, size_t n)

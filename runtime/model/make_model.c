@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "model/gguf.h"
 #include "model/gguf_write.h"
 #include "model/tokenizer.h"
@@ -107,6 +108,24 @@ int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
     return i < n ? SB_OK : SB_ERR_INVAL;
 }
 
+/* --dtype names, their ids and llama.cpp's general.file_type (its
+ * llama_ftype: what llama.cpp prints for the file). */
+static const struct { const char *name; uint32_t id, ftype; } dtypes[] = {
+    { "f32", SB_RT_F32, 0 },        { "f16", SB_RT_F16, 1 },       { "bf16", SB_RT_BF16, 32 },
+    { "q4_0", SB_RT_Q4_0, 2 },      { "q4_1", SB_RT_Q4_1, 3 },     { "q5_0", SB_RT_Q5_0, 8 },
+    { "q5_1", SB_RT_Q5_1, 9 },      { "q8_0", SB_RT_Q8_0, 7 },     { "q4_k", SB_RT_Q4_K, 14 },
+    { "q5_k", SB_RT_Q5_K, 16 },     { "q6_k", SB_RT_Q6_K, 18 },
+    { "q4_k_m", SB_RT_MAKE_Q4_K_M, 15 }, { "q5_k_m", SB_RT_MAKE_Q5_K_M, 17 },
+};
+
+const char *sb_rt_make_dtype_name(uint32_t dtype)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+        if (dtypes[i].id == dtype)
+            return dtypes[i].name;
+    return NULL;
+}
+
 static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     char *end;
@@ -145,9 +164,12 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
         return SB_OK;
     }
     if (!strcmp(name, "dtype")) {
-        o->dtype = !strcmp(v, "f32") ? SB_RT_F32 : !strcmp(v, "f16") ? SB_RT_F16
-                 : !strcmp(v, "q8_0") ? SB_RT_Q8_0 : 99;
-        return o->dtype == 99 ? SB_ERR_INVAL : SB_OK;
+        for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+            if (!strcmp(v, dtypes[i].name)) {
+                o->dtype = dtypes[i].id;
+                return SB_OK;
+            }
+        return SB_ERR_INVAL;
     }
     if (!strcmp(name, "rope-scaling")) {
         if (*v && strcmp(v, "none") && strcmp(v, "linear") && strcmp(v, "yarn"))
@@ -379,40 +401,23 @@ static void vocab_free(vocab *v)
 
 /* ---- tensors ---------------------------------------------------------------------------- */
 
-/* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`). */
+/* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`, a
+ * multiple of t's block), quantized row by row (quant.h). */
 static void *fill(uint64_t *rng, uint32_t t, size_t in, size_t rows, float mean, float sd,
                   uint64_t *bytes)
 {
-    size_t n = in * rows;
+    size_t n = in * rows, rb = sb_rt_dtype_row_bytes((sb_rt_dtype)t, in);
     float *f = malloc(n * sizeof *f);
     if (!f)
         return NULL;
     for (size_t i = 0; i < n; i++)
         f[i] = mean + sd * normal(rng);
-    *bytes = sb_rt_dtype_row_bytes((sb_rt_dtype)t, in) * rows;
+    *bytes = rb * rows;
     if (t == SB_RT_F32)
         return f;
-    void *out = malloc(*bytes ? *bytes : 1);
-    if (out && t == SB_RT_F16) {
-        sb_rt_f32_to_f16(f, out, n);
-    } else if (out) {
-        uint8_t *p = out;
-        for (size_t b = 0; b < n / 32; b++, p += 34) {
-            float amax = 0;
-            for (int i = 0; i < 32; i++)
-                amax = fmaxf(amax, fabsf(f[b * 32 + i]));
-            float d = amax / 127.0f;
-            uint16_t dh;
-            sb_rt_f32_to_f16(&d, &dh, 1);
-            float dq;
-            sb_rt_f16_to_f32(&dh, &dq, 1); /* quantize against the stored scale */
-            memcpy(p, &dh, 2);
-            for (int i = 0; i < 32; i++) {
-                float r = dq != 0 ? nearbyintf(f[b * 32 + i] / dq) : 0;
-                p[2 + i] = (uint8_t)(int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-            }
-        }
-    }
+    uint8_t *out = malloc(*bytes ? *bytes : 1);
+    for (size_t r = 0; out && r < rows; r++)
+        sb_rt_quant_row((sb_rt_dtype)t, f + r * in, out + r * rb, in);
     free(f);
     return out;
 }
@@ -435,6 +440,34 @@ static void llama3_factors(const sb_rt_make_opts *o, uint32_t hd, float *f)
     }
 }
 
+/* llama.cpp's choice of layers that get more bits in its _M mixes. */
+static bool more_bits(uint32_t l, uint32_t n)
+{
+    return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
+
+/* The type of the matrix `role` of layer l (in values per row), for
+ * dtype (make_model.h: the mixes and the fallbacks). */
+static uint32_t tensor_type(const sb_rt_make_opts *o, const char *role, uint32_t l, uint32_t in)
+{
+    uint32_t t = o->dtype;
+    if (o->dtype == SB_RT_MAKE_Q4_K_M || o->dtype == SB_RT_MAKE_Q5_K_M) {
+        bool out = !strcmp(role, "output") || (o->tied && !strcmp(role, "token_embd"));
+        t = o->dtype == SB_RT_MAKE_Q4_K_M ? SB_RT_Q4_K : SB_RT_Q5_K;
+        if (out)
+            t = in % 256 ? SB_RT_Q8_0 : SB_RT_Q6_K;
+        else if ((!strcmp(role, "attn_v") || !strcmp(role, "ffn_down")) &&
+                 more_bits(l, o->n_layers))
+            t = SB_RT_Q6_K;
+    }
+    if (in % sb_rt_dtype_block((sb_rt_dtype)t))
+        t = t == SB_RT_Q4_K ? SB_RT_Q5_0 : t == SB_RT_Q5_K ? SB_RT_Q5_1
+          : t == SB_RT_Q6_K ? SB_RT_Q8_0 : t;
+    if (in % sb_rt_dtype_block((sb_rt_dtype)t))
+        t = SB_RT_F16;
+    return t;
+}
+
 int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
 {
     if (!o || !path)
@@ -443,7 +476,11 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     if (!qwen2 && !qwen3 && strcmp(o->arch, "llama"))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2, "
                           "qwen3)", o->arch);
-    if (o->dtype != SB_RT_F32 && o->dtype != SB_RT_F16 && o->dtype != SB_RT_Q8_0)
+    uint32_t ftype = UINT32_MAX;
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+        if (dtypes[i].id == o->dtype)
+            ftype = dtypes[i].ftype;
+    if (ftype == UINT32_MAX)
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: type %" PRIu32, o->dtype);
     uint32_t hd = o->head_dim ? o->head_dim : o->n_heads ? o->dim / o->n_heads : 0;
     if (!o->dim || !o->n_layers || !o->n_heads || !o->n_kv_heads || !o->n_ff || !o->n_ctx ||
@@ -458,9 +495,6 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
                           "heads (or head-dim given, even), heads a multiple of kv heads, "
                           "vocab at least 300", o->dim, o->n_heads, o->n_kv_heads, hd, o->n_ff,
                           o->n_vocab);
-    if (o->dtype == SB_RT_Q8_0 && (o->dim % 32 || o->n_ff % 32 || (o->n_heads * hd) % 32))
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: q8_0 needs dim, ff and heads * "
-                          "head-dim multiples of 32");
     if (!(o->rope_base > 1) || !(o->rms_eps > 0) || !(o->rope_freqs >= 0) ||
         !(o->rope_scale > 0) || !o->rope_orig_ctx ||
         (o->rope_scaling[0] && strcmp(o->rope_scaling, "none") &&
@@ -488,7 +522,7 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     sb_rt_gguf_add_str(w, "general.architecture", a);
     sb_rt_gguf_add_str(w, "general.name", "snapbank random model");
     sb_rt_gguf_add_u32(w, "general.alignment", 32);
-    sb_rt_gguf_add_u32(w, "general.file_type", o->dtype == SB_RT_F32 ? 0 : o->dtype == SB_RT_F16 ? 1 : 7);
+    sb_rt_gguf_add_u32(w, "general.file_type", ftype);
     sb_rt_gguf_add_u32(w, KEY("context_length"), o->n_ctx);
     sb_rt_gguf_add_u32(w, KEY("embedding_length"), o->dim);
     sb_rt_gguf_add_u32(w, KEY("block_count"), o->n_layers);
@@ -545,7 +579,9 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
 #define NAME(s) (snprintf(name, sizeof name, "blk.%" PRIu32 ".%s", l, s), name)
     /* tied, the embedding is the output matrix too: 1/sqrt(dim) keeps the
      * logits near 1, as a trained model's are, instead of near sqrt(dim) */
-    TENSOR("token_embd.weight", o->dtype, o->dim, o->n_vocab, 0,
+#define TYPE(role, in) tensor_type(o, role, l, in)
+    uint32_t l = 0;
+    TENSOR("token_embd.weight", TYPE("token_embd", o->dim), o->dim, o->n_vocab, 0,
            o->tied ? 1 / sqrtf((float)o->dim) : 1);
     if (o->rope_freqs > 0) { /* computed, not drawn: the weights stay the same */
         llama3_factors(o, hd, freqs);
@@ -553,11 +589,11 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
         sb_rt_gguf_add_tensor(w, "rope_freqs.weight", 1, ne, SB_RT_F32, freqs,
                               hd / 2 * sizeof *freqs);
     }
-    for (uint32_t l = 0; l < o->n_layers; l++) {
+    for (l = 0; l < o->n_layers; l++) {
         TENSOR(NAME("attn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
-        TENSOR(NAME("attn_q.weight"), o->dtype, o->dim, qd, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("attn_k.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("attn_v.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_q.weight"), TYPE("attn_q", o->dim), o->dim, qd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_k.weight"), TYPE("attn_k", o->dim), o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_v.weight"), TYPE("attn_v", o->dim), o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
         if (qwen2) {
             TENSOR(NAME("attn_q.bias"), SB_RT_F32, qd, 1, 0, 0.1f);
             TENSOR(NAME("attn_k.bias"), SB_RT_F32, kvd, 1, 0, 0.1f);
@@ -567,15 +603,16 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
             TENSOR(NAME("attn_q_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
             TENSOR(NAME("attn_k_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
         }
-        TENSOR(NAME("attn_output.weight"), o->dtype, qd, o->dim, 0, 1 / sqrtf((float)qd));
+        TENSOR(NAME("attn_output.weight"), TYPE("attn_output", qd), qd, o->dim, 0, 1 / sqrtf((float)qd));
         TENSOR(NAME("ffn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
-        TENSOR(NAME("ffn_gate.weight"), o->dtype, o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("ffn_up.weight"), o->dtype, o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("ffn_down.weight"), o->dtype, o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
+        TENSOR(NAME("ffn_gate.weight"), TYPE("ffn_gate", o->dim), o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("ffn_up.weight"), TYPE("ffn_up", o->dim), o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("ffn_down.weight"), TYPE("ffn_down", o->n_ff), o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
     }
     TENSOR("output_norm.weight", SB_RT_F32, o->dim, 1, 1, 0.1f);
     if (!o->tied)
-        TENSOR("output.weight", o->dtype, o->dim, o->n_vocab, 0, 1 / sqrtf((float)o->dim));
+        TENSOR("output.weight", TYPE("output", o->dim), o->dim, o->n_vocab, 0, 1 / sqrtf((float)o->dim));
+#undef TYPE
 #undef TENSOR
 #undef NAME
     rc = sb_rt_gguf_write_file(w, path, err);

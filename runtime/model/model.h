@@ -52,9 +52,11 @@
  * (Peng et al., "YaRN", 2023; llama.cpp's ggml_rope_yarn_corr_dims.) The
  * table theta_j is computed once, in double, at load (sb_rt_model.rope).
  *
- * Weight matrices are F32, F16 or Q8_0; norm weights, biases and
- * rope_freqs are read into owned float arrays whatever their stored type
- * (F32 or F16).
+ * Weight matrices are of any type the kernels run (quant.h: F32, F16,
+ * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), each tensor its
+ * own (Q4_K_M files mix them); norm weights, biases and rope_freqs are
+ * read into owned float arrays whatever their stored type. Any other type
+ * is refused (SB_ERR_UNSUPPORTED) with the tensor's name and the type's.
  *
  * Shapes (GGUF order: ne0 is the contiguous, input dimension; a matrix
  * (in, out) is `out` rows of `in` elements; q_dim = n_heads * head_dim,
