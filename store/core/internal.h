@@ -99,6 +99,11 @@ struct sb_page {
     uint8_t reinsert;       /* [mu] queued again by reclamation (QUEUED) */
     uint8_t defer_why;      /* [mu] why it waits in the disk tier's pool
                                (sb_deny; pool_at nonzero) */
+    uint8_t cut;            /* [mu] reclamation took its record while it
+                               was resident (reclaim.c): it may sit before
+                               pages that are on disk only, so eviction
+                               may take it even when it is not a leaf
+                               page, with every page after it */
     uint32_t uses;          /* [mu] commits and matches that went through
                                it (saturating): the pool's priority */
     uint32_t pool_at;       /* [mu] 1 + its place in the disk tier's

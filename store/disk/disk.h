@@ -182,6 +182,11 @@ typedef void (*sb_disk_ready_fn)(void *ctx, size_t i, const uint8_t *data);
 int sb_disk_load(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
                  sb_disk_ready_fn ready, void *ctx);
 
+/* sb_disk_drop -- remove b from the index with every page and point state
+ * that depends on it (deepest leaf pages first): a record that failed, a
+ * segment reclaimed, a cut page evicted (evict.c). [mu] (dread.c) */
+void sb_disk_drop(struct sb_ns *ns, sb_blk *b);
+
 /* sb_disk_flush -- wait until every block queued before the call is written
  * and synced (under write-back, every dirty block is queued first).
  * Unlocked.

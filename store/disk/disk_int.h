@@ -278,10 +278,6 @@ static inline void sb_disk_pending_add(sb_disk *d, uint64_t bytes)
 int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,
                         uint8_t *payload);
 
-/* sb_disk_drop -- remove b from the index with every page and point state
- * that depends on it (deepest leaf pages first). [mu] */
-void sb_disk_drop(sb_ns *ns, sb_blk *b);
-
 /* ---- writer.c ------------------------------------------------------------------ */
 
 /* sb_writer_main -- the writer thread's body (arg: the sb_disk). */

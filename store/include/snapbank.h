@@ -520,7 +520,8 @@ typedef struct sb_stats {
     uint64_t disk_reclaim_kept;  /* pages and point states they held that were
                                     pinned or hit: written again */
     uint64_t disk_reclaim_ram_only; /* ...not kept on disk but resident: they
-                                    stay in RAM only */
+                                    stay indexed, in RAM only (dirty again),
+                                    until the RAM tier evicts them */
     uint64_t disk_reclaim_dropped; /* ...dropped from the index (with every
                                     page and point state after them) */
     uint64_t disk_nospc;         /* times the file system refused a segment
