@@ -59,7 +59,7 @@ static const key KEYS[] = {
     { "burst", K_SIZE, F(burst), "0", "the budget's bucket depth; 0: a twelfth of it" },
     { "time_warp", K_DOUBLE, F(time_warp), "0",
       "simulated hours per real second on the store's clock (0: real time); runtime and "
-      "demand are simulated time" },
+      "demand are simulated time, and the clock stops at their end" },
     { "demand", K_PHASES, F(phases), "",
       "chat under time_warp: LEVELxHOURS,... the turns' state bytes as a multiple of "
       "write_budget for that many simulated hours (e.g. 2x8,0.5x8,1.25x8)" },

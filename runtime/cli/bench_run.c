@@ -77,18 +77,41 @@ struct run {
     _Atomic int stop;
     bool timed;                /* the phase being measured (read jobs: restores) */
     double total_hours;        /* demand: the simulated day's length */
+    double end_ns;             /* time warp with a runtime or demand: where
+                                  the store clock stops (store ns after t0),
+                                  so the job's simulated length is exact
+                                  however slow the machine (its final flush
+                                  happens at the day's end); 0: never */
 };
+
+/* Store ns since t0: real time, or warped and stopped at end_ns. */
+static double warped_ns(const run *r)
+{
+    double t = (double)(br_now_ns() - r->t0);
+    if (!r->warp)
+        return t;
+    t *= r->warp;
+    return r->end_ns && t > r->end_ns ? r->end_ns : t;
+}
 
 static uint64_t store_clock(void *ctx)
 {
-    const run *r = ctx;
-    return 1000000000ull + (uint64_t)((double)(br_now_ns() - r->t0) * r->warp);
+    return 1000000000ull + (uint64_t)warped_ns(ctx);
 }
 
 static double sim_hours(const run *r)
 {
-    return r->warp ? (double)(br_now_ns() - r->t0) * r->warp / 3.6e12
-                   : (double)(br_now_ns() - r->t0) / 3.6e12;
+    return warped_ns(r) / 3.6e12;
+}
+
+/* The hour of the job a store-clock time h (hours) falls in: bytes written
+ * at the stopped clock's end belong to the last hour, not the next. */
+static size_t hour_of(const run *r, double h)
+{
+    size_t hour = (size_t)h;
+    if (r->end_ns && hour && (double)hour == h && h * 3.6e12 >= r->end_ns)
+        hour--;
+    return hour;
 }
 
 /* Token i of snapshot id (write, read and randrw jobs). */
@@ -416,7 +439,7 @@ static void sample(run *r, uint64_t *last_host, double *next_series, br_progress
     if (sb_store_stats(r->st, &s) != SB_OK)
         return;
     double h = sim_hours(r), t = (double)(br_now_ns() - r->t0) / 1e9;
-    size_t hour = (size_t)h;
+    size_t hour = hour_of(r, h);
     if (hour < res->n_hours)
         res->hour_bytes[hour] += s.disk_write_bytes - *last_host;
     *last_host = s.disk_write_bytes;
@@ -563,6 +586,8 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
     r.warp = j->time_warp * 3600.0; /* store ns per real ns */
     for (unsigned i = 0; i < j->n_phases; i++)
         r.total_hours += j->phases[i].hours;
+    if (r.warp)
+        r.end_ns = r.total_hours ? r.total_hours * 3.6e12 : j->runtime_s * 1e9;
     double hours = r.total_hours;
     if (!hours)
         hours = (j->runtime_s ? j->runtime_s : 3600) / 3600 + 1;
@@ -648,8 +673,9 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
             last += res->hour_bytes[h];
         sb_store_stats(r.st, &res->stats);
         /* what the final flush wrote belongs to the last hour sampled */
-        size_t hour = (size_t)res->sim_hours < res->n_hours ? (size_t)res->sim_hours
-                                                             : res->n_hours - 1;
+        size_t hour = hour_of(&r, res->sim_hours);
+        if (hour >= res->n_hours)
+            hour = res->n_hours - 1;
         if (res->stats.disk_write_bytes > before.disk_write_bytes + last)
             res->hour_bytes[hour] += res->stats.disk_write_bytes - before.disk_write_bytes - last;
     }

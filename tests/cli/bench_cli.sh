@@ -3,7 +3,11 @@
 #   - a write, a randread (reopened store, checked restores), a randrw mix
 #     on two threads, a chat, and a time-warped chat under a budget, in one
 #     invocation with --output-format=json: the JSON parses, every job is
-#     there with fio's field names and the wear object, the bytes add up;
+#     there with fio's field names and the wear object, the bytes add up,
+#     the warped day lasts exactly its store-clock hours and no hour
+#     writes more than the budget (nothing here depends on the machine's
+#     speed: rates and how close an hour gets to the budget are the
+#     bench's figures, not this test's);
 #   - terse: one line per job with the documented field count;
 #   - --csv writes each job's series, --plots the PNGs (with gnuplot);
 #   - loops=2: two results, numbered;
@@ -83,14 +87,19 @@ assert m["read"]["total_ios"] > 0 and m["write"]["total_ios"] > 0
 c = jobs["c"]
 assert c["read"]["total_ios"] == c["write"]["total_ios"] > 0
 day = jobs["day"]
-assert abs(day["store_clock_hours"] - 2) < 0.2, day["store_clock_hours"]
+# The warped day ends on the store clock: exactly its 2 hours, however
+# slow the machine (the final flush happens at its end).
+assert day["store_clock_hours"] == 2.0, day["store_clock_hours"]
 hours = day["wear"]["bytes_per_hour"]
 budget = day["wear"]["budget_bytes_per_hour"]
 assert budget == 16 << 20
-# demand 2x: never more than the budget (how close it gets is the bench's
-# figure, not this test's: a slow build may not keep up with the warp)
-assert 0 < hours[0] <= 1.02 * budget, hours
-assert sum(day["wear"]["denied_blocks"].values()) >= 0
+assert len(hours) == 2, hours
+# What the budget promises at any speed: no hour above it (plus the
+# metadata overdraft). How close the 2x hour gets is the bench's figure,
+# not this test's: a loaded machine may not keep up with the warp.
+assert all(h <= 1.02 * budget for h in hours), hours
+assert sum(hours) > 0, hours
+assert sum(hours) <= day["wear"]["host_bytes_written"], (hours, day["wear"])
 PY
 for j in w r mix c day; do
     for s in "" _hours _clat; do
