@@ -226,7 +226,9 @@ static void second_turn_is_warm(void **state)
     assert_int_equal(sb_rt_session_turn(s, a, 60, GEN(&smp, 8), &r), SB_OK);
     assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
     assert_int_equal(r.gen_tokens, 8);
-    assert_true(r.ttft_s > 0 && r.ttft_s <= r.prefill_s + r.restore_s + 1);
+    /* The first token comes after the restore and the prefill (how long
+     * any of them takes is the machine's business, not this test's). */
+    assert_true(r.ttft_s > 0 && r.ttft_s >= r.prefill_s + r.restore_s - 1e-9);
     assert_int_equal(sb_rt_session_turn(s, a + 60, 40, GEN(&smp, 8), &r),
                      SB_OK);
     assert_int_equal(r.cache_mode, SB_RT_CACHE_WARM);
