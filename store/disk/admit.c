@@ -196,6 +196,8 @@ static bool stopped(sb_store *st, sb_blk *b)
     sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR, b);
     d->err_ticket = d->next_ticket++; /* a flush reports it */
     d->err_rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
+    if (d->broken)
+        sb_disk_fault(d, d->err_rc);
     return true;
 }
 

@@ -579,13 +579,20 @@ fail:
     return rc;
 }
 
-void sb_disk_close(sb_store *st, bool crash)
+int sb_disk_close(sb_store *st, bool crash)
 {
     sb_disk *d = st->disk;
     if (!d)
-        return;
+        return SB_OK;
+    pthread_mutex_lock(&st->mu);
+    d->closing = true;
+    pthread_mutex_unlock(&st->mu);
+    int rc = SB_OK;
     if (d->running && !crash && d->mode == SB_WRITE_BACK)
-        sb_disk_flush(st); /* the dirty pages too, not only the queue */
+        rc = sb_disk_flush(st); /* the dirty pages too, not only the queue */
+    /* (Its write and sync errors are in close_rc; an earlier life's are
+     * not this close's.) */
+    rc = rc == SB_ERR_NOMEM ? rc : SB_OK;
     if (d->running) {
         pthread_mutex_lock(&st->mu);
         if (!crash) /* what the budget takes now, then the rest is denied */
@@ -597,8 +604,11 @@ void sb_disk_close(sb_store *st, bool crash)
         pthread_mutex_unlock(&st->mu);
         pthread_join(d->thread, NULL);
     }
+    if (rc == SB_OK && !crash)
+        rc = d->close_rc; /* the writer has stopped: no lock needed */
     st->disk = NULL;
     disk_free(d);
+    return rc;
 }
 
 /* ---- the RAM tier's calls ----------------------------------------------------------- */

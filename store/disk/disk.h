@@ -38,12 +38,18 @@
  * NULL and nothing is left running. */
 int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *io);
 
-/* sb_disk_close -- stop the disk tier. crash false: drain the queue, write
- * every queued block, seal the open segment with its summary, sync, update
- * the superblock. crash true (tests): stop at once, writing nothing more,
- * as if the process died. Called by sb_store_close before the index is
- * freed (mu not held). */
-void sb_disk_close(sb_store *st, bool crash);
+/* sb_disk_close -- stop the disk tier and free it. crash false: drain the
+ * queue (under write-back, every dirty block queued first), write every
+ * queued block, seal the open segment with its summary, sync, update the
+ * superblock. crash true (tests): stop at once, writing nothing more, as
+ * if the process died. Called by sb_store_close before the index is freed
+ * (mu not held).
+ * Returns: SB_OK (everything the close wrote is written and synced; also
+ * for a crash, and without a disk tier); the first error of the close's
+ * own writes, syncs, seal and superblock: SB_ERR_IO, SB_ERR_NOSPC (what it
+ * did not write is lost; what was durable before stays); SB_ERR_NOMEM
+ * (write-back: the dirty blocks could not all be found). */
+int sb_disk_close(sb_store *st, bool crash);
 
 /* sb_disk_committed -- [mu] b (a page or point state just indexed, or
  * indexed earlier by a commit too short to offer it) is offered for

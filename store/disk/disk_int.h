@@ -107,6 +107,9 @@ struct sb_disk {
                                   no room) or SB_ERR_IO */
     uint64_t progress;         /* writes finished so far */
     bool stop, abort;          /* close asked; crash asked */
+    bool closing;              /* sb_disk_close has begun */
+    int close_rc;              /* the first write, sync or seal error since
+                                  closing began: what close returns */
     uint64_t hold_ns;          /* [const] longest single hold */
 
     /* the write budget [mu] (sb_config.write_budget_*; disk.c) */
@@ -178,6 +181,16 @@ struct sb_disk {
 };
 
 /* ---- disk.c: files, superblock, segments ------------------------------------ */
+
+/* sb_disk_fault -- [mu] a write, a sync, a seal or a segment's creation
+ * failed with rc (an sb_err), or a block was not written because the tier
+ * had stopped on one: once the tier is closing, the first such error is
+ * what sb_store_close returns. */
+static inline void sb_disk_fault(sb_disk *d, int rc)
+{
+    if (d->closing && !d->close_rc && rc < 0)
+        d->close_rc = rc;
+}
 
 /* sb_disk_errno -- the sb_err for a negative errno from the I/O layer. */
 int sb_disk_errno(int64_t err);

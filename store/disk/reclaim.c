@@ -319,6 +319,7 @@ void sb_disk_release(sb_disk *d, uint32_t v)
     if (rc != SB_OK) { /* the space may stay taken; nothing is inconsistent */
         pthread_mutex_lock(&d->st->mu);
         d->write_errors++;
+        sb_disk_fault(d, rc);
         pthread_mutex_unlock(&d->st->mu);
     }
 }

@@ -218,8 +218,10 @@ static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
         b->disk = how < 0 ? SB_DISK_FAILED : SB_DISK_NONE;
         if (how < 0 && b->ticket > d->err_ticket)
             d->err_ticket = b->ticket;
-        if (how < 0)
+        if (how < 0) {
             d->err_rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
+            sb_disk_fault(d, d->err_rc);
+        }
     }
     bool offer = b->indexed && b->data &&
                  (how > 0 || b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b));
@@ -763,6 +765,7 @@ static void finish(wstate *w, wslot *s)
             seg->damaged = true; /* the summary would miss it: seal early */
     } else {
         d->write_errors++;
+        sb_disk_fault(d, s->req.result < 0 ? sb_disk_errno(s->req.result) : SB_ERR_IO);
         seg->damaged = true;
         if (!s->b) /* the namespace record is missing: write it again */
             for (size_t i = 0; i < seg->n_ns; i++)
@@ -826,6 +829,7 @@ static void do_sync(wstate *w)
     pthread_mutex_lock(&d->st->mu);
     if (r < 0) {
         d->write_errors++;
+        sb_disk_fault(d, SB_ERR_IO);
         d->err_ticket = upto > d->err_ticket ? upto : d->err_ticket;
         d->err_rc = SB_ERR_IO;
         if (cur != UINT32_MAX)
@@ -926,6 +930,7 @@ static void seal(wstate *w)
     pthread_mutex_lock(&d->st->mu);
     if (rc != SB_OK) {
         d->write_errors++;
+        sb_disk_fault(d, rc);
         if (rc == SB_ERR_NOSPC || rc == SB_ERR_IO)
             d->broken = d->broken ? d->broken : rc;
     }
@@ -1008,6 +1013,7 @@ static void open_segment(wstate *w)
     if (rc != SB_OK) {
         d->broken = rc;
         d->write_errors += rc != SB_ERR_NOSPC;
+        sb_disk_fault(d, rc);
     }
     pthread_mutex_unlock(&d->st->mu);
 }

@@ -350,13 +350,23 @@ SB_API int sb_store_open(const sb_config *cfg, sb_store **out);
 
 /* sb_store_close -- close a store and free everything it holds.
  *
- * With a disk tier it first writes everything queued, seals the open
- * segment with its summary and syncs, so a reopen reads summaries only.
+ * With a disk tier it first writes everything queued (under write-back,
+ * every dirty page first), and pages waiting in the priority pool as far
+ * as the write budget allows now (the rest are denied, RAM-only state that
+ * goes with the store, as any denial), seals the open segment with its
+ * summary and syncs, so a reopen reads summaries only.
  *
  * Every namespace handle, match and page obtained from the store becomes
  * invalid, including pages a runtime still references: release them first.
- * Not thread-safe against other calls on the same store.
- * Returns: SB_OK (also for NULL). */
+ * Not thread-safe against other calls on the same store. The store is
+ * closed and freed whatever the call returns.
+ * Returns: SB_OK (also for NULL and a RAM-only store): everything the
+ * close wrote is written and synced; SB_ERR_IO, SB_ERR_NOSPC: the first
+ * error of the close's own writes, syncs, summary or superblock (what it
+ * did not write is lost; what was durable before the close stays; errors
+ * of earlier writes were reported by the flushes and tickets of their
+ * time and are not repeated here); SB_ERR_NOMEM (write-back: no memory to
+ * find every dirty page, some were not written). */
 SB_API int sb_store_close(sb_store *st);
 
 /* sb_store_flush -- wait until every page and point state committed before
