@@ -7,9 +7,9 @@
  * moment (the writer still running) that keeps, garbles or drops each
  * unsynced 4 KiB unit, and a reopen. After each: the open succeeds, every
  * sequence acknowledged durable (put before a flush that returned SB_OK,
- * or put under commit durability) restores in full, and whatever any
- * sequence restores is bit-exact (a restore that meets a damaged page
- * returns the shorter valid prefix).
+ * a put whose outcome said durable, a ticket whose wait said SB_OK)
+ * restores in full, and whatever any sequence restores is bit-exact (a
+ * restore that meets a damaged page returns the shorter valid prefix).
  *
  * faults: EIO, ENOSPC and a short write at the Nth I/O operation, for every
  * N a clean run performs: the store keeps serving every sequence from RAM,
@@ -86,19 +86,25 @@ static void new_seq(world *w)
     w->n++;
 }
 
-/* Put sequence s (with its point state). Returns the put's code. */
-static int put(sb_store *st, seq *s)
+/* Put sequence s (with its point state); its outcome in *oc (may be
+ * NULL). Returns the put's code. */
+static int put_oc(sb_store *st, seq *s, sb_write_outcome *oc)
 {
     const tu_layout *l = lay_of(s);
     sb_ns *ns = ns_of(st, s);
     void **state = tu_state(l, s->tok, s->n);
     void *point = tu_point(l, s->tok, s->n);
     size_t stored = 0;
-    int rc = sb_ns_put(ns, s->tok, s->n, (const void *const *)state, point, &stored);
+    int rc = sb_ns_put_ex(ns, s->tok, s->n, (const void *const *)state, point, &stored, oc);
     free(point);
     tu_free_state(l, state);
     sb_ns_close(ns);
     return rc;
+}
+
+static int put(sb_store *st, seq *s)
+{
+    return put_oc(st, s, NULL);
 }
 
 /* Match and restore s: whatever comes back is bit-exact; a durable
@@ -191,10 +197,18 @@ static void crash_round(uint64_t seed)
             if (r < 5 || w.n == 0) {
                 new_seq(&w);
                 seq *s = &w.s[(w.n - 1) % MAX_SEQ];
-                rc = put(st, s);
+                sb_write_outcome oc;
+                rc = put_oc(st, s, &oc);
                 assert_true(rc == SB_OK || rc == SB_ERR_BUDGET);
-                if (rc == SB_OK && c.durability == SB_DURABILITY_COMMIT &&
-                    c.write_mode != SB_WRITE_BACK)
+                /* COMMIT: durable on return, in every write mode (unless
+                 * the outcome says why not); else now and then a wait on
+                 * the ticket makes it so. */
+                if (rc == SB_OK && c.durability == SB_DURABILITY_COMMIT && !oc.denied &&
+                    !oc.deferred)
+                    assert_int_equal(oc.durable, 1);
+                if (rc == SB_OK && !oc.durable && tu_rand(&w.rng) % 4 == 0)
+                    oc.durable = sb_store_wait_durable(st, oc.ticket, SB_WAIT_FOREVER) == SB_OK;
+                if (rc == SB_OK && oc.durable)
                     s->durable = true;
             } else if (r < 7) {
                 /* Everything put so far survives once a flush succeeds,

@@ -446,6 +446,7 @@ static void disk_free(sb_disk *d)
         sb_io_close(d->wio, d->sb_fd);
     sb_io_destroy(d->rio);
     sb_io_destroy(d->wio);
+    sb_tkt_free_all(d); /* (every block a ticket waited for is let go) */
     free(d->segs);
     free(d->pool);
     pthread_cond_destroy(&d->work_cv);
@@ -469,6 +470,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->sb_fd = -1;
     d->cur = UINT32_MAX;
     d->next_ticket = 1;
+    d->next_wt = 1;
     d->next_seq = 1;
     d->next_seg_id = 1;
     d->qd = cfg->queue_depth;
@@ -668,19 +670,12 @@ static int wait_synced(sb_store *st, uint64_t first, uint64_t last)
     return d->err_rc ? d->err_rc : SB_ERR_IO;
 }
 
-int sb_disk_durable(sb_store *st, uint64_t ticket)
-{
-    sb_disk *d = st->disk;
-    if (!d || d->durability != SB_DURABILITY_COMMIT)
-        return SB_OK;
-    return wait_synced(st, ticket, d->next_ticket - 1);
-}
-
 /* Write-back: queue a dirty resident block (sb_radix_visit's order puts
- * parents before children). [mu] */
+ * parents before children; one waiting in the pool under COMMIT waits on
+ * for the budget). [mu] */
 static void queue_dirty(void *ctx, sb_blk *b)
 {
-    if (b->disk == SB_DISK_NONE)
+    if (b->disk == SB_DISK_NONE && !b->pool_at)
         sb_disk_enqueue(ctx, b);
 }
 

@@ -18,6 +18,7 @@
 #include "format.h"
 
 typedef struct sb_disk sb_disk;
+typedef struct sb_wrun sb_wrun; /* a run of failed tickets (ticket.c) */
 
 /* An entry of the priority pool (admit.c): a block and its place. */
 typedef struct sb_pool_ent {
@@ -61,6 +62,15 @@ typedef struct sb_seg {
     uint32_t holds;            /* [mu] matches holding a CLEAN block here
                                   (sb_disk_match) and reads in flight: it
                                   is not deleted while any does */
+    uint64_t synced_end;       /* [mu] data_end at its last good sync */
+    bool suspect;              /* [mu] a write or a sync in it failed: its
+                                  records from suspect_from on may not be
+                                  found again (a scan stops at the hole
+                                  until a summary is written; a sync after
+                                  a failed one may succeed without the
+                                  data reaching the device), so no ticket
+                                  counts them durable */
+    uint64_t suspect_from;     /* [mu] */
 } sb_seg;
 
 /* Where a block's record is (a copy taken under st->mu). */
@@ -172,6 +182,18 @@ struct sb_disk {
     uint64_t store_id;
     uint64_t next_seq;         /* [w] */
     uint64_t durable_seq;      /* [mu] */
+
+    /* durability tickets [mu] (ticket.c) */
+    uint64_t next_wt;          /* the next ticket handed out, from 1 */
+    sb_wset **wsets;           /* (n_wsets) pending, ascending ticket */
+    size_t n_wsets, wsets_cap;
+    size_t wsets_reserved;     /* places taken by calls under way
+                                  (n_wsets + wsets_reserved <= wsets_cap) */
+    sb_wrun *wruns;            /* (n_wruns) failed tickets no longer
+                                  pending, as ascending runs */
+    size_t n_wruns, wruns_cap;
+    uint64_t wforgot;          /* tickets up to it that are not pending or
+                                  in a run are forgotten (0: none) */
 
     /* counters [mu] */
     uint64_t write_bytes, read_bytes;
@@ -290,6 +312,24 @@ static inline void sb_disk_pending_add(sb_disk *d, uint64_t bytes)
  * Returns: SB_OK; SB_ERR_CORRUPT; SB_ERR_IO; SB_ERR_NOMEM. */
 int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,
                         uint8_t *payload);
+
+/* ---- ticket.c ------------------------------------------------------------------ */
+
+/* What happens to a block reaches the tickets waiting for it. [mu]
+ *   sb_tkt_queued    b entered the writer's queue
+ *   sb_tkt_resolved  b was written (ok; its ticket field set), or will not
+ *                    be (denied, its write failed, it left the index)
+ *   sb_tkt_short     b, new, is not offered: its commit is too short
+ *   sb_tkt_synced    a sync ran: the queue's tickets up to synced_ticket
+ *                    are synced when ok, else every ticket with a block
+ *                    written after before (the last good synced_ticket)
+ *                    fails
+ *   sb_tkt_free_all  the tier closes: every pending ticket goes */
+void sb_tkt_queued(sb_disk *d, sb_blk *b);
+void sb_tkt_resolved(sb_disk *d, sb_blk *b, bool ok);
+void sb_tkt_short(sb_disk *d, sb_blk *b);
+void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok);
+void sb_tkt_free_all(sb_disk *d);
 
 /* ---- writer.c ------------------------------------------------------------------ */
 

@@ -179,6 +179,11 @@ enum sb_err {
     SB_ERR_FORMAT = -18,         /* not a snapbank store, or a damaged one */
     SB_ERR_UNSUPPORTED = -19,    /* the feature is not available in this build */
     SB_ERR_NO_POINT = -20,       /* a point state is needed and there is none */
+    SB_ERR_PENDING = -22,        /* a ticket's state is not durable yet: its
+                                    writes are queued, waiting or dirty */
+    SB_ERR_NOT_DURABLE = -23,    /* a ticket's state will never be durable: a
+                                    write it needs was denied or failed (it
+                                    is in RAM only), or there is no disk */
 };
 
 /* sb_strerror -- a short English description of an sb_err code.
@@ -192,17 +197,35 @@ SB_API const char *sb_strerror(int err);
 
 typedef struct sb_store sb_store;
 
-/* When the disk tier makes a written page durable. */
+/* When the disk tier makes a written page durable (synced). Whatever the
+ * mode, sb_write_outcome says per call what was written, and its ticket
+ * when the state becomes durable ("Durability of one call" below). */
 typedef enum sb_durability {
-    SB_DURABILITY_NONE = 0,     /* flush at close only */
+    SB_DURABILITY_NONE = 0,     /* synced at a flush, a ticket's wait and close */
     SB_DURABILITY_PERIODIC = 1, /* group commit every sync_bytes or sync_interval_ms */
-    SB_DURABILITY_COMMIT = 2,   /* every commit is durable before it returns */
+    SB_DURABILITY_COMMIT = 2,   /* each put and commit writes its state and
+                                   waits until it is synced before it
+                                   returns, in every write mode (write-back
+                                   too: the pages are written at once).
+                                   What the tier does not write stays in RAM
+                                   and the call still returns SB_OK: the
+                                   outcome says durable 0 and why (denied:
+                                   budget, backlog, capacity, short -- a
+                                   sequence under min_prefix_tokens is not
+                                   written, COMMIT or not; set it to 1 to
+                                   write every length -- or deferred:
+                                   waiting in the priority pool for the
+                                   write budget, not waited for; its ticket
+                                   turns durable once the pool writes it) */
 } sb_durability;
 
 /* When dirty pages reach the disk tier. */
 typedef enum sb_write_mode {
     SB_WRITE_THROUGH = 0, /* written when committed */
-    SB_WRITE_BACK = 1,    /* written when the RAM tier evicts them */
+    SB_WRITE_BACK = 1,    /* written when the RAM tier evicts them, at a
+                             flush, at close, and when a ticket's wait asks
+                             for them; under SB_DURABILITY_COMMIT when
+                             committed, as write-through */
     SB_WRITE_ONLY = 2,    /* written when committed, never restored from disk */
 } sb_write_mode;
 
@@ -264,12 +287,15 @@ typedef struct sb_config {
     uint32_t min_prefix_tokens;   /* shortest sequence worth writing: a
                                      commit or put of fewer tokens writes
                                      nothing to the disk tier (denial
-                                     "short"; its pages are written if a
-                                     longer sequence through them is
-                                     committed later; write-back: a page no
-                                     indexed sequence of this length goes
-                                     through is not written). Default 512;
-                                     0 or 1: every length */
+                                     "short", in its outcome too; its pages
+                                     are written if a longer sequence
+                                     through them is committed later;
+                                     write-back: a page no indexed sequence
+                                     of this length goes through is not
+                                     written). It holds under COMMIT
+                                     durability too: such a call returns
+                                     SB_OK with durable 0. Default 512; 0 or
+                                     1: every length */
     uint32_t queue_depth;         /* io_uring queue depth; default 32 */
     sb_durability durability;     /* default SB_DURABILITY_PERIODIC */
     sb_write_mode write_mode;     /* default SB_WRITE_THROUGH */
@@ -435,6 +461,91 @@ typedef enum sb_deny {
  * "short".
  * Returns: a static string, never NULL ("unknown" when out of range). */
 SB_API const char *sb_deny_name(int reason);
+
+/* ============================================================================
+ * Durability of one call
+ * ============================================================================
+ *
+ * sb_ns_put_ex and sb_ns_commit_ex say what the call did for the disk tier
+ * in an sb_write_outcome, and hand out a ticket that sb_store_is_durable
+ * and sb_store_wait_durable answer for, so a caller can tie durability to
+ * one call without reading stats (which other threads change meanwhile).
+ *
+ * A ticket stands for the state the call stored: the pages of the tokens
+ * it left restorable (*n_stored for a put) and the point state it stored,
+ * including pages earlier calls stored that are still being written. It
+ * is durable once every one of them is written and synced: a crash (kill
+ * -9, a power cut) and a reopen then restore that state whole. (Later
+ * decisions of the cache may still drop it: reclamation under the disk
+ * cap, a record found damaged.) It is never durable when one
+ * of them was denied (sb_deny: write budget, backlog, capacity, parent,
+ * short) or its write failed: that state is in RAM only, and waiting on
+ * the ticket says so at once (SB_ERR_NOT_DURABLE, not a timeout).
+ *
+ * When it turns durable:
+ *   SB_DURABILITY_COMMIT    before the call returns (outcome.durable 1),
+ *                           unless a block was denied, failed, or waits in
+ *                           the priority pool for the write budget (the
+ *                           call does not wait for the pool: the ticket
+ *                           turns durable when the pool writes it).
+ *   SB_DURABILITY_PERIODIC  at the next sync (sync_bytes, sync_interval_ms);
+ *   SB_DURABILITY_NONE      at a flush or close;
+ *                           in both, a wait on the ticket asks the writer
+ *                           for its writes and a sync at once.
+ * Under SB_WRITE_BACK (without COMMIT) the pages are written when evicted
+ * or flushed; waiting on the ticket queues them.
+ *
+ * Tickets belong to one open store and rise from 1. 0 is never durable:
+ * a call that failed or stored nothing, and every call on a RAM-only
+ * store, gets 0. The store remembers a failed ticket among its last 4096
+ * runs of failed tickets (consecutive failures are one run); a ticket
+ * older than the oldest remembered is answered SB_ERR_RANGE.
+ */
+
+/* What one put or commit did for the disk tier. "Blocks" are pages and
+ * point states of the call's state (see above). */
+typedef struct sb_write_outcome {
+    uint64_t ticket;          /* for sb_store_wait_durable and
+                                 sb_store_is_durable; 0: never durable */
+    int durable;              /* 1: the state was written and synced when
+                                 the call returned */
+    uint32_t pages_new;       /* pages the call added to the index */
+    uint32_t points_new;      /* point states it added (0 or 1) */
+    uint32_t queued;          /* blocks the call queued for the writer
+                                 (written since, or still queued) */
+    uint32_t written;         /* ...of them written and synced when it
+                                 returned (under COMMIT all of them, unless
+                                 a write failed) */
+    uint32_t deferred;        /* blocks waiting in the priority pool for the
+                                 write budget or the backlog */
+    uint32_t dirty;           /* write-back without COMMIT: blocks to be
+                                 written when evicted or flushed */
+    uint32_t denied;          /* blocks that will not be written: the sum of
+                                 denied_by */
+    uint32_t denied_by[SB_DENY__COUNT]; /* ...by reason (sb_deny). Blocks an
+                                 earlier call left unwritten count too, so
+                                 this may exceed what the stats'
+                                 disk_denials grew by */
+} sb_write_outcome;
+
+#define SB_WAIT_FOREVER 0xFFFFFFFFu /* sb_store_wait_durable: no timeout */
+
+/* sb_store_wait_durable -- wait until the state of ticket (an
+ * sb_write_outcome's) is durable, for at most timeout_ms milliseconds of
+ * real time (0: do not wait; SB_WAIT_FOREVER: no limit). While it waits
+ * the writer is asked to write what the ticket needs now (partial pages,
+ * under write-back its dirty pages) and to sync after; pages waiting in
+ * the priority pool still wait for the write budget. Thread-safe.
+ * Returns: SB_OK (durable); SB_ERR_PENDING (not yet when the time ran
+ * out); SB_ERR_NOT_DURABLE (never: a write it needs was denied or failed,
+ * or the ticket is 0, or the store has no disk tier); SB_ERR_RANGE (a
+ * ticket this store never handed out, or one too old to remember);
+ * SB_ERR_INVAL (NULL st). Nothing is changed but the writer's hurry. */
+SB_API int sb_store_wait_durable(sb_store *st, uint64_t ticket, uint32_t timeout_ms);
+
+/* sb_store_is_durable -- the state of ticket now: sb_store_wait_durable
+ * with timeout 0. Returns: as sb_store_wait_durable. */
+SB_API int sb_store_is_durable(sb_store *st, uint64_t ticket);
 
 /* Counters and gauges of a store. Counters only grow; gauges are current. */
 typedef struct sb_stats {
@@ -673,7 +784,8 @@ SB_API size_t sb_ns_tensor_offset(const sb_ns *ns, uint32_t t);
  * Copy mode
  * ========================================================================== */
 
-/* sb_ns_put -- store the state of tokens[0, n_tokens) from caller buffers.
+/* sb_ns_put_ex -- store the state of tokens[0, n_tokens) from caller
+ * buffers, and say what became of it on the disk tier.
  *
  * tensors[t] points at n_tokens * bytes_per_token[t] bytes: the slice of
  * token i of tensor t at tensors[t] + i * bytes_per_token[t]. point, when
@@ -688,14 +800,33 @@ SB_API size_t sb_ns_tensor_offset(const sb_ns *ns, uint32_t t);
  * that is restorable from the index when the call returns, point-state
  * requirements aside (n_tokens on SB_OK); 0 on other errors.
  *
- * Returns: SB_OK (everything restorable, the point stored); SB_ERR_BUDGET
- * (the budgets could not hold every new page or the point state: *n_stored
- * tokens are restorable -- fewer than n_tokens, or all of them when only
- * the point was refused -- and the point, if any, was not stored; nothing
- * else changed); SB_ERR_INVAL
+ * With a disk tier the new pages (and the point) are offered to it as the
+ * write mode says; under SB_DURABILITY_COMMIT the call waits until they
+ * are written and synced. What the tier does not write stays in RAM: that
+ * is an outcome, not an error. *out (when not NULL) receives, on SB_OK and
+ * SB_ERR_BUDGET, the outcome for the state of the *n_stored tokens (and
+ * the point when it was stored; ticket 0 when *n_stored is 0); zeroes on
+ * other errors. Thread-safe.
+ *
+ * Returns: SB_OK (everything restorable, the point stored; on disk or not,
+ * as *out says); SB_ERR_BUDGET (the budgets could not hold every new page
+ * or the point state: *n_stored tokens are restorable -- fewer than
+ * n_tokens, or all of them when only the point was refused -- and the
+ * point, if any, was not stored; nothing else changed); SB_ERR_INVAL
  * (NULL ns, tokens or tensors, a NULL tensor pointer, a point for a layout
  * without points); SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS; SB_ERR_NOMEM
- * (nothing stored). */
+ * (nothing stored, except that a put larger than the disk tier's backlog,
+ * which streams out a chunk at a time, keeps the chunks it committed
+ * before: *n_stored is 0 all the same, and a match finds them). Write and
+ * sync failures of the disk tier are never returned: they show in *out
+ * (denied, SB_DENY_ERROR) and in the ticket. */
+SB_API int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                        const void *const *tensors, const void *point,
+                        size_t *n_stored, sb_write_outcome *out);
+
+/* sb_ns_put -- sb_ns_put_ex without the outcome (out NULL): the same
+ * effects and the same returns. SB_OK does not say the state reached the
+ * disk tier: ask sb_ns_put_ex for that. */
 SB_API int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                      const void *const *tensors, const void *point,
                      size_t *n_stored);
@@ -831,9 +962,16 @@ SB_API int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep);
  * Committed pages are immutable. point, when not NULL, is copied
  * as the point state at n_tokens.
  *
- * Returns: SB_OK; SB_ERR_INVAL (NULL argument or page, one page given for
- * two regions, a point for a layout without points); SB_ERR_NO_TOKENS;
- * SB_ERR_TOO_MANY_TOKENS;
+ * With a disk tier the new pages (and the point) are offered to it as the
+ * write mode says; under SB_DURABILITY_COMMIT the call waits until they
+ * are written and synced (see sb_ns_put_ex: what the tier does not write
+ * is an outcome, not an error). Thread-safe (pages aside: see
+ * Conventions).
+ *
+ * Returns: SB_OK (the tokens are restorable, on disk or not as the
+ * outcome of sb_ns_commit_ex says); SB_ERR_INVAL (NULL argument or page,
+ * one page given for two regions, a point for a layout without points);
+ * SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS;
  * SB_ERR_FOREIGN_PAGE (a page of another namespace); SB_ERR_PAGE_STATE (a
  * committed page given for tokens other than its own: call
  * sb_page_writable first); SB_ERR_BUDGET, SB_ERR_NOMEM (no room for the
@@ -841,6 +979,13 @@ SB_API int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep);
  * indexed or replaced. */
 SB_API int sb_ns_commit(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                         sb_page **pages, const void *point);
+
+/* sb_ns_commit_ex -- sb_ns_commit, and *out (when not NULL) receives what
+ * became of the state of tokens[0, n_tokens) (and the point) on the disk
+ * tier (sb_write_outcome; zeroes on failure).
+ * Returns: as sb_ns_commit. */
+SB_API int sb_ns_commit_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                           sb_page **pages, const void *point, sb_write_outcome *out);
 
 /* sb_match_pages -- new references to pages [first, first + count) of a
  * match, for a runtime's page table. The last page of a match may hold more
