@@ -89,8 +89,16 @@
  *
  * Errors. Every call that can fail returns int: 0 (SB_OK) on success or a
  * negative value of enum sb_err. errno is never the interface.
- * sb_strerror() names each code. Unless a call says otherwise, a call that
- * fails has changed nothing.
+ * sb_strerror() names each code. A negative code means the call failed;
+ * each call's Returns lists every code it can return and what is true
+ * after each, and unless it says otherwise a call that fails has changed
+ * nothing. What a call did that is not a failure is a result, not a code:
+ * a put or commit whose state the disk tier did not write (denied, or a
+ * write error) returns SB_OK, its state in RAM, and says so in its
+ * sb_write_outcome (sb_ns_put_ex, sb_ns_commit_ex). Two codes report part
+ * of a call done, each stating exactly what: SB_ERR_BUDGET from a put (a
+ * prefix stored), SB_ERR_CORRUPT and SB_ERR_IO from a restore (the match
+ * shrank to what could be read).
  *
  * Ownership. "Owned by the caller" means the caller frees it with the named
  * function. "Borrowed until X" means valid until X is called. sb_*_close(NULL),
@@ -361,10 +369,13 @@ SB_API void sb_config_default(sb_config *cfg);
  *
  * On success *out is owned by the caller; close it with sb_store_close().
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved
- * fields nonzero, compress_level over 22, max_seq_tokens 0 or above 2^31 - 1, a disk setting out
- * of range: queue_depth 0 or over 4096, segment_bytes under 64 KiB or not
- * a multiple of 4096 or over 1 TiB, sync_interval_ms 0, a nonzero disk_bytes under
- * segment_bytes; dir not a directory);
+ * fields nonzero, compress_level over 22, max_seq_tokens 0 or above 2^31 - 1,
+ * durability or write_mode not one of their enum's values, a disk setting
+ * out of range: queue_depth 0 or over 4096, segment_bytes under 64 KiB or
+ * not a multiple of 4096 or over 1 TiB, sync_interval_ms 0, a nonzero
+ * disk_bytes under segment_bytes, write_budget_bytes_per_hour under 1 MiB,
+ * backlog_bytes 0; dir not a directory); SB_ERR_UNSUPPORTED (a big-endian
+ * host: the format is little-endian);
  * SB_ERR_NOMEM; SB_ERR_LOCKED (another process has the directory open: a
  * message naming its pid is written to stderr); SB_ERR_VERSION (the store
  * was written by an unknown format version: it is left untouched);
@@ -397,13 +408,18 @@ SB_API int sb_store_close(sb_store *st);
 
 /* sb_store_flush -- wait until every page and point state committed before
  * the call is written to the disk tier and synced (durable). Partial pages
- * waiting to be written late are written too. SB_OK at once for a RAM-only
- * store.
- * Returns: SB_OK; SB_ERR_IO (a write failed since the store opened: those
- * pages stay in RAM only, see disk_write_errors); SB_ERR_NOSPC (the tier's
- * cap or file system is full: it writes no more, see disk_write_denials);
- * SB_ERR_INVAL (NULL). Pages the tier did not admit (write budget,
- * backlog: disk_denials) stay RAM-only and do not make it fail. */
+ * waiting to be written late are written too, and under write-back every
+ * dirty page; pages waiting in the priority pool are written as far as
+ * the write budget allows now. SB_OK at once for a RAM-only store. For
+ * one call's state, a ticket (sb_store_wait_durable) says more precisely.
+ * Returns: SB_OK (everything written is synced); SB_ERR_IO (a write or a
+ * sync failed since the store opened: those pages stay in RAM only, see
+ * disk_write_errors; the rest is synced); SB_ERR_NOSPC (the tier's cap or
+ * file system is full: it writes no more until room returns, see
+ * disk_write_denials); SB_ERR_NOMEM (write-back: no memory to find every
+ * dirty page; those found are written); SB_ERR_INVAL (NULL). Pages the
+ * tier did not admit (write budget, backlog, short: disk_denials) stay
+ * RAM-only and do not make it fail. */
 SB_API int sb_store_flush(sb_store *st);
 
 /* sb_store_foreground -- mark the start (busy nonzero) or the end (busy 0)
@@ -738,7 +754,8 @@ typedef struct sb_layout {
  * namespace; its pages outlive the handles (they belong to the store).
  * layout and scope are read during the call only.
  *
- * On success *out is owned by the caller: close it with sb_ns_close().
+ * On success *out is owned by the caller: close it with sb_ns_close(); on
+ * failure *out is NULL (when out is not NULL).
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, scope too long);
  * SB_ERR_LAYOUT (no model identity or one too long, no tensors or too many,
  * a tensor of 0 bytes per token, unknown flags, SB_LAYOUT_POINT_REQUIRED
@@ -914,8 +931,11 @@ typedef struct sb_page sb_page;
  * and writable, with unspecified contents. It counts against the budgets
  * at once (evicting unpinned pages if needed).
  * On success *out is owned by the caller: one reference, dropped with
- * sb_page_unref() (or kept after sb_ns_commit, which takes its own).
- * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_BUDGET; SB_ERR_NOMEM. */
+ * sb_page_unref() (or kept after sb_ns_commit, which takes its own); on
+ * failure *out is NULL (when out is not NULL).
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument); SB_ERR_BUDGET (the budgets
+ * are full of pinned pages: pages evicted to look for room stay evicted,
+ * see Budgets); SB_ERR_NOMEM. */
 SB_API int sb_ns_page_alloc(sb_ns *ns, sb_page **out);
 
 /* sb_page_data -- the page's bytes. Borrowed while the caller holds a
@@ -928,7 +948,7 @@ SB_API void *sb_page_data(sb_page *p);
  * state (0 for a fresh page). Returns: the count; 0 for NULL. */
 SB_API uint32_t sb_page_tokens(const sb_page *p);
 
-/* sb_page_ref -- take another reference. Returns: p. */
+/* sb_page_ref -- take another reference. Returns: p (NULL for NULL). */
 SB_API sb_page *sb_page_ref(sb_page *p);
 
 /* sb_page_unref -- drop a reference; the page is freed with the last one.
@@ -945,7 +965,9 @@ SB_API void sb_page_unref(sb_page *p);
  *
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, n_keep > page_tokens,
  * n_keep > the tokens the page holds when it is committed);
- * SB_ERR_FOREIGN_PAGE; SB_ERR_BUDGET; SB_ERR_NOMEM (*page unchanged). */
+ * SB_ERR_FOREIGN_PAGE (a page of another namespace, or a point state);
+ * SB_ERR_BUDGET; SB_ERR_NOMEM. On failure *page is unchanged and the
+ * caller keeps its reference. */
 SB_API int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep);
 
 /* sb_ns_commit -- index tokens[0, n_tokens) with the caller's pages.
