@@ -92,6 +92,12 @@ static const key KEYS[] = {
 
 static const char *const RW_NAMES[] = { "write", "read", "randread", "randrw", "chat" };
 
+const char *bj_durability_name(int durability)
+{
+    static const char *const names[] = { "none", "periodic", "commit" };
+    return durability >= 0 && durability <= SB_DURABILITY_COMMIT ? names[durability] : "?";
+}
+
 const char *bj_rw_name(bj_rw rw)
 {
     return (unsigned)rw < 5 ? RW_NAMES[rw] : "unknown";
@@ -247,15 +253,12 @@ static int set(bj_job *j, const key *k, const char *v)
             }
         return -1;
     case K_DUR:
-        if (!strcmp(v, "none"))
-            *(int *)p = SB_DURABILITY_NONE;
-        else if (!strcmp(v, "periodic"))
-            *(int *)p = SB_DURABILITY_PERIODIC;
-        else if (!strcmp(v, "commit"))
-            *(int *)p = SB_DURABILITY_COMMIT;
-        else
-            return -1;
-        return 0;
+        for (int i = SB_DURABILITY_NONE; i <= SB_DURABILITY_COMMIT; i++)
+            if (!strcmp(v, bj_durability_name(i))) {
+                *(int *)p = i;
+                return 0;
+            }
+        return -1;
     case K_SIZES:
         return parse_sizes(v, j);
     case K_PHASES:

@@ -58,6 +58,7 @@ typedef struct worker {
     snap *snaps;               /* what it wrote (read jobs restore these) */
     size_t n_snaps, snaps_cap;
     br_side write, read;       /* its own counts; merged at the end */
+    br_durability dur;         /* ...and its puts' outcomes */
     int failed;
     bool joined;
 } worker;
@@ -146,6 +147,21 @@ static bool stamps_ok(const run *r, const uint32_t *tok, uint32_t n, const uint8
     return true;
 }
 
+void br_durability_add(br_durability *d, const sb_write_outcome *oc)
+{
+    if (!oc->ticket)
+        return; /* RAM only, or nothing stored */
+    d->puts++;
+    d->durable += oc->durable != 0;
+    d->pending += !oc->durable && !oc->denied;
+    d->never += oc->denied != 0;
+    d->queued += oc->queued;
+    d->written += oc->written;
+    d->deferred += oc->deferred;
+    d->dirty += oc->dirty;
+    d->denied += oc->denied;
+}
+
 void br_lat_add(br_lat *l, uint64_t ns)
 {
     if (l->n == l->cap) {
@@ -203,8 +219,9 @@ static int put_tokens(worker *w, uint32_t n, uint32_t fresh, br_side *side)
     run *r = w->r;
     fill(r, w->tok, 0, n, w->buf);
     const void *in[1] = { w->buf };
+    sb_write_outcome oc;
     uint64_t t = br_now_ns();
-    int rc = sb_ns_put(r->ns, w->tok, n, in, NULL, NULL);
+    int rc = sb_ns_put_ex(r->ns, w->tok, n, in, NULL, NULL, &oc);
     t = br_now_ns() - t;
     if (rc != SB_OK && rc != SB_ERR_BUDGET) { /* BUDGET: RAM full, partly stored */
         fail(w, "put", rc);
@@ -217,6 +234,7 @@ static int put_tokens(worker *w, uint32_t n, uint32_t fresh, br_side *side)
         side->ops++;
         br_lat_add(&side->lat, t);
         atomic_fetch_add(&r->wbytes, bytes);
+        br_durability_add(&w->dur, &oc);
     }
     return 0;
 }
@@ -561,14 +579,19 @@ static int open_store(run *r, const char *dir)
     return 0;
 }
 
-static void close_store(run *r)
+/* Close the job's store. Returns 0, or -1 when its close failed (its
+ * last writes or syncs: printed). */
+static int close_store(run *r)
 {
     if (r->ns)
         sb_ns_close(r->ns);
-    if (r->st)
-        sb_store_close(r->st);
+    int rc = r->st ? sb_store_close(r->st) : SB_OK;
+    if (rc != SB_OK)
+        fprintf(stderr, "snapbank bench: job '%s': closing the store: %s\n", r->j->name,
+                sb_strerror(rc));
     r->ns = NULL;
     r->st = NULL;
+    return rc == SB_OK ? 0 : -1;
 }
 
 int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
@@ -639,7 +662,8 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
             fprintf(stderr, "snapbank bench: job '%s': flush: %s\n", j->name, sb_strerror(rc));
             rc = -1;
         }
-        close_store(&r);
+        if (close_store(&r) && rc == 0)
+            rc = -1;
         if (rc == 0)
             rc = open_store(&r, dir);
         atomic_store(&r.written, 0);
@@ -679,7 +703,8 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
         if (res->stats.disk_write_bytes > before.disk_write_bytes + last)
             res->hour_bytes[hour] += res->stats.disk_write_bytes - before.disk_write_bytes - last;
     }
-    close_store(&r);
+    if (close_store(&r) && rc == 0)
+        rc = -1;
     bd_close(dec);
     for (unsigned i = 0; ws && i < n_w; i++) {
         br_side *sides[2] = { &ws[i].write, &ws[i].read };
@@ -691,6 +716,10 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
                 br_lat_add(&into[k]->lat, sides[k]->lat.ns[x]);
             free(sides[k]->lat.ns);
         }
+        br_durability *d = &res->dur, *e = &ws[i].dur;
+        d->puts += e->puts, d->durable += e->durable, d->pending += e->pending;
+        d->never += e->never, d->queued += e->queued, d->written += e->written;
+        d->deferred += e->deferred, d->dirty += e->dirty, d->denied += e->denied;
         free(ws[i].buf);
         free(ws[i].got);
         free(ws[i].tok);

@@ -5,6 +5,8 @@
 #     run's logits bit-identical to a cold run of the same prompt;
 #   - a chat session resumed by a second process: cold, warm_prefix, ssd;
 #   - `snapbank stat`: the bank's pages and its lifetime writes;
+#   - --durability commit: each turn reports its pages written and durable;
+#     a prompt under --min-prefix reports them denied "short";
 #   - --ssd-session-cache off and write-only: no disk restores;
 #   - usage and file errors: exit 2 / 1 with the fault named.
 set -eu
@@ -63,6 +65,21 @@ grep -q "alice *1  ssd" "$work/c2" || fail "resumed chat not ssd: $(cat "$work/c
     --script "$work/s1" -n 4 --table > "$work/c3" 2> /dev/null
 grep -q "carol *1  cold" "$work/c3" || fail "another scope was not cold: $(cat "$work/c3")"
 
+# durability: under commit a turn's pages are written and synced when it
+# reports; a prompt shorter than --min-prefix is not written, and says why
+"$bin" run "$m" $t --prompt "$p1" -n 2 --min-prefix 1 --bank-dir "$work/b3" --durability commit \
+    > /dev/null 2> "$work/d1"
+grep -q "disk_write=queued:[1-9][0-9]*,written:[1-9][0-9]*,denied:0 durable=yes" "$work/d1" ||
+    fail "commit durability: $(cat "$work/d1")"
+"$bin" run "$m" $t --prompt "$p1" -n 2 --bank-dir "$work/b4" --durability commit \
+    > /dev/null 2> "$work/d2"
+grep -q "denied:[1-9][0-9]*(short:[1-9][0-9]*) durable=no" "$work/d2" ||
+    fail "a short prompt under commit: $(cat "$work/d2")"
+"$bin" chat "$m" $t --min-prefix 1 --bank-dir "$work/b3" --session dora --durability commit \
+    --script "$work/s2" -n 2 --table > "$work/d3" 2> /dev/null
+grep -q "durable" "$work/d3" && grep -q "dora *1  .* yes " "$work/d3" ||
+    fail "chat table durability: $(cat "$work/d3")"
+
 # --ssd-session-cache off: nothing on disk to restore; write-only: written, never read
 for mode in off write-only; do
     d=$work/b-$mode
@@ -85,6 +102,8 @@ printf 'garbage' > "$work/b2/sessions/bad.session"
 [ $? -eq 1 ] && grep -q "bad.session" "$work/e3" || fail "a damaged session file: $(cat "$work/e3")"
 "$bin" run "$m" $t --prompt x --ssd-session-cache sometimes > /dev/null 2> /dev/null
 [ $? -eq 2 ] || fail "a bad --ssd-session-cache was accepted"
+"$bin" run "$m" $t --prompt x --durability eventually > /dev/null 2> /dev/null
+[ $? -eq 2 ] || fail "a bad --durability was accepted"
 set -e
 rm -rf "$work"
 echo "session_cli: ok"
