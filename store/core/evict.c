@@ -156,7 +156,9 @@ unindex:
     if (b->kind == SB_BLK_PAGE && !sb_radix_is_leaf_page(b)) { /* 6: cut */
         uint64_t pages = ns->indexed_pages, bytes = st->indexed_bytes;
         sb_evicted_note(st, &b->key);
+        sb_blk_ref(b); /* (the index's reference goes in the drop) */
         sb_disk_drop(ns, b); /* and 7 */
+        sb_blk_unref(b);
         st->stats.evictions += pages - ns->indexed_pages;
         st->stats.evicted_bytes += bytes - st->indexed_bytes;
     } else if (b->kind == SB_BLK_PAGE) {

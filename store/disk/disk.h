@@ -237,7 +237,8 @@ int sb_disk_load(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
 
 /* sb_disk_drop -- remove b from the index with every page and point state
  * that depends on it (deepest leaf pages first): a record that failed, a
- * segment reclaimed, a cut page evicted (evict.c). [mu] (dread.c) */
+ * segment reclaimed, a cut page evicted (evict.c). The caller holds a
+ * reference to b besides the index's. [mu] (dread.c) */
 void sb_disk_drop(struct sb_ns *ns, sb_blk *b);
 
 /* sb_disk_flush -- wait until every block queued before the call is written
