@@ -27,6 +27,8 @@
  *   commit_ex          zero-copy commits report the same outcome
  *   hurry              NONE durability: past 1024 pending tickets the
  *                      oldest is made durable without anyone waiting
+ *   forget             past 4096 runs of failed tickets the oldest tickets
+ *                      answer SB_ERR_RANGE; recent ones still answer
  *   faults             EIO, ENOSPC or a short write at every I/O operation,
  *                      under PERIODIC and COMMIT: puts return SB_OK (RAM
  *                      keeps the state), and every ticket that says durable
@@ -486,6 +488,44 @@ static void test_durable_hurry(void **state)
     sb_io_destroy(io);
 }
 
+/* Failed tickets are remembered as runs, 4096 at most: past that the
+ * oldest are forgotten (SB_ERR_RANGE, durable and failed alike), the
+ * recent ones still answered. Short puts (failed) alternate with durable
+ * ones, so no two failures share a run. */
+static void test_durable_forget(void **state)
+{
+    (void)state;
+    sb_io *io = NULL;
+    assert_int_equal(sb_io_mem_new(&io), 0);
+    sb_config c = config(SB_DURABILITY_COMMIT, SB_WRITE_THROUGH);
+    c.min_prefix_tokens = 8;
+    c.segment_bytes = 1 << 20;
+    c.disk_bytes = 1ull << 30;
+    sb_store *st = open_mem(&c, io);
+    sb_ns *ns = tu_ns(st, &LA, "forget");
+    uint64_t first_short = 0, first_long = 0, last_short = 0, last_long = 0;
+    for (uint32_t i = 0; i < 4200; i++) {
+        uint32_t tok[8] = { i, 7, 7, 7, 1, 2, 3, 4 };
+        sb_write_outcome a, b;
+        assert_int_equal(tu_put_ex(ns, &LA, tok, 4, false, NULL, &a), SB_OK); /* short */
+        assert_int_equal(a.durable, 0);
+        tok[1] = 9; /* another sequence */
+        assert_int_equal(tu_put_ex(ns, &LA, tok, 8, false, NULL, &b), SB_OK);
+        assert_int_equal(b.durable, 1);
+        first_short = first_short ? first_short : a.ticket;
+        first_long = first_long ? first_long : b.ticket;
+        last_short = a.ticket;
+        last_long = b.ticket;
+    }
+    assert_int_equal(sb_store_is_durable(st, last_short), SB_ERR_NOT_DURABLE);
+    assert_int_equal(sb_store_is_durable(st, last_long), SB_OK);
+    assert_int_equal(sb_store_is_durable(st, first_short), SB_ERR_RANGE);
+    assert_int_equal(sb_store_is_durable(st, first_long), SB_ERR_RANGE);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
 /* ---- faults ---------------------------------------------------------------------- */
 
 #define F_SEQ 8
@@ -675,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_durable_supersede),
         cmocka_unit_test(test_durable_commit_ex),
         cmocka_unit_test(test_durable_hurry),
+        cmocka_unit_test(test_durable_forget),
         cmocka_unit_test(test_durable_nomem),
         cmocka_unit_test(test_durable_ram_only),
         cmocka_unit_test(test_durable_faults),

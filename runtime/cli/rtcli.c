@@ -58,6 +58,17 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return 0;
 }
 
+/* s is one of names[0, n): *out = vals[i]. Returns 0 or -1. */
+static int parse_word(const char *s, const char *const *names, const int *vals, int n, int *out)
+{
+    for (int i = 0; s && i < n; i++)
+        if (!strcmp(s, names[i])) {
+            *out = vals[i];
+            return 0;
+        }
+    return -1;
+}
+
 static int parse_float(const char *s, float lo, float hi, float *out)
 {
     if (!s || !*s)
@@ -102,17 +113,13 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
     else if (!strcmp(a, "--scope"))
         bad = v ? (o->scope = v, 0) : -1;
     else if (!strcmp(a, "--ssd-session-cache"))
-        bad = !v                          ? -1
-              : !strcmp(v, "on")          ? (o->ssd = RT_SSD_ON, 0)
-              : !strcmp(v, "off")         ? (o->ssd = RT_SSD_OFF, 0)
-              : !strcmp(v, "write-only")  ? (o->ssd = RT_SSD_WRITE_ONLY, 0)
-                                          : -1;
+        bad = parse_word(v, (const char *const[]){ "on", "off", "write-only" },
+                         (const int[]){ RT_SSD_ON, RT_SSD_OFF, RT_SSD_WRITE_ONLY }, 3, &o->ssd);
     else if (!strcmp(a, "--durability"))
-        bad = !v                        ? -1
-              : !strcmp(v, "periodic")  ? (o->durability = SB_DURABILITY_PERIODIC, 0)
-              : !strcmp(v, "commit")    ? (o->durability = SB_DURABILITY_COMMIT, 0)
-              : !strcmp(v, "none")      ? (o->durability = SB_DURABILITY_NONE, 0)
-                                        : -1;
+        bad = parse_word(v, (const char *const[]){ "periodic", "commit", "none" },
+                         (const int[]){ SB_DURABILITY_PERIODIC, SB_DURABILITY_COMMIT,
+                                        SB_DURABILITY_NONE },
+                         3, &o->durability);
     else if (!strcmp(a, "--print-token-ids"))
         return o->print_ids = 1, 1;
     else if (!strcmp(a, "--stop-at-eos"))

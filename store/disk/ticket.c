@@ -113,10 +113,10 @@ static void table_remove(sb_disk *d, const sb_wset *ws)
     }
 }
 
-/* Remember that ticket id failed. */
-static void runs_add(sb_disk *d, uint64_t id)
+/* The first failed run that ends at id or later (n_wruns: none). */
+static size_t runs_at(const sb_disk *d, uint64_t id)
 {
-    size_t lo = 0, hi = d->n_wruns; /* the first run with hi >= id */
+    size_t lo = 0, hi = d->n_wruns;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (d->wruns[mid].hi < id)
@@ -124,6 +124,19 @@ static void runs_add(sb_disk *d, uint64_t id)
         else
             hi = mid;
     }
+    return lo;
+}
+
+static bool runs_has(const sb_disk *d, uint64_t id)
+{
+    size_t i = runs_at(d, id);
+    return i < d->n_wruns && d->wruns[i].lo <= id;
+}
+
+/* Remember that ticket id failed. */
+static void runs_add(sb_disk *d, uint64_t id)
+{
+    size_t lo = runs_at(d, id);
     if (lo < d->n_wruns && d->wruns[lo].lo <= id)
         return; /* in it already */
     if (lo > 0 && d->wruns[lo - 1].hi + 1 == id) { /* extends the run before */
@@ -158,19 +171,6 @@ static void runs_add(sb_disk *d, uint64_t id)
     memmove(d->wruns + lo + 1, d->wruns + lo, (d->n_wruns - lo) * sizeof *d->wruns);
     d->wruns[lo] = (sb_wrun){ id, id };
     d->n_wruns++;
-}
-
-static bool runs_has(const sb_disk *d, uint64_t id)
-{
-    size_t lo = 0, hi = d->n_wruns;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (d->wruns[mid].hi < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < d->n_wruns && d->wruns[lo].lo <= id;
 }
 
 /* ---- nodes ------------------------------------------------------------------------ */
