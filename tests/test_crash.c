@@ -380,7 +380,7 @@ static void close_sweep(int err, int want)
     static world w0, w;
     memset(&w0, 0, sizeof w0);
     w0.rng = 77;
-    for (int i = 0; i < 12; i++)
+    for (int i = 0; i < 6; i++)
         new_seq(&w0);
     for (int i = 0; i < w0.n; i++)
         w0.s[i].durable = true; /* what a close that says SB_OK promises */
@@ -416,9 +416,9 @@ static void close_sweep(int err, int want)
     }
     print_message("close fault %d: %d of %llu operations made it fail\n", err, failed,
                   (unsigned long long)total);
-    /* The records' writes (12 sequences: more than 12 records) at least;
+    /* The records' writes (6 sequences: more than 6 records) at least;
      * with EIO and ENOSPC also the syncs, the summary, the superblock. */
-    assert_true(failed > (err ? (int)total / 2 : 12));
+    assert_true(failed > (err ? (int)total / 2 : 6));
 }
 
 static void test_crash_close_eio(void **state)
