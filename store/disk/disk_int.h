@@ -66,10 +66,14 @@ typedef struct sb_seg {
     bool suspect;              /* [mu] a write or a sync in it failed: its
                                   records from suspect_from on may not be
                                   found again (a scan stops at the hole
-                                  until a summary is written; a sync after
-                                  a failed one may succeed without the
-                                  data reaching the device), so no ticket
-                                  counts them durable */
+                                  until a summary is written), or not be
+                                  on the device, so no ticket counts them
+                                  durable. A good seal lifts it after a
+                                  failed write (the summary lists what
+                                  follows the hole), never after a failed
+                                  sync (a later fdatasync may succeed
+                                  without the data reaching the device) */
+    bool sync_failed;          /* [mu] ...a sync failed */
     uint64_t suspect_from;     /* [mu] */
 } sb_seg;
 

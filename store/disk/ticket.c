@@ -34,6 +34,20 @@
  *                             sync fails every ticket with a block written
  *                             since the last good one (what was written
  *                             may not be on the device)
+ *   a failed write (writer.c) the same, and what its segment took since
+ *                             its last good sync is suspect: a scan stops
+ *                             at the hole until a summary describes what
+ *                             follows, so no ticket counts those records
+ *                             durable (suspect()) until the segment is
+ *                             sealed (after a failed sync: for good)
+ *
+ * A wait (sb_store_wait_durable) hurries the writer for what its ticket
+ * needs (push): its queue written now, partial pages too, a sync after,
+ * and under write-back its dirty blocks queued. Past SB_TKT_PENDING_MAX
+ * pending tickets the oldest is hurried the same way, so a store whose
+ * durability syncs rarely (NONE) does not hold tickets for good. A call
+ * that asked for no outcome (a COMMIT call's own wait) drops its ticket
+ * when it returns: nobody can ask for it.
  *
  * Pending write sets sit in d->wsets in ticket order (a ticket is handed
  * out when its set enters, so appending keeps the order). A failed set
@@ -43,7 +57,9 @@
  * answered SB_ERR_RANGE). An issued ticket neither pending nor failed is
  * durable.
  *
- * Everything here runs with st->mu held.
+ * Thread safety: everything here runs with st->mu held, except
+ * sb_disk_wset_new and sb_disk_wset_free (unlocked) and the public calls
+ * sb_store_wait_durable and sb_store_is_durable, which take it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -455,6 +471,8 @@ static void push(sb_disk *d, sb_wset *ws)
  * call could have queued). */
 static void tally(const sb_disk *d, const sb_blk *b, uint64_t t0, sb_write_outcome *oc)
 {
+    if (!b->indexed)
+        return; /* superseded or dropped meanwhile: no longer the state's */
     switch (b->disk) {
     case SB_DISK_CLEAN:
         if (suspect(d, b))

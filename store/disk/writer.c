@@ -854,6 +854,7 @@ static void do_sync(wstate *w)
         d->err_rc = SB_ERR_IO;
         if (cur != UINT32_MAX) {
             d->segs[cur].damaged = true;
+            d->segs[cur].sync_failed = true;
             suspect(&d->segs[cur]);
         }
     } else {
@@ -953,6 +954,8 @@ static void seal(wstate *w)
     do_sync(w);
     int rc = sb_disk_seg_seal(d, cur);
     pthread_mutex_lock(&d->st->mu);
+    if (rc == SB_OK && !d->segs[cur].sync_failed)
+        d->segs[cur].suspect = false; /* its summary lists what follows a hole */
     if (rc != SB_OK) {
         d->write_errors++;
         sb_disk_fault(d, rc);
