@@ -505,7 +505,8 @@ SB_API const char *sb_deny_name(int reason);
  *                           call does not wait for the pool: the ticket
  *                           turns durable when the pool writes it).
  *   SB_DURABILITY_PERIODIC  at the next sync (sync_bytes, sync_interval_ms);
- *   SB_DURABILITY_NONE      at a flush or close;
+ *   SB_DURABILITY_NONE      at a flush or close (or once 1024 tickets
+ *                           wait: the oldest is then synced);
  *                           in both, a wait on the ticket asks the writer
  *                           for its writes and a sync at once.
  * Under SB_WRITE_BACK (without COMMIT) the pages are written when evicted
