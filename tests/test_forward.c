@@ -616,7 +616,7 @@ static void warm_equals_cold_one(const char *preset, const char *dtype)
     sb_rt_kv kv;
     assert_int_equal(sb_rt_kv_init(&kv, w.m, w.ns), SB_OK);
     assert_int_equal(sb_rt_forward(c, &kv, t, PROMPT, SB_RT_LOGITS_NONE, NULL), SB_OK);
-    assert_int_equal(sb_rt_kv_commit(&kv, NULL), SB_OK);
+    assert_int_equal(sb_rt_kv_commit(&kv, NULL, NULL), SB_OK);
     sb_rt_kv_fini(&kv);
     float *lg = malloc(PROMPT * V * sizeof *lg);
     for (size_t L = 1; L < PROMPT; L++) {

@@ -298,10 +298,12 @@ static void test_recover_write_amplification(void **state)
     sb_store_close(st);
 }
 
+/* Wait for done (up to ten minutes: a generous bound for a thread to be
+ * scheduled, never a figure the test relies on). */
 static sb_stats poll_stats(sb_store *st, int (*done)(const sb_stats *))
 {
     sb_stats s = tu_stats(st);
-    for (int i = 0; i < 1000 && !done(&s); i++) {
+    for (int i = 0; i < 60000 && !done(&s); i++) {
         usleep(10000);
         s = tu_stats(st);
     }
@@ -324,8 +326,10 @@ static int drained(const sb_stats *s)
 }
 
 /* While a foreground phase is marked the writer writes nothing new (its
- * hold here is a minute), except for a flush; marks nest; the end of the
- * last mark lets it write at once. */
+ * hold here is a day, longer than any machine takes to run the test, so
+ * nothing below depends on its speed), except for a flush; marks nest;
+ * the end of the last mark lets it write at once (a writer not woken
+ * would wait out the day and the last poll would give up). */
 static void test_recover_foreground_holds_writer(void **state)
 {
     (void)state;
@@ -335,7 +339,7 @@ static void test_recover_foreground_holds_writer(void **state)
     cfg.dir = g_dir;
     cfg.segment_bytes = 1 << 20;
     cfg.disk_bytes = 1ull << 30;
-    cfg.foreground_hold_ms = 60000;
+    cfg.foreground_hold_ms = 24u * 3600u * 1000u;
     sb_store *st;
     assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
     sb_ns *ns = tu_ns(st, &LA, "fg");
@@ -368,7 +372,6 @@ static void test_recover_foreground_holds_writer(void **state)
     sb_stats s3 = poll_stats(st, drained);
     assert_int_equal(s3.disk_queued_bytes, 0);
     assert_true(s3.disk_write_bytes > s2.disk_write_bytes);
-    assert_true(s3.disk_holdback_ns < 50ull * 1000000000ull); /* woken, not timed out */
     assert_int_equal(sb_store_foreground(st, 0), SB_ERR_INVAL);
     sb_ns_close(ns);
     tu_check(st);

@@ -267,7 +267,9 @@ static void second_turn_is_warm(void **state)
     assert_int_equal(sb_rt_session_turn(s, a, 60, GEN(&smp, 8), &r), SB_OK);
     assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
     assert_int_equal(r.gen_tokens, 8);
-    assert_true(r.ttft_s > 0 && r.ttft_s <= r.prefill_s + r.restore_s + 1);
+    /* The first token comes after the restore and the prefill (how long
+     * any of them takes is the machine's business, not this test's). */
+    assert_true(r.ttft_s > 0 && r.ttft_s >= r.prefill_s + r.restore_s - 1e-9);
     assert_int_equal(sb_rt_session_turn(s, a + 60, 40, GEN(&smp, 8), &r),
                      SB_OK);
     assert_int_equal(r.cache_mode, SB_RT_CACHE_WARM);
@@ -308,6 +310,17 @@ static void ssd_after_reopen_one(const char *preset)
     bank_open(&b, m, dir, NULL, 64u << 20);
     sb_rt_turn r = turn(&b, NULL, 0, a, N, 5, gen0, NULL);
     assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    /* What the disk tier made of the turn: every page of the conversation
+     * (prompt and answer) and its point state queued, nothing denied; the
+     * ticket stands for all of it. */
+    size_t pages = (N + 5 + 15) / 16;
+    assert_true(r.disk.ticket > 0);
+    /* the prompt's 7 pages (the last partial), then the answer's longer
+     * last page in its place */
+    assert_int_equal(r.disk.pages_new, (N + 15) / 16 + 1);
+    assert_int_equal(r.disk.denied, 0);
+    assert_true(r.disk.queued >= pages + 1);
+    assert_int_equal(sb_store_wait_durable(b.st, r.disk.ticket, SB_WAIT_FOREVER), SB_OK);
     bank_close(&b);
     uint32_t hist[N + 5];
     memcpy(hist, a, N * 4);

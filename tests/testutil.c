@@ -163,6 +163,17 @@ void tu_put(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, boo
     tu_free_state(l, state);
 }
 
+int tu_put_ex(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, bool with_point,
+              size_t *stored, sb_write_outcome *oc)
+{
+    void **state = tu_state(l, tokens, n);
+    void *point = with_point ? tu_point(l, tokens, n) : NULL;
+    int rc = sb_ns_put_ex(ns, tokens, n, (const void *const *)state, point, stored, oc);
+    free(point);
+    tu_free_state(l, state);
+    return rc;
+}
+
 sb_store *tu_store_pages(uint64_t ram_pages)
 {
     sb_config cfg;

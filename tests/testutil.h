@@ -64,6 +64,11 @@ size_t tu_match_verify(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, si
 void tu_put(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, bool with_point,
             int want);
 
+/* sb_ns_put_ex of tokens[0, n) with synthetic state (and a point when
+ * with_point); returns its code. stored and oc as sb_ns_put_ex's. */
+int tu_put_ex(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, bool with_point,
+              size_t *stored, sb_write_outcome *oc);
+
 /* Open a RAM-only store whose budget is ram_pages pages. */
 sb_store *tu_store_pages(uint64_t ram_pages);
 

@@ -172,6 +172,16 @@ static void jput(char *buf, size_t cap, size_t *len, const char *fmt, ...)
         *len += (size_t)k;
 }
 
+/* ,"key":{"reason":v,...} for an array of n counters indexed by reason. */
+static void by_reason(char *buf, size_t cap, size_t *len, const char *key,
+                      const char *(*name)(int), const uint64_t *v, int n)
+{
+    jput(buf, cap, len, ",\"%s\":{", key);
+    for (int i = 0; i < n; i++)
+        jput(buf, cap, len, "%s\"%s\":%llu", i ? "," : "", name(i), (unsigned long long)v[i]);
+    jput(buf, cap, len, "}");
+}
+
 typedef struct gen_sink {
     uint32_t *out;
     size_t n, cap;
@@ -218,9 +228,22 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
          r.est_read_s, r.est_recompute_s, r.restore_s, r.prefill_s, r.ttft_s, r.decode_s,
          r.prefill_tok_s, r.decode_tok_s);
     if (r.commit_rc == SB_OK)
-        jput(report, report_cap, &len, "null}");
+        jput(report, report_cap, &len, "null");
     else
-        jput(report, report_cap, &len, "\"%s\"}", sb_strerror(r.commit_rc));
+        jput(report, report_cap, &len, "\"%s\"", sb_strerror(r.commit_rc));
+    const sb_write_outcome *d = &r.disk;
+    const char *durable = !d->ticket ? "null" : d->durable ? "\"yes\""
+                          : d->denied ? "\"no\"" : "\"pending\"";
+    jput(report, report_cap, &len,
+         ",\"durable\":%s,\"disk\":{\"ticket\":%llu,\"pages_new\":%u,\"points_new\":%u,"
+         "\"queued\":%u,\"written\":%u,\"deferred\":%u,\"dirty\":%u,\"denied\":%u",
+         durable, (unsigned long long)d->ticket, d->pages_new, d->points_new, d->queued,
+         d->written, d->deferred, d->dirty, d->denied);
+    uint64_t by[SB_DENY__COUNT];
+    for (int i = 0; i < SB_DENY__COUNT; i++)
+        by[i] = d->denied_by[i];
+    by_reason(report, report_cap, &len, "denied_by", sb_deny_name, by, SB_DENY__COUNT);
+    jput(report, report_cap, &len, "}}");
     return len < report_cap ? SB_OK : SB_ERR_RANGE;
 }
 
@@ -252,16 +275,6 @@ _Static_assert(sizeof(sb_stats) ==
                    (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +
                        2 * SB_MISS__COUNT * 8 + 2 * SB_DENY__COUNT * 8,
                "sb_stats changed: update SB_STATS_U64 in capi.c");
-
-/* ,"key":{"reason":v,...} for an array of n counters indexed by reason. */
-static void by_reason(char *buf, size_t cap, size_t *len, const char *key,
-                      const char *(*name)(int), const uint64_t *v, int n)
-{
-    jput(buf, cap, len, ",\"%s\":{", key);
-    for (int i = 0; i < n; i++)
-        jput(buf, cap, len, "%s\"%s\":%llu", i ? "," : "", name(i), (unsigned long long)v[i]);
-    jput(buf, cap, len, "}");
-}
 
 int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
 {
@@ -296,6 +309,8 @@ size_t sbrt_sizeof(int which)
         return sizeof(sb_match_info);
     case 3:
         return sizeof(sb_ns_info);
+    case 4:
+        return sizeof(sb_write_outcome);
     }
     return 0;
 }

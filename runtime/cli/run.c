@@ -201,6 +201,7 @@ int sb_cli_run(int argc, char **argv)
 out:
     free(prompt);
     free(logits);
-    rt_env_close(&e);
+    if (rt_env_close(&e, "run", &o.rt) && !ret)
+        ret = 1;
     return ret;
 }

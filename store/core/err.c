@@ -24,6 +24,8 @@ static const char *const err_text[] = {
     [18] = "not a snapbank store, or a damaged one",
     [19] = "not supported in this build",
     [20] = "no point state at that position",
+    [22] = "not durable yet",
+    [23] = "never durable: a write it needs was denied or failed",
 };
 
 const char *sb_strerror(int err)

@@ -446,6 +446,7 @@ static void disk_free(sb_disk *d)
         sb_io_close(d->wio, d->sb_fd);
     sb_io_destroy(d->rio);
     sb_io_destroy(d->wio);
+    sb_tkt_free_all(d); /* (every block a ticket waited for is let go) */
     free(d->segs);
     free(d->pool);
     pthread_cond_destroy(&d->work_cv);
@@ -469,6 +470,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->sb_fd = -1;
     d->cur = UINT32_MAX;
     d->next_ticket = 1;
+    d->next_wt = 1;
     d->next_seq = 1;
     d->next_seg_id = 1;
     d->qd = cfg->queue_depth;
@@ -579,13 +581,20 @@ fail:
     return rc;
 }
 
-void sb_disk_close(sb_store *st, bool crash)
+int sb_disk_close(sb_store *st, bool crash)
 {
     sb_disk *d = st->disk;
     if (!d)
-        return;
+        return SB_OK;
+    pthread_mutex_lock(&st->mu);
+    d->closing = true;
+    pthread_mutex_unlock(&st->mu);
+    int rc = SB_OK;
     if (d->running && !crash && d->mode == SB_WRITE_BACK)
-        sb_disk_flush(st); /* the dirty pages too, not only the queue */
+        rc = sb_disk_flush(st); /* the dirty pages too, not only the queue */
+    /* (Its write and sync errors are in close_rc; an earlier life's are
+     * not this close's.) */
+    rc = rc == SB_ERR_NOMEM ? rc : SB_OK;
     if (d->running) {
         pthread_mutex_lock(&st->mu);
         if (!crash) /* what the budget takes now, then the rest is denied */
@@ -597,8 +606,11 @@ void sb_disk_close(sb_store *st, bool crash)
         pthread_mutex_unlock(&st->mu);
         pthread_join(d->thread, NULL);
     }
+    if (rc == SB_OK && !crash)
+        rc = d->close_rc; /* the writer has stopped: no lock needed */
     st->disk = NULL;
     disk_free(d);
+    return rc;
 }
 
 /* ---- the RAM tier's calls ----------------------------------------------------------- */
@@ -658,19 +670,12 @@ static int wait_synced(sb_store *st, uint64_t first, uint64_t last)
     return d->err_rc ? d->err_rc : SB_ERR_IO;
 }
 
-int sb_disk_durable(sb_store *st, uint64_t ticket)
-{
-    sb_disk *d = st->disk;
-    if (!d || d->durability != SB_DURABILITY_COMMIT)
-        return SB_OK;
-    return wait_synced(st, ticket, d->next_ticket - 1);
-}
-
 /* Write-back: queue a dirty resident block (sb_radix_visit's order puts
- * parents before children). [mu] */
+ * parents before children; one waiting in the pool under COMMIT waits on
+ * for the budget). [mu] */
 static void queue_dirty(void *ctx, sb_blk *b)
 {
-    if (b->disk == SB_DISK_NONE)
+    if (b->disk == SB_DISK_NONE && !b->pool_at)
         sb_disk_enqueue(ctx, b);
 }
 

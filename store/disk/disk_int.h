@@ -18,6 +18,7 @@
 #include "format.h"
 
 typedef struct sb_disk sb_disk;
+typedef struct sb_wrun sb_wrun; /* a run of failed tickets (ticket.c) */
 
 /* An entry of the priority pool (admit.c): a block and its place. */
 typedef struct sb_pool_ent {
@@ -61,6 +62,19 @@ typedef struct sb_seg {
     uint32_t holds;            /* [mu] matches holding a CLEAN block here
                                   (sb_disk_match) and reads in flight: it
                                   is not deleted while any does */
+    uint64_t synced_end;       /* [mu] data_end at its last good sync */
+    bool suspect;              /* [mu] a write or a sync in it failed: its
+                                  records from suspect_from on may not be
+                                  found again (a scan stops at the hole
+                                  until a summary is written), or not be
+                                  on the device, so no ticket counts them
+                                  durable. A good seal lifts it after a
+                                  failed write (the summary lists what
+                                  follows the hole), never after a failed
+                                  sync (a later fdatasync may succeed
+                                  without the data reaching the device) */
+    bool sync_failed;          /* [mu] ...a sync failed */
+    uint64_t suspect_from;     /* [mu] */
 } sb_seg;
 
 /* Where a block's record is (a copy taken under st->mu). */
@@ -107,6 +121,9 @@ struct sb_disk {
                                   no room) or SB_ERR_IO */
     uint64_t progress;         /* writes finished so far */
     bool stop, abort;          /* close asked; crash asked */
+    bool closing;              /* sb_disk_close has begun */
+    int close_rc;              /* the first write, sync or seal error since
+                                  closing began: what close returns */
     uint64_t hold_ns;          /* [const] longest single hold */
 
     /* the write budget [mu] (sb_config.write_budget_*; disk.c) */
@@ -170,6 +187,18 @@ struct sb_disk {
     uint64_t next_seq;         /* [w] */
     uint64_t durable_seq;      /* [mu] */
 
+    /* durability tickets [mu] (ticket.c) */
+    uint64_t next_wt;          /* the next ticket handed out, from 1 */
+    sb_wset **wsets;           /* (n_wsets) pending, ascending ticket */
+    size_t n_wsets, wsets_cap;
+    size_t wsets_reserved;     /* places taken by calls under way
+                                  (n_wsets + wsets_reserved <= wsets_cap) */
+    sb_wrun *wruns;            /* (n_wruns) failed tickets no longer
+                                  pending, as ascending runs */
+    size_t n_wruns, wruns_cap;
+    uint64_t wforgot;          /* tickets up to it that are not pending or
+                                  in a run are forgotten (0: none) */
+
     /* counters [mu] */
     uint64_t write_bytes, read_bytes;
     uint64_t write_errors, read_errors, checksum_failures, denials;
@@ -178,6 +207,16 @@ struct sb_disk {
 };
 
 /* ---- disk.c: files, superblock, segments ------------------------------------ */
+
+/* sb_disk_fault -- [mu] a write, a sync, a seal or a segment's creation
+ * failed with rc (an sb_err), or a block was not written because the tier
+ * had stopped on one: once the tier is closing, the first such error is
+ * what sb_store_close returns. */
+static inline void sb_disk_fault(sb_disk *d, int rc)
+{
+    if (d->closing && !d->close_rc && rc < 0)
+        d->close_rc = rc;
+}
 
 /* sb_disk_errno -- the sb_err for a negative errno from the I/O layer. */
 int sb_disk_errno(int64_t err);
@@ -278,9 +317,23 @@ static inline void sb_disk_pending_add(sb_disk *d, uint64_t bytes)
 int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,
                         uint8_t *payload);
 
-/* sb_disk_drop -- remove b from the index with every page and point state
- * that depends on it (deepest leaf pages first). [mu] */
-void sb_disk_drop(sb_ns *ns, sb_blk *b);
+/* ---- ticket.c ------------------------------------------------------------------ */
+
+/* What happens to a block reaches the tickets waiting for it. [mu]
+ *   sb_tkt_queued    b entered the writer's queue
+ *   sb_tkt_resolved  b was written (ok; its ticket field set), or will not
+ *                    be (denied, its write failed, it left the index)
+ *   sb_tkt_short     b, new, is not offered: its commit is too short
+ *   sb_tkt_synced    a sync ran: the queue's tickets up to synced_ticket
+ *                    are synced when ok, else every ticket with a block
+ *                    written after before (the last good synced_ticket)
+ *                    fails
+ *   sb_tkt_free_all  the tier closes: every pending ticket goes */
+void sb_tkt_queued(sb_disk *d, sb_blk *b);
+void sb_tkt_resolved(sb_disk *d, sb_blk *b, bool ok);
+void sb_tkt_short(sb_disk *d, sb_blk *b);
+void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok);
+void sb_tkt_free_all(sb_disk *d);
 
 /* ---- writer.c ------------------------------------------------------------------ */
 

@@ -580,7 +580,7 @@ static int insert_leaf(rctx *c, rrec *leaf, rrec **chain, uint32_t *tokens, sb_b
             rc = SB_ERR_NOMEM;
     }
     if (rc == SB_OK)
-        rc = sb_commit_locked(ns, tokens, n, pages, NULL, false);
+        rc = sb_commit_locked(ns, tokens, n, pages, NULL, false, NULL);
     for (size_t r = r0; r < n_reg; r++) {
         if (!pages[r])
             continue;
@@ -624,7 +624,7 @@ static int insert_point(rctx *c, rrec *p, rrec **chain, uint32_t *tokens, sb_blk
     if (w.m == L) {
         memset(pages, 0, ((L + pt - 1) / pt) * sizeof *pages);
         sb_blk *b = disk_block(ns, p, SB_BLK_POINT);
-        rc = b ? sb_commit_locked(ns, tokens, L, pages, b, false) : SB_ERR_NOMEM;
+        rc = b ? sb_commit_locked(ns, tokens, L, pages, b, false, NULL) : SB_ERR_NOMEM;
         if (b && b->indexed) {
             sb_disk_count(st, b, 1);
             c->d->rec_points++;
