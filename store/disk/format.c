@@ -206,6 +206,19 @@ int sb_rec_peek(const void *buf, size_t len, uint32_t *head_bytes)
     return SB_OK;
 }
 
+bool sb_rec_other_version(const void *buf, size_t len, uint64_t off)
+{
+    const uint8_t *p = buf;
+    if (!buf || len < SB_REC_FIXED || get32(p + R_MAGIC) != SB_REC_MAGIC)
+        return false;
+    unsigned version = get16(p + R_VERSION);
+    if (version == SB_FMT_VERSION || version == SB_REC_VERSION_COMPRESSED)
+        return false;
+    uint64_t body = 4ull * get32(p + R_NTOKENS) + get32(p + R_EXTRA);
+    return body <= len - SB_REC_FIXED &&
+           get64(p + R_HEADHASH) == head_hash(p, (uint32_t)body, off);
+}
+
 int sb_rec_decode(const void *buf, size_t len, uint64_t off, sb_rec_head *h,
                   const uint32_t **tokens, const void **extra)
 {
@@ -337,6 +350,16 @@ int sb_super_encode(const sb_super *s, void *buf)
     put64(wear + 16, s->wear_reinsert);
     put64(p + s->slot_bytes - 8, XXH3_64bits(p, s->slot_bytes - 8));
     return SB_OK;
+}
+
+bool sb_super_other_version(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    if (!buf || len < SB_SUPER_FIXED + 8 || get64(p + S_MAGIC) != SB_SUPER_MAGIC)
+        return false;
+    uint16_t version = get16(p + S_VERSION);
+    return (version < 1 || version > SB_SUPER_VERSION) &&
+           get64(p + len - 8) == XXH3_64bits(p, len - 8);
 }
 
 int sb_super_decode(const void *buf, size_t len, sb_super *s, sb_super_seg *segs,

@@ -249,6 +249,13 @@ int sb_rec_peek(const void *buf, size_t len, uint32_t *head_bytes);
 int sb_rec_decode(const void *buf, size_t len, uint64_t off, sb_rec_head *h,
                   const uint32_t **tokens, const void **extra);
 
+/* sb_rec_other_version -- is buf[0, len) (read from file offset off) the
+ * head of a record of another format version: the magic, a version this
+ * code does not read, and a head hash that holds where this version keeps
+ * it (so not damage to the version field, which the hash covers)? A
+ * reader never rewrites what such a record's store holds. */
+bool sb_rec_other_version(const void *buf, size_t len, uint64_t off);
+
 /* sb_rec_head_hash -- the head hash of the head at head (its fixed fields
  * and body_bytes of token IDs and extra after them) for file offset off:
  * what sb_rec_encode stores at offset 120. */
@@ -337,6 +344,12 @@ int sb_super_encode(const sb_super *s, void *buf);
  * (more segments than max_segs). */
 int sb_super_decode(const void *buf, size_t len, sb_super *s, sb_super_seg *segs,
                     uint32_t max_segs);
+
+/* sb_super_other_version -- is the slot buf[0, len) one of another format
+ * version: the magic, a version this code does not read, and the slot hash
+ * over buf[0, len - 8) holding (a slot whose version field was damaged
+ * fails it, and is damage, not another version)? */
+bool sb_super_other_version(const void *buf, size_t len);
 
 /* ---- summary ------------------------------------------------------------------- */
 

@@ -2,9 +2,9 @@
  * (snapbank_fsck.h says what is checked and what counts as damage).
  *
  * Read-only: the one call here that writes is the lock. Every read goes
- * through a posix sb_io and a 1 MiB window (segments are never read whole;
- * a payload is hashed as it streams through the window), so memory stays
- * at the window plus the superblock and one summary.
+ * through a posix sb_io and scan.h's 1 MiB window (segments are never read
+ * whole; a payload is hashed as it streams through the window), so memory
+ * stays at the window plus the superblock and one summary.
  *
  * The walk:
  *
@@ -23,25 +23,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "format.h"
 #include "io.h"
+#include "scan.h"
 
-#define WIN_BYTES (1u << 20)        /* read window */
 #define PROGRESS_STEP (4ull << 20)  /* progress calls at least this far apart */
 #define SLOT_MAX (256u << 20)       /* a larger superblock slot is damage */
 
-_Static_assert(WIN_BYTES >= SB_REC_HEAD_MAX, "a whole record head fits the window");
 
 /* The state of one check. */
 typedef struct fsck {
     sb_io *io;                   /* posix backend on DIR */
-    uint8_t *win;                /* (WIN_BYTES) read window */
-    int win_fd;                  /* file the window holds; -1: none */
-    uint64_t win_off;            /* file offset of win[0], a multiple of 4096 */
-    size_t win_len;              /* valid bytes; < WIN_BYTES: the file ends there */
-    XXH3_state_t *xxh;           /* payload hash, streamed */
+    sb_scan sc;                  /* the read window (sc.win NULL until a
+                                    segment is checked) */
     uint64_t segment_bytes;      /* from the superblock */
     sb_fsck_progress_fn progress;
     void *ctx;
@@ -64,22 +59,6 @@ static int from_errno(int64_t err)
     return err == -ENOMEM ? SB_ERR_NOMEM : SB_ERR_IO;
 }
 
-/* Read len bytes at off, retrying short reads. Returns the bytes read (fewer
- * than len only where the file ends) or a negative errno. */
-static int64_t read_full(sb_io *io, int fd, void *buf, size_t len, uint64_t off)
-{
-    size_t got = 0;
-    while (got < len) {
-        int64_t n = sb_io_pread(io, fd, (uint8_t *)buf + got, len - got, off + got);
-        if (n < 0)
-            return n;
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    return (int64_t)got;
-}
-
 /* ---- progress --------------------------------------------------------------- */
 
 static void report_progress(fsck *f, bool force)
@@ -97,28 +76,10 @@ static void tick(fsck *f, uint64_t pos)
     report_progress(f, false);
 }
 
-/* ---- the read window ------------------------------------------------------------ */
-
-/* Make [off, off + len) of fd readable at *p (len <= WIN_BYTES). Window
- * bases are record offsets or payload chunk starts, all multiples of 4096,
- * so *p is as aligned as the data it holds (namespace descriptions are
- * read in place). Returns: the bytes available at *p (fewer than len only
- * where the file ends); a negative errno. */
-static int64_t win_get(fsck *f, int fd, uint64_t off, size_t len, const uint8_t **p)
+/* The payload hash of a record has reached file offset pos (scan.h). */
+static void scan_tick(void *ctx, uint64_t pos)
 {
-    if (f->win_fd != fd || off < f->win_off || off - f->win_off > f->win_len ||
-        (f->win_len - (off - f->win_off) < len && f->win_len == WIN_BYTES)) {
-        f->win_fd = -1;
-        int64_t n = read_full(f->io, fd, f->win, WIN_BYTES, off);
-        if (n < 0)
-            return n;
-        f->win_fd = fd;
-        f->win_off = off;
-        f->win_len = (size_t)n;
-    }
-    size_t have = f->win_len - (size_t)(off - f->win_off);
-    *p = f->win + (off - f->win_off);
-    return (int64_t)(have < len ? have : len);
+    tick(ctx, pos);
 }
 
 /* ---- superblock ------------------------------------------------------------------ */
@@ -180,7 +141,7 @@ static int read_super(sb_io *io, slots *out)
     size_t want = split ? (size_t)size : SB_SUPER_FIXED, slot = split ? want / 2 : 0;
     uint8_t *buf = malloc(want);
     if (n == 0)
-        n = buf ? read_full(io, fd, buf, want, 0) : -ENOMEM;
+        n = buf ? sb_scan_read(io, fd, buf, want, 0) : -ENOMEM;
     sb_io_close(io, fd);
     int rc = n < 0 ? from_errno(n) : SB_OK;
     bool whole = split && (size_t)n == want;    /* else the file shrank under us */
@@ -244,55 +205,31 @@ enum { REC_OK, REC_BAD_HEAD, REC_BAD_PAYLOAD, REC_SHORT, REC_IO };
 
 /* Check the record at off of segment g, which must end by limit: its head
  * decodes for this offset, segment and generation (and a namespace
- * record's description decodes), then its payload hash. *h and *bytes
- * (its extent) are set from REC_BAD_PAYLOAD on; the head is sound then.
+ * record's description decodes), then its payload hash (scan.h). *h and
+ * *bytes (its extent) are set from REC_BAD_PAYLOAD on; the head is sound
+ * then. A head of another format version is a bad head here.
  * Returns: REC_OK; REC_BAD_HEAD (its length cannot be trusted);
  * REC_BAD_PAYLOAD; REC_SHORT (the file ends inside it); REC_IO. */
 static int check_record(fsck *f, int fd, const sb_super_seg *g, uint64_t off, uint64_t limit,
                         sb_rec_head *h, uint64_t *bytes)
 {
-    const uint8_t *p;
-    uint32_t head_bytes;
-    const void *extra;
-    if (off >= limit || limit - off < SB_FMT_BLOCK)
-        return REC_BAD_HEAD;
-    int64_t n = win_get(f, fd, off, SB_FMT_BLOCK, &p);
-    if (n < SB_FMT_BLOCK)
-        return n < 0 ? REC_IO : REC_SHORT;
-    if (sb_rec_peek(p, SB_FMT_BLOCK, &head_bytes) != SB_OK || head_bytes > limit - off)
-        return REC_BAD_HEAD;
-    n = win_get(f, fd, off, head_bytes, &p);
-    if (n < head_bytes)
-        return n < 0 ? REC_IO : REC_SHORT;
-    if (sb_rec_decode(p, head_bytes, off, h, NULL, &extra) != SB_OK ||
-        h->segment_id != g->segment_id || h->generation != g->generation)
-        return REC_BAD_HEAD;
-    sb_rec_ns ns;
-    if (h->kind == SB_REC_NAMESPACE && sb_rec_ns_decode(extra, h->extra_bytes, &ns) != SB_OK)
-        return REC_BAD_HEAD;
-    *bytes = sb_rec_record_bytes(h);
-    if (*bytes > limit - off)
-        return REC_BAD_HEAD;
-    /* The payload hash streamed: XXH3-64 of the payload bytes, as
-     * sb_rec_payload_hash computes it in one go (tests/test_fsck.c checks a
-     * payload larger than the window against it). */
-    XXH3_64bits_reset(f->xxh);
-    uint64_t pos = off + head_bytes, end = pos + h->payload_bytes;
-    while (pos < end) {
-        size_t want = end - pos < WIN_BYTES ? (size_t)(end - pos) : WIN_BYTES;
-        n = win_get(f, fd, pos, want, &p);
-        if (n < (int64_t)want)
-            return n < 0 ? REC_IO : REC_SHORT;
-        XXH3_64bits_update(f->xxh, p, want);
-        pos += want;
-        tick(f, pos);
+    int st = sb_scan_head(&f->sc, fd, g->segment_id, g->generation, off, limit, h, NULL, NULL);
+    if (st == SB_SCAN_OK) {
+        *bytes = sb_rec_record_bytes(h);
+        st = sb_scan_payload(&f->sc, fd, h, off);
     }
-    uint64_t hash = XXH3_64bits_digest(f->xxh);
-    /* No payload: store/disk/writer.c stores 0 where format.h's XXH3 of no bytes
-     * is a constant; either is sound (the head hash covers the field). */
-    if (hash == h->payload_hash || (h->payload_bytes == 0 && h->payload_hash == 0))
+    switch (st) {
+    case SB_SCAN_OK:
         return REC_OK;
-    return REC_BAD_PAYLOAD;
+    case SB_SCAN_BAD_PAYLOAD:
+        return REC_BAD_PAYLOAD;
+    case SB_SCAN_SHORT:
+        return REC_SHORT;
+    case SB_SCAN_IO:
+        return REC_IO;
+    default:
+        return REC_BAD_HEAD;
+    }
 }
 
 static void note_bad(sb_fsck_segment *s, uint64_t off)
@@ -405,7 +342,7 @@ static int load_summary(fsck *f, const sb_super_seg *g, sum_view *sv)
     } else if (!(buf = malloc(size ? (size_t)size : 1))) {
         rc = SB_ERR_NOMEM;
     } else {
-        int64_t n = read_full(f->io, fd, buf, (size_t)size, 0);
+        int64_t n = sb_scan_read(f->io, fd, buf, (size_t)size, 0);
         if (n < 0)
             sv->rc = SB_ERR_IO;
         else
@@ -576,7 +513,7 @@ static int check_segment(fsck *f, const sb_super *sup, const sb_super_seg *g,
             scan_sealed(f, fd, g, &sv, s);
         else
             scan_open(f, fd, g, sup->durable_seq, s);
-        f->win_fd = -1;                     /* the number may be reused */
+        sb_scan_forget(&f->sc);             /* the number may be reused */
         sb_io_close(f->io, fd);
     }
     s->summary = g->state == SB_SEG_SEALED ? sum_finish(&sv) : 0;
@@ -601,10 +538,10 @@ static int check_store(fsck *f, const slots *sl, sb_fsck_report *r)
     r->segment_bytes = f->segment_bytes = sup->segment_bytes;
     r->durable_seq = sup->durable_seq;
     r->segments = calloc(sup->n_segments ? sup->n_segments : 1, sizeof *r->segments);
-    f->win = malloc(WIN_BYTES);
-    f->xxh = XXH3_createState();
-    if (!r->segments || !f->win || !f->xxh)
+    if (!r->segments || sb_scan_init(&f->sc, f->io) != SB_OK)
         return SB_ERR_NOMEM;
+    f->sc.tick = scan_tick;
+    f->sc.ctx = f;
     r->n_segments = sup->n_segments;
     for (uint32_t i = 0; i < sup->n_segments; i++)
         f->total += share(sup, &sup->segments[i]);
@@ -638,7 +575,7 @@ int sb_store_fsck(const char *dir, sb_fsck_progress_fn progress, void *ctx,
         *out = NULL;
     if (!dir || !out)
         return SB_ERR_INVAL;
-    fsck f = { .win_fd = -1, .progress = progress, .ctx = ctx };
+    fsck f = { .progress = progress, .ctx = ctx };
     int rc = sb_io_posix_new(dir, &f.io);
     if (rc < 0)
         return rc == -ENOENT || rc == -ENOTDIR ? SB_ERR_FORMAT : from_errno(rc);
@@ -666,8 +603,7 @@ int sb_store_fsck(const char *dir, sb_fsck_progress_fn progress, void *ctx,
             rc = check_store(&f, &sl, r);
     }
     free(sl.segs);
-    free(f.win);
-    XXH3_freeState(f.xxh);
+    sb_scan_fini(&f.sc);
     sb_io_destroy(f.io);                    /* releases the lock */
     if (rc != SB_OK) {
         sb_fsck_report_free(r);
