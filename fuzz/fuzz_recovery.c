@@ -3,7 +3,7 @@
  * it), on the in-memory file system of store/disk/io.h.
  *
  * Property. sb_store_open_io either refuses the directory with a clean
- * error (SB_ERR_CORRUPT, SB_ERR_FORMAT, SB_ERR_VERSION, SB_ERR_IO) or opens
+ * error (SB_ERR_SUPERBLOCK, SB_ERR_VERSION, SB_ERR_IO) or opens
  * it, and never crashes, hangs or leaks (ASan/UBSan see to that). An opened
  * store:
  *   - passes sb_store_check, after open and after every probe;
@@ -377,8 +377,7 @@ static bool env_flag(const char *name)
 
 static bool clean_open_error(int rc)
 {
-    return rc == SB_ERR_CORRUPT || rc == SB_ERR_FORMAT || rc == SB_ERR_VERSION ||
-           rc == SB_ERR_IO;
+    return rc == SB_ERR_SUPERBLOCK || rc == SB_ERR_VERSION || rc == SB_ERR_IO;
 }
 
 static void check_store(sb_store *st, const char *when)

@@ -21,8 +21,8 @@
 static void test_strerror_every_code(void **state)
 {
     (void)state;
-    const char *seen[21];
-    for (int code = 0; code >= SB_ERR_NO_POINT; code--) {
+    const char *seen[22];
+    for (int code = 0; code >= SB_ERR_SUPERBLOCK; code--) {
         const char *s = sb_strerror(code);
         assert_non_null(s);
         assert_true(strlen(s) > 0);
@@ -31,7 +31,7 @@ static void test_strerror_every_code(void **state)
             assert_string_not_equal(s, seen[j]);
         seen[-code] = s;
     }
-    static const int unknown[] = { 1, 2, 100, SB_ERR_NO_POINT - 1, -100, INT_MIN, INT_MAX };
+    static const int unknown[] = { 1, 2, 100, SB_ERR_SUPERBLOCK - 1, -100, INT_MIN, INT_MAX };
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++)
         assert_string_equal(sb_strerror(unknown[i]), "unknown error");
 }
@@ -85,6 +85,13 @@ static void test_store_open_inval(void **state)
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
     c = cfg, c.reserved0 = 0x80000000u;
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    /* open_flags: unknown bits refused, alone or beside a known one. */
+    c = cfg, c.open_flags = 2;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.open_flags = SB_OPEN_SALVAGE | 0x80000000u;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.open_flags = SB_OPEN_SALVAGE; /* RAM only: nothing to salvage */
+    assert_int_equal(open_rc(&c), SB_OK);
     c = cfg, c.max_seq_tokens = 0;
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
     c = cfg, c.max_seq_tokens = 0x80000000u; /* 2^31 */
