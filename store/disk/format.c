@@ -61,6 +61,21 @@ static uint64_t round_up(uint64_t v, uint64_t to)
     return (v + to - 1) / to * to;
 }
 
+uint32_t sb_seg_file_id(const char *name, const char *ext)
+{
+    size_t n = strlen(ext);
+    if (strncmp(name, "seg-", 4) || strlen(name) != 13 + n || name[12] != '.' ||
+        strcmp(name + 13, ext))
+        return 0;
+    uint32_t id = 0;
+    for (int i = 4; i < 12; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return 0;
+        id = id * 10 + (uint32_t)(name[i] - '0');
+    }
+    return id;
+}
+
 /* ---- records --------------------------------------------------------------------- */
 
 /* Field offsets of the fixed head (format.h's table). */

@@ -190,6 +190,10 @@
                                            with a larger (or zero) seq as
                                            damage, so seqs never wrap */
 
+/* sb_seg_file_id -- the segment id the file name seg-NNNNNNNN.<ext> names
+ * (eight decimal digits, ext "dat" or "sum"), or 0 when name is not one. */
+uint32_t sb_seg_file_id(const char *name, const char *ext);
+
 /* Record kinds: pinned numbers, never reused. */
 enum { SB_REC_NAMESPACE = 1, SB_REC_PAGE = 2, SB_REC_POINT = 3 };
 

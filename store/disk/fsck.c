@@ -1,15 +1,18 @@
 /* fsck.c -- sb_store_fsck: offline verification of a store directory
- * (snapbank_fsck.h says what is checked and what counts as damage).
+ * (snapbank_fsck.h says what is checked and what counts as damage); and
+ * sb_store_fsck_repair: a salvaging open (salvage.c), then the check.
  *
- * Read-only: the one call here that writes is the lock. Every read goes
- * through a posix sb_io and scan.h's 1 MiB window (segments are never read
- * whole; a payload is hashed as it streams through the window), so memory
- * stays at the window plus the superblock and one summary.
+ * sb_store_fsck is read-only: the one call that writes is the lock. Every
+ * read goes through a posix sb_io and scan.h's 1 MiB window (segments are
+ * never read whole; a payload is hashed as it streams through the window),
+ * so memory stays at the window plus the superblock and one summary.
  *
  * The walk:
  *
- *   1. Read the superblock unlocked and classify it: no store (FORMAT) or
- *      another version (VERSION) return before anything is touched.
+ *   1. Read the superblock unlocked and classify it: no store (FORMAT: no
+ *      superblock file and no segment files) or another version (VERSION)
+ *      return before anything is touched; a superblock that cannot be
+ *      used is damage, reported with nothing more checked.
  *   2. Take DIR/LOCK when it exists (a store open on DIR: LOCKED).
  *   3. Read the superblock again under the lock and pick the slot.
  *   4. Per segment: load the summary (sealed), scan the records (sealed:
@@ -105,6 +108,8 @@ static int decode_slot(const uint8_t *p, uint32_t slot_bytes, int s, slots *out)
     if (n && need && need <= slot_bytes && !(segs = malloc((size_t)n * sizeof *segs)))
         return SB_ERR_NOMEM;
     out->rc[s] = sb_super_decode(p, slot_bytes, &sup, segs, segs ? n : 0);
+    if (out->rc[s] == SB_ERR_VERSION && !sb_super_other_version(p, slot_bytes))
+        out->rc[s] = SB_ERR_CORRUPT;        /* a damaged version field */
     if (out->rc[s] == SB_OK && sup.slot != s)
         out->rc[s] = SB_ERR_FORMAT;         /* a slot written at the other's place */
     if (out->rc[s] == SB_OK && (out->best < 0 || sup.write_count > out->sup.write_count)) {
@@ -122,10 +127,13 @@ static int decode_slot(const uint8_t *p, uint32_t slot_bytes, int s, slots *out)
  * file size does not split into two slots of a multiple of 4096 (to tell a
  * damaged store from none) -- and pick the valid slot with the larger
  * write_count, as the store's open does (store/disk/disk.c: a slot must also
- * name its own position). Returns: SB_OK (out->best >= 0, or out->damage
- * set; with best >= 0, out->segs is the caller's to free); SB_ERR_FORMAT
- * (no superblock file, or no slot has the magic); SB_ERR_VERSION (no valid
- * slot, one of another version); SB_ERR_IO; SB_ERR_NOMEM. */
+ * name its own position). A slot of an unknown version is another
+ * version's only when its hash holds (sb_super_other_version; in a file
+ * that does not split, slot A's own size places the slots); else it is
+ * damage. Returns: SB_OK (out->best >= 0, or out->damage set; with best >=
+ * 0, out->segs is the caller's to free); SB_ERR_FORMAT (no superblock file,
+ * or no slot has the magic); SB_ERR_VERSION (no valid slot, one of another
+ * version); SB_ERR_IO; SB_ERR_NOMEM. */
 static int read_super(sb_io *io, slots *out)
 {
     memset(out, 0, sizeof *out);
@@ -142,6 +150,7 @@ static int read_super(sb_io *io, slots *out)
     uint8_t *buf = malloc(want);
     if (n == 0)
         n = buf ? sb_scan_read(io, fd, buf, want, 0) : -ENOMEM;
+    bool foreign = n >= 0 && !split && sb_scan_super_foreign(io, fd, size);
     sb_io_close(io, fd);
     int rc = n < 0 ? from_errno(n) : SB_OK;
     bool whole = split && (size_t)n == want;    /* else the file shrank under us */
@@ -150,7 +159,7 @@ static int read_super(sb_io *io, slots *out)
     if (rc == SB_OK && whole)
         for (int s = 0; s < 2 && rc == SB_OK; s++)
             rc = decode_slot(buf + s * slot, (uint32_t)slot, s, out);
-    else if (magic && (le(buf + 8, 2) < 1 || le(buf + 8, 2) > SB_SUPER_VERSION))
+    else if (foreign)
         out->rc[0] = SB_ERR_VERSION;
     free(buf);
     if (rc == SB_OK && out->best < 0) {
@@ -168,6 +177,46 @@ static int read_super(sb_io *io, slots *out)
         out->best = -1;
     }
     return rc;
+}
+
+/* Segment files in a directory: seg-*.dat, and whether there is any seg-*. */
+typedef struct seg_files {
+    uint32_t dat;
+    bool any;
+} seg_files;
+
+static void count_seg(void *ctx, const char *name)
+{
+    seg_files *c = ctx;
+    c->any |= !strncmp(name, "seg-", 4);
+    c->dat += sb_seg_file_id(name, "dat") != 0;
+}
+
+/* Read the superblock (read_super) and tell whether DIR holds a store: a
+ * superblock file or segment files. Returns: SB_OK (sl->best >= 0, or
+ * sl->damage set: SB_ERR_CORRUPT, SB_ERR_FORMAT -- also a superblock file
+ * without the magic -- or SB_ERR_NOT_FOUND, no superblock file but segment
+ * files); SB_ERR_FORMAT (no store); SB_ERR_VERSION; SB_ERR_IO;
+ * SB_ERR_NOMEM. *n_files receives the seg-*.dat files counted. */
+static int classify(sb_io *io, slots *sl, uint32_t *n_files)
+{
+    seg_files sf = { 0, false };
+    int r = io->ops->list(io, count_seg, &sf);
+    *n_files = sf.dat;
+    int rc = read_super(io, sl);
+    if (rc != SB_ERR_FORMAT)
+        return rc;
+    if (r < 0)
+        return from_errno(r);
+    int fd = sb_io_open(io, "superblock", SB_IO_RDONLY);
+    if (fd >= 0)
+        sb_io_close(io, fd);
+    else if (fd != -ENOENT)
+        return from_errno(fd);
+    if (fd < 0 && !sf.any)
+        return SB_ERR_FORMAT;
+    sl->damage = fd >= 0 ? SB_ERR_FORMAT : SB_ERR_NOT_FOUND;
+    return SB_OK;
 }
 
 /* ---- the lock --------------------------------------------------------------------- */
@@ -367,12 +416,16 @@ static uint32_t entry_at(const sum_view *sv, uint64_t off)
     return lo;
 }
 
-/* A record with a sound head is at off: the summary must list it alike. */
-static void sum_match(sum_view *sv, uint64_t off, const sb_rec_head *h)
+/* A record with a sound head is at off: the summary must list it alike --
+ * unless its payload is bad (listed is optional): a summary written by a
+ * salvage leaves out the records it dropped. */
+static void sum_match(sum_view *sv, uint64_t off, const sb_rec_head *h, bool optional)
 {
     if (!sv->e)
         return;
     uint32_t i = entry_at(sv, off);
+    if (optional && (i == sv->n || sv->e[i].off != off))
+        return;
     if (i == sv->n || sv->e[i].off != off || sv->e[i].seq != h->seq ||
         sv->e[i].key[0] != h->key[0] || sv->e[i].key[1] != h->key[1] ||
         sv->e[i].payload_hash != h->payload_hash) {
@@ -444,7 +497,7 @@ static void scan_sealed(fsck *f, int fd, const sb_super_seg *g, sum_view *sv,
         } else {
             count_record(s, &h);
         }
-        sum_match(sv, off, &h);
+        sum_match(sv, off, &h, st == REC_BAD_PAYLOAD);
         off += bytes;
         tick(f, off);
     }
@@ -581,14 +634,15 @@ int sb_store_fsck(const char *dir, sb_fsck_progress_fn progress, void *ctx,
         return rc == -ENOENT || rc == -ENOTDIR ? SB_ERR_FORMAT : from_errno(rc);
     sb_fsck_report *r = NULL;
     slots sl;
+    uint32_t n_files = 0;
     /* 1: classify before touching anything; 2: lock; 3: read for real. */
-    rc = read_super(f.io, &sl);
+    rc = classify(f.io, &sl, &n_files);
     free(sl.segs);
     int locked = 0;
     if (rc == SB_OK)
         rc = take_lock(f.io, &locked, holder_pid);
     if (rc == SB_OK)
-        rc = read_super(f.io, &sl);
+        rc = classify(f.io, &sl, &n_files);
     if (rc != SB_OK) {
         sb_io_destroy(f.io);
         return rc;
@@ -599,6 +653,7 @@ int sb_store_fsck(const char *dir, sb_fsck_progress_fn progress, void *ctx,
     } else {
         r->locked = locked;
         r->superblock = sl.damage;
+        r->n_segment_files = n_files;
         if (sl.best >= 0)
             rc = check_store(&f, &sl, r);
     }
@@ -610,6 +665,69 @@ int sb_store_fsck(const char *dir, sb_fsck_progress_fn progress, void *ctx,
         return rc;
     }
     *out = r;
+    return SB_OK;
+}
+
+int sb_store_fsck_repair(const char *dir, sb_fsck_progress_fn progress, void *ctx,
+                         sb_fsck_report **out, long *holder_pid)
+{
+    if (holder_pid)
+        *holder_pid = 0;
+    if (out)
+        *out = NULL;
+    if (!dir || !out)
+        return SB_ERR_INVAL;
+    /* 1. What is there, touching nothing (no store, another version); a
+     * store open on dir is named by its holder, as a check names it. */
+    sb_io *io = NULL;
+    int rc = sb_io_posix_new(dir, &io);
+    if (rc < 0)
+        return rc == -ENOENT || rc == -ENOTDIR ? SB_ERR_FORMAT : from_errno(rc);
+    slots sl;
+    uint32_t n_files = 0;
+    int locked = 0;
+    rc = classify(io, &sl, &n_files);
+    free(sl.segs);
+    if (rc == SB_OK)
+        rc = take_lock(io, &locked, holder_pid);
+    sb_io_destroy(io); /* releases the lock for the open */
+    if (rc != SB_OK)
+        return rc;
+    sb_fsck_repair rep = { .superblock = sl.damage };
+
+    /* 2. The salvaging open (a sound superblock: an open as any), then a
+     * close that leaves every segment sealed. It reads no page: a small
+     * RAM budget; no sequence length is refused. */
+    sb_config c;
+    sb_config_default(&c);
+    c.dir = dir;
+    c.open_flags = SB_OPEN_SALVAGE;
+    c.ram_bytes = 64ull << 20;
+    c.max_seq_tokens = INT32_MAX;
+    sb_store *st = NULL;
+    if ((rc = sb_store_open(&c, &st)) != SB_OK)
+        return rc;
+    sb_stats s;
+    sb_store_stats(st, &s);
+    if ((rc = sb_store_close(st)) != SB_OK)
+        return rc;
+    rep.salvaged = s.salvaged != 0;
+    rep.segments = s.disk_segments;
+    rep.scanned_segments = s.salvage_scanned_segments;
+    rep.skipped_files = s.salvage_skipped_files;
+    rep.records = s.recovered_records;
+    rep.pages = s.recovered_pages;
+    rep.points = s.recovered_points;
+    rep.namespaces = s.recovered_namespaces;
+    rep.orphans = s.recovery_orphans;
+    rep.dropped_records = s.salvage_dropped_records;
+    rep.dropped_bytes = s.salvage_dropped_bytes;
+
+    /* 3. The check. */
+    if ((rc = sb_store_fsck(dir, progress, ctx, out, holder_pid)) != SB_OK)
+        return rc;
+    (*out)->repaired = 1;
+    (*out)->repair = rep;
     return SB_OK;
 }
 

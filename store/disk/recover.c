@@ -45,6 +45,7 @@
 #include "internal.h"
 #include "radix.h"
 #include "recover_int.h"
+#include "scan.h"
 
 /* ---- collecting records -------------------------------------------------------- */
 
@@ -732,10 +733,8 @@ static int seal_found(rctx *c, uint32_t i)
 static void list_seg(void *ctx, const char *name)
 {
     sb_id_list *l = ctx;
-    unsigned id;
-    char tail[8];
-    if (strlen(name) != 16 || sscanf(name, "seg-%8u.%3s", &id, tail) != 2 ||
-        strcmp(tail, "dat") || id == 0)
+    uint32_t id = sb_seg_file_id(name, "dat");
+    if (!id)
         return;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
@@ -825,7 +824,7 @@ static int adopt_unlisted(sb_disk *d)
  * d->segs). Returns: SB_OK; SB_ERR_SUPERBLOCK (none can be used: there is
  * no superblock file, it is truncated, or neither slot checks -- d->segs
  * freed); SB_ERR_VERSION; SB_ERR_IO; SB_ERR_NOMEM. */
-static int load_super(sb_disk *d)
+static int read_slots(sb_disk *d)
 {
     if (d->sb_fd < 0)
         return SB_ERR_SUPERBLOCK;
@@ -881,6 +880,20 @@ static int load_super(sb_disk *d)
     }
     free(segs);
     return SB_OK;
+}
+
+/* Step 1, and a superblock that cannot be used looked at once more: a
+ * slot of another version in it (its hash holding; in a truncated file,
+ * where slot A's own size places it) is that version's, never salvaged. */
+static int load_super(sb_disk *d)
+{
+    int rc = read_slots(d);
+    uint64_t size = 0;
+    if (rc == SB_ERR_SUPERBLOCK && d->sb_fd >= 0 &&
+        d->wio->ops->size(d->wio, d->sb_fd, &size) == 0 &&
+        sb_scan_super_foreign(d->wio, d->sb_fd, size))
+        rc = SB_ERR_VERSION;
+    return rc;
 }
 
 int sb_disk_recover(sb_disk *d)

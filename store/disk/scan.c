@@ -140,3 +140,24 @@ bool sb_scan_zero(sb_scan *s, int fd, uint64_t off)
     }
     return true;
 }
+
+bool sb_scan_super_foreign(sb_io *io, int fd, uint64_t size)
+{
+    uint8_t fixed[SB_SUPER_FIXED];
+    uint64_t slot = size / 2;
+    if (size < 2 * SB_FMT_BLOCK || size % (2 * SB_FMT_BLOCK)) { /* A's own word */
+        if (sb_scan_read(io, fd, fixed, sizeof fixed, 0) != (int64_t)sizeof fixed)
+            return false;
+        slot = fixed[12] | (uint32_t)fixed[13] << 8 | (uint32_t)fixed[14] << 16 |
+               (uint32_t)fixed[15] << 24;
+    }
+    if (slot < SB_SUPER_FIXED + 8 || slot > (256u << 20))
+        return false;
+    uint8_t *buf = malloc(slot);
+    bool foreign = false;
+    for (uint64_t k = 0; buf && k < 2 && !foreign && (k + 1) * slot <= size; k++)
+        foreign = sb_scan_read(io, fd, buf, slot, k * slot) == (int64_t)slot &&
+                  sb_super_other_version(buf, slot);
+    free(buf);
+    return foreign;
+}

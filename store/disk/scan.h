@@ -98,4 +98,11 @@ int sb_scan_payload(sb_scan *s, int fd, const sb_rec_head *h, uint64_t off);
  * cannot be read. */
 bool sb_scan_zero(sb_scan *s, int fd, uint64_t off);
 
+/* sb_scan_super_foreign -- does the superblock file fd (size bytes) hold a
+ * slot of another format version (sb_super_other_version: its hash holds,
+ * so it is not damage)? For a file whose size does not split into two
+ * slots (truncated), the slots are placed by slot A's own slot_bytes
+ * field. False also where nothing can be read. */
+bool sb_scan_super_foreign(sb_io *io, int fd, uint64_t size);
+
 #endif /* SB_SCAN_H */
