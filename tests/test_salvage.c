@@ -1273,6 +1273,7 @@ static void cut_store(mseq *w, int n, memsnap *files)
     sb_io *io = NULL;
     assert_int_equal(sb_io_mem_new(&io), 0);
     sb_config c = mem_config(0);
+    c.segment_bytes = 256 << 10; /* a few segments: a salvage of few operations */
     sb_store *st = NULL;
     assert_int_equal(sb_store_open_io(&c, io, &st), SB_OK);
     mem_put(st, w, 0, n / 2);
@@ -1312,9 +1313,9 @@ static sb_io *mem_restore(const memsnap *files)
 static void test_salvage_cut_short(void **state)
 {
     (void)state;
-    static mseq w[16];
+    static mseq w[10];
     static memsnap files;
-    cut_store(w, 16, &files);
+    cut_store(w, 10, &files);
     sb_config c = mem_config(SB_OPEN_SALVAGE);
     sb_io *io = mem_restore(&files);
     uint64_t before = sb_io_mem_ops_count(io);
@@ -1327,6 +1328,8 @@ static void test_salvage_cut_short(void **state)
     sb_store_crash(st);
     sb_io_destroy(io);
     assert_true(total > 20);
+    fprintf(stderr, "  a salvage of %llu segment files: %llu I/O operations, each cut\n",
+            (unsigned long long)s.salvaged_segments, (unsigned long long)total);
     for (uint64_t n = 1; n <= total + 1; n++) {
         io = mem_restore(&files);
         sb_io_mem_fail_at(io, n, -5 /* EIO */);
@@ -1352,12 +1355,12 @@ static void test_salvage_cut_short(void **state)
                     (unsigned long long)n, sb_strerror(rc));
             fail();
         }
-        mem_check(st, w, 16);
+        mem_check(st, w, 10);
         assert_int_equal(sb_store_close(st), SB_OK);
         sb_config plain = mem_config(0);
         assert_int_equal(sb_store_open_io(&plain, io, &st), SB_OK);
         assert_int_equal(tu_stats(st).salvaged, 0);
-        mem_check(st, w, 16);
+        mem_check(st, w, 10);
         assert_int_equal(sb_store_close(st), SB_OK);
         sb_io_destroy(io);
     }

@@ -144,7 +144,12 @@
  *
  * Version 1 slots (no wear block) are read as having written nothing; a
  * store's next slot write is version 2 (its slot size leaves room: the
- * segment list is capped to fit).
+ * segment list is capped to fit). A slot whose version is unknown is
+ * another version's only when its slot hash holds (sb_super_other_version);
+ * else it is damage. When neither slot can be used, salvage.c rebuilds the
+ * superblock from the segment files (SB_OPEN_SALVAGE; docs/format.md says
+ * what it relies on: ids in file names, heads checked at their offsets,
+ * generations and sequence numbers that only grow).
  *
  * ---------------------------------------------------------------------------
  * Summary "seg-NNNNNNNN.sum": the record heads of a sealed segment, so open
