@@ -142,42 +142,13 @@ static void put(sb_store *st, const seq *s)
     sb_ns_close(ns);
 }
 
-/* Match s and restore what the match gives; every byte must be the state
- * of that prefix (a restore that meets a damaged record shrinks the match:
- * the shorter prefix is checked, and *damaged set). Returns the tokens
+/* Match s and restore what the match gives, bit-exact (tu_restore_exact:
+ * *damaged set when the restore met a damaged record). Returns the tokens
  * restored. */
 static size_t probe_once(sb_store *st, const seq *s, bool *damaged)
 {
-    const tu_layout *l = lay_of(s);
     sb_ns *ns = ns_of(st, s);
-    sb_match *m = NULL;
-    assert_int_equal(sb_ns_match(ns, s->tok, s->n, &m), SB_OK);
-    sb_match_info info;
-    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
-    size_t L = info.n_tokens;
-    void **bufs = tu_bufs(l, L ? L : 1);
-    uint8_t point[128];
-    bool has_point = info.has_point;
-    int rc = sb_match_restore(m, L, bufs, has_point ? point : NULL);
-    if (rc != SB_OK) {
-        assert_true(rc == SB_ERR_CORRUPT || rc == SB_ERR_IO);
-        assert_int_equal(sb_match_get_info(m, &info), SB_OK);
-        assert_true(info.n_tokens < L || (info.n_tokens == L && !info.has_point));
-        L = info.n_tokens;
-        has_point = false;
-        *damaged = true;
-    }
-    if (!tu_state_equal(l, s->tok, L, bufs)) {
-        fprintf(stderr, "restored bytes of a %zu-token prefix are wrong\n", L);
-        fail();
-    }
-    if (has_point) {
-        void *want = tu_point(l, s->tok, L);
-        assert_memory_equal(point, want, l->point_bytes);
-        free(want);
-    }
-    tu_free_state(l, bufs);
-    sb_match_release(m);
+    size_t L = tu_restore_exact(ns, lay_of(s), s->tok, s->n, damaged);
     sb_ns_close(ns);
     return L;
 }
@@ -690,21 +661,32 @@ static void test_salvage_bad_summaries(void **state)
     run_case(g_closed, damage_summaries, &gone, &all);
 }
 
+/* The superblock zeroed, and the newest segment file (its name in name,
+ * its bytes returned, *size of them, the caller's to free) with its last
+ * record, the victim's second page: its head in *h, its offset in *off. */
+static uint8_t *victim_segment(const char *dir, char *name, size_t *size, sb_rec_head *h,
+                               uint64_t *off)
+{
+    zero_super(dir);
+    newest_seg(dir, name);
+    uint8_t *buf = slurp(dir, name, size);
+    assert_non_null(buf);
+    *off = last_record(buf, *size, h);
+    assert_int_equal(h->kind, SB_REC_PAGE);
+    assert_int_equal(h->position, LA.page_tokens);
+    return buf;
+}
+
 /* The newest segment's last record (the victim's second page) damaged:
  * *arg 0 garbage over its head block (a torn write), 1 a payload byte
  * flipped (its summary deleted, so the file is read record by record). */
 static void damage_victim(const char *dir, const void *arg)
 {
-    zero_super(dir);
     char name[40];
-    newest_seg(dir, name);
     size_t size;
-    uint8_t *buf = slurp(dir, name, &size);
-    assert_non_null(buf);
     sb_rec_head h;
-    uint64_t off = last_record(buf, size, &h);
-    assert_int_equal(h.kind, SB_REC_PAGE);
-    assert_int_equal(h.position, LA.page_tokens); /* the victim's second page */
+    uint64_t off;
+    uint8_t *buf = victim_segment(dir, name, &size, &h, &off);
     if (*(const int *)arg == 0) {
         uint64_t rng = 5;
         for (size_t i = 0; i < 4096; i++)
@@ -785,14 +767,11 @@ static void test_salvage_resync(void **state)
 static void damage_stale(const char *dir, const void *arg)
 {
     bool other_version = *(const int *)arg;
-    zero_super(dir);
     char name[40];
-    newest_seg(dir, name);
     size_t size;
-    uint8_t *buf = slurp(dir, name, &size);
-    assert_non_null(buf);
     sb_rec_head h;
-    uint64_t last = last_record(buf, size, &h);
+    uint64_t last;
+    uint8_t *buf = victim_segment(dir, name, &size, &h, &last);
     const uint32_t *tok;
     sb_rec_head x;
     assert_int_equal(sb_rec_decode(buf + last, h.head_bytes, last, &x, &tok, NULL), SB_OK);
@@ -1084,14 +1063,7 @@ typedef struct mseq {
 
 static sb_config mem_config(uint32_t flags)
 {
-    sb_config c;
-    sb_config_default(&c);
-    c.min_prefix_tokens = 1; /* short test sequences are written too */
-    c.segment_bytes = 64 << 10;
-    c.disk_bytes = 64 << 20;
-    c.queue_depth = 4;
-    c.sync_interval_ms = 5;
-    c.ram_bytes = 16 << 20;
+    sb_config c = tu_small_disk_config();
     c.open_flags = flags;
     return c;
 }

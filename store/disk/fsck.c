@@ -619,6 +619,30 @@ static int check_store(fsck *f, const slots *sl, sb_fsck_report *r)
     return SB_OK;
 }
 
+/* Steps 1-3: a posix sb_io on dir (*io, the caller's to destroy, which
+ * releases the lock), the superblock classified before anything is
+ * touched, DIR/LOCK taken, the superblock read again under it (sl->segs
+ * the caller's to free). Returns: SB_OK; classify's errors, SB_ERR_LOCKED
+ * (nothing left to free). */
+static int open_dir(const char *dir, sb_io **io, slots *sl, uint32_t *n_files, int *locked,
+                    long *holder_pid)
+{
+    int rc = sb_io_posix_new(dir, io);
+    if (rc < 0)
+        return rc == -ENOENT || rc == -ENOTDIR ? SB_ERR_FORMAT : from_errno(rc);
+    rc = classify(*io, sl, n_files);
+    free(sl->segs);
+    if (rc == SB_OK)
+        rc = take_lock(*io, locked, holder_pid);
+    if (rc == SB_OK)
+        rc = classify(*io, sl, n_files);
+    if (rc != SB_OK) {
+        sb_io_destroy(*io);
+        *io = NULL;
+    }
+    return rc;
+}
+
 int sb_store_fsck(const char *dir, sb_fsck_progress_fn progress, void *ctx,
                   sb_fsck_report **out, long *holder_pid)
 {
@@ -629,24 +653,13 @@ int sb_store_fsck(const char *dir, sb_fsck_progress_fn progress, void *ctx,
     if (!dir || !out)
         return SB_ERR_INVAL;
     fsck f = { .progress = progress, .ctx = ctx };
-    int rc = sb_io_posix_new(dir, &f.io);
-    if (rc < 0)
-        return rc == -ENOENT || rc == -ENOTDIR ? SB_ERR_FORMAT : from_errno(rc);
     sb_fsck_report *r = NULL;
     slots sl;
     uint32_t n_files = 0;
-    /* 1: classify before touching anything; 2: lock; 3: read for real. */
-    rc = classify(f.io, &sl, &n_files);
-    free(sl.segs);
     int locked = 0;
-    if (rc == SB_OK)
-        rc = take_lock(f.io, &locked, holder_pid);
-    if (rc == SB_OK)
-        rc = classify(f.io, &sl, &n_files);
-    if (rc != SB_OK) {
-        sb_io_destroy(f.io);
+    int rc = open_dir(dir, &f.io, &sl, &n_files, &locked, holder_pid);
+    if (rc != SB_OK)
         return rc;
-    }
     r = calloc(1, sizeof *r);
     if (!r) {
         rc = SB_ERR_NOMEM;
@@ -680,19 +693,14 @@ int sb_store_fsck_repair(const char *dir, sb_fsck_progress_fn progress, void *ct
     /* 1. What is there, touching nothing (no store, another version); a
      * store open on dir is named by its holder, as a check names it. */
     sb_io *io = NULL;
-    int rc = sb_io_posix_new(dir, &io);
-    if (rc < 0)
-        return rc == -ENOENT || rc == -ENOTDIR ? SB_ERR_FORMAT : from_errno(rc);
     slots sl;
     uint32_t n_files = 0;
     int locked = 0;
-    rc = classify(io, &sl, &n_files);
-    free(sl.segs);
-    if (rc == SB_OK)
-        rc = take_lock(io, &locked, holder_pid);
-    sb_io_destroy(io); /* releases the lock for the open */
+    int rc = open_dir(dir, &io, &sl, &n_files, &locked, holder_pid);
     if (rc != SB_OK)
         return rc;
+    free(sl.segs);
+    sb_io_destroy(io); /* releases the lock for the open */
     sb_fsck_repair rep = { .superblock = sl.damage };
 
     /* 2. The salvaging open (a sound superblock: an open as any), then a
