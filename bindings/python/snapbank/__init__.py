@@ -32,7 +32,8 @@ from ._native import lib
 __all__ = ["SnapbankError", "Store", "Namespace", "Match", "Model", "Session", "Generation",
            "version"]
 
-OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE = 0, -1, -8, -11
+OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE, ERR_SUPERBLOCK = 0, -1, -8, -11, -21
+OPEN_SALVAGE = 1  # open_flags: rebuild a superblock that cannot be used (sb_store_open)
 
 
 class SnapbankError(Exception):
@@ -154,8 +155,10 @@ class Store(_Owned):
     ns_ram_bytes, max_seq_tokens, disk_bytes, segment_bytes, queue_depth,
     durability "none" | "periodic" | "commit", write_mode "through" |
     "back" | "only", sync_bytes, sync_interval_ms, foreground_hold_ms,
-    disk_free_floor_bytes, min_prefix_tokens, compress_level, ...); the rest
-    keep sb_config_default's values."""
+    disk_free_floor_bytes, min_prefix_tokens, compress_level, open_flags
+    (OPEN_SALVAGE: a store whose superblock cannot be used, refused with
+    ERR_SUPERBLOCK otherwise, is rebuilt from its segment files), ...); the
+    rest keep sb_config_default's values."""
 
     def __init__(self, dir=None, **config):
         super().__init__()
