@@ -231,7 +231,7 @@ int sb_recover_read_summary(rctx *c, uint32_t i, uint64_t limit, sb_sum_info *se
         goto out;
     if (seen)
         *seen = info;
-    if (!s->gen && info.generation && info.data_end <= limit) { /* salvage: it says */
+    if (limit && info.generation && info.data_end <= limit) { /* salvage: it says */
         s->gen = info.generation;
         s->data_end = info.data_end;
     }
@@ -299,7 +299,7 @@ static int collect(rctx *c, uint32_t i)
     if (s->state == SB_SEG_FREE)
         return SB_OK;
     if (s->state == SB_SEG_SEALED) {
-        int rc = sb_recover_read_summary(c, i, UINT64_MAX, NULL);
+        int rc = sb_recover_read_summary(c, i, 0, NULL);
         if (rc == SB_OK || rc == SB_ERR_NOMEM)
             return rc;
         d->rec_bad_summaries++;

@@ -52,9 +52,10 @@ int sb_recover_add(rctx *c, uint32_t seg, uint64_t off, const sb_rec_head *h,
                    const uint32_t *tokens, const void *extra);
 
 /* sb_recover_read_summary -- add the records of segment index i's summary
- * file to c, all or none. The summary must name the segment's id and, when
- * d->segs[i].gen is nonzero, its generation and data_end; with gen 0
- * (salvage) it sets both, and its data_end must be at most limit. seen,
+ * file to c, all or none. The summary must name the segment's id and, with
+ * limit 0 (recovery: the superblock says), its generation and data_end;
+ * with a nonzero limit (salvage) it sets both in d->segs[i], its data_end
+ * at most limit (the file's size). seen,
  * when not NULL, receives the summary's header whenever the file decodes
  * and names the segment's id (else seen->segment_id is 0), even when the
  * summary is refused for another reason.
