@@ -392,8 +392,9 @@ SB_API void sb_config_default(sb_config *cfg);
  * file is truncated, zeroed or garbage, or it is gone while segment files
  * remain; nothing was changed); SB_ERR_IO, SB_ERR_NOSPC (the directory
  * could not be read or set up; during a salvage, a read or write failed:
- * nothing was changed unless the rebuilt superblock was already in
- * place). On failure *out is NULL. */
+ * the damaged superblock stays, unless the rebuilt one was already in
+ * place, and a summary the salvage wrote for a segment it read is a sound
+ * one; a retry salvages again). On failure *out is NULL. */
 SB_API int sb_store_open(const sb_config *cfg, sb_store **out);
 
 /* sb_store_close -- close a store and free everything it holds.
@@ -613,13 +614,12 @@ typedef struct sb_stats {
     uint64_t salvage_scanned_segments; /* ...of which read record by record
                                     (no sound summary) and sealed anew */
     uint64_t salvage_skipped_files; /* segment files with no record of their
-                                    own (or unreadable): left as they were,
-                                    unlisted */
+                                    own (or gone since listed): left as they
+                                    were, unlisted */
     uint64_t salvage_dropped_records; /* what the reads found and did not keep:
                                     runs of damaged blocks, records whose
                                     payload fails its hash, records of an
-                                    older life of their file, unreadable
-                                    rests of files */
+                                    older life of their file */
     uint64_t salvage_dropped_bytes; /* the segment bytes they span */
 } sb_stats;
 
