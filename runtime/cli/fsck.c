@@ -178,7 +178,8 @@ static void print_repair(const char *dir, const sb_fsck_report *r)
     if (p->skipped_files)
         printf("skipped: %" PRIu64 " segment file%s with no record of %s own, left as %s\n",
                p->skipped_files, p->skipped_files == 1 ? "" : "s",
-               p->skipped_files == 1 ? "its" : "their", p->skipped_files == 1 ? "it is" : "they are");
+               p->skipped_files == 1 ? "its" : "their",
+               p->skipped_files == 1 ? "it is" : "they are");
     printf("kept: %" PRIu64 " records; put back %" PRIu64 " pages, %" PRIu64
            " point states, %" PRIu64 " namespace%s; %" PRIu64
            " orphans (a page before them missing)\n",
