@@ -259,8 +259,7 @@ static uint64_t fault_run(sb_io *io, const sb_config *c, world *w, uint64_t nth,
     sb_store *st = NULL;
     int rc = sb_store_open_io(c, io, &st);
     if (rc != SB_OK) { /* a fault during open: a clean refusal */
-        assert_true(rc == SB_ERR_IO || rc == SB_ERR_NOSPC || rc == SB_ERR_FORMAT ||
-                    rc == SB_ERR_CORRUPT);
+        assert_true(rc == SB_ERR_IO || rc == SB_ERR_NOSPC || rc == SB_ERR_SUPERBLOCK);
         sb_io_mem_fail_at(io, 0, 0);
         return sb_io_mem_ops_count(io) - before;
     }

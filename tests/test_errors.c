@@ -26,7 +26,7 @@ static void test_strerror_every_code(void **state)
         SB_ERR_PAGE_SIZE, SB_ERR_NO_TOKENS, SB_ERR_TOO_MANY_TOKENS, SB_ERR_BUDGET,
         SB_ERR_FOREIGN_PAGE, SB_ERR_PAGE_STATE, SB_ERR_RANGE, SB_ERR_NOT_FOUND,
         SB_ERR_CORRUPT, SB_ERR_IO, SB_ERR_NOSPC, SB_ERR_LOCKED, SB_ERR_VERSION,
-        SB_ERR_FORMAT, SB_ERR_UNSUPPORTED, SB_ERR_NO_POINT, SB_ERR_PENDING,
+        SB_ERR_FORMAT, SB_ERR_UNSUPPORTED, SB_ERR_NO_POINT, SB_ERR_SUPERBLOCK, SB_ERR_PENDING,
         SB_ERR_NOT_DURABLE,
     };
     enum { N = sizeof codes / sizeof *codes };
@@ -94,6 +94,13 @@ static void test_store_open_inval(void **state)
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
     c = cfg, c.reserved0 = 0x80000000u;
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    /* open_flags: unknown bits refused, alone or beside a known one. */
+    c = cfg, c.open_flags = 2;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.open_flags = SB_OPEN_SALVAGE | 0x80000000u;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.open_flags = SB_OPEN_SALVAGE; /* RAM only: nothing to salvage */
+    assert_int_equal(open_rc(&c), SB_OK);
     c = cfg, c.max_seq_tokens = 0;
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
     c = cfg, c.max_seq_tokens = 0x80000000u; /* 2^31 */

@@ -16,6 +16,9 @@
 
 #include "testutil.h"
 
+#define XXH_INLINE_ALL /* the slot checksum, without linking libxxhash */
+#include <xxhash.h>
+
 static char g_dir[128];
 
 static int setup(void **state)
@@ -394,7 +397,32 @@ static void test_recover_locked(void **state)
     sb_store_close(two);
 }
 
-/* A superblock of format version 2 is refused and left byte for byte. */
+/* Slot slot of the superblock at path (size bytes) gets version v; with
+ * rehash its checksum is made to hold again (a slot written by another
+ * format version), else it is left stale (a damaged version field). */
+static void set_slot_version(const char *path, long size, long slot, int v, bool rehash)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    size_t half = (size_t)size / 2;
+    uint8_t *buf = malloc(half);
+    assert_non_null(buf);
+    fseek(f, slot * (long)half, SEEK_SET);
+    assert_int_equal(fread(buf, 1, half, f), half);
+    buf[8] = (uint8_t)v;
+    if (rehash) {
+        uint64_t h = XXH3_64bits(buf, half - 8);
+        memcpy(buf + half - 8, &h, 8);
+    }
+    fseek(f, slot * (long)half, SEEK_SET);
+    assert_int_equal(fwrite(buf, 1, half, f), half);
+    fclose(f);
+    free(buf);
+}
+
+/* A superblock of an unknown format version (its checksum holding: written
+ * by another version) is refused and left byte for byte, with
+ * SB_OPEN_SALVAGE too; a version field that fails the checksum is damage. */
 static void test_recover_unknown_version(void **state)
 {
     (void)state;
@@ -409,12 +437,10 @@ static void test_recover_unknown_version(void **state)
     uint8_t *before = malloc((size_t)size);
     fseek(f, 0, SEEK_SET);
     assert_int_equal(fread(before, 1, (size_t)size, f), (size_t)size);
-    /* Both slots say version 3 (their checksums no longer matter). */
-    for (long slot = 0; slot < 2; slot++) {
-        fseek(f, slot * size / 2 + 8, SEEK_SET);
-        fputc(3, f);
-    }
     fclose(f);
+    /* Both slots say version 3, their checksums holding. */
+    for (long slot = 0; slot < 2; slot++)
+        set_slot_version(path, size, slot, 3, true);
     f = fopen(path, "rb");
     uint8_t *changed = malloc((size_t)size);
     assert_int_equal(fread(changed, 1, (size_t)size, f), (size_t)size);
@@ -425,11 +451,19 @@ static void test_recover_unknown_version(void **state)
     cfg.dir = g_dir;
     sb_store *two = NULL;
     assert_int_equal(sb_store_open(&cfg, &two), SB_ERR_VERSION);
+    cfg.open_flags = SB_OPEN_SALVAGE; /* never salvaged over */
+    assert_int_equal(sb_store_open(&cfg, &two), SB_ERR_VERSION);
+    cfg.open_flags = 0;
     f = fopen(path, "rb");
     uint8_t *after = malloc((size_t)size);
     assert_int_equal(fread(after, 1, (size_t)size, f), (size_t)size);
     fclose(f);
     assert_memory_equal(after, changed, (size_t)size);
+    /* Version 3 in slots whose checksums fail: damage, not a version. */
+    for (long slot = 0; slot < 2; slot++)
+        set_slot_version(path, size, slot, 4, false);
+    assert_int_equal(sb_store_open(&cfg, &two), SB_ERR_SUPERBLOCK);
+    assert_null(two);
     free(before);
     free(changed);
     free(after);

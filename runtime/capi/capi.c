@@ -269,7 +269,9 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     X(disk_compress_stored_bytes) X(disk_compress_saved_bytes)                                  \
     X(recovered_records)                                                                        \
     X(recovered_pages) X(recovered_points) X(recovered_namespaces) X(recovery_orphans)          \
-    X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)
+    X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)            \
+    X(salvaged) X(salvaged_segments) X(salvage_scanned_segments) X(salvage_skipped_files)    \
+    X(salvage_dropped_records) X(salvage_dropped_bytes)
 #define SB_COUNT_FIELD(f) +1
 _Static_assert(sizeof(sb_stats) ==
                    (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +

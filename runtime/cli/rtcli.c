@@ -288,6 +288,9 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
 fail_rc:
     fprintf(stderr, "snapbank %s: %s: %s: %s\n", cmd, o->bank_dir ? o->bank_dir : o->model,
             what, sb_strerror(rc));
+    if (rc == SB_ERR_SUPERBLOCK)
+        fprintf(stderr, "snapbank %s: to salvage it: snapbank fsck --repair %s\n", cmd,
+                store_dir);
 fail:
     rt_env_close(e, NULL, NULL);
     return 1;

@@ -52,7 +52,7 @@ static int config_check(const sb_config *c)
         return SB_ERR_INVAL;
     if (c->max_seq_tokens == 0 || c->max_seq_tokens > INT32_MAX)
         return SB_ERR_INVAL;
-    if (c->reserved0 || c->reserved1)
+    if (c->reserved0 || (c->open_flags & ~SB_OPEN_SALVAGE))
         return SB_ERR_INVAL;
     if (c->compress_level > (uint32_t)sb_zlevel_max())
         return SB_ERR_INVAL;

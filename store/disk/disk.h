@@ -32,10 +32,11 @@
  * is published (mu not held).
  * Returns: SB_OK; SB_ERR_LOCKED (another process holds the directory: a
  * message naming its pid goes to stderr); SB_ERR_VERSION (an unknown
- * format version: nothing was changed); SB_ERR_FORMAT (the directory holds
- * something that is not a store); SB_ERR_IO; SB_ERR_NOSPC; SB_ERR_NOMEM;
- * SB_ERR_INVAL (a path that is not a directory). On failure st->disk is
- * NULL and nothing is left running. */
+ * format version: nothing was changed); SB_ERR_SUPERBLOCK (without
+ * cfg->open_flags SB_OPEN_SALVAGE: a superblock that cannot be used, or
+ * none beside segment files; nothing was changed); SB_ERR_IO;
+ * SB_ERR_NOSPC; SB_ERR_NOMEM; SB_ERR_INVAL (a path that is not a
+ * directory). On failure st->disk is NULL and nothing is left running. */
 int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *io);
 
 /* sb_disk_close -- stop the disk tier and free it. crash false: drain the

@@ -20,6 +20,10 @@
 typedef struct sb_disk sb_disk;
 typedef struct sb_wrun sb_wrun; /* a run of failed tickets (ticket.c) */
 
+#define SB_SEGS_MIN 1024u    /* a new superblock's capacity at least */
+#define SB_SEGS_MAX 65536u   /* and at most (a 1.5 MiB slot), unless the
+                                segments found need more (salvage) */
+
 /* An entry of the priority pool (admit.c): a block and its place. */
 typedef struct sb_pool_ent {
     sb_blk *b;
@@ -169,6 +173,8 @@ struct sb_disk {
                                   earlier lives of the store wrote */
     uint64_t reclaimed, rc_kept, rc_ram, rc_dropped, nospc; /* [mu] sb_stats */
     uint32_t zlevel;           /* [const] sb_config.compress_level */
+    bool salvage;              /* [const] sb_config.open_flags has
+                                  SB_OPEN_SALVAGE */
     uint64_t z_records, z_skipped, z_raw, z_stored, z_saved; /* [mu] sb_stats
                                   disk_compress_* */
 
@@ -204,6 +210,9 @@ struct sb_disk {
     uint64_t write_errors, read_errors, checksum_failures, denials;
     uint64_t rec_records, rec_pages, rec_points, rec_ns, rec_orphans;
     uint64_t rec_bad_summaries, rec_torn, rec_unlisted, rec_ns_time;
+    uint64_t salvaged;         /* 1: this open rebuilt the superblock */
+    uint64_t salv_segments, salv_scanned, salv_skipped; /* sb_stats salvage_* */
+    uint64_t salv_dropped, salv_dropped_bytes;
 };
 
 /* ---- disk.c: files, superblock, segments ------------------------------------ */
@@ -228,6 +237,21 @@ void sb_disk_seg_name(char *buf, uint32_t id, const char *ext);
  * newest state) listing every segment, and sync it. durable_seq is the
  * caller's. Returns: SB_OK; SB_ERR_IO; SB_ERR_NOSPC; SB_ERR_NOMEM. */
 int sb_disk_super_write(sb_disk *d);
+
+/* sb_disk_super_create -- [w] write a new superblock (d->max_segs sets
+ * its slot size; a new random store id) under a temporary name: n_writes
+ * slot writes (1: a new store, the other slot zeros; 2: both slots sound),
+ * then rename it over "superblock" and sync the directory, so a creation
+ * cut short leaves what was there before. d->sb_fd becomes its fd (one it
+ * held is closed). Returns: SB_OK; SB_ERR_IO; SB_ERR_NOSPC; SB_ERR_NOMEM. */
+int sb_disk_super_create(sb_disk *d, int n_writes);
+
+/* sb_disk_seg_write_summary -- [w] write segment i's summary (the records
+ * noted with sb_disk_seg_note, data_end its data_end) under a temporary
+ * name, sync it, rename it into place and sync the directory; nothing
+ * else (salvage.c seals segments before any superblock lists them).
+ * Returns: SB_OK; SB_ERR_IO; SB_ERR_NOSPC; SB_ERR_NOMEM. */
+int sb_disk_seg_write_summary(sb_disk *d, uint32_t i);
 
 /* sb_disk_seg_seal -- [w] seal segment i (nothing in flight on it): sync it,
  * write its summary (temporary name, sync, rename, sync the directory),
@@ -342,16 +366,22 @@ void *sb_writer_main(void *arg);
 
 /* ---- recover.c ---------------------------------------------------------------- */
 
-/* sb_disk_recover -- read the superblock, the summaries and the open
- * segments of a store directory that has one, rebuild every namespace's
- * index with disk-only blocks, and seal what was open. Called by
- * sb_disk_open with the tier otherwise set up (mu not held, no thread).
- * Returns: SB_OK; SB_ERR_VERSION; SB_ERR_FORMAT; SB_ERR_CORRUPT (no valid
- * superblock slot); SB_ERR_IO; SB_ERR_NOMEM. */
+/* sb_disk_recover -- read the superblock (d->sb_fd; -1: there is none),
+ * the summaries and the open segments of a store directory that has one,
+ * rebuild every namespace's index with disk-only blocks, and seal what was
+ * open; with d->salvage, a superblock that cannot be used is first rebuilt
+ * from the segment files (salvage.c). Called by sb_disk_open with the tier
+ * otherwise set up (mu not held, no thread).
+ * Returns: SB_OK; SB_ERR_VERSION (the superblock or, salvaging, a record
+ * is of another version: nothing written); SB_ERR_SUPERBLOCK (not
+ * salvaging: no usable superblock; nothing written); SB_ERR_IO;
+ * SB_ERR_NOSPC (salvaging); SB_ERR_NOMEM. */
 int sb_disk_recover(sb_disk *d);
 
 /* sb_disk_read_super -- read and decode the newest valid superblock slot of
- * fd (file size size) into *s, segments into segs (max_segs).
+ * fd (file size size) into *s, segments into segs (max_segs). A slot whose
+ * version is unknown is of another version only when its hash holds
+ * (sb_super_other_version); else it is damage (SB_ERR_CORRUPT).
  * Returns: SB_OK; SB_ERR_VERSION (a slot of another version, none valid);
  * SB_ERR_FORMAT; SB_ERR_CORRUPT; SB_ERR_IO; SB_ERR_NOMEM. */
 int sb_disk_read_super(sb_io *io, int fd, uint64_t size, sb_super *s, sb_super_seg *segs,

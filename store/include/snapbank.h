@@ -187,6 +187,11 @@ enum sb_err {
     SB_ERR_FORMAT = -18,         /* not a snapbank store, or a damaged one */
     SB_ERR_UNSUPPORTED = -19,    /* the feature is not available in this build */
     SB_ERR_NO_POINT = -20,       /* a point state is needed and there is none */
+    SB_ERR_SUPERBLOCK = -21,     /* the store's superblock cannot be used (both
+                                    slots damaged, truncated, missing): open
+                                    with SB_OPEN_SALVAGE or run 'snapbank
+                                    fsck --repair DIR' to rebuild it from the
+                                    segment files */
     SB_ERR_PENDING = -22,        /* a ticket's state is not durable yet: its
                                     writes are queued, waiting or dirty */
     SB_ERR_NOT_DURABLE = -23,    /* a ticket's state will never be durable: a
@@ -335,7 +340,8 @@ typedef struct sb_config {
                                      stored; restores decompress. 1-3 keep
                                      up with a disk; higher levels cost
                                      writer CPU */
-    uint32_t reserved1;           /* must be zero */
+    uint32_t open_flags;          /* SB_OPEN_* bits; other bits are refused
+                                     (SB_ERR_INVAL). Default 0 */
 
     /* --- hooks ------------------------------------------------------------- */
     /* Monotonic clock in nanoseconds, for pin TTLs and write budgets. NULL:
@@ -349,6 +355,19 @@ typedef struct sb_config {
      * system were out of memory. See also sb_store_fault_alloc(). */
     uint64_t fault_alloc_nth;
 } sb_config;
+
+/* sb_config.open_flags */
+#define SB_OPEN_SALVAGE 1u /* a store directory whose superblock cannot be
+                              used (SB_ERR_SUPERBLOCK: both slots fail their
+                              checks, the file is truncated, zeroed, garbage
+                              or gone while segment files remain) is
+                              salvaged instead of refused: the superblock is
+                              rebuilt from the segment files (sb_store_open
+                              says how; docs/format.md what it relies on)
+                              and what was found and dropped shows in
+                              sb_store_stats (salvage_*). No effect on a
+                              store whose superblock is sound, on a new
+                              directory, or without a dir */
 
 /* sb_config_default -- fill *cfg with the defaults listed in sb_config.
  * RAM only (dir NULL). */
@@ -367,22 +386,53 @@ SB_API void sb_config_default(sb_config *cfg);
  * On a fresh directory segment_bytes sets the segment size for good; an
  * existing store keeps the one it was made with.
  *
+ * Salvage. The superblock (two slots, each listing every segment) is what
+ * open reads first; when neither slot can be used, open refuses the store
+ * with SB_ERR_SUPERBLOCK and changes nothing. With SB_OPEN_SALVAGE in
+ * cfg->open_flags it rebuilds the superblock from the segment files
+ * instead, which describe themselves: each file's name gives its id; a
+ * sound summary (sealed segments) gives its generation and records, and a
+ * file without one is read record by record to its end, every record
+ * head checked at its own offset and every payload against its hash (past
+ * a damaged record the scan looks for the next one at each 4 KiB block; a
+ * length is never taken from bytes that did not check). Only the records
+ * of a file's newest generation are kept (an older life of the file is
+ * stale), and of two records of one key the newer; records whose checks
+ * fail are dropped, never indexed. Each file read this way is sealed with
+ * a new summary of what it kept, then a fresh superblock listing every
+ * adopted segment (both slots) replaces the damaged one, and the index is
+ * rebuilt as recovery does. What the segments cannot tell is reset: a new
+ * store id, the wear block from zero (the tier's write history before the
+ * salvage is lost), no free slots (a reclaimed segment whose files remain
+ * is adopted again; its records are correct, and older than any copy of
+ * them). sb_store_stats reports it (salvaged_*, salvage_*); the store then
+ * opens without the flag. Segment files with no record of their own are
+ * left as they are, unlisted. A failure after the superblock was replaced
+ * leaves the rebuilt store (a plain open reads it).
+ *
  * On success *out is owned by the caller; close it with sb_store_close().
- * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved
- * fields nonzero, compress_level over 22, max_seq_tokens 0 or above 2^31 - 1,
- * durability or write_mode not one of their enum's values, a disk setting
- * out of range: queue_depth 0 or over 4096, segment_bytes under 64 KiB or
- * not a multiple of 4096 or over 1 TiB, sync_interval_ms 0, a nonzero
- * disk_bytes under segment_bytes, write_budget_bytes_per_hour under 1 MiB,
- * backlog_bytes 0; dir not a directory); SB_ERR_UNSUPPORTED (a big-endian
- * host: the format is little-endian);
- * SB_ERR_NOMEM; SB_ERR_LOCKED (another process has the directory open: a
- * message naming its pid is written to stderr); SB_ERR_VERSION (the store
- * was written by an unknown format version: it is left untouched);
- * SB_ERR_FORMAT (the directory holds segment files but no superblock, or
- * a superblock that is not a store's); SB_ERR_CORRUPT (both superblock
- * slots fail their checksums); SB_ERR_IO, SB_ERR_NOSPC (the directory
- * could not be read or set up). On failure *out is NULL. */
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved0
+ * nonzero or an unknown open_flags bit, compress_level over 22,
+ * max_seq_tokens 0 or above 2^31 - 1, durability or write_mode not one of
+ * their enum's values, a disk setting out of range: queue_depth 0 or over
+ * 4096, segment_bytes under 64 KiB or not a multiple of 4096 or over 1 TiB,
+ * sync_interval_ms 0, a nonzero disk_bytes under segment_bytes,
+ * write_budget_bytes_per_hour under 1 MiB, backlog_bytes 0; dir not a
+ * directory); SB_ERR_UNSUPPORTED (a big-endian host: the format is
+ * little-endian); SB_ERR_NOMEM; SB_ERR_LOCKED (another process has the
+ * directory open: a message naming its pid is written to stderr);
+ * SB_ERR_VERSION (the store, or with SB_OPEN_SALVAGE one of its records,
+ * was written by an unknown format version -- its checksum holds, so it is
+ * not damage: the directory is left untouched); SB_ERR_FORMAT (a superblock
+ * that is not a store's); SB_ERR_SUPERBLOCK (without SB_OPEN_SALVAGE: the
+ * directory holds a store whose superblock cannot be used -- both slots
+ * fail their checks, the file is truncated, zeroed or garbage, or it is
+ * gone while segment files remain; nothing was changed); SB_ERR_IO,
+ * SB_ERR_NOSPC (the directory could not be read or set up; during a
+ * salvage, a read or write failed: the damaged superblock stays, unless the
+ * rebuilt one was already in place, and a summary the salvage wrote for a
+ * segment it read is a sound one; a retry salvages again). On failure *out
+ * is NULL. */
 SB_API int sb_store_open(const sb_config *cfg, sb_store **out);
 
 /* sb_store_close -- close a store and free everything it holds.
@@ -696,6 +746,21 @@ typedef struct sb_stats {
                                     (an older slot or a stale superblock was
                                     all there was): scanned and adopted */
     uint64_t recovery_ns;        /* time open spent recovering, nanoseconds */
+    /* disk tier: a superblock rebuilt by this open (SB_OPEN_SALVAGE) */
+    uint64_t salvaged;           /* 1 when this open rebuilt the superblock from
+                                    the segment files, else 0 (the fields
+                                    below are 0 then) */
+    uint64_t salvaged_segments;  /* segment files adopted as segments */
+    uint64_t salvage_scanned_segments; /* ...of which read record by record
+                                    (no sound summary) and sealed anew */
+    uint64_t salvage_skipped_files; /* segment files with no record of their
+                                    own (or gone since listed): left as they
+                                    were, unlisted */
+    uint64_t salvage_dropped_records; /* what the reads found and did not keep:
+                                    runs of damaged blocks, records whose
+                                    payload fails its hash, records of an
+                                    older life of their file */
+    uint64_t salvage_dropped_bytes; /* the segment bytes they span */
 } sb_stats;
 
 /* sb_store_stats -- snapshot the store's counters into *out.

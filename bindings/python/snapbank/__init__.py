@@ -32,9 +32,10 @@ from ._native import lib
 __all__ = ["SnapbankError", "Store", "Namespace", "Match", "Model", "Session", "Generation",
            "PutOutcome", "version"]
 
-OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE = 0, -1, -8, -11
+OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE, ERR_SUPERBLOCK = 0, -1, -8, -11, -21
 ERR_PENDING, ERR_NOT_DURABLE = -22, -23
 WAIT_FOREVER = 0xFFFFFFFF
+OPEN_SALVAGE = 1  # open_flags: rebuild a superblock that cannot be used (sb_store_open)
 
 
 class SnapbankError(Exception):
@@ -156,8 +157,10 @@ class Store(_Owned):
     ns_ram_bytes, max_seq_tokens, disk_bytes, segment_bytes, queue_depth,
     durability "none" | "periodic" | "commit", write_mode "through" |
     "back" | "only", sync_bytes, sync_interval_ms, foreground_hold_ms,
-    disk_free_floor_bytes, min_prefix_tokens, compress_level, ...); the rest
-    keep sb_config_default's values."""
+    disk_free_floor_bytes, min_prefix_tokens, compress_level, open_flags
+    (OPEN_SALVAGE: a store whose superblock cannot be used, refused with
+    ERR_SUPERBLOCK otherwise, is rebuilt from its segment files), ...); the
+    rest keep sb_config_default's values."""
 
     def __init__(self, dir=None, **config):
         super().__init__()

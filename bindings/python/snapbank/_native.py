@@ -50,7 +50,7 @@ class Config(ctypes.Structure):
         ("backlog_bytes", u64), ("min_prefix_tokens", u32), ("queue_depth", u32),
         ("durability", ip), ("write_mode", ip), ("sync_bytes", u64),
         ("sync_interval_ms", u32), ("foreground_hold_ms", u32),
-        ("disk_free_floor_bytes", u64), ("compress_level", u32), ("reserved1", u32),
+        ("disk_free_floor_bytes", u64), ("compress_level", u32), ("open_flags", u32),
         ("clock_ns", vp), ("clock_ctx", vp), ("fault_alloc_nth", u64),
     ]
 

@@ -186,6 +186,33 @@ class DiskTest(unittest.TestCase):
             shutil.rmtree(d)
 
 
+    def test_salvage(self):
+        d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
+        try:
+            toks = list(range(7, 300))
+            cfg = dict(segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1)
+            with snapbank.Store(dir=d, **cfg) as st:
+                st.namespace(b"m", BPT).put(toks, [state(toks, 0), state(toks, 1)])
+            sb = os.path.join(d, "superblock")
+            size = os.path.getsize(sb)
+            with open(sb, "wb") as f:  # both slots gone
+                f.write(bytes(size))
+            with self.assertRaises(snapbank.SnapbankError) as e:
+                snapbank.Store(dir=d, **cfg)
+            self.assertEqual(e.exception.code, snapbank.ERR_SUPERBLOCK)
+            self.assertIn("SB_OPEN_SALVAGE", e.exception.message)
+            with snapbank.Store(dir=d, open_flags=snapbank.OPEN_SALVAGE, **cfg) as st:
+                self.assertEqual(st.stats()["salvaged"], 1)
+                self.assertGreater(st.stats()["salvaged_segments"], 0)
+                with st.namespace(b"m", BPT).match(toks) as m:
+                    self.assertEqual(m.n_tokens, len(toks))
+                    self.assertEqual(list(m.restore()), [state(toks, 0), state(toks, 1)])
+            with snapbank.Store(dir=d, **cfg) as st:
+                self.assertEqual(st.stats()["salvaged"], 0)
+        finally:
+            shutil.rmtree(d)
+
+
 class SessionTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
