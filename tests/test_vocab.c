@@ -1,12 +1,15 @@
 /* test_vocab.c -- tokenizers from GGUF metadata, vocabulary-only files,
- * and copying the vocabulary (runtime/model/vocab.h).
+ * copying the vocabulary, and `make-model --vocab` (runtime/model/vocab.h,
+ * make_model.h).
  *
  * Description: every vocabulary in tests/data/vocab loads from its file
  * alone; the defaults of each key per vocabulary type (llama.cpp's) when
  * the file leaves it out; every malformed key refused with SB_ERR_FORMAT
  * naming it, an unknown type or pre-tokenizer with SB_ERR_UNSUPPORTED
- * naming it; sb_rt_vocab_copy gives a file whose tokenizer encodes like
- * the original and refuses what it cannot copy, appending nothing.
+ * naming it; sb_rt_vocab_copy gives a
+ * file whose tokenizer encodes like the original and refuses what it
+ * cannot copy, appending nothing; a random-weight model made with a real
+ * vocabulary loads with that tokenizer and its vocabulary size.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,11 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "model/gguf.h"
 #include "model/gguf_write.h"
+#include "model/make_model.h"
+#include "model/model.h"
 #include "model/vocab.h"
 #include "tokutil.h"
 
@@ -288,6 +294,52 @@ static void copy_refuses_whole(void **state)
     free(mem);
 }
 
+/* ---- make-model --vocab --------------------------------------------------------------- */
+
+static void model_with_real_vocab(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sb-vocab-XXXXXX", file[256], vpath[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/m.gguf", dir);
+    sb_rt_make_opts o;
+    sb_rt_make_opts_preset(&o, "tiny");
+    assert_int_equal(sb_rt_make_opts_set(&o, "dtype", "f16"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "vocab", tku_vocab_path(vpath, sizeof vpath,
+                                                                     "llama-bpe")), SB_OK);
+    assert_string_equal(o.vocab, vpath);
+    o.tied = true;
+    sb_rt_err err = { 0 };
+    if (sb_rt_make_model(&o, file, &err) != SB_OK)
+        fail_msg("%s", err.msg);
+    sb_rt_model *m;
+    if (sb_rt_model_load(file, &m, &err) != SB_OK)
+        fail_msg("%s", err.msg);
+    assert_non_null(m->tok);
+    assert_int_equal(m->hp.n_vocab, 128256);
+    sb_rt_tok_info in;
+    sb_rt_tok_get_info(m->tok, &in);
+    assert_string_equal(in.pre, "llama-bpe");
+    sb_rt_tok *v = tku_vocab("llama-bpe");
+    size_t n1, n2;
+    const char *text = "Hello world, it's 2024!";
+    uint32_t *x = tku_encode(m->tok, text, strlen(text), SB_RT_TOK_ADD_BOS, &n1);
+    uint32_t *y = tku_encode(v, text, strlen(text), SB_RT_TOK_ADD_BOS, &n2);
+    assert_true(n1 == n2 && !memcmp(x, y, n1 * sizeof *x));
+    free(x), free(y);
+    sb_rt_tok_free(v);
+    sb_rt_model_free(m);
+    /* a number still sets the generated vocabulary's size */
+    assert_int_equal(sb_rt_make_opts_set(&o, "vocab", "600"), SB_OK);
+    assert_true(o.vocab[0] == '\0' && o.n_vocab == 600);
+    /* a file that is not a vocabulary: refused naming it */
+    assert_int_equal(sb_rt_make_opts_set(&o, "vocab", "/nonexistent.gguf"), SB_OK);
+    assert_int_equal(sb_rt_make_model(&o, file, &err), SB_ERR_IO);
+    assert_non_null(strstr(err.msg, "/nonexistent.gguf"));
+    unlink(file);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +348,7 @@ int main(void)
         cmocka_unit_test(keys),
         cmocka_unit_test(copy_gives_same_tokenizer),
         cmocka_unit_test(copy_refuses_whole),
+        cmocka_unit_test(model_with_real_vocab),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,13 +7,15 @@
 
 #include "cli.h"
 #include "model/make_model.h"
+#include "model/vocab.h"
 
 static void mm_usage(FILE *f)
 {
     fprintf(f,
             "usage: snapbank make-model -o FILE [--preset tiny|small] [options]\n\n"
             "Writes a llama-family GGUF v3 model with random weights drawn from a seed\n"
-            "(the same options give the same bytes) and a SentencePiece vocabulary.\n\n"
+            "(the same options give the same bytes) and a generated SentencePiece\n"
+            "vocabulary, or a real one (--vocab FILE).\n\n"
             "options:\n"
             "  -o FILE            the file to write\n"
             "  --preset P         tiny (dim 64, 2 layers, F32) or small (dim 768, 12\n"
@@ -23,6 +25,10 @@ static void mm_usage(FILE *f)
             "  --seed N           weights seed (default 1)\n"
             "  --dim N --layers N --heads N --kv-heads N --ff N --vocab N --ctx N\n"
             "                     override the preset's shape\n"
+            "  --vocab FILE       take the vocabulary from a GGUF file (a model or a\n"
+            "                     vocabulary-only file: every tokenizer.* key, merges,\n"
+            "                     token types, special ids, pre, chat template); the\n"
+            "                     vocabulary size follows it\n"
             "  --tied             no output matrix: the output shares token_embd\n\n"
             "exit status: 0 written, 1 failure, 2 usage.\n");
 }
@@ -64,6 +70,15 @@ int sb_cli_make_model(int argc, char **argv)
         return 2;
     }
     sb_rt_err err = { 0 };
+    sb_rt_tok *vt = NULL;
+    if (o.vocab[0]) { /* the vocabulary size it gives, for the report below */
+        if (sb_rt_tok_load(o.vocab, &vt, &err) != 0) {
+            fprintf(stderr, "snapbank make-model: --vocab: %s\n", err.msg);
+            return 1;
+        }
+        o.n_vocab = sb_rt_tok_n_vocab(vt);
+        sb_rt_tok_free(vt);
+    }
     int rc = sb_rt_make_model(&o, out, &err);
     if (rc != 0) {
         fprintf(stderr, "snapbank make-model: %s\n", err.msg);

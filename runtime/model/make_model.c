@@ -12,6 +12,7 @@
 #include "model/gguf.h"
 #include "model/gguf_write.h"
 #include "model/tokenizer.h"
+#include "model/vocab.h"
 #include "snapbank.h"
 
 /* The text the vocabulary is learned from (our own prose). */
@@ -87,6 +88,15 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
         o->dtype = !strcmp(v, "f32") ? SB_RT_F32 : !strcmp(v, "f16") ? SB_RT_F16
                  : !strcmp(v, "q8_0") ? SB_RT_Q8_0 : 99;
         return o->dtype == 99 ? SB_ERR_INVAL : SB_OK;
+    }
+    if (!strcmp(name, "vocab")) {
+        if (v[0] && strspn(v, "0123456789") != strlen(v)) { /* a file */
+            if (strlen(v) >= sizeof o->vocab)
+                return SB_ERR_INVAL;
+            snprintf(o->vocab, sizeof o->vocab, "%s", v);
+            return SB_OK;
+        }
+        o->vocab[0] = '\0'; /* a number: the generated vocabulary's size */
     }
     static const struct { const char *name; size_t off; uint64_t hi; } f[] = {
         { "dim", offsetof(sb_rt_make_opts, dim), 1u << 16 },
@@ -294,6 +304,28 @@ static void vocab_free(vocab *v)
     free(v->piece), free(v->len), free(v->score), free(v->type);
 }
 
+/* The generated vocabulary's tokenizer.ggml.* keys. */
+static int add_vocab_keys(sb_rt_gguf_writer *w, const vocab *v)
+{
+    const char **pp = malloc(v->n * sizeof *pp);
+    if (!pp)
+        return SB_ERR_NOMEM;
+    for (uint32_t i = 0; i < v->n; i++)
+        pp[i] = v->piece[i];
+    sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
+    sb_rt_gguf_add_arr_str(w, "tokenizer.ggml.tokens", pp, v->len, v->n);
+    free(pp);
+    sb_rt_gguf_add_arr(w, "tokenizer.ggml.scores", SB_RT_GGUF_F32, v->score, v->n);
+    sb_rt_gguf_add_arr(w, "tokenizer.ggml.token_type", SB_RT_GGUF_I32, v->type, v->n);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
+    return SB_OK;
+}
+
 /* ---- tensors ---------------------------------------------------------------------------- */
 
 /* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`). */
@@ -334,10 +366,10 @@ static void *fill(uint64_t *rng, uint32_t t, size_t in, size_t rows, float mean,
     return out;
 }
 
-int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
+/* The model o describes; vg: the file to copy the vocabulary from, or NULL
+ * to generate one. */
+static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path, sb_rt_err *err)
 {
-    if (!o || !path)
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: NULL argument");
     bool qwen = !strcmp(o->arch, "qwen2");
     if (!qwen && strcmp(o->arch, "llama"))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2)",
@@ -361,7 +393,7 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     sb_rt_gguf_writer *w = sb_rt_gguf_writer_new();
     void **bufs = calloc(16u * o->n_layers + 8, sizeof *bufs);
     size_t nb = 0;
-    int rc = w && bufs ? build_vocab(&v, o->n_vocab) : SB_ERR_NOMEM;
+    int rc = w && bufs ? (vg ? SB_OK : build_vocab(&v, o->n_vocab)) : SB_ERR_NOMEM;
     if (rc != SB_OK)
         goto out;
     char k[128], name[96];
@@ -381,26 +413,9 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     sb_rt_gguf_add_u32(w, KEY("rope.dimension_count"), hd);
     sb_rt_gguf_add_u32(w, KEY("vocab_size"), o->n_vocab);
 #undef KEY
-    sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
-    {
-        const char **pp = malloc(v.n * sizeof *pp);
-        if (!pp) {
-            rc = SB_ERR_NOMEM;
-            goto out;
-        }
-        for (uint32_t i = 0; i < v.n; i++)
-            pp[i] = v.piece[i];
-        sb_rt_gguf_add_arr_str(w, "tokenizer.ggml.tokens", pp, v.len, v.n);
-        free(pp);
-    }
-    sb_rt_gguf_add_arr(w, "tokenizer.ggml.scores", SB_RT_GGUF_F32, v.score, v.n);
-    sb_rt_gguf_add_arr(w, "tokenizer.ggml.token_type", SB_RT_GGUF_I32, v.type, v.n);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
+    rc = vg ? sb_rt_vocab_copy(vg, o->vocab, w, err) : add_vocab_keys(w, &v);
+    if (rc != SB_OK)
+        goto out;
 
     uint64_t rng = o->seed;
 #define TENSOR(nm, t, in, rows, mean, sd)                                                    \
@@ -447,5 +462,25 @@ out:
     free(bufs);
     vocab_free(&v);
     sb_rt_gguf_writer_free(w);
+    return rc;
+}
+
+int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
+{
+    if (!o || !path)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: NULL argument");
+    if (!o->vocab[0])
+        return make(o, NULL, path, err);
+    /* --vocab FILE: check that its keys make a tokenizer; n_vocab follows */
+    sb_rt_gguf *g;
+    sb_rt_tok *t = NULL;
+    int rc = sb_rt_gguf_open(o->vocab, &g, err);
+    if (rc == SB_OK && (rc = sb_rt_tok_from_gguf(g, o->vocab, &t, err)) == SB_OK) {
+        sb_rt_make_opts with = *o;
+        with.n_vocab = sb_rt_tok_n_vocab(t);
+        sb_rt_tok_free(t);
+        rc = make(&with, g, path, err);
+    }
+    sb_rt_gguf_close(g);
     return rc;
 }

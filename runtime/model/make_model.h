@@ -9,7 +9,8 @@
  * 0.1 N(0,1). Normal draws come from splitmix64 through Box-Muller, in the
  * file's tensor order, so the same options give byte-identical files.
  *
- * The vocabulary is a SentencePiece (`llama`) one: ids 0 <unk>, 1 <s>,
+ * The vocabulary is a real one copied from a GGUF file (vocab, below), or
+ * a generated SentencePiece (`llama`) one: ids 0 <unk>, 1 <s>,
  * 2 </s>, 3..258 the byte tokens <0x00>..<0xFF>, then every character of an
  * embedded English text (spaces as U+2581), then pieces merged from that
  * text by byte-pair counting (the most frequent adjacent pair within words
@@ -34,6 +35,9 @@ typedef struct sb_rt_make_opts {
     uint32_t dim, n_layers, n_heads, n_kv_heads, n_ff, n_vocab, n_ctx;
     bool tied;                 /* no output.weight: the output shares token_embd */
     uint64_t seed;
+    char vocab[512];           /* "" to generate the vocabulary; else a GGUF file whose
+                                * tokenizer.* keys are copied (n_vocab is then its
+                                * token count, whatever n_vocab says) */
 } sb_rt_make_opts;
 
 /* sb_rt_make_opts_preset -- "tiny" (dim 64, 2 layers, 4 heads, 2 KV heads,
@@ -44,15 +48,20 @@ void sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
 
 /* sb_rt_make_opts_set -- set one option by name: "arch" (llama|qwen2),
  * "dtype" (f32|f16|q8_0), "dim", "layers", "heads", "kv-heads", "ff",
- * "vocab", "ctx", "seed", "tied" (0|1).
+ * "vocab" (a number: the generated vocabulary's size; anything else: a
+ * GGUF file to take the vocabulary from), "ctx", "seed", "tied" (0|1).
  * Returns: SB_OK; SB_ERR_INVAL (unknown name or bad value). */
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value);
 
-/* sb_rt_make_model -- write the model o describes to path.
+/* sb_rt_make_model -- write the model o describes to path. With o->vocab,
+ * the vocabulary is that file's (every tokenizer.* key, vocab.h), checked
+ * first to make a tokenizer.
  * Returns: SB_OK; SB_ERR_INVAL (a shape that cannot be: dim not a multiple
  * of heads, odd head size, heads not a multiple of kv heads, Q8_0 with dim
  * or ff not multiples of 32, vocab under 300, a dimension 0 or too large);
- * SB_ERR_NOMEM; SB_ERR_IO (err names the path). */
+ * SB_ERR_NOMEM; SB_ERR_IO (err names the path); with o->vocab also what
+ * sb_rt_gguf_open, sb_rt_tok_from_gguf and sb_rt_vocab_copy return (err
+ * names the vocabulary file). */
 int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err);
 
 #endif /* SB_RT_MAKE_MODEL_H */
