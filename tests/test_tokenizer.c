@@ -9,7 +9,7 @@
  * vocabularies with tied scores. Special tokens: the longest text is taken
  * first everywhere (not the leftmost), ties to the lower id; which types
  * each flag matches; literal spans (inside, overlapping, bad spans);
- * the space `llama` puts after
+ * LSTRIP/RSTRIP; end texts count as control; the space `llama` puts after
  * each special token. Flags, ADD_BOS/ADD_EOS, a short buffer. Decoding:
  * hidden and shown special tokens, a `gpt2` piece that ends inside a UTF-8
  * character, KEEP_SPACE. The facts of the real vocabularies (ids, EOT
@@ -310,7 +310,7 @@ static void matches_naive_reference(void **state)
 /* ---- special tokens ----------------------------------------------------------------- */
 
 /* A `llama` vocabulary with byte tokens, single letters, and specials. */
-static sb_rt_tok *special_vocab(vb *v, uint32_t *first)
+static sb_rt_tok *special_vocab(vb *v, const uint8_t *strip, uint32_t *first)
 {
     base(v, true);
     *first = v->n;
@@ -319,7 +319,7 @@ static sb_rt_tok *special_vocab(vb *v, uint32_t *first)
     add(v, "ab", 0, SB_RT_TOK_USER);            /* first + 2 */
     add(v, "bc", 0, SB_RT_TOK_USER);            /* first + 3: same length, higher id */
     add(v, "[u]", 0, SB_RT_TOK_UNKNOWN);        /* first + 4 */
-    add(v, "<|im_end|>", 0, SB_RT_TOK_CONTROL); /* first + 5 */
+    add(v, "<|im_end|>", 0, SB_RT_TOK_USER);    /* first + 5: an end text: control */
     add(v, "<r>", 0, SB_RT_TOK_USER);           /* first + 6 */
     add(v, "<l>", 0, SB_RT_TOK_USER);           /* first + 7 */
     static const char letters[] = "abcdefghijklmnopqrstuvwxyz";
@@ -331,6 +331,7 @@ static sb_rt_tok *special_vocab(vb *v, uint32_t *first)
     add(v, SP, -1, SB_RT_TOK_NORMAL);
     sb_rt_tok_spec s;
     spec_of(&s, v, false);
+    s.strip = strip;
     sb_rt_tok *t;
     sb_rt_err err = { 0 };
     if (sb_rt_tok_new(&s, &t, &err) != SB_OK)
@@ -359,7 +360,7 @@ static void special_longest_first(void **state)
     (void)state;
     vb v;
     uint32_t f;
-    sb_rt_tok *t = special_vocab(&v, &f);
+    sb_rt_tok *t = special_vocab(&v, NULL, &f);
     char got[512], want[512];
     /* "wxyz": xyz (3) is taken before wx (2), though wx is leftmost */
     snprintf(want, sizeof want, "%u %u", letter(f, 'w'), f);
@@ -381,7 +382,7 @@ static void special_types_and_flags(void **state)
     (void)state;
     vb v;
     uint32_t f;
-    sb_rt_tok *t = special_vocab(&v, &f);
+    sb_rt_tok *t = special_vocab(&v, NULL, &f);
     char got[512], want[512];
     /* flags 0: all plain text */
     snprintf(want, sizeof want, "%u %u %u", letter(f, 'x'), letter(f, 'y'), letter(f, 'z'));
@@ -394,7 +395,9 @@ static void special_types_and_flags(void **state)
     snprintf(want, sizeof want, "%u %u %u", f, f + 2, f + 4);
     assert_string_equal(ids_of(t, "xyzab[u]", SB_RT_TOK_PARSE_SPECIAL, NULL, 0, got,
                                sizeof got), want);
-    /* an end text */
+    /* an end text is control whatever the file says: not with PARSE_USER */
+    assert_int_equal(sb_rt_tok_type(t, f + 5), SB_RT_TOK_CONTROL);
+    assert_int_equal(sb_rt_tok_type(t, f + 2), SB_RT_TOK_USER);
     snprintf(want, sizeof want, "%u", f + 5);
     assert_string_equal(ids_of(t, "<|im_end|>", SB_RT_TOK_PARSE_SPECIAL, NULL, 0, got,
                                sizeof got), want);
@@ -424,7 +427,7 @@ static void literal_spans(void **state)
     (void)state;
     vb v;
     uint32_t f;
-    sb_rt_tok *t = special_vocab(&v, &f);
+    sb_rt_tok *t = special_vocab(&v, NULL, &f);
     char got[512], want[512];
     const char *text = "xyzqxyzqxyz"; /* specials at 0, 4, 8 */
     /* [4, 7) exactly: the middle one is text; [1, 2) overlaps the first */
@@ -454,12 +457,28 @@ static void literal_spans(void **state)
     sb_rt_tok_free(t);
 }
 
-static void space_prefix_after_special(void **state)
+static void strip_and_space_prefix(void **state)
 {
     (void)state;
     vb v;
-    sb_rt_tok *t;
+    uint32_t f;
+    uint8_t strip[600] = { 0 };
+    sb_rt_tok *t = special_vocab(&v, strip, &f); /* to learn f */
+    sb_rt_tok_free(t);
+    strip[f + 6] = SB_RT_TOK_RSTRIP; /* <r> */
+    strip[f + 7] = SB_RT_TOK_LSTRIP; /* <l> */
+    t = special_vocab(&v, strip, &f);
     char got[512], want[512];
+    snprintf(want, sizeof want, "%u %u %u %u", letter(f, 'q'), f + 6, f + 7, letter(f, 'q'));
+    assert_string_equal(ids_of(t, "q<r> \n\t <l>q", SB_RT_TOK_PARSE_SPECIAL, NULL, 0, got,
+                               sizeof got), want);
+    snprintf(want, sizeof want, "%u %u %u", letter(f, 'q'), f + 7, letter(f, 'q'));
+    assert_string_equal(ids_of(t, "q  <l>q", SB_RT_TOK_PARSE_SPECIAL, NULL, 0, got, sizeof got),
+                        want);
+    snprintf(want, sizeof want, "%u %u %u %u", f + 6, letter(f, 'q'), f + 6, letter(f, 'q'));
+    assert_string_equal(ids_of(t, "<r>  q<r>q", SB_RT_TOK_PARSE_SPECIAL, NULL, 0, got,
+                               sizeof got), want);
+    sb_rt_tok_free(t);
     /* `llama` with add_space_prefix: each stretch after a special token gets
      * its space, as at the start */
     base(&v, true);
@@ -687,7 +706,7 @@ int main(void)
         cmocka_unit_test(special_longest_first),
         cmocka_unit_test(special_types_and_flags),
         cmocka_unit_test(literal_spans),
-        cmocka_unit_test(space_prefix_after_special),
+        cmocka_unit_test(strip_and_space_prefix),
         cmocka_unit_test(decode_special_and_pieces),
         cmocka_unit_test(facts),
         cmocka_unit_test(round_trips),

@@ -6,7 +6,7 @@
  * alone; the defaults of each key per vocabulary type (llama.cpp's) when
  * the file leaves it out; every malformed key refused with SB_ERR_FORMAT
  * naming it, an unknown type or pre-tokenizer with SB_ERR_UNSUPPORTED
- * naming it; sb_rt_vocab_copy gives a
+ * naming it; Phi-3's strip rule by general.name; sb_rt_vocab_copy gives a
  * file whose tokenizer encodes like the original and refuses what it
  * cannot copy, appending nothing; a random-weight model made with a real
  * vocabulary loads with that tokenizer and its vocabulary size.
@@ -210,6 +210,26 @@ static void keys(void **state)
     small_tok("", NULL, NULL, SB_ERR_UNSUPPORTED, "tokenizer.ggml.model");
 }
 
+static void k_phi3(sb_rt_gguf_writer *w) { sb_rt_gguf_add_str(w, "general.name", "Phi3-mini"); }
+
+/* Phi-3's special tokens drop the white space after them; others keep it. */
+static void phi3_strip(void **state)
+{
+    (void)state;
+    uint32_t ids[16];
+    size_t n;
+    sb_rt_tok *t = small_tok("llama", NULL, k_phi3, SB_OK, NULL);
+    assert_int_equal(sb_rt_tok_encode(t, "<|end|>\n\na", 10, SB_RT_TOK_PARSE_SPECIAL, ids, 16,
+                                      &n), SB_OK);
+    assert_true(n == 2 && ids[0] == 260 && ids[1] == 259);
+    sb_rt_tok_free(t);
+    t = small_tok("llama", NULL, NULL, SB_OK, NULL);
+    assert_int_equal(sb_rt_tok_encode(t, "<|end|>\n\na", 10, SB_RT_TOK_PARSE_SPECIAL, ids, 16,
+                                      &n), SB_OK);
+    assert_true(n > 2 && ids[0] == 260 && ids[1] != 259);
+    sb_rt_tok_free(t);
+}
+
 /* ---- copying ------------------------------------------------------------------------ */
 
 static void copy_gives_same_tokenizer(void **state)
@@ -346,6 +366,7 @@ int main(void)
         cmocka_unit_test(every_file_loads),
         cmocka_unit_test(defaults),
         cmocka_unit_test(keys),
+        cmocka_unit_test(phi3_strip),
         cmocka_unit_test(copy_gives_same_tokenizer),
         cmocka_unit_test(copy_refuses_whole),
         cmocka_unit_test(model_with_real_vocab),

@@ -42,7 +42,8 @@ struct sb_rt_tok {
     char *raw;                 /* what each token decodes to (see above) */
     size_t *raw_off;           /* (n + 1) */
     float *score;              /* (n) */
-    uint8_t *type;             /* (n) SB_RT_TOK_* */
+    uint8_t *type;             /* (n) SB_RT_TOK_*, end texts made control (build_eog) */
+    uint8_t *strip;            /* (n) SB_RT_TOK_LSTRIP | RSTRIP, or NULL: none */
     /* `llama` */
     uint32_t byte_id[256];     /* byte token of each byte, or NONE */
     uint32_t *slot;            /* hash of mergeable pieces: id + 1, 0 empty */
@@ -119,7 +120,7 @@ void sb_rt_tok_free(sb_rt_tok *t)
     if (!t)
         return;
     free(t->text), free(t->text_off), free(t->raw), free(t->raw_off);
-    free(t->score), free(t->type), free(t->slot), free(t->trie), free(t->eog);
+    free(t->score), free(t->type), free(t->strip), free(t->slot), free(t->trie), free(t->eog);
     sb_rt_bpe_free(t->bpe);
     free(t);
 }
@@ -319,8 +320,11 @@ static int build_eog(sb_rt_tok *t)
             t->eog[t->n_eog++] = cand[i];
     for (size_t i = 0; i < ne; i++) {
         uint32_t id = by_text(t, eog_texts[i]);
-        if (id != NONE)
+        if (id != NONE) {
             t->eog[t->n_eog++] = id;
+            t->type[id] = SB_RT_TOK_CONTROL; /* llama.cpp overrides "control-looking"
+                                                tokens so */
+        }
     }
     qsort(t->eog, t->n_eog, sizeof *t->eog, cmp_u32);
     size_t k = 0;
@@ -362,6 +366,11 @@ static int copy_table(sb_rt_tok *t, const sb_rt_tok_spec *spec, sb_rt_err *err)
         t->type[i] = (uint8_t)(type >= 1 && type <= 6 ? type : SB_RT_TOK_NORMAL);
     }
     t->text_off[n] = k;
+    if (spec->strip) {
+        if (!(t->strip = malloc(n)))
+            return sb_rt_fail(err, SB_ERR_NOMEM, "tokenizer: out of memory");
+        memcpy(t->strip, spec->strip, n);
+    }
     return SB_OK;
 }
 
@@ -413,7 +422,7 @@ int sb_rt_tok_new(const sb_rt_tok_spec *spec, sb_rt_tok **out, sb_rt_err *err)
     for (size_t b = 0; b < 256; b++)
         t->byte_id[b] = NONE;
     int rc = copy_table(t, spec, err);
-    if (rc == SB_OK && build_eog(t) != SB_OK)
+    if (rc == SB_OK && build_eog(t) != SB_OK) /* first: it changes types */
         rc = sb_rt_fail(err, SB_ERR_NOMEM, "tokenizer: out of memory");
     if (rc == SB_OK)
         rc = kind == KIND_SPM ? build_spm(t, err) : build_bpe(t, spec, pi, err);
@@ -696,6 +705,11 @@ static int find_specials(const sb_rt_tok *t, const char *text, size_t len, unsig
 
 /* ---- encoding ----------------------------------------------------------------------- */
 
+static bool is_space(char c) /* C's isspace in the "C" locale */
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 int sb_rt_tok_encode_ex(const sb_rt_tok *t, const char *text, size_t len, unsigned flags,
                         const sb_rt_tok_span *literal, size_t n_literal,
                         uint32_t *ids, size_t cap, size_t *n_ids)
@@ -723,6 +737,12 @@ int sb_rt_tok_encode_ex(const sb_rt_tok *t, const char *text, size_t len, unsign
                                   special token gets the space prefix */
     for (size_t i = 0, at = 0; rc == SB_OK && i <= n_sp; i++) {
         size_t end = i < n_sp ? sp[i].off : len;
+        if (i > 0 && t->strip && (t->strip[sp[i - 1].tok] & SB_RT_TOK_RSTRIP))
+            while (at < end && is_space(text[at]))
+                at++;
+        if (i < n_sp && t->strip && (t->strip[sp[i].tok] & SB_RT_TOK_LSTRIP))
+            while (end > at && is_space(text[end - 1]))
+                end--;
         if (end > at) {
             rc = t->kind == KIND_SPM ? spm_text(t, text + at, end - at,
                                                 t->space_prefix && after_special, &o)

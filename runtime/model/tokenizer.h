@@ -23,8 +23,12 @@
  *      to parse special tokens). The longest token text is matched first
  *      everywhere (ties: the lower id), then the next longest in what is
  *      left, and so on; an occurrence that overlaps one already taken, or
- *      (sb_rt_tok_encode_ex) any literal span, is plain text. What lies
- *      between the special tokens is encoded by the vocabulary's kind:
+ *      (sb_rt_tok_encode_ex) any literal span, is plain text. A token with
+ *      SB_RT_TOK_LSTRIP / RSTRIP drops the white space beside it. A token
+ *      whose text is an end-of-generation text (sb_rt_tok_is_eog's list)
+ *      counts as a control token whatever the file's type, as in llama.cpp
+ *      (sb_rt_tok_type reports it so). What lies between the special
+ *      tokens is encoded by the vocabulary's kind:
  *   2. `llama`: with add_space_prefix, a space is put in front of each
  *      stretch of text that starts the input or follows a special token
  *      (as llama.cpp does); every space becomes U+2581 '▁'; the text is
@@ -108,8 +112,16 @@ typedef struct sb_rt_tok_spec {
     uint32_t eot, eom, pad;      /* ids or SB_RT_TOK_NONE; eot/eom NONE: found by text
                                     (sb_rt_tok_is_eog) */
     bool add_eos;
+    const uint8_t *strip;        /* (n_vocab) SB_RT_TOK_LSTRIP | SB_RT_TOK_RSTRIP of each
+                                    special token, or NULL: none */
 } sb_rt_tok_spec;
 
+/* spec.strip bits: when special token matching (ENCODING step 1) takes
+ * the token, the white space (' ', \t, \n, \v, \f, \r) just before it
+ * (LSTRIP) or just after it (RSTRIP) is dropped from the text. GGUF files
+ * do not carry these; vocab.h sets them as llama.cpp does. */
+#define SB_RT_TOK_LSTRIP 1u
+#define SB_RT_TOK_RSTRIP 2u
 
 /* sb_rt_tok_spec_init -- every field empty: no tokens, ids SB_RT_TOK_NONE,
  * model "llama", flags false. */

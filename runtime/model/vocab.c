@@ -57,12 +57,46 @@ typedef struct arrays {
     size_t *lens, *merge_lens;
     float *scores;
     int32_t *types;
+    uint8_t *strip;
 } arrays;
 
 static void arrays_free(arrays *a)
 {
     free(a->pieces), free(a->merges), free(a->lens), free(a->merge_lens);
-    free(a->scores), free(a->types);
+    free(a->scores), free(a->types), free(a->strip);
+}
+
+/* Phi-3 (general.name holding "phi-3" or "phi3", any case): every special
+ * token but <unk>, <s> and <|endoftext|> drops the white space after it
+ * (its tokenizer_config.json says rstrip; llama.cpp sets the same by this
+ * name, as GGUF has no key for it). Other vocabularies: none. */
+static int strip_attrs(const sb_rt_gguf *g, const char *path, uint64_t n, arrays *a,
+                       sb_rt_err *err)
+{
+    const char *name;
+    size_t len;
+    char low[256];
+    if (sb_rt_gguf_get_str(g, "general.name", &name, &len) != SB_OK)
+        return SB_OK;
+    len = len < sizeof low - 1 ? len : sizeof low - 1;
+    for (size_t i = 0; i < len; i++)
+        low[i] = name[i] >= 'A' && name[i] <= 'Z' ? (char)(name[i] + 32) : name[i];
+    low[len] = '\0';
+    if (!strstr(low, "phi-3") && !strstr(low, "phi3"))
+        return SB_OK;
+    if (!(a->strip = calloc(n, 1)))
+        return sb_rt_fail(err, SB_ERR_NOMEM, "%s: out of memory", path);
+    for (uint64_t i = 0; i < n; i++) {
+        int type = a->types ? a->types[i] : SB_RT_TOK_NORMAL;
+        bool keep = (a->lens[i] == 5 && !memcmp(a->pieces[i], "<unk>", 5)) ||
+                    (a->lens[i] == 3 && !memcmp(a->pieces[i], "<s>", 3)) ||
+                    (a->lens[i] == 13 && !memcmp(a->pieces[i], "<|endoftext|>", 13));
+        bool special = type == SB_RT_TOK_CONTROL || type == SB_RT_TOK_USER ||
+                       type == SB_RT_TOK_UNKNOWN;
+        if (special && !keep)
+            a->strip[i] = SB_RT_TOK_RSTRIP;
+    }
+    return SB_OK;
 }
 
 /* The numeric per-token arrays (scores f32 or i32, token_type i32),
@@ -171,7 +205,8 @@ int sb_rt_tok_from_gguf(const sb_rt_gguf *g, const char *path, sb_rt_tok **out, 
                             &s.add_space_prefix, err))) {
         /* rc and err say what failed */
     }
-    if (rc == SB_OK) {
+    if (rc == SB_OK && (rc = strip_attrs(g, path, n, &a, err)) == SB_OK) {
+        s.strip = a.strip;
         s.pieces = a.pieces, s.piece_len = a.lens, s.scores = a.scores, s.types = a.types;
         s.merges = a.merges, s.merge_len = a.merge_lens, s.n_merges = n_merges;
         rc = sb_rt_tok_new(&s, out, err);
