@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench_tool.h"
 #include "cli.h"
 #include "snapbank.h"
 
@@ -22,7 +23,7 @@ static const struct {
     { "make-model", sb_cli_make_model, "write a GGUF model with random weights (tiny, small)" },
     { "tokenize", sb_cli_tokenize,
       "the token ids of a text by a GGUF file's vocabulary, like llama-tokenize" },
-    { "bench", sb_cli_bench,
+    { "bench", sb_bench_tool_main,
       "fio-style wear and throughput jobs against the store, fio beside them" },
 };
 
