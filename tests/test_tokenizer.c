@@ -17,8 +17,10 @@
  * (emoji, CJK, RTL, combining marks, long white-space and digit runs,
  * invalid bytes) for every vocabulary in tests/data/vocab, with and
  * without BOS, and with special tokens parsed and shown for `gpt2`. Bad
- * specs are refused naming the fault.
+ * specs are refused naming the fault. Threads sharing one tokenizer get
+ * the ids one thread gets (and TSan sees no race).
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -696,6 +698,59 @@ static void bad_new(void **state)
     assert_null(t);
 }
 
+/* ---- threads ------------------------------------------------------------------------ */
+
+typedef struct share {
+    const sb_rt_tok *t;
+    uint64_t seed;
+    int rounds;
+    size_t total;              /* sum of ids, the result compared */
+} share;
+
+static void *share_run(void *arg)
+{
+    share *s = arg;
+    uint64_t rng = s->seed;
+    char text[800], back[800];
+    for (int i = 0; i < s->rounds; i++) {
+        size_t len = tku_text(&rng, text, sizeof text, false), n, bl;
+        uint32_t ids[800];
+        int rc = sb_rt_tok_encode(s->t, text, len, SB_RT_TOK_PARSE_SPECIAL, ids, 800, &n);
+        if (rc != SB_OK || sb_rt_tok_decode_ex(s->t, ids, n, SB_RT_TOK_SHOW_SPECIAL, back,
+                                               sizeof back, &bl) != SB_OK)
+            return NULL;
+        for (size_t k = 0; k < n; k++)
+            s->total += ids[k];
+        s->total += bl;
+    }
+    return s;
+}
+
+static void threads_share_a_tokenizer(void **state)
+{
+    (void)state;
+    static const char *const names[2] = { "qwen2", "llama-spm" };
+    for (int v = 0; v < 2; v++) {
+        sb_rt_tok *t = tku_vocab(names[v]);
+        share one[4], many[4];
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++) {
+            one[i] = (share){ t, 100 + (uint64_t)i, 40, 0 };
+            many[i] = one[i];
+            assert_ptr_equal(share_run(&one[i]), &one[i]);
+        }
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(pthread_create(&th[i], NULL, share_run, &many[i]), 0);
+        for (int i = 0; i < 4; i++) {
+            void *r;
+            assert_int_equal(pthread_join(th[i], &r), 0);
+            assert_ptr_equal(r, &many[i]);
+            assert_int_equal(many[i].total, one[i].total);
+        }
+        sb_rt_tok_free(t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -711,6 +766,7 @@ int main(void)
         cmocka_unit_test(facts),
         cmocka_unit_test(round_trips),
         cmocka_unit_test(bad_new),
+        cmocka_unit_test(threads_share_a_tokenizer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,8 +56,10 @@
  *   nothing unless SB_RT_TOK_SHOW_SPECIAL asks for their text. So
  *   decode(encode(x)) == x for every byte string x, in both kinds, when
  *   the vocabulary has every byte (every vocabulary in tests/data/vocab
- *   has), and with PARSE_SPECIAL and SHOW_SPECIAL too for `gpt2` (a `llama`
- *   vocabulary adds its space after each special token). A `gpt2` token
+ *   has; `llama` also needs x free of U+2581 itself, which it reads as a
+ *   space), with or without BOS/EOS; and with PARSE_SPECIAL and
+ *   SHOW_SPECIAL too for `gpt2` (a `llama` vocabulary adds its space after
+ *   each special token). A `gpt2` token
  *   may end inside a UTF-8 character: sb_rt_tok_piece gives its bytes as
  *   they are and the caller joins the pieces.
  *
