@@ -168,11 +168,11 @@ static void invalid_bytes(void **state)
 {
     (void)state;
     static const split_case g[] = {
-        { "a\xff" "b", "a|\xff|b" }, { " \xff\xfe", " \xff\xfe" }, { "\xc3x", "\xc3|x" },
+        { ("a\xff" "b"), "a|\xff|b" }, { " \xff\xfe", " \xff\xfe" }, { "\xc3x", "\xc3|x" },
     };
     check(SB_RT_PRETOK_GPT2, g, sizeof g / sizeof *g);
     static const split_case l[] = {
-        { "\xff" "b", "\xff" "b" }, { "\xed\xa0\x80!", "\xed\xa0\x80!" },
+        { ("\xff" "b"), ("\xff" "b") }, { "\xed\xa0\x80!", "\xed\xa0\x80!" },
     };
     check(SB_RT_PRETOK_LLAMA3, l, sizeof l / sizeof *l);
 }

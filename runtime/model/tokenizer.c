@@ -301,7 +301,7 @@ static const char *const eot_texts[] = { /* in order of preference */
 static const char *const eog_texts[] = { /* llama.cpp's end texts, most of them */
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>",
     "<end_of_turn>", "<EOT>", "_<EOT>", "</s>", "<eos>", "<|return|>", "<|call|>",
-    "<end_of_utterance>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<end_of_utterance>", ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"),
 };
 
 static int build_eog(sb_rt_tok *t)
