@@ -9,7 +9,8 @@
  * naming it; Phi-3's strip rule by general.name; sb_rt_vocab_copy gives a
  * file whose tokenizer encodes like the original and refuses what it
  * cannot copy, appending nothing; a random-weight model made with a real
- * vocabulary loads with that tokenizer and its vocabulary size.
+ * vocabulary loads with that tokenizer and its vocabulary size, and one
+ * whose vocabulary outgrows its embedding loads without a tokenizer.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -360,6 +361,68 @@ static void model_with_real_vocab(void **state)
     rmdir(dir);
 }
 
+/* A model whose vocabulary has more tokens than token_embd has rows gets
+ * no tokenizer (its ids would have no row), with the reason. */
+static void vocab_larger_than_embedding(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sb-vocab-XXXXXX", small_m[256], big_m[256], vpath[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(small_m, sizeof small_m, "%s/s.gguf", dir);
+    snprintf(big_m, sizeof big_m, "%s/b.gguf", dir);
+    sb_rt_make_opts o;
+    sb_rt_make_opts_preset(&o, "tiny"); /* 512 rows */
+    assert_int_equal(sb_rt_make_model(&o, small_m, NULL), SB_OK);
+    sb_rt_gguf *m, *v;
+    assert_int_equal(sb_rt_gguf_open(small_m, &m, NULL), SB_OK);
+    assert_int_equal(sb_rt_gguf_open(tku_vocab_path(vpath, sizeof vpath, "gpt-2"), &v, NULL),
+                     SB_OK);
+    /* the model's own keys and tensors, gpt-2's 50257-token vocabulary */
+    sb_rt_gguf_writer *w = sb_rt_gguf_writer_new();
+    for (size_t i = 0; i < sb_rt_gguf_n_kv(m); i++) {
+        uint32_t type;
+        const char *k = sb_rt_gguf_kv_key(m, i, &type);
+        if (!strncmp(k, "tokenizer.", 10))
+            continue;
+        if (type == SB_RT_GGUF_STR) {
+            const char *str;
+            size_t len;
+            char z[256];
+            assert_int_equal(sb_rt_gguf_get_str(m, k, &str, &len), SB_OK);
+            snprintf(z, sizeof z, "%.*s", (int)len, str);
+            sb_rt_gguf_add_str(w, k, z);
+        } else if (type == SB_RT_GGUF_U32) {
+            uint64_t u;
+            assert_int_equal(sb_rt_gguf_get_u64(m, k, &u), SB_OK);
+            sb_rt_gguf_add_u32(w, k, (uint32_t)u);
+        } else {
+            float f;
+            assert_int_equal(type, SB_RT_GGUF_F32);
+            assert_int_equal(sb_rt_gguf_get_f32(m, k, &f), SB_OK);
+            sb_rt_gguf_add_f32(w, k, f);
+        }
+    }
+    assert_int_equal(sb_rt_vocab_copy(v, vpath, w, NULL), SB_OK);
+    for (size_t i = 0; i < sb_rt_gguf_n_tensors(m); i++) {
+        const sb_rt_gguf_tensor *t = sb_rt_gguf_tensor_at(m, i);
+        sb_rt_gguf_add_tensor(w, t->name, t->n_dims, t->ne, t->type, t->data, t->bytes);
+    }
+    sb_rt_err err = { 0 };
+    assert_int_equal(sb_rt_gguf_write_file(w, big_m, &err), SB_OK);
+    sb_rt_gguf_writer_free(w);
+    sb_rt_gguf_close(v);
+    sb_rt_gguf_close(m);
+    sb_rt_model *model;
+    if (sb_rt_model_load(big_m, &model, &err) != SB_OK)
+        fail_msg("%s", err.msg);
+    assert_null(model->tok);
+    assert_non_null(strstr(model->tok_error, "50257"));
+    assert_non_null(strstr(model->tok_error, "512"));
+    sb_rt_model_free(model);
+    unlink(small_m), unlink(big_m);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +433,7 @@ int main(void)
         cmocka_unit_test(copy_gives_same_tokenizer),
         cmocka_unit_test(copy_refuses_whole),
         cmocka_unit_test(model_with_real_vocab),
+        cmocka_unit_test(vocab_larger_than_embedding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
