@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "model/make_model.h"
+#include "model/vocab.h"
 
 static void mm_usage(FILE *f)
 {
@@ -14,7 +15,7 @@ static void mm_usage(FILE *f)
             "usage: snapbank make-model -o FILE [--preset P] [options]\n\n"
             "Writes a llama-family GGUF v3 model (llama, qwen2 or qwen3) with random\n"
             "weights drawn from a seed (the same options give the same bytes) and a\n"
-            "SentencePiece vocabulary.\n\n"
+            "generated SentencePiece vocabulary, or a real one (--vocab FILE).\n\n"
             "options:\n"
             "  -o FILE            the file to write\n"
             "  --preset P         tiny (default: llama, dim 64, 2 layers, F32), small\n"
@@ -30,6 +31,10 @@ static void mm_usage(FILE *f)
             "  --seed N           weights seed (default 1)\n"
             "  --dim N --layers N --heads N --kv-heads N --head-dim N --ff N\n"
             "  --vocab N --ctx N  override the preset's shape (head-dim 0: dim / heads)\n"
+            "  --vocab FILE       take the vocabulary from a GGUF file (a model or a\n"
+            "                     vocabulary-only file: every tokenizer.* key, merges,\n"
+            "                     token types, special ids, pre, chat template); the\n"
+            "                     vocabulary size follows it\n"
             "  --tied, --untied   no output matrix (the output shares token_embd), or one\n"
             "  --rope-base X --rms-eps X\n"
             "                     rope.freq_base, attention.layer_norm_rms_epsilon\n"
@@ -78,6 +83,15 @@ int sb_cli_make_model(int argc, char **argv)
         return 2;
     }
     sb_rt_err err = { 0 };
+    sb_rt_tok *vt = NULL;
+    if (o.vocab[0]) { /* the vocabulary size it gives, for the report below */
+        if (sb_rt_tok_load(o.vocab, &vt, &err) != 0) {
+            fprintf(stderr, "snapbank make-model: --vocab: %s\n", err.msg);
+            return 1;
+        }
+        o.n_vocab = sb_rt_tok_n_vocab(vt);
+        sb_rt_tok_free(vt);
+    }
     int rc = sb_rt_make_model(&o, out, &err);
     if (rc != 0) {
         fprintf(stderr, "snapbank make-model: %s\n", err.msg);

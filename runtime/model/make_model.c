@@ -13,6 +13,7 @@
 #include "model/gguf.h"
 #include "model/gguf_write.h"
 #include "model/tokenizer.h"
+#include "model/vocab.h"
 #include "snapbank.h"
 
 /* The text the vocabulary is learned from (our own prose). */
@@ -176,6 +177,15 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
             return SB_ERR_INVAL;
         snprintf(o->rope_scaling, sizeof o->rope_scaling, "%s", v);
         return SB_OK;
+    }
+    if (!strcmp(name, "vocab")) {
+        if (v[0] && strspn(v, "0123456789") != strlen(v)) { /* a file */
+            if (strlen(v) >= sizeof o->vocab)
+                return SB_ERR_INVAL;
+            snprintf(o->vocab, sizeof o->vocab, "%s", v);
+            return SB_OK;
+        }
+        o->vocab[0] = '\0'; /* a number: the generated vocabulary's size */
     }
     static const struct { const char *name; size_t off; double lo, hi; } ff[] = {
         { "rope-base", offsetof(sb_rt_make_opts, rope_base), 1.001, 1e12 },
@@ -399,6 +409,28 @@ static void vocab_free(vocab *v)
     free(v->piece), free(v->len), free(v->score), free(v->type);
 }
 
+/* The generated vocabulary's tokenizer.ggml.* keys. */
+static int add_vocab_keys(sb_rt_gguf_writer *w, const vocab *v)
+{
+    const char **pp = malloc(v->n * sizeof *pp);
+    if (!pp)
+        return SB_ERR_NOMEM;
+    for (uint32_t i = 0; i < v->n; i++)
+        pp[i] = v->piece[i];
+    sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
+    sb_rt_gguf_add_arr_str(w, "tokenizer.ggml.tokens", pp, v->len, v->n);
+    free(pp);
+    sb_rt_gguf_add_arr(w, "tokenizer.ggml.scores", SB_RT_GGUF_F32, v->score, v->n);
+    sb_rt_gguf_add_arr(w, "tokenizer.ggml.token_type", SB_RT_GGUF_I32, v->type, v->n);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
+    return SB_OK;
+}
+
 /* ---- tensors ---------------------------------------------------------------------------- */
 
 /* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`, a
@@ -468,10 +500,10 @@ static uint32_t tensor_type(const sb_rt_make_opts *o, const char *role, uint32_t
     return t;
 }
 
-int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
+/* The model o describes; vg: the file to copy the vocabulary from, or NULL
+ * to generate one. */
+static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path, sb_rt_err *err)
 {
-    if (!o || !path)
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: NULL argument");
     bool qwen2 = !strcmp(o->arch, "qwen2"), qwen3 = !strcmp(o->arch, "qwen3");
     if (!qwen2 && !qwen3 && strcmp(o->arch, "llama"))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2, "
@@ -514,7 +546,7 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     void **bufs = calloc(16u * o->n_layers + 8, sizeof *bufs);
     float *freqs = malloc(hd / 2 * sizeof *freqs);
     size_t nb = 0;
-    int rc = w && bufs && freqs ? build_vocab(&v, o->n_vocab) : SB_ERR_NOMEM;
+    int rc = w && bufs && freqs ? (vg ? SB_OK : build_vocab(&v, o->n_vocab)) : SB_ERR_NOMEM;
     if (rc != SB_OK)
         goto out;
     char k[128], name[96];
@@ -542,26 +574,9 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     }
     sb_rt_gguf_add_u32(w, KEY("vocab_size"), o->n_vocab);
 #undef KEY
-    sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
-    {
-        const char **pp = malloc(v.n * sizeof *pp);
-        if (!pp) {
-            rc = SB_ERR_NOMEM;
-            goto out;
-        }
-        for (uint32_t i = 0; i < v.n; i++)
-            pp[i] = v.piece[i];
-        sb_rt_gguf_add_arr_str(w, "tokenizer.ggml.tokens", pp, v.len, v.n);
-        free(pp);
-    }
-    sb_rt_gguf_add_arr(w, "tokenizer.ggml.scores", SB_RT_GGUF_F32, v.score, v.n);
-    sb_rt_gguf_add_arr(w, "tokenizer.ggml.token_type", SB_RT_GGUF_I32, v.type, v.n);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
+    rc = vg ? sb_rt_vocab_copy(vg, o->vocab, w, err) : add_vocab_keys(w, &v);
+    if (rc != SB_OK)
+        goto out;
 
     uint64_t rng = o->seed;
 #define TENSOR(nm, t, in, rows, mean, sd)                                                    \
@@ -625,5 +640,25 @@ out:
     free(freqs);
     vocab_free(&v);
     sb_rt_gguf_writer_free(w);
+    return rc;
+}
+
+int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
+{
+    if (!o || !path)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: NULL argument");
+    if (!o->vocab[0])
+        return make(o, NULL, path, err);
+    /* --vocab FILE: check that its keys make a tokenizer; n_vocab follows */
+    sb_rt_gguf *g;
+    sb_rt_tok *t = NULL;
+    int rc = sb_rt_gguf_open(o->vocab, &g, err);
+    if (rc == SB_OK && (rc = sb_rt_tok_from_gguf(g, o->vocab, &t, err)) == SB_OK) {
+        sb_rt_make_opts with = *o;
+        with.n_vocab = sb_rt_tok_n_vocab(t);
+        sb_rt_tok_free(t);
+        rc = make(&with, g, path, err);
+    }
+    sb_rt_gguf_close(g);
     return rc;
 }

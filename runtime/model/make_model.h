@@ -21,7 +21,8 @@
  *   lambda_j > L      ->  F        (low frequencies interpolated)
  *   otherwise         ->  1 / ((1 - k) / F + k),  k = (L / lambda_j - 1) / 3.
  *
- * The vocabulary is a SentencePiece (`llama`) one: ids 0 <unk>, 1 <s>,
+ * The vocabulary is a real one copied from a GGUF file (vocab, below), or
+ * a generated SentencePiece (`llama`) one: ids 0 <unk>, 1 <s>,
  * 2 </s>, 3..258 the byte tokens <0x00>..<0xFF>, then every character of an
  * embedded English text (spaces as U+2581), then pieces merged from that
  * text by byte-pair counting (the most frequent adjacent pair within words
@@ -78,6 +79,9 @@ typedef struct sb_rt_make_opts {
                                 * "linear" or "yarn" */
     float rope_scale;          /* rope.scaling.factor (written with a type) */
     uint64_t seed;
+    char vocab[512];           /* "" to generate the vocabulary; else a GGUF file whose
+                                * tokenizer.* keys are copied (n_vocab is then its
+                                * token count, whatever n_vocab says) */
 } sb_rt_make_opts;
 
 /* The preset names, for usage messages. */
@@ -119,19 +123,24 @@ const char *sb_rt_make_dtype_name(uint32_t dtype);
 /* sb_rt_make_opts_set -- set one option by name: "arch" (llama|qwen2|
  * qwen3), "dtype" (f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|
  * q4_k_m|q5_k_m), "dim", "layers", "heads", "kv-heads",
- * "head-dim" (0: dim / heads), "ff", "vocab", "ctx", "seed", "tied" (0|1),
+ * "head-dim" (0: dim / heads), "ff", "vocab" (a number: the generated
+ * vocabulary's size; anything else: a GGUF file to take the vocabulary
+ * from), "ctx", "seed", "tied" (0|1),
  * "rope-base", "rms-eps", "rope-freqs" (the factor F; 0 none),
  * "rope-orig-ctx", "rope-scaling" (none|linear|yarn|"" for not written),
  * "rope-scale" (the factor).
  * Returns: SB_OK; SB_ERR_INVAL (unknown name or bad value). */
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value);
 
-/* sb_rt_make_model -- write the model o describes to path.
+/* sb_rt_make_model -- write the model o describes to path. With o->vocab,
+ * the vocabulary is that file's (every tokenizer.* key, vocab.h), checked
+ * first to make a tokenizer.
  * Returns: SB_OK; SB_ERR_INVAL (an unknown dtype, or a shape that cannot
  * be: dim not a multiple of heads without head_dim, odd head size, heads
  * not a multiple of kv heads, vocab under 300, a dimension 0 or too large,
- * an unknown rope scaling type);
- * SB_ERR_NOMEM; SB_ERR_IO (err names the path). */
+ * an unknown rope scaling type); SB_ERR_NOMEM; SB_ERR_IO (err names the
+ * path); with o->vocab also what sb_rt_gguf_open, sb_rt_tok_from_gguf and
+ * sb_rt_vocab_copy return (err names the vocabulary file). */
 int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err);
 
 #endif /* SB_RT_MAKE_MODEL_H */

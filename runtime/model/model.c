@@ -538,6 +538,12 @@ int sb_rt_model_load(const char *path, sb_rt_model **out, sb_rt_err *err)
     if (sb_rt_tok_from_gguf(m->gguf, path, &m->tok, &terr) != SB_OK) {
         m->tok = NULL;
         snprintf(m->tok_error, sizeof m->tok_error, "%s", terr.msg);
+    } else if (sb_rt_tok_n_vocab(m->tok) > m->hp.n_vocab) { /* ids the model has no row for */
+        snprintf(m->tok_error, sizeof m->tok_error, "%s: the vocabulary has %" PRIu32 " tokens "
+                 "but token_embd.weight only %" PRIu32 " rows", path,
+                 sb_rt_tok_n_vocab(m->tok), m->hp.n_vocab);
+        sb_rt_tok_free(m->tok);
+        m->tok = NULL;
     }
     *out = m;
     return SB_OK;

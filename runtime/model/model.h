@@ -173,9 +173,10 @@ typedef struct sb_rt_model {
 /* sb_rt_model_load -- map the GGUF file at path and check it is a model this
  * runtime runs: architecture, hyperparameters, every tensor present with its
  * shape and a supported type. The tokenizer is loaded when the vocabulary
- * is `llama` (SentencePiece); other vocabularies leave m->tok NULL with the
- * reason in m->tok_error. The architectures, keys and tensors are those
- * listed at the top of this file.
+ * is one vocab.h reads (`llama` SentencePiece, `gpt2` byte-level BPE with a
+ * known pre-tokenizer) and has no more tokens than token_embd has rows;
+ * otherwise m->tok is NULL with the reason in m->tok_error. The
+ * architectures, keys and tensors are those listed at the top of this file.
  *
  * On success *out is owned by the caller: free with sb_rt_model_free().
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument); SB_ERR_IO (cannot read the
