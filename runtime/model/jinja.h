@@ -47,6 +47,13 @@
 #include "core/rt.h"
 #include "model/chat_tmpl.h"
 
+/* memcpy that accepts n == 0 with NULL pointers (memcpy may not) */
+static inline void jcopy(void *dst, const void *src, size_t n)
+{
+    if (n)
+        __builtin_memcpy(dst, src, n);
+}
+
 /* ---- arena --------------------------------------------------------------------------- */
 
 typedef struct jchunk jchunk;

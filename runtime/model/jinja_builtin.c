@@ -167,7 +167,7 @@ static void sort_idx(jctx *c, size_t *idx, size_t n, const jv *keys, bool rev)
             while (j < hi)
                 tmp[k++] = idx[j++];
         }
-        memcpy(idx, tmp, n * sizeof *idx);
+        jcopy(idx, tmp, n * sizeof *idx);
     }
 }
 
@@ -532,7 +532,7 @@ static jv f_list(jctx *c, jv x, const jargs *a)
     jlist *src = jv_iterate(c, x);
     jlist *l = jl_new(c, src->n, false);
     if (src->n)
-        memcpy(l->v, src->v, src->n * sizeof *l->v);
+        jcopy(l->v, src->v, src->n * sizeof *l->v);
     return jv_list(l);
 }
 
@@ -1583,7 +1583,7 @@ static jv list_method(jctx *c, const char *m, jlist *l, const jargs *a)
         check_args(c, a, m, 0, NULL);
         jlist *n = jl_new(c, l->n, l->tuple);
         if (l->n)
-            memcpy(n->v, l->v, l->n * sizeof *n->v);
+            jcopy(n->v, l->v, l->n * sizeof *n->v);
         return jv_list(n);
     }
     check_args(c, a, m, 1, NULL);

@@ -87,8 +87,8 @@ static void scope_set(jctx *c, jscope *s, const char *name, jv v)
         const char **nn = ja_alloc(&c->arena, nc * sizeof *nn);
         jv *nv = ja_alloc(&c->arena, nc * sizeof *nv);
         if (s->n) {
-            memcpy(nn, s->names, s->n * sizeof *nn);
-            memcpy(nv, s->vals, s->n * sizeof *nv);
+            jcopy(nn, s->names, s->n * sizeof *nn);
+            jcopy(nv, s->vals, s->n * sizeof *nv);
         }
         s->names = nn;
         s->vals = nv;

@@ -149,7 +149,7 @@ static jv jp_number(jp *p)
     size_t len = p->i - a;
     if (len >= sizeof buf)
         jp_fail(p, "number too long");
-    memcpy(buf, p->s + a, len);
+    jcopy(buf, p->s + a, len);
     buf[len] = '\0';
     if (fl)
         return jv_float(strtod(buf, NULL));
@@ -218,7 +218,7 @@ static jv jp_value(jp *p)
                         size_t nc = cap ? cap * 2 : 8;
                         jv *nv = ja_alloc(&p->c->arena, nc * sizeof *nv);
                         if (n)
-                            memcpy(nv, v, n * sizeof *nv);
+                            jcopy(nv, v, n * sizeof *nv);
                         v = nv;
                         cap = nc;
                     }

@@ -73,7 +73,7 @@ static void push(jlexer *L, jtok t)
         size_t nc = L->cap ? L->cap * 2 : 256;
         jtok *nt = ja_alloc(L->a, nc * sizeof *nt);
         if (L->n)
-            memcpy(nt, L->toks, L->n * sizeof *nt);
+            jcopy(nt, L->toks, L->n * sizeof *nt);
         L->toks = nt;
         L->cap = nc;
     }
@@ -282,8 +282,10 @@ static size_t lex_tag(jlexer *L, size_t i, char kind, bool *line_starting)
 {
     const char *s = L->src;
     size_t n = L->n_src;
-    char stack[256];
-    size_t depth = 0;
+    size_t max = L->c->lim->max_depth, depth = 0;
+    if (!L->brackets)
+        L->brackets = ja_alloc(L->a, max + 1);
+    char *stack = L->brackets; /* the closers still open */
     for (;;) {
         if (i >= n)
             return n; /* the parser reports the missing closer */
@@ -389,8 +391,8 @@ static size_t lex_tag(jlexer *L, size_t i, char kind, bool *line_starting)
             LFAIL(L, i, SB_ERR_INVAL, "unexpected char '%c' at %zu", ch, i);
         }
         if (op[0] == '(' || op[0] == '[' || op[0] == '{') {
-            if (depth == sizeof stack)
-                LFAIL(L, i, SB_ERR_RANGE, "brackets nest deeper than %zu", sizeof stack);
+            if (depth == max)
+                LFAIL(L, i, SB_ERR_RANGE, "brackets nest deeper than %zu (max_depth)", max);
             stack[depth++] = op[0] == '(' ? ')' : op[0] == '[' ? ']' : '}';
         } else if (op[0] == ')' || op[0] == ']' || op[0] == '}') {
             if (!depth)

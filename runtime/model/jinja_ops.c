@@ -78,8 +78,8 @@ void jd_set(jctx *c, jdict *d, jv k, jv v)
     if (d->n == d->cap) {
         size_t nc = d->cap * 2;
         jv *nk = ja_alloc(&c->arena, nc * sizeof *nk), *nv = ja_alloc(&c->arena, nc * sizeof *nv);
-        memcpy(nk, d->k, d->n * sizeof *nk);
-        memcpy(nv, d->v, d->n * sizeof *nv);
+        jcopy(nk, d->k, d->n * sizeof *nk);
+        jcopy(nv, d->v, d->n * sizeof *nv);
         d->k = nk;
         d->v = nv;
         d->cap = nc;
@@ -389,7 +389,7 @@ static jv seq_repeat(jctx *c, jv seq, int64_t n)
               c->lim->max_memory_bytes);
     jlist *l = jl_new(c, len * (size_t)n, seq.l->tuple);
     for (int64_t i = 0; i < n; i++)
-        memcpy(l->v + (size_t)i * len, seq.l->v, len * sizeof *l->v);
+        jcopy(l->v + (size_t)i * len, seq.l->v, len * sizeof *l->v);
     return jv_list(l);
 }
 
@@ -397,9 +397,9 @@ static jv list_concat(jctx *c, jlist *a, jlist *b)
 {
     jlist *l = jl_new(c, a->n + b->n, a->tuple);
     if (a->n)
-        memcpy(l->v, a->v, a->n * sizeof *l->v);
+        jcopy(l->v, a->v, a->n * sizeof *l->v);
     if (b->n)
-        memcpy(l->v + a->n, b->v, b->n * sizeof *l->v);
+        jcopy(l->v + a->n, b->v, b->n * sizeof *l->v);
     return jv_list(l);
 }
 
@@ -748,7 +748,7 @@ jlist *jv_iterate(jctx *c, jv v)
     }
     case JV_DICT: {
         jlist *l = jl_new(c, v.d->n, false);
-        memcpy(l->v, v.d->k, v.d->n * sizeof *l->v);
+        jcopy(l->v, v.d->k, v.d->n * sizeof *l->v);
         return l;
     }
     case JV_ITER: {
@@ -759,7 +759,7 @@ jlist *jv_iterate(jctx *c, jv v)
                 cap = cap ? cap * 2 : 8;
                 jv *nv = ja_alloc(&c->arena, cap * sizeof *nv);
                 if (n)
-                    memcpy(nv, vals, n * sizeof *nv);
+                    jcopy(nv, vals, n * sizeof *nv);
                 vals = nv;
             }
             vals[n++] = x;

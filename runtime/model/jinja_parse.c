@@ -189,7 +189,7 @@ static void nv_push(jparser *p, nvec *v, jnode *x)
         size_t nc = v->cap ? v->cap * 2 : 8;
         jnode **nn = ja_alloc(p->a, nc * sizeof *nn);
         if (v->n)
-            memcpy(nn, v->v, v->n * sizeof *nn);
+            jcopy(nn, v->v, v->n * sizeof *nn);
         v->v = nn;
         v->cap = nc;
     }
@@ -200,7 +200,7 @@ static jnode *from_vec(jparser *p, int kind, uint32_t line, const nvec *v)
 {
     jnode *x = mk(p, kind, line, (uint32_t)v->n);
     if (v->n)
-        memcpy(x->kids, v->v, v->n * sizeof *x->kids);
+        jcopy(x->kids, v->v, v->n * sizeof *x->kids);
     return fin(p, x);
 }
 
@@ -328,7 +328,7 @@ static jnode *parse_compare(jparser *p)
         return e;
     jnode *x = mk(p, JN_COMPARE, line, (uint32_t)ops.n + 1);
     x->kids[0] = e;
-    memcpy(x->kids + 1, ops.v, ops.n * sizeof *x->kids);
+    jcopy(x->kids + 1, ops.v, ops.n * sizeof *x->kids);
     return fin(p, x);
 }
 
@@ -500,10 +500,10 @@ static jnode *parse_primary(jparser *p)
         while (p->t[k].kind == JT_STRING)
             len += p->t[k++].len;
         char *s = ja_alloc(p->a, len + 1);
-        memcpy(s, t->s, t->len);
+        jcopy(s, t->s, t->len);
         size_t o = t->len;
         while (cur(p)->kind == JT_STRING) {
-            memcpy(s + o, cur(p)->s, cur(p)->len);
+            jcopy(s + o, cur(p)->s, cur(p)->len);
             o += cur(p)->len;
             adv(p);
         }
@@ -632,7 +632,7 @@ static jnode *parse_subscribed(jparser *p)
             a[2] = parse_expression(p, true);
     }
     jnode *x = mk(p, JN_SLICE, line, 3);
-    memcpy(x->kids, a, sizeof a);
+    jcopy(x->kids, a, sizeof a);
     return fin(p, x);
 }
 
@@ -703,7 +703,7 @@ static jnode *parse_filter(jparser *p, jnode *x, bool start_inline)
         if (is_op(cur(p), "("))
             parse_call_args(p, &v);
         jnode *f = mk(p, JN_FILTER, line, (uint32_t)v.n);
-        memcpy(f->kids, v.v, v.n * sizeof *f->kids);
+        jcopy(f->kids, v.v, v.n * sizeof *f->kids);
         f->name = name;
         f->fn = fn;
         f->op = !fn && !jb_filter_known(name); /* unknown: see check_names */
@@ -736,7 +736,7 @@ static jnode *parse_test(jparser *p, jnode *x)
         nv_push(p, &v, parse_postfix(p, parse_primary(p)));
     }
     jnode *n = mk(p, JN_TEST, line, (uint32_t)v.n);
-    memcpy(n->kids, v.v, v.n * sizeof *n->kids);
+    jcopy(n->kids, v.v, v.n * sizeof *n->kids);
     n->name = name;
     n->fn = fn;
     n->op = !fn && !jb_test_known(name); /* unknown: see check_names */

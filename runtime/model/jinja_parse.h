@@ -29,6 +29,7 @@ typedef struct jlexer {
     size_t n_src;
     jtok *toks;
     size_t n, cap;
+    char *brackets;             /* a tag's open brackets (max_depth of them) */
     size_t line_pos;            /* line_at's cache: line of line_pos */
     uint32_t line_line;
 } jlexer;

@@ -58,7 +58,7 @@ void *ja_dup(jarena *a, const void *p, size_t n)
 {
     void *q = ja_alloc(a, n + 1);
     if (n)
-        memcpy(q, p, n);
+        jcopy(q, p, n);
     return q;
 }
 
@@ -141,7 +141,7 @@ void jbuf_put(jctx *c, jbuf *b, const char *s, size_t n, bool tainted)
     if (!n)
         return;
     jbuf_grow(c, b, n);
-    memcpy(b->s + b->len, s, n);
+    jcopy(b->s + b->len, s, n);
     memset(b->taint + b->len, tainted, n);
     b->len += n;
     b->s[b->len] = '\0';
@@ -157,11 +157,11 @@ void jbuf_put_range(jctx *c, jbuf *b, const jstr *s, size_t off, size_t n)
     if (!n)
         return;
     jbuf_grow(c, b, n);
-    memcpy(b->s + b->len, s->s + off, n);
+    jcopy(b->s + b->len, s->s + off, n);
     if (!s->taint || s->taint == JT_ALL)
         memset(b->taint + b->len, s->taint == JT_ALL, n);
     else
-        memcpy(b->taint + b->len, s->taint + off, n);
+        jcopy(b->taint + b->len, s->taint + off, n);
     b->len += n;
     b->s[b->len] = '\0';
 }
@@ -634,7 +634,7 @@ static void list_push(jctx *c, jv **v, size_t *n, size_t *cap, jv x)
         size_t nc = *cap ? *cap * 2 : 8;
         jv *nv = ja_alloc(&c->arena, nc * sizeof *nv);
         if (*n)
-            memcpy(nv, *v, *n * sizeof *nv);
+            jcopy(nv, *v, *n * sizeof *nv);
         *v = nv;
         *cap = nc;
     }

@@ -388,8 +388,11 @@ def main():
     print("%d random templates: %d equal, %d fail in both, %d refused as unsupported, "
           "%d differ" % (n_random, n_random - n_both_fail - n_fail - n_unsupported, n_both_fail,
                          n_unsupported, n_fail))
-    tool.close()
+    status = tool.close()
     print("%d renders compared, %d failed" % (checked, failures))
+    if status != 0:  # a sanitizer's report (a leak) ends the tool with an error status
+        print("chat_tmpl_tool exited with status %d" % status)
+        return 1
     return 1 if failures else 0
 
 
