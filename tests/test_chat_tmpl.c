@@ -25,8 +25,11 @@
 #include <cmocka.h>
 
 #include "model/chat_tmpl.h"
+#include "model/gguf.h"
 #include "model/jinja.h"
+#include "model/make_model.h"
 #include "snapbank.h"
+#include "testutil.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
@@ -674,6 +677,40 @@ static void render_arguments_and_extras(void **state)
     sb_rt_chat_tmpl_free(t);
 }
 
+/* make-model writes a chat template: ChatML by default (detected as the
+ * chatml family), or the one the options give, byte for byte. */
+static void make_model_writes_a_template(void **state)
+{
+    (void)state;
+    char dir[128], path[192];
+    tu_scratch_dir(dir, sizeof dir, "chattmpl");
+    snprintf(path, sizeof path, "%s/m.gguf", dir);
+    for (int k = 0; k < 2; k++) {
+        sb_rt_make_opts o;
+        sb_rt_make_opts_preset(&o, "tiny");
+        if (k)
+            o.chat_template = gemma_src;
+        sb_rt_err err;
+        assert_int_equal(sb_rt_make_model(&o, path, &err), 0);
+        sb_rt_gguf *g;
+        assert_int_equal(sb_rt_gguf_open(path, &g, &err), 0);
+        const char *s;
+        size_t n;
+        assert_int_equal(sb_rt_gguf_get_str(g, "tokenizer.chat_template", &s, &n), 0);
+        const char *want = k ? gemma_src : sb_rt_chat_tmpl_chatml;
+        assert_int_equal(n, strlen(want));
+        assert_memory_equal(s, want, n);
+        char *src = strndup(s, n);
+        sb_rt_chat_tmpl *t;
+        assert_int_equal(sb_rt_chat_tmpl_new(src, NULL, "<s>", "</s>", &t, &err), 0);
+        assert_string_equal(sb_rt_chat_tmpl_name(t), k ? "gemma" : "chatml");
+        sb_rt_chat_tmpl_free(t);
+        free(src);
+        sb_rt_gguf_close(g);
+    }
+    tu_remove_dir(dir);
+}
+
 /* Renders of one template from several threads at once equal the same
  * renders made one at a time (TSan checks the sharing). */
 typedef struct job {
@@ -744,6 +781,7 @@ int main(void)
         cmocka_unit_test(families_and_names),
         cmocka_unit_test(refused_at_creation),
         cmocka_unit_test(render_arguments_and_extras),
+        cmocka_unit_test(make_model_writes_a_template),
         cmocka_unit_test(threads_share_a_template),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "model/gguf.h"
 #include "model/gguf_write.h"
+#include "model/chat_tmpl.h"
 #include "model/tokenizer.h"
 #include "snapbank.h"
 
@@ -401,6 +402,8 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
     sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
     sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
+    sb_rt_gguf_add_str(w, "tokenizer.chat_template",
+                       o->chat_template ? o->chat_template : sb_rt_chat_tmpl_chatml);
 
     uint64_t rng = o->seed;
 #define TENSOR(nm, t, in, rows, mean, sd)                                                    \

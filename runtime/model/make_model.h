@@ -18,6 +18,9 @@
  * Scores make SentencePiece's merge order the learned order: the k-th
  * merged piece scores -k, single characters -1e6 - rank.
  *
+ * The chat template (tokenizer.chat_template) is ChatML unless the options
+ * name another (a vocabulary taken from a real model keeps its template).
+ *
  * Thread safety: no shared state.
  */
 #ifndef SB_RT_MAKE_MODEL_H
@@ -34,6 +37,8 @@ typedef struct sb_rt_make_opts {
     uint32_t dim, n_layers, n_heads, n_kv_heads, n_ff, n_vocab, n_ctx;
     bool tied;                 /* no output.weight: the output shares token_embd */
     uint64_t seed;
+    const char *chat_template; /* tokenizer.chat_template to write (borrowed); NULL: ChatML
+                                  (sb_rt_chat_tmpl_chatml) */
 } sb_rt_make_opts;
 
 /* sb_rt_make_opts_preset -- "tiny" (dim 64, 2 layers, 4 heads, 2 KV heads,
