@@ -765,6 +765,50 @@ static void threads_share_a_template(void **state)
     sb_rt_chat_tmpl_free(t[1]);
 }
 
+/* The deepest recursion the limits allow fits in a 1 MiB thread stack, as
+ * the header says: a recursive macro runs into the evaluator's frame limit
+ * (10 x max_depth), nested blocks and data to max_depth. */
+static void *deep_renders(void *arg)
+{
+    int *ok = arg;
+    char *r = run("{% macro f(n) %}{% if n < 100000 %}{{ f(n + 1) }}{% endif %}{% endmacro %}"
+                  "{{ f(0) }}", NULL);
+    *ok = strstr(r, "10 x max_depth") != NULL;
+    free(r);
+    char src[8192];
+    size_t o = 0;
+    for (int i = 0; i < 20; i++)
+        o += (size_t)sprintf(src + o, "{%% for x in [1] %%}{%% if true %%}");
+    o += (size_t)sprintf(src + o, "{{ ((((((((((1)))))))))) }}");
+    for (int i = 0; i < 20; i++)
+        o += (size_t)sprintf(src + o, "{%% endif %%}{%% endfor %%}");
+    sprintf(src + o, "{%% set ns = namespace(x=[]) %%}{%% for i in range(99) %%}"
+                     "{%% set ns.x = [ns.x] %%}{%% endfor %%}{{ ns.x|tojson|length }}");
+    r = run(src, NULL);
+    *ok &= !strcmp(r, "1200");
+    free(r);
+    return NULL;
+}
+
+static void limits_fit_in_a_small_stack(void **state)
+{
+    (void)state;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    /* sanitizer builds grow every frame: give them more room */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    pthread_attr_setstacksize(&a, 8u << 20);
+#else
+    pthread_attr_setstacksize(&a, 1u << 20);
+#endif
+    pthread_t th;
+    int ok = 0;
+    assert_int_equal(pthread_create(&th, &a, deep_renders, &ok), 0);
+    pthread_join(th, NULL);
+    pthread_attr_destroy(&a);
+    assert_int_equal(ok, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -778,6 +822,7 @@ int main(void)
         cmocka_unit_test(special_tokens_in_content_are_spans),
         cmocka_unit_test(errors),
         cmocka_unit_test(limits),
+        cmocka_unit_test(limits_fit_in_a_small_stack),
         cmocka_unit_test(families_and_names),
         cmocka_unit_test(refused_at_creation),
         cmocka_unit_test(render_arguments_and_extras),

@@ -104,14 +104,29 @@ typedef struct probe_result {
 } probe_result;
 
 static int interp_render(const sb_rt_chat_tmpl *t, const sb_rt_chat_msg *msgs, size_t n,
-                         bool gen, const sb_rt_chat_opts *opts, sb_rt_chat_text *out,
-                         sb_rt_err *err)
+                         bool gen, const sb_rt_chat_opts *opts, const sb_rt_chat_limits *lim,
+                         sb_rt_chat_text *out, sb_rt_err *err)
 {
     jinja_input in = { .msgs = msgs, .n_msgs = n, .add_generation_prompt = gen,
                        .bos = t->bos, .eos = t->eos,
                        .msg_json = opts ? opts->msg_json : NULL,
                        .vars_json = opts ? opts->vars_json : NULL };
-    return jinja_render(t->jt, &in, out, err);
+    return jinja_render_lim(t->jt, &in, lim ? lim : &t->lim, out, err);
+}
+
+/* The probes' limits: real templates render a probe in a few thousand
+ * steps, so these bound what choosing a variant can cost (20 probes by the
+ * interpreter and by each variant) for a template that loops on purpose. */
+static sb_rt_chat_limits probe_limits(const sb_rt_chat_limits *l)
+{
+    sb_rt_chat_limits p = *l;
+#define CAP(f, v) p.f = p.f < (v) ? p.f : (v)
+    CAP(max_output_bytes, 1u << 20);
+    CAP(max_memory_bytes, 32u << 20);
+    CAP(max_iterations, 20000);
+    CAP(max_steps, 500000);
+#undef CAP
+    return p;
 }
 
 static bool same(const probe_result *a, int rc, const sb_rt_chat_text *b)
@@ -128,9 +143,10 @@ static const cf_variant *probe_variants(const sb_rt_chat_tmpl *t, const char *fa
 {
     probe_result r[2 * N_PROBES];
     sb_rt_err e;
+    sb_rt_chat_limits plim = probe_limits(&t->lim);
     for (size_t i = 0; i < 2 * N_PROBES; i++) {
         const probe *p = &probes[i / 2];
-        r[i].rc = interp_render(t, p->m, p->n, i % 2 == 0, NULL, &r[i].text, &e);
+        r[i].rc = interp_render(t, p->m, p->n, i % 2 == 0, NULL, &plim, &r[i].text, &e);
         if (r[i].rc == SB_ERR_NOMEM)
             *nomem = 1;
     }
@@ -146,7 +162,7 @@ static const cf_variant *probe_variants(const sb_rt_chat_tmpl *t, const char *fa
             if (r[i].rc == SB_ERR_RANGE || r[i].rc == SB_ERR_UNSUPPORTED)
                 continue; /* the interpreter cannot say; the others decide */
             sb_rt_chat_text out;
-            int rc = cf_render(cv, p->m, p->n, i % 2 == 0, t->bos, t->eos, &t->lim, &out, &e);
+            int rc = cf_render(cv, p->m, p->n, i % 2 == 0, t->bos, t->eos, &plim, &out, &e);
             if (rc == SB_ERR_NOMEM)
                 *nomem = 1;
             agree = same(&r[i], rc, &out);
@@ -255,7 +271,7 @@ int sb_rt_chat_tmpl_new_ex(const char *source, const char *name, const char *bos
         const probe *p = &probes[k];
         sb_rt_chat_text x;
         sb_rt_err xerr;
-        int xrc = interp_render(t, p->m, p->n, true, NULL, &x, k ? &xerr : &perr);
+        int xrc = interp_render(t, p->m, p->n, true, NULL, NULL, &x, k ? &xerr : &perr);
         if (xrc == SB_ERR_NOMEM) {
             rc = sb_rt_fail(err, SB_ERR_NOMEM, "chat template: out of memory");
             goto fail;
@@ -315,7 +331,7 @@ int sb_rt_chat_render_ex(const sb_rt_chat_tmpl *t, const sb_rt_chat_msg *msgs, s
         return sb_rt_fail(err, SB_ERR_UNSUPPORTED, "chat template: the built-in %s format "
                           "renders plain messages only, and the model's template cannot be "
                           "read to render tools, tool calls or null content", t->family);
-    return interp_render(t, msgs, n_msgs, gen, opts, out, err);
+    return interp_render(t, msgs, n_msgs, gen, opts, NULL, out, err);
 }
 
 int sb_rt_chat_render(const sb_rt_chat_tmpl *t, const sb_rt_chat_msg *msgs, size_t n_msgs,

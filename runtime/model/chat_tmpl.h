@@ -30,19 +30,21 @@
  *        llama3   `<|start_header_id|>` and `<|eot_id|>`     (Llama 3, 3.1, 3.2, 3.3)
  *        chatml   `<|im_start|>`                             (Qwen2/2.5/3, SmolLM2, Hermes)
  *        gemma    `<start_of_turn>`                          (Gemma 1, 2)
- *        phi3     `<|user|>` and `<|end|>`                   (Phi-3, Phi-3.5)
+ *        phi3     `<|end|>` and `<|user|>` or `<|assistant|>` (Phi-3, Phi-3.5)
  *        llama2   `[INST]` and `<<SYS>>`                     (Llama 2 chat)
  *        mistral  `[INST]`                                   (Mistral 7B v0.1-0.3, Nemo)
  *    Each family has built-in renderers for the variants its vendors ship
  *    (chat_family.c lists them: default system prompts, trimming, where the
  *    system prompt goes). When the interpreter (2.) can render the template
  *    too, the variant chosen is the one whose output equals the
- *    interpreter's, byte for byte, on a fixed set of probe conversations; if
- *    none does, the template is not that family's after all and the
- *    interpreter renders it (sb_rt_chat_tmpl_name says "jinja"). When the
- *    interpreter cannot parse the template, the family's first variant is
- *    used. A family renderer renders plain conversations (role and content);
- *    a render with extras (sb_rt_chat_opts) goes to the interpreter.
+ *    interpreter's, byte for byte, on a fixed set of probe conversations
+ *    (chat_tmpl.c lists them); if none does, the template is not that
+ *    family's after all and the interpreter renders it
+ *    (sb_rt_chat_tmpl_name says "jinja"), unless the caller named the
+ *    family: then its first variant. When the interpreter cannot parse the
+ *    template, the family's first variant is used. A family renderer
+ *    renders plain conversations (role and content strings); a render with
+ *    extras (sb_rt_chat_opts) or a NULL content goes to the interpreter.
  * 2. The interpreter (jinja*.c) renders any other template, with jinja2's
  *    semantics as Hugging Face configures it (trim_blocks and lstrip_blocks
  *    on, jinja2.ext.loopcontrols, an immutable sandbox, tojson as
@@ -53,42 +55,55 @@
  * THE JINJA SUBSET
  *
  *   Syntax: {{ }}, {% %}, {# #}, whitespace control ({%- -%} {{- -}} {#- -#},
- *   {%+ +%}), raw blocks, trim_blocks / lstrip_blocks, a single trailing
- *   newline dropped, \r\n and \r read as \n.
- *   Statements: for (tuple targets, `if` filter, else, recursive loops,
+ *   {%+ +%}), raw blocks, trim_blocks and lstrip_blocks, one trailing
+ *   newline of the source dropped, \r\n and \r read as \n.
+ *   Statements: for (tuple targets, an `if` filter, else, recursive loops,
  *   break, continue), if / elif / else, set (names, tuples, namespace
  *   attributes, block set with filters), macro (defaults, varargs, kwargs,
- *   caller), call blocks, filter blocks, with.
- *   Expressions: literals (str with Python escapes, int, float, true/false,
- *   none, lists, tuples, dicts), names, attribute and item access, slicing
- *   ([1:], [::-1]), calls with keyword arguments, + - * / // % ** (Python
- *   semantics, ints 64-bit: overflow fails), ~, comparisons (chained), in,
- *   not in, and, or, not, `a if b else c`, filters, tests.
- *   Variables: messages (each a dict: role, content, and the extras given),
- *   add_generation_prompt, bos_token, eos_token, extras; loop.index,
- *   index0, revindex, revindex0, first, last, length, previtem, nextitem,
- *   depth, depth0, cycle().
+ *   caller), call blocks, filter blocks, with, print, and Hugging Face's
+ *   generation block (rendered as it is).
+ *   Expressions: literals (str with Python's escapes, int, float,
+ *   true/false, none, lists, tuples, dicts), names, attribute and item
+ *   access, slicing ([1:], [::-1]), calls with keyword arguments,
+ *   + - * / // % ** (Python's semantics; ints are 64-bit and fail rather
+ *   than overflow), ~, comparisons (chained), in, not in, and, or, not,
+ *   `a if b else c`, filters, tests.
+ *   Variables: messages (a list of dicts: role, content, and the extras
+ *   given), add_generation_prompt, bos_token, eos_token, the extra
+ *   variables; loop.index, index0, revindex, revindex0, first, last,
+ *   length, previtem, nextitem, depth, depth0, cycle(), and loop(...) in
+ *   recursive loops.
  *   Globals: range, dict, namespace, raise_exception(msg) (the render fails
- *   with msg), cycler, joiner. (No strftime_now: pass date_string.)
+ *   with msg as its message). No strftime_now: the Llama 3.x templates then
+ *   print their fixed date, as jinja2 does without it; pass date_string.
  *   Filters: abs attr capitalize count d default dictsort e escape first
- *   float format indent int items join last length list lower map max min
- *   reject rejectattr replace reverse round safe select selectattr sort
- *   string sum title tojson trim unique upper wordcount.
+ *   float indent int items join last length list lower map max min reject
+ *   rejectattr replace reverse safe select selectattr sort string sum title
+ *   tojson trim unique upper. select, reject, selectattr, rejectattr, map,
+ *   unique and items return lazy one-shot generators, as jinja2's do
+ *   (always true, consumed once, printed only as Python's address: that
+ *   fails as unsupported).
  *   Tests: boolean callable defined divisibleby eq equalto escaped even
- *   false float ge gt in integer iterable le lower lt mapping ne none
- *   number odd sameas sequence string true undefined upper, and == != < <=
- *   > >=.
- *   Methods: str: capitalize count endswith find format index isalnum
- *   isalpha isdigit islower isspace isupper join lower lstrip replace rfind
- *   rsplit rstrip split splitlines startswith strip title upper; dict: get
- *   items keys values; list: count index. Mutating methods (append, pop,
- *   update) fail as in jinja2's immutable sandbox.
+ *   false float ge gt greaterthan in integer iterable le lessthan lower lt
+ *   mapping ne none number odd sameas sequence string true undefined upper,
+ *   == != < <= > >=.
+ *   Methods: str: capitalize count endswith find format index islower
+ *   isspace isupper join lower lstrip replace rfind rsplit rstrip split
+ *   splitlines startswith strip title upper; dict: copy get items keys
+ *   values; list: copy count index. Mutating methods (append, pop, update)
+ *   fail as in jinja2's immutable sandbox.
+ *   Markup (|safe, |escape) behaves as markupsafe's: `Markup + str` escapes
+ *   the str.
  *   Strings are Unicode: length, slicing and indexing count code points;
- *   upper, lower, title, strip and split follow Python 3.11's Unicode tables
- *   (jinja_unicode.h, generated from Python's unicodedata).
- *   Anything else is refused: an unknown filter or test when the template
- *   is read (as jinja2 does), an unknown method when it is reached
- *   (SB_ERR_UNSUPPORTED).
+ *   upper, lower, title, capitalize, strip and split follow Python 3.11's
+ *   Unicode tables (jinja_unicode.h, generated from Python's unicodedata),
+ *   final sigma included.
+ *   Refused: an unknown filter or test when the template is read, except in
+ *   an `if` (jinja2's rule: there it fails when used); a filter, test, tag
+ *   or method jinja2 has and this subset lacks when it is reached
+ *   (SB_ERR_UNSUPPORTED). One difference is known and left: jinja2 folds an
+ *   output made only of literals when it compiles, so `{{ 1[0:2] }}` prints
+ *   "" there and fails here (as the same slice of a variable fails in both).
  *
  * SPANS: WHICH BYTES ARE THE CALLER'S
  *
@@ -116,8 +131,13 @@
  * macro calls, JSON), the output's length, the memory a render may use,
  * the total for-loop iterations and evaluation steps. Past one, the call
  * fails with SB_ERR_RANGE and a message naming the limit; nothing crashes
- * and no loop is unbounded. The evaluator recurses at most max_depth deep
- * (a few hundred bytes of stack a level; 1 MiB of stack is ample).
+ * and no loop is unbounded. The evaluator recurses at most 10 x max_depth
+ * frames (a few hundred bytes of stack each: 1 MiB of stack is ample at the
+ * default). Choosing a variant renders 20 probes by the interpreter and by
+ * each of the family's variants, under smaller limits (500,000 steps,
+ * 20,000 iterations, 32 MiB, 1 MiB of output; real templates need a few
+ * thousand steps), so a template that loops on purpose costs little to
+ * read.
  *
  * Thread safety: a template is immutable once made; any number of threads
  * may render with it at once. Renders share nothing.
@@ -183,14 +203,15 @@ typedef struct sb_rt_chat_tmpl sb_rt_chat_tmpl;
  * "phi3" (that family; its variant is still chosen by probing when source
  * renders), or "jinja" (render source with the interpreter, no family).
  * bos_text / eos_text: the vocabulary's BOS / EOS token texts for templates
- * that use bos_token / eos_token (NULL: undefined in the interpreter, empty
- * in the family renderers). All strings are copied.
+ * that use bos_token / eos_token (NULL: the vocabulary has none; the
+ * templates see ""). All strings are copied.
  * On success *out is owned by the caller (sb_rt_chat_tmpl_free).
  * Returns: SB_OK; SB_ERR_INVAL (out NULL; source not UTF-8);
  * SB_ERR_UNSUPPORTED (an unknown name; name "jinja" or NULL and a source
- * that neither matches a family nor renders a one-message conversation, or
- * no source and no family name: err names the --chat-template option and
- * says what failed); SB_ERR_RANGE (source over max_source_bytes);
+ * that neither matches a family nor renders a user message, alone or after
+ * a system one; or no source and no family name: err names the
+ * --chat-template option and says what failed); SB_ERR_RANGE (source over
+ * max_source_bytes);
  * SB_ERR_NOMEM. On failure *out is untouched. */
 int sb_rt_chat_tmpl_new(const char *source, const char *name, const char *bos_text,
                         const char *eos_text, sb_rt_chat_tmpl **out, sb_rt_err *err);

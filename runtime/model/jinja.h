@@ -9,7 +9,8 @@
  *                   are refused here, as jinja2 refuses them at compile time
  *   jinja_eval.c    the tree -> output, with scopes, loops, macros, limits
  *   jinja_ops.c     operators, comparison, truth, str() and repr()
- *   jinja_builtin.c filters, tests, global functions, methods of str/dict/list
+ *   jinja_builtin.c filters and tests
+ *   jinja_methods.c global functions, methods of str/dict/list, calls
  *   jinja_str.c     UTF-8 strings with taint: slicing, strip, case, split...
  *   jinja_json.c    JSON text -> values (caller extras), values -> JSON (tojson)
  *
@@ -399,6 +400,15 @@ bool jb_global(jctx *c, const char *name, jv *out);
 /* obj.name as a bound method, when obj has such a method */
 bool jb_method(jctx *c, jv obj, const char *name, jv *out);
 jv jb_call(jctx *c, jv fn, const jargs *a);        /* builtins and methods (not macros) */
+/* the argument helpers jinja_builtin.c and jinja_methods.c share: refuse
+ * more than max_pos positional arguments or keywords outside names (NULL-
+ * terminated); a str / an int argument or a TypeError naming what; s with
+ * its Markup flag set to markup */
+void jb_check_args(jctx *c, const jargs *a, const char *what, size_t max_pos,
+                   const char *const *names);
+jstr *jb_want_str(jctx *c, jv v, const char *what);
+int64_t jb_want_int(jctx *c, jv v, const char *what);
+jstr *jb_markup(jctx *c, jstr *s, bool markup);
 /* one argument by position or keyword, or dflt when absent */
 jv jarg(const jargs *a, size_t pos, const char *kw, jv dflt);
 bool jarg_has(const jargs *a, size_t pos, const char *kw);
@@ -436,6 +446,11 @@ typedef struct jinja_input {
  * jinja2 has that this interpreter does not); SB_ERR_NOMEM. On failure
  * *out is untouched. */
 int jinja_render(const jtmpl *t, const jinja_input *in, sb_rt_chat_text *out, sb_rt_err *err);
+
+/* jinja_render_lim -- jinja_render under other limits (the probes of
+ * chat_tmpl.c run under smaller ones). */
+int jinja_render_lim(const jtmpl *t, const jinja_input *in, const sb_rt_chat_limits *lim,
+                     sb_rt_chat_text *out, sb_rt_err *err);
 
 /* jinja_run -- the frame every render runs in: a context on the heap, the
  * setjmp that jfail returns to, the output buffer; body writes to c->out.

@@ -786,3 +786,9 @@ int jinja_render(const jtmpl *t, const jinja_input *in, sb_rt_chat_text *out, sb
 {
     return jinja_run(&t->lim, t, render_body, (void *)in, out, err);
 }
+
+int jinja_render_lim(const jtmpl *t, const jinja_input *in, const sb_rt_chat_limits *lim,
+                     sb_rt_chat_text *out, sb_rt_err *err)
+{
+    return jinja_run(lim, t, render_body, (void *)in, out, err);
+}
