@@ -61,30 +61,26 @@ def mapping(fn):
     return out
 
 
-def emit_ranges(name, rs):
-    print(f"static const uint32_t {name}[][2] = {{ /* {len(rs)} ranges */")
+def emit(name, width, what, rows):
+    """a C table of rows of width hex numbers, wrapped at 96 columns"""
+    print(f"static const uint32_t {name}[][{width}] = {{ /* {len(rows)} {what} */")
     line = "   "
-    for a, b in rs:
-        item = f" {{ 0x{a:X}, 0x{b:X} }},"
+    for row in rows:
+        item = " { " + ", ".join("0x%X" % x for x in row) + " },"
         if len(line) + len(item) > 96:
             print(line)
             line = "   "
         line += item
     print(line)
     print("};")
+
+
+def emit_ranges(name, rs):
+    emit(name, 2, "ranges", rs)
 
 
 def emit_map(name, m):
-    print(f"static const uint32_t {name}[][4] = {{ /* {len(m)} entries: code point, mapping */")
-    line = "   "
-    for c, cps in m:
-        item = " { 0x%X, 0x%X, 0x%X, 0x%X }," % (c, *cps)
-        if len(line) + len(item) > 96:
-            print(line)
-            line = "   "
-        line += item
-    print(line)
-    print("};")
+    emit(name, 4, "entries: code point, mapping", [(c, *cps) for c, cps in m])
 
 
 def main():

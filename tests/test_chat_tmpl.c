@@ -74,24 +74,28 @@ static char *run(const char *src, const char *vars)
     return run_lim(src, vars, NULL, NULL);
 }
 
-#define EXPECT(src, vars, want)                                                             \
-    do {                                                                                     \
-        char *got_ = run((src), (vars));                                                     \
-        if (strcmp(got_, (want)))                                                            \
-            fail_msg("template %s\n  want %s\n  got  %s", (src), (want), got_);              \
-        free(got_);                                                                          \
-    } while (0)
+static void expect(const char *src, const char *vars, const char *want)
+{
+    char *got = run(src, vars);
+    if (strcmp(got, want))
+        fail_msg("template %s\n  want %s\n  got  %s", src, want, got);
+    free(got);
+}
 
-/* the error's code, and a phrase its message holds */
-#define EXPECT_ERR(src, vars, code, phrase)                                                  \
-    do {                                                                                     \
-        char *got_ = run((src), (vars));                                                     \
-        char want_[32];                                                                      \
-        snprintf(want_, sizeof want_, "ERR %d: ", (code));                                   \
-        if (strncmp(got_, want_, strlen(want_)) || !strstr(got_, (phrase)))                  \
-            fail_msg("template %s\n  want %s...%s\n  got  %s", (src), want_, (phrase), got_); \
-        free(got_);                                                                          \
-    } while (0)
+/* a failure with code, its message holding phrase (under lim, or the defaults) */
+static void expect_fail(const char *src, const char *vars, const sb_rt_chat_limits *lim, int code,
+                        const char *phrase)
+{
+    char *got = run_lim(src, vars, lim, NULL);
+    char want[32];
+    snprintf(want, sizeof want, "ERR %d: ", code);
+    if (strncmp(got, want, strlen(want)) || !strstr(got, phrase))
+        fail_msg("template %.200s\n  want %s...%s\n  got  %s", src, want, phrase, got);
+    free(got);
+}
+
+#define EXPECT(src, vars, want) expect((src), (vars), (want))
+#define EXPECT_ERR(src, vars, code, phrase) expect_fail((src), (vars), NULL, (code), (phrase))
 
 /* ---- the lexer's whitespace rules ---------------------------------------------------- */
 
@@ -467,12 +471,7 @@ static sb_rt_chat_limits lim_with(size_t src, size_t out, size_t mem, uint64_t i
 #define EXPECT_LIMIT(src, vars, lim, phrase)                                                 \
     do {                                                                                     \
         sb_rt_chat_limits l_ = (lim);                                                        \
-        char *got_ = run_lim((src), (vars), &l_, NULL);                                      \
-        char want_[32];                                                                      \
-        snprintf(want_, sizeof want_, "ERR %d: ", SB_ERR_RANGE);                             \
-        if (strncmp(got_, want_, strlen(want_)) || !strstr(got_, (phrase)))                  \
-            fail_msg("template %.200s\n  want a limit (%s)\n  got %s", (src), (phrase), got_); \
-        free(got_);                                                                          \
+        expect_fail((src), (vars), &l_, SB_ERR_RANGE, (phrase));                             \
     } while (0)
 
 static void limits(void **state)

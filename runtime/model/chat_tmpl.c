@@ -58,18 +58,14 @@ static void limits_fill(sb_rt_chat_limits *l, const sb_rt_chat_limits *given)
     sb_rt_chat_limits d;
     sb_rt_chat_limits_default(&d);
     *l = given ? *given : d;
-    if (!l->max_source_bytes)
-        l->max_source_bytes = d.max_source_bytes;
-    if (!l->max_output_bytes)
-        l->max_output_bytes = d.max_output_bytes;
-    if (!l->max_memory_bytes)
-        l->max_memory_bytes = d.max_memory_bytes;
-    if (!l->max_iterations)
-        l->max_iterations = d.max_iterations;
-    if (!l->max_steps)
-        l->max_steps = d.max_steps;
-    if (!l->max_depth)
-        l->max_depth = d.max_depth;
+#define FILL(f) l->f = l->f ? l->f : d.f
+    FILL(max_source_bytes);
+    FILL(max_output_bytes);
+    FILL(max_memory_bytes);
+    FILL(max_iterations);
+    FILL(max_steps);
+    FILL(max_depth);
+#undef FILL
 }
 
 /* ---- probes -------------------------------------------------------------------------- */

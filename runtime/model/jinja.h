@@ -68,6 +68,9 @@ typedef struct jarena {
 } jarena;
 
 void *ja_alloc(jarena *a, size_t n);                 /* zeroed, 16-byte aligned */
+/* ja_grow -- an array of n_used elements of elem bytes at old, copied into a
+ * new one of room for twice *cap (at least first) elements; *cap updated */
+void *ja_grow(jarena *a, const void *old, size_t n_used, size_t *cap, size_t first, size_t elem);
 void *ja_dup(jarena *a, const void *p, size_t n);
 void ja_free(jarena *a);
 
@@ -325,6 +328,9 @@ jstr *js_repeat(jctx *c, const jstr *s, int64_t n);
 jstr *js_escape_html(jctx *c, const jstr *s);      /* markupsafe.escape */
 /* quote s as Python's repr() does, appending to b */
 void js_repr(jctx *c, jbuf *b, const jstr *s);
+/* a number as Python prints it (repr), appending to b (never tainted) */
+void jbuf_put_int(jctx *c, jbuf *b, int64_t i);
+void jbuf_put_float(jctx *c, jbuf *b, double f);
 /* JSON string (ensure_ascii on or off), appending to b */
 void js_json(jctx *c, jbuf *b, const jstr *s, bool ensure_ascii);
 
@@ -340,6 +346,8 @@ static inline jv jv_list(jlist *l) { jv v = { .kind = JV_LIST }; v.l = l; return
 static inline jv jv_dict(jdict *d) { jv v = { .kind = JV_DICT }; v.d = d; return v; }
 
 jlist *jl_new(jctx *c, size_t n, bool tuple);      /* n zeroed (undefined) items */
+/* append x to the growing array *v (*n items, room for *cap) */
+void jv_push(jctx *c, jv **v, size_t *n, size_t *cap, jv x);
 jdict *jd_new(jctx *c, size_t cap);
 void jd_set(jctx *c, jdict *d, jv k, jv v);        /* insert or replace */
 bool jd_get(jctx *c, const jdict *d, jv k, jv *out);
@@ -400,6 +408,8 @@ bool jb_global(jctx *c, const char *name, jv *out);
 /* obj.name as a bound method, when obj has such a method */
 bool jb_method(jctx *c, jv obj, const char *name, jv *out);
 jv jb_call(jctx *c, jv fn, const jargs *a);        /* builtins and methods (not macros) */
+/* a callable of kind (jc_kind), named, bound to self; caller undefined */
+jv jcall_new(jctx *c, int kind, const char *name, jv self);
 /* the argument helpers jinja_builtin.c and jinja_methods.c share: refuse
  * more than max_pos positional arguments or keywords outside names (NULL-
  * terminated); a str / an int argument or a TypeError naming what; s with

@@ -223,10 +223,16 @@ static jv f_attr(jctx *c, jv x, const jargs *a)
     return jv_undef(msg);
 }
 
+/* lower, upper, capitalize: str(x) converted */
+static jv case_filter(jctx *c, jv x, const jargs *a, const char *name, char how)
+{
+    jb_check_args(c, a, name, 0, NULL);
+    return jv_str(js_case(c, soft_str(c, x), how));
+}
+
 static jv f_capitalize(jctx *c, jv x, const jargs *a)
 {
-    jb_check_args(c, a, "capitalize", 0, NULL);
-    return jv_str(js_case(c, soft_str(c, x), 'c'));
+    return case_filter(c, x, a, "capitalize", 'c');
 }
 
 static jv f_length(jctx *c, jv x, const jargs *a)
@@ -540,14 +546,12 @@ static jv f_list(jctx *c, jv x, const jargs *a)
 
 static jv f_lower(jctx *c, jv x, const jargs *a)
 {
-    jb_check_args(c, a, "lower", 0, NULL);
-    return jv_str(js_case(c, soft_str(c, x), 'l'));
+    return case_filter(c, x, a, "lower", 'l');
 }
 
 static jv f_upper(jctx *c, jv x, const jargs *a)
 {
-    jb_check_args(c, a, "upper", 0, NULL);
-    return jv_str(js_case(c, soft_str(c, x), 'u'));
+    return case_filter(c, x, a, "upper", 'u');
 }
 
 /* jinja2's title: words begin after -, whitespace, (, {, [, <; first

@@ -83,16 +83,9 @@ static void scope_set(jctx *c, jscope *s, const char *name, jv v)
             return;
         }
     if (s->n == s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 4;
-        const char **nn = ja_alloc(&c->arena, nc * sizeof *nn);
-        jv *nv = ja_alloc(&c->arena, nc * sizeof *nv);
-        if (s->n) {
-            jcopy(nn, s->names, s->n * sizeof *nn);
-            jcopy(nv, s->vals, s->n * sizeof *nv);
-        }
-        s->names = nn;
-        s->vals = nv;
-        s->cap = nc;
+        size_t cap = s->cap;
+        s->names = ja_grow(&c->arena, s->names, s->n, &cap, 4, sizeof *s->names);
+        s->vals = ja_grow(&c->arena, s->vals, s->n, &s->cap, 4, sizeof *s->vals);
     }
     s->names[s->n] = name;
     s->vals[s->n] = v;
@@ -266,14 +259,9 @@ jv jeval_call_macro(jctx *c, jv fn, const jargs *a)
 
 static jv make_macro(jctx *c, jscope *s, const jnode *m)
 {
-    jcall *k = ja_alloc(&c->arena, sizeof *k);
-    k->kind = JC_MACRO;
-    k->name = m->name;
-    k->macro = m;
-    k->closure = s;
-    k->caller = jv_undef(NULL);
-    jv v = { .kind = JV_CALL };
-    v.c = k;
+    jv v = jcall_new(c, JC_MACRO, m->name, jv_none());
+    v.c->macro = m;
+    v.c->closure = s;
     return v;
 }
 

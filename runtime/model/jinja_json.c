@@ -112,6 +112,43 @@ static jstr *jp_string(jp *p)
 
 static jv jp_value(jp *p);
 
+/* after an item of an object or array: true on ',' (another follows),
+ * false on the closer; both consumed */
+static bool jp_more(jp *p, char close)
+{
+    jp_ws(p);
+    if (p->i < p->n && p->s[p->i] == ',') {
+        p->i++;
+        return true;
+    }
+    if (p->i < p->n && p->s[p->i] == close) {
+        p->i++;
+        return false;
+    }
+    jp_fail(p, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+}
+
+/* an empty object or array: the closer, consumed */
+static bool jp_empty(jp *p, char close)
+{
+    jp_ws(p);
+    if (p->i < p->n && p->s[p->i] == close) {
+        p->i++;
+        return true;
+    }
+    return false;
+}
+
+/* one or more digits */
+static void jp_digits(jp *p)
+{
+    size_t d = p->i;
+    while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9')
+        p->i++;
+    if (p->i == d)
+        jp_fail(p, "bad number");
+}
+
 static jv jp_number(jp *p)
 {
     size_t a = p->i;
@@ -128,22 +165,14 @@ static jv jp_number(jp *p)
     if (p->i < p->n && p->s[p->i] == '.') {
         fl = true;
         p->i++;
-        size_t d = p->i;
-        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9')
-            p->i++;
-        if (p->i == d)
-            jp_fail(p, "bad number");
+        jp_digits(p);
     }
     if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
         fl = true;
         p->i++;
         if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-'))
             p->i++;
-        size_t d = p->i;
-        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9')
-            p->i++;
-        if (p->i == d)
-            jp_fail(p, "bad number");
+        jp_digits(p);
     }
     char buf[512];
     size_t len = p->i - a;
@@ -178,11 +207,8 @@ static jv jp_value(jp *p)
         jv r;
         if (ch == '{') {
             jdict *d = jd_new(p->c, 4);
-            jp_ws(p);
-            if (p->i < p->n && p->s[p->i] == '}') {
-                p->i++;
-            } else {
-                for (;;) {
+            if (!jp_empty(p, '}'))
+                do {
                     jp_ws(p);
                     if (p->i >= p->n || p->s[p->i] != '"')
                         jp_fail(p, "expected a string key");
@@ -192,49 +218,16 @@ static jv jp_value(jp *p)
                         jp_fail(p, "expected ':'");
                     p->i++;
                     jd_set(p->c, d, k, jp_value(p));
-                    jp_ws(p);
-                    if (p->i < p->n && p->s[p->i] == ',') {
-                        p->i++;
-                        continue;
-                    }
-                    if (p->i < p->n && p->s[p->i] == '}') {
-                        p->i++;
-                        break;
-                    }
-                    jp_fail(p, "expected ',' or '}'");
-                }
-            }
+                } while (jp_more(p, '}'));
             r = jv_dict(d);
         } else {
             jv *v = NULL;
             size_t n = 0, cap = 0;
-            jp_ws(p);
-            if (p->i < p->n && p->s[p->i] == ']') {
-                p->i++;
-            } else {
-                for (;;) {
+            if (!jp_empty(p, ']'))
+                do {
                     jv x = jp_value(p);
-                    if (n == cap) {
-                        size_t nc = cap ? cap * 2 : 8;
-                        jv *nv = ja_alloc(&p->c->arena, nc * sizeof *nv);
-                        if (n)
-                            jcopy(nv, v, n * sizeof *nv);
-                        v = nv;
-                        cap = nc;
-                    }
-                    v[n++] = x;
-                    jp_ws(p);
-                    if (p->i < p->n && p->s[p->i] == ',') {
-                        p->i++;
-                        continue;
-                    }
-                    if (p->i < p->n && p->s[p->i] == ']') {
-                        p->i++;
-                        break;
-                    }
-                    jp_fail(p, "expected ',' or ']'");
-                }
-            }
+                    jv_push(p->c, &v, &n, &cap, x);
+                } while (jp_more(p, ']'));
             jlist *l = jl_new(p->c, 0, false);
             l->n = n;
             l->v = v;
@@ -292,15 +285,12 @@ static void newline_indent(jctx *c, jbuf *b, const jd_opts *o, uint32_t level)
 
 static void dump_float(jctx *c, jbuf *b, double f)
 {
-    char num[64];
     if (isnan(f))
         put(c, b, "NaN");
     else if (isinf(f))
         put(c, b, f < 0 ? "-Infinity" : "Infinity");
-    else {
-        jv_format_float(f, num, sizeof num);
-        put(c, b, num);
-    }
+    else
+        jbuf_put_float(c, b, f);
 }
 
 _Noreturn static void not_serializable(jctx *c, jv v)
@@ -312,14 +302,14 @@ _Noreturn static void not_serializable(jctx *c, jv v)
 /* a dict key as json.dumps writes it */
 static void dump_key(jctx *c, jbuf *b, jv k, const jd_opts *o)
 {
-    char num[64];
     switch (k.kind) {
     case JV_STR: js_json(c, b, k.s, o->ensure_ascii); return;
     case JV_NONE: put(c, b, "\"null\""); return;
     case JV_BOOL: put(c, b, k.b ? "\"true\"" : "\"false\""); return;
     case JV_INT:
-        snprintf(num, sizeof num, "\"%" PRId64 "\"", k.i);
-        put(c, b, num);
+        put(c, b, "\"");
+        jbuf_put_int(c, b, k.i);
+        put(c, b, "\"");
         return;
     case JV_FLOAT:
         put(c, b, "\"");
@@ -337,14 +327,10 @@ static void dump(jctx *c, jbuf *b, jv v, const jd_opts *o, uint32_t level)
     if (level > c->lim->max_depth)
         jfail(c, SB_ERR_RANGE, "values nest deeper than %u (max_depth)", c->lim->max_depth);
     jstep(c, 1);
-    char num[64];
     switch (v.kind) {
     case JV_NONE: put(c, b, "null"); return;
     case JV_BOOL: put(c, b, v.b ? "true" : "false"); return;
-    case JV_INT:
-        snprintf(num, sizeof num, "%" PRId64, v.i);
-        put(c, b, num);
-        return;
+    case JV_INT: jbuf_put_int(c, b, v.i); return;
     case JV_FLOAT: dump_float(c, b, v.f); return;
     case JV_STR: js_json(c, b, v.s, o->ensure_ascii); return;
     case JV_LIST:

@@ -69,14 +69,8 @@ static size_t strip_before(const char *text, size_t n, char sign, bool lstrip, b
 
 static void push(jlexer *L, jtok t)
 {
-    if (L->n == L->cap) {
-        size_t nc = L->cap ? L->cap * 2 : 256;
-        jtok *nt = ja_alloc(L->a, nc * sizeof *nt);
-        if (L->n)
-            jcopy(nt, L->toks, L->n * sizeof *nt);
-        L->toks = nt;
-        L->cap = nc;
-    }
+    if (L->n == L->cap)
+        L->toks = ja_grow(L->a, L->toks, L->n, &L->cap, 256, sizeof *L->toks);
     L->toks[L->n++] = t;
 }
 
@@ -408,16 +402,24 @@ static size_t lex_tag(jlexer *L, size_t i, char kind, bool *line_starting)
     }
 }
 
-/* `{%[-+]? raw %}` at p: the end of the match, or 0 */
-static size_t raw_begin(const char *s, size_t n, size_t p)
+/* `{%[-+]? WORD` and the whitespace after it, at p: where it ends, or 0 */
+static size_t tag_word(const char *s, size_t n, size_t p, const char *word)
 {
-    size_t i = p + 2;
+    size_t i = p + 2, w = strlen(word);
     if (i < n && (s[i] == '-' || s[i] == '+'))
         i++;
     i = skip_ws(s, n, i);
-    if (n - i < 3 || strncmp(s + i, "raw", 3))
+    if (n - i < w || strncmp(s + i, word, w))
         return 0;
-    i = skip_ws(s, n, i + 3);
+    return skip_ws(s, n, i + w);
+}
+
+/* `{%[-+]? raw %}` at p: the end of the match, or 0 */
+static size_t raw_begin(const char *s, size_t n, size_t p)
+{
+    size_t i = tag_word(s, n, p, "raw");
+    if (!i)
+        return 0;
     if (!strncmp(s + i, "-%}", 3))
         return skip_ws(s, n, i + 3);
     if (!strncmp(s + i, "%}", 2))
@@ -428,13 +430,9 @@ static size_t raw_begin(const char *s, size_t n, size_t p)
 /* `{%[-+]? endraw (+%}|-%}\s*|%}\n?)` at p: the end, or 0 */
 static size_t raw_end(const char *s, size_t n, size_t p)
 {
-    size_t i = p + 2;
-    if (i < n && (s[i] == '-' || s[i] == '+'))
-        i++;
-    i = skip_ws(s, n, i);
-    if (n - i < 6 || strncmp(s + i, "endraw", 6))
+    size_t i = tag_word(s, n, p, "endraw");
+    if (!i)
         return 0;
-    i = skip_ws(s, n, i + 6);
     if (!strncmp(s + i, "+%}", 3))
         return i + 3;
     if (!strncmp(s + i, "-%}", 3))

@@ -19,7 +19,7 @@ static jv mkstr(jctx *c, const char *s)
 
 /* ---- globals ------------------------------------------------------------------------- */
 
-static jv mkcall(jctx *c, int kind, const char *name, jv self)
+jv jcall_new(jctx *c, int kind, const char *name, jv self)
 {
     jcall *k = ja_alloc(&c->arena, sizeof *k);
     k->kind = (uint8_t)kind;
@@ -37,7 +37,7 @@ bool jb_global(jctx *c, const char *name, jv *out)
 {
     for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
         if (!strcmp(globals[i], name)) {
-            *out = mkcall(c, JC_GLOBAL, globals[i], jv_none());
+            *out = jcall_new(c, JC_GLOBAL, globals[i], jv_none());
             return true;
         }
     return false;
@@ -186,7 +186,7 @@ bool jb_method(jctx *c, jv obj, const char *name, jv *out)
     }
     if (!m)
         return false;
-    *out = mkcall(c, kind, m, obj);
+    *out = jcall_new(c, kind, m, obj);
     return true;
 }
 

@@ -76,13 +76,9 @@ void jd_set(jctx *c, jdict *d, jv k, jv v)
         return;
     }
     if (d->n == d->cap) {
-        size_t nc = d->cap * 2;
-        jv *nk = ja_alloc(&c->arena, nc * sizeof *nk), *nv = ja_alloc(&c->arena, nc * sizeof *nv);
-        jcopy(nk, d->k, d->n * sizeof *nk);
-        jcopy(nv, d->v, d->n * sizeof *nv);
-        d->k = nk;
-        d->v = nv;
-        d->cap = nc;
+        size_t cap = d->cap;
+        d->k = ja_grow(&c->arena, d->k, d->n, &cap, 4, sizeof *d->k);
+        d->v = ja_grow(&c->arena, d->v, d->n, &d->cap, 4, sizeof *d->v);
     }
     d->k[d->n] = k;
     d->v[d->n] = v;
@@ -642,12 +638,10 @@ static void repr_depth(jctx *c, jbuf *b, jv v, bool top_str, uint32_t depth)
     case JV_NONE: put_lit(c, b, "None"); return;
     case JV_BOOL: put_lit(c, b, v.b ? "True" : "False"); return;
     case JV_INT:
-        snprintf(num, sizeof num, "%" PRId64, v.i);
-        put_lit(c, b, num);
+        jbuf_put_int(c, b, v.i);
         return;
     case JV_FLOAT:
-        jv_format_float(v.f, num, sizeof num);
-        put_lit(c, b, num);
+        jbuf_put_float(c, b, v.f);
         return;
     case JV_STR:
         if (top_str)
@@ -754,16 +748,8 @@ jlist *jv_iterate(jctx *c, jv v)
     case JV_ITER: {
         jv *vals = NULL, x;
         size_t n = 0, cap = 0;
-        while (jit_next(c, v.it, &x)) {
-            if (n == cap) {
-                cap = cap ? cap * 2 : 8;
-                jv *nv = ja_alloc(&c->arena, cap * sizeof *nv);
-                if (n)
-                    jcopy(nv, vals, n * sizeof *nv);
-                vals = nv;
-            }
-            vals[n++] = x;
-        }
+        while (jit_next(c, v.it, &x))
+            jv_push(c, &vals, &n, &cap, x);
         jlist *l = jl_new(c, 0, false);
         l->n = n;
         l->v = vals;

@@ -185,14 +185,8 @@ typedef struct nvec {
 
 static void nv_push(jparser *p, nvec *v, jnode *x)
 {
-    if (v->n == v->cap) {
-        size_t nc = v->cap ? v->cap * 2 : 8;
-        jnode **nn = ja_alloc(p->a, nc * sizeof *nn);
-        if (v->n)
-            jcopy(nn, v->v, v->n * sizeof *nn);
-        v->v = nn;
-        v->cap = nc;
-    }
+    if (v->n == v->cap)
+        v->v = ja_grow(p->a, v->v, v->n, &v->cap, 8, sizeof *v->v);
     v->v[v->n++] = x;
 }
 
@@ -444,38 +438,25 @@ static jnode *konst(jparser *p, uint32_t line, jv v)
     return fin(p, x);
 }
 
-static jnode *parse_list(jparser *p)
+/* [a, b, ...] or {k: v, ...}: items up to close, a trailing comma allowed */
+static jnode *parse_seq(jparser *p, const char *open, const char *close, int kind)
 {
     uint32_t line = cur(p)->line;
-    expect_op(p, "[");
+    expect_op(p, open);
     nvec v = { 0 };
-    while (!is_op(cur(p), "]")) {
+    while (!is_op(cur(p), close)) {
         if (v.n)
             expect_op(p, ",");
-        if (is_op(cur(p), "]"))
+        if (is_op(cur(p), close))
             break;
         nv_push(p, &v, parse_expression(p, true));
+        if (kind == JN_DICT) {
+            expect_op(p, ":");
+            nv_push(p, &v, parse_expression(p, true));
+        }
     }
-    expect_op(p, "]");
-    return from_vec(p, JN_LIST, line, &v);
-}
-
-static jnode *parse_dict(jparser *p)
-{
-    uint32_t line = cur(p)->line;
-    expect_op(p, "{");
-    nvec v = { 0 };
-    while (!is_op(cur(p), "}")) {
-        if (v.n)
-            expect_op(p, ",");
-        if (is_op(cur(p), "}"))
-            break;
-        nv_push(p, &v, parse_expression(p, true));
-        expect_op(p, ":");
-        nv_push(p, &v, parse_expression(p, true));
-    }
-    expect_op(p, "}");
-    return from_vec(p, JN_DICT, line, &v);
+    expect_op(p, close);
+    return from_vec(p, kind, line, &v);
 }
 
 static jnode *parse_primary(jparser *p)
@@ -528,9 +509,9 @@ static jnode *parse_primary(jparser *p)
         return x;
     }
     if (is_op(t, "["))
-        return parse_list(p);
+        return parse_seq(p, "[", "]", JN_LIST);
     if (is_op(t, "{"))
-        return parse_dict(p);
+        return parse_seq(p, "{", "}", JN_DICT);
     PFAIL(p, SB_ERR_INVAL, "unexpected '%s'", describe(t));
 }
 

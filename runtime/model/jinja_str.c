@@ -4,6 +4,7 @@
  * (case tables from jinja_unicode.h). Every operation keeps the taint of
  * the bytes it copies; a converted character (upper, lower, escaped) takes
  * the taint of the character it came from. */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,15 @@ void *ja_alloc(jarena *a, size_t n)
     void *p = h->mem + h->used;
     h->used += n;
     memset(p, 0, n);
+    return p;
+}
+
+void *ja_grow(jarena *a, const void *old, size_t n_used, size_t *cap, size_t first, size_t elem)
+{
+    size_t nc = *cap ? *cap * 2 : first;
+    void *p = ja_alloc(a, nc * elem);
+    jcopy(p, old, n_used * elem);
+    *cap = nc;
     return p;
 }
 
@@ -448,6 +458,17 @@ bool js_islower(const jstr *s)
     return js_is_case(s, false);
 }
 
+/* the code points a mapping entry gives for cp (cp itself without one) */
+static size_t mapped(const uint32_t *m, uint32_t cp, uint32_t out[3])
+{
+    if (!m) {
+        out[0] = cp;
+        return 1;
+    }
+    out[0] = m[0], out[1] = m[1], out[2] = m[2];
+    return m[2] ? 3 : m[1] ? 2 : 1;
+}
+
 /* lower case of cps[i] with Python's final-sigma rule */
 static size_t lower_at(const uint32_t *cps, size_t n, size_t i, uint32_t out[3])
 {
@@ -466,33 +487,18 @@ static size_t lower_at(const uint32_t *cps, size_t n, size_t i, uint32_t out[3])
         out[0] = final ? 0x03C2 : 0x03C3;
         return 1;
     }
-    const uint32_t *m = MAP(uc_lower, cp);
-    if (!m) {
-        out[0] = cp;
-        return 1;
-    }
-    out[0] = m[0], out[1] = m[1], out[2] = m[2];
-    return m[2] ? 3 : m[1] ? 2 : 1;
+    return mapped(MAP(uc_lower, cp), cp, out);
 }
 
 static size_t upper_of(uint32_t cp, uint32_t out[3])
 {
-    const uint32_t *m = MAP(uc_upper, cp);
-    if (!m) {
-        out[0] = cp;
-        return 1;
-    }
-    out[0] = m[0], out[1] = m[1], out[2] = m[2];
-    return m[2] ? 3 : m[1] ? 2 : 1;
+    return mapped(MAP(uc_upper, cp), cp, out);
 }
 
 static size_t title_of(uint32_t cp, uint32_t out[3])
 {
     const uint32_t *m = MAP(uc_title, cp);
-    if (!m)
-        return upper_of(cp, out);
-    out[0] = m[0], out[1] = m[1], out[2] = m[2];
-    return m[2] ? 3 : m[1] ? 2 : 1;
+    return m ? mapped(m, cp, out) : upper_of(cp, out);
 }
 
 jstr *js_case(jctx *c, const jstr *s, char how)
@@ -628,16 +634,10 @@ jstr *js_replace(jctx *c, const jstr *s, const jstr *old, const jstr *neu, int64
     return r;
 }
 
-static void list_push(jctx *c, jv **v, size_t *n, size_t *cap, jv x)
+void jv_push(jctx *c, jv **v, size_t *n, size_t *cap, jv x)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        jv *nv = ja_alloc(&c->arena, nc * sizeof *nv);
-        if (*n)
-            jcopy(nv, *v, *n * sizeof *nv);
-        *v = nv;
-        *cap = nc;
-    }
+    if (*n == *cap)
+        *v = ja_grow(&c->arena, *v, *n, cap, 8, sizeof **v);
     (*v)[(*n)++] = x;
     jstep(c, 1);
 }
@@ -674,10 +674,10 @@ jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool 
                 int64_t at = js_find(s, sep, i);
                 if (at < 0)
                     break;
-                list_push(c, &v, &n, &cap, jv_str(js_sub(c, s, i, (size_t)at - i)));
+                jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, i, (size_t)at - i)));
                 i = (size_t)at + sep->len;
             }
-            list_push(c, &v, &n, &cap, jv_str(js_sub(c, s, i, s->len - i)));
+            jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, i, s->len - i)));
         } else {
             size_t end = s->len;
             while ((int64_t)n < maxsplit) {
@@ -685,10 +685,10 @@ jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool 
                 if (at < 0)
                     break;
                 size_t from = (size_t)at + sep->len;
-                list_push(c, &v, &n, &cap, jv_str(js_sub(c, s, from, end - from)));
+                jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, from, end - from)));
                 end = (size_t)at;
             }
-            list_push(c, &v, &n, &cap, jv_str(js_sub(c, s, 0, end)));
+            jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, 0, end)));
             reverse_jv(v, n);
         }
         return list_of(c, v, n);
@@ -705,13 +705,13 @@ jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool 
                 break;
             if ((int64_t)n == maxsplit) { /* the rest, leading whitespace gone */
                 size_t z = nc;
-                list_push(c, &v, &n, &cap, jv_str(js_sub(c, s, off[i], off[z] - off[i])));
+                jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, off[i], off[z] - off[i])));
                 break;
             }
             size_t j = i;
             while (j < nc && !uc_isspace(cps[j]))
                 j++;
-            list_push(c, &v, &n, &cap, jv_str(js_sub(c, s, off[i], off[j] - off[i])));
+            jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, off[i], off[j] - off[i])));
             i = j;
         }
     } else {
@@ -722,13 +722,13 @@ jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool 
             if (i == 0)
                 break;
             if ((int64_t)n == maxsplit) {
-                list_push(c, &v, &n, &cap, jv_str(js_sub(c, s, 0, off[i])));
+                jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, 0, off[i])));
                 break;
             }
             size_t j = i;
             while (j > 0 && !uc_isspace(cps[j - 1]))
                 j--;
-            list_push(c, &v, &n, &cap, jv_str(js_sub(c, s, off[j], off[i] - off[j])));
+            jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, off[j], off[i] - off[j])));
             i = j;
         }
         reverse_jv(v, n);
@@ -755,11 +755,11 @@ jlist *js_splitlines(jctx *c, const jstr *s, bool keepends)
         size_t eol = i + adv;
         if (cp == '\r' && eol < s->len && s->s[eol] == '\n')
             eol++;
-        list_push(c, &v, &n, &cap, jv_str(js_sub(c, s, start, (keepends ? eol : i) - start)));
+        jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, start, (keepends ? eol : i) - start)));
         start = i = eol;
     }
     if (start < s->len)
-        list_push(c, &v, &n, &cap, jv_str(js_sub(c, s, start, s->len - start)));
+        jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, start, s->len - start)));
     return list_of(c, v, n);
 }
 
@@ -872,6 +872,20 @@ void js_json(jctx *c, jbuf *b, const jstr *s, bool ensure_ascii)
             jbuf_put_range(c, b, s, i, adv);
     }
     jbuf_putc(c, b, '"', false);
+}
+
+void jbuf_put_int(jctx *c, jbuf *b, int64_t i)
+{
+    char num[32];
+    int k = snprintf(num, sizeof num, "%" PRId64, i);
+    jbuf_put(c, b, num, (size_t)k, false);
+}
+
+void jbuf_put_float(jctx *c, jbuf *b, double f)
+{
+    char num[64];
+    jv_format_float(f, num, sizeof num);
+    jbuf_put(c, b, num, strlen(num), false);
 }
 
 /* ---- spans --------------------------------------------------------------------------- */
