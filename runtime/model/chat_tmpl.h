@@ -134,10 +134,10 @@
  * and no loop is unbounded. The evaluator recurses at most 10 x max_depth
  * frames (a few hundred bytes of stack each: 1 MiB of stack is ample at the
  * default). Choosing a variant renders 20 probes by the interpreter and by
- * each of the family's variants, under smaller limits (500,000 steps,
- * 20,000 iterations, 32 MiB, 1 MiB of output; real templates need a few
- * thousand steps), so a template that loops on purpose costs little to
- * read.
+ * each of the family's variants, under smaller limits (50,000 steps,
+ * 5,000 iterations, 8 MiB, 256 KiB of output; every fixture template
+ * renders a probe within 2,000 steps), so a template that loops on purpose
+ * costs little to read.
  *
  * Thread safety: a template is immutable once made; any number of threads
  * may render with it at once. Renders share nothing.
