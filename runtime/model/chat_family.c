@@ -175,7 +175,7 @@ static void r_qwen3(jctx *c, const cf_in *in)
         } else if (role_is(m, "assistant")) {
             const jstr *content = m->content;
             jstr *reasoning = js_lit(c, "");
-            if (js_find(m->content, think_end, 0) >= 0) {
+            if (js_find(c, m->content, think_end, 0) >= 0) {
                 jlist *parts = js_split(c, m->content, think_end, -1, false);
                 content = strip_chars(c, parts->v[parts->n - 1].s, "\n", 'l');
                 jstr *r = strip_chars(c, parts->v[0].s, "\n", 'r');

@@ -6,7 +6,8 @@
  *   jinja_lex.c     source -> tokens (jinja2's lexer rules, trim_blocks and
  *                   lstrip_blocks on, as Hugging Face renders templates)
  *   jinja_parse.c   tokens -> syntax tree (jnode); unknown filters and tests
- *                   are refused here, as jinja2 refuses them at compile time
+ *                   are refused here (outside an if), as jinja2 refuses them
+ *                   when it compiles
  *   jinja_eval.c    the tree -> output, with scopes, loops, macros, limits
  *   jinja_ops.c     operators, comparison, truth, str() and repr()
  *   jinja_builtin.c filters and tests
@@ -21,18 +22,19 @@
  * against the render's memory limit.
  *
  * Errors. A failure deep in the evaluator calls jfail(), which records the
- * code and message and longjmps to the entry point (jinja_render or
- * jinja_parse), the only functions that call setjmp. Between them nothing
- * owns memory outside the arena and the buffer list, so the jump leaks
- * nothing. No function here may be entered from outside through any other
- * path.
+ * code and message and longjmps to the entry point (jinja_run, under
+ * jinja_render and the family renderers, or jinja_parse), the only
+ * functions that call setjmp; their context lives on the heap, so nothing
+ * it holds is lost to the jump. Between them nothing owns memory outside
+ * the arena and the buffer list, so the jump leaks nothing. No function
+ * here may be entered from outside through any other path.
  *
  * Taint. Every string value carries, per byte, whether that byte came from
  * the caller's data (message content, role, name, extras) rather than the
- * template. Operations keep the flag of every byte they copy; bytes they
- * make (quotes, separators, escapes of a tainted character are tainted) are
- * marked as documented in chat_tmpl.h. The output's tainted bytes become
- * sb_rt_chat_text.spans.
+ * template. Operations keep the flag of every byte they copy; of the bytes
+ * they make, the escape or case mapping of a tainted character is tainted,
+ * quotes, separators and numbers are not (chat_tmpl.h, SPANS). The output's
+ * tainted bytes become sb_rt_chat_text.spans.
  *
  * Thread safety: a parsed template (jtmpl) is immutable; renders of one
  * template may run in parallel, each with its own jctx.
@@ -266,7 +268,6 @@ struct jctx {
     jmp_buf jb;
     int code;                   /* the failure's sb_err code */
     sb_rt_err *err;
-    const char *phase;          /* "template" (parse) or "render" */
     jarena arena;
     const jtmpl *t;
     const sb_rt_chat_limits *lim;
@@ -302,7 +303,6 @@ jstr *js_new(jctx *c, const char *s, size_t n, bool tainted);
 jstr *js_lit(jctx *c, const char *s);              /* untainted NUL-terminated */
 jstr *js_sub(jctx *c, const jstr *s, size_t off, size_t n); /* bytes [off, off+n) */
 bool js_tainted_at(const jstr *s, size_t i);
-bool js_any_taint(const jstr *s);
 bool js_eq(const jstr *a, const jstr *b);
 int js_cmp(const jstr *a, const jstr *b);          /* by code point, like Python */
 size_t js_ncp(const jstr *s);                      /* code points */
@@ -322,7 +322,8 @@ jstr *js_strip(jctx *c, const jstr *s, const jstr *chars, char which);
 jstr *js_replace(jctx *c, const jstr *s, const jstr *old, const jstr *neu, int64_t count);
 jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool right);
 jlist *js_splitlines(jctx *c, const jstr *s, bool keepends);
-int64_t js_find(const jstr *s, const jstr *sub, size_t from_byte); /* byte offset or -1 */
+/* the first match of sub at or after byte from, or -1 (counts steps) */
+int64_t js_find(jctx *c, const jstr *s, const jstr *sub, size_t from_byte);
 jstr *js_concat(jctx *c, const jstr *a, const jstr *b);
 jstr *js_repeat(jctx *c, const jstr *s, int64_t n);
 jstr *js_escape_html(jctx *c, const jstr *s);      /* markupsafe.escape */

@@ -12,7 +12,9 @@
  *   - a macro call gets a fresh scope under the scope the macro was defined
  *     in (read live at call time), holding its parameters, varargs, kwargs
  *     and caller;
- *   - `with` opens a scope; `if` does not.
+ *   - `with` opens a scope; `if` does not;
+ *   - a for loop's `else` runs unless some iteration's body ran to its end
+ *     (a break or continue in every iteration leaves it to run).
  *
  * Bounds: every statement, expression and call counts steps (max_steps);
  * loop iterations count (max_iterations); recursion (statements,

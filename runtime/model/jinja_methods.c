@@ -410,18 +410,18 @@ static jv str_method(jctx *c, const char *m, jstr *s, const jargs *a)
                 if (!sub->len)
                     count = (int64_t)js_ncp(w) + 1;
                 else
-                    for (int64_t at = js_find(w, sub, 0); at >= 0;
-                         at = js_find(w, sub, (size_t)at + sub->len))
+                    for (int64_t at = js_find(c, w, sub, 0); at >= 0;
+                         at = js_find(c, w, sub, (size_t)at + sub->len))
                         count++;
                 return jv_int(count);
             }
             int64_t at = -1;
             if (m[0] == 'r') {
-                for (int64_t p = js_find(w, sub, 0); p >= 0;
-                     p = (size_t)p + 1 <= w->len ? js_find(w, sub, (size_t)p + 1) : -1)
+                for (int64_t p = js_find(c, w, sub, 0); p >= 0;
+                     p = (size_t)p + 1 <= w->len ? js_find(c, w, sub, (size_t)p + 1) : -1)
                     at = p;
             } else {
-                at = js_find(w, sub, 0);
+                at = js_find(c, w, sub, 0);
             }
             if (at >= 0) {
                 jstr pre = { .s = s->s, .len = b0 + (size_t)at };

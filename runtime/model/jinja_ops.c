@@ -22,11 +22,11 @@
 
 jlist *jl_new(jctx *c, size_t n, bool tuple)
 {
+    jstep(c, n); /* before the work, not after */
     jlist *l = ja_alloc(&c->arena, sizeof *l);
     l->n = n;
     l->v = n ? ja_alloc(&c->arena, n * sizeof *l->v) : NULL;
     l->tuple = tuple;
-    jstep(c, n);
     return l;
 }
 
@@ -197,7 +197,9 @@ static bool eq_depth(jctx *c, jv a, jv b, uint32_t depth)
     switch (a.kind) {
     case JV_UNDEF:
     case JV_NONE: return true;
-    case JV_STR: return js_eq(a.s, b.s);
+    case JV_STR:
+        jstep(c, a.s->len / 64);
+        return js_eq(a.s, b.s);
     case JV_LIST:
         if (a.l->tuple != b.l->tuple || a.l->n != b.l->n)
             return false;
@@ -250,8 +252,10 @@ static int cmp_depth(jctx *c, jv a, jv b, uint32_t depth)
         int64_t x = as_int(a), y = as_int(b);
         return x < y ? -1 : x > y;
     }
-    if (a.kind == JV_STR && b.kind == JV_STR)
+    if (a.kind == JV_STR && b.kind == JV_STR) {
+        jstep(c, a.s->len / 64);
         return js_cmp(a.s, b.s);
+    }
     if (a.kind == JV_LIST && b.kind == JV_LIST && a.l->tuple == b.l->tuple) {
         size_t n = a.l->n < b.l->n ? a.l->n : b.l->n;
         for (size_t i = 0; i < n; i++) {
@@ -276,8 +280,7 @@ bool jv_contains(jctx *c, jv y, jv x)
         if (x.kind != JV_STR)
             jfail(c, SB_ERR_INVAL, "TypeError: 'in <string>' requires string as left operand, "
                   "not %s", jv_type_name(x));
-        jstep(c, y.s->len / 16 + 1);
-        return js_find(y.s, x.s, 0) >= 0;
+        return js_find(c, y.s, x.s, 0) >= 0;
     case JV_LIST:
         for (size_t i = 0; i < y.l->n; i++)
             if (jv_eq(c, y.l->v[i], x))

@@ -1147,7 +1147,6 @@ int jinja_parse(const char *source, size_t len, const sb_rt_chat_limits *lim, jt
     t->lim = *lim;
     jctx *c = cp;
     c->err = err;
-    c->phase = "template";
     c->lim = &t->lim;
     jparser p = { 0 };
     jlexer L = { 0 };

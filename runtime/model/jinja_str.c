@@ -4,6 +4,7 @@
  * (case tables from jinja_unicode.h). Every operation keeps the taint of
  * the bytes it copies; a converted character (upper, lower, escaped) takes
  * the taint of the character it came from. */
+#define _GNU_SOURCE /* memmem: linear substring search */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -236,11 +237,6 @@ jstr *js_sub(jctx *c, const jstr *s, size_t off, size_t n)
 bool js_tainted_at(const jstr *s, size_t i)
 {
     return s->taint == JT_ALL || (s->taint && s->taint[i]);
-}
-
-bool js_any_taint(const jstr *s)
-{
-    return s->taint != NULL;
 }
 
 bool js_eq(const jstr *a, const jstr *b)
@@ -503,6 +499,7 @@ static size_t title_of(uint32_t cp, uint32_t out[3])
 
 jstr *js_case(jctx *c, const jstr *s, char how)
 {
+    jstep(c, s->len / 16 + 1);
     size_t n, *off;
     uint32_t *cps = cps_of(c, s, &n, &off);
     jbuf *b = jbuf_new(c);
@@ -540,10 +537,11 @@ jstr *js_case(jctx *c, const jstr *s, char how)
 
 /* ---- strip, split, replace, find ----------------------------------------------------- */
 
-static bool in_chars(const jstr *chars, uint32_t cp)
+static bool in_chars(jctx *c, const jstr *chars, uint32_t cp)
 {
     if (!chars)
         return uc_isspace(cp);
+    jstep(c, chars->len / 64 + 1);
     for (size_t i = 0, adv; i < chars->len; i += adv)
         if (utf8_dec(chars->s + i, chars->len - i, &adv) == cp)
             return true;
@@ -553,10 +551,11 @@ static bool in_chars(const jstr *chars, uint32_t cp)
 jstr *js_strip(jctx *c, const jstr *s, const jstr *chars, char which)
 {
     size_t a = 0, z = s->len, adv;
+    jstep(c, s->len / 64 + 1);
     if (which != 'r')
         while (a < z) {
             uint32_t cp = utf8_dec(s->s + a, z - a, &adv);
-            if (!in_chars(chars, cp))
+            if (!in_chars(c, chars, cp))
                 break;
             a += adv;
         }
@@ -566,33 +565,31 @@ jstr *js_strip(jctx *c, const jstr *s, const jstr *chars, char which)
             while (p > a && ((unsigned char)s->s[p] & 0xC0) == 0x80)
                 p--;
             uint32_t cp = utf8_dec(s->s + p, z - p, &adv);
-            if (!in_chars(chars, cp))
+            if (!in_chars(c, chars, cp))
                 break;
             z = p;
         }
     return js_sub(c, s, a, z - a);
 }
 
-int64_t js_find(const jstr *s, const jstr *sub, size_t from)
+int64_t js_find(jctx *c, const jstr *s, const jstr *sub, size_t from)
 {
-    if (sub->len == 0)
-        return from <= s->len ? (int64_t)from : -1;
-    if (sub->len > s->len)
+    if (from > s->len)
         return -1;
-    for (size_t i = from; i + sub->len <= s->len; i++)
-        if (s->s[i] == sub->s[0] && !memcmp(s->s + i, sub->s, sub->len))
-            return (int64_t)i;
-    return -1;
+    jstep(c, (s->len - from) / 64 + 1);
+    if (sub->len == 0)
+        return (int64_t)from;
+    const char *at = memmem(s->s + from, s->len - from, sub->s, sub->len);
+    return at ? at - s->s : -1;
 }
 
-static int64_t js_rfind(const jstr *s, const jstr *sub, size_t end)
+static int64_t js_rfind(jctx *c, const jstr *s, const jstr *sub, size_t end)
 { /* last match lying wholly in [0, end) */
-    if (sub->len > end)
-        return -1;
-    for (size_t i = end - sub->len + 1; i-- > 0;)
-        if (!memcmp(s->s + i, sub->s, sub->len))
-            return (int64_t)i;
-    return -1;
+    jstr w = { .s = s->s, .len = end };
+    int64_t last = -1;
+    for (int64_t at = js_find(c, &w, sub, 0); at >= 0; at = js_find(c, &w, sub, (size_t)at + 1))
+        last = at;
+    return last;
 }
 
 jstr *js_replace(jctx *c, const jstr *s, const jstr *old, const jstr *neu, int64_t count)
@@ -618,7 +615,7 @@ jstr *js_replace(jctx *c, const jstr *s, const jstr *old, const jstr *neu, int64
         size_t i = 0;
         int64_t k = 0;
         while (k < count) {
-            int64_t at = js_find(s, old, i);
+            int64_t at = js_find(c, s, old, i);
             if (at < 0)
                 break;
             jbuf_put_range(c, b, s, i, (size_t)at - i);
@@ -661,6 +658,7 @@ static void reverse_jv(jv *v, size_t n)
 
 jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool right)
 {
+    jstep(c, s->len / 64 + 1);
     jv *v = NULL;
     size_t n = 0, cap = 0;
     if (maxsplit < 0)
@@ -671,7 +669,7 @@ jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool 
         if (!right) {
             size_t i = 0;
             while ((int64_t)n < maxsplit) {
-                int64_t at = js_find(s, sep, i);
+                int64_t at = js_find(c, s, sep, i);
                 if (at < 0)
                     break;
                 jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, i, (size_t)at - i)));
@@ -681,7 +679,7 @@ jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool 
         } else {
             size_t end = s->len;
             while ((int64_t)n < maxsplit) {
-                int64_t at = js_rfind(s, sep, end);
+                int64_t at = js_rfind(c, s, sep, end);
                 if (at < 0)
                     break;
                 size_t from = (size_t)at + sep->len;
@@ -777,13 +775,13 @@ jstr *js_concat(jctx *c, const jstr *a, const jstr *b)
 
 jstr *js_repeat(jctx *c, const jstr *s, int64_t n)
 {
-    jbuf *o = jbuf_new(c);
     if (n > 0 && s->len && (uint64_t)n > c->lim->max_memory_bytes / s->len)
         jfail(c, SB_ERR_RANGE, "memory over the limit of %zu bytes (max_memory_bytes)",
               c->lim->max_memory_bytes);
+    jstep(c, n > 0 ? (uint64_t)n : 0); /* before the work, not after */
+    jbuf *o = jbuf_new(c);
     for (int64_t i = 0; i < n; i++)
         jbuf_put_str(c, o, s);
-    jstep(c, n > 0 ? (uint64_t)n : 0);
     return jbuf_take(c, o);
 }
 
