@@ -52,7 +52,7 @@ static bool key_eq(jctx *c, jv a, jv b)
 
 static ptrdiff_t jd_find(jctx *c, const jdict *d, jv k)
 {
-    jstep(c, d->n / 8 + 1);
+    jstep(c, d->n / 8 + 1 + (k.kind == JV_STR ? k.s->len / 64 : 0));
     for (size_t i = 0; i < d->n; i++)
         if (key_eq(c, d->k[i], k))
             return (ptrdiff_t)i;
@@ -718,7 +718,9 @@ int64_t jv_len(jctx *c, jv v)
 {
     switch (v.kind) {
     case JV_UNDEF: return 0;
-    case JV_STR: return (int64_t)js_ncp(v.s);
+    case JV_STR:
+        jstep(c, v.s->len / 64);
+        return (int64_t)js_ncp(v.s);
     case JV_LIST: return (int64_t)v.l->n;
     case JV_DICT: return (int64_t)v.d->n;
     case JV_LOOP: return (int64_t)v.loop->length;
@@ -832,6 +834,7 @@ jv jv_getitem(jctx *c, jv obj, jv key)
         break;
     case JV_STR:
         if (int_key) {
+            jstep(c, obj.s->len / 64);
             size_t n = js_ncp(obj.s);
             if (!index_of(c, key, n, &at))
                 return jv_undef("string index out of range");
@@ -888,6 +891,8 @@ jv jv_slice(jctx *c, jv obj, jv start, jv stop, jv step)
         jfail(c, SB_ERR_INVAL, "ValueError: slice step cannot be zero");
     if (st == INT64_MIN)
         st = -INT64_MAX;
+    if (obj.kind == JV_STR)
+        jstep(c, obj.s->len / 64);
     int64_t n = obj.kind == JV_STR ? (int64_t)js_ncp(obj.s) : (int64_t)obj.l->n;
     int64_t lo = st < 0 ? -1 : 0, hi = st < 0 ? n - 1 : n;
     int64_t a = slice_arg(c, start, st < 0 ? hi : lo), z = slice_arg(c, stop, st < 0 ? lo : hi);

@@ -227,10 +227,12 @@ jstr *js_sub(jctx *c, const jstr *s, size_t off, size_t n)
     r->s = s->s + off;
     r->len = n;
     r->markup = s->markup;
-    if (!s->taint || s->taint == JT_ALL || !n)
+    if (!s->taint || s->taint == JT_ALL || !n) {
         r->taint = n ? s->taint : NULL;
-    else
+    } else {
+        jstep(c, n / 64);
         r->taint = taint_pack(c, s->taint + off, n);
+    }
     return r;
 }
 
