@@ -4,21 +4,22 @@
  *
  * Choosing, for a source and an optional name:
  *   1. name "jinja": the interpreter, which must parse the source and render
- *      the one-message probe.
+ *      a user message, alone or after a system one (probes 0 and 1).
  *   2. Otherwise the family is the name, or the one whose signature the
  *      source carries (chat_family.c: cf_detect).
  *   3. With a family and a source the interpreter parses, every probe
  *      conversation below is rendered by the interpreter, and then by each
  *      of the family's variants in turn; the first variant that gives the
  *      same result on every probe (the same text, or a failure where the
- *      interpreter fails) is chosen. If none does, a named family gets its
- *      first variant (the caller asked for it) and a detected one gives way
- *      to the interpreter: the template looked like the family but says
- *      something else.
+ *      interpreter fails; a probe the interpreter could not finish, under
+ *      its smaller limits, does not count) is chosen. If none does, a named
+ *      family gets its first variant (the caller asked for it) and a
+ *      detected one gives way to the interpreter when the interpreter
+ *      renders probe 0 or 1: the template looked like the family but says
+ *      something else. Otherwise the family's first variant.
  *   4. With a family and no parsed source: the family's first variant.
- *   5. No family: the interpreter, if it parses the source and renders the
- *      one-message probe; else the template is refused, naming
- *      --chat-template. */
+ *   5. No family: the interpreter, if it parses the source and renders
+ *      probe 0 or 1; else the template is refused, naming --chat-template. */
 #include <stdlib.h>
 #include <string.h>
 
