@@ -9,7 +9,7 @@ PACKAGES="
   liburing-dev libxxhash-dev libzstd-dev libjemalloc-dev
   libcmocka-dev
   clang libclang-rt-14-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-jinja2
   fio gnuplot-nox
 "
 
