@@ -19,6 +19,8 @@ static const struct {
     { "run", sb_cli_run, "run a llama-family GGUF model on the CPU, its KV cache in snapbank pages" },
     { "chat", sb_cli_chat,
       "a multi-turn chat whose KV is restored from the bank (cold, warm_prefix, ssd)" },
+    { "serve", sb_cli_serve,
+      "an OpenAI-compatible HTTP server whose every answer says where its prompt came from" },
     { "make-model", sb_cli_make_model, "write a GGUF model with random weights (tiny, small)" },
     { "bench", sb_cli_bench,
       "fio-style wear and throughput jobs against the store, fio beside them" },
