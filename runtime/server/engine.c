@@ -185,7 +185,7 @@ static void feed(slot *sl, const unsigned char *p, size_t n)
             sl->n_pend = 0;
         }
         size_t need;
-        if (!utf8_lead(c, &need))
+        if (!utf8_lead(c, &need) || c == 0) /* a NUL would not survive a round trip */
             emit(j, replacement, 3);
         else if (need == 1)
             emit(j, (const char *)&c, 1);

@@ -26,8 +26,8 @@
  * runs, then its function runs on the engine thread.
  *
  * Generated text: pieces of the tokens, made valid UTF-8 as they come (a
- * byte that cannot start or continue a character becomes U+FFFD; an
- * incomplete character waits for its next bytes). out[0, visible) may be
+ * byte that cannot start or continue a character, and NUL, becomes U+FFFD;
+ * an incomplete character waits for its next bytes). out[0, visible) may be
  * sent: the tail that could still become a stop string is held back; when
  * a stop string appears, out is cut where it starts and the job stops.
  *

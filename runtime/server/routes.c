@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "capi/capi.h"
+#include "capi/stats_fields.h"
 #include "server/api.h"
 #include "server/server_int.h"
 
@@ -718,16 +718,41 @@ static void session(srv_server *s, srv_hreq *r, const char *id, bool del)
 
 /* ---- the bank (admin) --------------------------------------------------------------- */
 
+/* A counter as JSON: null for "no limit" (UINT64_MAX and the like). */
+static json_t *u64_json(uint64_t v)
+{
+    return v > (uint64_t)INT64_MAX ? json_null() : json_integer((json_int_t)v);
+}
+
+/* {"reason": v, ...} for counters indexed by reason. */
+static json_t *by_reason(const char *(*name)(int), const uint64_t *v, int n)
+{
+    json_t *o = json_object();
+    for (int i = 0; o && i < n; i++)
+        json_object_set_new(o, name(i), u64_json(v[i]));
+    return o;
+}
+
 /* The store's stats and each tenant's namespace as JSON (bank_lock held). */
 static json_t *stats_json(srv_server *s)
 {
-    char *buf = malloc(1 << 16);
-    json_t *o = NULL;
-    if (buf && sbrt_stats_json(s->st, buf, 1 << 16) == SB_OK)
-        o = json_loads(buf, 0, NULL);
-    free(buf);
+    sb_stats st;
+    json_t *o = s->st && sb_store_stats(s->st, &st) == SB_OK ? json_object() : NULL;
     if (!o)
         return NULL;
+#define SB_JSON_FIELD(f) json_object_set_new(o, #f, u64_json(st.f));
+    SB_STATS_U64(SB_JSON_FIELD)
+#undef SB_JSON_FIELD
+    json_object_set_new(o, "index_bytes_per_token", json_real(st.index_bytes_per_token));
+    json_object_set_new(o, "disk_write_amplification", json_real(st.disk_write_amplification));
+    json_object_set_new(o, "misses", by_reason(sb_miss_name, st.misses, SB_MISS__COUNT));
+    json_object_set_new(o, "miss_tokens_by_reason",
+                        by_reason(sb_miss_name, st.miss_tokens_by_reason, SB_MISS__COUNT));
+    json_object_set_new(o, "disk_denials", by_reason(sb_deny_name, st.disk_denials, SB_DENY__COUNT));
+    json_object_set_new(o, "disk_denied_bytes",
+                        by_reason(sb_deny_name, st.disk_denied_bytes, SB_DENY__COUNT));
+    json_object_set_new(o, "disk_written_bytes_last_hour",
+                        u64_json(srv_written_last_hour(s, &st)));
     json_t *ts = json_array();
     for (size_t i = 0; i < srv_tenants_count(s->tenants); i++) {
         srv_tenant *t = srv_tenants_at(s->tenants, i);

@@ -615,11 +615,13 @@ int srv_sessions_get(srv_sessions *r, const srv_tenant *t, const char *id, json_
             "cached_tokens_disk", (json_int_t)s->last[2],
             "completion_tokens", (json_int_t)s->last[3], "cache_mode", mode_name(s->last[4]),
             "restore_ms", (double)s->last[5] / 1e3) : json_null();
-        *out = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:b}", "id", s->id, "object",
-                         "session", "created", (json_int_t)s->created, "updated",
+        uint64_t reusable = s->n_marks ? s->marks[s->n_marks - 1].n & ~PROMPT_END : 0;
+        *out = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:b}", "id", s->id,
+                         "object", "session", "created", (json_int_t)s->created, "updated",
                          (json_int_t)s->updated, "turns", (json_int_t)s->turns, "tokens",
-                         (json_int_t)s->n_tokens, "text_bytes", (json_int_t)s->text_len,
-                         "last_turn", last, "busy", s->busy);
+                         (json_int_t)s->n_tokens, "reusable_tokens", (json_int_t)reusable,
+                         "text_bytes", (json_int_t)s->text_len, "last_turn", last, "busy",
+                         s->busy);
         if (s->n_tokens && (*tokens = malloc(s->n_tokens * sizeof **tokens))) {
             memcpy(*tokens, s->tokens, s->n_tokens * sizeof **tokens);
             *n_tokens = s->n_tokens;

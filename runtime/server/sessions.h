@@ -130,7 +130,10 @@ typedef struct srv_session_turn {
 void srv_sessions_release(srv_sessions *r, srv_session *s, const srv_session_turn *turn);
 
 /* srv_sessions_get -- the session id of tenant t as a JSON object (owned
- * by the caller), with its tokens copied into *tokens (malloc'd, caller
+ * by the caller: id, object "session", created, updated, turns, tokens,
+ * reusable_tokens -- the tokens up to its last mark, which a next turn that
+ * sends the conversation back reuses --, text_bytes, last_turn, busy), with
+ * its tokens copied into *tokens (malloc'd, caller
  * frees) for the caller to match in the bank. Returns: SB_OK;
  * SB_ERR_NOT_FOUND; SB_ERR_NOMEM. */
 int srv_sessions_get(srv_sessions *r, const srv_tenant *t, const char *id, json_t **out,
