@@ -97,7 +97,8 @@ class Server:
         wait_for(up, "the server's /health")
 
     def text(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
@@ -224,3 +225,8 @@ class ServerTest(unittest.TestCase):
             s.proc.wait()
         if not s.log.closed:
             s.log.close()
+        # a sanitizer build reports into the log: any report fails the test
+        for mark in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     "WARNING: ThreadSanitizer", "runtime error:"):
+            if mark in s.text():
+                raise AssertionError("the server's log has a sanitizer report:\n" + s.text())

@@ -1,0 +1,86 @@
+"""test_batch.py -- continuous batching changes no answer: N streams run
+at once (their decode steps and prompt chunks sharing forward passes) give,
+token for token, the text the same requests give run one at a time.
+
+Description: the tiny model with a 32k context. Server A (--parallel 6,
+--batch 32 so long prompts go in chunks beside the decode steps): a
+30000-token stream keeps the engine busy while five greedy requests of
+different prompt lengths run at once, streamed and not; metrics show passes
+holding several sequences. Server B (--parallel 1, its own bank) runs the
+same five requests one after another. Each request's text and token count
+are the same on both. Then the same with sampling at temperature 1 and a
+seed per request.
+"""
+import json
+import threading
+import unittest
+
+from harness import ServerTest, long_ctx, streamed_text, wait_for
+from test_lifecycle import drop, open_stream, read_events
+
+PROMPTS = ["A.", "The bank keeps what a model has read, page by page. " * 3,
+           "Tell me a story about the disk tier.", "x" * 300, "Twelve pages, then thirteen."]
+
+
+def body(i, stream, temp=0):
+    b = {"model": "long", "messages": [{"role": "user", "content": PROMPTS[i]}],
+         "max_tokens": 24 + 3 * i, "temperature": temp, "stream": stream}
+    if temp:
+        b["seed"] = 100 + i
+    return b
+
+
+class Batch(ServerTest):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.model = long_ctx(cls.dir)
+
+    def run_all(self, s, stream, temp):
+        out = [None] * len(PROMPTS)
+
+        def one(i):
+            if stream:
+                st, ev = s.stream("/v1/chat/completions", body(i, True, temp))
+                out[i] = (st, streamed_text(ev), ev[-2]["choices"][0]["finish_reason"])
+            else:
+                st, _, r = s.post("/v1/chat/completions", body(i, False, temp))
+                out[i] = (st, r["choices"][0]["message"]["content"],
+                          r["choices"][0]["finish_reason"])
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(len(PROMPTS))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return out
+
+    def test_batched_equals_alone(self):
+        a = self.start(self.model, "--parallel", "6", "--batch", "32", name="batched")
+        b = self.start(self.model, "--parallel", "1", name="alone")
+        pacer = {"model": "long", "messages": [{"role": "user", "content": "Keep going."}],
+                 "max_tokens": 30000, "temperature": 0, "stream": True}
+        c, r = open_stream(a.port, pacer)
+        read_events(r, 2)
+        for temp in (0, 1):
+            for stream in (True, False):
+                together = self.run_all(a, stream, temp)
+                alone = [None] * len(PROMPTS)
+                for i in range(len(PROMPTS)):
+                    st, _, x = b.post("/v1/chat/completions", body(i, False, temp))
+                    alone[i] = (st, x["choices"][0]["message"]["content"],
+                                x["choices"][0]["finish_reason"])
+                for i in range(len(PROMPTS)):
+                    self.assertEqual(together[i][0], 200)
+                    self.assertEqual(together[i], alone[i],
+                                     "request %d (stream %s, temperature %s)" % (i, stream, temp))
+        m = a.metrics()
+        h = "snapbank:forward_pass_sequences"
+        self.assertGreater(m[h + "_count"], m[h + '_bucket{le="1"}'])  # shared passes
+        self.assertGreater(m[h + "_count"], m[h + '_bucket{le="3"}'])  # ...of 4 or more
+        drop(c)
+        self.assertEqual(a.stop(), 0)
+        self.assertEqual(b.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
