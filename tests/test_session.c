@@ -9,7 +9,8 @@
  *     point state (no forward pass) and they are the cold ones;
  *   - ssd: after the store is closed and reopened, a resumed session reads
  *     its pages from disk and continues bit-identically; with reading
- *     estimated slower than recomputing it skips the disk and says so;
+ *     estimated slower than recomputing it skips the disk and says so,
+ *     unless told to read always (SB_RT_DISK_ALWAYS);
  *   - scopes: two sessions of different scopes share nothing;
  *   - eviction: a session whose pages were evicted falls back to a correct
  *     cold prefill with miss reason "evicted";
@@ -318,6 +319,23 @@ static void ssd_after_reopen(void **state)
     /* the pages the previous turn computed are in RAM now: warm, not ssd */
     assert_int_equal(r.cache_mode, SB_RT_CACHE_WARM);
     assert_int_equal(r.cached_disk_tokens, 0);
+    sb_rt_sampler_fini(&smp);
+    sb_rt_session_free(s);
+    bank_close(&b);
+
+    /* SB_RT_DISK_ALWAYS: read even when the estimate says recompute */
+    bank_open(&b, m, dir, NULL, 64u << 20);
+    assert_int_equal(sb_rt_session_new(m, b.ctx, b.ns, &s), SB_OK);
+    assert_int_equal(sb_rt_sampler_init(&smp, &so, V), SB_OK);
+    sb_rt_session_rates(s)->read_bytes_s = 1;
+    sb_rt_session_set_disk_use(s, SB_RT_DISK_ALWAYS);
+    assert_int_equal(sb_rt_session_resume(s, hist, N + 5), SB_OK);
+    assert_int_equal(sb_rt_session_turn(s, a + N, 20, GEN(&smp, 6), &r), SB_OK);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_SSD);
+    assert_int_equal(r.disk_skipped, 0);
+    assert_true(r.est_read_s > r.est_recompute_s);
+    assert_true(r.cached_tokens >= N + 5 && r.cached_disk_tokens > 0);
+    assert_memory_equal(sb_rt_session_logits(s), l2, V * 4);
     sb_rt_sampler_fini(&smp);
     sb_rt_session_free(s);
     bank_close(&b);

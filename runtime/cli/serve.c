@@ -62,6 +62,9 @@ static void serve_usage(FILE *f)
         "  --ram-mib N              RAM budget of the bank, MiB (default 1024)\n"
         "  --ssd-session-cache M    on (default): write pages to disk and restore them;\n"
         "                           write-only: write, never restore; off: RAM only\n"
+        "  --disk-restore M         auto (default): read a prefix's disk pages when that is\n"
+        "                           estimated faster than computing them again (measured\n"
+        "                           rates); always: read them whatever the estimate\n"
         "  --min-prefix N           write to disk only sequences of N tokens or more\n"
         "                           (default 512)\n"
         "  --page-tokens N          tokens per KV page (default 16)\n"
@@ -169,6 +172,9 @@ int sb_cli_serve(int argc, char **argv)
                 c.ssd = SRV_SSD_WRITE_ONLY;
             else
                 bad = 1;
+        } else if (!strcmp(a, "--disk-restore")) {
+            bad = !v || (strcmp(v, "auto") && strcmp(v, "always"));
+            c.disk_always = v && !strcmp(v, "always");
         } else if (!strcmp(a, "--min-prefix")) {
             bad = num(v, 0, UINT32_MAX, &x), c.min_prefix = (uint32_t)x;
         } else if (!strcmp(a, "--page-tokens")) {

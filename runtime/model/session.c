@@ -191,7 +191,8 @@ static size_t choose(sb_rt_session *s, const sb_match_info *mi, size_t n_prompt,
     rep->est_read_s = s->rates.read_fixed_s +
                       (double)disk_pages * (double)s->page_bytes / s->rates.read_bytes_s;
     rep->est_recompute_s = (double)(want - ram_tok) / s->rates.prefill_tok_s;
-    if (s->disk_use == SB_RT_DISK_NEVER || rep->est_read_s > rep->est_recompute_s) {
+    if (s->disk_use == SB_RT_DISK_NEVER ||
+        (s->disk_use == SB_RT_DISK_READ && rep->est_read_s > rep->est_recompute_s)) {
         rep->disk_skipped = 1;
         return ram_tok;
     }

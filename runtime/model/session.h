@@ -114,6 +114,7 @@ typedef struct sb_rt_gen {
 typedef enum sb_rt_disk_use {
     SB_RT_DISK_READ = 0,  /* restore disk pages when it pays */
     SB_RT_DISK_NEVER = 1, /* RAM pages only; disk pages are recomputed */
+    SB_RT_DISK_ALWAYS = 2,/* restore disk pages whatever the estimates say */
 } sb_rt_disk_use;
 
 typedef struct sb_rt_session sb_rt_session;

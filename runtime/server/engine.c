@@ -347,8 +347,7 @@ static void start(srv_engine *e, srv_job *j)
                 sl->max_stop = strlen(j->stop[k]);
         rc = sb_rt_session_new(e->m, e->ctx, j->tenant->ns, &sl->s);
         if (rc == SB_OK) {
-            if (!e->cfg.disk_read)
-                sb_rt_session_set_disk_use(sl->s, SB_RT_DISK_NEVER);
+            sb_rt_session_set_disk_use(sl->s, e->cfg.disk_use);
             if (e->have_rates)
                 *sb_rt_session_rates(sl->s) = e->rates;
             rc = sb_rt_sampler_init(&sl->smp, &j->sampling, e->m->hp.n_vocab);

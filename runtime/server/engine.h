@@ -130,7 +130,7 @@ typedef struct srv_engine_cfg {
     size_t max_queue;         /* jobs waiting at most (--max-queue) */
     unsigned threads;         /* forward-pass threads (0: every CPU) */
     uint32_t batch;           /* rows per forward pass */
-    bool disk_read;           /* restore disk pages (off: write-only) */
+    sb_rt_disk_use disk_use;  /* how turns use disk pages (session.h) */
     const srv_prompt *prompt; /* borrowed */
     srv_metrics *mx;          /* borrowed */
 } srv_engine_cfg;

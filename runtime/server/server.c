@@ -266,7 +266,10 @@ static int start(srv_server *s)
         return 1;
     srv_engine_cfg ec = { .slots = c->parallel, .max_queue = c->max_queue,
                           .threads = c->threads, .batch = c->batch,
-                          .disk_read = c->ssd == SRV_SSD_ON, .prompt = s->prompt, .mx = s->mx };
+                          .disk_use = c->ssd != SRV_SSD_ON ? SB_RT_DISK_NEVER
+                                      : c->disk_always      ? SB_RT_DISK_ALWAYS
+                                                            : SB_RT_DISK_READ,
+                          .prompt = s->prompt, .mx = s->mx };
     int rc = srv_engine_new(s->m, &ec, &s->engine);
     if (rc != SB_OK) {
         fprintf(stderr, "snapbank serve: cannot start the engine: %s\n", sb_strerror(rc));
@@ -346,15 +349,16 @@ static int shut_down(srv_server *s, const sigset_t *set, int sig)
         char b1[32], b2[32];
         fprintf(stderr, "snapbank serve: flushed the SSD session cache %s: %s; %llu pages on "
                         "disk (%s of records), %s written since start, durable through record "
-                        "%llu, %llu pages denied by the write budget or backlog; %zu sessions "
-                        "written%s\n",
+                        "%llu, %llu pages denied by the write budget or backlog; sessions: %zu "
+                        "in RAM, each in its file (%zu written now%s)\n",
                 s->store_cfg.dir, rc == SB_OK ? "ok" : sb_strerror(rc),
                 (unsigned long long)st.disk_pages, human(st.disk_bytes, b1, sizeof b1),
                 human(st.disk_write_bytes, b2, sizeof b2),
                 (unsigned long long)st.durable_seq,
                 (unsigned long long)(st.disk_denials[SB_DENY_BUDGET] +
                                      st.disk_denials[SB_DENY_BACKLOG]),
-                saved, failed ? " (some could not be: see above)" : "");
+                srv_sessions_count(s->sessions), saved,
+                failed ? ", some could not be: see above" : "");
     }
     return ret;
 }

@@ -39,6 +39,8 @@ typedef struct srv_config {
     const char *bank_dir;         /* NULL: the bank is in RAM only */
     uint64_t ram_mib;             /* RAM budget of the bank */
     int ssd;                      /* SRV_SSD_* */
+    bool disk_always;             /* restore disk pages even when recomputing
+                                     them is estimated faster */
     uint32_t min_prefix;          /* shortest sequence written to disk */
     uint32_t page_tokens;
     uint64_t disk_mib;            /* the disk tier's cap (0: the store's default) */

@@ -9,9 +9,11 @@ Description:
   - restart: the mid model (big enough that reading pages beats computing
     them), a bank directory; a two-turn chat with a session; SIGTERM: exit
     0, the log names the flushed SSD session cache and the sessions written;
-    a new process on the same bank: the session is there, its third turn is
-    ssd with its reusable tokens read from disk, and another conversation
-    sharing the system prompt finds it on disk too;
+    a new process on the same bank (--disk-restore always, so a slow
+    sanitizer build reads the pages too rather than deciding that computing
+    them is faster): the session is there, its third turn is ssd with its
+    reusable tokens read from disk, and another conversation sharing the
+    system prompt finds it on disk too;
   - kill -9: the same without a clean stop: once the bank's writer has
     drained (stats) and the session file holds the turn (its header), kill
     -9, restart: ssd;
@@ -124,7 +126,8 @@ class Lifecycle(ServerTest):
         self.assertIn("flushed the SSD session cache %s/store: ok" % bank, log)
         self.assertIn("sessions: 1 in RAM, each in its file", log)
         self.assertTrue(os.path.exists(os.path.join(bank, "sessions", "@default", "alice.sbs")))
-        s = self.start(self.mid, "--bank-dir", bank, "--min-prefix", "1", name="term2")
+        s = self.start(self.mid, "--bank-dir", bank, "--min-prefix", "1", "--disk-restore",
+                       "always", name="term2")
         self.after_restart(s, msgs, "alice")
         self.assertEqual(s.stop(), 0)
 
@@ -151,7 +154,8 @@ class Lifecycle(ServerTest):
             return len(head) == 64 and struct.unpack("<Q", head[56:64])[0] == 2
         wait_for(session_written, "the session file of turn 2")
         s.kill9()
-        s = self.start(self.mid, "--bank-dir", bank, "--min-prefix", "1", name="kill2")
+        s = self.start(self.mid, "--bank-dir", bank, "--min-prefix", "1", "--disk-restore",
+                       "always", name="kill2")
         self.after_restart(s, msgs, "bob")
         self.assertEqual(s.stop(), 0)
 
