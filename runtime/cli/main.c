@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench_tool.h"
 #include "cli.h"
 #include "snapbank.h"
 
@@ -22,7 +23,7 @@ static const struct {
     { "serve", sb_cli_serve,
       "an OpenAI-compatible HTTP server whose every answer says where its prompt came from" },
     { "make-model", sb_cli_make_model, "write a GGUF model with random weights (tiny, small)" },
-    { "bench", sb_cli_bench,
+    { "bench", sb_bench_tool_main,
       "fio-style wear and throughput jobs against the store, fio beside them" },
 };
 
