@@ -35,11 +35,19 @@ import sys
 import threading
 import time
 
-WORDS = ("bank page token prefix model cache disk restore segment budget layer "
-         "sequence tenant session record checksum writer reader index radix "
-         "tree node commit match point state logits attention decode prefill "
-         "batch slot queue server client request answer system prompt tool "
-         "output file line value error status stream chunk usage").split()
+# everyday English, which the generated models' vocabulary (learned from an
+# English text) tokenizes in about a token and a half a word
+WORDS = ("the of and to in is that it was for on are as with they at be this from "
+         "have or by one had not but what all were when we there can an your which "
+         "their said if do will each about how up out them then she many some so these "
+         "would other into has more her two like him see time could no make than first "
+         "been its who now people made over did down only way find use may water long "
+         "little very after words called just where most know get through back much go "
+         "good new write our man too any day same right look think also around another "
+         "came come work three word must because does part even place well such here "
+         "take why things help put years different away again off went old number great "
+         "tell men say small every found still between name should home big give air "
+         "line set own under read last never left end along while might next sound").split()
 
 
 ADMIN = "bench-admin-key"
@@ -229,11 +237,11 @@ def main():
     ap.add_argument("--model", help="a GGUF model (default: make-model --preset PRESET)")
     ap.add_argument("--preset", default="small", help="the generated model (small)")
     ap.add_argument("--users", type=int, default=8, help="simulated users, M (8)")
-    ap.add_argument("--turns", type=int, default=4, help="turns per user (4)")
-    ap.add_argument("--system-words", type=int, default=1200,
-                    help="words of the shared system prompt (1200)")
-    ap.add_argument("--tool-words", type=int, default=300,
-                    help="words of each tool output a user pastes (300)")
+    ap.add_argument("--turns", type=int, default=3, help="turns per user (3)")
+    ap.add_argument("--system-words", type=int, default=400,
+                    help="words of the shared system prompt (400)")
+    ap.add_argument("--tool-words", type=int, default=120,
+                    help="words of each tool output a user pastes (120)")
     ap.add_argument("--max-tokens", type=int, default=32, help="tokens per answer (32)")
     ap.add_argument("--levels", default="1,2,4,8", help="concurrent users (1,2,4,8)")
     ap.add_argument("--parallel", type=int, default=8, help="the server's slots (8)")

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli/rtcli.h"
 #include "server/server.h"
 
 static void serve_usage(FILE *f)
@@ -80,20 +81,6 @@ static void serve_usage(FILE *f)
         "exit status: 0 after a clean shutdown, 1 failure, 2 usage.\n");
 }
 
-static int num(const char *v, unsigned long long lo, unsigned long long hi,
-               unsigned long long *out)
-{
-    if (!v || !*v || *v == '-')
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || *end || x < lo || x > hi)
-        return -1;
-    *out = x;
-    return 0;
-}
-
 static int dbl(const char *v, double lo, double hi, double *out)
 {
     if (!v || !*v)
@@ -113,7 +100,7 @@ int sb_cli_serve(int argc, char **argv)
     srv_config_default(&c);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        unsigned long long x = 0;
+        uint64_t x = 0;
         int bad = 0, took = 2;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             serve_usage(stdout);
@@ -125,7 +112,7 @@ int sb_cli_serve(int argc, char **argv)
         } else if (!strcmp(a, "--host")) {
             bad = !v || !*v, c.host = v;
         } else if (!strcmp(a, "--port")) {
-            bad = num(v, 0, 65535, &x), c.port = (unsigned)x;
+            bad = rt_parse_u64(v, 0, 65535, &x), c.port = (unsigned)x;
         } else if (!strcmp(a, "--port-file")) {
             bad = !v, c.port_file = v;
         } else if (!strcmp(a, "--api-key-file")) {
@@ -133,35 +120,35 @@ int sb_cli_serve(int argc, char **argv)
         } else if (!strcmp(a, "--admin-key-file")) {
             bad = !v, c.admin_key_file = v;
         } else if (!strcmp(a, "--http-threads")) {
-            bad = num(v, 1, 256, &x), c.http_threads = (unsigned)x;
+            bad = rt_parse_u64(v, 1, 256, &x), c.http_threads = (unsigned)x;
         } else if (!strcmp(a, "--max-connections")) {
-            bad = num(v, 1, 1u << 20, &x), c.max_conns = (unsigned)x;
+            bad = rt_parse_u64(v, 1, 1u << 20, &x), c.max_conns = (unsigned)x;
         } else if (!strcmp(a, "--timeout")) {
-            bad = num(v, 1, 86400, &x), c.timeout_s = (unsigned)x;
+            bad = rt_parse_u64(v, 1, 86400, &x), c.timeout_s = (unsigned)x;
         } else if (!strcmp(a, "--max-body-bytes")) {
-            bad = num(v, 1024, 1ull << 30, &x), c.max_body = (size_t)x;
+            bad = rt_parse_u64(v, 1024, 1ull << 30, &x), c.max_body = (size_t)x;
         } else if (!strcmp(a, "--model-name")) {
             bad = !v || !*v || strlen(v) > 255, c.model_name = v;
         } else if (!strcmp(a, "--chat-template")) {
             bad = !v || !*v, c.chat_template = v;
         } else if (!strcmp(a, "--ctx")) {
-            bad = num(v, 2, UINT32_MAX, &x), c.ctx = (uint32_t)x;
+            bad = rt_parse_u64(v, 2, UINT32_MAX, &x), c.ctx = (uint32_t)x;
         } else if (!strcmp(a, "--max-tokens")) {
-            bad = num(v, 1, UINT32_MAX, &x), c.default_max_tokens = (size_t)x;
+            bad = rt_parse_u64(v, 1, UINT32_MAX, &x), c.default_max_tokens = (size_t)x;
         } else if (!strcmp(a, "--threads")) {
-            bad = num(v, 1, 256, &x), c.threads = (unsigned)x;
+            bad = rt_parse_u64(v, 1, 256, &x), c.threads = (unsigned)x;
         } else if (!strcmp(a, "--batch")) {
-            bad = num(v, 1, 65536, &x), c.batch = (uint32_t)x;
+            bad = rt_parse_u64(v, 1, 65536, &x), c.batch = (uint32_t)x;
         } else if (!strcmp(a, "--parallel")) {
-            bad = num(v, 1, 1024, &x), c.parallel = (size_t)x;
+            bad = rt_parse_u64(v, 1, 1024, &x), c.parallel = (size_t)x;
         } else if (!strcmp(a, "--max-queue")) {
-            bad = num(v, 1, 1u << 20, &x), c.max_queue = (size_t)x;
+            bad = rt_parse_u64(v, 1, 1u << 20, &x), c.max_queue = (size_t)x;
         } else if (!strcmp(a, "--shutdown-timeout")) {
             bad = dbl(v, 0, 86400, &c.shutdown_timeout_s);
         } else if (!strcmp(a, "--bank-dir")) {
             bad = !v || !*v, c.bank_dir = v;
         } else if (!strcmp(a, "--ram-mib")) {
-            bad = num(v, 16, 1u << 24, &x), c.ram_mib = x;
+            bad = rt_parse_u64(v, 16, 1u << 24, &x), c.ram_mib = x;
         } else if (!strcmp(a, "--ssd-session-cache")) {
             bad = !v;
             if (v && !strcmp(v, "on"))
@@ -176,13 +163,13 @@ int sb_cli_serve(int argc, char **argv)
             bad = !v || (strcmp(v, "auto") && strcmp(v, "always"));
             c.disk_always = v && !strcmp(v, "always");
         } else if (!strcmp(a, "--min-prefix")) {
-            bad = num(v, 0, UINT32_MAX, &x), c.min_prefix = (uint32_t)x;
+            bad = rt_parse_u64(v, 0, UINT32_MAX, &x), c.min_prefix = (uint32_t)x;
         } else if (!strcmp(a, "--page-tokens")) {
-            bad = num(v, 1, 65536, &x), c.page_tokens = (uint32_t)x;
+            bad = rt_parse_u64(v, 1, 65536, &x), c.page_tokens = (uint32_t)x;
         } else if (!strcmp(a, "--disk-mib")) {
-            bad = num(v, 1, 1ull << 40, &x), c.disk_mib = x;
+            bad = rt_parse_u64(v, 1, 1ull << 40, &x), c.disk_mib = x;
         } else if (!strcmp(a, "--write-budget-mib")) {
-            bad = num(v, 1, 1ull << 40, &x), c.write_budget_mib = x;
+            bad = rt_parse_u64(v, 1, 1ull << 40, &x), c.write_budget_mib = x;
         } else if (!strcmp(a, "--durability")) {
             bad = !v;
             if (v && !strcmp(v, "none"))
@@ -194,7 +181,7 @@ int sb_cli_serve(int argc, char **argv)
             else
                 bad = 1;
         } else if (!strcmp(a, "--max-sessions")) {
-            bad = num(v, 1, 1u << 24, &x), c.max_sessions = (size_t)x;
+            bad = rt_parse_u64(v, 1, 1u << 24, &x), c.max_sessions = (size_t)x;
         } else if (a[0] != '-' && !c.model) {
             c.model = a, took = 1;
         } else {

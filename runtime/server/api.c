@@ -161,12 +161,17 @@ static int join_parts(json_t *parts, size_t mi, char **out, srv_api_err *e)
     return SB_OK;
 }
 
+static int missing(srv_api_err *e, const char *param)
+{
+    return fail(e, "missing_required_parameter", param, "Missing required parameter: '%s'.",
+                param);
+}
+
 static int parse_messages(json_t *root, srv_api_req *r, srv_api_err *e)
 {
     json_t *m = json_object_get(root, "messages");
     if (!m)
-        return fail(e, "missing_required_parameter", "messages",
-                    "Missing required parameter: 'messages'.");
+        return missing(e, "messages");
     if (!json_is_array(m))
         return wrong_type(e, "messages", "an array", m);
     size_t n = json_array_size(m);
@@ -187,8 +192,7 @@ static int parse_messages(json_t *root, srv_api_req *r, srv_api_err *e)
         json_t *role = json_object_get(msg, "role"), *content = json_object_get(msg, "content");
         snprintf(param, sizeof param, "messages[%zu].role", i);
         if (!role)
-            return fail(e, "missing_required_parameter", param,
-                        "Missing required parameter: '%s'.", param);
+            return missing(e, param);
         if (!json_is_string(role))
             return wrong_type(e, param, "a string", role);
         const char *rs = json_string_value(role);
@@ -204,8 +208,7 @@ static int parse_messages(json_t *root, srv_api_req *r, srv_api_err *e)
             return unsupported(e, "tool_calls", NULL);
         if (!content || json_is_null(content)) {
             if (strcmp(rs, "assistant") != 0)
-                return fail(e, "missing_required_parameter", param,
-                            "Missing required parameter: '%s'.", param);
+                return missing(e, param);
             r->msgs[i].content = "";
         } else if (json_is_string(content)) {
             r->msgs[i].content = json_string_value(content);
@@ -246,8 +249,7 @@ static int parse_prompt(json_t *root, srv_api_req *r, srv_api_err *e)
 {
     json_t *p = json_object_get(root, "prompt");
     if (!p)
-        return fail(e, "missing_required_parameter", "prompt",
-                    "Missing required parameter: 'prompt'.");
+        return missing(e, "prompt");
     if (json_is_array(p) && json_array_size(p) == 1 &&
         (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
         p = json_array_get(p, 0); /* one prompt in a list */

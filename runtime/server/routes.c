@@ -175,21 +175,24 @@ static json_t *text_json(const srv_job *j, size_t from, size_t to)
     return t ? t : json_string(""); /* cannot be: out is valid UTF-8 */
 }
 
-/* An answer that did not complete: the error status and object. */
-static void job_error(const srv_job *j, unsigned *status, const char **type, const char **code,
-                      char *msg, size_t cap)
+/* An answer that did not complete: its HTTP status and OpenAI error object. */
+static json_t *job_error(const srv_job *j, unsigned *status)
 {
+    const char *type = "server_error", *code = NULL;
+    char msg[256];
     if (j->finish == SRV_FINISH_CANCELLED) {
-        *status = 503, *type = "service_unavailable_error", *code = "server_shutting_down";
-        snprintf(msg, cap, "The server is shutting down; the request was stopped.");
+        *status = 503, type = "service_unavailable_error", code = "server_shutting_down";
+        snprintf(msg, sizeof msg, "The server is shutting down; the request was stopped.");
     } else if (j->error == SB_ERR_BUDGET || j->error == SB_ERR_NOMEM) {
-        *status = 503, *type = "service_unavailable_error", *code = "bank_full";
-        snprintf(msg, cap, "The bank's RAM budget is full of pages in use; retry later, or "
-                           "start the server with a larger --ram-mib.");
+        *status = 503, type = "service_unavailable_error", code = "bank_full";
+        snprintf(msg, sizeof msg, "The bank's RAM budget is full of pages in use; retry later, "
+                                  "or start the server with a larger --ram-mib.");
     } else {
-        *status = 500, *type = "server_error", *code = NULL;
-        snprintf(msg, cap, "The request failed: %s.", sb_strerror(j->error));
+        *status = 500;
+        snprintf(msg, sizeof msg, "The request failed: %s.", sb_strerror(j->error));
     }
+    return json_pack("{s:{s:s, s:s, s:n, s:o}}", "error", "message", msg, "type", type, "param",
+                     "code", code ? json_string(code) : json_null());
 }
 
 /* Non-streamed: answer once the job is done (srv_poll_fn, under j->mu). */
@@ -201,10 +204,8 @@ static bool poll_done(void *ctx, srv_hreq *r)
         return false;
     if (j->finish == SRV_FINISH_CANCELLED || j->finish == SRV_FINISH_ERROR) {
         unsigned status;
-        const char *type, *code;
-        char msg[256];
-        job_error(j, &status, &type, &code, msg, sizeof msg);
-        srv_hreq_error(r, status, type, code, NULL, status == 503 ? retry1 : NULL, "%s", msg);
+        json_t *e = job_error(j, &status);
+        srv_hreq_json(r, status, e, status == 503 ? retry1 : NULL);
         return true;
     }
     bool chat = c->kind == SRV_API_CHAT;
@@ -292,11 +293,7 @@ static bool next_event(req_ctx *c)
             return false;
         if (j->finish == SRV_FINISH_CANCELLED || j->finish == SRV_FINISH_ERROR) {
             unsigned status;
-            const char *type, *code;
-            char msg[256];
-            job_error(j, &status, &type, &code, msg, sizeof msg);
-            event(c, json_pack("{s:{s:s, s:s, s:n, s:o}}", "error", "message", msg, "type", type,
-                               "param", "code", code ? json_string(code) : json_null()));
+            event(c, job_error(j, &status));
             c->phase = PH_DONE;
             return true;
         }

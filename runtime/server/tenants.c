@@ -83,6 +83,22 @@ static int words(char *line, char **w)
     return n;
 }
 
+/* The words of the next line of f that is neither blank nor a comment
+ * (*no counts lines read). Returns: their count (4: more than 3); -1 at the
+ * end of the file. */
+static int next_line(FILE *f, char **line, size_t *cap, unsigned *no, char **w)
+{
+    while (getline(line, cap, f) >= 0) {
+        (*no)++;
+        if ((*line)[strspn(*line, " \t")] == '#')
+            continue;
+        int nw = words(*line, w);
+        if (nw)
+            return nw;
+    }
+    return -1;
+}
+
 static bool valid_key(const char *k)
 {
     size_t n = strlen(k);
@@ -151,15 +167,8 @@ int srv_tenants_load(const char *path, srv_tenants **out, sb_rt_err *err)
     char *line = NULL;
     size_t cap = 0;
     unsigned no = 0;
-    while (rc == SB_OK && getline(&line, &cap, f) >= 0) {
-        no++;
-        char *w[3];
-        const char *hash = line + strspn(line, " \t");
-        if (*hash == '#')
-            continue;
-        int nw = words(line, w);
-        if (nw == 0)
-            continue;
+    char *w[3];
+    for (int nw; rc == SB_OK && (nw = next_line(f, &line, &cap, &no, w)) >= 0;) {
         if (nw != 2 || !valid_key(w[0]) || !valid_name(w[1])) {
             rc = sb_rt_fail(err, SB_ERR_FORMAT, "--api-key-file %s:%u: expected 'KEY TENANT' "
                             "(KEY 8-512 of A-Za-z0-9._~+/=-, TENANT 1-64 of A-Za-z0-9._-)",
@@ -250,19 +259,11 @@ int srv_admin_key_load(const char *path, char *key, sb_rt_err *err)
     char *line = NULL;
     size_t cap = 0;
     int rc = SB_ERR_FORMAT;
-    while (getline(&line, &cap, f) >= 0) {
-        char *w[3];
-        const char *hash = line + strspn(line, " \t");
-        if (*hash == '#')
-            continue;
-        int nw = words(line, w);
-        if (nw == 0)
-            continue;
-        if (nw == 1 && valid_key(w[0])) {
-            snprintf(key, SRV_KEY_MAX + 1, "%s", w[0]);
-            rc = SB_OK;
-        }
-        break;
+    unsigned no = 0;
+    char *w[3];
+    if (next_line(f, &line, &cap, &no, w) == 1 && valid_key(w[0])) {
+        snprintf(key, SRV_KEY_MAX + 1, "%s", w[0]);
+        rc = SB_OK;
     }
     if (line)
         memset(line, 0, cap);
