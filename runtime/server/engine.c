@@ -75,6 +75,7 @@ typedef struct slot {
     size_t n_pend, need;       /* ...how many there are, and of how many */
     size_t max_stop;           /* the longest stop string */
     bool final;                /* the running token is the last: end after it */
+    bool cut;                  /* the text was cut at a stop string */
     srv_finish finish;         /* ...for this reason */
     double t_last;             /* when the last token came */
     size_t order;              /* admission order (prompt chunks go first come) */
@@ -311,7 +312,7 @@ static void end_slot(srv_engine *e, slot *sl, srv_finish why, int err)
     while (j->n_marks && j->marks[j->n_marks - 1].n > ran)
         j->n_marks--;
     pthread_mutex_lock(&j->mu);
-    if (sl->n_pend && why != SRV_FINISH_STOP)
+    if (sl->n_pend && !sl->cut)
         emit(j, replacement, 3); /* an incomplete character at the end */
     j->rep = rep;
     pthread_mutex_unlock(&j->mu);
@@ -418,7 +419,7 @@ static void sample_one(srv_engine *e, slot *sl)
         }
     }
     if (!stop && j->n_stop)
-        stop = check_stops(sl, old);
+        stop = sl->cut = check_stops(sl, old);
     else if (!j->n_stop)
         j->visible = j->out_len;
     srv_link_wake(&j->link);
