@@ -13,7 +13,12 @@ with its session id). It reports per level:
   - time to first token p50 / p99 by cache_mode (cold, warm_prefix, ssd),
     measured by the client from sending the request to the first text,
   - the bytes the disk tier wrote (the server's /metrics) and its write
-    amplification.
+    amplification;
+  - decode throughput: then C requests with short prompts and long answers
+    (--decode-tokens) at once, generated tokens per second over their wall
+    time: what batching the decode steps of running requests into one
+    forward pass buys (the chat phase is mostly prefill, which batching does
+    not make cheaper).
 Then the last level's server is stopped (SIGTERM: the bank is flushed) and
 started again on the same bank, and every user sends one more turn: those
 prompts come back from disk (cache_mode ssd).
@@ -201,7 +206,22 @@ def run_level(args, model, model_name, system, level):
         t.join()
     wall = time.monotonic() - t0
     m = srv.metrics()
-    return srv, users, records, wall, m
+    # decode: C short prompts with long answers at once
+    gen = [0] * level
+
+    def decoder(i):
+        msgs = [{"role": "user", "content": "Say something long, reader %d." % i}]
+        _, usage, _, _ = chat_turn(srv.port, model_name, msgs, "decode-%d-%d" % (level, i),
+                                   args.decode_tokens)
+        gen[i] = usage["completion_tokens"]
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=decoder, args=(i,)) for i in range(level)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    decode = sum(gen) / (time.monotonic() - t0)
+    return srv, users, records, wall, m, decode
 
 
 def summarize(name, records, wall, m):
@@ -224,9 +244,10 @@ def summarize(name, records, wall, m):
 def print_row(row):
     modes = "  ".join("%s n=%d p50 %.0f ms p99 %.0f ms" % (k, v[0], v[1] * 1e3, v[2] * 1e3)
                       for k, v in row["ttft"].items())
-    print("%-10s %4d req %7.1f s %6.1f tok/s  hit %5.1f%%  disk %7.1f MiB (wa %.3f)  %s" %
-          (row["name"], row["requests"], row["wall_s"], row["tok_s"], 100 * row["hit_rate"],
-           row["disk_written"] / 2**20, row["write_amp"], modes))
+    dec = " decode %6.1f tok/s" % row["decode_tok_s"] if "decode_tok_s" in row else ""
+    print("%-10s %4d req %7.1f s %6.1f tok/s%s  hit %5.1f%%  disk %7.1f MiB (wa %.3f)  %s" %
+          (row["name"], row["requests"], row["wall_s"], row["tok_s"], dec,
+           100 * row["hit_rate"], row["disk_written"] / 2**20, row["write_amp"], modes))
     sys.stdout.flush()
 
 
@@ -243,6 +264,8 @@ def main():
     ap.add_argument("--tool-words", type=int, default=120,
                     help="words of each tool output a user pastes (120)")
     ap.add_argument("--max-tokens", type=int, default=32, help="tokens per answer (32)")
+    ap.add_argument("--decode-tokens", type=int, default=64,
+                    help="tokens per answer of the decode phase (64)")
     ap.add_argument("--levels", default="1,2,4,8", help="concurrent users (1,2,4,8)")
     ap.add_argument("--parallel", type=int, default=8, help="the server's slots (8)")
     ap.add_argument("--threads", type=int, default=0, help="the server's threads")
@@ -253,6 +276,7 @@ def main():
     if args.quick:
         args.preset, args.users, args.turns = "tiny", 4, 2
         args.system_words, args.tool_words, args.max_tokens = 60, 30, 8
+        args.decode_tokens = 8
         args.levels, args.parallel, args.min_prefix = "1,4", 4, 1
     os.makedirs(args.work, exist_ok=True)
     model = args.model
@@ -273,8 +297,9 @@ def main():
     for level in levels:
         if srv:
             srv.stop()
-        srv, users, records, wall, m = run_level(args, model, name, system, level)
+        srv, users, records, wall, m, decode = run_level(args, model, name, system, level)
         row = summarize("%d user%s" % (level, "" if level == 1 else "s"), records, wall, m)
+        row["decode_tok_s"] = decode
         print_row(row)
         rows.append(row)
         all_records += [dict(r, level=level) for r in records]

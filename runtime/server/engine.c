@@ -76,6 +76,8 @@ typedef struct slot {
     size_t max_stop;           /* the longest stop string */
     bool final;                /* the running token is the last: end after it */
     bool cut;                  /* the text was cut at a stop string */
+    bool held;                 /* admitted, its turn not begun: it waits for
+                                  another job's prompt sharing its prefix */
     srv_finish finish;         /* ...for this reason */
     double t_last;             /* when the last token came */
     size_t order;              /* admission order (prompt chunks go first come) */
@@ -297,8 +299,8 @@ static void finish(srv_engine *e, srv_job *j, srv_finish why, int err)
 static void end_slot(srv_engine *e, slot *sl, srv_finish why, int err)
 {
     srv_job *j = sl->j;
-    sb_rt_turn rep;
-    int rc = sb_rt_session_end(sl->s, &rep);
+    sb_rt_turn rep = j->rep;
+    int rc = sl->held ? SB_ERR_INVAL : sb_rt_session_end(sl->s, &rep);
     size_t n = 0;
     const uint32_t *t = sb_rt_session_tokens(sl->s, &n);
     if (rc == SB_OK && n && (j->tokens = malloc(n * sizeof *t))) {
@@ -354,16 +356,10 @@ static void start(srv_engine *e, srv_job *j)
             rc = sb_rt_sampler_init(&sl->smp, &j->sampling, e->m->hp.n_vocab);
             sl->has_smp = rc == SB_OK;
         }
-        sb_rt_turn rep;
-        if (rc == SB_OK)
-            rc = sb_rt_session_begin(sl->s, j->prompt, j->n_prompt, j->max_gen, &rep);
-        if (rc == SB_OK) {
+        if (rc == SB_OK) { /* begun in step 1b, once no other prompt it
+                              shares a prefix with is still being computed */
             sl->j = j;
-            pthread_mutex_lock(&j->mu);
-            j->rep = rep;
-            j->started = true;
-            j->t_start = srv_now();
-            pthread_mutex_unlock(&j->mu);
+            sl->held = true;
             return;
         }
         sb_rt_session_free(sl->s);
@@ -387,6 +383,48 @@ static void add_mark(srv_job *j, size_t n, size_t text_len)
         j->marks = m, j->marks_cap = c;
     }
     j->marks[j->n_marks++] = (srv_gen_mark){ n, text_len };
+}
+
+/* Step 1b: whether a job that began before sl's and is still computing
+ * its prompt shares more than SRV_SHARE_MIN tokens of sl's prompt beyond
+ * what it restored from the bank. Then sl waits for that prompt to be
+ * committed, and restores the shared part instead of computing it a
+ * second time beside it (users of one system prompt arriving together). */
+#define SRV_SHARE_MIN 32
+static bool shares_pending(srv_engine *e, const slot *sl)
+{
+    const srv_job *j = sl->j;
+    for (size_t i = 0; i < e->cfg.slots; i++) {
+        const slot *o = &e->slots[i];
+        if (o == sl || !o->j || o->held || o->order > sl->order ||
+            sb_rt_session_state(o->s) != SB_RT_TURN_PREFILL ||
+            o->j->tenant != j->tenant)
+            continue;
+        size_t n = o->j->n_prompt < j->n_prompt ? o->j->n_prompt : j->n_prompt, c = 0;
+        while (c < n && o->j->prompt[c] == j->prompt[c])
+            c++;
+        if (c > sb_rt_session_report(o->s)->cached_tokens + SRV_SHARE_MIN)
+            return true;
+    }
+    return false;
+}
+
+/* Step 1b for one slot: begin its turn (match, restore). */
+static void begin(srv_engine *e, slot *sl)
+{
+    srv_job *j = sl->j;
+    sb_rt_turn rep;
+    int rc = sb_rt_session_begin(sl->s, j->prompt, j->n_prompt, j->max_gen, &rep);
+    sl->held = false;
+    if (rc != SB_OK) {
+        end_slot(e, sl, SRV_FINISH_ERROR, rc);
+        return;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->rep = rep;
+    j->started = true;
+    j->t_start = srv_now();
+    pthread_mutex_unlock(&j->mu);
 }
 
 /* Step 3 for one slot whose logits are ready. */
@@ -445,6 +483,19 @@ static void step(srv_engine *e, bool cancel_running)
     for (size_t i = 0; i < S; i++)
         if (e->slots[i].j && (cancel_running || atomic_load(&e->slots[i].j->cancel)))
             end_slot(e, &e->slots[i], SRV_FINISH_CANCELLED, SB_OK);
+    /* 1b. begin the turns that need not wait for another's prompt (oldest
+     *     first, so one that began may let the next wait for it) */
+    for (;;) {
+        slot *next = NULL;
+        for (size_t i = 0; i < S; i++) {
+            slot *sl = &e->slots[i];
+            if (sl->j && sl->held && (!next || sl->order < next->order) && !shares_pending(e, sl))
+                next = sl;
+        }
+        if (!next)
+            break;
+        begin(e, next);
+    }
     /* 3. sample where logits are ready; end where the last token ran */
     for (size_t i = 0; i < S; i++) {
         slot *sl = &e->slots[i];

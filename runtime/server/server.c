@@ -208,6 +208,12 @@ static int start(srv_server *s)
                 c->host);
         return 2;
     }
+    if (c->disk_always && c->ssd != SRV_SSD_ON) {
+        fprintf(stderr, "snapbank serve: --disk-restore always reads the disk tier, which "
+                        "--ssd-session-cache %s turns off\n",
+                c->ssd == SRV_SSD_OFF ? "off" : "write-only");
+        return 2;
+    }
     if (c->admin_key_file && srv_admin_key_load(c->admin_key_file, s->admin_key, &err) != SB_OK) {
         fprintf(stderr, "snapbank serve: %s\n", err.msg);
         return 2;
@@ -220,7 +226,12 @@ static int start(srv_server *s)
         snprintf(s->name, sizeof s->name, "%s", c->model_name);
     else
         model_name(c->model, s->name, sizeof s->name);
-    s->ctx_limit = c->ctx && c->ctx < s->m->hp.n_ctx ? c->ctx : s->m->hp.n_ctx;
+    if (c->ctx > s->m->hp.n_ctx) {
+        fprintf(stderr, "snapbank serve: --ctx %u is more than the model's context (%u tokens)\n",
+                c->ctx, s->m->hp.n_ctx);
+        return 2;
+    }
+    s->ctx_limit = c->ctx ? c->ctx : s->m->hp.n_ctx;
     if (srv_prompt_new(s->m, c->chat_template, &s->prompt, &err) != SB_OK) {
         fprintf(stderr, "snapbank serve: %s\n", err.msg);
         return 1;

@@ -591,6 +591,13 @@ void srv_sessions_release(srv_sessions *r, srv_session *s, const srv_session_tur
     }
     s->busy = false;
     s->used = ++r->clock;
+    if (!s->turns && !s->version) { /* made for a request that never ran: gone again */
+        size_t at;
+        if (find(r, s->tenant, s->id, &at) == s) {
+            r->s[at] = r->s[--r->n];
+            session_free(s);
+        }
+    }
     trim(r);
     pthread_mutex_unlock(&r->mu);
 }

@@ -126,7 +126,8 @@ typedef struct srv_session_turn {
 
 /* srv_sessions_release -- the request is done with s; with turn (may be
  * NULL: nothing changed) the session becomes that turn's and is queued for
- * its file. */
+ * its file. A session made by srv_sessions_acquire and released without a
+ * turn (the request was refused, or failed) is forgotten again. */
 void srv_sessions_release(srv_sessions *r, srv_session *s, const srv_session_turn *turn);
 
 /* srv_sessions_get -- the session id of tenant t as a JSON object (owned

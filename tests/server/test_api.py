@@ -230,6 +230,8 @@ class Api(ServerTest):
         bad(dict(ok, tools=[{"type": "function"}]), code="unsupported_parameter", param="tools")
         bad(dict(ok, stream_options={"include_usage": True}), param="stream_options")
         bad(dict(ok, session_id="../etc"), param="session_id")
+        bad(chat(M, "short", max_tokens=250, session_id="refused"),
+            code="context_length_exceeded")
         bad({"model": M, "prompt": 7}, path="/v1/completions", code="invalid_type",
             param="prompt")
         bad({"model": M, "prompt": ["a", "b"]}, path="/v1/completions", param="prompt")
@@ -259,6 +261,7 @@ class Api(ServerTest):
         for k in ("snapbank:prefix_cache_queries_total", "snapbank:generation_tokens_total",
                   "snapbank:bank_indexed_bytes", "snapbank:sessions"):
             self.assertEqual(after[k], before[k], k)
+        self.assertEqual(self.s.get("/v1/sessions/refused")[0], 404)  # not made
         self.assertEqual(self.s.get("/health")[0], 200)
 
     def test_metrics_format(self):

@@ -10,6 +10,13 @@ holding several sequences. Server B (--parallel 1, its own bank) runs the
 same five requests one after another. Each request's text and token count
 are the same on both. Then the same with sampling at temperature 1 and a
 seed per request.
+
+And a prompt shared by requests that arrive together is computed once:
+four users send the same long system prompt at once (--batch 16, so the
+first one's prompt takes many passes); the first is cold, the others wait
+for its prompt to be committed and restore the shared part (warm_prefix,
+at least the system prompt's tokens cached) instead of computing it beside
+it.
 """
 import json
 import threading
@@ -80,6 +87,44 @@ class Batch(ServerTest):
         drop(c)
         self.assertEqual(a.stop(), 0)
         self.assertEqual(b.stop(), 0)
+
+
+class SharedPrefix(ServerTest):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.model = long_ctx(cls.dir)
+
+    def test_computed_once(self):
+        s = self.start(self.model, "--parallel", "4", "--batch", "16")
+        system = "The bank keeps what a model has read, page by page, for everyone. " * 12
+        out = [None] * 4
+
+        def one(i):
+            out[i] = s.post("/v1/chat/completions", {
+                "model": "long", "max_tokens": 4, "temperature": 0,
+                "messages": [{"role": "system", "content": system},
+                             {"role": "user", "content": "I am user %d." % i}]})
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        modes = sorted(u[2]["usage"]["cache_mode"] for u in out)
+        self.assertEqual(modes, ["cold", "warm_prefix", "warm_prefix", "warm_prefix"], out)
+        # what a later user finds of the shared prompt in the bank
+        st, _, later = s.post("/v1/chat/completions", {
+            "model": "long", "max_tokens": 1, "temperature": 0,
+            "messages": [{"role": "system", "content": system},
+                         {"role": "user", "content": "Someone else."}]})
+        shared = later["usage"]["prompt_tokens_details"]["cached_tokens"]
+        self.assertGreater(shared, 200)
+        for st, _, r in out:
+            self.assertEqual(st, 200)
+            if r["usage"]["cache_mode"] != "cold":
+                self.assertGreaterEqual(r["usage"]["prompt_tokens_details"]["cached_tokens"],
+                                        shared)
+        self.assertEqual(s.stop(), 0)
 
 
 if __name__ == "__main__":

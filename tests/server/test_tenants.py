@@ -13,7 +13,8 @@ to bob, an admin key file.
     the admin key: stats list both tenants, flush, clear (alice is cold
     again after it); without --admin-key-file they are off (403);
   - bad key files (a malformed line, a key twice, a missing file) stop the
-    server at start with exit 2 and the file named;
+    server at start with exit 2 and the file named; so do options out of
+    range or that contradict each other, named;
   - without keys a non-loopback --host is refused (exit 2, naming
     --api-key-file) unless --allow-unauthenticated; with keys it is served.
 """
@@ -131,6 +132,18 @@ class Tenants(ServerTest):
         self.assertIn("none", err)
         rc, err = self.run_bad("--admin-key-file", os.path.join(self.dir, "none"))
         self.assertEqual(rc, 2, err)
+
+    def test_refused_options(self):
+        for args, says in ((("--ctx", "4096"), "--ctx 4096"),
+                           (("--disk-restore", "always", "--ssd-session-cache", "write-only"),
+                            "--disk-restore always"),
+                           (("--ssd-session-cache", "sometimes"), "--ssd-session-cache"),
+                           (("--parallel", "0"), "--parallel"),
+                           (("--port", "70000"), "--port"),
+                           (("--frobnicate",), "--frobnicate")):
+            rc, err = self.run_bad(*args)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertIn(says, err)
 
     def test_where_to_listen(self):
         rc, err = self.run_bad("--host", "0.0.0.0")
