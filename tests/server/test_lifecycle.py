@@ -20,7 +20,8 @@ Description:
   - disconnect: the tiny model with a 32k context, a stream of up to 30000
     tokens read for two chunks and dropped: the request is counted
     cancelled, the session holds the prompt and the tokens that ran (fewer
-    than asked), and the bank restores all of them;
+    than asked), and the bank restores all of them; SIGINT then stops the
+    server as SIGTERM does;
   - SIGTERM with a request in flight: a short one completes (200, every
     token); a stream of 30000 tokens is cancelled after --shutdown-timeout
     with an error event and [DONE]; exit 0;
@@ -32,6 +33,7 @@ Description:
 import http.client
 import json
 import os
+import signal
 import socket
 import struct
 import threading
@@ -177,7 +179,8 @@ class Lifecycle(ServerTest):
         m = s.metrics()
         self.assertEqual(m["snapbank:num_requests_running"], 0)
         self.assertLess(m["snapbank:generation_tokens_total"], 30000)
-        self.assertEqual(s.stop(), 0)
+        self.assertEqual(s.stop(signal.SIGINT), 0)  # SIGINT shuts down as SIGTERM does
+        self.assertIn("SIGINT: shutting down", s.text())
 
     def test_sigterm_in_flight(self):
         s = self.start(self.long, "--shutdown-timeout", "1", name="inflight")
