@@ -1,9 +1,11 @@
 /* bench_runtime.c -- prefill and decode speed of the CPU runtime on a
- * generated model, with its KV cache in snapbank pages.
+ * generated model or any GGUF file, with its KV cache in snapbank pages.
  *
  * Description: makes the `small` preset model (dim 768, 12 layers, 12 heads,
- * 4 KV heads, ff 2048, vocab 4096, F16; --preset and --dtype change it) in
- * the scratch directory, loads it, and on --threads threads (2) times:
+ * 4 KV heads, ff 2048, vocab 4096, F16; --preset, any of make-model's, and
+ * --dtype change it) in the scratch directory, or takes the file --model
+ * names (any architecture and shape the runtime loads), loads it, and on
+ * --threads threads (2) times:
  *   - prefill of P tokens in one call (P = 512 and 2048; --quick: 64), from
  *     an empty sequence, the logits of the last position asked for;
  *   - decode: D tokens one at a time after a 512-token prompt (D = 128;
@@ -100,7 +102,7 @@ static void report(const char *what, double tokens, const double *secs, int reps
 
 int main(int argc, char **argv)
 {
-    const char *preset = "small", *dtype = NULL, *dir = "/var/tmp";
+    const char *preset = "small", *dtype = NULL, *dir = "/var/tmp", *model = NULL;
     unsigned threads = 2;
     int reps = 3, quick = 0;
     for (int i = 1; i < argc; i++) {
@@ -111,6 +113,8 @@ int main(int argc, char **argv)
             preset = v, i++;
         } else if (!strcmp(a, "--dtype") && v) {
             dtype = v, i++;
+        } else if (!strcmp(a, "--model") && v) {
+            model = v, i++;
         } else if (!strcmp(a, "--dir") && v) {
             dir = v, i++;
         } else if (!strcmp(a, "--threads") && v && atoi(v) > 0) {
@@ -118,8 +122,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--reps") && v && atoi(v) > 0 && atoi(v) <= 16) {
             reps = atoi(v), i++;
         } else {
-            fprintf(stderr, "usage: bench_runtime [--quick] [--preset tiny|small] "
-                            "[--dtype f32|f16|q8_0] [--threads N] [--reps N] [--dir D]\n");
+            fprintf(stderr, "usage: bench_runtime [--quick] [--model FILE | --preset P "
+                            "[--dtype f32|f16|q8_0]] [--threads N] [--reps N] [--dir D]\n"
+                            "presets: %s\n", SB_RT_MAKE_PRESETS);
             return 2;
         }
     }
@@ -131,22 +136,26 @@ int main(int argc, char **argv)
     char path[4096];
     snprintf(path, sizeof path, "%s/bench_runtime.%ld.gguf", dir, (long)getpid());
     sb_rt_make_opts mo;
-    sb_rt_make_opts_preset(&mo, preset);
-    if (dtype && sb_rt_make_opts_set(&mo, "dtype", dtype) != SB_OK) {
+    if (!model && sb_rt_make_opts_preset(&mo, preset) != SB_OK) {
+        fprintf(stderr, "bench_runtime: --preset %s: unknown (%s)\n", preset, SB_RT_MAKE_PRESETS);
+        return 2;
+    }
+    if (!model && dtype && sb_rt_make_opts_set(&mo, "dtype", dtype) != SB_OK) {
         fprintf(stderr, "bench_runtime: --dtype %s: unknown type\n", dtype);
         return 2;
     }
     sb_rt_err err = { 0 };
     double t0 = now_s();
-    if (sb_rt_make_model(&mo, path, &err) != SB_OK) {
+    if (!model && sb_rt_make_model(&mo, path, &err) != SB_OK) {
         fprintf(stderr, "bench_runtime: make-model: %s\n", err.msg);
         return 1;
     }
     double t_make = now_s() - t0;
     bench b = { 0 };
     t0 = now_s();
-    int rc = sb_rt_model_load(path, &b.m, &err);
-    unlink(path);
+    int rc = sb_rt_model_load(model ? model : path, &b.m, &err);
+    if (!model)
+        unlink(path);
     if (rc != SB_OK) {
         fprintf(stderr, "bench_runtime: %s\n", err.msg);
         return 1;
@@ -161,36 +170,42 @@ int main(int argc, char **argv)
     }
     for (size_t k = 0; k < n_p; k++)
         if (P[k] + D > hp->n_ctx)
-            P[k] = hp->n_ctx - D;
+            P[k] = hp->n_ctx > D ? hp->n_ctx - D : 1;
+    size_t n_tok = P[n_p - 1] > 512 ? P[n_p - 1] : 512; /* the longest prompt */
+    if (n_tok + D > hp->n_ctx)
+        n_tok = hp->n_ctx > D ? hp->n_ctx - D : 1;
 
     uint32_t bpt[2 * SB_RT_MAX_LAYERS];
     sb_layout layout;
     sb_config cfg;
     sb_config_default(&cfg);
     uint64_t kv_tok = 2ull * hp->n_layers * sb_rt_model_kv_dim(b.m) * 2;
-    cfg.ram_bytes = (hp->n_ctx + 64) * kv_tok * 2 + (64u << 20);
+    cfg.ram_bytes = (n_tok + D + 64) * kv_tok * 2 + (64u << 20); /* what the runs hold */
     cfg.max_seq_tokens = hp->n_ctx;
     check(sb_rt_kv_layout(b.m, 16, bpt, &layout), "layout");
     check(sb_store_open(&cfg, &b.st), "sb_store_open");
     check(sb_ns_open(b.st, &layout, NULL, 0, &b.ns), "sb_ns_open");
     check(sb_rt_ctx_new(b.m, threads, 512, &b.ctx), "sb_rt_ctx_new");
-    b.tok = malloc(hp->n_ctx * sizeof *b.tok);
+    b.tok = malloc(n_tok * sizeof *b.tok);
     b.logits = malloc(hp->n_vocab * sizeof *b.logits);
     if (!b.tok || !b.logits)
         check(SB_ERR_NOMEM, "malloc");
     uint64_t x = 12345;
-    for (size_t i = 0; i < hp->n_ctx; i++) {
+    for (size_t i = 0; i < n_tok; i++) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         b.tok[i] = (uint32_t)((x >> 33) % hp->n_vocab);
     }
 
-    printf("bench_runtime -- build %s; model %s preset, %u layers, dim %u, %u/%u heads, "
+    const sb_rt_dtype wt = b.m->layers[0].wq.type;
+    printf("bench_runtime -- build %s; model %s%s (%s), %u layers, dim %u, %u/%u heads of %u, "
            "ff %u, vocab %u, weights %s; made in %.2f s, loaded in %.3f s; %u threads, %s "
-           "kernels; KV pages of 16 tokens (%.0f KiB)\n", SB_BENCH_BUILD_TYPE, preset, hp->n_layers,
-           hp->dim, hp->n_heads, hp->n_kv_heads, hp->n_ff, hp->n_vocab,
-           dtype ? dtype : (!strcmp(preset, "small") ? "f16" : "f32"), t_make, t_load,
-           sb_rt_ctx_threads(b.ctx), sb_rt_kernels_best()->name, (double)(16 * kv_tok) / 1024);
-    bool compare = !strcmp(preset, "small") && (!dtype || !strcmp(dtype, "f16")) &&
+           "kernels; KV pages of 16 tokens (%.0f KiB)\n", SB_BENCH_BUILD_TYPE,
+           model ? model : preset, model ? "" : " preset", sb_rt_arch_name(hp->arch),
+           hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->n_ff,
+           hp->n_vocab, wt == SB_RT_F32 ? "f32" : wt == SB_RT_F16 ? "f16" : wt == SB_RT_Q8_0 ?
+           "q8_0" : "other", t_make, t_load, sb_rt_ctx_threads(b.ctx),
+           sb_rt_kernels_best()->name, (double)(16 * kv_tok) / 1024);
+    bool compare = !model && !strcmp(preset, "small") && (!dtype || !strcmp(dtype, "f16")) &&
                    threads == 2;
     double secs[16];
     for (size_t k = 0; k < n_p; k++) {
@@ -202,7 +217,7 @@ int main(int argc, char **argv)
         report(what, (double)P[k], secs, reps,
                !compare ? 0 : P[k] == 512 ? REF_PREFILL_512 : P[k] == 2048 ? REF_PREFILL_2048 : 0);
     }
-    size_t np = quick ? P[0] : 512;
+    size_t np = quick ? P[0] : n_tok < 512 ? n_tok : 512;
     for (int r = 0; r < reps; r++)
         secs[r] = decode(&b, np, D);
     char what[64];

@@ -59,12 +59,11 @@ uint32_t sbrt_model_eos(const sb_rt_model *m)
 int sbrt_make_model(const char *preset, const char *dtype, uint64_t seed, const char *path,
                     char *err, size_t cap)
 {
-    if (!preset || !path || (strcmp(preset, "tiny") && strcmp(preset, "small"))) {
-        put_err(err, cap, "preset must be \"tiny\" or \"small\"");
+    sb_rt_make_opts o;
+    if (!preset || !path || sb_rt_make_opts_preset(&o, preset) != SB_OK) {
+        put_err(err, cap, "preset must be one of " SB_RT_MAKE_PRESETS);
         return SB_ERR_INVAL;
     }
-    sb_rt_make_opts o;
-    sb_rt_make_opts_preset(&o, preset);
     if (dtype && sb_rt_make_opts_set(&o, "dtype", dtype) != SB_OK) {
         put_err(err, cap, "dtype must be f32, f16 or q8_0");
         return SB_ERR_INVAL;

@@ -38,7 +38,8 @@ SBRT_API uint32_t sbrt_model_n_ctx(const sb_rt_model *m);
 SBRT_API uint32_t sbrt_model_eos(const sb_rt_model *m);
 
 /* sbrt_make_model -- write a generated model (snapbank make-model): preset
- * "tiny" or "small", dtype "f32", "f16", "q8_0" or NULL (the preset's).
+ * one of make-model's (SB_RT_MAKE_PRESETS: "tiny", "small", "tiny-qwen3",
+ * "llama3-1b", ...), dtype "f32", "f16", "q8_0" or NULL (the preset's).
  * Returns: SB_OK; an sb_err code with the fault in err. */
 SBRT_API int sbrt_make_model(const char *preset, const char *dtype, uint64_t seed,
                              const char *path, char *err, size_t cap);

@@ -11,19 +11,31 @@
 static void mm_usage(FILE *f)
 {
     fprintf(f,
-            "usage: snapbank make-model -o FILE [--preset tiny|small] [options]\n\n"
-            "Writes a llama-family GGUF v3 model with random weights drawn from a seed\n"
-            "(the same options give the same bytes) and a SentencePiece vocabulary.\n\n"
+            "usage: snapbank make-model -o FILE [--preset P] [options]\n\n"
+            "Writes a llama-family GGUF v3 model (llama, qwen2 or qwen3) with random\n"
+            "weights drawn from a seed (the same options give the same bytes) and a\n"
+            "SentencePiece vocabulary.\n\n"
             "options:\n"
             "  -o FILE            the file to write\n"
-            "  --preset P         tiny (dim 64, 2 layers, F32) or small (dim 768, 12\n"
-            "                     layers, 12/4 heads, ff 2048, vocab 4096, F16); tiny\n"
-            "  --arch A           llama or qwen2 (Q/K/V biases)\n"
+            "  --preset P         tiny (default: llama, dim 64, 2 layers, F32), small\n"
+            "                     (llama, dim 768, 12 layers, 12/4 heads, ff 2048, vocab\n"
+            "                     4096, F16); test miniatures tiny-llama3 (rope_freqs),\n"
+            "                     tiny-qwen2, tiny-qwen3 (tied, F32); the real shapes\n"
+            "                     llama3-1b (Llama-3.2-1B), qwen2.5-0.5b, qwen3-0.6b,\n"
+            "                     smollm2-360m (tied, F16, real vocabulary sizes)\n"
+            "  --arch A           llama, qwen2 (Q/K/V biases) or qwen3 (q/k norms)\n"
             "  --dtype T          f32, f16 or q8_0 (matrices and embeddings)\n"
             "  --seed N           weights seed (default 1)\n"
-            "  --dim N --layers N --heads N --kv-heads N --ff N --vocab N --ctx N\n"
-            "                     override the preset's shape\n"
-            "  --tied             no output matrix: the output shares token_embd\n\n"
+            "  --dim N --layers N --heads N --kv-heads N --head-dim N --ff N\n"
+            "  --vocab N --ctx N  override the preset's shape (head-dim 0: dim / heads)\n"
+            "  --tied, --untied   no output matrix (the output shares token_embd), or one\n"
+            "  --rope-base X --rms-eps X\n"
+            "                     rope.freq_base, attention.layer_norm_rms_epsilon\n"
+            "  --rope-freqs F     write rope_freqs.weight: Llama 3.1 divisors, factor F\n"
+            "                     (0: none; llama only)\n"
+            "  --rope-orig-ctx N  their original context (8192), and YaRN's\n"
+            "  --rope-scaling T --rope-scale S\n"
+            "                     rope.scaling.type none|linear|yarn and its factor\n\n"
             "exit status: 0 written, 1 failure, 2 usage.\n");
 }
 
@@ -34,9 +46,9 @@ int sb_cli_make_model(int argc, char **argv)
         if (!strcmp(argv[i], "--preset") && i + 1 < argc)
             preset = argv[++i];
     sb_rt_make_opts o;
-    sb_rt_make_opts_preset(&o, preset);
-    if (strcmp(preset, "tiny") && strcmp(preset, "small")) {
-        fprintf(stderr, "snapbank make-model: unknown preset '%s' (tiny, small)\n", preset);
+    if (sb_rt_make_opts_preset(&o, preset) != 0) {
+        fprintf(stderr, "snapbank make-model: unknown preset '%s' (%s)\n", preset,
+                SB_RT_MAKE_PRESETS);
         return 2;
     }
     for (int i = 1; i < argc; i++) {
@@ -48,8 +60,8 @@ int sb_cli_make_model(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "-o") && v) {
             out = v, i++;
-        } else if (!strcmp(a, "--tied")) {
-            o.tied = true;
+        } else if (!strcmp(a, "--tied") || !strcmp(a, "--untied")) {
+            o.tied = !strcmp(a, "--tied");
         } else if (!strncmp(a, "--", 2) && v && sb_rt_make_opts_set(&o, a + 2, v) == 0) {
             i++;
         } else {
@@ -70,10 +82,11 @@ int sb_cli_make_model(int argc, char **argv)
         return rc == -1 ? 2 : 1; /* SB_ERR_INVAL: a bad shape is a usage error */
     }
     struct stat st;
-    printf("wrote %s (%s, %s, %u layers, dim %u, %u/%u heads, ff %u, vocab %u, ctx %u, "
-           "seed %llu): %lld bytes\n", out, o.arch,
+    printf("wrote %s (%s, %s, %u layers, dim %u, %u/%u heads of %u, ff %u, vocab %u, ctx %u, "
+           "%s, seed %llu): %lld bytes\n", out, o.arch,
            o.dtype == 0 ? "f32" : o.dtype == 1 ? "f16" : "q8_0", o.n_layers, o.dim, o.n_heads,
-           o.n_kv_heads, o.n_ff, o.n_vocab, o.n_ctx, (unsigned long long)o.seed,
+           o.n_kv_heads, o.head_dim ? o.head_dim : o.dim / o.n_heads, o.n_ff, o.n_vocab,
+           o.n_ctx, o.tied ? "tied" : "untied", (unsigned long long)o.seed,
            stat(out, &st) == 0 ? (long long)st.st_size : -1LL);
     return 0;
 }

@@ -183,30 +183,32 @@ static void add_bias(float *y, const float *b, size_t n, size_t width)
 }
 
 /* Step 2's angles for each row's position into c->rope: computed once per
- * pass (every layer uses the same), in double from the position alone. */
+ * pass (every layer uses the same), in double from the position and the
+ * model's table alone (model.h: theta_j, every scaling applied). */
 static void rope_angles(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs)
 {
-    const sb_rt_hparams *hp = &c->m->hp;
-    uint32_t hd = hp->head_dim, half = hd / 2;
+    const sb_rt_model *m = c->m;
+    uint32_t hd = m->hp.head_dim, half = hd / 2;
+    double ms = m->rope_mscale;
     for (size_t s = 0; s < n_seqs; s++)
         for (size_t i = 0; i < seqs[s].n; i++) {
             float *cs = c->rope + (seqs[s].row0 + i) * hd;
             for (uint32_t j = 0; j < half; j++) {
-                double theta = (double)(seqs[s].pos0 + i) * pow((double)hp->rope_base, -2.0 * j / hd);
-                cs[2 * j] = (float)cos(theta);
-                cs[2 * j + 1] = (float)sin(theta);
+                double theta = (double)(seqs[s].pos0 + i) * m->rope[j];
+                cs[2 * j] = (float)(cos(theta) * ms);
+                cs[2 * j + 1] = (float)(sin(theta) * ms);
             }
         }
 }
 
 /* Step 2: rotate each head of q (n_heads) and k (n_kv_heads) by the
- * angles in c->rope. llama rotates adjacent pairs (2j, 2j + 1); qwen2 pairs
- * j and j + head_dim / 2. */
+ * angles in c->rope. llama rotates adjacent pairs (2j, 2j + 1); qwen2 and
+ * qwen3 (NEOX) pair j and j + head_dim / 2. */
 static void rope(sb_rt_ctx *c, size_t n)
 {
     const sb_rt_hparams *hp = &c->m->hp;
     uint32_t hd = hp->head_dim, half = hd / 2;
-    bool neox = hp->arch == SB_RT_ARCH_QWEN2;
+    bool neox = hp->rope_neox;
     for (size_t i = 0; i < n; i++) {
         const float *cs = c->rope + i * hd;
         for (int which = 0; which < 2; which++) {
@@ -221,6 +223,15 @@ static void rope(sb_rt_ctx *c, size_t n)
                 }
         }
     }
+}
+
+/* Step 1b (qwen3): each head of y ((n, heads * head_dim)) RMS-normed in
+ * place with the weights w (head_dim). */
+static void head_norm(sb_rt_ctx *c, float *y, const float *w, size_t n, uint32_t heads)
+{
+    const sb_rt_hparams *hp = &c->m->hp;
+    for (size_t i = 0; i < n * heads; i++)
+        sb_rt_rmsnorm(y + i * hp->head_dim, y + i * hp->head_dim, w, hp->head_dim, hp->rms_eps);
 }
 
 typedef struct att_job {
@@ -318,6 +329,10 @@ static void layer(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs, uint32_
     add_bias(c->q, w->bq, n, c->q_dim);
     add_bias(c->k, w->bk, n, c->kv_dim);
     add_bias(c->v, w->bv, n, c->kv_dim);
+    if (w->q_norm) {
+        head_norm(c, c->q, w->q_norm, n, hp->n_heads);
+        head_norm(c, c->k, w->k_norm, n, hp->n_kv_heads);
+    }
     /* 2 */
     rope(c, n);
     size_t tasks = 0;

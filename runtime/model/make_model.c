@@ -43,20 +43,68 @@ static const char corpus[] =
 #define N_BYTE 256u
 #define MAX_PIECE 64u
 
-void sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
+/* The real shapes, from the published configurations (config.json):
+ *   Llama-3.2-1B  meta-llama/Llama-3.2-1B-Instruct config.json, as quoted
+ *     in kevinstephano/thunder_model_blocks hf_llama/llama_config.py:
+ *     hidden_size 2048, intermediate_size 8192, num_hidden_layers 16,
+ *     num_attention_heads 32, num_key_value_heads 8, head_dim 64,
+ *     max_position_embeddings 131072, rms_norm_eps 1e-05, rope_theta
+ *     500000, rope_scaling llama3 (factor 32, low_freq_factor 1,
+ *     high_freq_factor 4, original_max_position_embeddings 8192),
+ *     tie_word_embeddings true, vocab_size 128256.
+ *   Qwen2.5-0.5B  Qwen/Qwen2.5-0.5B config.json: hidden_size 896,
+ *     intermediate_size 4864, 24 layers, 14 heads, 2 KV heads,
+ *     max_position_embeddings 32768, rms_norm_eps 1e-06, rope_theta 1e6,
+ *     tie_word_embeddings true, vocab_size 151936; the model card: "RoPE,
+ *     SwiGLU, RMSNorm, Attention QKV bias and tied word embeddings".
+ *   Qwen3-0.6B  Qwen/Qwen3-0.6B config.json: hidden_size 1024,
+ *     intermediate_size 3072, 28 layers, 16 heads, 8 KV heads, head_dim
+ *     128, max_position_embeddings 40960, rms_norm_eps 1e-06, rope_theta
+ *     1e6, attention_bias false, tie_word_embeddings true, vocab_size
+ *     151936; the card: "qk layernorm for all models".
+ *   SmolLM2-360M  HuggingFaceTB/SmolLM2-360M(-Instruct): LlamaForCausalLM,
+ *     hidden 960, intermediate 2560, 32 layers, 15 heads, 5 KV heads
+ *     (head 64), max_position_embeddings 8192, rms_norm_eps 1e-05,
+ *     rope_theta 100000, tied, vocab 49152. */
+static const struct preset {
+    const char *name;
+    const char *arch;
+    uint32_t dtype, dim, n_layers, n_heads, n_kv_heads, head_dim, n_ff, n_vocab, n_ctx;
+    bool tied;
+    float rope_base, rms_eps, rope_freqs;
+} presets[] = {
+    { "tiny", "llama", SB_RT_F32, 64, 2, 4, 2, 0, 192, 512, 2048, false, 1e4f, 1e-5f, 0 },
+    { "small", "llama", SB_RT_F16, 768, 12, 12, 4, 0, 2048, 4096, 8192, false, 1e4f, 1e-5f, 0 },
+    { "tiny-llama3", "llama", SB_RT_F32, 64, 2, 4, 2, 0, 192, 512, 2048, true, 5e5f, 1e-5f, 32 },
+    { "tiny-qwen2", "qwen2", SB_RT_F32, 64, 2, 4, 2, 0, 192, 512, 2048, true, 1e6f, 1e-6f, 0 },
+    { "tiny-qwen3", "qwen3", SB_RT_F32, 64, 2, 4, 2, 32, 192, 512, 2048, true, 1e6f, 1e-6f, 0 },
+    { "llama3-1b", "llama", SB_RT_F16, 2048, 16, 32, 8, 64, 8192, 128256, 131072, true, 5e5f,
+      1e-5f, 32 },
+    { "qwen2.5-0.5b", "qwen2", SB_RT_F16, 896, 24, 14, 2, 0, 4864, 151936, 32768, true, 1e6f,
+      1e-6f, 0 },
+    { "qwen3-0.6b", "qwen3", SB_RT_F16, 1024, 28, 16, 8, 128, 3072, 151936, 40960, true, 1e6f,
+      1e-6f, 0 },
+    { "smollm2-360m", "llama", SB_RT_F16, 960, 32, 15, 5, 0, 2560, 49152, 8192, true, 1e5f,
+      1e-5f, 0 },
+};
+
+int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
 {
+    size_t i = 0, n = sizeof presets / sizeof *presets;
+    while (i < n && !(preset && !strcmp(preset, presets[i].name)))
+        i++;
+    const struct preset *p = &presets[i < n ? i : 0];
     memset(o, 0, sizeof *o);
-    snprintf(o->arch, sizeof o->arch, "llama");
+    snprintf(o->arch, sizeof o->arch, "%s", p->arch);
     o->seed = 1;
-    if (preset && !strcmp(preset, "small")) {
-        o->dtype = SB_RT_F16;
-        o->dim = 768, o->n_layers = 12, o->n_heads = 12, o->n_kv_heads = 4, o->n_ff = 2048;
-        o->n_vocab = 4096, o->n_ctx = 8192;
-    } else {
-        o->dtype = SB_RT_F32;
-        o->dim = 64, o->n_layers = 2, o->n_heads = 4, o->n_kv_heads = 2, o->n_ff = 192;
-        o->n_vocab = 512, o->n_ctx = 2048;
-    }
+    o->dtype = p->dtype;
+    o->dim = p->dim, o->n_layers = p->n_layers, o->n_heads = p->n_heads;
+    o->n_kv_heads = p->n_kv_heads, o->head_dim = p->head_dim, o->n_ff = p->n_ff;
+    o->n_vocab = p->n_vocab, o->n_ctx = p->n_ctx, o->tied = p->tied;
+    o->rope_base = p->rope_base, o->rms_eps = p->rms_eps, o->rope_freqs = p->rope_freqs;
+    o->rope_orig_ctx = 8192;
+    o->rope_scale = 1;
+    return i < n ? SB_OK : SB_ERR_INVAL;
 }
 
 static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -72,13 +120,26 @@ static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
     return SB_OK;
 }
 
+static int fnum(const char *v, double lo, double hi, float *out)
+{
+    char *end;
+    if (!v || !*v)
+        return SB_ERR_INVAL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || !(x >= lo && x <= hi))
+        return SB_ERR_INVAL;
+    *out = (float)x;
+    return SB_OK;
+}
+
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
 {
     uint64_t x = 0;
     if (!o || !name || !v)
         return SB_ERR_INVAL;
     if (!strcmp(name, "arch")) {
-        if (strcmp(v, "llama") && strcmp(v, "qwen2"))
+        if (strcmp(v, "llama") && strcmp(v, "qwen2") && strcmp(v, "qwen3"))
             return SB_ERR_INVAL;
         snprintf(o->arch, sizeof o->arch, "%s", v);
         return SB_OK;
@@ -88,18 +149,40 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
                  : !strcmp(v, "q8_0") ? SB_RT_Q8_0 : 99;
         return o->dtype == 99 ? SB_ERR_INVAL : SB_OK;
     }
-    static const struct { const char *name; size_t off; uint64_t hi; } f[] = {
-        { "dim", offsetof(sb_rt_make_opts, dim), 1u << 16 },
-        { "layers", offsetof(sb_rt_make_opts, n_layers), 512 },
-        { "heads", offsetof(sb_rt_make_opts, n_heads), 1024 },
-        { "kv-heads", offsetof(sb_rt_make_opts, n_kv_heads), 1024 },
-        { "ff", offsetof(sb_rt_make_opts, n_ff), 1u << 20 },
-        { "vocab", offsetof(sb_rt_make_opts, n_vocab), 1u << 20 },
-        { "ctx", offsetof(sb_rt_make_opts, n_ctx), 1u << 22 },
+    if (!strcmp(name, "rope-scaling")) {
+        if (*v && strcmp(v, "none") && strcmp(v, "linear") && strcmp(v, "yarn"))
+            return SB_ERR_INVAL;
+        snprintf(o->rope_scaling, sizeof o->rope_scaling, "%s", v);
+        return SB_OK;
+    }
+    static const struct { const char *name; size_t off; double lo, hi; } ff[] = {
+        { "rope-base", offsetof(sb_rt_make_opts, rope_base), 1.001, 1e12 },
+        { "rms-eps", offsetof(sb_rt_make_opts, rms_eps), 1e-12, 1 },
+        { "rope-freqs", offsetof(sb_rt_make_opts, rope_freqs), 0, 1e6 },
+        { "rope-scale", offsetof(sb_rt_make_opts, rope_scale), 1e-3, 1e6 },
+    };
+    for (size_t i = 0; i < sizeof ff / sizeof *ff; i++)
+        if (!strcmp(name, ff[i].name)) {
+            float f;
+            if (fnum(v, ff[i].lo, ff[i].hi, &f) != SB_OK)
+                return SB_ERR_INVAL;
+            memcpy((char *)o + ff[i].off, &f, sizeof f);
+            return SB_OK;
+        }
+    static const struct { const char *name; size_t off; uint64_t lo, hi; } f[] = {
+        { "dim", offsetof(sb_rt_make_opts, dim), 1, 1u << 16 },
+        { "layers", offsetof(sb_rt_make_opts, n_layers), 1, 512 },
+        { "heads", offsetof(sb_rt_make_opts, n_heads), 1, 1024 },
+        { "kv-heads", offsetof(sb_rt_make_opts, n_kv_heads), 1, 1024 },
+        { "head-dim", offsetof(sb_rt_make_opts, head_dim), 0, 4096 },
+        { "ff", offsetof(sb_rt_make_opts, n_ff), 1, 1u << 20 },
+        { "vocab", offsetof(sb_rt_make_opts, n_vocab), 1, 1u << 20 },
+        { "ctx", offsetof(sb_rt_make_opts, n_ctx), 1, 1u << 22 },
+        { "rope-orig-ctx", offsetof(sb_rt_make_opts, rope_orig_ctx), 1, 1u << 24 },
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (!strcmp(name, f[i].name)) {
-            if (num(v, 1, f[i].hi, &x) != SB_OK)
+            if (num(v, f[i].lo, f[i].hi, &x) != SB_OK)
                 return SB_ERR_INVAL;
             uint32_t u = (uint32_t)x;
             memcpy((char *)o + f[i].off, &u, sizeof u);
@@ -334,34 +417,70 @@ static void *fill(uint64_t *rng, uint32_t t, size_t in, size_t rows, float mean,
     return out;
 }
 
+/* rope_freqs.weight: Llama 3.1's divisor of each pair's frequency
+ * (make_model.h), head_dim / 2 values. */
+static void llama3_factors(const sb_rt_make_opts *o, uint32_t hd, float *f)
+{
+    double L = o->rope_orig_ctx, F = o->rope_freqs, lo = 1, hi = 4;
+    for (uint32_t j = 0; j < hd / 2; j++) {
+        double lambda = 6.283185307179586 / pow(o->rope_base, -2.0 * j / hd);
+        if (lambda < L / hi) {
+            f[j] = 1;
+        } else if (lambda > L / lo) {
+            f[j] = (float)F;
+        } else {
+            double k = (L / lambda - lo) / (hi - lo);
+            f[j] = (float)(1 / ((1 - k) / F + k));
+        }
+    }
+}
+
 int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
 {
     if (!o || !path)
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: NULL argument");
-    bool qwen = !strcmp(o->arch, "qwen2");
-    if (!qwen && strcmp(o->arch, "llama"))
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2)",
-                          o->arch);
+    bool qwen2 = !strcmp(o->arch, "qwen2"), qwen3 = !strcmp(o->arch, "qwen3");
+    if (!qwen2 && !qwen3 && strcmp(o->arch, "llama"))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2, "
+                          "qwen3)", o->arch);
     if (o->dtype != SB_RT_F32 && o->dtype != SB_RT_F16 && o->dtype != SB_RT_Q8_0)
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: type %" PRIu32, o->dtype);
+    uint32_t hd = o->head_dim ? o->head_dim : o->n_heads ? o->dim / o->n_heads : 0;
     if (!o->dim || !o->n_layers || !o->n_heads || !o->n_kv_heads || !o->n_ff || !o->n_ctx ||
-        o->dim % o->n_heads || (o->dim / o->n_heads) % 2 || o->n_heads % o->n_kv_heads ||
-        o->n_vocab < 300 || o->n_layers > 512 || (uint64_t)o->dim * o->n_vocab > (1ull << 32) ||
-        (uint64_t)o->dim * o->n_ff > (1ull << 32))
+        (!o->head_dim && o->dim % o->n_heads) || hd < 2 || hd % 2 || hd > 4096 ||
+        o->n_heads % o->n_kv_heads || o->n_vocab < 300 || o->n_layers > 512 ||
+        (uint64_t)o->dim * o->n_vocab > (1ull << 32) ||
+        (uint64_t)o->dim * o->n_ff > (1ull << 32) ||
+        (uint64_t)o->dim * o->n_heads * hd > (1ull << 32))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: impossible shape (dim %" PRIu32
-                          " heads %" PRIu32 " kv heads %" PRIu32 " ff %" PRIu32 " vocab %"
-                          PRIu32 "): dim must be an even head size times heads, heads a "
-                          "multiple of kv heads, vocab at least 300", o->dim, o->n_heads,
-                          o->n_kv_heads, o->n_ff, o->n_vocab);
-    if (o->dtype == SB_RT_Q8_0 && (o->dim % 32 || o->n_ff % 32))
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: q8_0 needs dim and ff multiples of 32");
+                          " heads %" PRIu32 " kv heads %" PRIu32 " head dim %" PRIu32 " ff %"
+                          PRIu32 " vocab %" PRIu32 "): dim must be an even head size times "
+                          "heads (or head-dim given, even), heads a multiple of kv heads, "
+                          "vocab at least 300", o->dim, o->n_heads, o->n_kv_heads, hd, o->n_ff,
+                          o->n_vocab);
+    if (o->dtype == SB_RT_Q8_0 && (o->dim % 32 || o->n_ff % 32 || (o->n_heads * hd) % 32))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: q8_0 needs dim, ff and heads * "
+                          "head-dim multiples of 32");
+    if (!(o->rope_base > 1) || !(o->rms_eps > 0) || !(o->rope_freqs >= 0) ||
+        !(o->rope_scale > 0) || !o->rope_orig_ctx ||
+        (o->rope_scaling[0] && strcmp(o->rope_scaling, "none") &&
+         strcmp(o->rope_scaling, "linear") && strcmp(o->rope_scaling, "yarn")))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: bad RoPE or norm settings (base %g, "
+                          "epsilon %g, rope_freqs factor %g, scaling '%s' factor %g, original "
+                          "context %" PRIu32 ")", (double)o->rope_base, (double)o->rms_eps,
+                          (double)o->rope_freqs, o->rope_scaling, (double)o->rope_scale,
+                          o->rope_orig_ctx);
+    if (o->rope_freqs > 0 && (qwen2 || qwen3))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: rope_freqs is a llama tensor (%s "
+                          "does not use it)", o->arch);
     const char *a = o->arch;
-    uint32_t hd = o->dim / o->n_heads, qd = o->dim, kvd = o->n_kv_heads * hd;
+    uint32_t qd = o->n_heads * hd, kvd = o->n_kv_heads * hd;
     vocab v = { 0 };
     sb_rt_gguf_writer *w = sb_rt_gguf_writer_new();
     void **bufs = calloc(16u * o->n_layers + 8, sizeof *bufs);
+    float *freqs = malloc(hd / 2 * sizeof *freqs);
     size_t nb = 0;
-    int rc = w && bufs ? build_vocab(&v, o->n_vocab) : SB_ERR_NOMEM;
+    int rc = w && bufs && freqs ? build_vocab(&v, o->n_vocab) : SB_ERR_NOMEM;
     if (rc != SB_OK)
         goto out;
     char k[128], name[96];
@@ -376,9 +495,17 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     sb_rt_gguf_add_u32(w, KEY("feed_forward_length"), o->n_ff);
     sb_rt_gguf_add_u32(w, KEY("attention.head_count"), o->n_heads);
     sb_rt_gguf_add_u32(w, KEY("attention.head_count_kv"), o->n_kv_heads);
-    sb_rt_gguf_add_f32(w, KEY("rope.freq_base"), 10000.0f);
-    sb_rt_gguf_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    sb_rt_gguf_add_u32(w, KEY("attention.key_length"), hd);
+    sb_rt_gguf_add_u32(w, KEY("attention.value_length"), hd);
+    sb_rt_gguf_add_f32(w, KEY("rope.freq_base"), o->rope_base);
+    sb_rt_gguf_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), o->rms_eps);
     sb_rt_gguf_add_u32(w, KEY("rope.dimension_count"), hd);
+    if (o->rope_scaling[0]) {
+        sb_rt_gguf_add_str(w, KEY("rope.scaling.type"), o->rope_scaling);
+        sb_rt_gguf_add_f32(w, KEY("rope.scaling.factor"), o->rope_scale);
+        if (!strcmp(o->rope_scaling, "yarn"))
+            sb_rt_gguf_add_u32(w, KEY("rope.scaling.original_context_length"), o->rope_orig_ctx);
+    }
     sb_rt_gguf_add_u32(w, KEY("vocab_size"), o->n_vocab);
 #undef KEY
     sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
@@ -416,16 +543,29 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
         sb_rt_gguf_add_tensor(w, (nm), (rows) == 1 ? 1 : 2, ne, (t), b, by);                 \
     } while (0)
 #define NAME(s) (snprintf(name, sizeof name, "blk.%" PRIu32 ".%s", l, s), name)
-    TENSOR("token_embd.weight", o->dtype, o->dim, o->n_vocab, 0, 1);
+    /* tied, the embedding is the output matrix too: 1/sqrt(dim) keeps the
+     * logits near 1, as a trained model's are, instead of near sqrt(dim) */
+    TENSOR("token_embd.weight", o->dtype, o->dim, o->n_vocab, 0,
+           o->tied ? 1 / sqrtf((float)o->dim) : 1);
+    if (o->rope_freqs > 0) { /* computed, not drawn: the weights stay the same */
+        llama3_factors(o, hd, freqs);
+        uint64_t ne[1] = { hd / 2 };
+        sb_rt_gguf_add_tensor(w, "rope_freqs.weight", 1, ne, SB_RT_F32, freqs,
+                              hd / 2 * sizeof *freqs);
+    }
     for (uint32_t l = 0; l < o->n_layers; l++) {
         TENSOR(NAME("attn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
         TENSOR(NAME("attn_q.weight"), o->dtype, o->dim, qd, 0, 1 / sqrtf((float)o->dim));
         TENSOR(NAME("attn_k.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
         TENSOR(NAME("attn_v.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
-        if (qwen) {
+        if (qwen2) {
             TENSOR(NAME("attn_q.bias"), SB_RT_F32, qd, 1, 0, 0.1f);
             TENSOR(NAME("attn_k.bias"), SB_RT_F32, kvd, 1, 0, 0.1f);
             TENSOR(NAME("attn_v.bias"), SB_RT_F32, kvd, 1, 0, 0.1f);
+        }
+        if (qwen3) {
+            TENSOR(NAME("attn_q_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
+            TENSOR(NAME("attn_k_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
         }
         TENSOR(NAME("attn_output.weight"), o->dtype, qd, o->dim, 0, 1 / sqrtf((float)qd));
         TENSOR(NAME("ffn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
@@ -445,6 +585,7 @@ out:
     for (size_t i = 0; i < nb; i++)
         free(bufs[i]);
     free(bufs);
+    free(freqs);
     vocab_free(&v);
     sb_rt_gguf_writer_free(w);
     return rc;

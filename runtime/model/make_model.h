@@ -3,11 +3,23 @@
  * runs on): the test and benchmark models, and `snapbank make-model`.
  *
  * The file is ordinary GGUF v3 with llama.cpp's tensor names and metadata
- * keys (model.h lists the shapes). Weights: matrices normal with standard
- * deviation 1/sqrt(in) (so activations keep their scale layer to layer),
- * embeddings standard deviation 1, norm weights 1 + 0.1 N(0,1), qwen2 biases
- * 0.1 N(0,1). Normal draws come from splitmix64 through Box-Muller, in the
- * file's tensor order, so the same options give byte-identical files.
+ * keys (model.h lists the shapes and keys) for the architectures llama,
+ * qwen2 (Q/K/V biases) and qwen3 (per-head q/k norms), optionally with a
+ * Llama 3 rope_freqs.weight and rope.scaling.* keys. Weights: matrices
+ * normal with standard deviation 1/sqrt(in) (so activations keep their
+ * scale layer to layer), embeddings standard deviation 1 (1/sqrt(dim) when
+ * tied, as the output matrix's: logits near 1, as in a trained model), norm
+ * weights (the q/k norms too) 1 + 0.1 N(0,1), qwen2 biases 0.1 N(0,1).
+ * Normal draws come from splitmix64 through Box-Muller, in the file's
+ * tensor order, so the same options give byte-identical files.
+ *
+ * rope_freqs.weight holds Llama 3.1's frequency divisors (Meta's
+ * `apply_scaling`, the `llama3` rope_type of transformers): with the
+ * original context L, factor F, low 1 and high 4, for pair j of frequency
+ * w_j = base^(-2j/d) and wavelength lambda_j = 2 pi / w_j,
+ *   lambda_j < L / 4  ->  1        (high frequencies kept)
+ *   lambda_j > L      ->  F        (low frequencies interpolated)
+ *   otherwise         ->  1 / ((1 - k) / F + k),  k = (L / lambda_j - 1) / 3.
  *
  * The vocabulary is a SentencePiece (`llama`) one: ids 0 <unk>, 1 <s>,
  * 2 </s>, 3..258 the byte tokens <0x00>..<0xFF>, then every character of an
@@ -29,29 +41,69 @@
 #include "core/rt.h"
 
 typedef struct sb_rt_make_opts {
-    char arch[16];             /* "llama" or "qwen2" */
+    char arch[16];             /* "llama", "qwen2" or "qwen3" */
     uint32_t dtype;            /* matrices and embeddings: 0 F32, 1 F16, 8 Q8_0 */
     uint32_t dim, n_layers, n_heads, n_kv_heads, n_ff, n_vocab, n_ctx;
+    uint32_t head_dim;         /* 0: dim / n_heads */
     bool tied;                 /* no output.weight: the output shares token_embd */
+    float rope_base;           /* rope.freq_base */
+    float rms_eps;             /* attention.layer_norm_rms_epsilon */
+    float rope_freqs;          /* > 0: write rope_freqs.weight, Llama 3 divisors
+                                * with this factor F (above); 0: none */
+    uint32_t rope_orig_ctx;    /* L of rope_freqs, and YaRN's
+                                * rope.scaling.original_context_length */
+    char rope_scaling[8];      /* rope.scaling.type: "" (not written), "none",
+                                * "linear" or "yarn" */
+    float rope_scale;          /* rope.scaling.factor (written with a type) */
     uint64_t seed;
 } sb_rt_make_opts;
 
-/* sb_rt_make_opts_preset -- "tiny" (dim 64, 2 layers, 4 heads, 2 KV heads,
- * ff 192, vocab 512, ctx 2048, F32) or "small" (dim 768, 12 layers, 12
- * heads, 4 KV heads, ff 2048, vocab 4096, ctx 8192, F16); llama, untied,
- * seed 1. An unknown name gives tiny. */
-void sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
+/* The preset names, for usage messages. */
+#define SB_RT_MAKE_PRESETS "tiny, small, tiny-llama3, tiny-qwen2, tiny-qwen3, llama3-1b, " \
+                           "qwen2.5-0.5b, qwen3-0.6b, smollm2-360m"
 
-/* sb_rt_make_opts_set -- set one option by name: "arch" (llama|qwen2),
- * "dtype" (f32|f16|q8_0), "dim", "layers", "heads", "kv-heads", "ff",
- * "vocab", "ctx", "seed", "tied" (0|1).
+/* sb_rt_make_opts_preset -- fill o with a preset (seed 1; rope base 10000,
+ * epsilon 1e-5 unless listed):
+ *   tiny          llama, dim 64, 2 layers, 4/2 heads, ff 192, vocab 512,
+ *                 ctx 2048, F32, untied
+ *   small         llama, dim 768, 12 layers, 12/4 heads, ff 2048, vocab
+ *                 4096, ctx 8192, F16, untied
+ * test miniatures of the real models below (tiny's shape, F32, tied; each
+ * runs in milliseconds):
+ *   tiny-llama3   llama, rope base 500000, rope_freqs (F 32, L 8192)
+ *   tiny-qwen2    qwen2 (biases), rope base 1e6, epsilon 1e-6
+ *   tiny-qwen3    qwen3 (q/k norms), head_dim 32 (q_dim 128 != dim 64),
+ *                 rope base 1e6, epsilon 1e-6
+ * the real shapes, F16, tied, with the real vocabulary size (the embedded
+ * vocabulary padded with unused pieces until a real one is given):
+ *   llama3-1b     Llama-3.2-1B: dim 2048, 16 layers, 32/8 heads, head_dim
+ *                 64, ff 8192, vocab 128256, ctx 131072, rope base 500000,
+ *                 rope_freqs (F 32, L 8192)
+ *   qwen2.5-0.5b  Qwen2.5-0.5B: qwen2, dim 896, 24 layers, 14/2 heads, ff
+ *                 4864, vocab 151936, ctx 32768, rope base 1e6, eps 1e-6
+ *   qwen3-0.6b    Qwen3-0.6B: qwen3, dim 1024, 28 layers, 16/8 heads,
+ *                 head_dim 128, ff 3072, vocab 151936, ctx 40960, rope
+ *                 base 1e6, eps 1e-6
+ *   smollm2-360m  SmolLM2-360M: llama, dim 960, 32 layers, 15/5 heads, ff
+ *                 2560, vocab 49152, ctx 8192, rope base 100000
+ * (make_model.c cites the published configurations.)
+ * Returns: SB_OK; SB_ERR_INVAL (an unknown name: o is then tiny). */
+int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
+
+/* sb_rt_make_opts_set -- set one option by name: "arch" (llama|qwen2|
+ * qwen3), "dtype" (f32|f16|q8_0), "dim", "layers", "heads", "kv-heads",
+ * "head-dim" (0: dim / heads), "ff", "vocab", "ctx", "seed", "tied" (0|1),
+ * "rope-base", "rms-eps", "rope-freqs" (the factor F; 0 none),
+ * "rope-orig-ctx", "rope-scaling" (none|linear|yarn|"" for not written),
+ * "rope-scale" (the factor).
  * Returns: SB_OK; SB_ERR_INVAL (unknown name or bad value). */
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value);
 
 /* sb_rt_make_model -- write the model o describes to path.
  * Returns: SB_OK; SB_ERR_INVAL (a shape that cannot be: dim not a multiple
- * of heads, odd head size, heads not a multiple of kv heads, Q8_0 with dim
- * or ff not multiples of 32, vocab under 300, a dimension 0 or too large);
+ * of heads without head_dim, odd head size, heads not a multiple of kv
+ * heads, Q8_0 with dim, ff or heads * head_dim not multiples of 32, vocab
+ * under 300, a dimension 0 or too large, an unknown rope scaling type);
  * SB_ERR_NOMEM; SB_ERR_IO (err names the path). */
 int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err);
 

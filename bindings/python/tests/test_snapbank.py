@@ -233,6 +233,24 @@ class SessionTest(unittest.TestCase):
                 s.generate(tokens=[self.model.n_vocab], n=1)
             self.assertEqual(cm.exception.code, -1)
 
+    def test_every_architecture(self):
+        # llama with Llama 3 rope_freqs, qwen2 and qwen3: a second session
+        # asking the same gets the first one's answer from the bank
+        prompt = "The bank keeps what a model has already read."
+        for preset in ("tiny-llama3", "tiny-qwen2", "tiny-qwen3"):
+            path = snapbank.Model.make(os.path.join(self.dir, preset + ".gguf"), preset)
+            with snapbank.Model(path) as m, snapbank.Store(ram_bytes=64 << 20) as st:
+                with snapbank.Session(st, m) as a:
+                    cold = a.generate(prompt, n=8)
+                with snapbank.Session(st, m) as b:
+                    warm = b.generate(prompt, n=8)
+            self.assertEqual(cold.report["cache_mode"], "cold", preset)
+            self.assertEqual(warm.report["cache_mode"], "warm_prefix", preset)
+            self.assertEqual(warm.tokens, cold.tokens, preset)
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            snapbank.Model.make(os.path.join(self.dir, "x.gguf"), "llama4")
+        self.assertIn("qwen3-0.6b", str(cm.exception))
+
     def test_tokenizer(self):
         text = "The bank keeps what a model has read, byte for byte: \u00e9\u4e2d"
         ids = self.model.tokenize(text, bos=False)
