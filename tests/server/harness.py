@@ -27,10 +27,10 @@ def work_dir(name):
     return d
 
 
-def make_model(path, *extra):
-    """A model from `snapbank make-model --preset tiny` with extra options."""
+def make_model(path, *extra, preset="tiny"):
+    """A model from `snapbank make-model --preset PRESET` with extra options."""
     if not os.path.exists(path):
-        subprocess.run([BIN, "make-model", "--preset", "tiny", *extra, "-o", path],
+        subprocess.run([BIN, "make-model", "--preset", preset, *extra, "-o", path],
                        check=True, stdout=subprocess.DEVNULL)
     return path
 
