@@ -7,6 +7,7 @@ set -eu
 PACKAGES="
   build-essential cmake pkg-config
   liburing-dev libxxhash-dev libzstd-dev libjemalloc-dev
+  libhiredis-dev redis-server
   libcmocka-dev
   clang libclang-rt-14-dev
   python3 python3-numpy
