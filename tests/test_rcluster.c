@@ -126,24 +126,26 @@ static void get_range(sb_rc *c, int from, int to, int v, int *n_ok, int *n_down)
     }
 }
 
-/* Wait until every master's replica holds as many keys as it does. */
+/* Wait until every running master has a replica online at its own
+ * replication offset (so a replica read sees every write made so far). */
 static void wait_replicated(void)
 {
-    for (int tries = 0; tries < 300; tries++) {
+    for (int tries = 0; tries < 600; tries++) {
         bool same = true;
         char info[8192];
         for (int i = 0; i < cl.n && same; i++) {
             const char *argv[2] = { "INFO", "replication" };
             if (cl.pids[i] <= 0 || tu_cluster_cmd(&cl, i, info, sizeof info, 2, argv) != 0)
                 continue;
-            /* A master lists its replicas with their offsets. */
-            long long mo = -1;
             char *p = strstr(info, "master_repl_offset:");
-            if (strstr(info, "role:master") && p) {
-                mo = atoll(p + 19);
-                for (char *q = strstr(info, "offset="); q; q = strstr(q + 1, "offset="))
-                    same &= atoll(q + 7) == mo;
-            }
+            if (!strstr(info, "role:master") || !p)
+                continue;
+            long long mo = atoll(p + 19);
+            int online = 0;
+            for (char *q = strstr(info, "state=online,offset="); q;
+                 q = strstr(q + 1, "state=online,offset="))
+                online += atoll(q + 20) == mo;
+            same = online >= 1;
         }
         if (same)
             return;
@@ -434,7 +436,7 @@ static void test_hang(void **state)
     (void)state;
     NEED_CLUSTER();
     assert_int_equal(tu_cluster_wait_ok(&cl, 60), 0);
-    sb_rc *c = open_client(1000, 60000);
+    sb_rc *c = open_client(3000, 60000);
     put_range(c, 0, 300, 6);
     wait_replicated();
     int victim = tu_cluster_master_of(&cl, sb_rc_slot(keys[1], strlen(keys[1])));
@@ -468,7 +470,7 @@ static void test_cluster_gone(void **state)
     (void)state;
     NEED_CLUSTER();
     assert_int_equal(tu_cluster_wait_ok(&cl, 60), 0);
-    sb_rc *c = open_client(200, 100);
+    sb_rc *c = open_client(3000, 100);
     put_range(c, 0, 50, 7);
     for (int i = 0; i < cl.n; i++)
         tu_cluster_signal(&cl, i, SIGKILL);
