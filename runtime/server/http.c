@@ -321,6 +321,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     atomic_fetch_sub(&h->open, 1);
 }
 
+/* libmicrohttpd's format strings come from the library, so the format is
+ * not a literal here; say so to the compiler. */
+__attribute__((format(printf, 2, 0)))
 static void on_log(void *cls, const char *fmt, va_list ap)
 {
     srv_http *h = cls;
