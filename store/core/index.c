@@ -19,13 +19,13 @@ struct sb_match {
 };
 
 /* The match lets go of pages [from, m->n_pages) and, when point, its point
- * state, as far as the disk tier's segments go (sb_disk_match). [mu] */
+ * state, as far as the tier below holds them (sb_tier_match). [mu] */
 static void unhold(sb_match *m, size_t from, bool point)
 {
     for (size_t r = from; r < m->n_pages; r++)
-        sb_disk_match(m->st, m->pages[r], -1);
+        sb_tier_match(m->st, m->pages[r], -1);
     if (point)
-        sb_disk_match(m->st, m->point, -1);
+        sb_tier_match(m->st, m->point, -1);
 }
 
 static size_t regions(const sb_ns *ns, size_t n)
@@ -334,7 +334,7 @@ static int report_init(report *rp, sb_store *st, size_t n_reg, sb_write_outcome 
     memset(rp, 0, sizeof *rp);
     rp->oc = out ? out : &rp->scratch;
     memset(rp->oc, 0, sizeof *rp->oc);
-    if (!st->disk || (!out && st->cfg.durability != SB_DURABILITY_COMMIT))
+    if (!sb_tier_below(st) || (!out && st->cfg.durability != SB_DURABILITY_COMMIT))
         return SB_OK;
     rp->state = sb_malloc(&st->mem, (n_reg + 1) * sizeof *rp->state);
     rp->ws = rp->state ? sb_disk_wset_new(st, n_reg + 1) : NULL;
@@ -766,14 +766,14 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
         on_disk += !m->pages[r]->data;
     sb_blk_pin_run(ns, m->pages, n_pages);
     for (size_t r = 0; r < n_pages; r++) { /* what is on disk stays there */
-        sb_disk_match(st, m->pages[r], 1);
+        sb_tier_match(st, m->pages[r], 1);
         sb_blk_used(st, m->pages[r]);
     }
     if (point) {
         sb_blk_ref(point);
         sb_blk_touch(st, point);
         point->hit = 1;
-        sb_disk_match(st, point, 1);
+        sb_tier_match(st, point, 1);
         sb_blk_used(st, point);
     }
     m->miss = miss_reason(ns, &w, tokens, n_tokens, L, m->pages);
@@ -920,7 +920,7 @@ int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *p
         return SB_ERR_NO_POINT;
     size_t n_reg = regions(ns, n_tokens);
     restore_to to = { ns, n_tokens, tensors, NULL };
-    if (m->st->disk && n_reg)
+    if (sb_tier_below(m->st) && n_reg)
         to.copied = sb_calloc(&m->st->mem, n_reg, 1); /* NULL: copy after */
     int rc = load(m, n_reg, point != NULL, to.copied ? copy_ready : NULL, &to);
     if (rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM) {
