@@ -3,7 +3,7 @@
  * eviction heaps. */
 #include <string.h>
 
-#include "disk.h"
+#include "tier.h"
 #include "internal.h"
 #include "radix.h"
 
@@ -308,7 +308,7 @@ void sb_blk_unindex(sb_blk *b)
         ns->newest_point = NULL;
     if (b->disk == SB_DISK_CLEAN)
         sb_tier_forget(st, b);
-    sb_disk_pool_leave(st, b);
+    sb_tier_leave(st, b);
     bool was_free = is_free(b);
     b->indexed = 0;
     b->node = NULL;
