@@ -243,8 +243,8 @@ static inline void sb_blk_used(sb_store *st, sb_blk *b)
 {
     if (b->uses != UINT32_MAX)
         b->uses++;
-    if (b->pool_at)
-        st->tier.ops->reorder(st, b); /* (only a tier pools a block) */
+    if (b->pool_at && st->tier.ops) /* (only a tier pools a block) */
+        st->tier.ops->reorder(st, b);
 }
 
 /* sb_tier_leave -- [mu] b leaves the index: out of the tier's pool, and
@@ -423,8 +423,8 @@ static inline sb_wset *sb_tier_wset_new(sb_store *st, size_t n)
 }
 static inline void sb_tier_wset_free(sb_store *st, sb_wset *ws)
 {
-    if (ws)
-        st->tier.ops->wset_free(ws); /* (only a tier makes one) */
+    if (ws && st->tier.ops) /* (only a tier makes one) */
+        st->tier.ops->wset_free(ws);
 }
 
 /* sb_tier_wset_reserve -- [mu] a place for one more set, kept until
