@@ -1,6 +1,9 @@
 #!/bin/sh
 # test-all.sh -- build snapbank and run every test, the way CI does:
 #
+#   0. The layer check: no include cycle between source folders, and
+#      store/core reaches the tiers below it through tier.h only
+#      (scripts/check-layers.py); a violation fails the run at once.
 #   1. Release build, warnings as errors: unit tests, fuzz corpus replay,
 #      the benchmark smoke run, and the install test (a program built
 #      against an installed copy with pkg-config and with find_package).
@@ -33,6 +36,9 @@ build_and_test() {
   step "$name: test"
   (cd "$BUILD/$name" && ctest --output-on-failure -j "$JOBS")
 }
+
+step "layers: scripts/check-layers.py"
+python3 "$ROOT/scripts/check-layers.py" "$ROOT"
 
 build_and_test release -DCMAKE_BUILD_TYPE=Release
 build_and_test asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_SANITIZE=ON

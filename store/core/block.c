@@ -3,7 +3,7 @@
  * eviction heaps. */
 #include <string.h>
 
-#include "disk.h"
+#include "tier.h"
 #include "internal.h"
 #include "radix.h"
 
@@ -101,8 +101,9 @@ size_t sb_blk_alloc_bytes(const sb_ns *ns, int kind)
 {
     if (kind == SB_BLK_PAGE)
         return ns->page_bytes;
-    if (ns->st->disk)
-        return ((size_t)ns->point_bytes + 4095) / 4096 * 4096;
+    size_t align = sb_tier_data_align(ns->st);
+    if (align)
+        return ((size_t)ns->point_bytes + align - 1) / align * align;
     return ns->point_bytes;
 }
 
@@ -138,8 +139,8 @@ static uint8_t *data_alloc(sb_ns *ns, int kind)
 {
     sb_store *st = ns->st;
     size_t n = sb_blk_alloc_bytes(ns, kind);
-    bool aligned = kind == SB_BLK_PAGE || st->disk;
-    uint8_t *p = sb_pool_alloc(&st->mem, n, aligned ? 4096 : 64);
+    size_t align = kind == SB_BLK_PAGE ? 4096 : sb_tier_data_align(st);
+    uint8_t *p = sb_pool_alloc(&st->mem, n, align ? align : 64);
     if (p && kind == SB_BLK_POINT && n > ns->point_bytes)
         memset(p + ns->point_bytes, 0, n - ns->point_bytes);
     return p;
@@ -306,8 +307,8 @@ void sb_blk_unindex(sb_blk *b)
     if (ns->newest_point == b)
         ns->newest_point = NULL;
     if (b->disk == SB_DISK_CLEAN)
-        sb_disk_forget(st, b);
-    sb_disk_pool_leave(st, b);
+        sb_tier_forget(st, b);
+    sb_tier_leave(st, b);
     bool was_free = is_free(b);
     b->indexed = 0;
     b->node = NULL;

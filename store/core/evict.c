@@ -1,6 +1,6 @@
 /* evict.c -- making room under the RAM budgets: leaves-first LRU eviction,
  * TTL pins, and the fingerprints of evicted pages behind SB_MISS_EVICTED. */
-#include "disk.h"
+#include "tier.h"
 #include "internal.h"
 #include "radix.h"
 
@@ -113,7 +113,7 @@ bool sb_blk_droppable(const sb_blk *b)
 {
     if (b->disk == SB_DISK_CLEAN)
         return true;
-    return b->disk == SB_DISK_NONE && sb_disk_write_back(b->ns->st);
+    return b->disk == SB_DISK_NONE && sb_tier_write_back(b->ns->st);
 }
 
 static bool is_protected(const sb_blk *b)
@@ -134,8 +134,8 @@ static void evict(sb_store *st, sb_blk *b)
         sb_blk_drop_data(b);
         return;
     }
-    if (b->disk == SB_DISK_NONE && sb_disk_write_back(st)) { /* 6: write it */
-        sb_disk_enqueue(st, b);
+    if (b->disk == SB_DISK_NONE && sb_tier_write_back(st)) { /* 6: write it */
+        sb_tier_enqueue(st, b);
         /* Queued: it waits for the writer (parked). Denied (FAILED): a
          * leaf page or a point state is evicted below; an inner page
          * leaves the heaps until it is a leaf page again. */
@@ -157,7 +157,7 @@ unindex:
         uint64_t pages = ns->indexed_pages, bytes = st->indexed_bytes;
         sb_evicted_note(st, &b->key);
         sb_blk_ref(b); /* (the index's reference goes in the drop) */
-        sb_disk_drop(ns, b); /* and 7 */
+        sb_tier_drop(ns, b); /* and 7 */
         sb_blk_unref(b);
         st->stats.evictions += pages - ns->indexed_pages;
         st->stats.evicted_bytes += bytes - st->indexed_bytes;
@@ -246,7 +246,7 @@ int sb_evict_until(sb_store *st, sb_ns *ns, uint64_t need_bytes, uint64_t need_p
             /* Refuse before evicting anything when even evicting every
              * block held by the index alone would not make room: a
              * refusal should change nothing. */
-            if (!sb_disk_pending(st) &&
+            if (!sb_tier_pending(st) &&
                 ((ns && ns->ram_bytes - ns->free_bytes + need_bytes > c->ns_ram_bytes) ||
                  st->ram_bytes - st->free_bytes + need_bytes > c->ram_bytes ||
                  st->ram_pages - st->free_pages + need_pages > c->ram_pages))
@@ -259,13 +259,13 @@ int sb_evict_until(sb_store *st, sb_ns *ns, uint64_t need_bytes, uint64_t need_p
             deficit = st->ram_bytes + need_bytes - c->ram_bytes;
         if (ns_over && ns->ram_bytes + need_bytes - c->ns_ram_bytes > deficit)
             deficit = ns->ram_bytes + need_bytes - c->ns_ram_bytes;
-        if (sb_disk_write_back(st) && deficit && sb_disk_pending(st) >= deficit &&
-            sb_disk_wait_progress(st))
+        if (sb_tier_write_back(st) && deficit && sb_tier_pending(st) >= deficit &&
+            sb_tier_wait_progress(st))
             continue;
         if (evict_one(st, ns_over ? ns : NULL))
             continue;
         /* 8: pages the writer holds turn evictable once written. */
-        if (!sb_disk_wait_progress(st))
+        if (!sb_tier_wait_progress(st))
             return SB_ERR_BUDGET;
     }
 }

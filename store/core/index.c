@@ -2,7 +2,7 @@
  * and zero-copy), match and restore, copy-on-write, TTL pins. */
 #include <string.h>
 
-#include "disk.h"
+#include "tier.h"
 #include "internal.h"
 #include "radix.h"
 
@@ -19,13 +19,13 @@ struct sb_match {
 };
 
 /* The match lets go of pages [from, m->n_pages) and, when point, its point
- * state, as far as the disk tier's segments go (sb_disk_match). [mu] */
+ * state, as far as the tier below holds them (sb_tier_match). [mu] */
 static void unhold(sb_match *m, size_t from, bool point)
 {
     for (size_t r = from; r < m->n_pages; r++)
-        sb_disk_match(m->st, m->pages[r], -1);
+        sb_tier_match(m->st, m->pages[r], -1);
     if (point)
-        sb_disk_match(m->st, m->point, -1);
+        sb_tier_match(m->st, m->point, -1);
 }
 
 static size_t regions(const sb_ns *ns, size_t n)
@@ -88,7 +88,7 @@ static void swap_in(sb_ns *ns, sb_blk *old, sb_blk *nu)
     nu->key = old->key;
     nu->parent_key = old->parent_key;
     sb_blk_index(nu, N);
-    if (!sb_disk_record_stays(ns->st, old)) {
+    if (!sb_tier_record_stays(ns->st, old)) {
         nu->disk = SB_DISK_FAILED; /* the record is being reclaimed: RAM only */
     } else {
         nu->disk = SB_DISK_CLEAN;
@@ -96,8 +96,8 @@ static void swap_in(sb_ns *ns, sb_blk *old, sb_blk *nu)
         nu->seg_id = old->seg_id;
         nu->rec_off = old->rec_off;
         nu->head_bytes = old->head_bytes;
-        sb_disk_count(ns->st, nu, 1);
-        sb_disk_held(ns->st, nu, 1);
+        sb_tier_count(ns->st, nu, 1);
+        sb_tier_held(ns->st, nu, 1);
     }
     N->pages[j] = nu;
     sb_pins_supersede(ns->st, old, nu);
@@ -154,7 +154,7 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
                 rc = SB_ERR_PAGE_STATE;
                 break;
             }
-            if (b->committed && !b->data && !sb_disk_record_stays(st, b)) {
+            if (b->committed && !b->data && !sb_tier_record_stays(st, b)) {
                 /* It left the index and its record went with reclamation:
                  * no state to index again. */
                 rc = zero_copy ? SB_ERR_PAGE_STATE : SB_ERR_RANGE;
@@ -182,10 +182,10 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
     for (size_t r = r0; r < n_reg; r++) {
         sb_blk *b = pages[r];
         if (b->committed && b->disk == SB_DISK_CLEAN) { /* indexed again */
-            if (sb_disk_record_stays(st, b))
-                sb_disk_count(st, b, 1);
+            if (sb_tier_record_stays(st, b))
+                sb_tier_count(st, b, 1);
             else /* resident (step 2): written anew */
-                sb_disk_unclean(st, b, SB_DISK_NONE);
+                sb_tier_unclean(st, b, SB_DISK_NONE);
         }
         b->n_tokens = region_tokens(ns, n, r);
         b->region = (uint32_t)r;
@@ -215,9 +215,9 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
         if (path[r]->disk != SB_DISK_NONE)
             continue;
         if (offer)
-            sb_disk_committed(st, path[r], r ? path[r - 1] : NULL);
+            sb_tier_offer(st, path[r], r ? path[r - 1] : NULL);
         else if (r >= r0)
-            sb_disk_short(st, path[r]);
+            sb_tier_offer_short(st, path[r]);
     }
 
     /* 5 */
@@ -261,9 +261,9 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
         sb_blk_used(st, end->point);
         if (end->point->disk == SB_DISK_NONE) {
             if (n >= st->cfg.min_prefix_tokens)
-                sb_disk_committed(st, end->point, path[n_reg - 1]);
+                sb_tier_offer(st, end->point, path[n_reg - 1]);
             else if (end->point == point)
-                sb_disk_short(st, point);
+                sb_tier_offer_short(st, point);
         }
         sb_blk_touch(st, end->point);
     }
@@ -334,10 +334,10 @@ static int report_init(report *rp, sb_store *st, size_t n_reg, sb_write_outcome 
     memset(rp, 0, sizeof *rp);
     rp->oc = out ? out : &rp->scratch;
     memset(rp->oc, 0, sizeof *rp->oc);
-    if (!st->disk || (!out && st->cfg.durability != SB_DURABILITY_COMMIT))
+    if (!sb_tier_below(st) || (!out && st->cfg.durability != SB_DURABILITY_COMMIT))
         return SB_OK;
     rp->state = sb_malloc(&st->mem, (n_reg + 1) * sizeof *rp->state);
-    rp->ws = rp->state ? sb_disk_wset_new(st, n_reg + 1) : NULL;
+    rp->ws = rp->state ? sb_tier_wset_new(st, n_reg + 1) : NULL;
     if (!rp->ws) {
         sb_free(rp->state);
         rp->state = NULL;
@@ -351,7 +351,7 @@ static int report_reserve(report *rp, sb_store *st)
 {
     if (!rp->ws)
         return SB_OK;
-    int rc = sb_disk_wset_reserve(st);
+    int rc = sb_tier_wset_reserve(st);
     rp->reserved = rc == SB_OK;
     return rc;
 }
@@ -365,7 +365,7 @@ static void report_state(report *rp, sb_ns *ns, const uint32_t *tokens, size_t n
     if (!rp->ws)
         return;
     size_t k = state_blocks(ns, tokens, n, point, rp->state);
-    sb_disk_outcome(ns->st, rp->ws, rp->state, k, t0, rp->oc, rp->oc != &rp->scratch);
+    sb_tier_outcome(ns->st, rp->ws, rp->state, k, t0, rp->oc, rp->oc != &rp->scratch);
     rp->ws = NULL;
     rp->reserved = false;
 }
@@ -375,8 +375,8 @@ static void report_state(report *rp, sb_ns *ns, const uint32_t *tokens, size_t n
 static void report_done(report *rp, sb_store *st, bool failed)
 {
     if (rp->reserved)
-        sb_disk_wset_unreserve(st);
-    sb_disk_wset_free(rp->ws);
+        sb_tier_wset_unreserve(st);
+    sb_tier_wset_free(st, rp->ws);
     sb_free(rp->state);
     if (failed)
         memset(rp->oc, 0, sizeof *rp->oc);
@@ -448,12 +448,12 @@ int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
     /* 3. Copy the other regions while the budgets allow, and 4. commit
      *    them; when a region without a page turns out to be needed (the
      *    budget ran out), commit the prefix before it. A put larger than
-     *    the disk tier's backlog streams out (sb_disk_stream_pages): a
+     *    the tier's backlog streams out (sb_tier_stream_pages): a
      *    chunk at a time, each committed (so queued for the writer) before
      *    the next is copied, once the writer has drained the backlog to
      *    half; only the last chunk commits the whole sequence and the
      *    point. */
-    size_t step = sb_disk_stream_pages(st, ns->page_bytes, n_reg - r0);
+    size_t step = sb_tier_stream_pages(st, ns->page_bytes, n_reg - r0);
     size_t got = r0, from = r0;
     bool whole = false;
     uint64_t t0 = 0;
@@ -471,7 +471,7 @@ int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
         pthread_mutex_lock(&st->mu);
         st->tick++;
         if (first)
-            t0 = sb_disk_ticket(st);
+            t0 = sb_tier_ticket(st);
         if (!abandon && last) {
             int crc = sb_commit_locked(ns, tokens, n_tokens, pages, pb, false, rp.oc);
             whole = crc == SB_OK;
@@ -493,7 +493,7 @@ int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
             sb_blk_unref(pages[r]);
             pages[r] = NULL;
         }
-        sb_disk_stream_wait(st);
+        sb_tier_stream_wait(st);
         pthread_mutex_unlock(&st->mu);
         from = to;
     }
@@ -655,7 +655,7 @@ int sb_ns_commit_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_page 
     }
     pthread_mutex_lock(&st->mu);
     st->tick++;
-    uint64_t t0 = sb_disk_ticket(st);
+    uint64_t t0 = sb_tier_ticket(st);
     rc = report_reserve(&rp, st);
     if (rc == SB_OK)
         rc = sb_commit_locked(ns, tokens, n_tokens, pages, pb, true, rp.oc);
@@ -750,7 +750,7 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     size_t n_pages = regions(ns, L);
     if (L % pt && (uint64_t)n_pages * pt > w.m)
         m->pages[n_pages - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_pages - 1));
-    if (sb_disk_write_only(st)) {
+    if (sb_tier_write_only(st)) {
         /* A store being warmed serves RAM only: cut at the first page on
          * disk (and at 0 when the layout needs a point state there). */
         for (size_t r = 0; r < n_pages; r++)
@@ -766,14 +766,14 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
         on_disk += !m->pages[r]->data;
     sb_blk_pin_run(ns, m->pages, n_pages);
     for (size_t r = 0; r < n_pages; r++) { /* what is on disk stays there */
-        sb_disk_match(st, m->pages[r], 1);
+        sb_tier_match(st, m->pages[r], 1);
         sb_blk_used(st, m->pages[r]);
     }
     if (point) {
         sb_blk_ref(point);
         sb_blk_touch(st, point);
         point->hit = 1;
-        sb_disk_match(st, point, 1);
+        sb_tier_match(st, point, 1);
         sb_blk_used(st, point);
     }
     m->miss = miss_reason(ns, &w, tokens, n_tokens, L, m->pages);
@@ -831,14 +831,14 @@ int sb_match_get_info(const sb_match *m, sb_match_info *out)
  * Returns: SB_OK; SB_ERR_CORRUPT, SB_ERR_IO (the match shrank: the pages it
  * still holds are resident); SB_ERR_BUDGET, SB_ERR_NOMEM (nothing read that
  * failed; the match unchanged). */
-static int load(sb_match *m, size_t n, bool point, sb_disk_ready_fn ready, void *ctx)
+static int load(sb_match *m, size_t n, bool point, sb_tier_ready_fn ready, void *ctx)
 {
     sb_ns *ns = m->ns;
     size_t ok = n;
-    int rc = sb_disk_load(ns, m->pages, n, &ok, ready, ctx);
+    int rc = sb_tier_load(ns, m->pages, n, &ok, ready, ctx);
     if (rc == SB_OK && point && m->point) {
         size_t pok = 1;
-        rc = sb_disk_load(ns, &m->point, 1, &pok, NULL, NULL);
+        rc = sb_tier_load(ns, &m->point, 1, &pok, NULL, NULL);
         if (rc == SB_OK || rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM)
             return rc;
         /* The point failed: the match ends where the point rule allows. */
@@ -920,7 +920,7 @@ int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *p
         return SB_ERR_NO_POINT;
     size_t n_reg = regions(ns, n_tokens);
     restore_to to = { ns, n_tokens, tensors, NULL };
-    if (m->st->disk && n_reg)
+    if (sb_tier_below(m->st) && n_reg)
         to.copied = sb_calloc(&m->st->mem, n_reg, 1); /* NULL: copy after */
     int rc = load(m, n_reg, point != NULL, to.copied ? copy_ready : NULL, &to);
     if (rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM) {

@@ -43,12 +43,13 @@ typedef struct sb_key {
 enum { SB_BLK_PAGE = 1, SB_BLK_POINT = 2 };
 enum { SB_HEAP_STORE = 0, SB_HEAP_NS = 1 };
 
-/* Where a block's disk record stands (sb_blk.disk). A block that is
- * CLEAN may drop its data at any time it is held by the index alone (the
- * entry stays; a restore reads the record back); the others are RAM-only
- * and leave RAM only by leaving the index. */
+/* Where a block's record in the tier below the index stands (sb_blk.disk;
+ * tier.h): the tier moves it from NONE. A block that is CLEAN may drop its
+ * data at any time it is held by the index alone (the entry stays; a
+ * restore reads the record back); the others are RAM-only and leave RAM
+ * only by leaving the index. */
 enum {
-    SB_DISK_NONE = 0,    /* not written (no disk tier, or not yet queued) */
+    SB_DISK_NONE = 0,    /* not written (no tier below, or not yet queued) */
     SB_DISK_QUEUED = 1,  /* in the writer's queue or in flight: the writer
                             holds a reference */
     SB_DISK_CLEAN = 2,   /* its record is on disk (seg, rec_off, head_bytes) */
@@ -190,6 +191,13 @@ struct sb_ns {
     struct sb_ns *next;        /* [mu] store hash bucket chain */
 };
 
+/* The tier below the RAM index (tier.h): its operations and its own state
+ * (store/disk: struct sb_disk), opaque to core. */
+typedef struct sb_tier {
+    const struct sb_tier_ops *ops; /* [const] NULL: RAM only */
+    void *state;                   /* [const] the tier's; NULL: RAM only */
+} sb_tier;
+
 /* Evicted-page fingerprints, for SB_MISS_EVICTED (direct-mapped, lossy). */
 #define SB_EVICTED_SLOTS 4096u
 
@@ -219,7 +227,8 @@ struct sb_store {
     uint64_t next_pin_id;      /* [mu] */
     uint64_t evicted_fp[SB_EVICTED_SLOTS]; /* [mu] 0: empty */
     sb_stats stats;            /* [mu] counters (gauges filled on read) */
-    struct sb_disk *disk;      /* [const] the disk tier; NULL: RAM only */
+    sb_tier tier;              /* [const] the tier below the index (tier.h);
+                                  tier.ops NULL: RAM only */
     uint32_t fg;               /* [mu] foreground marks (sb_store_foreground) */
     uint64_t disk_pages;       /* [mu] indexed pages with a record on disk */
     uint64_t disk_live_bytes;  /* [mu] bytes of the records of indexed blocks */

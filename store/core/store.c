@@ -4,8 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "compress.h"
-#include "disk.h"
+#include "tier.h"
 #include "internal.h"
 
 unsigned sb_version(void)
@@ -54,7 +53,7 @@ static int config_check(const sb_config *c)
         return SB_ERR_INVAL;
     if (c->reserved0 || (c->open_flags & ~SB_OPEN_SALVAGE))
         return SB_ERR_INVAL;
-    if (c->compress_level > (uint32_t)sb_zlevel_max())
+    if (sb_disk_config_check(c) != SB_OK) /* the disk tier's options */
         return SB_ERR_INVAL;
     if (c->durability > SB_DURABILITY_COMMIT || c->write_mode > SB_WRITE_ONLY)
         return SB_ERR_INVAL;
@@ -123,7 +122,7 @@ int sb_store_open_io(const sb_config *cfg, sb_io *io, sb_store **out)
 
 static int store_free(sb_store *st, bool crash)
 {
-    int rc = sb_disk_close(st, crash);
+    int rc = sb_tier_close(st, crash);
     pthread_mutex_lock(&st->mu);
     while (st->pins) {
         sb_pin *p = st->pins;
@@ -156,7 +155,7 @@ int sb_store_flush(sb_store *st)
 {
     if (!st)
         return SB_ERR_INVAL;
-    return sb_disk_flush(st);
+    return sb_tier_flush(st);
 }
 
 int sb_store_fault_alloc(sb_store *st, uint64_t nth)
@@ -178,7 +177,7 @@ int sb_store_foreground(sb_store *st, int busy)
     else if (st->fg == 0)
         rc = SB_ERR_INVAL;
     else if (--st->fg == 0)
-        sb_disk_foreground_over(st);
+        sb_tier_foreground_over(st);
     pthread_mutex_unlock(&st->mu);
     return rc;
 }
@@ -211,7 +210,7 @@ int sb_store_stats(sb_store *st, sb_stats *out)
     out->index_tokens = tokens;
     out->index_nodes = st->index_nodes;
     out->index_bytes_per_token = tokens ? (double)st->index_bytes / (double)tokens : 0.0;
-    sb_disk_stats(st, out);
+    sb_tier_stats(st, out);
     pthread_mutex_unlock(&st->mu);
     return SB_OK;
 }

@@ -62,7 +62,7 @@ static bool at_commit(const sb_disk *d)
 
 size_t sb_disk_stream_pages(const sb_store *st, size_t page_bytes, size_t pages)
 {
-    const sb_disk *d = st->disk;
+    const sb_disk *d = sb_disk_of(st);
     if (!d || !at_commit(d) || (uint64_t)pages * page_bytes <= d->backlog)
         return 0;
     size_t per = (size_t)(d->backlog / 2 / page_bytes);
@@ -71,14 +71,14 @@ size_t sb_disk_stream_pages(const sb_store *st, size_t page_bytes, size_t pages)
 
 void sb_disk_stream_wait(sb_store *st)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     while (d && d->pending_bytes > d->backlog / 2 && sb_disk_wait_progress(st))
         ;
 }
 
 uint64_t sb_disk_pending(const sb_store *st)
 {
-    return st->disk ? st->disk->pending_bytes : 0;
+    return sb_disk_of(st) ? sb_disk_of(st)->pending_bytes : 0;
 }
 
 /* ---- the write budget -------------------------------------------------------------- *
@@ -201,7 +201,7 @@ static void queue_block(sb_disk *d, sb_blk *b)
  * is marked FAILED and counted, and a flush reports it. */
 static bool stopped(sb_store *st, sb_blk *b)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (d->broken == SB_ERR_NOSPC && sb_now_ns(st) >= d->retry_ns)
         d->broken = 0; /* space may have returned: the writer tries again */
     if (!d->broken && !d->stop)
@@ -242,7 +242,7 @@ static void pool_remove(sb_disk *d, sb_blk *b);
 
 void sb_disk_enqueue(sb_store *st, sb_blk *b)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d || b->disk != SB_DISK_NONE || !b->data)
         return;
     if (b->pool_at) /* (write-back under COMMIT: evicted while waiting) */
@@ -353,7 +353,7 @@ static void pool_remove(sb_disk *d, sb_blk *b)
 
 void sb_disk_pool_fix(sb_store *st, sb_blk *b)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d || !b->pool_at)
         return;
     d->pool[b->pool_at - 1] = pool_ent(b);
@@ -362,7 +362,7 @@ void sb_disk_pool_fix(sb_store *st, sb_blk *b)
 
 void sb_disk_pool_leave(sb_store *st, sb_blk *b)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d)
         return;
     if (b->pool_at) {
@@ -404,7 +404,7 @@ static bool written(const sb_blk *p)
 
 size_t sb_disk_pool_drain(sb_store *st)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     size_t n = 0;
     while (d && d->pool_n) {
         /* The best block, or the first pooled block before it on its path
@@ -435,7 +435,7 @@ size_t sb_disk_pool_drain(sb_store *st)
 
 void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d || !at_commit(d) || b->disk != SB_DISK_NONE || !b->data || b->pool_at)
         return;
     /* A child is never written without its parent (recovery could not
@@ -469,7 +469,7 @@ void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
 
 void sb_disk_short(sb_store *st, sb_blk *b)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d || b->disk != SB_DISK_NONE)
         return;
     /* (Write-back counts a short page when eviction or a flush would

@@ -20,9 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compress.h"
 #include "disk_int.h"
 #include "internal.h"
 #include "radix.h"
+
+static void disk_attach(sb_store *st, sb_disk *d);
 
 int sb_disk_errno(int64_t err)
 {
@@ -577,7 +580,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     } else {
         d->sb_fd = fd >= 0 ? fd : -1; /* -1: there is none (salvaging) */
         uint64_t t0 = mono_ns();
-        st->disk = d; /* recovery counts what it indexes */
+        disk_attach(st, d); /* recovery counts what it indexes */
         if ((rc = sb_disk_recover(d)) != SB_OK)
             goto fail;
         d->rec_ns_time = mono_ns() - t0;
@@ -585,16 +588,16 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
             d->cap_bytes += (uint64_t)sb_disk_live_segs(d) * d->seg_bytes;
     }
 
-    st->disk = d;
+    disk_attach(st, d);
     if (pthread_create(&d->thread, NULL, sb_writer_main, d) != 0) {
-        st->disk = NULL;
+        disk_attach(st, NULL);
         rc = SB_ERR_NOMEM;
         goto fail;
     }
     d->running = true;
     return SB_OK;
 fail:
-    st->disk = NULL;
+    disk_attach(st, NULL);
     /* Recovery may have indexed blocks: the caller frees the index. */
     disk_free(d);
     return rc;
@@ -602,7 +605,7 @@ fail:
 
 int sb_disk_close(sb_store *st, bool crash)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d)
         return SB_OK;
     pthread_mutex_lock(&st->mu);
@@ -627,7 +630,7 @@ int sb_disk_close(sb_store *st, bool crash)
     }
     if (rc == SB_OK && !crash)
         rc = d->close_rc; /* the writer has stopped: no lock needed */
-    st->disk = NULL;
+    disk_attach(st, NULL);
     disk_free(d);
     return rc;
 }
@@ -636,18 +639,18 @@ int sb_disk_close(sb_store *st, bool crash)
 
 bool sb_disk_write_back(const sb_store *st)
 {
-    const sb_disk *d = st->disk;
+    const sb_disk *d = sb_disk_of(st);
     return d && d->mode == SB_WRITE_BACK && !d->broken && !d->stop;
 }
 
 bool sb_disk_write_only(const sb_store *st)
 {
-    return st->disk && st->disk->mode == SB_WRITE_ONLY;
+    return sb_disk_of(st) && sb_disk_of(st)->mode == SB_WRITE_ONLY;
 }
 
 bool sb_disk_wait_progress(sb_store *st)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d || !d->pending_bytes || !d->running)
         return false;
     if (pthread_equal(pthread_self(), d->thread))
@@ -664,19 +667,19 @@ bool sb_disk_wait_progress(sb_store *st)
 
 void sb_disk_foreground_over(sb_store *st)
 {
-    if (st->disk && st->disk->running)
-        pthread_cond_signal(&st->disk->work_cv);
+    if (sb_disk_of(st) && sb_disk_of(st)->running)
+        pthread_cond_signal(&sb_disk_of(st)->work_cv);
 }
 
 uint64_t sb_disk_ticket(const sb_store *st)
 {
-    return st->disk ? st->disk->next_ticket : 0;
+    return sb_disk_of(st) ? sb_disk_of(st)->next_ticket : 0;
 }
 
 /* Wait until every ticket up to last is written and synced. [mu] */
 static int wait_synced(sb_store *st, uint64_t first, uint64_t last)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (last < first || !d->running)
         return SB_OK;
     if (d->flush_ticket < last)
@@ -700,7 +703,7 @@ static void queue_dirty(void *ctx, sb_blk *b)
 
 int sb_disk_flush(sb_store *st)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d)
         return SB_OK;
     pthread_mutex_lock(&st->mu);
@@ -735,13 +738,13 @@ static void unhold(sb_disk *d, uint32_t seg, uint32_t n)
 
 void sb_disk_unhold(sb_store *st, uint32_t seg)
 {
-    if (st->disk) /* (else the tier closed first) */
-        unhold(st->disk, seg, 1);
+    if (sb_disk_of(st)) /* (else the tier closed first) */
+        unhold(sb_disk_of(st), seg, 1);
 }
 
 void sb_disk_held(sb_store *st, const sb_blk *b, int sign)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d || b->disk != SB_DISK_CLEAN || !b->matched)
         return;
     if (sign > 0)
@@ -761,25 +764,23 @@ void sb_disk_unclean(sb_store *st, sb_blk *b, int state)
 void sb_disk_match(sb_store *st, sb_blk *b, int sign)
 {
     if (sign > 0) {
-        b->matched++;
-        if (st->disk && b->disk == SB_DISK_CLEAN)
-            st->disk->segs[b->seg].holds++;
+        if (sb_disk_of(st) && b->disk == SB_DISK_CLEAN)
+            sb_disk_of(st)->segs[b->seg].holds++;
         return;
     }
-    b->matched--;
     if (b->disk == SB_DISK_CLEAN)
         sb_disk_unhold(st, b->seg);
 }
 
 bool sb_disk_record_stays(const sb_store *st, const sb_blk *b)
 {
-    const sb_disk *d = st->disk;
+    const sb_disk *d = sb_disk_of(st);
     return d && sb_disk_record_live(d, b) && !d->segs[b->seg].going;
 }
 
 void sb_disk_count(sb_store *st, const sb_blk *b, int sign)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d)
         return;
     uint64_t bytes = b->head_bytes + sb_disk_payload_read(b);
@@ -798,7 +799,7 @@ void sb_disk_count(sb_store *st, const sb_blk *b, int sign)
 
 void sb_disk_stats(const sb_store *st, sb_stats *out)
 {
-    const sb_disk *d = st->disk;
+    const sb_disk *d = sb_disk_of(st);
     if (!d)
         return;
     out->disk_bytes = st->disk_live_bytes;
@@ -861,4 +862,54 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->salvage_skipped_files = d->salv_skipped;
     out->salvage_dropped_records = d->salv_dropped;
     out->salvage_dropped_bytes = d->salv_dropped_bytes;
+}
+
+/* ---- the tier table ------------------------------------------------------------------ */
+
+int sb_disk_config_check(const sb_config *cfg)
+{
+    return cfg->compress_level > (uint32_t)sb_zlevel_max() ? SB_ERR_INVAL : SB_OK;
+}
+
+/* The disk tier as the RAM index sees it (tier.h): its own functions, so
+ * a call through the table is one indirect call and nothing more. */
+static const sb_tier_ops disk_tier_ops = {
+    .name = "disk",
+    .data_align = 4096, /* O_DIRECT writes a block's data as it is */
+    .close = sb_disk_close,
+    .flush = sb_disk_flush,
+    .stats = sb_disk_stats,
+    .foreground_over = sb_disk_foreground_over,
+    .offer = sb_disk_committed,
+    .offer_short = sb_disk_short,
+    .supersede = sb_disk_supersede,
+    .enqueue = sb_disk_enqueue,
+    .reorder = sb_disk_pool_fix,
+    .leave = sb_disk_pool_leave,
+    .write_back = sb_disk_write_back,
+    .write_only = sb_disk_write_only,
+    .pending = sb_disk_pending,
+    .wait_progress = sb_disk_wait_progress,
+    .match = sb_disk_match,
+    .count = sb_disk_count,
+    .held = sb_disk_held,
+    .record_stays = sb_disk_record_stays,
+    .unclean = sb_disk_unclean,
+    .load = sb_disk_load,
+    .stream_pages = sb_disk_stream_pages,
+    .stream_wait = sb_disk_stream_wait,
+    .drop = sb_disk_drop,
+    .ticket = sb_disk_ticket,
+    .wset_new = sb_disk_wset_new,
+    .wset_free = sb_disk_wset_free,
+    .wset_reserve = sb_disk_wset_reserve,
+    .wset_unreserve = sb_disk_wset_unreserve,
+    .outcome = sb_disk_outcome,
+};
+
+/* The store's tier is d (NULL: none). */
+static void disk_attach(sb_store *st, sb_disk *d)
+{
+    st->tier.ops = d ? &disk_tier_ops : NULL;
+    st->tier.state = d;
 }

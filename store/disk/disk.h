@@ -1,16 +1,20 @@
-/* disk.h -- the disk tier as the rest of the store sees it: open and
- * recovery, the write queue and durability, and reading records back.
+/* disk.h -- the disk tier's operations: open and recovery, the write
+ * queue and durability, and reading records back.
  *
- * With a directory configured, sb_store_open calls sb_disk_open, which
- * recovers the index from the directory (recover.c) and starts the writer
- * thread (writer.c). Committed blocks reach the writer through
- * sb_disk_committed (write-through, write-only) or eviction (write-back);
- * the writer holds a reference to each block it has queued or in flight
- * and turns it CLEAN (or FAILED) when its record is written. Restores make
- * disk-only blocks resident with sb_disk_load (dread.c).
+ * The RAM index reaches these only through the tier table (store/core/
+ * tier.h): disk.c fills an sb_tier_ops with them, and sb_disk_open (the
+ * constructor tier.h declares) attaches it to the store. The disk tier's
+ * own files call them directly.
+ *
+ * sb_disk_open recovers the index from the directory (recover.c) and
+ * starts the writer thread (writer.c). Committed blocks reach the writer
+ * through sb_disk_committed (write-through, write-only) or eviction
+ * (write-back); the writer holds a reference to each block it has queued
+ * or in flight and turns it CLEAN (or FAILED) when its record is written.
+ * Restores make disk-only blocks resident with sb_disk_load (dread.c).
  *
  * Every function here is a no-op or returns the RAM-only answer when the
- * store has no disk tier (st->disk NULL), so callers need not check.
+ * store has no disk tier (sb_disk_of(st) NULL), so callers need not check.
  *
  * Thread safety: functions marked [mu] expect st->mu held (some wait on a
  * condition variable, releasing it meanwhile); the others take what they
@@ -24,20 +28,9 @@
 
 #include "internal.h"
 #include "io.h"
+#include "tier.h"
 
-/* sb_disk_open -- set up st's disk tier on cfg->dir, or, for tests, on an
- * in-memory file system (io, a mem sb_io the store takes handles on with
- * sb_io_mem_share; borrowed): lock the directory, create or recover the
- * store in it, start the writer. Called by sb_store_open before the store
- * is published (mu not held).
- * Returns: SB_OK; SB_ERR_LOCKED (another process holds the directory: a
- * message naming its pid goes to stderr); SB_ERR_VERSION (an unknown
- * format version: nothing was changed); SB_ERR_SUPERBLOCK (without
- * cfg->open_flags SB_OPEN_SALVAGE: a superblock that cannot be used, or
- * none beside segment files; nothing was changed); SB_ERR_IO;
- * SB_ERR_NOSPC; SB_ERR_NOMEM; SB_ERR_INVAL (a path that is not a
- * directory). On failure st->disk is NULL and nothing is left running. */
-int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *io);
+struct sb_disk; /* disk_int.h */
 
 /* sb_disk_close -- stop the disk tier and free it. crash false: drain the
  * queue (under write-back, every dirty block queued first), write every
@@ -77,16 +70,6 @@ size_t sb_disk_pool_drain(sb_store *st);
  * fail, as it will not be written. */
 void sb_disk_pool_fix(sb_store *st, sb_blk *b);
 void sb_disk_pool_leave(sb_store *st, sb_blk *b);
-
-/* sb_blk_used -- [mu] a commit or a match went through b: one more use,
- * the pool's priority. */
-static inline void sb_blk_used(sb_store *st, sb_blk *b)
-{
-    if (b->uses != UINT32_MAX)
-        b->uses++;
-    if (b->pool_at)
-        sb_disk_pool_fix(st, b);
-}
 
 /* sb_disk_rec_bytes -- [mu] the bytes of b's record (head and payload),
  * what admission reserves in the write budget (writer.c). */
@@ -185,10 +168,11 @@ size_t sb_disk_stream_pages(const sb_store *st, size_t page_bytes, size_t pages)
  * the backlog budget (or can drain no more). [mu] */
 void sb_disk_stream_wait(sb_store *st);
 
-/* sb_disk_match -- a match takes (sign 1) or lets go of (-1) block b: while
- * any match holds b and b is CLEAN, the segment its record is in is not
- * deleted (reclamation waits), so a match can always read what it
- * matched, even once reclamation moved or dropped it. [mu] */
+/* sb_disk_match -- a match took (sign 1) or let go of (-1) block b
+ * (b->matched, counted by sb_tier_match, already says so): while any match
+ * holds b and b is CLEAN, the segment its record is in is not deleted
+ * (reclamation waits), so a match can always read what it matched, even
+ * once reclamation moved or dropped it. [mu] */
 void sb_disk_match(sb_store *st, sb_blk *b, int sign);
 
 /* sb_disk_held -- b became CLEAN in its segment (sign 1) or stops being
@@ -209,18 +193,12 @@ void sb_disk_unclean(sb_store *st, sb_blk *b, int state);
 bool sb_disk_record_stays(const sb_store *st, const sb_blk *b);
 
 /* sb_disk_count -- [mu] an indexed block with a record on disk joins
- * (sign 1) or leaves (sign -1) the index: the live-bytes gauges.
- * sb_disk_forget is sign -1. */
+ * (sign 1) or leaves (sign -1) the index: the live-bytes gauges. */
 void sb_disk_count(sb_store *st, const sb_blk *b, int sign);
-static inline void sb_disk_forget(sb_store *st, const sb_blk *b)
-{
-    sb_disk_count(st, b, -1);
-}
 
 /* Called by sb_disk_load for block i as soon as its record is read and
- * checked, with its data (the caller may copy out of it then, while other
- * reads are in flight; the block is not resident yet). */
-typedef void (*sb_disk_ready_fn)(void *ctx, size_t i, const uint8_t *data);
+ * checked (tier.h). */
+typedef sb_tier_ready_fn sb_disk_ready_fn;
 
 /* sb_disk_load -- make blocks[0, n) of ns resident (every one held by the
  * caller; those with data are skipped), reading their records with many
@@ -253,14 +231,6 @@ int sb_disk_flush(sb_store *st);
 /* sb_disk_stats -- [mu] fill the disk tier's fields of *out. */
 void sb_disk_stats(const sb_store *st, sb_stats *out);
 
-/* Test hooks (not in the public header). */
-
-/* sb_store_open_io -- sb_store_open on an in-memory file system (io, an
- * sb_io_mem_new handle, borrowed; cfg->dir is ignored). */
-int sb_store_open_io(const sb_config *cfg, sb_io *io, sb_store **out);
-
-/* sb_store_crash -- drop a store as a killed process would: the writer stops
- * where it is and nothing more is written; then everything is freed. */
-void sb_store_crash(sb_store *st);
+/* The test hooks sb_store_open_io and sb_store_crash: tier.h. */
 
 #endif /* SB_DISK_H */

@@ -387,4 +387,12 @@ int sb_disk_recover(sb_disk *d);
 int sb_disk_read_super(sb_io *io, int fd, uint64_t size, sb_super *s, sb_super_seg *segs,
                        uint32_t max_segs);
 
+/* sb_disk_of -- st's disk tier: the state of the store's tier (tier.h),
+ * which disk.c's sb_disk_open attaches; NULL without one (or once it
+ * closed). */
+static inline sb_disk *sb_disk_of(const sb_store *st)
+{
+    return st->tier.state;
+}
+
 #endif /* SB_DISK_INT_H */

@@ -209,7 +209,7 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
                      sb_disk_ready_fn ready_fn, void *ctx, bool *again)
 {
     sb_store *st = ns->st;
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     *n_ok = 0;
     rd *x = NULL;
     size_t nx = 0, limit = n;

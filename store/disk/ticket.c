@@ -350,8 +350,8 @@ void sb_tkt_free_all(sb_disk *d)
 
 void sb_disk_blk_gone(sb_store *st, sb_blk *b)
 {
-    if (st->disk)
-        sb_tkt_resolved(st->disk, b, false);
+    if (sb_disk_of(st))
+        sb_tkt_resolved(sb_disk_of(st), b, false);
 }
 
 void sb_tkt_short(sb_disk *d, sb_blk *b)
@@ -362,7 +362,7 @@ void sb_tkt_short(sb_disk *d, sb_blk *b)
 
 void sb_disk_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d)
         return;
     for (sb_wnode *x = old->waits, *next; x; x = next) {
@@ -388,7 +388,7 @@ void sb_disk_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
 
 sb_wset *sb_disk_wset_new(sb_store *st, size_t n)
 {
-    if (!st->disk || n > UINT32_MAX)
+    if (!sb_disk_of(st) || n > UINT32_MAX)
         return NULL;
     sb_wset *ws = sb_malloc(&st->mem, sizeof *ws + n * sizeof(sb_wnode));
     if (ws) {
@@ -405,7 +405,7 @@ void sb_disk_wset_free(sb_wset *ws)
 
 int sb_disk_wset_reserve(sb_store *st)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d)
         return SB_OK;
     if (d->n_wsets + d->wsets_reserved >= d->wsets_cap) {
@@ -422,8 +422,8 @@ int sb_disk_wset_reserve(sb_store *st)
 
 void sb_disk_wset_unreserve(sb_store *st)
 {
-    if (st->disk)
-        st->disk->wsets_reserved--;
+    if (sb_disk_of(st))
+        sb_disk_of(st)->wsets_reserved--;
 }
 
 /* ws's state is durable now (not yet swept). */
@@ -512,7 +512,7 @@ static void discard(sb_disk *d, sb_wset *ws)
 void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint64_t t0,
                      sb_write_outcome *oc, bool keep)
 {
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     oc->ticket = 0;
     oc->durable = 0;
     if (!d || !ws)
@@ -577,7 +577,7 @@ int sb_store_wait_durable(sb_store *st, uint64_t ticket, uint32_t timeout_ms)
     if (!st)
         return SB_ERR_INVAL;
     pthread_mutex_lock(&st->mu);
-    sb_disk *d = st->disk;
+    sb_disk *d = sb_disk_of(st);
     if (!d) {
         pthread_mutex_unlock(&st->mu);
         return SB_ERR_NOT_DURABLE; /* RAM only: nothing ever is */

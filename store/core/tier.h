@@ -1,0 +1,471 @@
+/* tier.h -- the interface between the RAM index and the tier below it.
+ *
+ * The index (store/core) keeps every block it has committed in RAM until
+ * eviction; a tier below it (store/disk today) may keep a copy of a block
+ * (its record), so the index can drop the block's data and read it back
+ * later. The index reaches that tier only through this header: a table of
+ * operations (sb_tier_ops) and the tier's own state, both hanging off the
+ * store (st->tier), and the inline wrappers below, one per operation.
+ *
+ *     sb_store
+ *       tier.ops ----> sb_tier_ops (const, the tier's code)
+ *       tier.state --> the tier's own state (store/disk: struct sb_disk),
+ *                      opaque to core; the tier finds it from st
+ *
+ * Each wrapper gives the RAM-only answer when the store has no tier below
+ * (st->tier.ops NULL), so core code never asks whether there is one; its
+ * comment says what that answer is. Every operation takes the store (or a
+ * namespace of it) rather than the tier's state: a tier works under the
+ * store's mutex, on the store's blocks and counters.
+ *
+ * The operations, grouped by what they mean to the index:
+ *   - life:    close, flush, stats, foreground_over (sb_store_*);
+ *   - offers:  a committed block is offered for keeping (offer,
+ *              offer_short, supersede, enqueue), and the tier's write
+ *              pool and backlog (reorder, leave, write_back, write_only,
+ *              pending, wait_progress);
+ *   - records: blocks the tier keeps a record of, by content key: a match
+ *              holding one (match), the index taking or leaving one
+ *              (count, held), whether a record may be taken over
+ *              (record_stays, unclean);
+ *   - reads:   records read back into pages (load), and a long put
+ *              streamed through the backlog (stream_pages, stream_wait);
+ *   - forget:  a cut block leaves the index with what depends on it (drop);
+ *   - tickets: durability outcomes of a put or commit (ticket, wset_new,
+ *              wset_free, wset_reserve, wset_unreserve, outcome).
+ *
+ * A block's state in the tier below is b->disk (SB_DISK_* in internal.h):
+ * NONE until the tier takes it; the tier moves it to QUEUED, CLEAN or
+ * FAILED. Without a tier every block stays NONE.
+ *
+ * Thread safety: operations marked [mu] expect st->mu held (some wait on a
+ * condition variable, releasing it meanwhile); the others take what they
+ * need. st->tier is [const]: set by the tier's constructor before the store
+ * is published (and while it recovers), cleared by its close.
+ */
+#ifndef SB_TIER_H
+#define SB_TIER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+typedef struct sb_io sb_io;     /* store/disk/io.h: a file system backend */
+typedef struct sb_wset sb_wset; /* a write set: one state's blocks (tickets) */
+
+/* Called by a load for block i as soon as its record is read and checked,
+ * with its data (the caller may copy out of it then, while other reads are
+ * in flight; the block is not resident yet). */
+typedef void (*sb_tier_ready_fn)(void *ctx, size_t i, const uint8_t *data);
+
+/* The operations of a tier. Every member is set (no NULL entries); the
+ * contracts are those of the wrappers below, which call them only when
+ * st->tier.ops is set. */
+typedef struct sb_tier_ops {
+    const char *name;     /* "disk" */
+    size_t data_align;    /* alignment and padding the tier needs of a
+                             block's data, so it can write it as it is
+                             (O_DIRECT: 4096); 0: none */
+
+    /* life */
+    int (*close)(sb_store *st, bool crash);
+    int (*flush)(sb_store *st);
+    void (*stats)(const sb_store *st, sb_stats *out);
+    void (*foreground_over)(sb_store *st);
+
+    /* offers */
+    void (*offer)(sb_store *st, sb_blk *b, const sb_blk *parent);
+    void (*offer_short)(sb_store *st, sb_blk *b);
+    void (*supersede)(sb_store *st, sb_blk *old, sb_blk *repl);
+    void (*enqueue)(sb_store *st, sb_blk *b);
+    void (*reorder)(sb_store *st, sb_blk *b);
+    void (*leave)(sb_store *st, sb_blk *b);
+    bool (*write_back)(const sb_store *st);
+    bool (*write_only)(const sb_store *st);
+    uint64_t (*pending)(const sb_store *st);
+    bool (*wait_progress)(sb_store *st);
+
+    /* records */
+    void (*match)(sb_store *st, sb_blk *b, int sign);
+    void (*count)(sb_store *st, const sb_blk *b, int sign);
+    void (*held)(sb_store *st, const sb_blk *b, int sign);
+    bool (*record_stays)(const sb_store *st, const sb_blk *b);
+    void (*unclean)(sb_store *st, sb_blk *b, int state);
+
+    /* reads */
+    int (*load)(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
+                sb_tier_ready_fn ready, void *ctx);
+    size_t (*stream_pages)(const sb_store *st, size_t page_bytes, size_t pages);
+    void (*stream_wait)(sb_store *st);
+
+    /* forget */
+    void (*drop)(struct sb_ns *ns, sb_blk *b);
+
+    /* tickets */
+    uint64_t (*ticket)(const sb_store *st);
+    sb_wset *(*wset_new)(sb_store *st, size_t n);
+    void (*wset_free)(sb_wset *ws);
+    int (*wset_reserve)(sb_store *st);
+    void (*wset_unreserve)(sb_store *st);
+    void (*outcome)(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint64_t t0,
+                    sb_write_outcome *oc, bool keep);
+} sb_tier_ops;
+
+/* ---- constructors (defined by the tiers) ------------------------------------ */
+
+/* sb_disk_config_check -- the disk tier's options in cfg (compress_level),
+ * checked for every store, with a directory or without, so a bad option
+ * is refused the same way either way (store/disk/disk.c).
+ * Returns: SB_OK; SB_ERR_INVAL. */
+int sb_disk_config_check(const sb_config *cfg);
+
+/* sb_disk_open -- the disk tier's constructor (store/disk/disk.c): set up
+ * st's tier on cfg->dir, or, for tests, on an in-memory file system (io, a
+ * mem sb_io the store takes handles on with sb_io_mem_share; borrowed):
+ * lock the directory, create or recover the store in it, start the writer,
+ * and set st->tier (already while it recovers, so what recovery indexes is
+ * counted). Called by sb_store_open before the store is published (mu not
+ * held).
+ * Returns: SB_OK; SB_ERR_LOCKED (another process holds the directory: a
+ * message naming its pid goes to stderr); SB_ERR_VERSION (an unknown
+ * format version: nothing was changed); SB_ERR_SUPERBLOCK (without
+ * cfg->open_flags SB_OPEN_SALVAGE: a superblock that cannot be used, or
+ * none beside segment files; nothing was changed); SB_ERR_IO;
+ * SB_ERR_NOSPC; SB_ERR_NOMEM; SB_ERR_INVAL (a path that is not a
+ * directory). On failure st->tier is cleared and nothing is left running
+ * (recovery may have indexed blocks: the caller frees the index). */
+int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *io);
+
+/* ---- life ------------------------------------------------------------------- */
+
+/* sb_tier_below -- is there a tier below the RAM index? (Only for work the
+ * index does on a tier's behalf, such as tracking what a restore copied
+ * while reads are in flight; every operation answers for itself.) */
+static inline bool sb_tier_below(const sb_store *st)
+{
+    return st->tier.ops != NULL;
+}
+
+/* sb_tier_data_align -- the alignment (and padding) the tier needs of a
+ * block's data. RAM only: 0 (none). */
+static inline size_t sb_tier_data_align(const sb_store *st)
+{
+    return st->tier.ops ? st->tier.ops->data_align : 0;
+}
+
+/* sb_tier_close -- stop the tier and free it; st->tier is cleared. crash
+ * false: everything the tier holds queued is written and synced first
+ * (under write-back, every dirty block). crash true (tests): stop at once,
+ * writing nothing more, as if the process died. Called by sb_store_close
+ * before the index is freed (mu not held).
+ * Returns: SB_OK (everything the close wrote is written and synced; also
+ * for a crash); the first error of the close's own writes: SB_ERR_IO,
+ * SB_ERR_NOSPC (what it did not write is lost; what was durable before
+ * stays); SB_ERR_NOMEM. RAM only: SB_OK. */
+static inline int sb_tier_close(sb_store *st, bool crash)
+{
+    return st->tier.ops ? st->tier.ops->close(st, crash) : SB_OK;
+}
+
+/* sb_tier_flush -- wait until every block offered before the call is kept
+ * by the tier, durably (under write-back, every dirty block is offered
+ * first). Unlocked.
+ * Returns: SB_OK; SB_ERR_IO (a write failed since the store opened; the
+ * blocks stay RAM-only); SB_ERR_NOSPC (the tier is full and takes no
+ * more). RAM only: SB_OK. */
+static inline int sb_tier_flush(sb_store *st)
+{
+    return st->tier.ops ? st->tier.ops->flush(st) : SB_OK;
+}
+
+/* sb_tier_stats -- [mu] fill the tier's fields of *out. RAM only: they
+ * stay as they are (zero). */
+static inline void sb_tier_stats(const sb_store *st, sb_stats *out)
+{
+    if (st->tier.ops)
+        st->tier.ops->stats(st, out);
+}
+
+/* sb_tier_foreground_over -- [mu] the last foreground mark ended: the tier
+ * may resume background work it held back. RAM only: nothing. */
+static inline void sb_tier_foreground_over(sb_store *st)
+{
+    if (st->tier.ops)
+        st->tier.ops->foreground_over(st);
+}
+
+/* ---- offers ----------------------------------------------------------------- */
+
+/* sb_tier_offer -- [mu] b (a page or point state just indexed, or indexed
+ * earlier by a commit too short to offer it) is offered to the tier in
+ * write-through and write-only modes: taken now, pooled, or denied (b
+ * FAILED) when parent (the page before it on its path; NULL for the first)
+ * is neither kept nor pooled. RAM only: nothing (b stays NONE). */
+static inline void sb_tier_offer(sb_store *st, sb_blk *b, const sb_blk *parent)
+{
+    if (st->tier.ops)
+        st->tier.ops->offer(st, b, parent);
+}
+
+/* sb_tier_offer_short -- [mu] b, new, is not offered: its commit is shorter
+ * than min_prefix_tokens (counted; b stays NONE, so a longer commit through
+ * it offers it). RAM only: nothing. */
+static inline void sb_tier_offer_short(sb_store *st, sb_blk *b)
+{
+    if (st->tier.ops)
+        st->tier.ops->offer_short(st, b);
+}
+
+/* sb_tier_supersede -- [mu] partial page old leaves the index for repl, a
+ * longer page of the same tokens: whatever waits for old (tickets) waits
+ * for repl. RAM only: nothing. */
+static inline void sb_tier_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
+{
+    if (st->tier.ops)
+        st->tier.ops->supersede(st, old, repl);
+}
+
+/* sb_tier_enqueue -- [mu] write indexed block b (NONE) now: write-back's
+ * eviction and flush. The tier takes a reference and b becomes QUEUED, or
+ * b is denied (FAILED). RAM only: nothing (b stays NONE). */
+static inline void sb_tier_enqueue(sb_store *st, sb_blk *b)
+{
+    if (st->tier.ops)
+        st->tier.ops->enqueue(st, b);
+}
+
+/* sb_blk_used -- [mu] a commit or a match went through b: one more use
+ * (saturating), the tier's priority for b while b waits in its pool (the
+ * tier reorders it). */
+static inline void sb_blk_used(sb_store *st, sb_blk *b)
+{
+    if (b->uses != UINT32_MAX)
+        b->uses++;
+    if (b->pool_at && st->tier.ops) /* (only a tier pools a block) */
+        st->tier.ops->reorder(st, b);
+}
+
+/* sb_tier_leave -- [mu] b leaves the index: out of the tier's pool, and
+ * whatever waits for b to be kept (tickets) fails, as it will not be.
+ * RAM only: nothing. */
+static inline void sb_tier_leave(sb_store *st, sb_blk *b)
+{
+    if (st->tier.ops)
+        st->tier.ops->leave(st, b);
+}
+
+/* sb_tier_write_back / sb_tier_write_only -- [mu] the tier is in that mode
+ * and still writing. RAM only: false. */
+static inline bool sb_tier_write_back(const sb_store *st)
+{
+    return st->tier.ops && st->tier.ops->write_back(st);
+}
+static inline bool sb_tier_write_only(const sb_store *st)
+{
+    return st->tier.ops && st->tier.ops->write_only(st);
+}
+
+/* sb_tier_pending -- [mu] resident bytes queued or in flight, which turn
+ * evictable once written. RAM only: 0. */
+static inline uint64_t sb_tier_pending(const sb_store *st)
+{
+    return st->tier.ops ? st->tier.ops->pending(st) : 0;
+}
+
+/* sb_tier_wait_progress -- [mu] wait (st->mu released meanwhile) until
+ * the tier finished at least one more write. Returns false at once when
+ * nothing is pending (or the caller is the tier's own thread). RAM only:
+ * false. */
+static inline bool sb_tier_wait_progress(sb_store *st)
+{
+    return st->tier.ops && st->tier.ops->wait_progress(st);
+}
+
+/* ---- records ---------------------------------------------------------------- */
+
+/* sb_tier_match -- [mu] a match takes (sign 1) or lets go of (-1) block b:
+ * b->matched counts it, and while any match holds b and b is CLEAN the
+ * tier keeps its record readable (reclamation waits), so a match can
+ * always read what it matched. RAM only: the count alone. */
+static inline void sb_tier_match(sb_store *st, sb_blk *b, int sign)
+{
+    if (sign > 0)
+        b->matched++;
+    else
+        b->matched--;
+    if (st->tier.ops)
+        st->tier.ops->match(st, b, sign);
+}
+
+/* sb_tier_count -- [mu] an indexed block with a record (CLEAN) joins (sign
+ * 1) or leaves (sign -1) the index: the tier's live-bytes gauges.
+ * sb_tier_forget is sign -1. RAM only: nothing. */
+static inline void sb_tier_count(sb_store *st, const sb_blk *b, int sign)
+{
+    if (st->tier.ops)
+        st->tier.ops->count(st, b, sign);
+}
+static inline void sb_tier_forget(sb_store *st, const sb_blk *b)
+{
+    sb_tier_count(st, b, -1);
+}
+
+/* sb_tier_held -- [mu] b became CLEAN (sign 1) or stops being CLEAN (-1)
+ * where its record is: the holds of its matches move along. RAM only:
+ * nothing. */
+static inline void sb_tier_held(sb_store *st, const sb_blk *b, int sign)
+{
+    if (st->tier.ops)
+        st->tier.ops->held(st, b, sign);
+}
+
+/* sb_tier_record_stays -- [mu] is CLEAN block b's record still where b
+ * says, and staying there, so another block of the same content key may
+ * take it over (a block that left the index may outlive its record)? RAM
+ * only: false. */
+static inline bool sb_tier_record_stays(const sb_store *st, const sb_blk *b)
+{
+    return st->tier.ops && st->tier.ops->record_stays(st, b);
+}
+
+/* sb_tier_unclean -- [mu] CLEAN block b stops naming its record: it
+ * becomes state (SB_DISK_*), leaving the tier's gauges (when indexed) and
+ * taking its matches' holds off the record. RAM only: b->disk = state. */
+static inline void sb_tier_unclean(sb_store *st, sb_blk *b, int state)
+{
+    if (st->tier.ops)
+        st->tier.ops->unclean(st, b, state);
+    else
+        b->disk = (uint8_t)state;
+}
+
+/* ---- reads ------------------------------------------------------------------ */
+
+/* sb_tier_load -- make blocks[0, n) of ns resident (every one held by the
+ * caller; those with data are skipped), reading their records with many
+ * reads in flight and checking each one. Unlocked. *n_ok receives how many
+ * leading blocks are resident. When block i fails, it is removed from the
+ * index with every page and point state that depends on it, and *n_ok = i.
+ * ready (may be NULL) sees every block read and checked, in completion
+ * order.
+ * Returns: SB_OK (*n_ok = n); SB_ERR_CORRUPT (a checksum, key or size did
+ * not match); SB_ERR_IO (a read failed); SB_ERR_BUDGET, SB_ERR_NOMEM (no
+ * room for the data: *n_ok blocks were made resident, the index
+ * unchanged). RAM only: every held block is resident (SB_OK, *n_ok = n);
+ * one without data would be SB_ERR_IO at its place, as with a tier that
+ * lost it. */
+static inline int sb_tier_load(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
+                               sb_tier_ready_fn ready, void *ctx)
+{
+    if (ns->st->tier.ops)
+        return ns->st->tier.ops->load(ns, blocks, n, n_ok, ready, ctx);
+    size_t i = 0;
+    while (i < n && blocks[i]->data)
+        i++;
+    *n_ok = i;
+    return i == n ? SB_OK : SB_ERR_IO;
+}
+
+/* sb_tier_stream_pages -- a put of `pages` new pages of page_bytes each
+ * streams out when they are more than the tier's backlog takes: the pages
+ * per chunk, else 0 (one commit). [unlocked reads of const fields] RAM
+ * only: 0. */
+static inline size_t sb_tier_stream_pages(const sb_store *st, size_t page_bytes, size_t pages)
+{
+    return st->tier.ops ? st->tier.ops->stream_pages(st, page_bytes, pages) : 0;
+}
+
+/* sb_tier_stream_wait -- [mu] wait until the tier drained its backlog to
+ * half (or can drain no more). RAM only: nothing. */
+static inline void sb_tier_stream_wait(sb_store *st)
+{
+    if (st->tier.ops)
+        st->tier.ops->stream_wait(st);
+}
+
+/* ---- forget ----------------------------------------------------------------- */
+
+/* sb_tier_drop -- [mu] remove cut block b (b->cut: the tier took its
+ * record while it was resident, evict.c) from the index with every page
+ * and point state that depends on it (deepest leaf pages first). The
+ * caller holds a reference to b besides the index's. RAM only: nothing
+ * (only a tier cuts a block). */
+static inline void sb_tier_drop(struct sb_ns *ns, sb_blk *b)
+{
+    if (ns->st->tier.ops)
+        ns->st->tier.ops->drop(ns, b);
+}
+
+/* ---- tickets ---------------------------------------------------------------- *
+ *
+ * A put or commit that reports its outcome, or runs under
+ * SB_DURABILITY_COMMIT, takes sb_tier_ticket before it commits, a write set
+ * for its state's blocks before it locks (sb_tier_wset_new: an allocation
+ * that fails changes nothing) and room for it (sb_tier_wset_reserve), and,
+ * once its state is indexed, hands the set to sb_tier_outcome. */
+
+/* sb_tier_ticket -- [mu] the next block ticket the tier hands out: blocks
+ * queued from now on have this one or a later one. RAM only: 0. */
+static inline uint64_t sb_tier_ticket(const sb_store *st)
+{
+    return st->tier.ops ? st->tier.ops->ticket(st) : 0;
+}
+
+/* sb_tier_wset_new -- unlocked: a write set for a state of up to n blocks.
+ * Returns NULL when out of memory. RAM only: NULL (none is needed; callers
+ * ask only with sb_tier_below). sb_tier_wset_free -- free one never handed
+ * to sb_tier_outcome (NULL is a no-op). */
+static inline sb_wset *sb_tier_wset_new(sb_store *st, size_t n)
+{
+    return st->tier.ops ? st->tier.ops->wset_new(st, n) : NULL;
+}
+static inline void sb_tier_wset_free(sb_store *st, sb_wset *ws)
+{
+    if (ws && st->tier.ops) /* (only a tier makes one) */
+        st->tier.ops->wset_free(ws);
+}
+
+/* sb_tier_wset_reserve -- [mu] a place for one more set, kept until
+ * sb_tier_outcome takes it or sb_tier_wset_unreserve gives it back.
+ * Returns: SB_OK; SB_ERR_NOMEM (nothing changed). RAM only: SB_OK. */
+static inline int sb_tier_wset_reserve(sb_store *st)
+{
+    return st->tier.ops ? st->tier.ops->wset_reserve(st) : SB_OK;
+}
+static inline void sb_tier_wset_unreserve(sb_store *st)
+{
+    if (st->tier.ops)
+        st->tier.ops->wset_unreserve(st);
+}
+
+/* sb_tier_outcome -- [mu] the ticket of the state blocks[0, n) with write
+ * set ws (taken, with its reserved place; may be NULL, or n 0: no ticket).
+ * Under SB_DURABILITY_COMMIT it waits (st->mu released meanwhile) until
+ * what the state has queued is written and synced. Fills oc's ticket,
+ * durable, queued, written, deferred, dirty and denied fields; t0 is the
+ * call's sb_tier_ticket. keep false: nobody will ask for the ticket. RAM
+ * only: oc->ticket and oc->durable 0. */
+static inline void sb_tier_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n,
+                                   uint64_t t0, sb_write_outcome *oc, bool keep)
+{
+    if (st->tier.ops) {
+        st->tier.ops->outcome(st, ws, blocks, n, t0, oc, keep);
+        return;
+    }
+    oc->ticket = 0;
+    oc->durable = 0;
+}
+
+/* ---- test hooks (not in the public header; store.c) ---------------------------- */
+
+/* sb_store_open_io -- sb_store_open on an in-memory file system (io, an
+ * sb_io_mem_new handle, borrowed; cfg->dir is ignored). */
+int sb_store_open_io(const sb_config *cfg, sb_io *io, sb_store **out);
+
+/* sb_store_crash -- drop a store as a killed process would: the tier stops
+ * where it is and nothing more is written; then everything is freed. */
+void sb_store_crash(sb_store *st);
+
+#endif /* SB_TIER_H */
