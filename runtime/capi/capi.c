@@ -246,7 +246,9 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     X(disk_compress_stored_bytes) X(disk_compress_saved_bytes)                                  \
     X(recovered_records)                                                                        \
     X(recovered_pages) X(recovered_points) X(recovered_namespaces) X(recovery_orphans)          \
-    X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)
+    X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)          \
+    X(pool_spare_bytes) X(pool_spare_pages) X(pool_chunks) X(pool_grown_bytes)                  \
+    X(pool_trimmed_bytes) X(disk_read_ios) X(disk_write_ios)
 #define SB_COUNT_FIELD(f) +1
 _Static_assert(sizeof(sb_stats) ==
                    (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +

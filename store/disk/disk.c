@@ -782,6 +782,8 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->disk_pages = st->disk_pages;
     out->disk_write_bytes = d->write_bytes;
     out->disk_read_bytes = d->read_bytes;
+    out->disk_read_ios = d->read_ios;
+    out->disk_write_ios = d->write_ios;
     out->disk_write_denials = d->denials;
     for (int i = 0; i < SB_DENY__COUNT; i++) {
         out->disk_denials[i] = d->deny[i];

@@ -19,6 +19,10 @@
 
 typedef struct sb_disk sb_disk;
 
+/* The most bytes one read of a restore brings: adjacent records are read
+ * together up to this (the block layer's usual largest request). */
+#define SB_DISK_READ_MAX (4u << 20)
+
 /* An entry of the priority pool (admit.c): a block and its place. */
 typedef struct sb_pool_ent {
     sb_blk *b;
@@ -172,6 +176,7 @@ struct sb_disk {
 
     /* counters [mu] */
     uint64_t write_bytes, read_bytes;
+    uint64_t write_ios, read_ios; /* requests: writes finished, reads submitted */
     uint64_t write_errors, read_errors, checksum_failures, denials;
     uint64_t rec_records, rec_pages, rec_points, rec_ns, rec_orphans;
     uint64_t rec_bad_summaries, rec_torn, rec_unlisted, rec_ns_time;

@@ -448,8 +448,10 @@ typedef struct sb_stats {
     uint64_t cow_copies;         /* sb_page_writable copies */
     uint64_t budget_denials;     /* allocations refused with SB_ERR_BUDGET */
     /* RAM tier, gauges */
-    uint64_t ram_bytes;          /* bytes of pages and point states allocated */
-    uint64_t ram_pages;          /* pages allocated (indexed or held) */
+    uint64_t ram_bytes;          /* bytes of pages and point states allocated
+                                    (the pool's spares not included) */
+    uint64_t ram_pages;          /* pages allocated (indexed or held; spares
+                                    not included) */
     uint64_t ram_bytes_limit;    /* config ram_bytes */
     uint64_t ram_pages_limit;    /* config ram_pages */
     uint64_t indexed_pages;      /* pages the index holds */
@@ -459,8 +461,8 @@ typedef struct sb_stats {
     uint64_t point_bytes;        /* their bytes */
     uint64_t pins;               /* live TTL pins */
     uint64_t namespaces;         /* namespaces the store holds */
-    uint64_t pool_resident_bytes;/* resident bytes of the page pool's arena,
-                                    from the allocator (0 when unknown) */
+    uint64_t pool_resident_bytes;/* bytes of the page pool's slots, in use or
+                                    spare (all faulted in) */
     /* RAM tier, counters */
     uint64_t evictions;          /* pages evicted */
     uint64_t evicted_bytes;      /* their bytes */
@@ -557,6 +559,21 @@ typedef struct sb_stats {
                                     (an older slot or a stale superblock was
                                     all there was): scanned and adopted */
     uint64_t recovery_ns;        /* time open spent recovering, nanoseconds */
+    /* the page pool: freed page and point-state buffers are kept, faulted
+     * in, as spares for the next block of their size. Spares count against
+     * ram_bytes_limit and ram_pages_limit beside ram_bytes and ram_pages,
+     * and are given back to the system before anything is evicted. */
+    uint64_t pool_spare_bytes;   /* gauge: what the spares count (their blocks'
+                                    bytes) */
+    uint64_t pool_spare_pages;   /* gauge: spare page buffers */
+    uint64_t pool_chunks;        /* gauge: chunks mapped (each 2 MiB aligned,
+                                    huge-page advised, populated at once) */
+    uint64_t pool_grown_bytes;   /* bytes of slots mapped and populated so far */
+    uint64_t pool_trimmed_bytes; /* spare bytes given back to make room */
+    /* the disk tier's data path */
+    uint64_t disk_read_ios;      /* read requests of restores (one covers
+                                    several adjacent records) */
+    uint64_t disk_write_ios;     /* write requests of the writer */
 } sb_stats;
 
 /* sb_store_stats -- snapshot the store's counters into *out.
@@ -775,6 +792,25 @@ typedef struct sb_page sb_page;
  * sb_page_unref() (or kept after sb_ns_commit, which takes its own).
  * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_BUDGET; SB_ERR_NOMEM. */
 SB_API int sb_ns_page_alloc(sb_ns *ns, sb_page **out);
+
+/* sb_ns_prefault -- have page buffers of ns's size ready in the bank's
+ * pool before they are needed, as an inference engine allocates its KV
+ * cache when it starts: up to n_pages of them, mapped and faulted in, so
+ * that the pages a later restore reads into, or sb_ns_page_alloc hands
+ * out, cost no page faults then.
+ *
+ * They are spares: they count against ram_bytes and ram_pages (see
+ * stats.pool_spare_bytes) and are the first memory the bank gives back
+ * when blocks need room. Spares the pool already holds count towards
+ * n_pages; nothing is evicted to make more: with the budgets full, fewer
+ * (or none) are made. Spares of a page size are shared by every namespace
+ * of that size.
+ * *n_ready (may be NULL) receives how many spare pages of ns's size the
+ * pool holds on return.
+ * Returns: SB_OK (also when the budgets allowed fewer than n_pages);
+ * SB_ERR_INVAL (NULL ns); SB_ERR_NOMEM (the system refused the memory:
+ * no spare was made by this call). */
+SB_API int sb_ns_prefault(sb_ns *ns, size_t n_pages, size_t *n_ready);
 
 /* sb_page_data -- the page's bytes. Borrowed while the caller holds a
  * reference. A page the bank indexes (committed) must not be written: use

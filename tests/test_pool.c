@@ -1,0 +1,462 @@
+/* Description: the page pool (store/core/pool.h) and the coalesced reads of
+ * restores (store/disk/dread.c).
+ *
+ * The pool keeps freed page buffers as spares and hands them to the next
+ * block of their size; spares count against the RAM budgets beside the
+ * blocks and give way before anything is evicted; sb_ns_prefault makes
+ * them ahead of need. Restores read adjacent records with one vectored
+ * read, into recycled buffers.
+ *
+ *   spares_recycled          freed pages come back as spares; allocating
+ *                            again maps nothing new; the gauges add up.
+ *   spares_give_way          spares of one page size fill the budget; pages
+ *                            of another size still fit, by trimming the
+ *                            spares, with no eviction.
+ *   prefault                 sb_ns_prefault makes spares up to the budget's
+ *                            room, never evicts, and the pages taken later
+ *                            map nothing new.
+ *   check_sees_spare_drift   sb_store_check fails when the spare gauges do
+ *                            not match the spare stacks.
+ *   restore_no_stale_bytes   pages and point states restored (copy mode and
+ *                            zero-copy, compressed or not) into recycled
+ *                            buffers that were filled with a poison byte
+ *                            come back bit-exact.
+ *   coalesced_reads          a sequence's records are read with fewer reads
+ *                            than records, and restore bit-exact.
+ *   coalesced_bad_record     one record damaged in the middle of a coalesced
+ *                            read: the match shrinks to the records before
+ *                            it, exactly as a read per record did, and one
+ *                            checksum failure is counted.
+ *   coalesced_read_error     a coalesced read that fails (EIO) is read
+ *                            again record by record: the restore is whole.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "disk.h"
+#include "format.h"
+#include "internal.h"
+#include "io.h"
+#include "testutil.h"
+
+/* 4 KiB pages (page_tokens 8, 2 tensors), point states. */
+static const tu_layout LP = { .page_tokens = 8, .n_tensors = 2, .bpt = { 256, 192 },
+                              .point_bytes = 40, .model = "pool-a" };
+/* 8 KiB pages. */
+static const tu_layout LQ = { .page_tokens = 8, .n_tensors = 1, .bpt = { 1024 },
+                              .model = "pool-b" };
+
+static sb_store *ram_store(uint64_t ram_bytes)
+{
+    sb_config c;
+    sb_config_default(&c);
+    c.min_prefix_tokens = 1;
+    c.ram_bytes = ram_bytes;
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&c, &st), SB_OK);
+    return st;
+}
+
+static void alloc_pages(sb_ns *ns, sb_page **p, size_t n, int fill)
+{
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(sb_ns_page_alloc(ns, &p[i]), SB_OK);
+        sb_ns_info info;
+        assert_int_equal(sb_ns_get_info(ns, &info), SB_OK);
+        if (fill >= 0)
+            memset(sb_page_data(p[i]), fill, info.page_bytes);
+    }
+}
+
+static void unref_pages(sb_page **p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        sb_page_unref(p[i]);
+}
+
+static void test_pool_spares_recycled(void **state)
+{
+    (void)state;
+    sb_store *st = ram_store(64 << 20);
+    sb_ns *ns = tu_ns(st, &LP, "a");
+    enum { N = 100 };
+    sb_page *p[N];
+    alloc_pages(ns, p, N, 1);
+    sb_stats s = tu_stats(st);
+    assert_int_equal(s.ram_pages, N);
+    uint64_t grown = s.pool_grown_bytes;
+    assert_true(grown >= N * 4096ull);
+    unref_pages(p, N);
+    tu_check(st);
+    s = tu_stats(st);
+    assert_int_equal(s.ram_pages, 0);
+    assert_int_equal(s.ram_bytes, 0);
+    assert_true(s.pool_spare_pages >= N);
+    assert_int_equal(s.pool_spare_bytes, s.pool_spare_pages * 4096);
+    /* Taking them again maps nothing new. */
+    alloc_pages(ns, p, N, 2);
+    tu_check(st);
+    s = tu_stats(st);
+    assert_int_equal(s.pool_grown_bytes, grown);
+    assert_int_equal(s.ram_pages, N);
+    unref_pages(p, N);
+    sb_ns_close(ns);
+    sb_store_close(st);
+}
+
+static void test_pool_spares_give_way(void **state)
+{
+    (void)state;
+    enum { BUDGET = 64 };
+    sb_store *st = ram_store(BUDGET * 4096); /* 64 pages of 4 KiB */
+    sb_ns *a = tu_ns(st, &LP, "a"), *b = tu_ns(st, &LQ, "b");
+    sb_page *p[BUDGET];
+    alloc_pages(a, p, BUDGET, 1);
+    unref_pages(p, BUDGET);
+    sb_stats s = tu_stats(st);
+    assert_int_equal(s.pool_spare_bytes, BUDGET * 4096);
+    tu_check(st);
+    /* 8 KiB pages: every one needs two spares of 4 KiB given back. */
+    for (int i = 0; i < BUDGET / 2; i++) {
+        assert_int_equal(sb_ns_page_alloc(b, &p[i]), SB_OK);
+        tu_check(st);
+    }
+    s = tu_stats(st);
+    assert_int_equal(s.evictions, 0);
+    assert_int_equal(s.ram_bytes, BUDGET * 4096);
+    assert_int_equal(s.pool_spare_bytes, 0);
+    assert_int_equal(s.pool_trimmed_bytes, BUDGET * 4096);
+    /* The budget is now full of blocks: one more is refused. */
+    sb_page *q;
+    assert_int_equal(sb_ns_page_alloc(b, &q), SB_ERR_BUDGET);
+    unref_pages(p, BUDGET / 2);
+    tu_check(st);
+    sb_ns_close(a);
+    sb_ns_close(b);
+    sb_store_close(st);
+}
+
+static void test_pool_prefault(void **state)
+{
+    (void)state;
+    enum { BUDGET = 40 };
+    sb_store *st = ram_store(BUDGET * 4096);
+    sb_ns *ns = tu_ns(st, &LP, "a");
+    uint64_t rng = 7;
+    uint32_t tok[80];
+    tu_tokens(&rng, tok, 80, 1000);
+    tu_put(ns, &LP, tok, 80, false, SB_OK); /* 10 pages, indexed */
+    size_t ready = 0;
+    assert_int_equal(sb_ns_prefault(ns, 100, &ready), SB_OK);
+    tu_check(st);
+    sb_stats s = tu_stats(st);
+    assert_int_equal(ready, BUDGET - 10); /* the room, no more */
+    assert_int_equal(s.pool_spare_pages, BUDGET - 10);
+    assert_int_equal(s.evictions, 0);
+    assert_int_equal(s.indexed_pages, 10);
+    uint64_t grown = s.pool_grown_bytes;
+    /* Asking again changes nothing; the pages taken map nothing new. */
+    assert_int_equal(sb_ns_prefault(ns, 20, &ready), SB_OK);
+    assert_int_equal(ready, BUDGET - 10);
+    sb_page *p[BUDGET - 10];
+    alloc_pages(ns, p, BUDGET - 10, 3);
+    s = tu_stats(st);
+    assert_int_equal(s.pool_grown_bytes, grown);
+    assert_int_equal(s.pool_spare_pages, 0);
+    assert_int_equal(sb_ns_prefault(ns, 5, &ready), SB_OK);
+    assert_int_equal(ready, 0); /* full: nothing evicted for spares */
+    unref_pages(p, BUDGET - 10);
+    assert_int_equal(sb_ns_prefault(NULL, 5, &ready), SB_ERR_INVAL);
+    tu_check(st);
+    sb_ns_close(ns);
+    sb_store_close(st);
+}
+
+static void test_pool_check_sees_spare_drift(void **state)
+{
+    (void)state;
+    sb_store *st = ram_store(16 << 20);
+    sb_ns *ns = tu_ns(st, &LP, "a");
+    sb_page *p[4];
+    alloc_pages(ns, p, 4, 0);
+    unref_pages(p, 4);
+    tu_check(st);
+    st->pool.spare_bytes += 4096; /* a spare counted that is not there */
+    st->ram_bytes += 4096;
+    assert_int_equal(sb_store_check(st), SB_ERR_CORRUPT);
+    st->pool.spare_bytes -= 4096;
+    st->ram_bytes -= 4096;
+    st->pool.spare_pages++;
+    st->ram_pages++;
+    assert_int_equal(sb_store_check(st), SB_ERR_CORRUPT);
+    st->pool.spare_pages--;
+    st->ram_pages--;
+    tu_check(st);
+    sb_ns_close(ns);
+    sb_store_close(st);
+}
+
+/* ---- restores on the in-memory file system -------------------------------------- */
+
+static sb_config disk_config(uint32_t zlevel)
+{
+    sb_config c;
+    sb_config_default(&c);
+    c.min_prefix_tokens = 1;
+    c.segment_bytes = 4 << 20;
+    c.disk_bytes = 256 << 20;
+    c.queue_depth = 8;
+    c.ram_bytes = 32 << 20;
+    c.compress_level = zlevel;
+    return c;
+}
+
+static sb_store *mem_open(sb_io *io, const sb_config *c)
+{
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open_io(c, io, &st), SB_OK);
+    return st;
+}
+
+/* Fill the pool with spares of ns's page size holding poison. */
+static void poison_spares(sb_ns *ns, size_t n)
+{
+    sb_page **p = calloc(n, sizeof *p);
+    assert_non_null(p);
+    alloc_pages(ns, p, n, 0xEE);
+    unref_pages(p, n);
+    free(p);
+}
+
+/* Restore s[0, n) of tokens tok (copy mode and zero-copy), bit-exact. */
+static void restore_exact(sb_ns *ns, const tu_layout *l, const uint32_t *tok, size_t n,
+                          bool point, bool zero_copy)
+{
+    sb_match *m = NULL;
+    assert_int_equal(sb_ns_match(ns, tok, n, &m), SB_OK);
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+    assert_int_equal(info.n_tokens, n);
+    assert_true(info.n_pages_disk > 0);
+    if (zero_copy) {
+        sb_page **p = calloc(info.n_pages, sizeof *p);
+        assert_int_equal(sb_match_pages(m, 0, info.n_pages, p), SB_OK);
+        for (size_t r = 0; r < info.n_pages; r++) {
+            size_t k = n - r * l->page_tokens;
+            k = k < l->page_tokens ? k : l->page_tokens;
+            assert_true(tu_page_holds(ns, l, p[r], tok, r, k));
+            sb_page_unref(p[r]);
+        }
+        free(p);
+    }
+    void **bufs = tu_bufs(l, n);
+    uint8_t pt[64];
+    assert_int_equal(sb_match_restore(m, n, bufs, point ? pt : NULL), SB_OK);
+    assert_true(tu_state_equal(l, tok, n, bufs));
+    if (point) {
+        void *want = tu_point(l, tok, n);
+        assert_memory_equal(pt, want, l->point_bytes);
+        free(want);
+    }
+    tu_free_state(l, bufs);
+    sb_match_release(m);
+}
+
+static void stale_round(uint32_t zlevel)
+{
+    sb_io *io = NULL;
+    assert_int_equal(sb_io_mem_new(&io), 0);
+    sb_config c = disk_config(zlevel);
+    enum { NSEQ = 6, LEN = 203 };
+    uint32_t tok[NSEQ][LEN];
+    uint64_t rng = 11 + zlevel;
+    sb_store *st = mem_open(io, &c);
+    sb_ns *ns = tu_ns(st, &LP, "s");
+    for (int i = 0; i < NSEQ; i++) {
+        tu_tokens(&rng, tok[i], LEN, 500);
+        tu_put(ns, &LP, tok[i], LEN, true, SB_OK);
+    }
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+
+    st = mem_open(io, &c);
+    ns = tu_ns(st, &LP, "s");
+    for (int i = 0; i < NSEQ; i++) {
+        poison_spares(ns, 64); /* every read lands in a poisoned buffer */
+        restore_exact(ns, &LP, tok[i], LEN, true, i % 2);
+        tu_check(st);
+    }
+    sb_stats s = tu_stats(st);
+    assert_int_equal(s.disk_checksum_failures, 0);
+    assert_true(s.pool_spare_pages > 0);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
+static void test_pool_restore_no_stale_bytes(void **state)
+{
+    (void)state;
+    stale_round(0);
+    stale_round(3);
+}
+
+/* The offset of the page record of ns at token position pos in segment
+ * file name, or -1. */
+static long page_record_at(sb_io *io, const char *name, uint32_t pos, uint32_t *head_bytes)
+{
+    int fd = sb_io_open(io, name, SB_IO_RDONLY);
+    assert_true(fd >= 0);
+    uint64_t size = 0;
+    assert_int_equal(io->ops->size(io, fd, &size), 0);
+    uint8_t *buf = malloc(size);
+    assert_int_equal(sb_io_pread(io, fd, buf, size, 0), (int64_t)size);
+    sb_io_close(io, fd);
+    long at = -1;
+    for (uint64_t off = 0; off + 4096 <= size && at < 0; off += 4096) {
+        sb_rec_head h;
+        const uint32_t *t;
+        const void *x;
+        if (sb_rec_decode(buf + off, size - off, off, &h, &t, &x) == SB_OK &&
+            h.kind == SB_REC_PAGE && h.position == pos) {
+            at = (long)off;
+            *head_bytes = h.head_bytes;
+        }
+    }
+    free(buf);
+    return at;
+}
+
+/* Flip one byte of file name at off. */
+static void flip(sb_io *io, const char *name, uint64_t off)
+{
+    int fd = sb_io_open(io, name, 0);
+    assert_true(fd >= 0);
+    uint8_t b;
+    assert_int_equal(sb_io_pread(io, fd, &b, 1, off), 1);
+    b ^= 0x40;
+    assert_int_equal(sb_io_pwrite(io, fd, &b, 1, off), 1);
+    assert_int_equal(sb_io_fdatasync(io, fd), 0);
+    sb_io_close(io, fd);
+}
+
+enum { CO_PAGES = 40, CO_LEN = CO_PAGES * 8 };
+
+/* One sequence of CO_PAGES pages on the mem file system, the store closed. */
+static void coalesce_world(sb_io **io, sb_config *c, uint32_t *tok)
+{
+    assert_int_equal(sb_io_mem_new(io), 0);
+    *c = disk_config(0);
+    uint64_t rng = 5;
+    tu_tokens(&rng, tok, CO_LEN, 1000);
+    sb_store *st = mem_open(*io, c);
+    sb_ns *ns = tu_ns(st, &LP, "c");
+    tu_put(ns, &LP, tok, CO_LEN, false, SB_OK);
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+}
+
+static void test_pool_coalesced_reads(void **state)
+{
+    (void)state;
+    sb_io *io;
+    sb_config c;
+    uint32_t tok[CO_LEN];
+    coalesce_world(&io, &c, tok);
+    sb_store *st = mem_open(io, &c);
+    sb_ns *ns = tu_ns(st, &LP, "c");
+    sb_stats s0 = tu_stats(st);
+    restore_exact(ns, &LP, tok, CO_LEN, false, true);
+    sb_stats s = tu_stats(st);
+    /* 40 records of 8 KiB: one read of 320 KiB (the match's other reads:
+     * none, every page was on disk). */
+    assert_true(s.disk_read_ios - s0.disk_read_ios < CO_PAGES / 4);
+    assert_int_equal(s.disk_read_bytes - s0.disk_read_bytes, CO_PAGES * 8192ull);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
+static void test_pool_coalesced_bad_record(void **state)
+{
+    (void)state;
+    sb_io *io;
+    sb_config c;
+    uint32_t tok[CO_LEN];
+    coalesce_world(&io, &c, tok);
+    /* Damage the payload of page 17 (tokens 136..143). */
+    enum { BAD = 17 };
+    uint32_t hb = 0;
+    long at = page_record_at(io, "seg-00000001.dat", BAD * 8, &hb);
+    assert_true(at >= 0);
+    flip(io, "seg-00000001.dat", (uint64_t)at + hb + 100);
+    sb_store *st = mem_open(io, &c);
+    sb_ns *ns = tu_ns(st, &LP, "c");
+    sb_match *m = NULL;
+    assert_int_equal(sb_ns_match(ns, tok, CO_LEN, &m), SB_OK);
+    void **bufs = tu_bufs(&LP, CO_LEN);
+    assert_int_equal(sb_match_restore(m, CO_LEN, bufs, NULL), SB_ERR_CORRUPT);
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+    /* Exactly the records before the bad one, as one read each gave. */
+    assert_int_equal(info.n_tokens, BAD * 8);
+    assert_int_equal(info.n_pages, BAD);
+    assert_int_equal(info.n_pages_disk, 0); /* the rest are resident */
+    assert_int_equal(info.miss, SB_MISS_CORRUPT);
+    assert_true(tu_state_equal(&LP, tok, BAD * 8, bufs));
+    tu_free_state(&LP, bufs);
+    sb_match_release(m);
+    sb_stats s = tu_stats(st);
+    assert_int_equal(s.disk_checksum_failures, 1);
+    assert_int_equal(s.disk_read_errors, 0);
+    assert_true(s.disk_read_ios < CO_PAGES / 4);
+    assert_int_equal(tu_match_len(ns, tok, CO_LEN), BAD * 8);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
+static void test_pool_coalesced_read_error(void **state)
+{
+    (void)state;
+    sb_io *io;
+    sb_config c;
+    uint32_t tok[CO_LEN];
+    coalesce_world(&io, &c, tok);
+    sb_store *st = mem_open(io, &c);
+    sb_ns *ns = tu_ns(st, &LP, "c");
+    sb_stats s0 = tu_stats(st);
+    /* The restore's first operation opens the segment, its second is the
+     * coalesced read: it fails once. */
+    sb_io_mem_fail_at(io, 2, -5 /* EIO */);
+    restore_exact(ns, &LP, tok, CO_LEN, false, false);
+    sb_io_mem_fail_at(io, 0, 0);
+    sb_stats s = tu_stats(st);
+    assert_int_equal(s.disk_read_errors, 0);
+    assert_int_equal(s.disk_checksum_failures, 0);
+    /* The failed read, then one per record of it. */
+    assert_true(s.disk_read_ios - s0.disk_read_ios > CO_PAGES);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pool_spares_recycled),
+        cmocka_unit_test(test_pool_spares_give_way),
+        cmocka_unit_test(test_pool_prefault),
+        cmocka_unit_test(test_pool_check_sees_spare_drift),
+        cmocka_unit_test(test_pool_restore_no_stale_bytes),
+        cmocka_unit_test(test_pool_coalesced_reads),
+        cmocka_unit_test(test_pool_coalesced_bad_record),
+        cmocka_unit_test(test_pool_coalesced_read_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
