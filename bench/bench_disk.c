@@ -69,6 +69,9 @@
 
 #include "snapbank.h"
 
+#define BENCH_NAME "bench_disk"
+#include "bench_fio.h"
+
 #ifndef SB_BENCH_BUILD_TYPE
 #define SB_BENCH_BUILD_TYPE "unknown"
 #endif
@@ -506,55 +509,19 @@ static void bank_evict_all(bank *b)
 
 /* ---- fio ---------------------------------------------------------------------- */
 
-/* What one fio run measured: bandwidth, and the CPU its job used. */
-typedef struct fio_out {
-    double mib_s;              /* bandwidth, MiB/s; -1 when fio failed */
-    double cpu_s;              /* user + system CPU seconds of the job */
-} fio_out;
-
-/* Field n (1-based) of a terse line, or NULL. */
-static const char *terse_field(const char *line, int n)
+/* Run fio once on file (rw "write" or "read"), io_uring and O_DIRECT,
+ * block size bs, queue depth qd, size bytes (the write ends with a sync, as
+ * the spill does). false when fio failed. */
+static bool fio_run(const char *file, const char *rw, uint64_t bs, uint32_t qd, uint64_t size,
+                    bench_fio *out)
 {
-    const char *p = line;
-    for (int i = 1; p && i < n; i++)
-        p = strchr(p, ';') ? strchr(p, ';') + 1 : NULL;
-    return p;
-}
-
-/* Run fio once on file (rw "write" or "read"); print the command; return
- * its bandwidth and CPU, mib_s -1 when fio failed or printed no terse line.
- * Terse version 3 is one line of ';'-separated fields: 7 and 9 are the read
- * bandwidth (KiB/s) and runtime (ms), 48 and 50 the write's; 88 and 89 the
- * job's user and system CPU as a percentage of its runtime. */
-static fio_out fio_run(const char *file, const char *rw, uint64_t bs, uint32_t qd,
-                       uint64_t size)
-{
-    char cmd[PATH_MAX + 512], line[16384];
+    char job[PATH_MAX + 256];
     bool wr = !strcmp(rw, "write");
-    snprintf(cmd, sizeof cmd,
-             "fio --name=bench_disk_%s --filename='%s' --ioengine=io_uring --direct=1 "
-             "--rw=%s --bs=%" PRIu64 " --iodepth=%u --size=%" PRIu64 "%s "
-             "--output-format=terse --terse-version=3", rw, file, rw, bs, qd, size,
-             wr ? " --end_fsync=1" : "");
-    printf("fio command: %s\n", cmd);
-    fflush(stdout);
-    FILE *f = popen(cmd, "r");
-    const char *p = f && fgets(line, sizeof line, f) && !strncmp(line, "3;", 2) ? line : NULL;
-    const char *bw = p ? terse_field(p, wr ? 48 : 7) : NULL;
-    const char *ms = p ? terse_field(p, wr ? 50 : 9) : NULL;
-    const char *usr = p ? terse_field(p, 88) : NULL, *sys = p ? terse_field(p, 89) : NULL;
-    double kib = bw ? strtod(bw, NULL) : -1;
-    fio_out o = { .mib_s = -1, .cpu_s = 0 };
-    if (ms && usr && sys)
-        o.cpu_s = (strtod(usr, NULL) + strtod(sys, NULL)) / 100 * strtod(ms, NULL) / 1e3;
-    int status = f ? pclose(f) : -1;
-    if (status != 0 || kib <= 0) {
-        fprintf(stderr, "bench_disk: fio %s failed (status %d) or gave no bandwidth\n", rw,
-                status);
-        return o;
-    }
-    o.mib_s = kib * 1024 / MIB;
-    return o;
+    snprintf(job, sizeof job,
+             "--name=bench_disk_%s --filename='%s' --ioengine=io_uring --direct=1 "
+             "--rw=%s --bs=%" PRIu64 " --iodepth=%u --size=%" PRIu64 "%s", rw, file, rw, bs, qd,
+             size, wr ? " --end_fsync=1" : "");
+    return bench_fio_run(job, wr, out);
 }
 
 /* ---- the phases ------------------------------------------------------------------ */
@@ -604,8 +571,8 @@ static pass fio_phase(const disk_opts *o, bool run, bool write)
     uint64_t size = o->size_bytes / o->page_bytes * bs;
     if (!write)
         drop_cache_file(file); /* direct=1 bypasses it; as for the store's files */
-    fio_out f = fio_run(file, write ? "write" : "read", bs, o->queue_depth, size);
-    if (f.mib_s <= 0)
+    bench_fio f;
+    if (!fio_run(file, write ? "write" : "read", bs, o->queue_depth, size, &f))
         return r;
     r.mib_s = f.mib_s;
     r.cpu_gib = f.cpu_s / ((double)size / (MIB * 1024));
@@ -960,9 +927,9 @@ static void print_machine(const disk_opts *o, bool fio)
            SB_VERSION_MINOR, SB_VERSION_PATCH, sb_version());
     printf("machine: %s, %u logical CPUs online, load average %.2f at start\n", model, cpus,
            load_average());
-    printf("build: %s%s, page pool %s, compiler %s\n", SB_BENCH_BUILD_TYPE,
+    printf("build: %s%s, heap malloc %s, compiler %s\n", SB_BENCH_BUILD_TYPE,
            SB_BENCH_SANITIZE ? " + ASan/UBSan" : "",
-           SB_BENCH_JEMALLOC ? "jemalloc arena" : "libc", __VERSION__);
+           SB_BENCH_JEMALLOC ? "jemalloc" : "libc", __VERSION__);
     printf("directory: %s; its file system (df -T):\n", g_scratch);
     fflush(stdout);
     snprintf(line, sizeof line, "df -T '%s'", g_scratch); /* no ' in it: main checks */
