@@ -29,6 +29,19 @@
  *                            checksum failure is counted.
  *   coalesced_read_error     a coalesced read that fails (EIO) is read
  *                            again record by record: the restore is whole.
+ *   load_with_point          sb_match_load reads the pages and the point
+ *                            state (the record after the last page's) in
+ *                            one read; restore and point read nothing more;
+ *                            its refusals (INVAL, RANGE, NO_POINT).
+ *   load_bad_point           the point's record damaged in that read: every
+ *                            page served bit-exact, the point is the miss.
+ *   coalesced_damage_anywhere  a record damaged at the start, middle or end
+ *                            of a read or of the run (head, payload, another
+ *                            record copied in its place, the file cut short;
+ *                            compressed or not): the restore stops at exactly
+ *                            that record, bit-exact before it; its region of
+ *                            the buffers is never written, later ones only
+ *                            with their own checked state.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,19 +357,29 @@ static void flip(sb_io *io, const char *name, uint64_t off)
 
 enum { CO_PAGES = 40, CO_LEN = CO_PAGES * 8 };
 
-/* One sequence of CO_PAGES pages on the mem file system, the store closed. */
-static void coalesce_world(sb_io **io, sb_config *c, uint32_t *tok)
+/* One sequence of len tokens (8 per page; with its point state when
+ * point) on the mem file system, compression level zlevel, the store
+ * closed. */
+static void world(sb_io **io, sb_config *c, uint32_t *tok, size_t len, uint32_t zlevel,
+                  bool point)
 {
     assert_int_equal(sb_io_mem_new(io), 0);
-    *c = disk_config(0);
+    *c = disk_config(zlevel);
+    c->segment_bytes = 16 << 20; /* the whole sequence in one segment */
     uint64_t rng = 5;
-    tu_tokens(&rng, tok, CO_LEN, 1000);
+    tu_tokens(&rng, tok, len, 1000);
     sb_store *st = mem_open(*io, c);
     sb_ns *ns = tu_ns(st, &LP, "c");
-    tu_put(ns, &LP, tok, CO_LEN, false, SB_OK);
+    tu_put(ns, &LP, tok, len, point, SB_OK);
     assert_int_equal(sb_store_flush(st), SB_OK);
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);
+}
+
+/* One sequence of CO_PAGES pages, no point state, uncompressed. */
+static void coalesce_world(sb_io **io, sb_config *c, uint32_t *tok)
+{
+    world(io, c, tok, CO_LEN, 0, false);
 }
 
 static void test_pool_coalesced_reads(void **state)
@@ -446,6 +469,258 @@ static void test_pool_coalesced_read_error(void **state)
     sb_io_destroy(io);
 }
 
+
+/* The offset of the point record at position pos in segment file name, or
+ * -1. */
+static long point_record_at(sb_io *io, const char *name, uint32_t pos, uint32_t *head_bytes)
+{
+    int fd = sb_io_open(io, name, SB_IO_RDONLY);
+    assert_true(fd >= 0);
+    uint64_t size = 0;
+    assert_int_equal(io->ops->size(io, fd, &size), 0);
+    uint8_t *buf = malloc(size);
+    assert_int_equal(sb_io_pread(io, fd, buf, size, 0), (int64_t)size);
+    sb_io_close(io, fd);
+    long at = -1;
+    for (uint64_t off = 0; off + 4096 <= size && at < 0; off += 4096) {
+        sb_rec_head h;
+        const uint32_t *t;
+        const void *x;
+        if (sb_rec_decode(buf + off, size - off, off, &h, &t, &x) == SB_OK &&
+            h.kind == SB_REC_POINT && h.position == pos) {
+            at = (long)off;
+            *head_bytes = h.head_bytes;
+        }
+    }
+    free(buf);
+    return at;
+}
+
+/* The record at page position pos of the segment: [*at, *at + *bytes)
+ * (its head and its payload padded to 4 KiB); *last (may be NULL) the
+ * offset of its payload's last byte. */
+static void page_record_span(sb_io *io, uint32_t pos, uint64_t *at, uint64_t *bytes,
+                             uint64_t *last)
+{
+    uint32_t hb = 0;
+    long a = page_record_at(io, "seg-00000001.dat", pos, &hb);
+    assert_true(a >= 0);
+    int fd = sb_io_open(io, "seg-00000001.dat", SB_IO_RDONLY);
+    assert_true(fd >= 0);
+    uint8_t *head = malloc(hb);
+    assert_int_equal(sb_io_pread(io, fd, head, hb, (uint64_t)a), (int64_t)hb);
+    sb_io_close(io, fd);
+    sb_rec_head h;
+    const uint32_t *t;
+    const void *x;
+    assert_int_equal(sb_rec_decode(head, hb, (uint64_t)a, &h, &t, &x), SB_OK);
+    free(head);
+    *at = (uint64_t)a;
+    *bytes = hb + ((h.payload_bytes + 4095ull) & ~4095ull);
+    if (last)
+        *last = (uint64_t)a + hb + h.payload_bytes - 1;
+}
+
+/* Copy bytes [from, from + n) of file name over [to, to + n). */
+static void copy_within(sb_io *io, const char *name, uint64_t from, uint64_t to, uint64_t n)
+{
+    int fd = sb_io_open(io, name, 0);
+    assert_true(fd >= 0);
+    uint8_t *buf = malloc(n);
+    assert_non_null(buf);
+    assert_int_equal(sb_io_pread(io, fd, buf, n, from), (int64_t)n);
+    assert_int_equal(sb_io_pwrite(io, fd, buf, n, to), (int64_t)n);
+    assert_int_equal(sb_io_fdatasync(io, fd), 0);
+    sb_io_close(io, fd);
+    free(buf);
+}
+
+/* sb_match_load reads the pages and the point state together: the point's
+ * record follows the last page's, so the whole match is one read; the
+ * restore and the point that follow read nothing more. */
+static void test_pool_load_with_point(void **state)
+{
+    (void)state;
+    sb_io *io;
+    sb_config c;
+    uint32_t tok[CO_LEN];
+    world(&io, &c, tok, CO_LEN, 0, true);
+    sb_store *st = mem_open(io, &c);
+    sb_ns *ns = tu_ns(st, &LP, "c");
+    sb_match *m = NULL;
+    assert_int_equal(sb_ns_match(ns, tok, CO_LEN, &m), SB_OK);
+    /* Its refusals change nothing. */
+    assert_int_equal(sb_match_load(NULL, 0, 0), SB_ERR_INVAL);
+    assert_int_equal(sb_match_load(m, CO_PAGES + 1, 0), SB_ERR_RANGE);
+    assert_int_equal(sb_match_load(m, CO_PAGES - 1, 1), SB_ERR_NO_POINT);
+    sb_stats s0 = tu_stats(st);
+    assert_int_equal(s0.disk_read_ios, 0);
+    assert_int_equal(sb_match_load(m, CO_PAGES, 1), SB_OK);
+    sb_stats s1 = tu_stats(st);
+    assert_int_equal(s1.disk_read_ios, 1);
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+    assert_int_equal(info.n_tokens, CO_LEN);
+    assert_int_equal(info.n_pages_disk, 0);
+    assert_true(info.has_point);
+    void **bufs = tu_bufs(&LP, CO_LEN);
+    uint8_t pt[64];
+    assert_int_equal(sb_match_restore(m, CO_LEN, bufs, pt), SB_OK);
+    assert_true(tu_state_equal(&LP, tok, CO_LEN, bufs));
+    void *want = tu_point(&LP, tok, CO_LEN);
+    assert_memory_equal(pt, want, LP.point_bytes);
+    assert_memory_equal(sb_match_point(m), want, LP.point_bytes);
+    free(want);
+    tu_free_state(&LP, bufs);
+    sb_stats s2 = tu_stats(st);
+    assert_int_equal(s2.disk_read_ios, s1.disk_read_ios); /* nothing more read */
+    sb_match_release(m);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
+/* The point state's record damaged, read in the same read as the pages: it
+ * alone is the miss (the layout does not require points): every page is
+ * served, bit-exact, and the point is gone. */
+static void test_pool_load_bad_point(void **state)
+{
+    (void)state;
+    sb_io *io;
+    sb_config c;
+    uint32_t tok[CO_LEN];
+    world(&io, &c, tok, CO_LEN, 0, true);
+    uint32_t hb = 0;
+    long at = point_record_at(io, "seg-00000001.dat", CO_LEN, &hb);
+    assert_true(at >= 0);
+    flip(io, "seg-00000001.dat", (uint64_t)at + hb + 3);
+    sb_store *st = mem_open(io, &c);
+    sb_ns *ns = tu_ns(st, &LP, "c");
+    sb_match *m = NULL;
+    assert_int_equal(sb_ns_match(ns, tok, CO_LEN, &m), SB_OK);
+    assert_int_equal(sb_match_load(m, CO_PAGES, 1), SB_ERR_CORRUPT);
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+    assert_int_equal(info.n_tokens, CO_LEN);
+    assert_int_equal(info.n_pages_disk, 0);
+    assert_false(info.has_point);
+    assert_int_equal(info.miss, SB_MISS_CORRUPT);
+    assert_null(sb_match_point(m));
+    void **bufs = tu_bufs(&LP, CO_LEN);
+    assert_int_equal(sb_match_restore(m, CO_LEN, bufs, NULL), SB_OK);
+    assert_true(tu_state_equal(&LP, tok, CO_LEN, bufs));
+    tu_free_state(&LP, bufs);
+    sb_match_release(m);
+    sb_stats s = tu_stats(st);
+    assert_int_equal(s.disk_checksum_failures, 1);
+    assert_int_equal(s.disk_read_ios, 1);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
+/* How a record of a coalesced run is damaged. */
+enum damage { DMG_HEAD, DMG_PAYLOAD, DMG_MOVED, DMG_CUT };
+
+/* BIG_PAGES pages of 12 KiB records (head and page): more than one
+ * SB_DISK_READ_MAX read. */
+enum { BIG_PAGES = 400, BIG_LEN = BIG_PAGES * 8 };
+
+/* Damage record bad of a BIG_PAGES sequence (compression zlevel) one way,
+ * then restore it all: the restore is the miss at exactly that record --
+ * the records before it served bit-exact, nothing of it or after it -- as
+ * when every record had its own read. */
+static void damage_round(uint32_t zlevel, uint32_t bad, enum damage how)
+{
+    sb_io *io;
+    sb_config c;
+    static uint32_t tok[BIG_LEN];
+    world(&io, &c, tok, BIG_LEN, zlevel, false);
+    const char *seg = "seg-00000001.dat";
+    uint64_t at, bytes, last;
+    page_record_span(io, bad * 8, &at, &bytes, &last);
+    if (how == DMG_HEAD) {
+        flip(io, seg, at + 200); /* the head's token list */
+    } else if (how == DMG_PAYLOAD) {
+        flip(io, seg, last); /* the payload's last byte */
+    } else if (how == DMG_MOVED) {
+        uint64_t at2, bytes2; /* the next record, whole, in its place */
+        page_record_span(io, (bad + 1) * 8, &at2, &bytes2, NULL);
+        copy_within(io, seg, at2, at, bytes2 < bytes ? bytes2 : bytes);
+    }
+    sb_store *st = mem_open(io, &c);
+    sb_ns *ns = tu_ns(st, &LP, "c");
+    if (how == DMG_CUT) { /* the file ends inside the record (after open) */
+        int fd = sb_io_open(io, seg, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(io->ops->truncate(io, fd, at + bytes / 2), 0);
+        sb_io_close(io, fd);
+    }
+    sb_match *m = NULL;
+    assert_int_equal(sb_ns_match(ns, tok, BIG_LEN, &m), SB_OK);
+    void **bufs = tu_bufs(&LP, BIG_LEN);
+    assert_int_equal(sb_match_restore(m, BIG_LEN, bufs, NULL), SB_ERR_CORRUPT);
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+    assert_int_equal(info.n_tokens, bad * 8);
+    assert_int_equal(info.n_pages, bad);
+    assert_int_equal(info.miss, SB_MISS_CORRUPT);
+    assert_true(tu_state_equal(&LP, tok, bad * 8, bufs));
+    /* Past the miss the bytes are unspecified, but never wrong: the bad
+     * record's region was never written, and every later region is either
+     * untouched or exactly its state (good records of the same reads). */
+    void **want = tu_state(&LP, tok, BIG_LEN);
+    for (uint32_t r = bad; r < BIG_PAGES; r++) {
+        for (uint32_t t = 0; t < LP.n_tensors; t++) {
+            size_t len = 8 * (size_t)LP.bpt[t], off = (size_t)r * len;
+            const uint8_t *got = (const uint8_t *)bufs[t] + off;
+            bool zero = true;
+            for (size_t i = 0; i < len && zero; i++)
+                zero = got[i] == 0;
+            assert_true(zero || (r != bad && !memcmp(got, (uint8_t *)want[t] + off, len)));
+        }
+    }
+    tu_free_state(&LP, want);
+    tu_free_state(&LP, bufs);
+    sb_match_release(m);
+    sb_stats s = tu_stats(st);
+    assert_int_equal(s.disk_checksum_failures, 1);
+    assert_int_equal(s.disk_read_errors, 0);
+    if (how != DMG_CUT) /* (a cut read is read again record by record) */
+        assert_true(s.disk_read_ios <= 4); /* the 4.7 MiB: two reads */
+    /* The bad record left the index with what followed it. */
+    assert_int_equal(tu_match_len(ns, tok, BIG_LEN), bad * 8);
+    if (bad)
+        assert_int_equal(tu_match_verify(ns, &LP, tok, BIG_LEN), bad * 8);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
+/* Damage anywhere in a coalesced run -- its first record, the middle, the
+ * last record of one read and the first of the next, the run's last --
+ * and of any kind (head, payload, a record from elsewhere in the segment,
+ * the file cut short), compressed or not: caught per record, a miss at
+ * exactly that record, never a wrong byte. */
+static void test_pool_coalesced_damage_anywhere(void **state)
+{
+    (void)state;
+    /* 12 KiB records: a 4 MiB read holds 341 of them. */
+    const uint32_t where[] = { 0, 17, 340, 341, BIG_PAGES - 1 };
+    for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
+        damage_round(0, where[i], DMG_HEAD);
+        damage_round(0, where[i], DMG_PAYLOAD);
+        if (where[i] + 1 < BIG_PAGES) /* (the next record copied over it) */
+            damage_round(0, where[i], DMG_MOVED);
+    }
+    damage_round(0, 200, DMG_CUT);
+    damage_round(3, 17, DMG_PAYLOAD);
+    damage_round(3, 341, DMG_HEAD);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -457,6 +732,9 @@ int main(void)
         cmocka_unit_test(test_pool_coalesced_reads),
         cmocka_unit_test(test_pool_coalesced_bad_record),
         cmocka_unit_test(test_pool_coalesced_read_error),
+        cmocka_unit_test(test_pool_load_with_point),
+        cmocka_unit_test(test_pool_load_bad_point),
+        cmocka_unit_test(test_pool_coalesced_damage_anywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

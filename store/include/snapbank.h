@@ -773,6 +773,21 @@ SB_API int sb_match_restore(sb_match *m, size_t n_tokens,
  * or it could not be read. */
 SB_API const void *sb_match_point(const sb_match *m);
 
+/* sb_match_load -- make pages [0, n_pages) of the match resident and, with
+ * point nonzero, its point state too, reading whatever is on disk with
+ * every read in flight at once (the point state's record usually follows
+ * the last page's, and is read with it). sb_match_restore, sb_match_pages
+ * and sb_match_point read what they need themselves; this call lets a
+ * caller that will want both the pages and the point state have them read
+ * together. A failed read shrinks the match as in sb_match_restore.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL m); SB_ERR_RANGE (n_pages beyond the
+ * match's pages); SB_ERR_NO_POINT (point asked with fewer than all the
+ * match's pages, or the match has none); SB_ERR_CORRUPT, SB_ERR_IO (the
+ * match shrank: what it still holds is resident); SB_ERR_BUDGET,
+ * SB_ERR_NOMEM (no RAM to read into: the match unchanged, some of the
+ * pages may be resident). */
+SB_API int sb_match_load(sb_match *m, size_t n_pages, int point);
+
 /* sb_match_release -- unpin everything the match holds and free it.
  * NULL is a no-op. */
 SB_API void sb_match_release(sb_match *m);
