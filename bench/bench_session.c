@@ -42,17 +42,26 @@
 #include "model/session.h"
 
 #define BENCH_NAME "bench_session"
+#include "bench_fio.h"
 #include "bench_util.h"
+
+#ifndef SB_BENCH_LLAMA_SCRIPT
+#define SB_BENCH_LLAMA_SCRIPT "bench/llama_slots.py"
+#endif
 
 typedef struct bench {
     sb_rt_model *m;
     unsigned threads;
+    char scratch[4096];        /* the run's directory parent */
     char dir[4096];
     sb_store *st;
     sb_ns *ns;
     sb_rt_ctx *ctx;
     uint32_t bpt[2 * SB_RT_MAX_LAYERS];
     int marks; /* sessions mark foreground phases (the default) */
+    double t_prefault;         /* the last bank_open's sb_rt_kv_prefault, s */
+    size_t prefault_pages;     /* ...and the spare pages it left */
+    int fio;                   /* run fio beside the ssd restores */
 } bench;
 
 static void bank_open(bench *b, int fresh)
@@ -68,10 +77,15 @@ static void bank_open(bench *b, int fresh)
     cfg.dir = b->dir;
     cfg.ram_bytes = 6ull << 30;
     cfg.max_seq_tokens = 1u << 20; /* the spill snapshot is longer than the context */
+    cfg.min_prefix_tokens = 1;     /* --quick's short prompts reach the disk too */
     sb_layout layout;
     check(sb_rt_kv_layout(b->m, 16, b->bpt, &layout), "layout");
     check(sb_store_open(&cfg, &b->st), "sb_store_open");
     check(sb_ns_open(b->st, &layout, NULL, 0, &b->ns), "sb_ns_open");
+    /* As an engine does at start: one context's pages ready in the pool. */
+    double t0 = now_s();
+    check(sb_rt_kv_prefault(b->m, b->ns, &b->prefault_pages), "sb_rt_kv_prefault");
+    b->t_prefault = now_s() - t0;
     check(sb_rt_ctx_new(b->m, b->threads, 512, &b->ctx), "sb_rt_ctx_new");
 }
 
@@ -117,6 +131,65 @@ static void row(const char *what, const sb_rt_turn *r, double cold_ttft)
            r->ttft_s * 1e3, cold_ttft / r->ttft_s);
 }
 
+/* The largest multiple of 4096 no larger than 4 MiB that divides bytes (a
+ * multiple of 4096): fio's block size for reading exactly bytes. */
+static uint64_t fio_bs(uint64_t bytes)
+{
+    for (uint64_t n = (bytes + (4u << 20) - 1) / (4u << 20); n <= bytes / 4096; n++)
+        if (bytes % n == 0 && (bytes / n) % 4096 == 0)
+            return bytes / n;
+    return 4096;
+}
+
+/* fio's time to read `bytes` from one file with direct I/O (the device's
+ * limit for that restore): the file written once, the page cache dropped,
+ * then a read of exactly that size, io_uring, QD 32, in blocks of up to
+ * 4 MiB, looped 20 times (each loop reads the file from its start; fio
+ * reports milliseconds, so one 10 ms read alone would be measured to 10 %).
+ * Returns seconds per read, or -1; *cpu_s its CPU per read. */
+static double fio_same_bytes(const bench *b, uint64_t bytes, double *cpu_s)
+{
+    char file[4200], job[8400];
+    snprintf(file, sizeof file, "%s/bench_session.%ld.fio", b->scratch, (long)getpid());
+    uint64_t bs = fio_bs(bytes);
+    bench_fio w, r;
+    snprintf(job, sizeof job, "--name=bench_session_write --filename='%s' --ioengine=io_uring "
+             "--direct=1 --rw=write --bs=%" PRIu64 " --iodepth=32 --size=%" PRIu64
+             " --end_fsync=1", file, bs, bytes);
+    bool ok = bench_fio_run(job, true, &w);
+    drop_caches();
+    snprintf(job, sizeof job, "--name=bench_session_read --filename='%s' --ioengine=io_uring "
+             "--direct=1 --rw=read --bs=%" PRIu64 " --iodepth=32 --size=%" PRIu64
+             " --loops=20", file, bs, bytes);
+    ok = ok && bench_fio_run(job, false, &r);
+    unlink(file);
+    if (!ok)
+        return -1;
+    *cpu_s = r.cpu_s / 20;
+    return r.runtime_s / 20;
+}
+
+/* An ssd turn's figures: the restore, what it read, and fio beside it. */
+static void ssd_figures(const bench *b, const sb_rt_turn *r, const sb_stats *s0,
+                        const sb_stats *s1)
+{
+    uint64_t bytes = s1->disk_read_bytes - s0->disk_read_bytes;
+    uint64_t ios = s1->disk_read_ios - s0->disk_read_ios;
+    printf("  %-34s restore %.2f ms: %.2f MiB read (%zu KV bytes) in %" PRIu64 " reads, "
+           "CPU %.2f ms (%.3f s per GiB); pool prefaulted at open in %.1f ms (%zu pages)\n",
+           "", r->restore_s * 1e3, (double)bytes / (1 << 20), r->restore_bytes, ios,
+           r->restore_cpu_s * 1e3,
+           bytes ? r->restore_cpu_s / ((double)bytes / (1 << 30)) : 0.0, b->t_prefault * 1e3,
+           b->prefault_pages);
+    if (!b->fio || !bytes)
+        return;
+    double cpu = 0, t = fio_same_bytes(b, bytes, &cpu);
+    if (t > 0)
+        printf("  %-34s fio read of the same %.2f MiB: %.2f ms, CPU %.2f ms; snapbank/fio "
+               "time %.2f (goal <= 1.2)\n", "", (double)bytes / (1 << 20), t * 1e3, cpu * 1e3,
+               r->restore_s / t);
+}
+
 static void ttft(bench *b, const uint32_t *tok, size_t P)
 {
     /* The prompt and 32 tokens the bank has not seen, for the ssd case (the
@@ -139,13 +212,17 @@ static void ttft(bench *b, const uint32_t *tok, size_t P)
         int dropped = drop_caches();
         double t0 = now_s();
         bank_open(b, 0);
-        double t_open = now_s() - t0;
+        double t_open = now_s() - t0 - b->t_prefault;
+        sb_stats s0, s1;
+        check(sb_store_stats(b->st, &s0), "stats");
         /* (b) must not find (a)'s pages in RAM: each case on a fresh open */
         r = turn(b, k ? alt : tok, k ? P + 32 : P, 1);
+        check(sb_store_stats(b->st, &s1), "stats");
         char what[96];
         snprintf(what, sizeof what, "ssd, %s%s", k ? "prompt + 32 new" : "same prompt",
                  dropped ? "" : " (cache kept)");
         row(what, &r, cold.ttft_s);
+        ssd_figures(b, &r, &s0, &s1);
         if (k == 0)
             printf("  %-34s %.2f ms (the restart: store open and recovery)\n", "reopen",
                    t_open * 1e3);
@@ -193,11 +270,37 @@ static double decode(bench *b, const uint32_t *tok, size_t np, size_t nd, size_t
     return r.decode_tok_s;
 }
 
+/* Run bench/llama_slots.py: llama-server's slot save and restore of the
+ * model at path and the prompts tok[0, P[k]), printed beside ours. */
+static void llama_slots(const bench *b, const char *server, const char *path,
+                        const uint32_t *tok, const size_t *P, size_t n_p)
+{
+    char pf[4200], cmd[16384];
+    snprintf(pf, sizeof pf, "%s/bench_session.%ld.prompt", b->scratch, (long)getpid());
+    FILE *f = fopen(pf, "w");
+    if (!f) {
+        fprintf(stderr, "bench_session: %s: cannot write\n", pf);
+        return;
+    }
+    for (size_t i = 0; i < P[n_p - 1]; i++)
+        fprintf(f, "%u ", tok[i]);
+    fclose(f);
+    int len = snprintf(cmd, sizeof cmd, "python3 '%s' --server '%s' --model '%s' --prompt-file "
+                       "'%s' --dir '%s' --threads %u --tokens ", SB_BENCH_LLAMA_SCRIPT, server,
+                       path, pf, b->scratch, b->threads);
+    for (size_t k = 0; k < n_p && len > 0 && (size_t)len < sizeof cmd; k++)
+        len += snprintf(cmd + len, sizeof cmd - (size_t)len, "%s%zu", k ? "," : "", P[k]);
+    printf("llama.cpp beside it: %s\n", cmd);
+    if (strchr(server, '\'') || system(cmd) != 0)
+        fprintf(stderr, "bench_session: llama_slots.py failed\n");
+    unlink(pf);
+}
+
 int main(int argc, char **argv)
 {
-    const char *scratch = "/var/tmp";
+    const char *scratch = "/var/tmp", *llama = NULL;
     int quick = 0, reps = 3, do_ttft = 1, do_decode = 1;
-    bench b = { .threads = 2, .marks = 1 };
+    bench b = { .threads = 2, .marks = 1, .fio = 1 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--quick")) {
@@ -208,17 +311,31 @@ int main(int argc, char **argv)
             do_ttft = 0;
         } else if (!strcmp(a, "--dir") && v) {
             scratch = v, i++;
+        } else if (!strcmp(a, "--no-fio")) {
+            b.fio = 0;
+        } else if (!strcmp(a, "--llama-server") && v) {
+            llama = v, i++;
         } else if (!strcmp(a, "--threads") && v && atoi(v) > 0) {
             b.threads = (unsigned)atoi(v), i++;
         } else if (!strcmp(a, "--reps") && v && atoi(v) > 0 && atoi(v) <= 16) {
             reps = atoi(v), i++;
         } else {
             fprintf(stderr, "usage: bench_session [--quick] [--ttft-only | --decode-only] "
-                            "[--threads N] [--reps N] [--dir D]\n");
+                            "[--threads N] [--reps N] [--dir D] [--no-fio] "
+                            "[--llama-server PATH]\n");
             return 2;
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (strchr(scratch, '\'')) { /* fio's command line quotes it with ' */
+        fprintf(stderr, "bench_session: --dir must not contain a single quote\n");
+        return 2;
+    }
+    snprintf(b.scratch, sizeof b.scratch, "%s", scratch);
+    if (b.fio && system("command -v fio >/dev/null 2>&1") != 0) {
+        printf("(fio not in PATH: no device figure beside the ssd restores)\n");
+        b.fio = 0;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/bench_session.%ld.gguf", scratch, (long)getpid());
     snprintf(b.dir, sizeof b.dir, "%s/bench_session.%ld.bank", scratch, (long)getpid());
@@ -230,7 +347,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_session: %s\n", err.msg);
         return 1;
     }
-    unlink(path);
+    if (!llama)
+        unlink(path);
     const sb_rt_hparams *hp = &b.m->hp;
     printf("bench_session -- model %s (%u layers, dim %u, %u KV heads, F%s), %u threads, "
            "KV %.1f KiB/token, bank in %s (root: %s)\n", quick ? "tiny" : "small",
@@ -248,6 +366,8 @@ int main(int argc, char **argv)
         P[0] = 256, n_p = 1;
     for (size_t k = 0; do_ttft && k < n_p; k++)
         ttft(&b, tok, P[k]);
+    if (llama && do_ttft) /* llama.cpp's slot restore of the same model and prompts */
+        llama_slots(&b, llama, path, tok, P, n_p);
 
     size_t np = quick ? 64 : 512, nd = quick ? 16 : 256;
     if (quick)
@@ -275,6 +395,8 @@ int main(int argc, char **argv)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", b.dir);
     if (system(cmd) != 0)
         return 1;
+    if (llama)
+        unlink(path);
     free(tok);
     sb_rt_model_free(b.m);
     return 0;

@@ -48,6 +48,15 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* CPU seconds of the calling thread (a restore runs on it: its reads are
+ * submitted, reaped and checked there). */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* Multiply-adds per token of the matrices (attention's own work aside). */
 static double model_flops_per_token(const sb_rt_model *m)
 {
@@ -209,7 +218,12 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
         size_t pages = (k + s->kv.page_tokens - 1) / s->kv.page_tokens;
         size_t disk_pages = pages > mi.n_pages_ram ? pages - mi.n_pages_ram : 0;
         double t0 = now_s();
-        rc = sb_rt_kv_adopt(&s->kv, mt, prompt, k);
+        /* The whole prompt restored with its point state: read the pages
+         * and the point together (its record follows the last page's). */
+        bool want_point = k == n && k == mi.n_tokens && mi.has_point;
+        rc = want_point && disk_pages ? sb_match_load(mt, pages, 1) : SB_OK;
+        if (rc == SB_OK)
+            rc = sb_rt_kv_adopt(&s->kv, mt, prompt, k);
         if (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO)
             continue; /* the match shrank to the valid prefix: choose again */
         if (rc != SB_OK)
@@ -218,12 +232,13 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
         if (disk_pages) {
             size_t first_disk = mi.n_pages_ram * s->kv.page_tokens;
             rep->cached_disk_tokens = k - first_disk;
+            rep->restore_bytes = disk_pages * s->page_bytes;
             double dt = now_s() - t0;
             if (dt > s->rates.read_fixed_s)
                 average(&s->rates.read_bytes_s, &s->rates.read_samples,
                         (double)disk_pages * (double)s->page_bytes / (dt - s->rates.read_fixed_s));
         }
-        if (k == n && k == mi.n_tokens && mi.has_point) {
+        if (want_point) {
             const void *pt = sb_match_point(mt);
             if (pt) {
                 memcpy(s->logits, pt, (size_t)s->m->hp.n_vocab * sizeof(float));
@@ -252,11 +267,12 @@ static int run_turn(sb_rt_session *s, size_t n, const sb_rt_gen *g, sb_rt_turn *
 {
     size_t n_gen = g->n_gen;
     int rc;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = thread_cpu_s();
     if ((rc = restore(s, s->prompt, n, rep)) != SB_OK)
         return rc;
     double t1 = now_s();
     rep->restore_s = t1 - t0;
+    rep->restore_cpu_s = thread_cpu_s() - c0;
     rep->cache_mode = rep->cached_disk_tokens ? SB_RT_CACHE_SSD
                       : rep->cached_tokens    ? SB_RT_CACHE_WARM
                                               : SB_RT_CACHE_COLD;
