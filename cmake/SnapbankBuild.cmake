@@ -61,8 +61,9 @@ function(sb_target_defaults target)
   target_compile_definitions(${target} PRIVATE _POSIX_C_SOURCE=200809L)
 endfunction()
 
-# sb_add_test(NAME src... [LIBS lib...] [INTERNAL]) -- a test program linked
-# against the static library and registered with ctest. INTERNAL tests may
+# sb_add_test(NAME src... [LIBS lib...] [INTERNAL] [TIMEOUT s]) -- a test
+# program linked against the static library and registered with ctest
+# (TIMEOUT: ctest's bound for a hung test, default 300 s). INTERNAL tests may
 # include the store's private headers.
 function(sb_add_test name)
   cmake_parse_arguments(T "INTERNAL" "TIMEOUT" "LIBS" ${ARGN})

@@ -6,8 +6,16 @@
  * message naming the file (bad magic, versions, every truncation, huge
  * counts, misaligned or overflowing or overlapping tensors, unknown types,
  * duplicates, bad alignment); generated models load, are deterministic in
- * their seed, and carry the documented shapes and vocabulary.
+ * their seed, and carry the documented shapes and vocabulary; every preset
+ * (the real shapes of Llama-3.2-1B, Qwen2.5-0.5B, Qwen3-0.6B, SmolLM2-360M
+ * and the tiny test models) loads with its published hyperparameters; and
+ * the loader refuses, naming the fault, what it does not run: an unknown
+ * architecture, a missing or misshapen tensor (qwen3's q/k norms,
+ * rope_freqs), a tensor the architecture does not use, a RoPE scaling type
+ * or YaRN parameter it does not compute, partial RoPE, K and V heads of
+ * different sizes.
  */
+#define _GNU_SOURCE /* memmem */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -211,11 +219,24 @@ static void rejects_bad_files(void **state)
     memcpy(arr_hdr, &et, 4);
     sb_rt_gguf_add_raw(w, "x", SB_RT_GGUF_ARR, arr_hdr, 12);
     assert_int_equal(build_open(w, &err), SB_ERR_UNSUPPORTED);
-    /* unknown tensor type */
+    /* a tensor type GGML removed (4, Q4_2) or never defined (99) */
     w = sb_rt_gguf_writer_new();
-    sb_rt_gguf_add_tensor(w, "a", 2, ne, 2, g_f32, 64);
+    sb_rt_gguf_add_tensor(w, "a", 2, ne, 4, g_f32, 64);
     assert_int_equal(build_open(w, &err), SB_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "'a'"));
+    assert_non_null(strstr(err.msg, "q4_2"));
+    w = sb_rt_gguf_writer_new();
+    sb_rt_gguf_add_tensor(w, "a", 2, ne, 99, g_f32, 64);
+    assert_int_equal(build_open(w, &err), SB_ERR_UNSUPPORTED);
+    /* a type GGML defines but the kernels do not run (IQ4_XS) is read and
+     * sized (256-value blocks of 136 bytes); the model loader refuses it */
+    {
+        static uint8_t iq[136];
+        uint64_t ine[2] = { 256, 1 };
+        w = sb_rt_gguf_writer_new();
+        sb_rt_gguf_add_tensor(w, "iq", 2, ine, 23, iq, sizeof iq);
+        assert_int_equal(build_open(w, &err), SB_OK);
+    }
     /* data past the end */
     w = sb_rt_gguf_writer_new();
     sb_rt_gguf_add_tensor(w, "a", 2, ne, 0, g_f32, 16);
@@ -229,11 +250,17 @@ static void rejects_bad_files(void **state)
     w = sb_rt_gguf_writer_new();
     sb_rt_gguf_add_tensor(w, "a", 2, zne, 0, g_f32, 0);
     assert_int_equal(build_open(w, &err), SB_ERR_FORMAT);
-    /* Q8_0 rows not a multiple of 32 */
+    /* Q8_0 rows not a multiple of 32; Q4_K rows not a multiple of 256 */
     uint64_t qne[2] = { 16, 1 };
     w = sb_rt_gguf_writer_new();
     sb_rt_gguf_add_tensor(w, "q", 2, qne, 8, g_q8, 17);
     assert_int_equal(build_open(w, &err), SB_ERR_FORMAT);
+    uint64_t kne[2] = { 128, 1 };
+    static uint8_t half_k[72];
+    w = sb_rt_gguf_writer_new();
+    sb_rt_gguf_add_tensor(w, "q", 2, kne, 12, half_k, sizeof half_k);
+    assert_int_equal(build_open(w, &err), SB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "q4_K"));
     /* duplicates */
     w = sb_rt_gguf_writer_new();
     sb_rt_gguf_add_u32(w, "k", 1);
@@ -367,6 +394,343 @@ static void loader_names_the_fault(void **state)
     sb_rt_gguf_writer_free(w);
     assert_int_equal(sb_rt_model_load(p, &m, &err), SB_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "gpt2"));
+    /* a weight type the kernels do not run: a q4_k model whose attn_q of
+     * layer 0 is retyped to IQ4_XS (23; 136 bytes per 256 values, so its
+     * data still lies inside the file) is refused naming both */
+    sb_rt_make_opts o;
+    sb_rt_make_opts_preset(&o, "tiny");
+    assert_int_equal(sb_rt_make_opts_set(&o, "dtype", "q4_k"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "dim", "256"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "ff", "256"), SB_OK);
+    assert_int_equal(sb_rt_make_model(&o, p, &err), SB_OK);
+    assert_int_equal(sb_rt_model_load(p, &m, &err), SB_OK);
+    assert_int_equal(m->layers[0].wq.type, SB_RT_Q4_K);
+    sb_rt_model_free(m);
+    FILE *f = fopen(p, "r+b");
+    assert_non_null(f);
+    static uint8_t head[1 << 16];
+    size_t got = fread(head, 1, sizeof head, f);
+    const char *nm = "blk.0.attn_q.weight";
+    uint8_t *at = memmem(head, got, nm, strlen(nm));
+    assert_non_null(at);
+    size_t type_off = (size_t)(at - head) + strlen(nm) + 4 + 2 * 8; /* n_dims, ne[2] */
+    uint32_t ty;
+    memcpy(&ty, head + type_off, 4);
+    assert_int_equal(ty, SB_RT_Q4_K);
+    ty = 23;
+    assert_int_equal(fseek(f, (long)type_off, SEEK_SET), 0);
+    assert_int_equal(fwrite(&ty, 4, 1, f), 1);
+    fclose(f);
+    assert_int_equal(sb_rt_model_load(p, &m, &err), SB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "blk.0.attn_q.weight"));
+    assert_non_null(strstr(err.msg, "iq4_xs"));
+    unlink(p);
+}
+
+/* ---- edited copies of generated models ------------------------------------------ */
+
+typedef void (*add_fn)(sb_rt_gguf_writer *w);
+
+/* Writes at dst a copy of the model src without the key skip_key and the
+ * tensor skip_tensor (either may be NULL), then what add appends (when
+ * not NULL). Arrays (the vocabulary) are left out: the loader runs
+ * without one. */
+static void rewrite(const char *src, const char *dst, const char *skip_key,
+                    const char *skip_tensor, add_fn add)
+{
+    sb_rt_gguf *g;
+    sb_rt_err err = { 0 };
+    assert_int_equal(sb_rt_gguf_open(src, &g, &err), SB_OK);
+    sb_rt_gguf_writer *w = sb_rt_gguf_writer_new();
+    assert_non_null(w);
+    for (size_t i = 0; i < sb_rt_gguf_n_kv(g); i++) {
+        uint32_t type;
+        const char *key = sb_rt_gguf_kv_key(g, i, &type);
+        if (skip_key && !strcmp(key, skip_key))
+            continue;
+        uint64_t u;
+        int64_t v;
+        float f;
+        bool b;
+        const char *str;
+        size_t len;
+        char buf[256];
+        switch (type) {
+        case SB_RT_GGUF_U8: case SB_RT_GGUF_U16: case SB_RT_GGUF_U32:
+            assert_int_equal(sb_rt_gguf_get_u64(g, key, &u), SB_OK);
+            sb_rt_gguf_add_u32(w, key, (uint32_t)u);
+            break;
+        case SB_RT_GGUF_U64:
+            assert_int_equal(sb_rt_gguf_get_u64(g, key, &u), SB_OK);
+            sb_rt_gguf_add_u64(w, key, u);
+            break;
+        case SB_RT_GGUF_I8: case SB_RT_GGUF_I16: case SB_RT_GGUF_I32: case SB_RT_GGUF_I64:
+            assert_int_equal(sb_rt_gguf_get_i64(g, key, &v), SB_OK);
+            sb_rt_gguf_add_i32(w, key, (int32_t)v);
+            break;
+        case SB_RT_GGUF_F32: case SB_RT_GGUF_F64:
+            assert_int_equal(sb_rt_gguf_get_f32(g, key, &f), SB_OK);
+            sb_rt_gguf_add_f32(w, key, f);
+            break;
+        case SB_RT_GGUF_BOOL:
+            assert_int_equal(sb_rt_gguf_get_bool(g, key, &b), SB_OK);
+            sb_rt_gguf_add_bool(w, key, b);
+            break;
+        case SB_RT_GGUF_STR:
+            assert_int_equal(sb_rt_gguf_get_str(g, key, &str, &len), SB_OK);
+            assert_true(len < sizeof buf);
+            memcpy(buf, str, len);
+            buf[len] = '\0';
+            sb_rt_gguf_add_str(w, key, buf);
+            break;
+        default: /* arrays */
+            break;
+        }
+    }
+    for (size_t i = 0; i < sb_rt_gguf_n_tensors(g); i++) {
+        const sb_rt_gguf_tensor *t = sb_rt_gguf_tensor_at(g, i);
+        if (!skip_tensor || strcmp(t->name, skip_tensor))
+            sb_rt_gguf_add_tensor(w, t->name, t->n_dims, t->ne, t->type, t->data, t->bytes);
+    }
+    if (add)
+        add(w);
+    assert_int_equal(sb_rt_gguf_write_file(w, dst, &err), SB_OK);
+    sb_rt_gguf_writer_free(w);
+    sb_rt_gguf_close(g);
+}
+
+static float g_vec[64];
+
+static void add_vec16(sb_rt_gguf_writer *w, const char *name)
+{
+    uint64_t ne[1] = { 16 };
+    for (int i = 0; i < 16; i++)
+        g_vec[i] = 1;
+    sb_rt_gguf_add_tensor(w, name, 1, ne, SB_RT_F32, g_vec, 16 * sizeof(float));
+}
+
+static void add_k_norm16(sb_rt_gguf_writer *w) { add_vec16(w, "blk.0.attn_k_norm.weight"); }
+static void add_q_norm16(sb_rt_gguf_writer *w) { add_vec16(w, "blk.0.attn_q_norm.weight"); }
+static void add_rope_freqs8(sb_rt_gguf_writer *w) /* (head_dim / 2) for head_dim 16 */
+{
+    uint64_t ne[1] = { 8 };
+    for (int i = 0; i < 8; i++)
+        g_vec[i] = i == 5 ? 0 : 1; /* a zero divisor */
+    sb_rt_gguf_add_tensor(w, "rope_freqs.weight", 1, ne, SB_RT_F32, g_vec, 8 * sizeof(float));
+}
+static void add_rope_freqs4(sb_rt_gguf_writer *w)
+{
+    uint64_t ne[1] = { 4 };
+    sb_rt_gguf_add_tensor(w, "rope_freqs.weight", 1, ne, SB_RT_F32, g_vec, 4 * sizeof(float));
+}
+static void add_longrope(sb_rt_gguf_writer *w)
+{
+    sb_rt_gguf_add_str(w, "llama.rope.scaling.type", "longrope");
+}
+static void add_llama3_type(sb_rt_gguf_writer *w)
+{
+    sb_rt_gguf_add_str(w, "llama.rope.scaling.type", "llama3");
+}
+static void add_yarn_beta16(sb_rt_gguf_writer *w)
+{
+    sb_rt_gguf_add_f32(w, "qwen2.rope.scaling.yarn_beta_fast", 16);
+}
+static void add_yarn_beta32(sb_rt_gguf_writer *w)
+{
+    sb_rt_gguf_add_f32(w, "qwen2.rope.scaling.yarn_beta_fast", 32);
+}
+static void add_value_length16(sb_rt_gguf_writer *w)
+{
+    sb_rt_gguf_add_u32(w, "qwen3.attention.value_length", 16);
+}
+static void add_rope_dims8(sb_rt_gguf_writer *w)
+{
+    sb_rt_gguf_add_u32(w, "llama.rope.dimension_count", 8);
+}
+static void add_arch_qwen35(sb_rt_gguf_writer *w)
+{
+    sb_rt_gguf_add_str(w, "general.architecture", "qwen35");
+}
+
+/* Loading path gives code, and the message names the file and `what`. */
+static void refused(const char *path, int code, const char *what, const char *what2)
+{
+    sb_rt_model *m = NULL;
+    sb_rt_err err = { 0 };
+    int rc = sb_rt_model_load(path, &m, &err);
+    if (rc != code)
+        fail_msg("expected %d, got %d (%s)", code, rc, err.msg);
+    assert_null(m);
+    if (!strstr(err.msg, what) || (what2 && !strstr(err.msg, what2)) || !strstr(err.msg, path))
+        fail_msg("the message does not name '%s'%s%s: %s", what, what2 ? " and " : "",
+                 what2 ? what2 : "", err.msg);
+}
+
+/* A generated preset model at path (tiny shapes). */
+static void make_preset(const char *preset, const char *path, const char *k, const char *v)
+{
+    sb_rt_make_opts o;
+    assert_int_equal(sb_rt_make_opts_preset(&o, preset), SB_OK);
+    if (k)
+        assert_int_equal(sb_rt_make_opts_set(&o, k, v), SB_OK);
+    sb_rt_err err = { 0 };
+    if (sb_rt_make_model(&o, path, &err) != SB_OK)
+        fail_msg("%s: %s", preset, err.msg);
+}
+
+/* What the loader does not run is refused by name. */
+static void loader_refuses_what_it_does_not_run(void **state)
+{
+    (void)state;
+    char q3[64], l3[64], q2[64], ll[64], bad[64];
+    long pid = (long)getpid();
+    snprintf(q3, sizeof q3, "/tmp/test_gguf.%ld.q3", pid);
+    snprintf(l3, sizeof l3, "/tmp/test_gguf.%ld.l3", pid);
+    snprintf(q2, sizeof q2, "/tmp/test_gguf.%ld.q2", pid);
+    snprintf(ll, sizeof ll, "/tmp/test_gguf.%ld.ll", pid);
+    snprintf(bad, sizeof bad, "/tmp/test_gguf.%ld.bad", pid);
+    make_preset("tiny-qwen3", q3, NULL, NULL);
+    make_preset("tiny-llama3", l3, NULL, NULL);
+    make_preset("tiny-qwen2", q2, "rope-scaling", "yarn");
+    make_preset("tiny", ll, NULL, NULL);
+    /* the copies load as they are (the edit itself breaks nothing) */
+    sb_rt_model *m;
+    sb_rt_err err = { 0 };
+    const char *base[4] = { q3, l3, q2, ll };
+    for (int i = 0; i < 4; i++) {
+        rewrite(base[i], bad, NULL, NULL, NULL);
+        if (sb_rt_model_load(bad, &m, &err) != SB_OK)
+            fail_msg("%s: %s", base[i], err.msg);
+        assert_null(m->tok); /* no vocabulary in the copy */
+        sb_rt_model_free(m);
+    }
+    /* qwen3's q/k norms: missing, misshapen */
+    rewrite(q3, bad, NULL, "blk.1.attn_q_norm.weight", NULL);
+    refused(bad, SB_ERR_FORMAT, "blk.1.attn_q_norm.weight", "missing");
+    rewrite(q3, bad, NULL, "blk.0.attn_k_norm.weight", add_k_norm16);
+    refused(bad, SB_ERR_FORMAT, "blk.0.attn_k_norm.weight", "expected (32)");
+    /* a tensor the architecture does not use: q norm in llama, rope_freqs
+     * in qwen2 (llama.cpp refuses both too) */
+    rewrite(ll, bad, NULL, NULL, add_q_norm16);
+    refused(bad, SB_ERR_UNSUPPORTED, "blk.0.attn_q_norm.weight", "'llama'");
+    rewrite(q2, bad, NULL, NULL, add_rope_freqs8);
+    refused(bad, SB_ERR_UNSUPPORTED, "rope_freqs.weight", "'qwen2'");
+    /* rope_freqs misshapen, or with a zero divisor */
+    rewrite(l3, bad, NULL, "rope_freqs.weight", add_rope_freqs4);
+    refused(bad, SB_ERR_FORMAT, "rope_freqs.weight", "expected (8)");
+    rewrite(l3, bad, NULL, "rope_freqs.weight", add_rope_freqs8);
+    refused(bad, SB_ERR_FORMAT, "rope_freqs.weight", "element 5");
+    /* scaling types not computed here, by their name */
+    rewrite(ll, bad, NULL, NULL, add_longrope);
+    refused(bad, SB_ERR_UNSUPPORTED, "'longrope'", "llama.rope.scaling.type");
+    rewrite(ll, bad, NULL, NULL, add_llama3_type);
+    refused(bad, SB_ERR_UNSUPPORTED, "'llama3'", NULL);
+    /* a YaRN parameter llama.cpp would not use; its default is fine */
+    rewrite(q2, bad, NULL, NULL, add_yarn_beta16);
+    refused(bad, SB_ERR_UNSUPPORTED, "qwen2.rope.scaling.yarn_beta_fast", NULL);
+    rewrite(q2, bad, NULL, NULL, add_yarn_beta32);
+    assert_int_equal(sb_rt_model_load(bad, &m, &err), SB_OK);
+    assert_int_equal(m->hp.rope_scaling, SB_RT_ROPE_YARN);
+    sb_rt_model_free(m);
+    /* K and V heads of different sizes; partial RoPE */
+    rewrite(q3, bad, "qwen3.attention.value_length", NULL, add_value_length16);
+    refused(bad, SB_ERR_UNSUPPORTED, "K heads of 32 and V heads of 16", NULL);
+    rewrite(ll, bad, "llama.rope.dimension_count", NULL, add_rope_dims8);
+    refused(bad, SB_ERR_UNSUPPORTED, "partial RoPE", "llama.rope.dimension_count");
+    /* without key_length the head size is dim / heads: qwen3's weights
+     * (q_dim 128 = 4 heads of 32) no longer fit */
+    rewrite(q3, bad, "qwen3.attention.key_length", NULL, NULL);
+    refused(bad, SB_ERR_UNSUPPORTED, "K heads of 16 and V heads of 32", NULL);
+    /* a whole model under an unknown architecture's name */
+    rewrite(q3, bad, "general.architecture", NULL, add_arch_qwen35);
+    refused(bad, SB_ERR_UNSUPPORTED, "architecture 'qwen35'", NULL);
+    unlink(q3), unlink(l3), unlink(q2), unlink(ll), unlink(bad);
+}
+
+/* Every preset has the documented shape and loads with it: the real
+ * shapes checked against their published configurations (make_model.c
+ * cites them), written with one layer, a small vocabulary and a narrow
+ * FFN so the test stays fast. */
+static void presets_have_the_published_shapes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *arch;
+        uint32_t dim, layers, heads, kv, head_dim, ff, vocab, ctx;
+        float base, eps;
+        bool tied, rope_freqs, bias, qk_norm;
+    } want[] = {
+        { "tiny", "llama", 64, 2, 4, 2, 16, 192, 512, 2048, 1e4f, 1e-5f, false, false, false, false },
+        { "small", "llama", 768, 12, 12, 4, 64, 2048, 4096, 8192, 1e4f, 1e-5f, false, false, false,
+          false },
+        { "tiny-llama3", "llama", 64, 2, 4, 2, 16, 192, 512, 2048, 5e5f, 1e-5f, true, true, false,
+          false },
+        { "tiny-qwen2", "qwen2", 64, 2, 4, 2, 16, 192, 512, 2048, 1e6f, 1e-6f, true, false, true,
+          false },
+        { "tiny-qwen3", "qwen3", 64, 2, 4, 2, 32, 192, 512, 2048, 1e6f, 1e-6f, true, false, false,
+          true },
+        { "llama3-1b", "llama", 2048, 16, 32, 8, 64, 8192, 128256, 131072, 5e5f, 1e-5f, true, true,
+          false, false },
+        { "qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 64, 4864, 151936, 32768, 1e6f, 1e-6f, true,
+          false, true, false },
+        { "qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, 40960, 1e6f, 1e-6f, true,
+          false, false, true },
+        { "smollm2-360m", "llama", 960, 32, 15, 5, 64, 2560, 49152, 8192, 1e5f, 1e-5f, true, false,
+          false, false },
+    };
+    char p[64];
+    snprintf(p, sizeof p, "/tmp/test_gguf.%ld.p", (long)getpid());
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        sb_rt_make_opts o;
+        assert_int_equal(sb_rt_make_opts_preset(&o, want[i].name), SB_OK);
+        assert_true(o.n_layers == want[i].layers && o.n_ff == want[i].ff &&
+                    o.n_vocab == want[i].vocab);
+        assert_int_equal(sb_rt_make_opts_set(&o, "layers", "1"), SB_OK);
+        assert_int_equal(sb_rt_make_opts_set(&o, "ff", "64"), SB_OK);
+        assert_int_equal(sb_rt_make_opts_set(&o, "vocab", "512"), SB_OK);
+        sb_rt_err err = { 0 };
+        if (sb_rt_make_model(&o, p, &err) != SB_OK)
+            fail_msg("%s: %s", want[i].name, err.msg);
+        sb_rt_model *m;
+        if (sb_rt_model_load(p, &m, &err) != SB_OK)
+            fail_msg("%s: %s", want[i].name, err.msg);
+        const sb_rt_hparams *hp = &m->hp;
+        if (strcmp(sb_rt_arch_name(hp->arch), want[i].arch) || hp->dim != want[i].dim ||
+            hp->n_heads != want[i].heads || hp->n_kv_heads != want[i].kv ||
+            hp->head_dim != want[i].head_dim || hp->n_ctx != want[i].ctx ||
+            hp->rope_base != want[i].base || hp->rms_eps != want[i].eps ||
+            hp->tied != want[i].tied || !!m->rope_freqs != want[i].rope_freqs ||
+            !!m->layers[0].bq != want[i].bias || !!m->layers[0].q_norm != want[i].qk_norm ||
+            hp->qk_norm != want[i].qk_norm || hp->rope_neox != (hp->arch != SB_RT_ARCH_LLAMA))
+            fail_msg("preset %s loads with another shape", want[i].name);
+        if (m->rope_freqs) /* Llama 3's divisors: 1 for the fastest pair, F for the slowest */
+            assert_true(m->rope_freqs[0] == 1 && m->rope_freqs[hp->head_dim / 2 - 1] == 32);
+        sb_rt_model_free(m);
+    }
+    sb_rt_make_opts o;
+    assert_int_equal(sb_rt_make_opts_preset(&o, "llama4"), SB_ERR_INVAL);
+    assert_true(o.dim == 64); /* tiny */
+    assert_int_equal(sb_rt_make_opts_set(&o, "arch", "gpt2"), SB_ERR_INVAL);
+    assert_int_equal(sb_rt_make_opts_set(&o, "rope-scaling", "longrope"), SB_ERR_INVAL);
+    assert_int_equal(sb_rt_make_opts_set(&o, "rope-scale", "-1"), SB_ERR_INVAL);
+    /* rope_freqs is llama's: make-model will not write a file the loader refuses */
+    assert_int_equal(sb_rt_make_opts_set(&o, "arch", "qwen3"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "rope-freqs", "8"), SB_OK);
+    sb_rt_err err = { 0 };
+    assert_int_equal(sb_rt_make_model(&o, p, &err), SB_ERR_INVAL);
+    assert_non_null(strstr(err.msg, "rope_freqs"));
+    /* head-dim given: any number of heads of that size */
+    assert_int_equal(sb_rt_make_opts_preset(&o, "tiny-qwen3"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "heads", "3"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "kv-heads", "1"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "head-dim", "10"), SB_OK);
+    assert_int_equal(sb_rt_make_model(&o, p, &err), SB_OK);
+    sb_rt_model *m;
+    assert_int_equal(sb_rt_model_load(p, &m, &err), SB_OK);
+    assert_true(m->hp.head_dim == 10 && m->layers[0].wq.out == 30 && m->layers[0].wo.in == 30);
+    sb_rt_model_free(m);
+    assert_int_equal(sb_rt_make_opts_set(&o, "head-dim", "9"), SB_OK); /* odd */
+    assert_int_equal(sb_rt_make_model(&o, p, &err), SB_ERR_INVAL);
     unlink(p);
 }
 
@@ -377,6 +741,8 @@ int main(void)
         cmocka_unit_test(rejects_bad_files),
         cmocka_unit_test(generator),
         cmocka_unit_test(loader_names_the_fault),
+        cmocka_unit_test(loader_refuses_what_it_does_not_run),
+        cmocka_unit_test(presets_have_the_published_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,14 +58,14 @@ uint32_t sbrt_model_eos(const sb_rt_model *m)
 int sbrt_make_model(const char *preset, const char *dtype, uint64_t seed, const char *path,
                     char *err, size_t cap)
 {
-    if (!preset || !path || (strcmp(preset, "tiny") && strcmp(preset, "small"))) {
-        put_err(err, cap, "preset must be \"tiny\" or \"small\"");
+    sb_rt_make_opts o;
+    if (!preset || !path || sb_rt_make_opts_preset(&o, preset) != SB_OK) {
+        put_err(err, cap, "preset must be one of " SB_RT_MAKE_PRESETS);
         return SB_ERR_INVAL;
     }
-    sb_rt_make_opts o;
-    sb_rt_make_opts_preset(&o, preset);
     if (dtype && sb_rt_make_opts_set(&o, "dtype", dtype) != SB_OK) {
-        put_err(err, cap, "dtype must be f32, f16 or q8_0");
+        put_err(err, cap, "dtype must be one of f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
+                          "q4_k, q5_k, q6_k, q4_k_m, q5_k_m");
         return SB_ERR_INVAL;
     }
     o.seed = seed;
@@ -174,6 +174,16 @@ static void jput(char *buf, size_t cap, size_t *len, const char *fmt, ...)
         *len += (size_t)k;
 }
 
+/* ,"key":{"reason":v,...} for an array of n counters indexed by reason. */
+static void by_reason(char *buf, size_t cap, size_t *len, const char *key,
+                      const char *(*name)(int), const uint64_t *v, int n)
+{
+    jput(buf, cap, len, ",\"%s\":{", key);
+    for (int i = 0; i < n; i++)
+        jput(buf, cap, len, "%s\"%s\":%llu", i ? "," : "", name(i), (unsigned long long)v[i]);
+    jput(buf, cap, len, "}");
+}
+
 typedef struct gen_sink {
     uint32_t *out;
     size_t n, cap;
@@ -222,9 +232,22 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
          r.prefill_s, r.ttft_s, r.decode_s,
          r.prefill_tok_s, r.decode_tok_s);
     if (r.commit_rc == SB_OK)
-        jput(report, report_cap, &len, "null}");
+        jput(report, report_cap, &len, "null");
     else
-        jput(report, report_cap, &len, "\"%s\"}", sb_strerror(r.commit_rc));
+        jput(report, report_cap, &len, "\"%s\"", sb_strerror(r.commit_rc));
+    const sb_write_outcome *d = &r.disk;
+    const char *durable = !d->ticket ? "null" : d->durable ? "\"yes\""
+                          : d->denied ? "\"no\"" : "\"pending\"";
+    jput(report, report_cap, &len,
+         ",\"durable\":%s,\"disk\":{\"ticket\":%llu,\"pages_new\":%u,\"points_new\":%u,"
+         "\"queued\":%u,\"written\":%u,\"deferred\":%u,\"dirty\":%u,\"denied\":%u",
+         durable, (unsigned long long)d->ticket, d->pages_new, d->points_new, d->queued,
+         d->written, d->deferred, d->dirty, d->denied);
+    uint64_t by[SB_DENY__COUNT];
+    for (int i = 0; i < SB_DENY__COUNT; i++)
+        by[i] = d->denied_by[i];
+    by_reason(report, report_cap, &len, "denied_by", sb_deny_name, by, SB_DENY__COUNT);
+    jput(report, report_cap, &len, "}}");
     return len < report_cap ? SB_OK : SB_ERR_RANGE;
 }
 
@@ -250,7 +273,9 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     X(disk_compress_stored_bytes) X(disk_compress_saved_bytes)                                  \
     X(recovered_records)                                                                        \
     X(recovered_pages) X(recovered_points) X(recovered_namespaces) X(recovery_orphans)          \
-    X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)          \
+    X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)            \
+    X(salvaged) X(salvaged_segments) X(salvage_scanned_segments) X(salvage_skipped_files)    \
+    X(salvage_dropped_records) X(salvage_dropped_bytes)                                      \
     X(pool_spare_bytes) X(pool_spare_pages) X(pool_chunks) X(pool_grown_bytes)                  \
     X(pool_trimmed_bytes) X(disk_read_ios) X(disk_write_ios)
 #define SB_COUNT_FIELD(f) +1
@@ -258,16 +283,6 @@ _Static_assert(sizeof(sb_stats) ==
                    (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +
                        2 * SB_MISS__COUNT * 8 + 2 * SB_DENY__COUNT * 8,
                "sb_stats changed: update SB_STATS_U64 in capi.c");
-
-/* ,"key":{"reason":v,...} for an array of n counters indexed by reason. */
-static void by_reason(char *buf, size_t cap, size_t *len, const char *key,
-                      const char *(*name)(int), const uint64_t *v, int n)
-{
-    jput(buf, cap, len, ",\"%s\":{", key);
-    for (int i = 0; i < n; i++)
-        jput(buf, cap, len, "%s\"%s\":%llu", i ? "," : "", name(i), (unsigned long long)v[i]);
-    jput(buf, cap, len, "}");
-}
 
 int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
 {
@@ -302,6 +317,8 @@ size_t sbrt_sizeof(int which)
         return sizeof(sb_match_info);
     case 3:
         return sizeof(sb_ns_info);
+    case 4:
+        return sizeof(sb_write_outcome);
     }
     return 0;
 }

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench_tool.h"
 #include "cli.h"
 #include "snapbank.h"
 
@@ -20,7 +21,9 @@ static const struct {
     { "chat", sb_cli_chat,
       "a multi-turn chat whose KV is restored from the bank (cold, warm_prefix, ssd)" },
     { "make-model", sb_cli_make_model, "write a GGUF model with random weights (tiny, small)" },
-    { "bench", sb_cli_bench,
+    { "tokenize", sb_cli_tokenize,
+      "the token ids of a text by a GGUF file's vocabulary, like llama-tokenize" },
+    { "bench", sb_bench_tool_main,
       "fio-style wear and throughput jobs against the store, fio beside them" },
 };
 

@@ -7,23 +7,42 @@
 
 #include "cli.h"
 #include "model/make_model.h"
+#include "model/vocab.h"
 
 static void mm_usage(FILE *f)
 {
     fprintf(f,
-            "usage: snapbank make-model -o FILE [--preset tiny|small] [options]\n\n"
-            "Writes a llama-family GGUF v3 model with random weights drawn from a seed\n"
-            "(the same options give the same bytes) and a SentencePiece vocabulary.\n\n"
+            "usage: snapbank make-model -o FILE [--preset P] [options]\n\n"
+            "Writes a llama-family GGUF v3 model (llama, qwen2 or qwen3) with random\n"
+            "weights drawn from a seed (the same options give the same bytes) and a\n"
+            "generated SentencePiece vocabulary, or a real one (--vocab FILE).\n\n"
             "options:\n"
             "  -o FILE            the file to write\n"
-            "  --preset P         tiny (dim 64, 2 layers, F32) or small (dim 768, 12\n"
-            "                     layers, 12/4 heads, ff 2048, vocab 4096, F16); tiny\n"
-            "  --arch A           llama or qwen2 (Q/K/V biases)\n"
-            "  --dtype T          f32, f16 or q8_0 (matrices and embeddings)\n"
+            "  --preset P         tiny (default: llama, dim 64, 2 layers, F32), small\n"
+            "                     (llama, dim 768, 12 layers, 12/4 heads, ff 2048, vocab\n"
+            "                     4096, F16); test miniatures tiny-llama3 (rope_freqs),\n"
+            "                     tiny-qwen2, tiny-qwen3 (tied, F32); the real shapes\n"
+            "                     llama3-1b (Llama-3.2-1B), qwen2.5-0.5b, qwen3-0.6b,\n"
+            "                     smollm2-360m (tied, F16, real vocabulary sizes)\n"
+            "  --arch A           llama, qwen2 (Q/K/V biases) or qwen3 (q/k norms)\n"
+            "  --dtype T          matrices and embeddings: f32, f16, bf16, q4_0, q4_1,\n"
+            "                     q5_0, q5_1, q8_0, q4_k, q5_k, q6_k (every matrix that\n"
+            "                     type), or q4_k_m, q5_k_m (llama.cpp's per-tensor mixes)\n"
             "  --seed N           weights seed (default 1)\n"
-            "  --dim N --layers N --heads N --kv-heads N --ff N --vocab N --ctx N\n"
-            "                     override the preset's shape\n"
-            "  --tied             no output matrix: the output shares token_embd\n\n"
+            "  --dim N --layers N --heads N --kv-heads N --head-dim N --ff N\n"
+            "  --vocab N --ctx N  override the preset's shape (head-dim 0: dim / heads)\n"
+            "  --vocab FILE       take the vocabulary from a GGUF file (a model or a\n"
+            "                     vocabulary-only file: every tokenizer.* key, merges,\n"
+            "                     token types, special ids, pre, chat template); the\n"
+            "                     vocabulary size follows it\n"
+            "  --tied, --untied   no output matrix (the output shares token_embd), or one\n"
+            "  --rope-base X --rms-eps X\n"
+            "                     rope.freq_base, attention.layer_norm_rms_epsilon\n"
+            "  --rope-freqs F     write rope_freqs.weight: Llama 3.1 divisors, factor F\n"
+            "                     (0: none; llama only)\n"
+            "  --rope-orig-ctx N  their original context (8192), and YaRN's\n"
+            "  --rope-scaling T --rope-scale S\n"
+            "                     rope.scaling.type none|linear|yarn and its factor\n\n"
             "exit status: 0 written, 1 failure, 2 usage.\n");
 }
 
@@ -34,9 +53,9 @@ int sb_cli_make_model(int argc, char **argv)
         if (!strcmp(argv[i], "--preset") && i + 1 < argc)
             preset = argv[++i];
     sb_rt_make_opts o;
-    sb_rt_make_opts_preset(&o, preset);
-    if (strcmp(preset, "tiny") && strcmp(preset, "small")) {
-        fprintf(stderr, "snapbank make-model: unknown preset '%s' (tiny, small)\n", preset);
+    if (sb_rt_make_opts_preset(&o, preset) != 0) {
+        fprintf(stderr, "snapbank make-model: unknown preset '%s' (%s)\n", preset,
+                SB_RT_MAKE_PRESETS);
         return 2;
     }
     for (int i = 1; i < argc; i++) {
@@ -48,8 +67,8 @@ int sb_cli_make_model(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "-o") && v) {
             out = v, i++;
-        } else if (!strcmp(a, "--tied")) {
-            o.tied = true;
+        } else if (!strcmp(a, "--tied") || !strcmp(a, "--untied")) {
+            o.tied = !strcmp(a, "--tied");
         } else if (!strncmp(a, "--", 2) && v && sb_rt_make_opts_set(&o, a + 2, v) == 0) {
             i++;
         } else {
@@ -64,16 +83,25 @@ int sb_cli_make_model(int argc, char **argv)
         return 2;
     }
     sb_rt_err err = { 0 };
+    sb_rt_tok *vt = NULL;
+    if (o.vocab[0]) { /* the vocabulary size it gives, for the report below */
+        if (sb_rt_tok_load(o.vocab, &vt, &err) != 0) {
+            fprintf(stderr, "snapbank make-model: --vocab: %s\n", err.msg);
+            return 1;
+        }
+        o.n_vocab = sb_rt_tok_n_vocab(vt);
+        sb_rt_tok_free(vt);
+    }
     int rc = sb_rt_make_model(&o, out, &err);
     if (rc != 0) {
         fprintf(stderr, "snapbank make-model: %s\n", err.msg);
         return rc == -1 ? 2 : 1; /* SB_ERR_INVAL: a bad shape is a usage error */
     }
     struct stat st;
-    printf("wrote %s (%s, %s, %u layers, dim %u, %u/%u heads, ff %u, vocab %u, ctx %u, "
-           "seed %llu): %lld bytes\n", out, o.arch,
-           o.dtype == 0 ? "f32" : o.dtype == 1 ? "f16" : "q8_0", o.n_layers, o.dim, o.n_heads,
-           o.n_kv_heads, o.n_ff, o.n_vocab, o.n_ctx, (unsigned long long)o.seed,
+    printf("wrote %s (%s, %s, %u layers, dim %u, %u/%u heads of %u, ff %u, vocab %u, ctx %u, "
+           "%s, seed %llu): %lld bytes\n", out, o.arch, sb_rt_make_dtype_name(o.dtype),
+           o.n_layers, o.dim, o.n_heads, o.n_kv_heads, o.head_dim ? o.head_dim : o.dim / o.n_heads,
+           o.n_ff, o.n_vocab, o.n_ctx, o.tied ? "tied" : "untied", (unsigned long long)o.seed,
            stat(out, &st) == 0 ? (long long)st.st_size : -1LL);
     return 0;
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/quant.h"
+
 struct sb_rt_ctx {
     const sb_rt_model *m;
     sb_rt_pool *pool;
@@ -102,34 +104,12 @@ unsigned sb_rt_ctx_threads(const sb_rt_ctx *c)
 
 /* ---- pieces ----------------------------------------------------------------------- */
 
-/* Row `row` of matrix w as floats into y (w->in of them). */
+/* Row `row` of matrix w as floats into y (w->in of them): an embedding
+ * lookup, in any weight type (quant.h). */
 static void mat_row(const sb_rt_mat *w, uint32_t row, float *y)
 {
     const uint8_t *p = (const uint8_t *)w->data + (size_t)row * sb_rt_dtype_row_bytes(w->type, w->in);
-    switch (w->type) {
-    case SB_RT_F32:
-        memcpy(y, p, (size_t)w->in * sizeof *y);
-        break;
-    case SB_RT_F16: {
-        uint16_t h[256];
-        for (uint32_t i = 0; i < w->in; i += 256) {
-            uint32_t k = w->in - i < 256 ? w->in - i : 256;
-            memcpy(h, p + 2u * i, 2u * k);
-            sb_rt_f16_to_f32(h, y + i, k);
-        }
-        break;
-    }
-    case SB_RT_Q8_0:
-        for (uint32_t b = 0; b < w->in / 32; b++, p += 34) {
-            uint16_t dh;
-            float d;
-            memcpy(&dh, p, 2);
-            sb_rt_f16_to_f32(&dh, &d, 1);
-            for (uint32_t i = 0; i < 32; i++)
-                y[b * 32 + i] = d * (float)(int8_t)p[2 + i];
-        }
-        break;
-    }
+    sb_rt_dequant_row(w->type, p, y, w->in);
 }
 
 static void matmul(sb_rt_ctx *c, float *y, const float *x, const sb_rt_mat *w, size_t n)
@@ -147,29 +127,30 @@ static void add_bias(float *y, const float *b, size_t n, size_t width)
 
 /* Step 2's angles for positions pos0 + i, i < n, into c->rope: computed
  * once per batch (every layer uses the same), in double from the position
- * alone. */
+ * and the model's table alone (model.h: theta_j, every scaling applied). */
 static void rope_angles(sb_rt_ctx *c, size_t n, size_t pos0)
 {
-    const sb_rt_hparams *hp = &c->m->hp;
-    uint32_t hd = hp->head_dim, half = hd / 2;
+    const sb_rt_model *m = c->m;
+    uint32_t hd = m->hp.head_dim, half = hd / 2;
+    double ms = m->rope_mscale;
     for (size_t i = 0; i < n; i++) {
         float *cs = c->rope + i * hd;
         for (uint32_t j = 0; j < half; j++) {
-            double theta = (double)(pos0 + i) * pow((double)hp->rope_base, -2.0 * j / hd);
-            cs[2 * j] = (float)cos(theta);
-            cs[2 * j + 1] = (float)sin(theta);
+            double theta = (double)(pos0 + i) * m->rope[j];
+            cs[2 * j] = (float)(cos(theta) * ms);
+            cs[2 * j + 1] = (float)(sin(theta) * ms);
         }
     }
 }
 
 /* Step 2: rotate each head of q (n_heads) and k (n_kv_heads) by the
- * angles in c->rope. llama rotates adjacent pairs (2j, 2j + 1); qwen2 pairs
- * j and j + head_dim / 2. */
+ * angles in c->rope. llama rotates adjacent pairs (2j, 2j + 1); qwen2 and
+ * qwen3 (NEOX) pair j and j + head_dim / 2. */
 static void rope(sb_rt_ctx *c, size_t n)
 {
     const sb_rt_hparams *hp = &c->m->hp;
     uint32_t hd = hp->head_dim, half = hd / 2;
-    bool neox = hp->arch == SB_RT_ARCH_QWEN2;
+    bool neox = hp->rope_neox;
     for (size_t i = 0; i < n; i++) {
         const float *cs = c->rope + i * hd;
         for (int which = 0; which < 2; which++) {
@@ -184,6 +165,15 @@ static void rope(sb_rt_ctx *c, size_t n)
                 }
         }
     }
+}
+
+/* Step 1b (qwen3): each head of y ((n, heads * head_dim)) RMS-normed in
+ * place with the weights w (head_dim). */
+static void head_norm(sb_rt_ctx *c, float *y, const float *w, size_t n, uint32_t heads)
+{
+    const sb_rt_hparams *hp = &c->m->hp;
+    for (size_t i = 0; i < n * heads; i++)
+        sb_rt_rmsnorm(y + i * hp->head_dim, y + i * hp->head_dim, w, hp->head_dim, hp->rms_eps);
 }
 
 typedef struct att_job {
@@ -268,6 +258,10 @@ static void layer(sb_rt_ctx *c, const sb_rt_kv *kv, uint32_t l, size_t n, size_t
     add_bias(c->q, w->bq, n, c->q_dim);
     add_bias(c->k, w->bk, n, c->kv_dim);
     add_bias(c->v, w->bv, n, c->kv_dim);
+    if (w->q_norm) {
+        head_norm(c, c->q, w->q_norm, n, hp->n_heads);
+        head_norm(c, c->k, w->k_norm, n, hp->n_kv_heads);
+    }
     /* 2 */
     rope(c, n);
     for (size_t i = 0; i < n; i++) {

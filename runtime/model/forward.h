@@ -15,16 +15,22 @@
  * the position alone. So a warm restore continues bit-identically to a
  * cold prefill.
  *
- * Steps for each layer (x: the residual stream, (n, dim)):
- *   1. xb = rmsnorm(x) * attn_norm;  q, k, v = xb . Wq, Wk, Wv (+ biases)
- *   2. RoPE on q and k at each position (adjacent pairs for llama, halves
- *      for qwen2); k and v stored as F16 in the pages
+ * Steps for each layer (x: the residual stream, (n, dim); q is (n, q_dim),
+ * k and v (n, kv_dim), model.h):
+ *   1. xb = rmsnorm(x) * attn_norm;  q, k, v = xb . Wq, Wk, Wv (+ biases,
+ *      where the file has them)
+ *   1b. qwen3: each head of q and of k = rmsnorm(head) * attn_q_norm /
+ *      attn_k_norm (head_dim weights, the model's epsilon)
+ *   2. RoPE on q and k at each position: pair j of a head turned by
+ *      pos * theta_j (model.h's table: rope_freqs and scaling applied),
+ *      cos and sin times the model's magnitude scale; adjacent pairs for
+ *      llama, halves for qwen2 and qwen3; k and v stored as F16 in the pages
  *   3. per position and head: scores over positions 0..p (scaled by
  *      1/sqrt(head_dim)), softmax, weighted sum of V rows  (GQA: head h
  *      reads KV head h / (n_heads / n_kv_heads)); one task takes up to 8
  *      positions and the query heads of one KV head, so each K and V row
  *      is read once for all of them
- *   4. x += att . Wo
+ *   4. x += att . Wo  (att is (n, q_dim))
  *   5. xb = rmsnorm(x) * ffn_norm;  x += (silu(xb . Wgate) * (xb . Wup)) . Wdown
  * then logits = rmsnorm(x) * output_norm . Woutput.
  *

@@ -9,9 +9,11 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "model/gguf.h"
 #include "model/gguf_write.h"
 #include "model/tokenizer.h"
+#include "model/vocab.h"
 #include "snapbank.h"
 
 /* The text the vocabulary is learned from (our own prose). */
@@ -43,20 +45,86 @@ static const char corpus[] =
 #define N_BYTE 256u
 #define MAX_PIECE 64u
 
-void sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
+/* The real shapes, from the published configurations (config.json):
+ *   Llama-3.2-1B  meta-llama/Llama-3.2-1B-Instruct config.json, as quoted
+ *     in kevinstephano/thunder_model_blocks hf_llama/llama_config.py:
+ *     hidden_size 2048, intermediate_size 8192, num_hidden_layers 16,
+ *     num_attention_heads 32, num_key_value_heads 8, head_dim 64,
+ *     max_position_embeddings 131072, rms_norm_eps 1e-05, rope_theta
+ *     500000, rope_scaling llama3 (factor 32, low_freq_factor 1,
+ *     high_freq_factor 4, original_max_position_embeddings 8192),
+ *     tie_word_embeddings true, vocab_size 128256.
+ *   Qwen2.5-0.5B  Qwen/Qwen2.5-0.5B config.json: hidden_size 896,
+ *     intermediate_size 4864, 24 layers, 14 heads, 2 KV heads,
+ *     max_position_embeddings 32768, rms_norm_eps 1e-06, rope_theta 1e6,
+ *     tie_word_embeddings true, vocab_size 151936; the model card: "RoPE,
+ *     SwiGLU, RMSNorm, Attention QKV bias and tied word embeddings".
+ *   Qwen3-0.6B  Qwen/Qwen3-0.6B config.json: hidden_size 1024,
+ *     intermediate_size 3072, 28 layers, 16 heads, 8 KV heads, head_dim
+ *     128, max_position_embeddings 40960, rms_norm_eps 1e-06, rope_theta
+ *     1e6, attention_bias false, tie_word_embeddings true, vocab_size
+ *     151936; the card: "qk layernorm for all models".
+ *   SmolLM2-360M  HuggingFaceTB/SmolLM2-360M(-Instruct): LlamaForCausalLM,
+ *     hidden 960, intermediate 2560, 32 layers, 15 heads, 5 KV heads
+ *     (head 64), max_position_embeddings 8192, rms_norm_eps 1e-05,
+ *     rope_theta 100000, tied, vocab 49152. */
+static const struct preset {
+    const char *name;
+    const char *arch;
+    uint32_t dtype, dim, n_layers, n_heads, n_kv_heads, head_dim, n_ff, n_vocab, n_ctx;
+    bool tied;
+    float rope_base, rms_eps, rope_freqs;
+} presets[] = {
+    { "tiny", "llama", SB_RT_F32, 64, 2, 4, 2, 0, 192, 512, 2048, false, 1e4f, 1e-5f, 0 },
+    { "small", "llama", SB_RT_F16, 768, 12, 12, 4, 0, 2048, 4096, 8192, false, 1e4f, 1e-5f, 0 },
+    { "tiny-llama3", "llama", SB_RT_F32, 64, 2, 4, 2, 0, 192, 512, 2048, true, 5e5f, 1e-5f, 32 },
+    { "tiny-qwen2", "qwen2", SB_RT_F32, 64, 2, 4, 2, 0, 192, 512, 2048, true, 1e6f, 1e-6f, 0 },
+    { "tiny-qwen3", "qwen3", SB_RT_F32, 64, 2, 4, 2, 32, 192, 512, 2048, true, 1e6f, 1e-6f, 0 },
+    { "llama3-1b", "llama", SB_RT_F16, 2048, 16, 32, 8, 64, 8192, 128256, 131072, true, 5e5f,
+      1e-5f, 32 },
+    { "qwen2.5-0.5b", "qwen2", SB_RT_F16, 896, 24, 14, 2, 0, 4864, 151936, 32768, true, 1e6f,
+      1e-6f, 0 },
+    { "qwen3-0.6b", "qwen3", SB_RT_F16, 1024, 28, 16, 8, 128, 3072, 151936, 40960, true, 1e6f,
+      1e-6f, 0 },
+    { "smollm2-360m", "llama", SB_RT_F16, 960, 32, 15, 5, 0, 2560, 49152, 8192, true, 1e5f,
+      1e-5f, 0 },
+};
+
+int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
 {
+    size_t i = 0, n = sizeof presets / sizeof *presets;
+    while (i < n && !(preset && !strcmp(preset, presets[i].name)))
+        i++;
+    const struct preset *p = &presets[i < n ? i : 0];
     memset(o, 0, sizeof *o);
-    snprintf(o->arch, sizeof o->arch, "llama");
+    snprintf(o->arch, sizeof o->arch, "%s", p->arch);
     o->seed = 1;
-    if (preset && !strcmp(preset, "small")) {
-        o->dtype = SB_RT_F16;
-        o->dim = 768, o->n_layers = 12, o->n_heads = 12, o->n_kv_heads = 4, o->n_ff = 2048;
-        o->n_vocab = 4096, o->n_ctx = 8192;
-    } else {
-        o->dtype = SB_RT_F32;
-        o->dim = 64, o->n_layers = 2, o->n_heads = 4, o->n_kv_heads = 2, o->n_ff = 192;
-        o->n_vocab = 512, o->n_ctx = 2048;
-    }
+    o->dtype = p->dtype;
+    o->dim = p->dim, o->n_layers = p->n_layers, o->n_heads = p->n_heads;
+    o->n_kv_heads = p->n_kv_heads, o->head_dim = p->head_dim, o->n_ff = p->n_ff;
+    o->n_vocab = p->n_vocab, o->n_ctx = p->n_ctx, o->tied = p->tied;
+    o->rope_base = p->rope_base, o->rms_eps = p->rms_eps, o->rope_freqs = p->rope_freqs;
+    o->rope_orig_ctx = 8192;
+    o->rope_scale = 1;
+    return i < n ? SB_OK : SB_ERR_INVAL;
+}
+
+/* --dtype names, their ids and llama.cpp's general.file_type (its
+ * llama_ftype: what llama.cpp prints for the file). */
+static const struct { const char *name; uint32_t id, ftype; } dtypes[] = {
+    { "f32", SB_RT_F32, 0 },        { "f16", SB_RT_F16, 1 },       { "bf16", SB_RT_BF16, 32 },
+    { "q4_0", SB_RT_Q4_0, 2 },      { "q4_1", SB_RT_Q4_1, 3 },     { "q5_0", SB_RT_Q5_0, 8 },
+    { "q5_1", SB_RT_Q5_1, 9 },      { "q8_0", SB_RT_Q8_0, 7 },     { "q4_k", SB_RT_Q4_K, 14 },
+    { "q5_k", SB_RT_Q5_K, 16 },     { "q6_k", SB_RT_Q6_K, 18 },
+    { "q4_k_m", SB_RT_MAKE_Q4_K_M, 15 }, { "q5_k_m", SB_RT_MAKE_Q5_K_M, 17 },
+};
+
+const char *sb_rt_make_dtype_name(uint32_t dtype)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+        if (dtypes[i].id == dtype)
+            return dtypes[i].name;
+    return NULL;
 }
 
 static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -72,34 +140,81 @@ static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
     return SB_OK;
 }
 
+static int fnum(const char *v, double lo, double hi, float *out)
+{
+    char *end;
+    if (!v || !*v)
+        return SB_ERR_INVAL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || !(x >= lo && x <= hi))
+        return SB_ERR_INVAL;
+    *out = (float)x;
+    return SB_OK;
+}
+
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
 {
     uint64_t x = 0;
     if (!o || !name || !v)
         return SB_ERR_INVAL;
     if (!strcmp(name, "arch")) {
-        if (strcmp(v, "llama") && strcmp(v, "qwen2"))
+        if (strcmp(v, "llama") && strcmp(v, "qwen2") && strcmp(v, "qwen3"))
             return SB_ERR_INVAL;
         snprintf(o->arch, sizeof o->arch, "%s", v);
         return SB_OK;
     }
     if (!strcmp(name, "dtype")) {
-        o->dtype = !strcmp(v, "f32") ? SB_RT_F32 : !strcmp(v, "f16") ? SB_RT_F16
-                 : !strcmp(v, "q8_0") ? SB_RT_Q8_0 : 99;
-        return o->dtype == 99 ? SB_ERR_INVAL : SB_OK;
+        for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+            if (!strcmp(v, dtypes[i].name)) {
+                o->dtype = dtypes[i].id;
+                return SB_OK;
+            }
+        return SB_ERR_INVAL;
     }
-    static const struct { const char *name; size_t off; uint64_t hi; } f[] = {
-        { "dim", offsetof(sb_rt_make_opts, dim), 1u << 16 },
-        { "layers", offsetof(sb_rt_make_opts, n_layers), 512 },
-        { "heads", offsetof(sb_rt_make_opts, n_heads), 1024 },
-        { "kv-heads", offsetof(sb_rt_make_opts, n_kv_heads), 1024 },
-        { "ff", offsetof(sb_rt_make_opts, n_ff), 1u << 20 },
-        { "vocab", offsetof(sb_rt_make_opts, n_vocab), 1u << 20 },
-        { "ctx", offsetof(sb_rt_make_opts, n_ctx), 1u << 22 },
+    if (!strcmp(name, "rope-scaling")) {
+        if (*v && strcmp(v, "none") && strcmp(v, "linear") && strcmp(v, "yarn"))
+            return SB_ERR_INVAL;
+        snprintf(o->rope_scaling, sizeof o->rope_scaling, "%s", v);
+        return SB_OK;
+    }
+    if (!strcmp(name, "vocab")) {
+        if (v[0] && strspn(v, "0123456789") != strlen(v)) { /* a file */
+            if (strlen(v) >= sizeof o->vocab)
+                return SB_ERR_INVAL;
+            snprintf(o->vocab, sizeof o->vocab, "%s", v);
+            return SB_OK;
+        }
+        o->vocab[0] = '\0'; /* a number: the generated vocabulary's size */
+    }
+    static const struct { const char *name; size_t off; double lo, hi; } ff[] = {
+        { "rope-base", offsetof(sb_rt_make_opts, rope_base), 1.001, 1e12 },
+        { "rms-eps", offsetof(sb_rt_make_opts, rms_eps), 1e-12, 1 },
+        { "rope-freqs", offsetof(sb_rt_make_opts, rope_freqs), 0, 1e6 },
+        { "rope-scale", offsetof(sb_rt_make_opts, rope_scale), 1e-3, 1e6 },
+    };
+    for (size_t i = 0; i < sizeof ff / sizeof *ff; i++)
+        if (!strcmp(name, ff[i].name)) {
+            float f;
+            if (fnum(v, ff[i].lo, ff[i].hi, &f) != SB_OK)
+                return SB_ERR_INVAL;
+            memcpy((char *)o + ff[i].off, &f, sizeof f);
+            return SB_OK;
+        }
+    static const struct { const char *name; size_t off; uint64_t lo, hi; } f[] = {
+        { "dim", offsetof(sb_rt_make_opts, dim), 1, 1u << 16 },
+        { "layers", offsetof(sb_rt_make_opts, n_layers), 1, 512 },
+        { "heads", offsetof(sb_rt_make_opts, n_heads), 1, 1024 },
+        { "kv-heads", offsetof(sb_rt_make_opts, n_kv_heads), 1, 1024 },
+        { "head-dim", offsetof(sb_rt_make_opts, head_dim), 0, 4096 },
+        { "ff", offsetof(sb_rt_make_opts, n_ff), 1, 1u << 20 },
+        { "vocab", offsetof(sb_rt_make_opts, n_vocab), 1, 1u << 20 },
+        { "ctx", offsetof(sb_rt_make_opts, n_ctx), 1, 1u << 22 },
+        { "rope-orig-ctx", offsetof(sb_rt_make_opts, rope_orig_ctx), 1, 1u << 24 },
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (!strcmp(name, f[i].name)) {
-            if (num(v, 1, f[i].hi, &x) != SB_OK)
+            if (num(v, f[i].lo, f[i].hi, &x) != SB_OK)
                 return SB_ERR_INVAL;
             uint32_t u = (uint32_t)x;
             memcpy((char *)o + f[i].off, &u, sizeof u);
@@ -294,74 +409,144 @@ static void vocab_free(vocab *v)
     free(v->piece), free(v->len), free(v->score), free(v->type);
 }
 
+/* The generated vocabulary's tokenizer.ggml.* keys. */
+static int add_vocab_keys(sb_rt_gguf_writer *w, const vocab *v)
+{
+    const char **pp = malloc(v->n * sizeof *pp);
+    if (!pp)
+        return SB_ERR_NOMEM;
+    for (uint32_t i = 0; i < v->n; i++)
+        pp[i] = v->piece[i];
+    sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
+    sb_rt_gguf_add_arr_str(w, "tokenizer.ggml.tokens", pp, v->len, v->n);
+    free(pp);
+    sb_rt_gguf_add_arr(w, "tokenizer.ggml.scores", SB_RT_GGUF_F32, v->score, v->n);
+    sb_rt_gguf_add_arr(w, "tokenizer.ggml.token_type", SB_RT_GGUF_I32, v->type, v->n);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
+    return SB_OK;
+}
+
 /* ---- tensors ---------------------------------------------------------------------------- */
 
-/* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`). */
+/* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`, a
+ * multiple of t's block), quantized row by row (quant.h). */
 static void *fill(uint64_t *rng, uint32_t t, size_t in, size_t rows, float mean, float sd,
                   uint64_t *bytes)
 {
-    size_t n = in * rows;
+    size_t n = in * rows, rb = sb_rt_dtype_row_bytes((sb_rt_dtype)t, in);
     float *f = malloc(n * sizeof *f);
     if (!f)
         return NULL;
     for (size_t i = 0; i < n; i++)
         f[i] = mean + sd * normal(rng);
-    *bytes = sb_rt_dtype_row_bytes((sb_rt_dtype)t, in) * rows;
+    *bytes = rb * rows;
     if (t == SB_RT_F32)
         return f;
-    void *out = malloc(*bytes ? *bytes : 1);
-    if (out && t == SB_RT_F16) {
-        sb_rt_f32_to_f16(f, out, n);
-    } else if (out) {
-        uint8_t *p = out;
-        for (size_t b = 0; b < n / 32; b++, p += 34) {
-            float amax = 0;
-            for (int i = 0; i < 32; i++)
-                amax = fmaxf(amax, fabsf(f[b * 32 + i]));
-            float d = amax / 127.0f;
-            uint16_t dh;
-            sb_rt_f32_to_f16(&d, &dh, 1);
-            float dq;
-            sb_rt_f16_to_f32(&dh, &dq, 1); /* quantize against the stored scale */
-            memcpy(p, &dh, 2);
-            for (int i = 0; i < 32; i++) {
-                float r = dq != 0 ? nearbyintf(f[b * 32 + i] / dq) : 0;
-                p[2 + i] = (uint8_t)(int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-            }
-        }
-    }
+    uint8_t *out = malloc(*bytes ? *bytes : 1);
+    for (size_t r = 0; out && r < rows; r++)
+        sb_rt_quant_row((sb_rt_dtype)t, f + r * in, out + r * rb, in);
     free(f);
     return out;
 }
 
-int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
+/* rope_freqs.weight: Llama 3.1's divisor of each pair's frequency
+ * (make_model.h), head_dim / 2 values. */
+static void llama3_factors(const sb_rt_make_opts *o, uint32_t hd, float *f)
 {
-    if (!o || !path)
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: NULL argument");
-    bool qwen = !strcmp(o->arch, "qwen2");
-    if (!qwen && strcmp(o->arch, "llama"))
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2)",
-                          o->arch);
-    if (o->dtype != SB_RT_F32 && o->dtype != SB_RT_F16 && o->dtype != SB_RT_Q8_0)
+    double L = o->rope_orig_ctx, F = o->rope_freqs, lo = 1, hi = 4;
+    for (uint32_t j = 0; j < hd / 2; j++) {
+        double lambda = 6.283185307179586 / pow(o->rope_base, -2.0 * j / hd);
+        if (lambda < L / hi) {
+            f[j] = 1;
+        } else if (lambda > L / lo) {
+            f[j] = (float)F;
+        } else {
+            double k = (L / lambda - lo) / (hi - lo);
+            f[j] = (float)(1 / ((1 - k) / F + k));
+        }
+    }
+}
+
+/* llama.cpp's choice of layers that get more bits in its _M mixes. */
+static bool more_bits(uint32_t l, uint32_t n)
+{
+    return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
+
+/* The type of the matrix `role` of layer l (in values per row), for
+ * dtype (make_model.h: the mixes and the fallbacks). */
+static uint32_t tensor_type(const sb_rt_make_opts *o, const char *role, uint32_t l, uint32_t in)
+{
+    uint32_t t = o->dtype;
+    if (o->dtype == SB_RT_MAKE_Q4_K_M || o->dtype == SB_RT_MAKE_Q5_K_M) {
+        bool out = !strcmp(role, "output") || (o->tied && !strcmp(role, "token_embd"));
+        t = o->dtype == SB_RT_MAKE_Q4_K_M ? SB_RT_Q4_K : SB_RT_Q5_K;
+        if (out)
+            t = in % 256 ? SB_RT_Q8_0 : SB_RT_Q6_K;
+        else if ((!strcmp(role, "attn_v") || !strcmp(role, "ffn_down")) &&
+                 more_bits(l, o->n_layers))
+            t = SB_RT_Q6_K;
+    }
+    if (in % sb_rt_dtype_block((sb_rt_dtype)t))
+        t = t == SB_RT_Q4_K ? SB_RT_Q5_0 : t == SB_RT_Q5_K ? SB_RT_Q5_1
+          : t == SB_RT_Q6_K ? SB_RT_Q8_0 : t;
+    if (in % sb_rt_dtype_block((sb_rt_dtype)t))
+        t = SB_RT_F16;
+    return t;
+}
+
+/* The model o describes; vg: the file to copy the vocabulary from, or NULL
+ * to generate one. */
+static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path, sb_rt_err *err)
+{
+    bool qwen2 = !strcmp(o->arch, "qwen2"), qwen3 = !strcmp(o->arch, "qwen3");
+    if (!qwen2 && !qwen3 && strcmp(o->arch, "llama"))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2, "
+                          "qwen3)", o->arch);
+    uint32_t ftype = UINT32_MAX;
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+        if (dtypes[i].id == o->dtype)
+            ftype = dtypes[i].ftype;
+    if (ftype == UINT32_MAX)
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: type %" PRIu32, o->dtype);
+    uint32_t hd = o->head_dim ? o->head_dim : o->n_heads ? o->dim / o->n_heads : 0;
     if (!o->dim || !o->n_layers || !o->n_heads || !o->n_kv_heads || !o->n_ff || !o->n_ctx ||
-        o->dim % o->n_heads || (o->dim / o->n_heads) % 2 || o->n_heads % o->n_kv_heads ||
-        o->n_vocab < 300 || o->n_layers > 512 || (uint64_t)o->dim * o->n_vocab > (1ull << 32) ||
-        (uint64_t)o->dim * o->n_ff > (1ull << 32))
+        (!o->head_dim && o->dim % o->n_heads) || hd < 2 || hd % 2 || hd > 4096 ||
+        o->n_heads % o->n_kv_heads || o->n_vocab < 300 || o->n_layers > 512 ||
+        (uint64_t)o->dim * o->n_vocab > (1ull << 32) ||
+        (uint64_t)o->dim * o->n_ff > (1ull << 32) ||
+        (uint64_t)o->dim * o->n_heads * hd > (1ull << 32))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: impossible shape (dim %" PRIu32
-                          " heads %" PRIu32 " kv heads %" PRIu32 " ff %" PRIu32 " vocab %"
-                          PRIu32 "): dim must be an even head size times heads, heads a "
-                          "multiple of kv heads, vocab at least 300", o->dim, o->n_heads,
-                          o->n_kv_heads, o->n_ff, o->n_vocab);
-    if (o->dtype == SB_RT_Q8_0 && (o->dim % 32 || o->n_ff % 32))
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: q8_0 needs dim and ff multiples of 32");
+                          " heads %" PRIu32 " kv heads %" PRIu32 " head dim %" PRIu32 " ff %"
+                          PRIu32 " vocab %" PRIu32 "): dim must be an even head size times "
+                          "heads (or head-dim given, even), heads a multiple of kv heads, "
+                          "vocab at least 300", o->dim, o->n_heads, o->n_kv_heads, hd, o->n_ff,
+                          o->n_vocab);
+    if (!(o->rope_base > 1) || !(o->rms_eps > 0) || !(o->rope_freqs >= 0) ||
+        !(o->rope_scale > 0) || !o->rope_orig_ctx ||
+        (o->rope_scaling[0] && strcmp(o->rope_scaling, "none") &&
+         strcmp(o->rope_scaling, "linear") && strcmp(o->rope_scaling, "yarn")))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: bad RoPE or norm settings (base %g, "
+                          "epsilon %g, rope_freqs factor %g, scaling '%s' factor %g, original "
+                          "context %" PRIu32 ")", (double)o->rope_base, (double)o->rms_eps,
+                          (double)o->rope_freqs, o->rope_scaling, (double)o->rope_scale,
+                          o->rope_orig_ctx);
+    if (o->rope_freqs > 0 && (qwen2 || qwen3))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: rope_freqs is a llama tensor (%s "
+                          "does not use it)", o->arch);
     const char *a = o->arch;
-    uint32_t hd = o->dim / o->n_heads, qd = o->dim, kvd = o->n_kv_heads * hd;
+    uint32_t qd = o->n_heads * hd, kvd = o->n_kv_heads * hd;
     vocab v = { 0 };
     sb_rt_gguf_writer *w = sb_rt_gguf_writer_new();
     void **bufs = calloc(16u * o->n_layers + 8, sizeof *bufs);
+    float *freqs = malloc(hd / 2 * sizeof *freqs);
     size_t nb = 0;
-    int rc = w && bufs ? build_vocab(&v, o->n_vocab) : SB_ERR_NOMEM;
+    int rc = w && bufs && freqs ? (vg ? SB_OK : build_vocab(&v, o->n_vocab)) : SB_ERR_NOMEM;
     if (rc != SB_OK)
         goto out;
     char k[128], name[96];
@@ -369,38 +554,29 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     sb_rt_gguf_add_str(w, "general.architecture", a);
     sb_rt_gguf_add_str(w, "general.name", "snapbank random model");
     sb_rt_gguf_add_u32(w, "general.alignment", 32);
-    sb_rt_gguf_add_u32(w, "general.file_type", o->dtype == SB_RT_F32 ? 0 : o->dtype == SB_RT_F16 ? 1 : 7);
+    sb_rt_gguf_add_u32(w, "general.file_type", ftype);
     sb_rt_gguf_add_u32(w, KEY("context_length"), o->n_ctx);
     sb_rt_gguf_add_u32(w, KEY("embedding_length"), o->dim);
     sb_rt_gguf_add_u32(w, KEY("block_count"), o->n_layers);
     sb_rt_gguf_add_u32(w, KEY("feed_forward_length"), o->n_ff);
     sb_rt_gguf_add_u32(w, KEY("attention.head_count"), o->n_heads);
     sb_rt_gguf_add_u32(w, KEY("attention.head_count_kv"), o->n_kv_heads);
-    sb_rt_gguf_add_f32(w, KEY("rope.freq_base"), 10000.0f);
-    sb_rt_gguf_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    sb_rt_gguf_add_u32(w, KEY("attention.key_length"), hd);
+    sb_rt_gguf_add_u32(w, KEY("attention.value_length"), hd);
+    sb_rt_gguf_add_f32(w, KEY("rope.freq_base"), o->rope_base);
+    sb_rt_gguf_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), o->rms_eps);
     sb_rt_gguf_add_u32(w, KEY("rope.dimension_count"), hd);
+    if (o->rope_scaling[0]) {
+        sb_rt_gguf_add_str(w, KEY("rope.scaling.type"), o->rope_scaling);
+        sb_rt_gguf_add_f32(w, KEY("rope.scaling.factor"), o->rope_scale);
+        if (!strcmp(o->rope_scaling, "yarn"))
+            sb_rt_gguf_add_u32(w, KEY("rope.scaling.original_context_length"), o->rope_orig_ctx);
+    }
     sb_rt_gguf_add_u32(w, KEY("vocab_size"), o->n_vocab);
 #undef KEY
-    sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
-    {
-        const char **pp = malloc(v.n * sizeof *pp);
-        if (!pp) {
-            rc = SB_ERR_NOMEM;
-            goto out;
-        }
-        for (uint32_t i = 0; i < v.n; i++)
-            pp[i] = v.piece[i];
-        sb_rt_gguf_add_arr_str(w, "tokenizer.ggml.tokens", pp, v.len, v.n);
-        free(pp);
-    }
-    sb_rt_gguf_add_arr(w, "tokenizer.ggml.scores", SB_RT_GGUF_F32, v.score, v.n);
-    sb_rt_gguf_add_arr(w, "tokenizer.ggml.token_type", SB_RT_GGUF_I32, v.type, v.n);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
+    rc = vg ? sb_rt_vocab_copy(vg, o->vocab, w, err) : add_vocab_keys(w, &v);
+    if (rc != SB_OK)
+        goto out;
 
     uint64_t rng = o->seed;
 #define TENSOR(nm, t, in, rows, mean, sd)                                                    \
@@ -416,26 +592,42 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
         sb_rt_gguf_add_tensor(w, (nm), (rows) == 1 ? 1 : 2, ne, (t), b, by);                 \
     } while (0)
 #define NAME(s) (snprintf(name, sizeof name, "blk.%" PRIu32 ".%s", l, s), name)
-    TENSOR("token_embd.weight", o->dtype, o->dim, o->n_vocab, 0, 1);
-    for (uint32_t l = 0; l < o->n_layers; l++) {
+    /* tied, the embedding is the output matrix too: 1/sqrt(dim) keeps the
+     * logits near 1, as a trained model's are, instead of near sqrt(dim) */
+#define TYPE(role, in) tensor_type(o, role, l, in)
+    uint32_t l = 0;
+    TENSOR("token_embd.weight", TYPE("token_embd", o->dim), o->dim, o->n_vocab, 0,
+           o->tied ? 1 / sqrtf((float)o->dim) : 1);
+    if (o->rope_freqs > 0) { /* computed, not drawn: the weights stay the same */
+        llama3_factors(o, hd, freqs);
+        uint64_t ne[1] = { hd / 2 };
+        sb_rt_gguf_add_tensor(w, "rope_freqs.weight", 1, ne, SB_RT_F32, freqs,
+                              hd / 2 * sizeof *freqs);
+    }
+    for (l = 0; l < o->n_layers; l++) {
         TENSOR(NAME("attn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
-        TENSOR(NAME("attn_q.weight"), o->dtype, o->dim, qd, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("attn_k.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("attn_v.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
-        if (qwen) {
+        TENSOR(NAME("attn_q.weight"), TYPE("attn_q", o->dim), o->dim, qd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_k.weight"), TYPE("attn_k", o->dim), o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_v.weight"), TYPE("attn_v", o->dim), o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
+        if (qwen2) {
             TENSOR(NAME("attn_q.bias"), SB_RT_F32, qd, 1, 0, 0.1f);
             TENSOR(NAME("attn_k.bias"), SB_RT_F32, kvd, 1, 0, 0.1f);
             TENSOR(NAME("attn_v.bias"), SB_RT_F32, kvd, 1, 0, 0.1f);
         }
-        TENSOR(NAME("attn_output.weight"), o->dtype, qd, o->dim, 0, 1 / sqrtf((float)qd));
+        if (qwen3) {
+            TENSOR(NAME("attn_q_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
+            TENSOR(NAME("attn_k_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
+        }
+        TENSOR(NAME("attn_output.weight"), TYPE("attn_output", qd), qd, o->dim, 0, 1 / sqrtf((float)qd));
         TENSOR(NAME("ffn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
-        TENSOR(NAME("ffn_gate.weight"), o->dtype, o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("ffn_up.weight"), o->dtype, o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("ffn_down.weight"), o->dtype, o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
+        TENSOR(NAME("ffn_gate.weight"), TYPE("ffn_gate", o->dim), o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("ffn_up.weight"), TYPE("ffn_up", o->dim), o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("ffn_down.weight"), TYPE("ffn_down", o->n_ff), o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
     }
     TENSOR("output_norm.weight", SB_RT_F32, o->dim, 1, 1, 0.1f);
     if (!o->tied)
-        TENSOR("output.weight", o->dtype, o->dim, o->n_vocab, 0, 1 / sqrtf((float)o->dim));
+        TENSOR("output.weight", TYPE("output", o->dim), o->dim, o->n_vocab, 0, 1 / sqrtf((float)o->dim));
+#undef TYPE
 #undef TENSOR
 #undef NAME
     rc = sb_rt_gguf_write_file(w, path, err);
@@ -445,7 +637,28 @@ out:
     for (size_t i = 0; i < nb; i++)
         free(bufs[i]);
     free(bufs);
+    free(freqs);
     vocab_free(&v);
     sb_rt_gguf_writer_free(w);
+    return rc;
+}
+
+int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
+{
+    if (!o || !path)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: NULL argument");
+    if (!o->vocab[0])
+        return make(o, NULL, path, err);
+    /* --vocab FILE: check that its keys make a tokenizer; n_vocab follows */
+    sb_rt_gguf *g;
+    sb_rt_tok *t = NULL;
+    int rc = sb_rt_gguf_open(o->vocab, &g, err);
+    if (rc == SB_OK && (rc = sb_rt_tok_from_gguf(g, o->vocab, &t, err)) == SB_OK) {
+        sb_rt_make_opts with = *o;
+        with.n_vocab = sb_rt_tok_n_vocab(t);
+        sb_rt_tok_free(t);
+        rc = make(&with, g, path, err);
+    }
+    sb_rt_gguf_close(g);
     return rc;
 }

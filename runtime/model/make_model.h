@@ -3,13 +3,26 @@
  * runs on): the test and benchmark models, and `snapbank make-model`.
  *
  * The file is ordinary GGUF v3 with llama.cpp's tensor names and metadata
- * keys (model.h lists the shapes). Weights: matrices normal with standard
- * deviation 1/sqrt(in) (so activations keep their scale layer to layer),
- * embeddings standard deviation 1, norm weights 1 + 0.1 N(0,1), qwen2 biases
- * 0.1 N(0,1). Normal draws come from splitmix64 through Box-Muller, in the
- * file's tensor order, so the same options give byte-identical files.
+ * keys (model.h lists the shapes and keys) for the architectures llama,
+ * qwen2 (Q/K/V biases) and qwen3 (per-head q/k norms), optionally with a
+ * Llama 3 rope_freqs.weight and rope.scaling.* keys. Weights: matrices
+ * normal with standard deviation 1/sqrt(in) (so activations keep their
+ * scale layer to layer), embeddings standard deviation 1 (1/sqrt(dim) when
+ * tied, as the output matrix's: logits near 1, as in a trained model), norm
+ * weights (the q/k norms too) 1 + 0.1 N(0,1), qwen2 biases 0.1 N(0,1).
+ * Normal draws come from splitmix64 through Box-Muller, in the file's
+ * tensor order, so the same options give byte-identical files.
  *
- * The vocabulary is a SentencePiece (`llama`) one: ids 0 <unk>, 1 <s>,
+ * rope_freqs.weight holds Llama 3.1's frequency divisors (Meta's
+ * `apply_scaling`, the `llama3` rope_type of transformers): with the
+ * original context L, factor F, low 1 and high 4, for pair j of frequency
+ * w_j = base^(-2j/d) and wavelength lambda_j = 2 pi / w_j,
+ *   lambda_j < L / 4  ->  1        (high frequencies kept)
+ *   lambda_j > L      ->  F        (low frequencies interpolated)
+ *   otherwise         ->  1 / ((1 - k) / F + k),  k = (L / lambda_j - 1) / 3.
+ *
+ * The vocabulary is a real one copied from a GGUF file (vocab, below), or
+ * a generated SentencePiece (`llama`) one: ids 0 <unk>, 1 <s>,
  * 2 </s>, 3..258 the byte tokens <0x00>..<0xFF>, then every character of an
  * embedded English text (spaces as U+2581), then pieces merged from that
  * text by byte-pair counting (the most frequent adjacent pair within words
@@ -17,6 +30,23 @@
  * is full; if merges run out, <extra_N> pieces of type unused fill it.
  * Scores make SentencePiece's merge order the learned order: the k-th
  * merged piece scores -k, single characters -1e6 - rank.
+ *
+ * Weight types (--dtype): f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0,
+ * q4_k, q5_k, q6_k put every matrix (token_embd and output included) in
+ * that type; norms and biases stay F32. The quantizer is quant.h's
+ * sb_rt_quant_row (round to nearest per block). q4_k_m and q5_k_m are
+ * llama.cpp's Q4_K_M / Q5_K_M mixes (its llama_tensor_get_type, for a
+ * dense model that is not Falcon and not 70B), as this rule:
+ *   - output (and token_embd when tied): Q6_K;
+ *   - attn_v and ffn_down of layer l: Q6_K when l < n/8, or l >= 7n/8, or
+ *     (l - n/8) % 3 == 2 (n layers: llama.cpp's use_more_bits), else the
+ *     base type;
+ *   - every other matrix (token_embd untied, attn_q, attn_k, attn_output,
+ *     ffn_gate, ffn_up): the base type, Q4_K or Q5_K.
+ * Then, as llama.cpp does, a matrix whose rows are not a multiple of its
+ * type's block falls back: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0 (the
+ * output straight to Q8_0), and a row that is not a multiple of 32 either
+ * to F16. general.file_type is llama.cpp's llama_ftype for the dtype.
  *
  * Thread safety: no shared state.
  */
@@ -28,31 +58,89 @@
 
 #include "core/rt.h"
 
+/* dtype values beyond GGML's type ids: llama.cpp's per-tensor mixes. */
+#define SB_RT_MAKE_Q4_K_M 0x10fu
+#define SB_RT_MAKE_Q5_K_M 0x111u
+
 typedef struct sb_rt_make_opts {
-    char arch[16];             /* "llama" or "qwen2" */
-    uint32_t dtype;            /* matrices and embeddings: 0 F32, 1 F16, 8 Q8_0 */
+    char arch[16];             /* "llama", "qwen2" or "qwen3" */
+    uint32_t dtype;            /* matrices and embeddings: a GGML type id
+                                * (quant.h) or SB_RT_MAKE_Q4_K_M / _Q5_K_M */
     uint32_t dim, n_layers, n_heads, n_kv_heads, n_ff, n_vocab, n_ctx;
+    uint32_t head_dim;         /* 0: dim / n_heads */
     bool tied;                 /* no output.weight: the output shares token_embd */
+    float rope_base;           /* rope.freq_base */
+    float rms_eps;             /* attention.layer_norm_rms_epsilon */
+    float rope_freqs;          /* > 0: write rope_freqs.weight, Llama 3 divisors
+                                * with this factor F (above); 0: none */
+    uint32_t rope_orig_ctx;    /* L of rope_freqs, and YaRN's
+                                * rope.scaling.original_context_length */
+    char rope_scaling[8];      /* rope.scaling.type: "" (not written), "none",
+                                * "linear" or "yarn" */
+    float rope_scale;          /* rope.scaling.factor (written with a type) */
     uint64_t seed;
+    char vocab[512];           /* "" to generate the vocabulary; else a GGUF file whose
+                                * tokenizer.* keys are copied (n_vocab is then its
+                                * token count, whatever n_vocab says) */
 } sb_rt_make_opts;
 
-/* sb_rt_make_opts_preset -- "tiny" (dim 64, 2 layers, 4 heads, 2 KV heads,
- * ff 192, vocab 512, ctx 2048, F32) or "small" (dim 768, 12 layers, 12
- * heads, 4 KV heads, ff 2048, vocab 4096, ctx 8192, F16); llama, untied,
- * seed 1. An unknown name gives tiny. */
-void sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
+/* The preset names, for usage messages. */
+#define SB_RT_MAKE_PRESETS "tiny, small, tiny-llama3, tiny-qwen2, tiny-qwen3, llama3-1b, " \
+                           "qwen2.5-0.5b, qwen3-0.6b, smollm2-360m"
 
-/* sb_rt_make_opts_set -- set one option by name: "arch" (llama|qwen2),
- * "dtype" (f32|f16|q8_0), "dim", "layers", "heads", "kv-heads", "ff",
- * "vocab", "ctx", "seed", "tied" (0|1).
+/* sb_rt_make_opts_preset -- fill o with a preset (seed 1; rope base 10000,
+ * epsilon 1e-5 unless listed):
+ *   tiny          llama, dim 64, 2 layers, 4/2 heads, ff 192, vocab 512,
+ *                 ctx 2048, F32, untied
+ *   small         llama, dim 768, 12 layers, 12/4 heads, ff 2048, vocab
+ *                 4096, ctx 8192, F16, untied
+ * test miniatures of the real models below (tiny's shape, F32, tied; each
+ * runs in milliseconds):
+ *   tiny-llama3   llama, rope base 500000, rope_freqs (F 32, L 8192)
+ *   tiny-qwen2    qwen2 (biases), rope base 1e6, epsilon 1e-6
+ *   tiny-qwen3    qwen3 (q/k norms), head_dim 32 (q_dim 128 != dim 64),
+ *                 rope base 1e6, epsilon 1e-6
+ * the real shapes, F16, tied, with the real vocabulary size (the embedded
+ * vocabulary padded with unused pieces until a real one is given):
+ *   llama3-1b     Llama-3.2-1B: dim 2048, 16 layers, 32/8 heads, head_dim
+ *                 64, ff 8192, vocab 128256, ctx 131072, rope base 500000,
+ *                 rope_freqs (F 32, L 8192)
+ *   qwen2.5-0.5b  Qwen2.5-0.5B: qwen2, dim 896, 24 layers, 14/2 heads, ff
+ *                 4864, vocab 151936, ctx 32768, rope base 1e6, eps 1e-6
+ *   qwen3-0.6b    Qwen3-0.6B: qwen3, dim 1024, 28 layers, 16/8 heads,
+ *                 head_dim 128, ff 3072, vocab 151936, ctx 40960, rope
+ *                 base 1e6, eps 1e-6
+ *   smollm2-360m  SmolLM2-360M: llama, dim 960, 32 layers, 15/5 heads, ff
+ *                 2560, vocab 49152, ctx 8192, rope base 100000
+ * (make_model.c cites the published configurations.)
+ * Returns: SB_OK; SB_ERR_INVAL (an unknown name: o is then tiny). */
+int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
+
+/* sb_rt_make_dtype_name -- the --dtype name of a dtype value ("q4_k_m");
+ * NULL for a value make-model does not write. */
+const char *sb_rt_make_dtype_name(uint32_t dtype);
+
+/* sb_rt_make_opts_set -- set one option by name: "arch" (llama|qwen2|
+ * qwen3), "dtype" (f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|
+ * q4_k_m|q5_k_m), "dim", "layers", "heads", "kv-heads",
+ * "head-dim" (0: dim / heads), "ff", "vocab" (a number: the generated
+ * vocabulary's size; anything else: a GGUF file to take the vocabulary
+ * from), "ctx", "seed", "tied" (0|1),
+ * "rope-base", "rms-eps", "rope-freqs" (the factor F; 0 none),
+ * "rope-orig-ctx", "rope-scaling" (none|linear|yarn|"" for not written),
+ * "rope-scale" (the factor).
  * Returns: SB_OK; SB_ERR_INVAL (unknown name or bad value). */
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value);
 
-/* sb_rt_make_model -- write the model o describes to path.
- * Returns: SB_OK; SB_ERR_INVAL (a shape that cannot be: dim not a multiple
- * of heads, odd head size, heads not a multiple of kv heads, Q8_0 with dim
- * or ff not multiples of 32, vocab under 300, a dimension 0 or too large);
- * SB_ERR_NOMEM; SB_ERR_IO (err names the path). */
+/* sb_rt_make_model -- write the model o describes to path. With o->vocab,
+ * the vocabulary is that file's (every tokenizer.* key, vocab.h), checked
+ * first to make a tokenizer.
+ * Returns: SB_OK; SB_ERR_INVAL (an unknown dtype, or a shape that cannot
+ * be: dim not a multiple of heads without head_dim, odd head size, heads
+ * not a multiple of kv heads, vocab under 300, a dimension 0 or too large,
+ * an unknown rope scaling type); SB_ERR_NOMEM; SB_ERR_IO (err names the
+ * path); with o->vocab also what sb_rt_gguf_open, sb_rt_tok_from_gguf and
+ * sb_rt_vocab_copy return (err names the vocabulary file). */
 int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err);
 
 #endif /* SB_RT_MAKE_MODEL_H */

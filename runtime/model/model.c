@@ -2,7 +2,8 @@
  *
  * The identity the bank keys KV state under is an XXH3-128 digest of:
  * the KV page format (SB_RT_KV_FORMAT, F16 K/V), the architecture, every
- * hyperparameter, and every tensor's name, type, shape and bytes. Any change
+ * hyperparameter, the RoPE angle table and magnitude (so every scaling
+ * key), and every tensor's name, type, shape and bytes. Any change
  * to weights or to a setting that changes the K/V bytes gives another
  * identity, so the bank never mixes state of two models. Hashing reads the
  * whole file once at load (about 10 ms per 100 MB here).
@@ -10,11 +11,13 @@
 #include "model/model.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
+#include "kernels/quant.h"
 #include "model/gguf.h"
 #include "model/kv.h"
 #include "model/tokenizer.h"
@@ -24,19 +27,51 @@
 
 /* ---- metadata ---------------------------------------------------------------------- */
 
+/* What each architecture computes beyond the common llama block. */
+static const struct arch_info {
+    const char *name;
+    sb_rt_arch arch;
+    bool neox;                 /* RoPE on halves */
+    bool qk_norm;              /* attn_q_norm / attn_k_norm */
+    bool rope_freqs;           /* may carry rope_freqs.weight */
+} arch_table[] = {
+    { "llama", SB_RT_ARCH_LLAMA, false, false, true },
+    { "qwen2", SB_RT_ARCH_QWEN2, true, false, false },
+    { "qwen3", SB_RT_ARCH_QWEN3, true, true, false },
+};
+
+static const struct arch_info *arch_of(sb_rt_arch arch)
+{
+    for (size_t i = 0; i < sizeof arch_table / sizeof *arch_table; i++)
+        if (arch_table[i].arch == arch)
+            return &arch_table[i];
+    return NULL;
+}
+
+const char *sb_rt_arch_name(sb_rt_arch arch)
+{
+    return arch_of(arch) ? arch_of(arch)->name : "?";
+}
+
 /* key "<arch>.<suffix>" */
 static void arch_key(char *out, size_t n, const char *arch, const char *suffix)
 {
     snprintf(out, n, "%s.%s", arch, suffix);
 }
 
-static int need_u32(const sb_rt_gguf *g, const char *path, const char *arch, const char *suffix,
-                    uint32_t lo, uint32_t hi, uint32_t *out, sb_rt_err *err)
+/* An integer key in [lo, hi]; *out = dflt when absent and not required. */
+static int get_u32(const sb_rt_gguf *g, const char *path, const char *arch, const char *suffix,
+                   bool required, uint32_t dflt, uint32_t lo, uint32_t hi, uint32_t *out,
+                   sb_rt_err *err)
 {
     char key[128];
     arch_key(key, sizeof key, arch, suffix);
     uint64_t v;
     int rc = sb_rt_gguf_get_u64(g, key, &v);
+    if (rc == SB_ERR_NOT_FOUND && !required) {
+        *out = dflt;
+        return SB_OK;
+    }
     if (rc == SB_ERR_NOT_FOUND)
         return FAIL(SB_ERR_FORMAT, "%s: metadata key '%s' is missing", path, key);
     if (rc != SB_OK || v < lo || v > hi)
@@ -46,18 +81,109 @@ static int need_u32(const sb_rt_gguf *g, const char *path, const char *arch, con
     return SB_OK;
 }
 
+static int need_u32(const sb_rt_gguf *g, const char *path, const char *arch, const char *suffix,
+                    uint32_t lo, uint32_t hi, uint32_t *out, sb_rt_err *err)
+{
+    return get_u32(g, path, arch, suffix, true, 0, lo, hi, out, err);
+}
+
+/* A float key: *out = dflt when absent; else positive and finite (or 0
+ * when zero_ok). *found says whether it was there. */
+static int get_f32(const sb_rt_gguf *g, const char *path, const char *key, float dflt,
+                   bool zero_ok, float *out, bool *found, sb_rt_err *err)
+{
+    int rc = sb_rt_gguf_get_f32(g, key, out);
+    if (found)
+        *found = rc != SB_ERR_NOT_FOUND;
+    if (rc == SB_ERR_NOT_FOUND) {
+        *out = dflt;
+        return SB_OK;
+    }
+    if (rc != SB_OK || !(*out > 0 || (zero_ok && *out == 0)) || *out > 1e30f)
+        return FAIL(SB_ERR_FORMAT, "%s: metadata key '%s' must be a positive float", path, key);
+    return SB_OK;
+}
+
 static int opt_f32(const sb_rt_gguf *g, const char *path, const char *arch, const char *suffix,
                    float dflt, float *out, sb_rt_err *err)
 {
     char key[128];
     arch_key(key, sizeof key, arch, suffix);
-    int rc = sb_rt_gguf_get_f32(g, key, out);
-    if (rc == SB_ERR_NOT_FOUND) {
-        *out = dflt;
+    return get_f32(g, path, key, dflt, false, out, NULL, err);
+}
+
+/* A YaRN parameter llama.cpp does not read for these architectures: when
+ * present it must be the value llama.cpp uses (want), or the file is
+ * refused rather than run differently. */
+static int yarn_fixed(const sb_rt_gguf *g, const char *path, const char *arch, const char *suffix,
+                      double want, sb_rt_err *err)
+{
+    char key[128];
+    arch_key(key, sizeof key, arch, suffix);
+    float v;
+    int rc = sb_rt_gguf_get_f32(g, key, &v);
+    if (rc == SB_ERR_NOT_FOUND)
         return SB_OK;
+    if (rc != SB_OK)
+        return FAIL(SB_ERR_FORMAT, "%s: metadata key '%s' must be a float", path, key);
+    if (!(fabs(v - want) <= 1e-6 * fmax(1.0, fabs(want))))
+        return FAIL(SB_ERR_UNSUPPORTED, "%s: '%s' = %g is not supported (only %g, the value "
+                    "llama.cpp uses for this architecture)", path, key, (double)v, want);
+    return SB_OK;
+}
+
+/* Step: {arch}.rope.scaling.* into hp (type, factor, original context,
+ * attention factor), refusing what is not computed. */
+static int read_rope_scaling(const sb_rt_gguf *g, const char *path, const char *a,
+                             sb_rt_hparams *hp, sb_rt_err *err)
+{
+    char key[128];
+    const char *type;
+    size_t type_len;
+    arch_key(key, sizeof key, a, "rope.scaling.type");
+    int rc = sb_rt_gguf_get_str(g, key, &type, &type_len);
+    hp->rope_scaling = SB_RT_ROPE_LINEAR; /* llama.cpp's default: a no-op at factor 1 */
+    if (rc == SB_OK) {
+        static const struct { const char *name; sb_rt_rope_scaling v; } types[] = {
+            { "none", SB_RT_ROPE_NONE }, { "linear", SB_RT_ROPE_LINEAR },
+            { "yarn", SB_RT_ROPE_YARN } };
+        size_t i = 0;
+        while (i < 3 && !(strlen(types[i].name) == type_len &&
+                          !memcmp(types[i].name, type, type_len)))
+            i++;
+        if (i == 3)
+            return FAIL(SB_ERR_UNSUPPORTED, "%s: RoPE scaling type '%.*s' ('%s') is not "
+                        "supported (none, linear, yarn)", path,
+                        (int)(type_len > 64 ? 64 : type_len), type, key);
+        hp->rope_scaling = types[i].v;
+    } else if (rc != SB_ERR_NOT_FOUND) {
+        return FAIL(SB_ERR_FORMAT, "%s: metadata key '%s' must be a string", path, key);
     }
-    if (rc != SB_OK || !(*out > 0) || *out > 1e30f)
-        return FAIL(SB_ERR_FORMAT, "%s: metadata key '%s' must be a positive float", path, key);
+    bool found;
+    arch_key(key, sizeof key, a, "rope.scaling.factor");
+    if ((rc = get_f32(g, path, key, 0, true, &hp->rope_scale, &found, err)))
+        return rc;
+    if (!found) {
+        arch_key(key, sizeof key, a, "rope.scale_linear");
+        if ((rc = get_f32(g, path, key, 0, true, &hp->rope_scale, NULL, err)))
+            return rc;
+    }
+    if (hp->rope_scale == 0 || hp->rope_scaling == SB_RT_ROPE_NONE)
+        hp->rope_scale = 1; /* 0 means unset, as in llama.cpp */
+    if ((rc = get_u32(g, path, a, "rope.scaling.original_context_length", false, hp->n_ctx, 1,
+                      1u << 24, &hp->rope_ctx_orig, err)) ||
+        (rc = opt_f32(g, path, a, "rope.scaling.attn_factor", 1.0f, &hp->rope_attn_factor, err)))
+        return rc;
+    if (hp->rope_scaling == SB_RT_ROPE_YARN) {
+        double s = hp->rope_scale;
+        if ((rc = yarn_fixed(g, path, a, "rope.scaling.yarn_ext_factor", 1, err)) ||
+            (rc = yarn_fixed(g, path, a, "rope.scaling.yarn_beta_fast", 32, err)) ||
+            (rc = yarn_fixed(g, path, a, "rope.scaling.yarn_beta_slow", 1, err)) ||
+            (rc = yarn_fixed(g, path, a, "rope.scaling.yarn_attn_factor",
+                             s > 1 ? 1 + 0.1 * log(s) : 1, err)) ||
+            (rc = yarn_fixed(g, path, a, "rope.scaling.yarn_log_multiplier", 0, err)))
+            return rc;
+    }
     return SB_OK;
 }
 
@@ -70,17 +196,17 @@ static int read_hparams(sb_rt_model *m, sb_rt_err *err)
     if (sb_rt_gguf_get_str(g, "general.architecture", &arch, &arch_len) != SB_OK)
         return FAIL(SB_ERR_FORMAT, "%s: metadata key 'general.architecture' is missing", path);
     sb_rt_hparams *hp = &m->hp;
-    char a[16];
-    if (arch_len == 5 && !memcmp(arch, "llama", 5)) {
-        hp->arch = SB_RT_ARCH_LLAMA;
-    } else if (arch_len == 5 && !memcmp(arch, "qwen2", 5)) {
-        hp->arch = SB_RT_ARCH_QWEN2;
-    } else {
+    const struct arch_info *ai = NULL;
+    for (size_t i = 0; i < sizeof arch_table / sizeof *arch_table; i++)
+        if (strlen(arch_table[i].name) == arch_len && !memcmp(arch, arch_table[i].name, arch_len))
+            ai = &arch_table[i];
+    if (!ai)
         return FAIL(SB_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (llama, "
-                    "qwen2)", path, (int)(arch_len > 64 ? 64 : arch_len), arch);
-    }
-    memcpy(a, arch, 5);
-    a[5] = '\0';
+                    "qwen2, qwen3)", path, (int)(arch_len > 64 ? 64 : arch_len), arch);
+    const char *a = ai->name;
+    hp->arch = ai->arch;
+    hp->rope_neox = ai->neox;
+    hp->qk_norm = ai->qk_norm;
     int rc;
     if ((rc = need_u32(g, path, a, "embedding_length", 2, 1u << 16, &hp->dim, err)) ||
         (rc = need_u32(g, path, a, "block_count", 1, SB_RT_MAX_LAYERS, &hp->n_layers, err)) ||
@@ -97,10 +223,31 @@ static int read_hparams(sb_rt_model *m, sb_rt_err *err)
     if (!hp->n_kv_heads || hp->n_heads % hp->n_kv_heads)
         return FAIL(SB_ERR_FORMAT, "%s: '%s' must divide the head count %" PRIu32, path, key,
                     hp->n_heads);
-    if (hp->dim % hp->n_heads || (hp->dim / hp->n_heads) % 2)
-        return FAIL(SB_ERR_FORMAT, "%s: embedding length %" PRIu32 " is not an even head "
-                    "size times %" PRIu32 " heads", path, hp->dim, hp->n_heads);
-    hp->head_dim = hp->dim / hp->n_heads;
+    /* head size: attention.key_length (= value_length), else dim / heads */
+    uint32_t kl = 0, vl = 0;
+    if ((rc = get_u32(g, path, a, "attention.key_length", false, 0, 2, 4096, &kl, err)) ||
+        (rc = get_u32(g, path, a, "attention.value_length", false, 0, 2, 4096, &vl, err)))
+        return rc;
+    if (!kl) {
+        if (hp->dim % hp->n_heads)
+            return FAIL(SB_ERR_FORMAT, "%s: embedding length %" PRIu32 " is not a multiple of "
+                        "%" PRIu32 " heads and '%s.attention.key_length' is missing", path,
+                        hp->dim, hp->n_heads, a);
+        kl = hp->dim / hp->n_heads;
+    }
+    if (!vl) /* llama.cpp's default, whatever key_length says */
+        vl = hp->dim % hp->n_heads ? 0 : hp->dim / hp->n_heads;
+    if (!vl)
+        return FAIL(SB_ERR_FORMAT, "%s: embedding length %" PRIu32 " is not a multiple of "
+                    "%" PRIu32 " heads and '%s.attention.value_length' is missing", path,
+                    hp->dim, hp->n_heads, a);
+    if (kl != vl)
+        return FAIL(SB_ERR_UNSUPPORTED, "%s: K heads of %" PRIu32 " and V heads of %" PRIu32
+                    " values are not supported (they must be equal)", path, kl, vl);
+    if (kl % 2)
+        return FAIL(SB_ERR_FORMAT, "%s: head size %" PRIu32 " is odd (RoPE rotates pairs)",
+                    path, kl);
+    hp->head_dim = kl;
     arch_key(key, sizeof key, a, "rope.dimension_count");
     if (sb_rt_gguf_get_u64(g, key, &v) == SB_OK && v != hp->head_dim)
         return FAIL(SB_ERR_UNSUPPORTED, "%s: partial RoPE ('%s' = %" PRIu64 ", head size %"
@@ -108,64 +255,118 @@ static int read_hparams(sb_rt_model *m, sb_rt_err *err)
     if ((rc = opt_f32(g, path, a, "rope.freq_base", 10000.0f, &hp->rope_base, err)) ||
         (rc = opt_f32(g, path, a, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps, err)))
         return rc;
-    return SB_OK;
+    if (hp->rope_base <= 1.0f)
+        return FAIL(SB_ERR_FORMAT, "%s: '%s.rope.freq_base' must be above 1", path, a);
+    return read_rope_scaling(g, path, a, hp, err);
 }
 
 /* ---- tensors ----------------------------------------------------------------------- */
 
-/* A matrix tensor of shape (in, out), type F32 / F16 / Q8_0. */
-static int get_mat(sb_rt_model *m, const char *name, uint32_t in, uint32_t out, sb_rt_mat *w,
+/* Loading state: which of the file's tensors were taken, so that one the
+ * architecture does not use is refused by name. */
+typedef struct loader {
+    sb_rt_model *m;
+    uint8_t *used;             /* (n_tensors) 1 when taken */
+} loader;
+
+static const sb_rt_gguf_tensor *take(loader *ld, const char *name)
+{
+    for (size_t i = 0; i < sb_rt_gguf_n_tensors(ld->m->gguf); i++) {
+        const sb_rt_gguf_tensor *t = sb_rt_gguf_tensor_at(ld->m->gguf, i);
+        if (!strcmp(t->name, name)) {
+            ld->used[i] = 1;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+#define SUPPORTED_TYPES "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K"
+
+/* A tensor type this runtime does not run: the error names it. */
+static int bad_type(sb_rt_model *m, const sb_rt_gguf_tensor *t, sb_rt_err *err)
+{
+    return FAIL(SB_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (%" PRIu32 "), which this "
+                "runtime does not run (it runs " SUPPORTED_TYPES ")", m->path, t->name,
+                sb_rt_ggml_type_name(t->type), t->type);
+}
+
+/* A matrix tensor of shape (in, out), of any type quant.h lists. */
+static int get_mat(loader *ld, const char *name, uint32_t in, uint32_t out, sb_rt_mat *w,
                    sb_rt_err *err)
 {
-    const sb_rt_gguf_tensor *t = sb_rt_gguf_find_tensor(m->gguf, name);
+    sb_rt_model *m = ld->m;
+    const sb_rt_gguf_tensor *t = take(ld, name);
     if (!t)
         return FAIL(SB_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
     if (t->n_dims != 2 || t->ne[0] != in || t->ne[1] != out)
         return FAIL(SB_ERR_FORMAT, "%s: tensor '%s' has shape (%" PRIu64 ", %" PRIu64 "%s), "
                     "expected (%" PRIu32 ", %" PRIu32 ")", m->path, name, t->ne[0],
                     t->n_dims > 1 ? t->ne[1] : 1, t->n_dims > 2 ? ", ..." : "", in, out);
-    if (t->type != SB_RT_F32 && t->type != SB_RT_F16 && t->type != SB_RT_Q8_0)
-        return FAIL(SB_ERR_UNSUPPORTED, "%s: tensor '%s' has type %" PRIu32 " (F32, F16 and "
-                    "Q8_0 are supported)", m->path, name, (uint32_t)t->type);
+    if (!sb_rt_dtype_known(t->type))
+        return bad_type(m, t, err);
     *w = (sb_rt_mat){ t->data, (sb_rt_dtype)t->type, in, out };
     return SB_OK;
 }
 
-/* A vector tensor of n elements (F32 or F16) into an owned float array;
- * *out NULL when optional and absent. */
-static int get_vec(sb_rt_model *m, const char *name, uint32_t n, bool optional, float **out,
+/* A vector tensor of n elements (any type quant.h lists; norms and biases
+ * are F32 in files llama.cpp writes) into an owned float array; *out NULL
+ * when optional and absent. */
+static int get_vec(loader *ld, const char *name, uint32_t n, bool optional, float **out,
                    sb_rt_err *err)
 {
+    sb_rt_model *m = ld->m;
     *out = NULL;
-    const sb_rt_gguf_tensor *t = sb_rt_gguf_find_tensor(m->gguf, name);
+    const sb_rt_gguf_tensor *t = take(ld, name);
     if (!t)
         return optional ? SB_OK : FAIL(SB_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
     if (t->n_dims != 1 || t->ne[0] != n)
         return FAIL(SB_ERR_FORMAT, "%s: tensor '%s' has %" PRIu64 " elements in %" PRIu32
                     " dimensions, expected (%" PRIu32 ")", m->path, name, t->ne[0], t->n_dims, n);
-    if (t->type != SB_RT_F32 && t->type != SB_RT_F16)
-        return FAIL(SB_ERR_UNSUPPORTED, "%s: tensor '%s' has type %" PRIu32 " (a vector must "
-                    "be F32 or F16)", m->path, name, (uint32_t)t->type);
+    if (!sb_rt_dtype_known(t->type))
+        return bad_type(m, t, err);
     float *v = malloc((size_t)n * sizeof *v);
     if (!v)
         return FAIL(SB_ERR_NOMEM, "%s: out of memory", m->path);
-    if (t->type == SB_RT_F32) {
-        memcpy(v, t->data, (size_t)n * sizeof *v);
-    } else {
-        for (uint32_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, (const uint8_t *)t->data + 2 * i, 2);
-            sb_rt_f16_to_f32(&h, &v[i], 1);
-        }
-    }
+    sb_rt_dequant_row((sb_rt_dtype)t->type, t->data, v, n);
     *out = v;
     return SB_OK;
 }
 
-static int read_tensors(sb_rt_model *m, sb_rt_err *err)
+static int read_layer(loader *ld, uint32_t l, sb_rt_err *err)
 {
+    sb_rt_model *m = ld->m;
     const sb_rt_hparams *hp = &m->hp;
     uint32_t qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
+    sb_rt_layer *L = &m->layers[l];
+    char n[96];
+    int rc;
+#define NAME(s) (snprintf(n, sizeof n, "blk.%" PRIu32 ".%s", l, s), n)
+    if ((rc = get_vec(ld, NAME("attn_norm.weight"), hp->dim, false, &L->attn_norm, err)) ||
+        (rc = get_vec(ld, NAME("ffn_norm.weight"), hp->dim, false, &L->ffn_norm, err)) ||
+        (rc = get_mat(ld, NAME("attn_q.weight"), hp->dim, qd, &L->wq, err)) ||
+        (rc = get_mat(ld, NAME("attn_k.weight"), hp->dim, kvd, &L->wk, err)) ||
+        (rc = get_mat(ld, NAME("attn_v.weight"), hp->dim, kvd, &L->wv, err)) ||
+        (rc = get_mat(ld, NAME("attn_output.weight"), qd, hp->dim, &L->wo, err)) ||
+        (rc = get_mat(ld, NAME("ffn_gate.weight"), hp->dim, hp->n_ff, &L->gate, err)) ||
+        (rc = get_mat(ld, NAME("ffn_up.weight"), hp->dim, hp->n_ff, &L->up, err)) ||
+        (rc = get_mat(ld, NAME("ffn_down.weight"), hp->n_ff, hp->dim, &L->down, err)) ||
+        (rc = get_vec(ld, NAME("attn_q.bias"), qd, true, &L->bq, err)) ||
+        (rc = get_vec(ld, NAME("attn_k.bias"), kvd, true, &L->bk, err)) ||
+        (rc = get_vec(ld, NAME("attn_v.bias"), kvd, true, &L->bv, err)))
+        return rc;
+    if (hp->qk_norm &&
+        ((rc = get_vec(ld, NAME("attn_q_norm.weight"), hp->head_dim, false, &L->q_norm, err)) ||
+         (rc = get_vec(ld, NAME("attn_k_norm.weight"), hp->head_dim, false, &L->k_norm, err))))
+        return rc;
+#undef NAME
+    return SB_OK;
+}
+
+static int read_tensors(loader *ld, sb_rt_err *err)
+{
+    sb_rt_model *m = ld->m;
+    const sb_rt_hparams *hp = &m->hp;
     /* The vocabulary size is token_embd's second dimension. */
     const sb_rt_gguf_tensor *te = sb_rt_gguf_find_tensor(m->gguf, "token_embd.weight");
     if (!te)
@@ -174,43 +375,78 @@ static int read_tensors(sb_rt_model *m, sb_rt_err *err)
         return FAIL(SB_ERR_FORMAT, "%s: tensor 'token_embd.weight' must have shape (%" PRIu32
                     ", n_vocab), n_vocab in [1, 2^24]", m->path, hp->dim);
     m->hp.n_vocab = (uint32_t)te->ne[1];
-    int rc = get_mat(m, "token_embd.weight", hp->dim, hp->n_vocab, &m->embd, err);
+    int rc = get_mat(ld, "token_embd.weight", hp->dim, hp->n_vocab, &m->embd, err);
     if (rc != SB_OK)
         return rc;
-    if ((rc = get_vec(m, "output_norm.weight", hp->dim, false, &m->out_norm, err)))
+    if ((rc = get_vec(ld, "output_norm.weight", hp->dim, false, &m->out_norm, err)))
         return rc;
     if (sb_rt_gguf_find_tensor(m->gguf, "output.weight")) {
-        rc = get_mat(m, "output.weight", hp->dim, hp->n_vocab, &m->output, err);
+        rc = get_mat(ld, "output.weight", hp->dim, hp->n_vocab, &m->output, err);
     } else {
         m->hp.tied = true;
         m->output = m->embd;
     }
     if (rc != SB_OK)
         return rc;
+    if (arch_of(hp->arch)->rope_freqs &&
+        (rc = get_vec(ld, "rope_freqs.weight", hp->head_dim / 2, true, &m->rope_freqs, err)))
+        return rc;
+    for (uint32_t j = 0; m->rope_freqs && j < hp->head_dim / 2; j++)
+        if (!(m->rope_freqs[j] > 0) || !isfinite(m->rope_freqs[j]))
+            return FAIL(SB_ERR_FORMAT, "%s: tensor 'rope_freqs.weight': element %" PRIu32 " is "
+                        "%g, not a positive number", m->path, j, (double)m->rope_freqs[j]);
     m->layers = calloc(hp->n_layers, sizeof *m->layers);
     if (!m->layers)
         return FAIL(SB_ERR_NOMEM, "%s: out of memory", m->path);
-    bool bias = hp->arch == SB_RT_ARCH_QWEN2;
-    for (uint32_t l = 0; l < hp->n_layers && rc == SB_OK; l++) {
-        sb_rt_layer *L = &m->layers[l];
-        char n[96];
-#define NAME(s) (snprintf(n, sizeof n, "blk.%" PRIu32 ".%s", l, s), n)
-        if ((rc = get_vec(m, NAME("attn_norm.weight"), hp->dim, false, &L->attn_norm, err)) ||
-            (rc = get_vec(m, NAME("ffn_norm.weight"), hp->dim, false, &L->ffn_norm, err)) ||
-            (rc = get_mat(m, NAME("attn_q.weight"), hp->dim, qd, &L->wq, err)) ||
-            (rc = get_mat(m, NAME("attn_k.weight"), hp->dim, kvd, &L->wk, err)) ||
-            (rc = get_mat(m, NAME("attn_v.weight"), hp->dim, kvd, &L->wv, err)) ||
-            (rc = get_mat(m, NAME("attn_output.weight"), qd, hp->dim, &L->wo, err)) ||
-            (rc = get_mat(m, NAME("ffn_gate.weight"), hp->dim, hp->n_ff, &L->gate, err)) ||
-            (rc = get_mat(m, NAME("ffn_up.weight"), hp->dim, hp->n_ff, &L->up, err)) ||
-            (rc = get_mat(m, NAME("ffn_down.weight"), hp->n_ff, hp->dim, &L->down, err)) ||
-            (rc = get_vec(m, NAME("attn_q.bias"), qd, !bias, &L->bq, err)) ||
-            (rc = get_vec(m, NAME("attn_k.bias"), kvd, !bias, &L->bk, err)) ||
-            (rc = get_vec(m, NAME("attn_v.bias"), kvd, !bias, &L->bv, err)))
-            break;
-#undef NAME
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        if ((rc = read_layer(ld, l, err)))
+            return rc;
+    for (size_t i = 0; i < sb_rt_gguf_n_tensors(m->gguf); i++)
+        if (!ld->used[i])
+            return FAIL(SB_ERR_UNSUPPORTED, "%s: tensor '%s' is not used by architecture '%s' "
+                        "in this runtime (a model that needs it cannot run here)", m->path,
+                        sb_rt_gguf_tensor_at(m->gguf, i)->name, sb_rt_arch_name(hp->arch));
+    return SB_OK;
+}
+
+/* ---- RoPE table ----------------------------------------------------------------------- */
+
+/* theta_j and the magnitude scale, as model.h defines them. */
+static int rope_table(sb_rt_model *m)
+{
+    const sb_rt_hparams *hp = &m->hp;
+    uint32_t d = hp->head_dim, half = d / 2;
+    m->rope = malloc(half * sizeof *m->rope);
+    if (!m->rope)
+        return SB_ERR_NOMEM;
+    double base = hp->rope_base, s = hp->rope_scale, lo = 0, hi = 0;
+    if (hp->rope_scaling == SB_RT_ROPE_YARN) {
+        /* the pairs whose wavelength fits 32 times (lo) / once (hi) in the
+         * original context: below lo extrapolate, above hi interpolate */
+        double n_orig = hp->rope_ctx_orig, two_pi = 6.283185307179586;
+        double c_fast = d * log(n_orig / (32 * two_pi)) / (2 * log(base));
+        double c_slow = d * log(n_orig / (1 * two_pi)) / (2 * log(base));
+        lo = fmax(0.0, floor(c_fast));
+        hi = fmin((double)d - 1, ceil(c_slow));
     }
-    return rc;
+    for (uint32_t j = 0; j < half; j++) {
+        double e = pow(base, -2.0 * j / d);
+        if (m->rope_freqs)
+            e /= m->rope_freqs[j];
+        double t = e;
+        if (hp->rope_scaling == SB_RT_ROPE_LINEAR) {
+            t = e / s;
+        } else if (hp->rope_scaling == SB_RT_ROPE_YARN) {
+            double r = 1 - fmin(1.0, fmax(0.0, (j - lo) / fmax(0.001, hi - lo)));
+            t = e / s * (1 - r) + e * r;
+        }
+        m->rope[j] = t;
+    }
+    double ms = hp->rope_attn_factor;
+    if (hp->rope_scaling == SB_RT_ROPE_YARN && s > 1)
+        ms *= 1 + 0.1 * log(s);
+    m->rope_mscale = (float)ms;
+    return SB_OK;
 }
 
 /* ---- identity ---------------------------------------------------------------------- */
@@ -227,10 +463,13 @@ static int identity(sb_rt_model *m)
     XXH3_128bits_update(s, &fmt, sizeof fmt);
     const sb_rt_hparams *hp = &m->hp;
     uint32_t u[] = { (uint32_t)hp->arch, hp->n_vocab, hp->dim, hp->n_layers, hp->n_heads,
-                     hp->n_kv_heads, hp->head_dim, hp->n_ff, hp->n_ctx, hp->tied };
+                     hp->n_kv_heads, hp->head_dim, hp->n_ff, hp->n_ctx, hp->tied,
+                     hp->rope_neox, hp->qk_norm };
     XXH3_128bits_update(s, u, sizeof u);
-    float f[] = { hp->rope_base, hp->rms_eps };
+    float f[] = { hp->rope_base, hp->rms_eps, m->rope_mscale };
     XXH3_128bits_update(s, f, sizeof f);
+    /* the angles themselves: every scaling setting that moves K */
+    XXH3_128bits_update(s, m->rope, hp->head_dim / 2 * sizeof *m->rope);
     for (size_t i = 0; i < sb_rt_gguf_n_tensors(m->gguf); i++) {
         const sb_rt_gguf_tensor *t = sb_rt_gguf_tensor_at(m->gguf, i);
         XXH3_128bits_update(s, t->name, strlen(t->name) + 1);
@@ -259,9 +498,13 @@ void sb_rt_model_free(sb_rt_model *m)
             free(L->bq);
             free(L->bk);
             free(L->bv);
+            free(L->q_norm);
+            free(L->k_norm);
         }
     free(m->layers);
     free(m->out_norm);
+    free(m->rope_freqs);
+    free(m->rope);
     sb_rt_tok_free(m->tok);
     sb_rt_gguf_close(m->gguf);
     free(m);
@@ -280,9 +523,12 @@ int sb_rt_model_load(const char *path, sb_rt_model **out, sb_rt_err *err)
     int rc = sb_rt_gguf_open(path, &m->gguf, err);
     if (rc == SB_OK)
         rc = read_hparams(m, err);
-    if (rc == SB_OK)
-        rc = read_tensors(m, err);
-    if (rc == SB_OK && identity(m) != SB_OK)
+    if (rc == SB_OK) {
+        loader ld = { m, calloc(sb_rt_gguf_n_tensors(m->gguf) + 1, 1) };
+        rc = ld.used ? read_tensors(&ld, err) : FAIL(SB_ERR_NOMEM, "%s: out of memory", path);
+        free(ld.used);
+    }
+    if (rc == SB_OK && (rope_table(m) != SB_OK || identity(m) != SB_OK))
         rc = FAIL(SB_ERR_NOMEM, "%s: out of memory", path);
     if (rc != SB_OK) {
         sb_rt_model_free(m);
@@ -292,6 +538,12 @@ int sb_rt_model_load(const char *path, sb_rt_model **out, sb_rt_err *err)
     if (sb_rt_tok_from_gguf(m->gguf, path, &m->tok, &terr) != SB_OK) {
         m->tok = NULL;
         snprintf(m->tok_error, sizeof m->tok_error, "%s", terr.msg);
+    } else if (sb_rt_tok_n_vocab(m->tok) > m->hp.n_vocab) { /* ids the model has no row for */
+        snprintf(m->tok_error, sizeof m->tok_error, "%s: the vocabulary has %" PRIu32 " tokens "
+                 "but token_embd.weight only %" PRIu32 " rows", path,
+                 sb_rt_tok_n_vocab(m->tok), m->hp.n_vocab);
+        sb_rt_tok_free(m->tok);
+        m->tok = NULL;
     }
     *out = m;
     return SB_OK;

@@ -1,24 +1,79 @@
 /* model.h -- a llama-family model: hyperparameters, weights borrowed from
  * the mapped GGUF file, and the identity the bank keys its state under.
  *
- * Architectures: `llama` (Llama, TinyLlama, SmolLM, Mistral shapes: GQA,
- * RoPE on adjacent pairs, RMSNorm, SwiGLU, tied or separate output) and
- * `qwen2` (the same with Q/K/V biases and RoPE on halves, NEOX style).
- * Weight matrices are F32, F16 or Q8_0; norm weights and biases are read
- * into owned float arrays whatever their stored type (F32 or F16).
+ * Architectures (general.architecture), each a pre-norm decoder with GQA,
+ * RMSNorm, SwiGLU and RoPE, tied (no output.weight) or separate output:
+ *
+ *   llama  Llama 1-3.x, TinyLlama, SmolLM, Mistral shapes. RoPE on adjacent
+ *          pairs (2j, 2j + 1). Llama 3.1/3.2 files carry rope_freqs.weight:
+ *          per-pair divisors of the frequencies (below).
+ *   qwen2  Qwen2 / Qwen2.5: Q/K/V biases, RoPE on halves (NEOX: pairs j and
+ *          j + head_dim / 2).
+ *   qwen3  Qwen3 dense: no biases, an RMSNorm of each head of q and of k
+ *          (attn_q_norm, attn_k_norm: head_dim weights) before RoPE, NEOX.
+ *
+ * Any other architecture is refused, named (SB_ERR_UNSUPPORTED). Q/K/V
+ * biases are optional in every architecture (qwen2 files have them), as in
+ * llama.cpp. A tensor the architecture does not use is refused, named, so
+ * that a file needing more than this runtime computes never runs silently
+ * wrong (fused attn_qkv, output or FFN biases, MoE experts).
+ *
+ * Metadata read ({arch} is the architecture's name):
+ *   {arch}.embedding_length, block_count, feed_forward_length,
+ *   attention.head_count, context_length                     required
+ *   attention.head_count_kv                                  default head_count
+ *   attention.key_length = attention.value_length            head_dim; each
+ *       defaults to embedding_length / head_count (as in llama.cpp); K and
+ *       V heads must have the same size
+ *   rope.dimension_count                                     must be head_dim
+ *       (partial RoPE is refused)
+ *   rope.freq_base (10000), attention.layer_norm_rms_epsilon (1e-5)
+ *   rope.scaling.type: "none", "linear" (the default, as in llama.cpp) or
+ *       "yarn"; any other ("longrope", ...) is refused, named
+ *   rope.scaling.factor (or the older rope.scale_linear): s > 0 (1)
+ *   rope.scaling.original_context_length (yarn; default context_length)
+ *   rope.scaling.attn_factor (1): multiplies cos and sin
+ *   rope.scaling.yarn_ext_factor / yarn_beta_fast / yarn_beta_slow /
+ *       yarn_attn_factor / yarn_log_multiplier: llama.cpp does not read them
+ *       for these architectures and uses 1 / 32 / 1 / 1 + 0.1 ln s / 0; a
+ *       file giving other values is refused rather than run differently.
+ *
+ * RoPE angles: position p rotates pair j (j < head_dim / 2) of each head by
+ * p * theta_j, where, with d = head_dim, b = freq_base, f_j = rope_freqs[j]
+ * (1 without the tensor) and s the scaling factor,
+ *   e_j     = b^(-2j/d) / f_j                    (extrapolated frequency)
+ *   none:   theta_j = e_j
+ *   linear: theta_j = e_j / s
+ *   yarn:   theta_j = e_j / s * (1 - r_j) + e_j * r_j, with r_j the YaRN
+ *           ramp: 1 for j <= lo, 0 for j >= hi, linear between, where
+ *           lo = floor(c(32)), hi = ceil(c(1)) clamped to [0, d - 1] and
+ *           c(beta) = d ln(n_orig / (2 pi beta)) / (2 ln b);
+ *           cos and sin are also multiplied by 1 + 0.1 ln s when s > 1.
+ * (Peng et al., "YaRN", 2023; llama.cpp's ggml_rope_yarn_corr_dims.) The
+ * table theta_j is computed once, in double, at load (sb_rt_model.rope).
+ *
+ * Weight matrices are of any type the kernels run (quant.h: F32, F16,
+ * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), each tensor its
+ * own (Q4_K_M files mix them); norm weights, biases and rope_freqs are
+ * read into owned float arrays whatever their stored type. Any other type
+ * is refused (SB_ERR_UNSUPPORTED) with the tensor's name and the type's.
  *
  * Shapes (GGUF order: ne0 is the contiguous, input dimension; a matrix
- * (in, out) is `out` rows of `in` elements):
+ * (in, out) is `out` rows of `in` elements; q_dim = n_heads * head_dim,
+ * kv_dim = n_kv_heads * head_dim; q_dim need not equal dim):
  *
  *   token_embd          (dim, n_vocab)       a row per token
+ *   rope_freqs          (head_dim / 2)       optional (llama)
  *   attn_norm, ffn_norm (dim)
- *   attn_q              (dim, n_heads * head_dim)
- *   attn_k, attn_v      (dim, n_kv_heads * head_dim)
- *   attn_output         (n_heads * head_dim, dim)
+ *   attn_q              (dim, q_dim)         attn_q.bias (q_dim), optional
+ *   attn_k, attn_v      (dim, kv_dim)        biases (kv_dim), optional
+ *   attn_q_norm         (head_dim)           qwen3 only, required there
+ *   attn_k_norm         (head_dim)           qwen3 only, required there
+ *   attn_output         (q_dim, dim)
  *   ffn_gate, ffn_up    (dim, n_ff)
  *   ffn_down            (n_ff, dim)
  *   output_norm         (dim)
- *   output              (dim, n_vocab), or token_embd when tied
+ *   output              (dim, n_vocab), or token_embd when absent (tied)
  *
  * Thread safety: a loaded model is immutable; any number of contexts on any
  * threads may use it at once.
@@ -36,7 +91,18 @@
 #define SB_RT_MAX_LAYERS 512u
 #define SB_RT_ID_BYTES 16u     /* model identity: an XXH3-128 digest */
 
-typedef enum sb_rt_arch { SB_RT_ARCH_LLAMA = 0, SB_RT_ARCH_QWEN2 = 1 } sb_rt_arch;
+typedef enum sb_rt_arch {
+    SB_RT_ARCH_LLAMA = 0,
+    SB_RT_ARCH_QWEN2 = 1,
+    SB_RT_ARCH_QWEN3 = 2,
+} sb_rt_arch;
+
+/* RoPE frequency scaling ({arch}.rope.scaling.type; see above). */
+typedef enum sb_rt_rope_scaling {
+    SB_RT_ROPE_NONE = 0,
+    SB_RT_ROPE_LINEAR = 1,
+    SB_RT_ROPE_YARN = 2,
+} sb_rt_rope_scaling;
 
 /* What the forward pass needs to know, from the GGUF metadata. */
 typedef struct sb_rt_hparams {
@@ -46,12 +112,19 @@ typedef struct sb_rt_hparams {
     uint32_t n_layers;
     uint32_t n_heads;
     uint32_t n_kv_heads;       /* divides n_heads */
-    uint32_t head_dim;         /* dim / n_heads; even */
+    uint32_t head_dim;         /* of q, k and v heads; even; n_heads * head_dim
+                                * need not be dim */
     uint32_t n_ff;             /* feed-forward width */
     uint32_t n_ctx;            /* trained context length: the longest sequence */
     float rope_base;           /* RoPE frequency base */
-    float rms_eps;             /* RMSNorm epsilon */
+    float rms_eps;             /* RMSNorm epsilon (also of the q/k norms) */
     bool tied;                 /* output shares token_embd */
+    bool rope_neox;            /* RoPE pairs (j, j + head_dim/2), not (2j, 2j+1) */
+    bool qk_norm;              /* per-head RMSNorm of q and k before RoPE */
+    sb_rt_rope_scaling rope_scaling;
+    float rope_scale;          /* scaling factor s (1 with SB_RT_ROPE_NONE) */
+    uint32_t rope_ctx_orig;    /* YaRN's original context length */
+    float rope_attn_factor;    /* rope.scaling.attn_factor */
 } sb_rt_hparams;
 
 /* A weight matrix: `out` rows of `in` elements of type `type`, borrowed from
@@ -65,7 +138,10 @@ typedef struct sb_rt_mat {
 typedef struct sb_rt_layer {
     float *attn_norm;          /* (dim), owned */
     sb_rt_mat wq, wk, wv, wo;
-    float *bq, *bk, *bv;       /* qwen2 biases (q_dim / kv_dim), owned; NULL for llama */
+    float *bq, *bk, *bv;       /* biases (q_dim, kv_dim, kv_dim), owned; each
+                                * NULL when the file has none (qwen2 has them) */
+    float *q_norm, *k_norm;    /* (head_dim) per-head RMSNorm weights of q and k,
+                                * owned; NULL unless qwen3 */
     float *ffn_norm;           /* (dim), owned */
     sb_rt_mat gate, up, down;
 } sb_rt_layer;
@@ -79,6 +155,12 @@ typedef struct sb_rt_model {
     sb_rt_layer *layers;       /* (n_layers), owned */
     float *out_norm;           /* (dim), owned */
     sb_rt_mat output;          /* (dim, n_vocab); token_embd when tied */
+    float *rope_freqs;         /* (head_dim / 2) rope_freqs.weight, owned; NULL
+                                * when absent (then every f_j is 1) */
+    double *rope;              /* (head_dim / 2) theta_j: the angle per position
+                                * of pair j, every scaling applied, owned */
+    float rope_mscale;         /* cos and sin are multiplied by this: 1, or
+                                * attn_factor (* (1 + 0.1 ln s) with yarn) */
     uint8_t id[SB_RT_ID_BYTES];/* identity: weights and every setting that
                                 * changes the KV bytes (see model.c) */
     sb_rt_gguf *gguf;          /* the mapping the weights borrow from, owned */
@@ -91,19 +173,28 @@ typedef struct sb_rt_model {
 /* sb_rt_model_load -- map the GGUF file at path and check it is a model this
  * runtime runs: architecture, hyperparameters, every tensor present with its
  * shape and a supported type. The tokenizer is loaded when the vocabulary
- * is `llama` (SentencePiece); other vocabularies leave m->tok NULL with the
- * reason in m->tok_error.
+ * is one vocab.h reads (`llama` SentencePiece, `gpt2` byte-level BPE with a
+ * known pre-tokenizer) and has no more tokens than token_embd has rows;
+ * otherwise m->tok is NULL with the reason in m->tok_error. The
+ * architectures, keys and tensors are those listed at the top of this file.
  *
  * On success *out is owned by the caller: free with sb_rt_model_free().
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument); SB_ERR_IO (cannot read the
  * file); SB_ERR_FORMAT (not GGUF, damaged, or a missing or misshapen
  * tensor or key); SB_ERR_VERSION (GGUF version); SB_ERR_UNSUPPORTED (an
- * architecture or tensor type this runtime does not run); SB_ERR_NOMEM.
- * err names the file and the fault. */
+ * architecture, RoPE scaling type or parameter, partial RoPE, K and V
+ * heads of different sizes, a tensor type, or a tensor the architecture
+ * does not use: something this runtime does not compute); SB_ERR_NOMEM.
+ * err names the file and the fault (the architecture, key or tensor).
+ * Nothing is left allocated on failure. */
 int sb_rt_model_load(const char *path, sb_rt_model **out, sb_rt_err *err);
 
 /* sb_rt_model_free -- unmap and free. NULL is a no-op. */
 void sb_rt_model_free(sb_rt_model *m);
+
+/* sb_rt_arch_name -- "llama", "qwen2", "qwen3" (a static string; "?" for a
+ * value outside the enum). */
+const char *sb_rt_arch_name(sb_rt_arch arch);
 
 /* sb_rt_model_kv_dim -- n_kv_heads * head_dim: the K (or V) floats a token
  * keeps per layer. */

@@ -261,6 +261,19 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
     return rc;
 }
 
+/* The turn's second commit (the answer) after its first (the prompt):
+ * counts of what each call added or queued add up; the state's standing
+ * (its ticket, what it still waits for or lacks) is the later call's. */
+static void merge_outcome(sb_write_outcome *turn, const sb_write_outcome *later)
+{
+    sb_write_outcome m = *later;
+    m.pages_new += turn->pages_new;
+    m.points_new += turn->points_new;
+    m.queued += turn->queued;
+    m.written += turn->written;
+    *turn = m;
+}
+
 /* The latency-critical part of a turn: restore, prefill, commit the
  * prompt, decode (s->prompt holds the n prompt tokens). */
 static int run_turn(sb_rt_session *s, size_t n, const sb_rt_gen *g, sb_rt_turn *rep)
@@ -290,7 +303,7 @@ static int run_turn(sb_rt_session *s, size_t n, const sb_rt_gen *g, sb_rt_turn *
     if (rep->prefill_tokens >= 64)
         average(&s->rates.prefill_tok_s, &s->rates.prefill_samples,
                 (double)rep->prefill_tokens / rep->prefill_s);
-    rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits);
+    rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits, &rep->disk);
     if (g->prompt_logits)
         memcpy(g->prompt_logits, s->logits, (size_t)s->m->hp.n_vocab * sizeof *s->logits);
 
@@ -356,9 +369,12 @@ int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
         return rc;
     }
     if (rep->gen_tokens) {
-        int crc = sb_rt_kv_commit(&s->kv, s->logits);
+        sb_write_outcome oc;
+        int crc = sb_rt_kv_commit(&s->kv, s->logits, &oc);
         if (rep->commit_rc == SB_OK)
             rep->commit_rc = crc;
+        if (crc == SB_OK)
+            merge_outcome(&rep->disk, &oc);
     }
     /* The session's tokens: the prompt and the answer, as the KV holds them. */
     if ((rc = grow(&s->tok, &s->cap, s->kv.n_tokens)) != SB_OK) {

@@ -88,6 +88,14 @@ typedef struct sb_rt_turn {
     double decode_tok_s;     /* gen_tokens / decode_s (0 when none) */
     int commit_rc;           /* SB_OK, or why a commit failed (the turn still
                                 completes; only the caching is lost) */
+    sb_write_outcome disk;   /* what the bank's disk tier made of the turn's
+                                two commits (the prompt after prefill, then
+                                the answer): pages_new, points_new, queued
+                                and written added up over both; ticket,
+                                durable, deferred, dirty and denied as the
+                                last commit left the conversation's state
+                                (its ticket stands for all of it). Zeroes
+                                with a RAM-only bank (ticket 0) */
 } sb_rt_turn;
 
 /* Called with each generated token as soon as it is sampled. */

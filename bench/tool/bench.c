@@ -20,7 +20,7 @@
 #include "bench_out.h"
 #include "bench_plot.h"
 #include "bench_run.h"
-#include "cli.h"
+#include "bench_tool.h"
 
 static void bench_usage(FILE *f)
 {
@@ -73,7 +73,7 @@ static void summarize(double *x, unsigned n, br_result *r)
     r->ratio_max = x[n - 1];
 }
 
-int sb_cli_bench(int argc, char **argv)
+int sb_bench_tool_main(int argc, char **argv)
 {
     bo_format fmt = BO_NORMAL;
     const char *out_path = NULL, *csv = NULL, *plots = NULL;
