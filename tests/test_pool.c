@@ -42,12 +42,17 @@
  *                            that record, bit-exact before it; its region of
  *                            the buffers is never written, later ones only
  *                            with their own checked state.
+ *   heads_scratch            sb_ns_prefault readies the disk tier's heads
+ *                            scratch for its pages; a restore that fits
+ *                            reuses it (no growth); one past its cap reads
+ *                            its heads into its own buffer, exactly.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "disk.h"
+#include "disk_int.h"
 #include "format.h"
 #include "internal.h"
 #include "io.h"
@@ -721,6 +726,44 @@ static void test_pool_coalesced_damage_anywhere(void **state)
     damage_round(3, 341, DMG_HEAD);
 }
 
+
+/* The record heads of a restore land in the disk tier's scratch, which
+ * sb_ns_prefault makes ready and restores reuse (no fresh memory touched
+ * for them); a restore whose heads exceed SB_DISK_HEADS_KEEP takes a
+ * buffer of its own and is as exact. */
+static void test_pool_heads_scratch(void **state)
+{
+    (void)state;
+    enum { PAGES = SB_DISK_HEADS_KEEP / 4096 + 60, LEN = PAGES * 8 };
+    sb_io *io;
+    sb_config c;
+    uint32_t *tok = malloc(LEN * sizeof *tok);
+    assert_non_null(tok);
+    world(&io, &c, tok, LEN, 0, false);
+    sb_store *st = mem_open(io, &c);
+    sb_ns *ns = tu_ns(st, &LP, "c");
+    sb_disk *d = st->disk;
+    assert_null(d->rd_heads);
+    size_t ready = 0;
+    assert_int_equal(sb_ns_prefault(ns, 64, &ready), SB_OK);
+    assert_int_equal(ready, 64);
+    assert_non_null(d->rd_heads);
+    assert_int_equal(d->rd_heads_cap, 65 * 4096); /* 64 pages and a point */
+    uint8_t *heads = d->rd_heads;
+    restore_exact(ns, &LP, tok, 64 * 8, false, false); /* its heads fit */
+    assert_ptr_equal(d->rd_heads, heads);
+    assert_int_equal(d->rd_heads_cap, 65 * 4096);
+    restore_exact(ns, &LP, tok, LEN, false, true); /* beyond the scratch's cap */
+    assert_true(d->rd_heads_cap <= SB_DISK_HEADS_KEEP);
+    sb_stats s = tu_stats(st);
+    assert_int_equal(s.disk_checksum_failures, 0);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+    free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -735,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_pool_load_with_point),
         cmocka_unit_test(test_pool_load_bad_point),
         cmocka_unit_test(test_pool_coalesced_damage_anywhere),
+        cmocka_unit_test(test_pool_heads_scratch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -431,6 +431,7 @@ int sb_ns_prefault(sb_ns *ns, size_t n_pages, size_t *n_ready)
     size_t extra = n_pages > have ? transit_room(ns, SB_BLK_PAGE, n_pages - have) : 0;
     pthread_mutex_unlock(&st->mu);
     int rc = extra ? sb_blk_pool_fill(ns, SB_BLK_PAGE, NULL, 0, extra) : SB_OK;
+    sb_disk_prefault(st, ns, n_pages); /* the scratch for their record heads */
     pthread_mutex_lock(&st->mu);
     if (n_ready)
         *n_ready = cls_of(ns, SB_BLK_PAGE)->n_spare;

@@ -464,6 +464,7 @@ static void disk_free(sb_disk *d)
     pthread_cond_destroy(&d->work_cv);
     pthread_cond_destroy(&d->done_cv);
     pthread_mutex_destroy(&d->rd_mu);
+    free(d->rd_heads);
     free(d);
 }
 

@@ -9,15 +9,17 @@
  *      the load there), taking a spare pool buffer of its size where the
  *      pool has one, and copy out where each record is.
  *   2. Unlocked: new pool memory for the blocks that got no spare (one
- *      chunk, populated at once), the heads' scratch, and a buffer per
- *      compressed record. Then the reads (under rd_mu): records that are
- *      adjacent in one segment -- a sequence's pages are written one after
- *      the other -- are read by one vectored read of up to SB_DISK_READ_MAX
- *      bytes whose iovecs alternate between each record's head (into the
- *      scratch) and its payload (straight into the pool buffer that becomes
- *      the block's data, or the compressed record's buffer): the only copy
- *      is the device's. Every read of the load is in flight at once (up to
- *      queue_depth).
+ *      chunk, populated at once) and a buffer per compressed record. Then
+ *      the reads (under rd_mu): records that are adjacent in one segment --
+ *      a sequence's pages are written one after the other -- are read by
+ *      one vectored read of up to SB_DISK_READ_MAX bytes whose iovecs
+ *      alternate between each record's head (into the tier's heads scratch,
+ *      kept faulted in between loads up to SB_DISK_HEADS_KEEP) and its
+ *      payload (straight into the pool buffer that becomes the block's
+ *      data, or the compressed record's buffer): the only copy is the
+ *      device's, and with spares from a prefaulted or recycled pool no
+ *      memory is touched for the first time. Every read of the load is in
+ *      flight at once (up to queue_depth).
  *   3. Check each record as its read completes, while the others are still
  *      in flight: the whole record read; the head decodes at its offset
  *      (magic, version, head hash over segment id, generation and offset);
@@ -59,7 +61,7 @@ typedef struct rd {
     uint8_t zflags;            /* ...and the record's flags */
     uint8_t *zbuf;             /* ...read here, padded, then decompressed */
     sb_pbuf buf;               /* becomes b's data */
-    uint8_t *head;             /* its head, in the load's scratch */
+    uint8_t *head;             /* its head, in the heads' scratch */
     uint64_t pay;              /* bytes read after the head */
     rgrp *g;                   /* the read it is in */
     int err;                   /* SB_OK, SB_ERR_IO, SB_ERR_CORRUPT */
@@ -112,20 +114,69 @@ static int reader_fd(sb_disk *d, uint32_t seg, uint32_t id)
     return fd;
 }
 
-/* Step 2 for one record: where its head and payload land (the head at
- * *scratch, which moves on past it). Returns false when out of memory for
- * a compressed record's buffer. */
-static bool rd_buffers(rd *x, uint8_t **scratch, struct iovec iov[2])
+/* Step 2 for one record: where its payload lands (iov[1]). Returns false
+ * when out of memory for a compressed record's buffer. */
+static bool rd_payload(rd *x, struct iovec iov[2])
 {
-    x->head = *scratch;
-    *scratch += x->head_bytes;
     x->pay = x->stored ? sb_fmt_pad(x->stored) : sb_blk_alloc_bytes(x->b->ns, x->b->kind);
     x->zbuf = x->stored ? aligned_alloc(4096, x->pay) : NULL;
     if (x->stored && !x->zbuf)
         return false;
-    iov[0] = (struct iovec){ x->head, x->head_bytes };
     iov[1] = (struct iovec){ x->stored ? x->zbuf : x->buf.data, x->pay };
     return true;
+}
+
+/* Step 2 for x[0, n): their heads, one after the other from heads (iov[0]
+ * of each). */
+static void rd_heads(rd *x, size_t n, uint8_t *heads, struct iovec *iov)
+{
+    for (size_t i = 0; i < n; i++) {
+        x[i].head = heads;
+        iov[2 * i] = (struct iovec){ heads, x[i].head_bytes };
+        heads += x[i].head_bytes;
+    }
+}
+
+/* Grow the tier's heads scratch to bytes (<= SB_DISK_HEADS_KEEP), touching
+ * it once so no restore faults it in. [rd] */
+static bool heads_grow(sb_disk *d, size_t bytes)
+{
+    if (bytes <= d->rd_heads_cap)
+        return true;
+    uint8_t *h = aligned_alloc(4096, bytes);
+    if (!h)
+        return false;
+    memset(h, 0, bytes);
+    free(d->rd_heads);
+    d->rd_heads = h;
+    d->rd_heads_cap = bytes;
+    return true;
+}
+
+/* Room for bytes of heads: the tier's scratch (grown up to
+ * SB_DISK_HEADS_KEEP), else a buffer of the load's own (*own, which the
+ * caller frees). NULL when out of memory. [rd] */
+static uint8_t *heads_for(sb_disk *d, size_t bytes, uint8_t **own)
+{
+    *own = NULL;
+    if (bytes <= SB_DISK_HEADS_KEEP)
+        return heads_grow(d, bytes) ? d->rd_heads : NULL;
+    *own = aligned_alloc(4096, bytes);
+    return *own;
+}
+
+void sb_disk_prefault(sb_store *st, const sb_ns *ns, size_t n)
+{
+    if (st->disk)
+        (void)sb_disk_heads_ready(st->disk, (n + 1) * sb_rec_head_size(ns->page_tokens, 0));
+}
+
+int sb_disk_heads_ready(sb_disk *d, size_t bytes)
+{
+    pthread_mutex_lock(&d->rd_mu);
+    bool ok = heads_grow(d, bytes < SB_DISK_HEADS_KEEP ? bytes : SB_DISK_HEADS_KEEP);
+    pthread_mutex_unlock(&d->rd_mu);
+    return ok ? SB_OK : SB_ERR_NOMEM;
 }
 
 /* Step 3 for one record: res is what its read returned for it. */
@@ -303,11 +354,10 @@ static bool moved(const sb_blk *b, const rd *r)
 }
 
 /* Step 2's memory for x[0, n): pool buffers for the records that got no
- * spare (extra[kind] spares planned in step 1 ride along), the heads'
- * scratch and compressed records' buffers. Returns how many leading
- * records are ready to read. */
-static size_t rd_setup(sb_ns *ns, rd *x, size_t n, const size_t extra[2], uint8_t **scratch,
-                       struct iovec **iov)
+ * spare (extra[kind] spares planned in step 1 ride along), the iovecs and
+ * compressed records' buffers (the heads' room comes under rd_mu). Returns
+ * how many leading records are ready to read. */
+static size_t rd_setup(sb_ns *ns, rd *x, size_t n, const size_t extra[2], struct iovec **iov)
 {
     size_t need[2] = { 0, 0 }, ready = n;
     for (size_t i = 0; i < n; i++)
@@ -336,16 +386,11 @@ static size_t rd_setup(sb_ns *ns, rd *x, size_t n, const size_t extra[2], uint8_
                 x[i].buf = bufs[j++];
         free(bufs);
     }
-    size_t heads = 0;
-    for (size_t i = 0; i < ready; i++)
-        heads += x[i].head_bytes;
-    *scratch = ready ? aligned_alloc(4096, heads) : NULL;
     *iov = ready ? malloc(2 * ready * sizeof **iov) : NULL;
-    if (!*scratch || !*iov)
+    if (!*iov)
         return 0;
-    uint8_t *at = *scratch;
     for (size_t i = 0; i < ready; i++)
-        if (!rd_buffers(&x[i], &at, &(*iov)[2 * i]))
+        if (!rd_payload(&x[i], &(*iov)[2 * i]))
             return i;
     return ready;
 }
@@ -419,9 +464,25 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
     pthread_mutex_unlock(&st->mu);
 
     /* 2 */
-    uint8_t *scratch = NULL;
     struct iovec *iov = NULL;
-    size_t ready = nx ? rd_setup(ns, x, nx, extra, &scratch, &iov) : 0;
+    size_t ready = nx ? rd_setup(ns, x, nx, extra, &iov) : 0;
+    uint64_t io[2] = { 0, 0 }; /* reads, bytes */
+    if (ready) {
+        pthread_mutex_lock(&d->rd_mu);
+        size_t heads = 0;
+        for (size_t i = 0; i < ready; i++)
+            heads += x[i].head_bytes;
+        uint8_t *own, *at = heads_for(d, heads, &own);
+        if (at) {
+            rd_heads(x, ready, at, iov);
+            read_all(d, ns, x, ready, iov, ready_fn, ctx, io);
+        } else {
+            ready = 0; /* no room for the heads: nothing read */
+        }
+        pthread_mutex_unlock(&d->rd_mu);
+        free(own);
+    }
+    free(iov);
     if (ready < nx) {
         rc = SB_ERR_NOMEM;
         for (size_t i = 0; i < n; i++)
@@ -430,14 +491,6 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
                 break;
             }
     }
-    uint64_t io[2] = { 0, 0 }; /* reads, bytes */
-    if (ready) {
-        pthread_mutex_lock(&d->rd_mu);
-        read_all(d, ns, x, ready, iov, ready_fn, ctx, io);
-        pthread_mutex_unlock(&d->rd_mu);
-    }
-    free(scratch);
-    free(iov);
 
     /* 4 */
     pthread_mutex_lock(&st->mu);
@@ -513,12 +566,13 @@ int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,
              .head_bytes = at->head_bytes, .off = at->off, .stored = at->stored,
              .zflags = at->zflags, .buf = { payload, NULL } };
     struct iovec iov[2];
-    uint8_t *scratch = aligned_alloc(4096, at->head_bytes), *at_head = scratch;
-    if (!scratch || !rd_buffers(&x, &at_head, iov)) {
+    uint8_t *scratch = aligned_alloc(4096, at->head_bytes);
+    if (!scratch || !rd_payload(&x, iov)) {
         free(scratch);
         free(x.zbuf);
         return SB_ERR_NOMEM;
     }
+    rd_heads(&x, 1, scratch, iov);
     uint64_t io[2] = { 0, 0 };
     pthread_mutex_lock(&d->rd_mu);
     read_all(d, ns, &x, 1, iov, NULL, NULL, io);

@@ -1048,6 +1048,9 @@ SB_API int sb_ns_page_alloc(sb_ns *ns, sb_page **out);
  * n_pages; nothing is evicted to make more: with the budgets full, fewer
  * (or none) are made. Spares of a page size are shared by every namespace
  * of that size.
+ * With a disk tier, the scratch a restore of n_pages pages reads their
+ * record heads into is made ready too (best effort, outside the budgets:
+ * 4 KiB a page, at most 8 MiB per bank).
  * *n_ready (may be NULL) receives how many spare pages of ns's size the
  * pool holds on return.
  * Returns: SB_OK (also when the budgets allowed fewer than n_pages);
