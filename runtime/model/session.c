@@ -1,10 +1,11 @@
 /* session.c -- conversations restored from the bank (session.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,10 +49,13 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* CPU seconds of the calling thread (a restore runs on it: its reads are
- * submitted, reaped and checked there). */
-static double thread_cpu_s(void)
+/* CPU seconds and minor page faults of the calling thread (a restore runs
+ * on it: its reads are submitted, reaped and checked there, into buffers
+ * it may touch for the first time). */
+static double thread_cpu_s(uint64_t *minflt)
 {
+    struct rusage ru;
+    *minflt = getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_minflt : 0;
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -280,12 +284,14 @@ static int run_turn(sb_rt_session *s, size_t n, const sb_rt_gen *g, sb_rt_turn *
 {
     size_t n_gen = g->n_gen;
     int rc;
-    double t0 = now_s(), c0 = thread_cpu_s();
+    uint64_t f0, f1;
+    double t0 = now_s(), c0 = thread_cpu_s(&f0);
     if ((rc = restore(s, s->prompt, n, rep)) != SB_OK)
         return rc;
     double t1 = now_s();
     rep->restore_s = t1 - t0;
-    rep->restore_cpu_s = thread_cpu_s() - c0;
+    rep->restore_cpu_s = thread_cpu_s(&f1) - c0;
+    rep->restore_faults = f1 - f0;
     rep->cache_mode = rep->cached_disk_tokens ? SB_RT_CACHE_SSD
                       : rep->cached_tokens    ? SB_RT_CACHE_WARM
                                               : SB_RT_CACHE_COLD;
