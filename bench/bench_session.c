@@ -271,8 +271,9 @@ static void ttft(bench *b, const uint32_t *tok, size_t P, int reps)
         }
         qsort(t, (size_t)reps, sizeof *t, cmp_double);
         qsort(cpu, (size_t)reps, sizeof *cpu, cmp_double);
-        printf("  %-34s median of %d: restore %.2f ms (min %.2f, max %.2f), CPU %.2f ms\n", "",
-               reps, t[reps / 2] * 1e3, t[0] * 1e3, t[reps - 1] * 1e3, cpu[reps / 2] * 1e3);
+        printf("  %-34s median of %d: restore %.2f ms (min %.2f, max %.2f), CPU %.2f ms; load "
+               "average %.2f\n", "", reps, t[reps / 2] * 1e3, t[0] * 1e3, t[reps - 1] * 1e3,
+               cpu[reps / 2] * 1e3, load_average());
         fio_beside(b, bytes, t[reps / 2], cpu[reps / 2]);
     }
     free(alt);
@@ -402,6 +403,7 @@ int main(int argc, char **argv)
            hp->n_layers, hp->dim, hp->n_kv_heads, quick ? "32" : "16", b.threads,
            2.0 * hp->n_layers * sb_rt_model_kv_dim(b.m) * 2 / 1024, scratch,
            geteuid() == 0 ? "yes" : "no, page cache not dropped");
+    printf("load average %.2f at start (other work on the machine is noise)\n", load_average());
     uint32_t *tok = malloc(hp->n_ctx * sizeof *tok);
     uint64_t x = 99;
     for (size_t i = 0; i < hp->n_ctx; i++) {
