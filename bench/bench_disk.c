@@ -71,6 +71,7 @@
 
 #define BENCH_NAME "bench_disk"
 #include "bench_fio.h"
+#include "bench_util.h"
 
 #ifndef SB_BENCH_BUILD_TYPE
 #define SB_BENCH_BUILD_TYPE "unknown"
@@ -933,18 +934,6 @@ static void open_phase(const disk_opts *o, disk_res *r)
 }
 
 /* ---- machine and main --------------------------------------------------------------- */
-
-static double load_average(void)
-{
-    double v = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &v) != 1)
-            v = -1;
-        fclose(f);
-    }
-    return v;
-}
 
 static void print_machine(const disk_opts *o, bool fio)
 {

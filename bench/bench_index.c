@@ -43,6 +43,9 @@
 
 #include "snapbank.h"
 
+#define BENCH_NAME "bench_index"
+#include "bench_util.h"
+
 #ifndef SB_BENCH_BUILD_TYPE
 #define SB_BENCH_BUILD_TYPE "unknown"
 #endif
@@ -1027,19 +1030,6 @@ static void section_memory(const bench_opts *o)
 }
 
 /* ---- machine and main ------------------------------------------------------------------- */
-
-/* The 1-minute load average, or -1: other work on the machine is noise. */
-static double load_average(void)
-{
-    double v = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &v) != 1)
-            v = -1;
-        fclose(f);
-    }
-    return v;
-}
 
 static void print_machine(const bench_opts *o)
 {

@@ -321,9 +321,10 @@ static void test_pool_restore_no_stale_bytes(void **state)
     stale_round(3);
 }
 
-/* The offset of the page record of ns at token position pos in segment
- * file name, or -1. */
-static long page_record_at(sb_io *io, const char *name, uint32_t pos, uint32_t *head_bytes)
+/* The offset of the record of kind (SB_REC_PAGE, SB_REC_POINT) at token
+ * position pos in segment file name, or -1; *head_bytes its head's size. */
+static long record_at(sb_io *io, const char *name, int kind, uint32_t pos,
+                      uint32_t *head_bytes)
 {
     int fd = sb_io_open(io, name, SB_IO_RDONLY);
     assert_true(fd >= 0);
@@ -338,13 +339,18 @@ static long page_record_at(sb_io *io, const char *name, uint32_t pos, uint32_t *
         const uint32_t *t;
         const void *x;
         if (sb_rec_decode(buf + off, size - off, off, &h, &t, &x) == SB_OK &&
-            h.kind == SB_REC_PAGE && h.position == pos) {
+            h.kind == kind && h.position == pos) {
             at = (long)off;
             *head_bytes = h.head_bytes;
         }
     }
     free(buf);
     return at;
+}
+
+static long page_record_at(sb_io *io, const char *name, uint32_t pos, uint32_t *head_bytes)
+{
+    return record_at(io, name, SB_REC_PAGE, pos, head_bytes);
 }
 
 /* Flip one byte of file name at off. */
@@ -475,32 +481,6 @@ static void test_pool_coalesced_read_error(void **state)
 }
 
 
-/* The offset of the point record at position pos in segment file name, or
- * -1. */
-static long point_record_at(sb_io *io, const char *name, uint32_t pos, uint32_t *head_bytes)
-{
-    int fd = sb_io_open(io, name, SB_IO_RDONLY);
-    assert_true(fd >= 0);
-    uint64_t size = 0;
-    assert_int_equal(io->ops->size(io, fd, &size), 0);
-    uint8_t *buf = malloc(size);
-    assert_int_equal(sb_io_pread(io, fd, buf, size, 0), (int64_t)size);
-    sb_io_close(io, fd);
-    long at = -1;
-    for (uint64_t off = 0; off + 4096 <= size && at < 0; off += 4096) {
-        sb_rec_head h;
-        const uint32_t *t;
-        const void *x;
-        if (sb_rec_decode(buf + off, size - off, off, &h, &t, &x) == SB_OK &&
-            h.kind == SB_REC_POINT && h.position == pos) {
-            at = (long)off;
-            *head_bytes = h.head_bytes;
-        }
-    }
-    free(buf);
-    return at;
-}
-
 /* The record at page position pos of the segment: [*at, *at + *bytes)
  * (its head and its payload padded to 4 KiB); *last (may be NULL) the
  * offset of its payload's last byte. */
@@ -597,7 +577,7 @@ static void test_pool_load_bad_point(void **state)
     uint32_t tok[CO_LEN];
     world(&io, &c, tok, CO_LEN, 0, true);
     uint32_t hb = 0;
-    long at = point_record_at(io, "seg-00000001.dat", CO_LEN, &hb);
+    long at = record_at(io, "seg-00000001.dat", SB_REC_POINT, CO_LEN, &hb);
     assert_true(at >= 0);
     flip(io, "seg-00000001.dat", (uint64_t)at + hb + 3);
     sb_store *st = mem_open(io, &c);
