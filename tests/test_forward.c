@@ -25,6 +25,11 @@
  *   - from a bank match (pages by reference, the tail page copied on write)
  *     versus cold, at every prefix length, for every architecture: logits
  *     bit-identical;
+ *   - several sequences in shared passes (sb_rt_forward_multi), joining at
+ *     different steps so prompts and decode steps mix, over a small n_batch
+ *     that splits prompts across passes: every sequence's logits
+ *     bit-identical to running it alone, for every architecture; a failing
+ *     step leaves its sequence unchanged and the others run;
  * and seeded generation is deterministic.
  */
 #define _GNU_SOURCE /* M_PI */
@@ -730,6 +735,152 @@ static void bad_calls(void **state)
     unmake(&w);
 }
 
+/* ---- several sequences in shared passes ------------------------------------------------ */
+
+#define MSEQ 5
+#define MDEC 10
+
+static uint32_t argmax(const float *lg, size_t V)
+{
+    uint32_t best = 0;
+    for (size_t i = 1; i < V; i++)
+        best = lg[i] > lg[best] ? (uint32_t)i : best;
+    return best;
+}
+
+/* Sequence k alone: its prompt's last logits, then MDEC greedy steps; the
+ * logits of each into out[(1 + MDEC) * V]. */
+static void alone(world *w, const uint32_t *p, size_t n, float *out)
+{
+    size_t V = w->m->hp.n_vocab;
+    sb_rt_ctx *c;
+    assert_int_equal(sb_rt_ctx_new(w->m, 1, 512, &c), SB_OK);
+    sb_rt_kv kv;
+    assert_int_equal(sb_rt_kv_init(&kv, w->m, w->ns), SB_OK);
+    assert_int_equal(sb_rt_forward(c, &kv, p, n, SB_RT_LOGITS_LAST, out), SB_OK);
+    for (int d = 0; d < MDEC; d++) {
+        uint32_t id = argmax(out + d * V, V);
+        assert_int_equal(sb_rt_forward(c, &kv, &id, 1, SB_RT_LOGITS_LAST, out + (d + 1) * V),
+                         SB_OK);
+    }
+    sb_rt_kv_fini(&kv);
+    sb_rt_ctx_free(c);
+}
+
+/* Sequence k joins at pass k (its whole prompt as one step), then decodes
+ * one token per pass; n_batch 16 packs and splits the prompts across
+ * passes. Each sequence's logits equal its run alone, bit for bit. */
+static void check_multi(const char *preset, const char *dtype, unsigned threads)
+{
+    world w;
+    make(&w, preset, dtype, 16);
+    size_t V = w.m->hp.n_vocab;
+    static const size_t len[MSEQ] = { 70, 1, 17, 33, 5 };
+    uint32_t p[MSEQ][70];
+    float *ref[MSEQ], *lg[MSEQ];
+    sb_rt_kv kv[MSEQ];
+    for (int k = 0; k < MSEQ; k++) {
+        tokens_for(&w, p[k], len[k], 10 + (uint64_t)k);
+        ref[k] = malloc((1 + MDEC) * V * sizeof(float));
+        lg[k] = malloc(V * sizeof(float));
+        assert_non_null(ref[k]);
+        assert_non_null(lg[k]);
+        alone(&w, p[k], len[k], ref[k]);
+        assert_int_equal(sb_rt_kv_init(&kv[k], w.m, w.ns), SB_OK);
+    }
+    sb_rt_ctx *c;
+    assert_int_equal(sb_rt_ctx_new(w.m, threads, 16, &c), SB_OK);
+    int steps_done[MSEQ] = { 0 }; /* logits compared so far */
+    uint32_t next[MSEQ];
+    for (int pass = 0; pass < MSEQ + MDEC; pass++) {
+        sb_rt_seq_step st[MSEQ];
+        int who[MSEQ], n = 0;
+        for (int k = 0; k < MSEQ && k <= pass; k++) {
+            if (steps_done[k] == 1 + MDEC)
+                continue;
+            if (k == pass) /* joins now: its whole prompt */
+                st[n] = (sb_rt_seq_step){ &kv[k], p[k], len[k], lg[k], -99 };
+            else
+                st[n] = (sb_rt_seq_step){ &kv[k], &next[k], 1, lg[k], -99 };
+            who[n++] = k;
+        }
+        assert_int_equal(sb_rt_forward_multi(c, st, (size_t)n), SB_OK);
+        for (int i = 0; i < n; i++) {
+            int k = who[i];
+            assert_int_equal(st[i].rc, SB_OK);
+            if (memcmp(lg[k], ref[k] + steps_done[k] * V, V * sizeof(float)))
+                fail_msg("%s %s, %u threads: sequence %d step %d differs from running alone",
+                         preset, dtype, threads, k, steps_done[k]);
+            next[k] = argmax(lg[k], V);
+            steps_done[k]++;
+        }
+    }
+    for (int k = 0; k < MSEQ; k++) {
+        assert_int_equal(steps_done[k], 1 + MDEC);
+        assert_int_equal(kv[k].n_tokens, len[k] + MDEC);
+        sb_rt_kv_fini(&kv[k]);
+        free(ref[k]);
+        free(lg[k]);
+    }
+    sb_rt_ctx_free(c);
+    unmake(&w);
+}
+
+static void multi_llama_f16(void **s) { (void)s; check_multi("tiny", "f16", 2); }
+static void multi_llama_q8_0(void **s) { (void)s; check_multi("tiny", "q8_0", 3); }
+static void multi_llama3_f32(void **s) { (void)s; check_multi("tiny-llama3", "f32", 2); }
+static void multi_qwen2_f32(void **s) { (void)s; check_multi("tiny-qwen2", "f32", 1); }
+static void multi_qwen3_f16(void **s) { (void)s; check_multi("tiny-qwen3", "f16", 2); }
+
+/* A step that cannot run (a bad token, past the context, a zero count)
+ * gets its own rc and leaves its sequence unchanged; the others run. Bad
+ * calls (a kv in two steps, NULL) run nothing. */
+static void multi_failures(void **state)
+{
+    (void)state;
+    world w;
+    make(&w, "tiny", "f32", 16);
+    size_t V = w.m->hp.n_vocab;
+    sb_rt_ctx *c;
+    assert_int_equal(sb_rt_ctx_new(w.m, 2, 8, &c), SB_OK);
+    sb_rt_kv kv[4];
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(sb_rt_kv_init(&kv[k], w.m, w.ns), SB_OK);
+    kv[2].max_tokens = 4;
+    uint32_t good[6], bad[2] = { 1, (uint32_t)V };
+    tokens_for(&w, good, 6, 5);
+    float *lg = malloc(2 * V * sizeof *lg), *ref = malloc(V * sizeof *ref);
+    sb_rt_seq_step st[4] = {
+        { &kv[0], good, 6, lg, -99 }, { &kv[1], bad, 2, NULL, -99 },
+        { &kv[2], good, 6, NULL, -99 }, { &kv[3], good, 0, lg + V, -99 },
+    };
+    assert_int_equal(sb_rt_forward_multi(c, st, 4), SB_OK);
+    assert_int_equal(st[0].rc, SB_OK);
+    assert_int_equal(st[1].rc, SB_ERR_INVAL);
+    assert_int_equal(st[2].rc, SB_ERR_TOO_MANY_TOKENS);
+    assert_int_equal(st[3].rc, SB_ERR_INVAL);
+    assert_int_equal(kv[0].n_tokens, 6);
+    assert_int_equal(kv[1].n_tokens + kv[2].n_tokens + kv[3].n_tokens, 0);
+    sb_rt_kv ref_kv;
+    assert_int_equal(sb_rt_kv_init(&ref_kv, w.m, w.ns), SB_OK);
+    assert_int_equal(sb_rt_forward(c, &ref_kv, good, 6, SB_RT_LOGITS_LAST, ref), SB_OK);
+    assert_memory_equal(lg, ref, V * sizeof *ref);
+    sb_rt_kv_fini(&ref_kv);
+    sb_rt_seq_step twice[2] = { { &kv[1], good, 1, NULL, -99 }, { &kv[1], good, 1, NULL, -99 } };
+    assert_int_equal(sb_rt_forward_multi(c, twice, 2), SB_ERR_INVAL);
+    assert_int_equal(kv[1].n_tokens, 0);
+    sb_rt_seq_step null_tokens = { &kv[1], NULL, 1, NULL, -99 };
+    assert_int_equal(sb_rt_forward_multi(c, &null_tokens, 1), SB_ERR_INVAL);
+    assert_int_equal(sb_rt_forward_multi(NULL, st, 1), SB_ERR_INVAL);
+    assert_int_equal(sb_rt_forward_multi(c, NULL, 0), SB_OK);
+    for (int k = 0; k < 4; k++)
+        sb_rt_kv_fini(&kv[k]);
+    free(lg);
+    free(ref);
+    sb_rt_ctx_free(c);
+    unmake(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -744,6 +895,9 @@ int main(void)
         cmocka_unit_test(reference_llama_q4_k_m), cmocka_unit_test(reference_qwen2_q6_k),
         cmocka_unit_test(batching_is_invisible), cmocka_unit_test(warm_equals_cold),
         cmocka_unit_test(generation_is_seeded), cmocka_unit_test(bad_calls),
+        cmocka_unit_test(multi_llama_f16),      cmocka_unit_test(multi_llama_q8_0),
+        cmocka_unit_test(multi_llama3_f32),     cmocka_unit_test(multi_qwen2_f32),
+        cmocka_unit_test(multi_qwen3_f16),      cmocka_unit_test(multi_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,7 +45,7 @@ void rt_opts_default(rt_opts *o)
                     .durability = SB_DURABILITY_PERIODIC };
 }
 
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+int rt_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     if (!s || !*s || *s == '-')
         return -1;
@@ -87,21 +87,21 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     int bad = 0;
     if (!strcmp(a, "-n"))
-        bad = parse_u64(v, 0, 1u << 24, &o->n_gen);
+        bad = rt_parse_u64(v, 0, 1u << 24, &o->n_gen);
     else if (!strcmp(a, "--threads"))
-        bad = parse_u64(v, 1, 1024, &o->threads);
+        bad = rt_parse_u64(v, 1, 1024, &o->threads);
     else if (!strcmp(a, "--page-tokens"))
-        bad = parse_u64(v, 1, 65536, &o->page_tokens);
+        bad = rt_parse_u64(v, 1, 65536, &o->page_tokens);
     else if (!strcmp(a, "--batch"))
-        bad = parse_u64(v, 1, 65536, &o->batch);
+        bad = rt_parse_u64(v, 1, 65536, &o->batch);
     else if (!strcmp(a, "--seed"))
-        bad = parse_u64(v, 0, UINT64_MAX, &o->seed);
+        bad = rt_parse_u64(v, 0, UINT64_MAX, &o->seed);
     else if (!strcmp(a, "--top-k"))
-        bad = parse_u64(v, 0, UINT32_MAX, &o->top_k);
+        bad = rt_parse_u64(v, 0, UINT32_MAX, &o->top_k);
     else if (!strcmp(a, "--ram-mib"))
-        bad = parse_u64(v, 16, 1u << 24, &o->ram_mib);
+        bad = rt_parse_u64(v, 16, 1u << 24, &o->ram_mib);
     else if (!strcmp(a, "--min-prefix"))
-        bad = parse_u64(v, 0, UINT32_MAX, &o->min_prefix);
+        bad = rt_parse_u64(v, 0, UINT32_MAX, &o->min_prefix);
     else if (!strcmp(a, "--temp"))
         bad = parse_float(v, 0, 100, &o->temp);
     else if (!strcmp(a, "--top-p"))

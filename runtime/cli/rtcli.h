@@ -36,6 +36,10 @@ typedef struct rt_opts {
 /* The common options' help text, for a command's usage. */
 extern const char rt_opts_help[];
 
+/* rt_parse_u64 -- s as a decimal in [lo, hi] into *out. Returns: 0; -1 for
+ * NULL, empty, negative, not a number, or out of range (*out unchanged). */
+int rt_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+
 /* rt_opts_default -- every common option at its default. */
 void rt_opts_default(rt_opts *o);
 

@@ -12,6 +12,7 @@
 #include "kernels/quant.h"
 #include "model/gguf.h"
 #include "model/gguf_write.h"
+#include "model/chat_tmpl.h"
 #include "model/tokenizer.h"
 #include "model/vocab.h"
 #include "snapbank.h"
@@ -574,9 +575,20 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
     }
     sb_rt_gguf_add_u32(w, KEY("vocab_size"), o->n_vocab);
 #undef KEY
+    const char *file_tmpl = NULL;
+    size_t file_tmpl_len = 0;
+    if (vg && sb_rt_gguf_get_str(vg, "tokenizer.chat_template", &file_tmpl, &file_tmpl_len) ==
+                  SB_OK && o->chat_template) {
+        rc = sb_rt_fail(err, SB_ERR_INVAL, "make-model: %s carries its own chat template, "
+                        "which is kept; a second one cannot be written", o->vocab);
+        goto out;
+    }
     rc = vg ? sb_rt_vocab_copy(vg, o->vocab, w, err) : add_vocab_keys(w, &v);
     if (rc != SB_OK)
         goto out;
+    if (!file_tmpl) /* a vocabulary file's own template was copied with it */
+        sb_rt_gguf_add_str(w, "tokenizer.chat_template",
+                           o->chat_template ? o->chat_template : sb_rt_chat_tmpl_chatml);
 
     uint64_t rng = o->seed;
 #define TENSOR(nm, t, in, rows, mean, sd)                                                    \

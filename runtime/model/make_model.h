@@ -48,6 +48,10 @@
  * output straight to Q8_0), and a row that is not a multiple of 32 either
  * to F16. general.file_type is llama.cpp's llama_ftype for the dtype.
  *
+ * The chat template (tokenizer.chat_template) is ChatML unless the options
+ * name another (a vocabulary file
+ * that carries a template, --vocab, keeps it; naming another then is refused).
+ *
  * Thread safety: no shared state.
  */
 #ifndef SB_RT_MAKE_MODEL_H
@@ -82,6 +86,8 @@ typedef struct sb_rt_make_opts {
     char vocab[512];           /* "" to generate the vocabulary; else a GGUF file whose
                                 * tokenizer.* keys are copied (n_vocab is then its
                                 * token count, whatever n_vocab says) */
+    const char *chat_template; /* tokenizer.chat_template to write (borrowed); NULL: ChatML
+                                  (sb_rt_chat_tmpl_chatml) */
 } sb_rt_make_opts;
 
 /* The preset names, for usage messages. */

@@ -6,8 +6,8 @@
 #     invocation with --output-format=json: the JSON parses, every job is
 #     there with fio's field names, the wear and durability objects (every
 #     put's outcome: under commit all durable), the bytes add up,
-#     the warped day lasts exactly its store-clock hours and no hour
-#     writes more than the budget (nothing here depends on the machine's
+#     the warped day lasts exactly its store-clock hours and writes no
+#     more than their budgets (nothing here depends on the machine's
 #     speed: rates and how close an hour gets to the budget are the
 #     bench's figures, not this test's);
 #   - terse: one line per job with the documented field count;
@@ -112,10 +112,15 @@ hours = day["wear"]["bytes_per_hour"]
 budget = day["wear"]["budget_bytes_per_hour"]
 assert budget == 16 << 20
 assert len(hours) == 2, hours
-# What the budget promises at any speed: no hour above it (plus the
-# metadata overdraft). How close the 2x hour gets is the bench's figure,
-# not this test's: a loaded machine may not keep up with the warp.
-assert all(h <= 1.02 * budget for h in hours), hours
+# What the budget promises at any speed: the day writes no more than its
+# hours' budgets (plus the metadata overdraft). The bench samples the
+# store's byte counter from its own thread, so on a loaded machine a sample
+# taken late moves bytes written just before an hour's end into the next
+# hour (at 4 store-clock hours a second, 50 ms late is 12 minutes): each
+# hour is held to the budget within that, the day as a whole exactly. How
+# close the 2x hour gets is the bench's figure, not this test's.
+assert sum(hours) <= 1.02 * budget * len(hours), hours
+assert all(h <= 1.25 * budget for h in hours), hours
 assert sum(hours) > 0, hours
 assert sum(hours) <= day["wear"]["host_bytes_written"], (hours, day["wear"])
 PY

@@ -1,0 +1,114 @@
+/* prompt.h -- the one place snapbank serve turns chat messages into text,
+ * text into token ids and token ids back into text: the chat template and
+ * the tokenizer as the server uses them.
+ *
+ * Every tokenization and template rendering of the server goes through
+ * these calls, so how they are done can change in this file alone. A chat
+ * is rendered to one text plus the byte ranges of it that came from message
+ * content (spans); the text is tokenized with the template's control
+ * tokens parsed as such and the spans taken literally, so a user who types
+ * a control token's text gets ordinary tokens, never the control token.
+ *
+ * The template is the model's tokenizer.chat_template, read by
+ * model/chat_tmpl.h (a family renderer where it recognises one, its Jinja
+ * interpreter otherwise), or the family --chat-template names; a model
+ * without one needs --chat-template.
+ *
+ * Thread safety: a srv_prompt is immutable once made; any thread may use it.
+ */
+#ifndef SB_SRV_PROMPT_H
+#define SB_SRV_PROMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/rt.h"
+#include "model/model.h"
+
+/* One chat message: role "system", "user", "assistant" or "tool", and its
+ * content; both NUL-terminated UTF-8, borrowed. */
+typedef struct srv_msg {
+    const char *role;
+    const char *content;
+} srv_msg;
+
+/* A byte range of a rendered text. */
+typedef struct srv_span {
+    size_t off, len;
+} srv_span;
+
+/* A rendered prompt: text (owned, NUL-terminated) and the sorted, disjoint
+ * spans of it that came from message content (owned). */
+typedef struct srv_text {
+    char *text;
+    size_t len;
+    srv_span *spans;
+    size_t n_spans;
+} srv_text;
+
+/* srv_prompt_encode flags */
+#define SRV_ENC_BOS 1u     /* BOS first, when the vocabulary asks for it */
+#define SRV_ENC_SPECIAL 2u /* control-token texts outside the spans become
+                              those tokens */
+
+typedef struct srv_prompt srv_prompt;
+
+/* srv_prompt_new -- the template and tokenizer of model m (borrowed: it
+ * must outlive the result). template_name: NULL to take the model's own
+ * (its tokenizer.chat_template), or a family name. On success *out is owned
+ * by the caller (srv_prompt_free). Returns: SB_OK; SB_ERR_UNSUPPORTED (the
+ * model has no usable tokenizer, no template and no name, or the template
+ * is neither known nor renderable: err names the --chat-template option);
+ * SB_ERR_INVAL (the template is not UTF-8); SB_ERR_RANGE (over the
+ * template size limit); SB_ERR_NOMEM. */
+int srv_prompt_new(const sb_rt_model *m, const char *template_name, srv_prompt **out,
+                   sb_rt_err *err);
+
+/* srv_prompt_free -- NULL is a no-op. */
+void srv_prompt_free(srv_prompt *p);
+
+/* srv_prompt_template -- what renders: the family and its variant
+ * ("chatml (qwen2.5)", "llama3 (llama3.1)") or "jinja". */
+const char *srv_prompt_template(const srv_prompt *p);
+
+/* srv_prompt_render -- msgs[0, n) as the model's chat prompt, ending with
+ * the assistant's turn opened. *out owned by the caller (srv_text_free).
+ * Returns: SB_OK; SB_ERR_INVAL (no messages, or the template refused the
+ * conversation, e.g. its raise_exception on roles out of order: err says
+ * why); SB_ERR_RANGE (a template limit); SB_ERR_UNSUPPORTED (the template
+ * needs what the interpreter lacks); SB_ERR_NOMEM. */
+int srv_prompt_render(const srv_prompt *p, const srv_msg *msgs, size_t n, srv_text *out,
+                      sb_rt_err *err);
+
+/* srv_text_free -- free the members; NULL is a no-op. */
+void srv_text_free(srv_text *t);
+
+/* srv_prompt_encode -- the ids of text[0, len) with flags (SRV_ENC_*);
+ * lit[0, n_lit) are spans taken literally. *ids (malloc'd, caller frees;
+ * never NULL on success) and *n receive them. Returns: SB_OK;
+ * SB_ERR_NOMEM; SB_ERR_INVAL (the tokenizer refused the text). */
+int srv_prompt_encode(const srv_prompt *p, const char *text, size_t len, const srv_span *lit,
+                      size_t n_lit, unsigned flags, uint32_t **ids, size_t *n);
+
+/* srv_prompt_is_eog -- id ends a generation (EOS, EOT and the like). */
+bool srv_prompt_is_eog(const srv_prompt *p, uint32_t id);
+
+/* srv_prompt_piece -- the text token id adds after token prev
+ * (SB_RT_TOK_NONE at the start), into buf (cap bytes, *n written; control
+ * tokens add nothing). Returns: SB_OK; SB_ERR_RANGE (id out of range or
+ * cap too small). */
+int srv_prompt_piece(const srv_prompt *p, uint32_t id, uint32_t prev, char *buf, size_t cap,
+                     size_t *n);
+
+/* srv_prompt_token_text -- the text of an end-of-turn control token as
+ * the template spells it after an assistant message (e.g. "<|im_end|>"
+ * for ChatML, "<|eot_id|>" for Llama 3), so that a session's text and
+ * tokens stay in step with the next turn's rendering; "" for any other
+ * token (a template that does not write the token's text after an answer,
+ * such as ChatML over a vocabulary whose EOS is "</s>": the token is then
+ * not part of what the next turn can reuse). *len receives its length.
+ * Borrowed for p's life. */
+const char *srv_prompt_token_text(const srv_prompt *p, uint32_t id, size_t *len);
+
+#endif /* SB_SRV_PROMPT_H */
