@@ -1042,8 +1042,9 @@ SB_API int sb_ns_page_alloc(sb_ns *ns, sb_page **out);
  * that the pages a later restore reads into, or sb_ns_page_alloc hands
  * out, cost no page faults then.
  *
- * They are spares: they count against ram_bytes and ram_pages (see
- * stats.pool_spare_bytes) and are the first memory the bank gives back
+ * They are spares: they count against the budgets (sb_config.ram_bytes
+ * and ram_pages; stats.pool_spare_bytes and pool_spare_pages, not
+ * stats.ram_bytes) and are the first memory the bank gives back
  * when blocks need room. Spares the pool already holds count towards
  * n_pages; nothing is evicted to make more: with the budgets full, fewer
  * (or none) are made. Spares of a page size are shared by every namespace
