@@ -43,6 +43,9 @@
 
 #include "snapbank.h"
 
+#define BENCH_NAME "bench_index"
+#include "bench_util.h"
+
 #ifndef SB_BENCH_BUILD_TYPE
 #define SB_BENCH_BUILD_TYPE "unknown"
 #endif
@@ -1028,19 +1031,6 @@ static void section_memory(const bench_opts *o)
 
 /* ---- machine and main ------------------------------------------------------------------- */
 
-/* The 1-minute load average, or -1: other work on the machine is noise. */
-static double load_average(void)
-{
-    double v = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &v) != 1)
-            v = -1;
-        fclose(f);
-    }
-    return v;
-}
-
 static void print_machine(const bench_opts *o)
 {
     char line[512], model[256] = "unknown", cache[64] = "?";
@@ -1068,9 +1058,9 @@ static void print_machine(const bench_opts *o)
            SB_VERSION_MINOR, SB_VERSION_PATCH, sb_version());
     printf("machine: %s, %u logical CPUs online, cache %s, load average %.2f at start\n",
            model, cpus, cache, load_average());
-    printf("build: %s%s, page pool %s, compiler %s\n", SB_BENCH_BUILD_TYPE,
+    printf("build: %s%s, heap malloc %s, compiler %s\n", SB_BENCH_BUILD_TYPE,
            SB_BENCH_SANITIZE ? " + ASan/UBSan" : "",
-           SB_BENCH_JEMALLOC ? "jemalloc arena" : "libc", __VERSION__);
+           SB_BENCH_JEMALLOC ? "jemalloc" : "libc", __VERSION__);
     printf("parameters: page_tokens %u, reps %u x >= %.1f ms, max prompt %zu tokens, "
            "%u sessions (%u + %u tokens), commit %u tokens, %s\n",
            o->page_tokens, o->reps, (double)o->min_rep_ns / 1e6, o->max_tokens,

@@ -1,6 +1,6 @@
 /* bench_util.h -- the small helpers every benchmark program uses: a
  * monotonic clock, a failed call's exit, a 64-bit mixer for generated
- * tokens and state. Header-only (static functions); define BENCH_NAME to
+ * tokens and state, the load average. Header-only (static functions); define BENCH_NAME to
  * the program's name before including it. */
 #ifndef SB_BENCH_UTIL_H
 #define SB_BENCH_UTIL_H
@@ -40,6 +40,19 @@ static inline uint64_t mix(uint64_t x)
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
     return x ^ (x >> 31);
+}
+
+/* The 1-minute load average, or -1: other work on the machine is noise. */
+static inline double load_average(void)
+{
+    double v = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
 }
 
 #endif /* SB_BENCH_UTIL_H */

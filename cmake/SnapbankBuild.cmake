@@ -30,7 +30,7 @@ endif()
 if(SB_SANITIZE AND SB_TSAN)
   message(FATAL_ERROR "SB_SANITIZE and SB_TSAN cannot be combined")
 endif()
-# Sanitizers must see every page: take pages from libc, not a jemalloc arena.
+# Sanitizers must see every allocation: libc malloc, not jemalloc.
 if(SB_SANITIZE OR SB_TSAN)
   set(SB_WITH_JEMALLOC OFF CACHE BOOL "" FORCE)
 endif()

@@ -99,6 +99,16 @@ static void bank_open(bank *b, sb_rt_model *m, const char *dir, const char *scop
     sb_layout layout;
     assert_int_equal(sb_rt_kv_layout(m, 16, b->bpt, &layout), SB_OK);
     assert_int_equal(sb_ns_open(b->st, &layout, scope, scope ? strlen(scope) : 0, &b->ns), SB_OK);
+    /* One context's pages ready in the pool, as the CLI and the C API do:
+     * all of them where the budget has room (64 MiB does), fewer in a
+     * small budget, never more. */
+    size_t ready = 0, want = (m->hp.n_ctx + 15) / 16;
+    assert_int_equal(sb_rt_kv_prefault(m, b->ns, &ready), SB_OK);
+    assert_true(ready <= want);
+    if (ram_bytes >= 64u << 20)
+        assert_int_equal(ready, want);
+    assert_int_equal(sb_rt_kv_prefault(NULL, b->ns, &ready), SB_ERR_INVAL);
+    assert_int_equal(ready, 0);
     assert_int_equal(sb_rt_ctx_new(m, 2, 32, &b->ctx), SB_OK);
 }
 
@@ -316,6 +326,7 @@ static void ssd_after_reopen_one(const char *preset)
     bank_open(&b, m, dir, NULL, 64u << 20);
     sb_rt_turn r = turn(&b, NULL, 0, a, N, 5, gen0, NULL);
     assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    assert_int_equal(r.restore_bytes, 0);
     /* What the disk tier made of the turn: every page of the conversation
      * (prompt and answer) and its point state queued, nothing denied; the
      * ticket stands for all of it. */
@@ -339,6 +350,13 @@ static void ssd_after_reopen_one(const char *preset)
     assert_int_equal(r.cached_disk_tokens, N + 5);
     assert_int_equal(r.disk_skipped, 0);
     assert_true(r.est_read_s > 0 && r.est_recompute_s > 0);
+    /* The turn reports what it read and the CPU its restore took (the
+     * thread's, so never more than the restore's wall time). */
+    sb_ns_info nsi;
+    assert_int_equal(sb_ns_get_info(b.ns, &nsi), SB_OK);
+    assert_int_equal(r.restore_bytes,
+                     (N + 5 + nsi.page_tokens - 1) / nsi.page_tokens * nsi.page_bytes);
+    assert_true(r.restore_cpu_s > 0 && r.restore_cpu_s <= r.restore_s + 1e-4);
     uint32_t full[N + 25];
     memcpy(full, hist, sizeof hist);
     memcpy(full + N + 5, a + N, 20 * 4);

@@ -131,6 +131,8 @@ int sbrt_chat_open(sb_store *st, const sb_rt_model *m, const void *scope, size_t
     int rc = sb_rt_kv_layout(m, page_tokens ? page_tokens : 16, c->bpt, &layout);
     if (rc == SB_OK)
         rc = sb_ns_open(st, &layout, scope, scope_len, &c->ns);
+    if (rc == SB_OK) /* one context's pages ready (a refusal only costs faults later) */
+        (void)sb_rt_kv_prefault(m, c->ns, NULL);
     if (rc == SB_OK)
         rc = sb_rt_ctx_new(m, threads, 512, &c->ctx);
     if (rc == SB_OK)
@@ -220,13 +222,17 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
          "{\"cache_mode\":\"%s\",\"prompt_tokens\":%zu,\"cached_tokens\":%zu,"
          "\"cached_disk_tokens\":%zu,\"prefill_tokens\":%zu,\"gen_tokens\":%zu,"
          "\"matched_tokens\":%zu,\"miss\":\"%s\",\"point_hit\":%s,\"disk_skipped\":%s,"
-         "\"est_read_s\":%.9g,\"est_recompute_s\":%.9g,\"restore_s\":%.9g,\"prefill_s\":%.9g,"
+         "\"est_read_s\":%.9g,\"est_recompute_s\":%.9g,\"restore_s\":%.9g,"
+         "\"restore_cpu_s\":%.9g,\"restore_faults\":%llu,\"restore_bytes\":%zu,"
+         "\"prefill_s\":%.9g,"
          "\"ttft_s\":%.9g,\"decode_s\":%.9g,\"prefill_tok_s\":%.9g,\"decode_tok_s\":%.9g,"
          "\"commit_error\":",
          sb_rt_cache_mode_name(r.cache_mode), r.prompt_tokens, r.cached_tokens,
          r.cached_disk_tokens, r.prefill_tokens, r.gen_tokens, r.matched_tokens,
          sb_miss_name(r.miss), r.point_hit ? "true" : "false", r.disk_skipped ? "true" : "false",
-         r.est_read_s, r.est_recompute_s, r.restore_s, r.prefill_s, r.ttft_s, r.decode_s,
+         r.est_read_s, r.est_recompute_s, r.restore_s, r.restore_cpu_s,
+         (unsigned long long)r.restore_faults, r.restore_bytes,
+         r.prefill_s, r.ttft_s, r.decode_s,
          r.prefill_tok_s, r.decode_tok_s);
     if (r.commit_rc == SB_OK)
         jput(report, report_cap, &len, "null");

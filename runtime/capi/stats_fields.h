@@ -31,12 +31,14 @@
     X(recovered_pages) X(recovered_points) X(recovered_namespaces) X(recovery_orphans)          \
     X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)            \
     X(salvaged) X(salvaged_segments) X(salvage_scanned_segments) X(salvage_skipped_files)    \
-    X(salvage_dropped_records) X(salvage_dropped_bytes)
+    X(salvage_dropped_records) X(salvage_dropped_bytes)                                      \
+    X(pool_spare_bytes) X(pool_spare_pages) X(pool_chunks) X(pool_grown_bytes)                  \
+    X(pool_trimmed_bytes) X(disk_read_ios) X(disk_write_ios)
 #define SB_COUNT_FIELD(f) +1
 _Static_assert(sizeof(sb_stats) ==
                    (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +
                        2 * SB_MISS__COUNT * 8 + 2 * SB_DENY__COUNT * 8,
-               "sb_stats changed: update SB_STATS_U64 in capi.c");
+               "sb_stats changed: update SB_STATS_U64 in stats_fields.h");
 
 
 #endif /* SB_RT_STATS_FIELDS_H */

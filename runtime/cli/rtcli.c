@@ -259,6 +259,9 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
     e->t_open = rt_now() - t0;
     if ((rc = sb_ns_open(e->st, &layout, o->scope, strlen(o->scope), &e->ns)) != SB_OK)
         goto fail_rc;
+    /* One context's pages ready in the pool (a refusal only means they
+     * fault in as they are used). */
+    (void)sb_rt_kv_prefault(e->m, e->ns, NULL);
     what = "the forward context";
     sb_rt_sampling so = { o->temp, (uint32_t)o->top_k, o->top_p, o->seed };
     if ((rc = sb_rt_ctx_new(e->m, (unsigned)o->threads, (uint32_t)o->batch, &e->ctx)) != SB_OK ||
@@ -358,8 +361,10 @@ void rt_report(FILE *f, const char *label, const sb_rt_turn *r)
             r->cached_tokens, r->prompt_tokens);
     if (r->cached_disk_tokens)
         fprintf(f, " (disk %zu)", r->cached_disk_tokens);
-    fprintf(f, " prefill=%zu restore=%.1fms ttft=%.1fms", r->prefill_tokens, r->restore_s * 1e3,
-            r->ttft_s * 1e3);
+    fprintf(f, " prefill=%zu restore=%.1fms", r->prefill_tokens, r->restore_s * 1e3);
+    if (r->restore_bytes)
+        fprintf(f, " read=%.1fMiB", (double)r->restore_bytes / (1 << 20));
+    fprintf(f, " ttft=%.1fms", r->ttft_s * 1e3);
     if (r->prefill_tokens && r->prefill_tok_s > 0)
         fprintf(f, " prefill_tok/s=%.0f", r->prefill_tok_s);
     if (r->gen_tokens > 1)

@@ -55,6 +55,17 @@ int sb_rt_kv_init(sb_rt_kv *kv, const sb_rt_model *m, sb_ns *ns)
     return SB_OK;
 }
 
+int sb_rt_kv_prefault(const sb_rt_model *m, sb_ns *ns, size_t *n_ready)
+{
+    sb_ns_info info;
+    if (n_ready)
+        *n_ready = 0;
+    if (!m || !ns || sb_ns_get_info(ns, &info) != SB_OK)
+        return SB_ERR_INVAL;
+    size_t pages = (m->hp.n_ctx + info.page_tokens - 1) / info.page_tokens;
+    return sb_ns_prefault(ns, pages, n_ready);
+}
+
 void sb_rt_kv_reset(sb_rt_kv *kv)
 {
     for (size_t i = 0; i < kv->n_pages; i++)

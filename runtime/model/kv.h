@@ -58,6 +58,15 @@ int sb_rt_kv_layout(const sb_rt_model *m, uint32_t page_tokens, uint32_t *bpt,
  * sb_rt_kv_fini may still be called. */
 int sb_rt_kv_init(sb_rt_kv *kv, const sb_rt_model *m, sb_ns *ns);
 
+/* sb_rt_kv_prefault -- have the bank's pool hold, mapped and faulted in,
+ * the pages of one full context of model m in ns (sb_ns_prefault), as an
+ * engine allocates its KV cache when it starts: a restore or a prefill
+ * then takes pages without page faults. Within the RAM budget's room;
+ * nothing is evicted. *n_ready (may be NULL) receives the spare pages.
+ * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_NOMEM (the system refused: pages
+ * are then faulted in as they are used). */
+int sb_rt_kv_prefault(const sb_rt_model *m, sb_ns *ns, size_t *n_ready);
+
 /* sb_rt_kv_fini -- drop every page reference and free the table. */
 void sb_rt_kv_fini(sb_rt_kv *kv);
 

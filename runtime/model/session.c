@@ -1,10 +1,11 @@
 /* session.c -- conversations restored from the bank (session.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +54,18 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU seconds and minor page faults of the calling thread (a restore runs
+ * on it: its reads are submitted, reaped and checked there, into buffers
+ * it may touch for the first time). */
+static double thread_cpu_s(uint64_t *minflt)
+{
+    struct rusage ru;
+    *minflt = getrusage(RUSAGE_THREAD, &ru) == 0 ? (uint64_t)ru.ru_minflt : 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -219,7 +232,12 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
         size_t pages = (k + s->kv.page_tokens - 1) / s->kv.page_tokens;
         size_t disk_pages = pages > mi.n_pages_ram ? pages - mi.n_pages_ram : 0;
         double t0 = now_s();
-        rc = sb_rt_kv_adopt(&s->kv, mt, prompt, k);
+        /* The whole prompt restored with its point state: read the pages
+         * and the point together (its record follows the last page's). */
+        bool want_point = k == n && k == mi.n_tokens && mi.has_point;
+        rc = want_point && disk_pages ? sb_match_load(mt, pages, 1) : SB_OK;
+        if (rc == SB_OK)
+            rc = sb_rt_kv_adopt(&s->kv, mt, prompt, k);
         if (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO)
             continue; /* the match shrank to the valid prefix: choose again */
         if (rc != SB_OK)
@@ -228,12 +246,13 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
         if (disk_pages) {
             size_t first_disk = mi.n_pages_ram * s->kv.page_tokens;
             rep->cached_disk_tokens = k - first_disk;
+            rep->restore_bytes = disk_pages * s->page_bytes;
             double dt = now_s() - t0;
             if (dt > s->rates.read_fixed_s)
                 average(&s->rates.read_bytes_s, &s->rates.read_samples,
                         (double)disk_pages * (double)s->page_bytes / (dt - s->rates.read_fixed_s));
         }
-        if (k == n && k == mi.n_tokens && mi.has_point) {
+        if (want_point) {
             const void *pt = sb_match_point(mt);
             if (pt) {
                 memcpy(s->logits, pt, (size_t)s->m->hp.n_vocab * sizeof(float));
@@ -319,6 +338,8 @@ int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input,
     if (s->fg)
         sb_store_foreground(s->fg, 1);
     /* 2-3. match, choose, adopt */
+    uint64_t f0, f1;
+    double c0 = thread_cpu_s(&f0);
     s->t0 = now_s();
     if ((rc = restore(s, s->prompt, n, &s->rep)) != SB_OK) {
         if (s->fg)
@@ -329,6 +350,8 @@ int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input,
     s->t_prefill = now_s();
     sb_rt_turn *r = &s->rep;
     r->restore_s = s->t_prefill - s->t0;
+    r->restore_cpu_s = thread_cpu_s(&f1) - c0;
+    r->restore_faults = f1 - f0;
     r->cache_mode = r->cached_disk_tokens ? SB_RT_CACHE_SSD
                     : r->cached_tokens    ? SB_RT_CACHE_WARM
                                           : SB_RT_CACHE_COLD;

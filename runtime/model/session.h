@@ -87,6 +87,11 @@ typedef struct sb_rt_turn {
     double est_read_s;       /* the estimates behind that choice (0 when no */
     double est_recompute_s;  /* disk page matched) */
     double restore_s;        /* match, map and read */
+    double restore_cpu_s;    /* CPU time the restore took (its thread) */
+    uint64_t restore_faults; /* minor page faults the restore took (its
+                                thread: buffers touched the first time) */
+    size_t restore_bytes;    /* KV bytes read from disk (disk pages x page
+                                bytes; 0 when nothing came from disk) */
     double prefill_s;        /* computing the uncached prompt tokens */
     double ttft_s;           /* until the first generated token was known */
     double decode_s;         /* the decode steps */

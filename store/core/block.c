@@ -35,12 +35,8 @@ static void track_free(sb_blk *b, bool was)
 
 static void blk_free(sb_blk *b)
 {
-    sb_ns *ns = b->ns;
-    sb_store *st = ns->st;
-    if (b->data) {
-        sb_pool_free(&st->mem, b->data, sb_blk_alloc_bytes(ns, b->kind));
-        sb_blk_unreserve(ns, b->kind);
-    }
+    if (b->data)
+        sb_blk_release(b->ns, b->kind, (sb_pbuf){ b->data, b->chunk });
     sb_free(b);
     /* The namespace may now be empty; callers at a safe point call
      * sb_ns_maybe_free (freeing it here could pull it from under a walk). */
@@ -107,43 +103,138 @@ size_t sb_blk_alloc_bytes(const sb_ns *ns, int kind)
     return ns->point_bytes;
 }
 
-int sb_blk_reserve(sb_ns *ns, int kind)
+/* What one block of kind counts against the budgets: bytes, pages. */
+static size_t budget_bytes(const sb_ns *ns, int kind)
+{
+    return kind == SB_BLK_PAGE ? ns->page_bytes : ns->point_bytes;
+}
+
+static sb_pool_cls *cls_of(const sb_ns *ns, int kind)
+{
+    return ns->cls[kind == SB_BLK_PAGE ? 0 : 1];
+}
+
+/* A spare taken for a reservation that failed: back to the pool if the
+ * budgets still have room for it (the store's counters may have moved
+ * while eviction waited), else back to the system. */
+static void spare_return(sb_store *st, sb_pool_cls *c, sb_pbuf buf)
+{
+    if (st->ram_bytes + c->budget_bytes <= st->cfg.ram_bytes &&
+        st->ram_pages + c->page <= st->cfg.ram_pages) {
+        st->ram_bytes += c->budget_bytes;
+        st->ram_pages += c->page;
+        sb_pool_put(&st->pool, c, buf);
+    } else {
+        sb_pool_discard(&st->pool, buf);
+    }
+}
+
+int sb_blk_reserve(sb_ns *ns, int kind, sb_pbuf *buf)
 {
     sb_store *st = ns->st;
-    size_t bytes = kind == SB_BLK_PAGE ? ns->page_bytes : ns->point_bytes;
+    size_t bytes = budget_bytes(ns, kind);
     uint64_t pages = kind == SB_BLK_PAGE ? 1 : 0;
+    sb_pbuf spare = { NULL, NULL };
+    /* A spare's reservation leaves the store's counters here and comes
+     * back below as this block's (a pure move when there is room). */
+    if (buf && sb_pool_take(&st->pool, cls_of(ns, kind), &spare)) {
+        st->ram_bytes -= bytes;
+        st->ram_pages -= pages;
+    }
     int rc = sb_evict_until(st, ns, bytes, pages);
     if (rc != SB_OK) {
         st->stats.budget_denials++;
+        if (spare.data)
+            spare_return(st, cls_of(ns, kind), spare);
         return rc;
     }
     st->ram_bytes += bytes;
     st->ram_pages += pages;
     ns->ram_bytes += bytes;
+    if (buf)
+        *buf = spare;
     return SB_OK;
 }
 
 void sb_blk_unreserve(sb_ns *ns, int kind)
 {
     sb_store *st = ns->st;
-    size_t bytes = kind == SB_BLK_PAGE ? ns->page_bytes : ns->point_bytes;
+    size_t bytes = budget_bytes(ns, kind);
     st->ram_bytes -= bytes;
     ns->ram_bytes -= bytes;
     if (kind == SB_BLK_PAGE)
         st->ram_pages--;
 }
 
-/* A data buffer for a block of ns: pages 4 KiB aligned; point states too,
- * padded with zeros, when a disk tier writes them. NULL when out of memory. */
-static uint8_t *data_alloc(sb_ns *ns, int kind)
+void sb_blk_release(sb_ns *ns, int kind, sb_pbuf buf)
+{
+    ns->ram_bytes -= budget_bytes(ns, kind);
+    sb_pool_put(&ns->st->pool, cls_of(ns, kind), buf);
+}
+
+/* Reserve up to `want` spares of ns's kind in transit, as many as the
+ * store's budgets have room for without evicting. Returns how many. */
+static size_t transit_room(sb_ns *ns, int kind, size_t want)
 {
     sb_store *st = ns->st;
-    size_t n = sb_blk_alloc_bytes(ns, kind);
-    size_t align = kind == SB_BLK_PAGE ? 4096 : sb_tier_data_align(st);
-    uint8_t *p = sb_pool_alloc(&st->mem, n, align ? align : 64);
-    if (p && kind == SB_BLK_POINT && n > ns->point_bytes)
-        memset(p + ns->point_bytes, 0, n - ns->point_bytes);
-    return p;
+    const sb_config *cfg = &st->cfg;
+    sb_pool_cls *c = cls_of(ns, kind);
+    uint64_t room = st->ram_bytes < cfg->ram_bytes ? cfg->ram_bytes - st->ram_bytes : 0;
+    if (c->budget_bytes && room / c->budget_bytes < want)
+        want = (size_t)(room / c->budget_bytes);
+    if (c->page) {
+        uint64_t rp = st->ram_pages < cfg->ram_pages ? cfg->ram_pages - st->ram_pages : 0;
+        if (rp < want)
+            want = (size_t)rp;
+    }
+    if (want) {
+        sb_pool_transit(&st->pool, c, want, 1);
+        st->ram_bytes += want * c->budget_bytes;
+        st->ram_pages += c->page ? want : 0;
+    }
+    return want;
+}
+
+size_t sb_blk_plan(sb_ns *ns, int kind, size_t need)
+{
+    return transit_room(ns, kind, sb_pool_plan(cls_of(ns, kind), need) - need);
+}
+
+void sb_blk_plan_cancel(sb_ns *ns, int kind, size_t extra)
+{
+    sb_store *st = ns->st;
+    sb_pool_cls *c = cls_of(ns, kind);
+    sb_pool_transit(&st->pool, c, extra, -1);
+    st->ram_bytes -= extra * c->budget_bytes;
+    st->ram_pages -= c->page ? extra : 0;
+}
+
+int sb_blk_pool_fill(sb_ns *ns, int kind, sb_pbuf *bufs, size_t need, size_t extra)
+{
+    sb_store *st = ns->st;
+    sb_pool_cls *c = cls_of(ns, kind);
+    size_t n = need + extra;
+    sb_pbuf *all = extra ? sb_malloc(&st->mem, n * sizeof *all) : bufs;
+    int rc = all ? sb_pool_grow(&st->mem, c, n, all) : SB_ERR_NOMEM;
+    pthread_mutex_lock(&st->mu);
+    if (rc == SB_OK && (rc = sb_pool_link(&st->pool, c, all, n)) != SB_OK) {
+        pthread_mutex_unlock(&st->mu);
+        sb_pool_unmap(all, n);
+        pthread_mutex_lock(&st->mu);
+    }
+    if (extra && rc == SB_OK) { /* the transit reservation becomes the spares' */
+        sb_pool_transit(&st->pool, c, extra, -1);
+        for (size_t i = need; i < n; i++)
+            sb_pool_put(&st->pool, c, all[i]);
+    } else if (extra) {
+        sb_blk_plan_cancel(ns, kind, extra);
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (rc == SB_OK && all != bufs && need)
+        memcpy(bufs, all, need * sizeof *bufs);
+    if (all != bufs)
+        sb_free(all);
+    return rc;
 }
 
 static sb_blk *blk_new(sb_ns *ns, int kind)
@@ -168,41 +259,51 @@ int sb_blk_alloc(sb_ns *ns, int kind, sb_blk **out)
 {
     sb_store *st = ns->st;
     *out = NULL;
+    sb_blk *b = blk_new(ns, kind);
+    if (!b)
+        return SB_ERR_NOMEM;
 
     /* Reserve the budget first (evicting), so concurrent allocations cannot
      * overshoot it together; give it back if the allocation fails. */
+    sb_pbuf buf;
+    size_t extra = 0;
     pthread_mutex_lock(&st->mu);
-    int rc = sb_blk_reserve(ns, kind);
+    int rc = sb_blk_reserve(ns, kind, &buf);
+    if (rc == SB_OK && !buf.data)
+        extra = sb_blk_plan(ns, kind, 1);
     pthread_mutex_unlock(&st->mu);
-    if (rc != SB_OK)
-        return rc;
-
-    sb_blk *b = blk_new(ns, kind);
-    uint8_t *data = b ? data_alloc(ns, kind) : NULL;
-    if (!data) {
-        sb_free(b);
+    if (rc == SB_OK && !buf.data && (rc = sb_blk_pool_fill(ns, kind, &buf, 1, extra)) != SB_OK) {
         pthread_mutex_lock(&st->mu);
         sb_blk_unreserve(ns, kind);
         pthread_mutex_unlock(&st->mu);
-        return SB_ERR_NOMEM;
     }
-    b->data = data;
+    if (rc != SB_OK) {
+        sb_free(b);
+        return rc;
+    }
+    /* A point state's padding (a disk tier writes the whole buffer) is
+     * zero, whatever the buffer held before. */
+    size_t n = sb_blk_alloc_bytes(ns, kind);
+    if (kind == SB_BLK_POINT && n > ns->point_bytes)
+        memset(buf.data + ns->point_bytes, 0, n - ns->point_bytes);
+    b->data = buf.data;
+    b->chunk = buf.chunk;
     *out = b;
     return SB_OK;
 }
 
 /* ---- resident data of disk blocks ------------------------------------------- */
 
-void sb_blk_install(sb_blk *b, uint8_t *buf)
+void sb_blk_install(sb_blk *b, sb_pbuf buf)
 {
     sb_ns *ns = b->ns;
     if (b->data) { /* another reader was first */
-        sb_pool_free(&ns->st->mem, buf, sb_blk_alloc_bytes(ns, b->kind));
-        sb_blk_unreserve(ns, b->kind);
+        sb_blk_release(ns, b->kind, buf);
         return;
     }
     bool was_free = is_free(b);
-    b->data = buf;
+    b->data = buf.data;
+    b->chunk = buf.chunk;
     track_free(b, was_free);
     sb_blk_candidate(b);
 }
@@ -210,14 +311,13 @@ void sb_blk_install(sb_blk *b, uint8_t *buf)
 void sb_blk_drop_data(sb_blk *b)
 {
     sb_ns *ns = b->ns;
-    sb_store *st = ns->st;
     heaps_leave(b);
     bool was_free = is_free(b);
-    uint8_t *data = b->data;
+    sb_pbuf buf = { b->data, b->chunk };
     b->data = NULL;
+    b->chunk = NULL;
     track_free(b, was_free);
-    sb_pool_free(&st->mem, data, sb_blk_alloc_bytes(ns, b->kind));
-    sb_blk_unreserve(ns, b->kind);
+    sb_blk_release(ns, b->kind, buf);
 }
 
 /* ---- the index's reference ---------------------------------------------------- */
@@ -316,4 +416,26 @@ void sb_blk_unindex(sb_blk *b)
     track_free(b, was_free);
     if (b->refs == 0)
         blk_free(b);
+}
+
+/* ---- prefaulting --------------------------------------------------------------- */
+
+int sb_ns_prefault(sb_ns *ns, size_t n_pages, size_t *n_ready)
+{
+    if (n_ready)
+        *n_ready = 0;
+    if (!ns)
+        return SB_ERR_INVAL;
+    sb_store *st = ns->st;
+    pthread_mutex_lock(&st->mu);
+    size_t have = cls_of(ns, SB_BLK_PAGE)->n_spare;
+    size_t extra = n_pages > have ? transit_room(ns, SB_BLK_PAGE, n_pages - have) : 0;
+    pthread_mutex_unlock(&st->mu);
+    int rc = extra ? sb_blk_pool_fill(ns, SB_BLK_PAGE, NULL, 0, extra) : SB_OK;
+    sb_tier_prefault(st, ns, n_pages); /* the scratch for their record heads */
+    pthread_mutex_lock(&st->mu);
+    if (n_ready)
+        *n_ready = cls_of(ns, SB_BLK_PAGE)->n_spare;
+    pthread_mutex_unlock(&st->mu);
+    return rc;
 }

@@ -239,6 +239,47 @@ static int check_ns(const sb_ns *ns, totals *t)
     return SB_OK;
 }
 
+/* The pool's spare stacks against its gauges: every spare is a live slot
+ * of a chunk of its class, its count is what spare_bytes and spare_pages
+ * say, and each stack has room for every slot of its class. */
+static int check_pool(const sb_pool *p)
+{
+    uint64_t bytes = 0, pages = 0, tbytes = 0, tpages = 0, resident = 0, chunks = 0;
+    for (const sb_chunk *k = p->chunks; k; k = k->next) {
+        chunks++;
+        resident += (uint64_t)k->n_live * k->cls->stride;
+        if (k->n_live == 0 || k->n_live > k->n_slots)
+            FAIL("pool chunk with %" PRIu32 " of %" PRIu32 " slots live", k->n_live,
+                 k->n_slots);
+    }
+    if (chunks != p->n_chunks || resident != p->resident_bytes)
+        FAIL("pool: %" PRIu64 " chunks of %" PRIu64 " bytes, %" PRIu64 "/%" PRIu64 " counted",
+             chunks, resident, p->n_chunks, p->resident_bytes);
+    for (const sb_pool_cls *c = p->classes; c; c = c->next) {
+        if (c->n_spare > c->spare_cap || c->spare_cap < c->n_slots || c->n_spare > c->n_slots)
+            FAIL("pool class of %zu bytes: %zu spares, room %zu, %zu slots", c->data_bytes,
+                 c->n_spare, c->spare_cap, c->n_slots);
+        for (size_t i = 0; i < c->n_spare; i++) {
+            const sb_pbuf *b = &c->spare[i];
+            const sb_chunk *k = b->chunk;
+            if (!k || k->cls != c || b->data < k->base ||
+                b->data + c->stride > k->base + k->map_bytes ||
+                (size_t)(b->data - k->base) % c->stride)
+                FAIL("pool class of %zu bytes: spare %zu is not a slot of its chunks",
+                     c->data_bytes, i);
+        }
+        bytes += c->n_spare * c->budget_bytes;
+        pages += c->page ? c->n_spare : 0;
+        tbytes += c->n_transit * c->budget_bytes;
+        tpages += c->page ? c->n_transit : 0;
+    }
+    if (bytes != p->spare_bytes || pages != p->spare_pages || tbytes != p->transit_bytes ||
+        tpages != p->transit_pages)
+        FAIL("pool: spares of %" PRIu64 " bytes (%" PRIu64 " pages), %" PRIu64 " (%" PRIu64
+             ") counted", bytes, pages, p->spare_bytes, p->spare_pages);
+    return SB_OK;
+}
+
 int sb_store_check(sb_store *st)
 {
     if (!st)
@@ -263,9 +304,12 @@ int sb_store_check(sb_store *st)
         if (n_ns != st->n_ns)
             fprintf(stderr, "snapbank check: %" PRIu64 " namespaces, %" PRIu64 " counted\n",
                     n_ns, st->n_ns);
-        else if (ram != st->ram_bytes)
-            fprintf(stderr, "snapbank check: namespaces hold %" PRIu64 " bytes, store %" PRIu64
-                    "\n", ram, st->ram_bytes);
+        else if (ram + st->pool.spare_bytes + st->pool.transit_bytes != st->ram_bytes)
+            fprintf(stderr, "snapbank check: namespaces hold %" PRIu64 " bytes and the pool's "
+                    "spares %" PRIu64 " (%" PRIu64 " in transit), store %" PRIu64 "\n", ram,
+                    st->pool.spare_bytes, st->pool.transit_bytes, st->ram_bytes);
+        else if (check_pool(&st->pool) != SB_OK)
+            ; /* it said why */
         else if (t.pages != st->indexed_pages)
             fprintf(stderr, "snapbank check: %" PRIu64 " pages indexed, %" PRIu64 " counted\n",
                     t.pages, st->indexed_pages);
@@ -281,7 +325,8 @@ int sb_store_check(sb_store *st)
         else if (st->ram_bytes > st->cfg.ram_bytes || st->ram_pages > st->cfg.ram_pages)
             fprintf(stderr, "snapbank check: over the RAM budget (%" PRIu64 " bytes, %" PRIu64
                     " pages)\n", st->ram_bytes, st->ram_pages);
-        else if (st->ram_pages < t.resident_pages)
+        else if (st->ram_pages < t.resident_pages + st->pool.spare_pages +
+                                     st->pool.transit_pages)
             fprintf(stderr, "snapbank check: fewer pages allocated than indexed\n");
         else if (t.free_bytes != st->free_bytes || t.free_pages != st->free_pages)
             fprintf(stderr, "snapbank check: evictable gauges drifted (%" PRIu64 "/%" PRIu64

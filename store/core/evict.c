@@ -240,6 +240,19 @@ int sb_evict_until(sb_store *st, sb_ns *ns, uint64_t need_bytes, uint64_t need_p
                        st->ram_pages + need_pages > c->ram_pages;
         if (!ns_over && !st_over)
             return SB_OK;
+        if (st_over && (st->pool.spare_bytes || st->pool.spare_pages)) {
+            /* Spares go first: they hold no state. */
+            uint64_t over = st->ram_bytes + need_bytes > c->ram_bytes
+                                ? st->ram_bytes + need_bytes - c->ram_bytes : 0;
+            uint64_t over_p = st->ram_pages + need_pages > c->ram_pages
+                                  ? st->ram_pages + need_pages - c->ram_pages : 0;
+            uint64_t fb = 0, fp = 0;
+            sb_pool_trim(&st->pool, over, over_p, &fb, &fp);
+            st->ram_bytes -= fb;
+            st->ram_pages -= fp;
+            if (fb || fp)
+                continue;
+        }
         if (!expired) {
             sb_pins_expire(st);
             expired = true;
@@ -248,8 +261,10 @@ int sb_evict_until(sb_store *st, sb_ns *ns, uint64_t need_bytes, uint64_t need_p
              * refusal should change nothing. */
             if (!sb_tier_pending(st) &&
                 ((ns && ns->ram_bytes - ns->free_bytes + need_bytes > c->ns_ram_bytes) ||
-                 st->ram_bytes - st->free_bytes + need_bytes > c->ram_bytes ||
-                 st->ram_pages - st->free_pages + need_pages > c->ram_pages))
+                 st->ram_bytes - st->free_bytes - st->pool.spare_bytes + need_bytes >
+                     c->ram_bytes ||
+                 st->ram_pages - st->free_pages - st->pool.spare_pages + need_pages >
+                     c->ram_pages))
                 return SB_ERR_BUDGET;
             continue;
         }

@@ -15,7 +15,8 @@ struct sb_match {
     size_t n_pages;            /* ceil(L / pt): pages[0, n_pages) are referenced */
     sb_blk *point;             /* referenced, or NULL */
     sb_miss miss;
-    sb_blk **pages;            /* (ceil(n_req / pt)) */
+    sb_blk **pages;            /* (ceil(n_req / pt) + 1): the last entry is
+                                  load()'s, for the point state */
 };
 
 /* The match lets go of pages [from, m->n_pages) and, when point, its point
@@ -727,7 +728,7 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     sb_match *m = sb_calloc(&st->mem, 1, sizeof *m);
     if (!m)
         return SB_ERR_NOMEM;
-    m->pages = sb_malloc(&st->mem, regions(ns, n_tokens) * sizeof *m->pages);
+    m->pages = sb_malloc(&st->mem, (regions(ns, n_tokens) + 1) * sizeof *m->pages);
     if (!m->pages) {
         sb_free(m);
         return SB_ERR_NOMEM;
@@ -825,9 +826,10 @@ int sb_match_get_info(const sb_match *m, sb_match_info *out)
 }
 
 /* Make pages [0, n) of m resident (and its point state, when point), reading
- * them from disk. A page that cannot be read is gone from the index with
- * what depends on it; the match then ends before it: m->n_tokens shrinks,
- * its point goes, m->miss says why.
+ * them from disk, all of them in flight together (the point state's record
+ * is usually the one after the last page's). A page that cannot be read is
+ * gone from the index with what depends on it; the match then ends before
+ * it: m->n_tokens shrinks, its point goes, m->miss says why.
  * Returns: SB_OK; SB_ERR_CORRUPT, SB_ERR_IO (the match shrank: the pages it
  * still holds are resident); SB_ERR_BUDGET, SB_ERR_NOMEM (nothing read that
  * failed; the match unchanged). */
@@ -835,12 +837,23 @@ static int load(sb_match *m, size_t n, bool point, sb_tier_ready_fn ready, void 
 {
     sb_ns *ns = m->ns;
     size_t ok = n;
-    int rc = sb_tier_load(ns, m->pages, n, &ok, ready, ctx);
-    if (rc == SB_OK && point && m->point) {
+    bool with_point = point && m->point;
+    /* Pages then the point in one array: after the last page (the spare
+     * entry of m->pages) or alone. A prefix of the pages and the point
+     * (not asked for by any caller) load one after the other. */
+    sb_blk **blocks = with_point && n == 0 ? &m->point : m->pages;
+    size_t nb = n + (with_point && (n == 0 || n == m->n_pages));
+    if (nb > n && n)
+        m->pages[n] = m->point;
+    int rc = sb_tier_load(ns, blocks, nb, &ok, ready, ctx);
+    if (rc == SB_OK && with_point && nb == n) {
         size_t pok = 1;
         rc = sb_tier_load(ns, &m->point, 1, &pok, NULL, NULL);
-        if (rc == SB_OK || rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM)
-            return rc;
+        ok = rc == SB_OK ? n + 1 : n;
+    }
+    if (rc == SB_OK || rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM)
+        return rc;
+    if (ok == n && with_point) {
         /* The point failed: the match ends where the point rule allows. */
         pthread_mutex_lock(&m->st->mu);
         unhold(m, m->n_pages, true);
@@ -855,8 +868,6 @@ static int load(sb_match *m, size_t n, bool point, sb_tier_ready_fn ready, void 
         pthread_mutex_unlock(&m->st->mu);
         return rc;
     }
-    if (rc != SB_ERR_CORRUPT && rc != SB_ERR_IO)
-        return rc;
     pthread_mutex_lock(&m->st->mu);
     size_t L = ok * ns->page_tokens;
     if (ns->flags & SB_LAYOUT_POINT_REQUIRED)
@@ -949,6 +960,17 @@ const void *sb_match_point(const sb_match *m)
     if (load(mm, 0, true, NULL, NULL) != SB_OK)
         return NULL;
     return mm->point ? mm->point->data : NULL;
+}
+
+int sb_match_load(sb_match *m, size_t n_pages, int point)
+{
+    if (!m)
+        return SB_ERR_INVAL;
+    if (n_pages > m->n_pages)
+        return SB_ERR_RANGE;
+    if (point && (n_pages != m->n_pages || !m->point))
+        return SB_ERR_NO_POINT;
+    return load(m, n_pages, point != 0, NULL, NULL);
 }
 
 int sb_match_pages(sb_match *m, size_t first, size_t count, sb_page **out)

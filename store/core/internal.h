@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "pool.h"
 
 /* Debug log, compiled out unless built with -DSB_DEBUG_LOG. */
 #ifdef SB_DEBUG_LOG
@@ -85,6 +86,7 @@ struct sb_page {
                                never dropped while anyone but the index
                                holds the block, so a holder may read it
                                unlocked once it saw it set */
+    sb_chunk *chunk;        /* [mu] the pool chunk data is in (with data) */
     struct sb_ns *ns;       /* [const] owning namespace */
     sb_node *node;          /* [mu] node whose edge holds it; NULL unless indexed */
     uint32_t refs;          /* [mu] references: index, matches, pins, callers */
@@ -175,6 +177,8 @@ struct sb_ns {
     uint32_t *bpt;             /* [const] (n_tensors) bytes per token */
     size_t *tensor_off;        /* [const] (n_tensors) offset inside a page */
     size_t page_bytes;         /* [const] */
+    sb_pool_cls *cls[2];       /* [const] pool classes of its pages [0] and
+                                  point states [1] */
     sb_node *root;             /* [mu] radix tree root (depth 0, no edge) */
     uint32_t holds;            /* [mu] open handles + live matches + pins:
                                   the namespace is freed only when this is 0
@@ -205,14 +209,18 @@ struct sb_store {
     pthread_mutex_t mu;
     sb_config cfg;             /* [const] copy, dir cleared */
     sb_mem mem;                /* allocator and fault hook (own locking) */
+    sb_pool pool;              /* [mu] the page pool: block data, spares */
     sb_ns **buckets;           /* [mu] namespaces by scope hash */
     size_t n_buckets;          /* [mu] power of two */
     uint64_t n_ns;             /* [mu] */
     sb_heap heap;              /* [mu] every eviction candidate */
     uint64_t n_blocks;         /* [mu] indexed blocks of all namespaces */
     uint64_t tick;             /* [mu] logical clock for LRU stamps */
-    uint64_t ram_bytes;        /* [mu] bytes of blocks allocated (reserved) */
-    uint64_t ram_pages;        /* [mu] pages allocated (reserved) */
+    uint64_t ram_bytes;        /* [mu] bytes of blocks allocated (reserved),
+                                  the pool's spares and spares in transit
+                                  included (pool.h) */
+    uint64_t ram_pages;        /* [mu] pages allocated (reserved), spare and
+                                  transit page buffers included */
     uint64_t free_bytes;       /* [mu] bytes of blocks held by the index alone */
     uint64_t free_pages;       /* [mu] pages held by the index alone; the
                                   other indexed pages are pinned */
@@ -256,17 +264,42 @@ size_t sb_blk_alloc_bytes(const struct sb_ns *ns, int kind);
  * record on disk (recovery). Returns NULL when out of memory. */
 sb_blk *sb_blk_new_disk(struct sb_ns *ns, int kind);
 
-/* sb_blk_reserve / sb_blk_unreserve -- take / return the budget for the
- * data of one block of ns (evicting if needed; with mu held).
- * Returns: SB_OK; SB_ERR_BUDGET. */
-int sb_blk_reserve(struct sb_ns *ns, int kind);
+/* sb_blk_reserve -- take the budget for the data of one block of ns (with
+ * mu held; evicting if needed, spares first). With buf, a spare buffer of
+ * the block's size is taken when the pool has one (buf->data NULL when
+ * not: get memory with sb_blk_plan and sb_blk_pool_fill).
+ * sb_blk_unreserve -- return a reservation that got no buffer.
+ * Returns: SB_OK; SB_ERR_BUDGET (nothing reserved, *buf empty). */
+int sb_blk_reserve(struct sb_ns *ns, int kind, sb_pbuf *buf);
 void sb_blk_unreserve(struct sb_ns *ns, int kind);
+
+/* sb_blk_release -- [mu] a block's data buffer goes back to the pool as a
+ * spare, and its reservation with it (ns's bytes drop; the store's count
+ * it as a spare now). */
+void sb_blk_release(struct sb_ns *ns, int kind, sb_pbuf buf);
+
+/* sb_blk_plan -- [mu] a reserving caller needs `need` new buffers of ns's
+ * kind: reserve, in transit, the extra spares the next chunk should carry
+ * (as many as the budgets have room for without evicting). Returns how
+ * many; pass it to sb_blk_pool_fill. */
+size_t sb_blk_plan(struct sb_ns *ns, int kind, size_t need);
+
+/* sb_blk_plan_cancel -- [mu] give back extra spares sb_blk_plan reserved
+ * that will not be made. */
+void sb_blk_plan_cancel(struct sb_ns *ns, int kind, size_t extra);
+
+/* sb_blk_pool_fill -- unlocked (takes mu to publish): map chunks for
+ * bufs[0, need) plus `extra` spares (sb_blk_plan's), which join the pool.
+ * Returns: SB_OK; SB_ERR_NOMEM (bufs untouched, the transit reservation
+ * given back; the callers' own reservations stay theirs to return). */
+int sb_blk_pool_fill(struct sb_ns *ns, int kind, sb_pbuf *bufs, size_t need, size_t extra);
 
 /* sb_blk_install -- give a block without data the buffer buf (reserved
  * with sb_blk_reserve, sb_blk_alloc_bytes long, from the pool); a block
- * that gained data meanwhile keeps its own and buf is freed with its
- * reservation. A clean, indexed block becomes an eviction candidate. */
-void sb_blk_install(sb_blk *b, uint8_t *buf);
+ * that gained data meanwhile keeps its own and buf goes back to the pool
+ * with its reservation. A clean, indexed block becomes an eviction
+ * candidate. */
+void sb_blk_install(sb_blk *b, sb_pbuf buf);
 
 /* sb_blk_drop_data -- free a clean block's data (held by the index alone):
  * it stays indexed, on disk only. */

@@ -6,6 +6,7 @@
 
 #include "internal.h"
 #include "radix.h"
+#include "tier.h"
 
 /* ---- keys ------------------------------------------------------------------- */
 
@@ -193,6 +194,18 @@ static int ns_create(sb_store *st, const sb_layout *l, const void *scope,
     }
     ns->page_bytes = (off + 4095) / 4096 * 4096;
     ns->id = ns_id_of(l->model_id, l->model_id_bytes, scope, scope_bytes);
+    /* Its buffers' pool classes: pages 4 KiB aligned; point states as the
+     * tier below writes them (padded, sb_blk_alloc_bytes), else 64-byte
+     * aligned. */
+    size_t point_align = sb_tier_data_align(st);
+    ns->cls[0] = sb_pool_class(&st->pool, &st->mem, ns->page_bytes, 4096, ns->page_bytes, true);
+    if (ns->point_bytes)
+        ns->cls[1] = sb_pool_class(&st->pool, &st->mem, sb_blk_alloc_bytes(ns, SB_BLK_POINT),
+                                   point_align ? point_align : 64, ns->point_bytes, false);
+    if (!ns->cls[0] || (ns->point_bytes && !ns->cls[1])) {
+        ns_destroy(ns);
+        return SB_ERR_NOMEM;
+    }
 
     /* The root key binds the chain to the identity, scope and layout. */
     uint64_t head[6] = { ns->id, l->page_tokens, l->n_tensors, l->point_bytes,

@@ -86,6 +86,7 @@ static int store_open(const sb_config *cfg, sb_io *io, sb_store **out)
         return SB_ERR_NOMEM;
     }
     st->mem = mem;
+    sb_pool_init(&st->pool);
     st->cfg = *cfg;
     st->cfg.dir = NULL;
     st->n_buckets = 16;
@@ -131,6 +132,7 @@ static int store_free(sb_store *st, bool crash)
     }
     sb_ns_free_all(st);
     sb_heap_free(&st->heap);
+    sb_pool_fini(&st->pool);
     pthread_mutex_unlock(&st->mu);
     pthread_mutex_destroy(&st->mu);
     sb_free(st->buckets);
@@ -186,12 +188,17 @@ int sb_store_stats(sb_store *st, sb_stats *out)
 {
     if (!st || !out)
         return SB_ERR_INVAL;
-    uint64_t resident = sb_pool_resident(&st->mem);
     pthread_mutex_lock(&st->mu);
     sb_pins_expire(st);
     *out = st->stats;
-    out->ram_bytes = st->ram_bytes;
-    out->ram_pages = st->ram_pages;
+    const sb_pool *p = &st->pool;
+    out->ram_bytes = st->ram_bytes - p->spare_bytes - p->transit_bytes;
+    out->ram_pages = st->ram_pages - p->spare_pages - p->transit_pages;
+    out->pool_spare_bytes = p->spare_bytes;
+    out->pool_spare_pages = p->spare_pages;
+    out->pool_chunks = p->n_chunks;
+    out->pool_grown_bytes = p->grown_bytes;
+    out->pool_trimmed_bytes = p->trimmed_bytes;
     out->ram_bytes_limit = st->cfg.ram_bytes;
     out->ram_pages_limit = st->cfg.ram_pages;
     uint64_t tokens = 0;
@@ -205,7 +212,7 @@ int sb_store_stats(sb_store *st, sb_stats *out)
     out->point_bytes = st->point_bytes;
     out->pins = st->n_pins;
     out->namespaces = st->n_ns;
-    out->pool_resident_bytes = resident;
+    out->pool_resident_bytes = p->resident_bytes;
     out->index_bytes = st->index_bytes;
     out->index_tokens = tokens;
     out->index_nodes = st->index_nodes;

@@ -28,8 +28,9 @@
  *              holding one (match), the index taking or leaving one
  *              (count, held), whether a record may be taken over
  *              (record_stays, unclean);
- *   - reads:   records read back into pages (load), and a long put
- *              streamed through the backlog (stream_pages, stream_wait);
+ *   - reads:   records read back into pages (load), readied ahead of a
+ *              restore (prefault), and a long put streamed through the
+ *              backlog (stream_pages, stream_wait);
  *   - forget:  a cut block leaves the index with what depends on it (drop);
  *   - tickets: durability outcomes of a put or commit (ticket, wset_new,
  *              wset_free, wset_reserve, wset_unreserve, outcome).
@@ -97,6 +98,7 @@ typedef struct sb_tier_ops {
     /* reads */
     int (*load)(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
                 sb_tier_ready_fn ready, void *ctx);
+    void (*prefault)(sb_store *st, const struct sb_ns *ns, size_t n);
     size_t (*stream_pages)(const sb_store *st, size_t page_bytes, size_t pages);
     void (*stream_wait)(sb_store *st);
 
@@ -366,6 +368,16 @@ static inline int sb_tier_load(struct sb_ns *ns, sb_blk **blocks, size_t n, size
         i++;
     *n_ok = i;
     return i == n ? SB_OK : SB_ERR_IO;
+}
+
+/* sb_tier_prefault -- have the tier ready to restore n page records of ns
+ * and a point state without touching fresh memory (the disk tier: its
+ * record heads' scratch grown and faulted in). Best effort; unlocked.
+ * RAM only: nothing. */
+static inline void sb_tier_prefault(sb_store *st, const struct sb_ns *ns, size_t n)
+{
+    if (st->tier.ops)
+        st->tier.ops->prefault(st, ns, n);
 }
 
 /* sb_tier_stream_pages -- a put of `pages` new pages of page_bytes each

@@ -467,6 +467,7 @@ static void disk_free(sb_disk *d)
     pthread_cond_destroy(&d->work_cv);
     pthread_cond_destroy(&d->done_cv);
     pthread_mutex_destroy(&d->rd_mu);
+    free(d->rd_heads);
     free(d);
 }
 
@@ -807,6 +808,8 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->disk_pages = st->disk_pages;
     out->disk_write_bytes = d->write_bytes;
     out->disk_read_bytes = d->read_bytes;
+    out->disk_read_ios = d->read_ios;
+    out->disk_write_ios = d->write_ios;
     out->disk_write_denials = d->denials;
     for (int i = 0; i < SB_DENY__COUNT; i++) {
         out->disk_denials[i] = d->deny[i];
@@ -896,6 +899,7 @@ static const sb_tier_ops disk_tier_ops = {
     .record_stays = sb_disk_record_stays,
     .unclean = sb_disk_unclean,
     .load = sb_disk_load,
+    .prefault = sb_disk_prefault,
     .stream_pages = sb_disk_stream_pages,
     .stream_wait = sb_disk_stream_wait,
     .drop = sb_disk_drop,

@@ -71,6 +71,13 @@ size_t sb_disk_pool_drain(sb_store *st);
 void sb_disk_pool_fix(sb_store *st, sb_blk *b);
 void sb_disk_pool_leave(sb_store *st, sb_blk *b);
 
+/* sb_disk_prefault -- have the disk tier ready to restore n page records
+ * of ns and a point state without touching fresh memory: its heads
+ * scratch grown (and faulted in) for their heads, up to
+ * SB_DISK_HEADS_KEEP. Best effort: when memory is short the restore grows
+ * it as it goes. The tier table's prefault (sb_tier_prefault). Unlocked. */
+void sb_disk_prefault(sb_store *st, const sb_ns *ns, size_t n);
+
 /* sb_disk_rec_bytes -- [mu] the bytes of b's record (head and payload),
  * what admission reserves in the write budget (writer.c). */
 uint64_t sb_disk_rec_bytes(const sb_blk *b);

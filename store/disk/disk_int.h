@@ -24,6 +24,16 @@ typedef struct sb_wrun sb_wrun; /* a run of failed tickets (ticket.c) */
 #define SB_SEGS_MAX 65536u   /* and at most (a 1.5 MiB slot), unless the
                                 segments found need more (salvage) */
 
+/* The most bytes one read of a restore brings: adjacent records are read
+ * together up to this (the block layer's usual largest request). */
+#define SB_DISK_READ_MAX (4u << 20)
+
+/* The record heads of a restore are read into one scratch the tier keeps
+ * (d->rd_heads) up to this size -- 2,048 heads of 4 KiB -- so a restore
+ * touches no fresh memory for them; a larger load takes a buffer of its
+ * own for the heads beyond. */
+#define SB_DISK_HEADS_KEEP (8u << 20)
+
 /* An entry of the priority pool (admit.c): a block and its place. */
 typedef struct sb_pool_ent {
     sb_blk *b;
@@ -95,6 +105,9 @@ struct sb_disk {
     sb_io *rio;                /* [rd] the readers' handle */
     bool direct;               /* [const] segment files take O_DIRECT */
     pthread_mutex_t rd_mu;
+    uint8_t *rd_heads;         /* [rd] the heads' scratch (dread.c), 4 KiB
+                                  aligned, faulted in; NULL until needed */
+    size_t rd_heads_cap;       /* [rd] its bytes, <= SB_DISK_HEADS_KEEP */
     pthread_t thread;
     bool running;              /* [const after open] the thread exists */
     pthread_cond_t work_cv;    /* [mu] the writer waits for work here */
@@ -207,6 +220,7 @@ struct sb_disk {
 
     /* counters [mu] */
     uint64_t write_bytes, read_bytes;
+    uint64_t write_ios, read_ios; /* requests: writes finished, reads submitted */
     uint64_t write_errors, read_errors, checksum_failures, denials;
     uint64_t rec_records, rec_pages, rec_points, rec_ns, rec_orphans;
     uint64_t rec_bad_summaries, rec_torn, rec_unlisted, rec_ns_time;
@@ -340,6 +354,12 @@ static inline void sb_disk_pending_add(sb_disk *d, uint64_t bytes)
  * Returns: SB_OK; SB_ERR_CORRUPT; SB_ERR_IO; SB_ERR_NOMEM. */
 int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,
                         uint8_t *payload);
+
+/* sb_disk_heads_ready -- have the heads' scratch hold at least bytes
+ * (at most SB_DISK_HEADS_KEEP), faulted in, so the restores it covers
+ * touch no fresh memory for their heads. Unlocked: takes rd_mu.
+ * Returns: SB_OK; SB_ERR_NOMEM (the scratch stays as it was). */
+int sb_disk_heads_ready(sb_disk *d, size_t bytes);
 
 /* ---- ticket.c ------------------------------------------------------------------ */
 

@@ -767,6 +767,7 @@ static void finish(wstate *w, wslot *s)
     uint64_t want = s->h.head_bytes + s->pay_bytes;
     bool ok = s->req.result == (int64_t)want;
     sb_seg *seg = &d->segs[s->seg];
+    d->write_ios++;
     if (ok) {
         d->write_bytes += s->rec_bytes;
         sb_disk_debit(d, s->rec_bytes);

@@ -636,8 +636,10 @@ typedef struct sb_stats {
     uint64_t cow_copies;         /* sb_page_writable copies */
     uint64_t budget_denials;     /* allocations refused with SB_ERR_BUDGET */
     /* RAM tier, gauges */
-    uint64_t ram_bytes;          /* bytes of pages and point states allocated */
-    uint64_t ram_pages;          /* pages allocated (indexed or held) */
+    uint64_t ram_bytes;          /* bytes of pages and point states allocated
+                                    (the pool's spares not included) */
+    uint64_t ram_pages;          /* pages allocated (indexed or held; spares
+                                    not included) */
     uint64_t ram_bytes_limit;    /* config ram_bytes */
     uint64_t ram_pages_limit;    /* config ram_pages */
     uint64_t indexed_pages;      /* pages the index holds */
@@ -647,8 +649,8 @@ typedef struct sb_stats {
     uint64_t point_bytes;        /* their bytes */
     uint64_t pins;               /* live TTL pins */
     uint64_t namespaces;         /* namespaces the store holds */
-    uint64_t pool_resident_bytes;/* resident bytes of the page pool's arena,
-                                    from the allocator (0 when unknown) */
+    uint64_t pool_resident_bytes;/* bytes of the page pool's slots, in use or
+                                    spare (all faulted in) */
     /* RAM tier, counters */
     uint64_t evictions;          /* pages evicted */
     uint64_t evicted_bytes;      /* their bytes */
@@ -761,6 +763,21 @@ typedef struct sb_stats {
                                     payload fails its hash, records of an
                                     older life of their file */
     uint64_t salvage_dropped_bytes; /* the segment bytes they span */
+    /* the page pool: freed page and point-state buffers are kept, faulted
+     * in, as spares for the next block of their size. Spares count against
+     * ram_bytes_limit and ram_pages_limit beside ram_bytes and ram_pages,
+     * and are given back to the system before anything is evicted. */
+    uint64_t pool_spare_bytes;   /* gauge: what the spares count (their blocks'
+                                    bytes) */
+    uint64_t pool_spare_pages;   /* gauge: spare page buffers */
+    uint64_t pool_chunks;        /* gauge: chunks mapped (each 2 MiB aligned,
+                                    huge-page advised, populated at once) */
+    uint64_t pool_grown_bytes;   /* bytes of slots mapped and populated so far */
+    uint64_t pool_trimmed_bytes; /* spare bytes given back to make room */
+    /* the disk tier's data path */
+    uint64_t disk_read_ios;      /* read requests of restores (one covers
+                                    several adjacent records) */
+    uint64_t disk_write_ios;     /* write requests of the writer */
 } sb_stats;
 
 /* sb_store_stats -- snapshot the store's counters into *out.
@@ -981,6 +998,21 @@ SB_API int sb_match_restore(sb_match *m, size_t n_tokens,
  * or it could not be read. */
 SB_API const void *sb_match_point(const sb_match *m);
 
+/* sb_match_load -- make pages [0, n_pages) of the match resident and, with
+ * point nonzero, its point state too, reading whatever is on disk with
+ * every read in flight at once (the point state's record usually follows
+ * the last page's, and is read with it). sb_match_restore, sb_match_pages
+ * and sb_match_point read what they need themselves; this call lets a
+ * caller that will want both the pages and the point state have them read
+ * together. A failed read shrinks the match as in sb_match_restore.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL m); SB_ERR_RANGE (n_pages beyond the
+ * match's pages); SB_ERR_NO_POINT (point asked with fewer than all the
+ * match's pages, or the match has none); SB_ERR_CORRUPT, SB_ERR_IO (the
+ * match shrank: what it still holds is resident); SB_ERR_BUDGET,
+ * SB_ERR_NOMEM (no RAM to read into: the match unchanged, some of the
+ * pages may be resident). */
+SB_API int sb_match_load(sb_match *m, size_t n_pages, int point);
+
 /* sb_match_release -- unpin everything the match holds and free it.
  * NULL is a no-op. */
 SB_API void sb_match_release(sb_match *m);
@@ -1003,6 +1035,29 @@ typedef struct sb_page sb_page;
  * are full of pinned pages: pages evicted to look for room stay evicted,
  * see Budgets); SB_ERR_NOMEM. */
 SB_API int sb_ns_page_alloc(sb_ns *ns, sb_page **out);
+
+/* sb_ns_prefault -- have page buffers of ns's size ready in the bank's
+ * pool before they are needed, as an inference engine allocates its KV
+ * cache when it starts: up to n_pages of them, mapped and faulted in, so
+ * that the pages a later restore reads into, or sb_ns_page_alloc hands
+ * out, cost no page faults then.
+ *
+ * They are spares: they count against the budgets (sb_config.ram_bytes
+ * and ram_pages; stats.pool_spare_bytes and pool_spare_pages, not
+ * stats.ram_bytes) and are the first memory the bank gives back
+ * when blocks need room. Spares the pool already holds count towards
+ * n_pages; nothing is evicted to make more: with the budgets full, fewer
+ * (or none) are made. Spares of a page size are shared by every namespace
+ * of that size.
+ * With a disk tier, the scratch a restore of n_pages pages reads their
+ * record heads into is made ready too (best effort, outside the budgets:
+ * 4 KiB a page, at most 8 MiB per bank).
+ * *n_ready (may be NULL) receives how many spare pages of ns's size the
+ * pool holds on return.
+ * Returns: SB_OK (also when the budgets allowed fewer than n_pages);
+ * SB_ERR_INVAL (NULL ns); SB_ERR_NOMEM (the system refused the memory:
+ * no spare was made by this call). */
+SB_API int sb_ns_prefault(sb_ns *ns, size_t n_pages, size_t *n_ready);
 
 /* sb_page_data -- the page's bytes. Borrowed while the caller holds a
  * reference. A page the bank indexes (committed) must not be written: use
