@@ -9,14 +9,23 @@
  *   - run against a plain reference written here from the architecture's
  *     definition (the recurrence token by token in double, the conv over
  *     every earlier row, contiguous F16-rounded KV): logits agree within
- *     1e-4 of their scale (1e-2 for Q8_0, whose input rounding can land a
- *     step apart), so the conv, norms, gates, decay, delta rule, head
- *     tiling, partial RoPE and output gate are wired right;
+ *     1e-4 of their scale, so the conv, norms, gates, decay, delta rule,
+ *     head tiling, partial RoPE and output gate are wired right. Against
+ *     Q8_0 weights the matmul rounds its inputs to Q8_0 (kernels.h), and an
+ *     input near a half step can round a step apart in the two, which moves
+ *     that position's logits by about 1e-2 of their scale; a recurrent layer
+ *     carries the step into every later position. So with Q8_0 the
+ *     positions before the first such step agree within 1e-4, that step
+ *     comes no earlier than a quarter of the prompt (seen: position 45 of
+ *     70), and every position within 5e-2 (seen: 3.8e-2);
  *   - batched versus token by token, at several batch sizes and thread
  *     counts: logits bit-identical;
- *   - committed to the bank with a boundary at every length L, matched,
- *     its pages adopted and the boundary's state loaded, and continued:
- *     logits of positions L.. equal the cold run's, bit for bit;
+ *   - committed to the bank with a boundary at every length L (on the
+ *     scan's chunk grid and between: a boundary carries its open chunk's
+ *     rows), matched, its pages adopted and the boundary's state loaded,
+ *     and continued in one batch, in batches of 5 or token by token (as
+ *     decode runs): logits of positions L.. equal the cold run's, bit for
+ *     bit;
  *   - refused to continue from adopted pages without a boundary
  *     (SB_ERR_NO_POINT), and a boundary of another position is refused.
  */
@@ -304,6 +313,12 @@ static void check_reference(const char *dtype, uint32_t mtp, double tol)
     if (err > tol)
         fail_msg("tiny-hybrid %s (mtp %u): logits differ from the reference by %g of their "
                  "scale (bound %g)", dtype, mtp, err, tol);
+    size_t step = 0;
+    while (step < PROMPT && rr_max_rel_diff(want + step * V, got + step * V, 1, V) <= 1e-4)
+        step++;
+    if (step < PROMPT / 4)
+        fail_msg("tiny-hybrid %s: position %zu differs from the reference by more than 1e-4",
+                 dtype, step);
     /* not degenerate: the positions do not all agree on their best token */
     size_t first = 0, differ = 0;
     for (size_t p = 0; p < PROMPT; p++) {
@@ -322,7 +337,7 @@ static void check_reference(const char *dtype, uint32_t mtp, double tol)
 
 static void reference_f32(void **s) { (void)s; check_reference("f32", 0, 1e-4); }
 static void reference_f16(void **s) { (void)s; check_reference("f16", 0, 1e-4); }
-static void reference_q8_0(void **s) { (void)s; check_reference("q8_0", 0, 1e-2); }
+static void reference_q8_0(void **s) { (void)s; check_reference("q8_0", 0, 5e-2); }
 static void reference_mtp_ignored(void **s) { (void)s; check_reference("f32", 1, 1e-4); }
 
 /* Batched, token by token, odd batch sizes, 1-3 threads: identical bits. */
@@ -363,12 +378,15 @@ static void warm_equals_cold(void **state)
     uint32_t t[PROMPT];
     tokens_for(&w, t, PROMPT, 3);
     float *cold = run_all(&w, t, PROMPT, 512, 2);
-    sb_rt_ctx *c;
-    assert_int_equal(sb_rt_ctx_new(w.m, 2, 64, &c), SB_OK);
+    sb_rt_ctx *ctxs[3], *c;
+    assert_int_equal(sb_rt_ctx_new(w.m, 2, 64, &ctxs[0]), SB_OK);
+    assert_int_equal(sb_rt_ctx_new(w.m, 2, 5, &ctxs[1]), SB_OK);
+    assert_int_equal(sb_rt_ctx_new(w.m, 1, 1, &ctxs[2]), SB_OK);
     uint8_t *point = malloc(pb);
     float *lg = malloc(PROMPT * V * sizeof *lg);
     assert_true(point && lg);
     for (size_t L = 1; L < PROMPT; L++) {
+        c = ctxs[L % 3];
         sb_rt_kv kv;
         assert_int_equal(sb_rt_kv_init(&kv, w.m, w.ns), SB_OK);
         assert_int_equal(sb_rt_forward(c, &kv, t, L, SB_RT_LOGITS_LAST, lg), SB_OK);
@@ -394,14 +412,16 @@ static void warm_equals_cold(void **state)
         sb_match_release(m);
         assert_int_equal(sb_rt_forward(c, &kv, t + L, PROMPT - L, SB_RT_LOGITS_ALL, lg), SB_OK);
         if (memcmp(lg, cold + L * V, (PROMPT - L) * V * sizeof *lg))
-            fail_msg("continuing from a boundary at %zu differs from cold", L);
+            fail_msg("continuing from a boundary at %zu (batches of %u) differs from cold", L,
+                     L % 3 == 0 ? 64 : L % 3 == 1 ? 5 : 1);
         sb_rt_kv_fini(&kv);
         assert_int_equal(sb_store_check(w.st), SB_OK);
     }
     free(point);
     free(lg);
     free(cold);
-    sb_rt_ctx_free(c);
+    for (int i = 0; i < 3; i++)
+        sb_rt_ctx_free(ctxs[i]);
     unmake(&w);
 }
 

@@ -37,21 +37,64 @@
  *      the RMS epsilon)
  *   6. y = o . ssm_out                (dim)
  *
- * The recurrent form above runs one token at a time: a position's state
- * depends only on the state before it and its own inputs, so the state at
- * any position is the same however the tokens were batched.
+ * ---- Chunks anchored at absolute positions (how step 4 is computed) -------
+ *
+ * Step 4 is computed in chunks of C = SB_RT_GDN_CHUNK positions, anchored
+ * at absolute positions: chunk c covers [c C, (c + 1) C), whatever the
+ * batches. Within a chunk, with S_0 the state at the chunk's start (kept
+ * from the last chunk's end), local rows i = 0, 1, ... and
+ * G_i = g_0 + ... + g_i (so gamma_i = exp(G_i) is the decay since the
+ * chunk's start), unrolling the recurrence gives
+ *   S_i   = gamma_i S_0 + sum_{j <= i} exp(G_i - G_j) delta_j k_j^T
+ *   delta_i = beta_i (v_i - gamma_i S_0 k_i)
+ *             - sum_{j < i} beta_i exp(G_i - G_j) (k_i . k_j) delta_j
+ *   o_i   = gamma_i S_0 q_i + sum_{j <= i} exp(G_i - G_j) (q_i . k_j) delta_j
+ *   S_C   = gamma_{C-1} S_0 + sum_{j < C} exp(G_{C-1} - G_j) delta_j k_j^T
+ * The delta_i are the UT transform of the chunk (delta = (I + A)^-1 b with
+ * A the strictly lower beta_i exp(G_i - G_j) k_i . k_j and b the
+ * right-hand side above: the WY representation's U - W S_0^T), solved by
+ * forward substitution; the mixing of the chunk's rows is matrix work
+ * (S_0 against every k and q of the chunk, the chunk's Gram matrices, one
+ * rank-C update of S per chunk) instead of C rank-1 updates.
+ *
+ * Row i needs only S_0, its own inputs and rows j < i (k_j, delta_j,
+ * G_j), and every value is computed by the same operations in the same
+ * order whether the chunk's rows arrive in one batch (prefill), a few at a
+ * time (a prompt that ends mid-chunk, continued by the next turn) or one
+ * by one (decode); S_0 moves on only when row C - 1 is done. So the state
+ * after any position, and every output, is the same bits however the
+ * tokens were batched, and a sequence resumed from a boundary (the state
+ * at its position, with its open chunk's rows) continues exactly as a cold
+ * prefill of the whole prompt would.
+ *
+ * Order of operations (each dot product and axpy as kernels.h states,
+ * exp being libm's expf on every ISA): G_i = G_{i-1} + g_i (G_{-1} = 0);
+ * delta_i = beta_i * (v_i - expf(G_i) * (S_0 k_i)), then for j = 0 .. i-1
+ * delta_i += -(beta_i * expf(G_i - G_j) * (k_i . k_j)) * delta_j; o_i =
+ * expf(G_i) * (S_0 q_i), then for j = 0 .. i, o_i += (expf(G_i - G_j) *
+ * (q_i . k_j)) * delta_j; S_C's row a = expf(G_{C-1}) * S_0's row a, then
+ * for j = 0 .. C-1, += (expf(G_{C-1} - G_j) * delta_j[a]) * k_j.
  *
  * ---- The state of one sequence (sb_rt_gdn) ---------------------------------
  *
- * For each recurrent layer (in layer order): S of every value head, and the
- * conv window: the last d_conv - 1 rows of `mixed` (oldest first; zeros
- * before position 0). Its serialized form, the bytes a boundary keeps in
- * the bank (boundary.h), is exactly that, little-endian float32:
+ * At position p, with r = p mod C rows of the open chunk: for each
+ * recurrent layer (in layer order), S_0 of every value head (the state at
+ * p - r), the conv window (the last d_conv - 1 rows of `mixed`, oldest
+ * first; zeros before position 0) and the open chunk's rows. Its
+ * serialized form, the bytes a boundary keeps in the bank (boundary.h), is
+ * exactly that, little-endian float32, C row slots per head of which the
+ * first r are used and the rest are zeros:
  *
- *   per recurrent layer r = 0 .. n_rec - 1, at offset r * layer_bytes:
- *     OFFSET            SIZE                      FIELD
- *     0                 4 n_v d d                 S, head by head, row-major
- *     4 n_v d d         4 (d_conv - 1) conv_dim   conv window, oldest row first
+ *   per recurrent layer l = 0 .. n_rec - 1, at offset l * layer_bytes:
+ *     OFFSET              SIZE                      FIELD
+ *     0                   4 n_v d d                 S_0, head by head, row-major
+ *     4 n_v d d           4 (d_conv - 1) conv_dim   conv window, oldest row first
+ *     + (d_conv - 1) cd   4 n_k C d                 k_j, key head by key head
+ *     + n_k C d           4 n_v C d                 delta_j, value head by head
+ *     + n_v C d           4 n_v C                   G_j, value head by head
+ *
+ * (cd = conv_dim). A boundary on the chunk grid (r = 0) has no rows: the
+ * bank's boundaries every 256 tokens are such.
  *
  * Thread safety: a state belongs to one sequence, used by one thread at a
  * time; a scratch belongs to one context. The layer runs its heads on the
@@ -69,7 +112,11 @@
 /* Revision of the state's bytes and of the operation order behind them: a
  * part of the model identity (model.c), so that no bank mixes states of two
  * revisions. */
-#define SB_RT_GDN_FORMAT 1u
+#define SB_RT_GDN_FORMAT 2u
+
+/* C: the positions of one chunk of the scan (above); boundaries on the
+ * grid of multiples of C carry no open rows. */
+#define SB_RT_GDN_CHUNK 16u
 
 typedef struct sb_rt_gdn sb_rt_gdn;
 typedef struct sb_rt_gdn_scratch sb_rt_gdn_scratch;
@@ -98,7 +145,8 @@ void sb_rt_gdn_save(const sb_rt_gdn *g, void *buf);
 
 /* sb_rt_gdn_load -- set the state from buf (sb_rt_gdn_bytes long, saved at
  * position pos); it is then at pos.
- * Returns: SB_OK; SB_ERR_INVAL (NULL). */
+ * Returns: SB_OK; SB_ERR_INVAL (NULL); SB_ERR_FORMAT (a row slot past
+ * pos mod C is not zero: saved at another position; g unchanged). */
 int sb_rt_gdn_load(sb_rt_gdn *g, const void *buf, size_t pos);
 
 /* sb_rt_gdn_scratch_new -- working memory for layers of model m over
