@@ -12,7 +12,7 @@ static void mm_usage(FILE *f)
 {
     fprintf(f,
             "usage: snapbank make-model -o FILE [--preset P] [options]\n\n"
-            "Writes a llama-family GGUF v3 model (llama, qwen2 or qwen3) with random\n"
+            "Writes a GGUF v3 model (llama, qwen2, qwen3, or the hybrid qwen35) with random\n"
             "weights drawn from a seed (the same options give the same bytes) and a\n"
             "SentencePiece vocabulary.\n\n"
             "options:\n"
@@ -22,8 +22,12 @@ static void mm_usage(FILE *f)
             "                     4096, F16); test miniatures tiny-llama3 (rope_freqs),\n"
             "                     tiny-qwen2, tiny-qwen3 (tied, F32); the real shapes\n"
             "                     llama3-1b (Llama-3.2-1B), qwen2.5-0.5b, qwen3-0.6b,\n"
-            "                     smollm2-360m (tied, F16, real vocabulary sizes)\n"
-            "  --arch A           llama, qwen2 (Q/K/V biases) or qwen3 (q/k norms)\n"
+            "                     smollm2-360m (tied, F16, real vocabulary sizes);\n"
+            "                     hybrid Gated DeltaNet + gated attention (qwen35):\n"
+            "                     tiny-hybrid (dim 64, 4 layers, F32), small-hybrid\n"
+            "                     (dim 768, 12 layers, 1 in 4 attention, F16),\n"
+            "                     qwen3.5-0.8b (the real shape)\n"
+            "  --arch A           llama, qwen2 (Q/K/V biases), qwen3 (q/k norms), qwen35\n"
             "  --dtype T          f32, f16 or q8_0 (matrices and embeddings)\n"
             "  --seed N           weights seed (default 1)\n"
             "  --dim N --layers N --heads N --kv-heads N --head-dim N --ff N\n"

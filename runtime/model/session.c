@@ -12,6 +12,9 @@
 
 #include "model/session.h"
 
+#include "model/boundary.h"
+#include "model/deltanet.h"
+
 struct sb_rt_session {
     const sb_rt_model *m;
     sb_rt_ctx *ctx;
@@ -26,6 +29,10 @@ struct sb_rt_session {
     sb_rt_disk_use disk_use;
     sb_rt_rates rates;
     int mark_fg;          /* mark prefill and decode as foreground */
+    size_t point_bytes;   /* the layout's point state */
+    uint8_t *point;       /* hybrid: a boundary being encoded (point_bytes) */
+    size_t grid;          /* hybrid: boundary policy (session.h) */
+    size_t keep;          /* ...grid boundaries per turn */
 };
 
 const char *sb_rt_cache_mode_name(sb_rt_cache_mode m)
@@ -63,15 +70,23 @@ int sb_rt_session_new(const sb_rt_model *m, sb_rt_ctx *ctx, sb_ns *ns, sb_rt_ses
         return SB_ERR_INVAL;
     *out = NULL;
     sb_ns_info info;
-    if (!m || !ctx || !ns || sb_ns_get_info(ns, &info) != SB_OK ||
-        info.point_bytes != (size_t)m->hp.n_vocab * sizeof(float))
+    if (!m || !ctx || !ns || sb_ns_get_info(ns, &info) != SB_OK)
+        return SB_ERR_INVAL;
+    size_t want = m->hp.n_rec ? sb_rt_boundary_bytes(m) : (size_t)m->hp.n_vocab * sizeof(float);
+    if (info.point_bytes != want)
         return SB_ERR_INVAL;
     sb_rt_session *s = calloc(1, sizeof *s);
     if (!s)
         return SB_ERR_NOMEM;
     s->m = m, s->ctx = ctx, s->ns = ns, s->page_bytes = info.page_bytes;
-    s->logits = malloc(info.point_bytes);
-    int rc = s->logits ? sb_rt_kv_init(&s->kv, m, ns) : SB_ERR_NOMEM;
+    s->point_bytes = info.point_bytes;
+    s->grid = SB_RT_BOUNDARY_GRID;
+    s->keep = SB_RT_BOUNDARY_KEEP;
+    s->logits = malloc((size_t)m->hp.n_vocab * sizeof(float));
+    if (m->hp.n_rec)
+        s->point = malloc(info.point_bytes);
+    int rc = s->logits && (s->point || !m->hp.n_rec) ? sb_rt_kv_init(&s->kv, m, ns)
+                                                     : SB_ERR_NOMEM;
     if (rc != SB_OK) {
         sb_rt_session_free(s);
         return rc;
@@ -92,7 +107,17 @@ void sb_rt_session_free(sb_rt_session *s)
     free(s->tok);
     free(s->prompt);
     free(s->logits);
+    free(s->point);
     free(s);
+}
+
+int sb_rt_session_set_boundaries(sb_rt_session *s, size_t grid, size_t max_bytes)
+{
+    if (!s || !s->m->hp.n_rec || grid % SB_RT_GDN_CHUNK)
+        return SB_ERR_INVAL;
+    s->grid = grid;
+    s->keep = max_bytes ? max_bytes / s->point_bytes : SB_RT_BOUNDARY_KEEP;
+    return SB_OK;
 }
 
 void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use)
@@ -243,7 +268,157 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
     sb_match_release(mt);
     if (rc != SB_OK)
         sb_rt_kv_reset(&s->kv);
+    else
+        rep->restored_bytes =
+            (rep->cached_tokens + s->kv.page_tokens - 1) / s->kv.page_tokens * s->page_bytes +
+            (rep->point_hit ? s->point_bytes : 0);
     return rc;
+}
+
+/* Steps 2-3 of a hybrid model's turn: the longest prefix L with a
+ * boundary, all or nothing (the recurrent state exists at L only). Pages on
+ * disk are read when that is estimated faster than computing L tokens. On
+ * return the KV and its recurrent state are at cached_tokens (possibly 0);
+ * rep->point_hit says s->logits are filled. */
+static int restore_hybrid(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_turn *rep)
+{
+    sb_rt_kv_reset(&s->kv);
+    sb_match *mt = NULL;
+    int rc = sb_ns_match(s->ns, prompt, n, &mt);
+    if (rc != SB_OK)
+        return rc;
+    sb_match_info mi;
+    size_t pt = s->kv.page_tokens;
+    for (;;) {
+        if ((rc = sb_match_get_info(mt, &mi)) != SB_OK)
+            break;
+        size_t L = mi.n_tokens;
+        rep->matched_tokens = L;
+        rep->miss = mi.miss;
+        rep->disk_skipped = 0;
+        rep->cached_disk_tokens = 0;
+        if (!L)
+            break;
+        size_t pages = (L + pt - 1) / pt;
+        size_t disk_pages = pages > mi.n_pages_ram ? pages - mi.n_pages_ram : 0;
+        if (disk_pages) {
+            rep->est_read_s = s->rates.read_fixed_s +
+                              ((double)disk_pages * (double)s->page_bytes + (double)s->point_bytes) /
+                                  s->rates.read_bytes_s;
+            rep->est_recompute_s = (double)L / s->rates.prefill_tok_s;
+            if (s->disk_use == SB_RT_DISK_NEVER || rep->est_read_s > rep->est_recompute_s) {
+                rep->disk_skipped = 1;
+                break;
+            }
+        }
+        double t0 = now_s();
+        rc = sb_rt_kv_adopt(&s->kv, mt, prompt, L);
+        const void *pnt = rc == SB_OK ? sb_match_point(mt) : NULL;
+        if (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO || (rc == SB_OK && !pnt)) {
+            /* a page or the boundary failed to read: the match shrank to
+             * what is left (sb_match_restore); choose again */
+            sb_rt_kv_reset(&s->kv);
+            sb_match_info now;
+            if ((rc = sb_match_get_info(mt, &now)) != SB_OK)
+                break;
+            if (now.n_tokens >= L)
+                break; /* no progress: compute everything */
+            continue;
+        }
+        if (rc != SB_OK)
+            break;
+        bool has = false;
+        if (sb_rt_boundary_decode(s->m, s->kv.gdn, pnt, L, s->logits, &has) != SB_OK ||
+            (L == n && !has)) {
+            /* not a boundary this runtime can resume from (or, at the end
+             * of the prompt, one without the logits it needs: the state
+             * cannot step back one token): compute everything */
+            sb_rt_kv_reset(&s->kv);
+            break;
+        }
+        rep->point_hit = L == n;
+        rep->cached_tokens = L;
+        rep->boundary_tokens = L;
+        rep->restored_bytes = pages * s->page_bytes + s->point_bytes;
+        if (disk_pages) {
+            rep->cached_disk_tokens = L - mi.n_pages_ram * pt;
+            double dt = now_s() - t0;
+            if (dt > s->rates.read_fixed_s)
+                average(&s->rates.read_bytes_s, &s->rates.read_samples,
+                        (double)disk_pages * (double)s->page_bytes / (dt - s->rates.read_fixed_s));
+        }
+        break;
+    }
+    if (rc == SB_OK) {
+        size_t matched = mi.n_matched_tokens < n ? mi.n_matched_tokens : n;
+        rep->recomputed_tokens = matched > rep->cached_tokens ? matched - rep->cached_tokens : 0;
+    }
+    sb_match_release(mt);
+    if (rc != SB_OK)
+        sb_rt_kv_reset(&s->kv);
+    return rc;
+}
+
+/* Record a boundary at the KV's end (its logits: s->logits): the point
+ * state committed with the sequence so far. */
+static void record_boundary(sb_rt_session *s, sb_rt_turn *rep)
+{
+    sb_rt_boundary_encode(s->m, s->kv.gdn, s->logits, s->point);
+    int rc = sb_rt_kv_commit(&s->kv, s->point);
+    if (rc == SB_OK)
+        rep->boundaries_written++;
+    else if (rep->commit_rc == SB_OK)
+        rep->commit_rc = rc;
+}
+
+/* The grid positions a hybrid prefill of (from, n) records (session.h's
+ * policy), ascending, into at (s->keep of them at most); returns the count. */
+static size_t grid_marks(const sb_rt_session *s, size_t from, size_t n, size_t *at)
+{
+    if (!s->grid || !s->keep || n <= from + 1)
+        return 0;
+    size_t first = from / s->grid + 1, last = (n - 1) / s->grid; /* in (from, n) */
+    if (last < first)
+        return 0;
+    size_t cnt = last - first + 1, k = 0;
+    /* j counts back from the tail: j = 1 is grid point `last` */
+    for (size_t j = 1; j <= cnt && k < s->keep && k < 64; j = j == 1 ? 2 : j * 2) {
+        if (j == 1) {
+            at[k++] = last * s->grid;
+            if (cnt > 1 && k < s->keep)
+                at[k++] = first * s->grid; /* the oldest */
+            continue;
+        }
+        if (j < cnt) /* j == cnt is the oldest, kept already */
+            at[k++] = (last + 1 - j) * s->grid;
+    }
+    /* ascending */
+    for (size_t i = 1; i < k; i++)
+        for (size_t m = i; m > 0 && at[m - 1] > at[m]; m--) {
+            size_t t = at[m];
+            at[m] = at[m - 1], at[m - 1] = t;
+        }
+    return k;
+}
+
+/* Step 4 of a hybrid model's turn: compute prompt[cached, n), stopping on
+ * the chosen grid positions to record their boundaries, then record the
+ * end of the prompt. */
+static int prefill_hybrid(sb_rt_session *s, size_t n, sb_rt_turn *rep)
+{
+    size_t at[66], pos = s->kv.n_tokens;
+    size_t k = grid_marks(s, pos, n, at);
+    for (size_t i = 0; i <= k; i++) {
+        size_t end = i < k ? at[i] : n;
+        int rc = sb_rt_forward(s->ctx, &s->kv, s->prompt + pos, end - pos, SB_RT_LOGITS_LAST,
+                               s->logits);
+        if (rc != SB_OK)
+            return rc;
+        pos = end;
+        if (i < k)
+            record_boundary(s, rep);
+    }
+    return SB_OK;
 }
 
 /* The latency-critical part of a turn: restore, prefill, commit the
@@ -252,8 +427,9 @@ static int run_turn(sb_rt_session *s, size_t n, const sb_rt_gen *g, sb_rt_turn *
 {
     size_t n_gen = g->n_gen;
     int rc;
+    bool hybrid = s->m->hp.n_rec != 0;
     double t0 = now_s();
-    if ((rc = restore(s, s->prompt, n, rep)) != SB_OK)
+    if ((rc = (hybrid ? restore_hybrid : restore)(s, s->prompt, n, rep)) != SB_OK)
         return rc;
     double t1 = now_s();
     rep->restore_s = t1 - t0;
@@ -262,8 +438,9 @@ static int run_turn(sb_rt_session *s, size_t n, const sb_rt_gen *g, sb_rt_turn *
                                               : SB_RT_CACHE_COLD;
     rep->prefill_tokens = n - rep->cached_tokens;
     if (!rep->point_hit) {
-        rc = sb_rt_forward(s->ctx, &s->kv, s->prompt + rep->cached_tokens, rep->prefill_tokens,
-                           SB_RT_LOGITS_LAST, s->logits);
+        rc = hybrid ? prefill_hybrid(s, n, rep)
+                    : sb_rt_forward(s->ctx, &s->kv, s->prompt + rep->cached_tokens,
+                                    rep->prefill_tokens, SB_RT_LOGITS_LAST, s->logits);
         if (rc != SB_OK) {
             sb_rt_kv_reset(&s->kv);
             return rc;
@@ -274,7 +451,10 @@ static int run_turn(sb_rt_session *s, size_t n, const sb_rt_gen *g, sb_rt_turn *
     if (rep->prefill_tokens >= 64)
         average(&s->rates.prefill_tok_s, &s->rates.prefill_samples,
                 (double)rep->prefill_tokens / rep->prefill_s);
-    rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits);
+    if (hybrid)
+        record_boundary(s, rep); /* the end of the prompt */
+    else
+        rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits);
     if (g->prompt_logits)
         memcpy(g->prompt_logits, s->logits, (size_t)s->m->hp.n_vocab * sizeof *s->logits);
 
@@ -339,7 +519,9 @@ int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
         sb_rt_kv_reset(&s->kv);
         return rc;
     }
-    if (rep->gen_tokens) {
+    if (rep->gen_tokens && s->m->hp.n_rec) {
+        record_boundary(s, rep); /* the end of the turn */
+    } else if (rep->gen_tokens) {
         int crc = sb_rt_kv_commit(&s->kv, s->logits);
         if (rep->commit_rc == SB_OK)
             rep->commit_rc = crc;
