@@ -196,7 +196,7 @@ int main(int argc, char **argv)
         b.tok[i] = (uint32_t)((x >> 33) % hp->n_vocab);
     }
 
-    const sb_rt_dtype wt = b.m->layers[0].wq.type;
+    const sb_rt_dtype wt = b.m->layers[0].gate.type;
     printf("bench_runtime -- build %s; model %s%s (%s), %u layers, dim %u, %u/%u heads of %u, "
            "ff %u, vocab %u, weights %s; made in %.2f s, loaded in %.3f s; %u threads, %s "
            "kernels; KV pages of 16 tokens (%.0f KiB)\n", SB_BENCH_BUILD_TYPE,
