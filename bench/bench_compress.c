@@ -213,7 +213,7 @@ int main(int argc, char **argv)
     double t0 = now_s();
     check(sb_rt_forward(ctx, &seq, tok, n, SB_RT_LOGITS_LAST, logits), "prefill");
     double t_prefill = now_s() - t0;
-    check(sb_rt_kv_commit(&seq, NULL), "commit");
+    check(sb_rt_kv_commit(&seq, NULL, NULL), "commit");
     sb_rt_kv_fini(&seq);
     sb_match *mt = NULL;
     check(sb_ns_match(ns, tok, n, &mt), "match");

@@ -446,6 +446,34 @@ static sb_stats bank_expect_on_disk(bank *b, const char *when)
     return s;
 }
 
+/* What the disk tier made of a phase's puts or commits, from their
+ * outcomes (sb_write_outcome). */
+typedef struct durs {
+    uint64_t calls, durable, pending, never;
+    uint64_t last;             /* the last call's ticket */
+} durs;
+
+static void durs_add(durs *d, const sb_write_outcome *oc)
+{
+    d->calls++;
+    d->durable += oc->durable != 0;
+    d->never += oc->denied != 0;
+    d->pending += !oc->durable && !oc->denied;
+    d->last = oc->ticket;
+}
+
+/* Print them, once the phase's flush returned: no call may have had a
+ * block denied, and the last one's ticket must be durable now. */
+static void durs_print(const durs *d, sb_store *st, const char *what)
+{
+    printf("%s durability: %" PRIu64 " calls, %" PRIu64 " durable when they returned, %" PRIu64
+           " pending until the flush, %" PRIu64 " never\n", what, d->calls, d->durable,
+           d->pending, d->never);
+    if (d->never)
+        die("calls with a block denied", (int)d->never);
+    CHECK(sb_store_is_durable(st, d->last));
+}
+
 /* Put every sequence (copy mode) and flush: *t_put receives the time the
  * puts took, *t_all from the first put until the flush returned (making
  * each sequence, a few stores per page, included); *s the stats after. */
@@ -453,18 +481,22 @@ static void bank_fill(bank *b, uint64_t *t_put, uint64_t *t_all, sb_stats *s)
 {
     uint64_t t0 = now_ns();
     *t_put = 0;
+    durs d = { 0 };
     for (uint64_t q = 0; q < b->ss->n_seq; q++) {
         size_t n = seq_make(b->ss, q), stored = 0;
         const void *src[1] = { b->ss->src };
+        sb_write_outcome oc;
         uint64_t t1 = now_ns();
-        CHECK(sb_ns_put(b->ns, b->ss->tok, n, src, NULL, &stored));
+        CHECK(sb_ns_put_ex(b->ns, b->ss->tok, n, src, NULL, &stored, &oc));
         *t_put += now_ns() - t1;
         if (stored != n)
             die("sb_ns_put stored count", (int)stored);
+        durs_add(&d, &oc);
     }
     CHECK(sb_store_flush(b->st));
     *t_all = now_ns() - t0;
     *s = bank_expect_on_disk(b, "after sb_store_flush");
+    durs_print(&d, b->st, "copy-mode spill");
 }
 
 /* Make every restored page disk-only again without closing the store: a
@@ -612,15 +644,19 @@ static void spill_zero_copy(bank *b, disk_res *r)
     sb_stats s0, s;
     CHECK(sb_store_stats(b->st, &s0));
     t0 = now_ns();
+    durs d = { 0 };
     for (uint64_t q = 0; q < ss->n_seq; q++) {
         uint64_t first = q * ss->seq_pages;
-        CHECK(sb_ns_commit(b->ns, tok + first * PAGE_TOKENS,
-                           seq_n_pages(ss, q) * PAGE_TOKENS, pages + first, NULL));
+        sb_write_outcome oc;
+        CHECK(sb_ns_commit_ex(b->ns, tok + first * PAGE_TOKENS,
+                              seq_n_pages(ss, q) * PAGE_TOKENS, pages + first, NULL, &oc));
+        durs_add(&d, &oc);
     }
     uint64_t t_commit = now_ns() - t0;
     CHECK(sb_store_flush(b->st));
     uint64_t t_spill = now_ns() - t0;
     s = bank_expect_on_disk(b, "zero-copy spill, after sb_store_flush");
+    durs_print(&d, b->st, "zero-copy spill");
     if (s.pages_new - s0.pages_new != n_pages)
         die("sb_ns_commit: pages added to the index", (int)(s.pages_new - s0.pages_new));
     for (uint64_t i = 0; i < n_pages; i++)

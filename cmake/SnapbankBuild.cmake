@@ -18,6 +18,9 @@ pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(JEMALLOC REQUIRED IMPORTED_TARGET jemalloc)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+# snapbank serve: HTTP (libmicrohttpd) and JSON (jansson).
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd>=0.9.75)
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson>=2.14)
 if(SB_BUILD_TESTS)
   pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 endif()
@@ -61,8 +64,9 @@ function(sb_target_defaults target)
   target_compile_definitions(${target} PRIVATE _POSIX_C_SOURCE=200809L)
 endfunction()
 
-# sb_add_test(NAME src... [LIBS lib...] [INTERNAL]) -- a test program linked
-# against the static library and registered with ctest. INTERNAL tests may
+# sb_add_test(NAME src... [LIBS lib...] [INTERNAL] [TIMEOUT s]) -- a test
+# program linked against the static library and registered with ctest
+# (TIMEOUT: ctest's bound for a hung test, default 300 s). INTERNAL tests may
 # include the store's private headers.
 function(sb_add_test name)
   cmake_parse_arguments(T "INTERNAL" "TIMEOUT" "LIBS" ${ARGN})

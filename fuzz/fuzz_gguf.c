@@ -37,6 +37,18 @@ static size_t esize(uint32_t t)
     return t < 13 ? sz[t] : 0;
 }
 
+/* GGML's block size and bytes per block by type id (ggml.h, ggml-common.h;
+ * 0: removed or undefined), written out here as the reference for the
+ * reader's sizes. */
+static const uint16_t ggml_size[][2] = {
+    { 1, 4 }, { 1, 2 }, { 32, 18 }, { 32, 20 }, { 0, 0 }, { 0, 0 }, { 32, 22 }, { 32, 24 },
+    { 32, 34 }, { 32, 36 }, { 256, 84 }, { 256, 110 }, { 256, 144 }, { 256, 176 }, { 256, 210 },
+    { 256, 292 }, { 256, 66 }, { 256, 74 }, { 256, 98 }, { 256, 50 }, { 32, 18 }, { 256, 110 },
+    { 256, 82 }, { 256, 136 }, { 1, 1 }, { 1, 2 }, { 1, 4 }, { 1, 8 }, { 1, 8 }, { 256, 56 },
+    { 1, 2 }, { 0, 0 }, { 0, 0 }, { 0, 0 }, { 256, 54 }, { 256, 66 }, { 0, 0 }, { 0, 0 },
+    { 0, 0 }, { 32, 17 }, { 64, 36 }, { 128, 18 }, { 64, 18 },
+};
+
 /* Copy key i of g (of type t) into w, checking it reads back. */
 static void copy_kv(const sb_rt_gguf *g, const char *k, uint32_t t, sb_rt_gguf_writer *w)
 {
@@ -141,7 +153,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (p < data || p > data + size || t->bytes > (size_t)(data + size - p))
             FAIL("tensor '%s' outside the input", t->name);
         uint64_t count = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-        uint64_t want = t->type == 8 ? count / 32 * 34 : count * (t->type == 1 ? 2 : 4);
+        if (t->type >= sizeof ggml_size / sizeof *ggml_size || !ggml_size[t->type][0] ||
+            t->ne[0] % ggml_size[t->type][0])
+            FAIL("tensor '%s': accepted type %u with rows of %llu", t->name, t->type,
+                 (unsigned long long)t->ne[0]);
+        uint64_t want = count / ggml_size[t->type][0] * ggml_size[t->type][1];
         if (t->bytes != want)
             FAIL("tensor '%s': %llu bytes for its shape, %llu said", t->name,
                  (unsigned long long)want, (unsigned long long)t->bytes);

@@ -3,8 +3,15 @@
  * it), on the in-memory file system of store/disk/io.h.
  *
  * Property. sb_store_open_io either refuses the directory with a clean
- * error (SB_ERR_CORRUPT, SB_ERR_FORMAT, SB_ERR_VERSION, SB_ERR_IO) or opens
- * it, and never crashes, hangs or leaks (ASan/UBSan see to that). An opened
+ * error (SB_ERR_SUPERBLOCK, SB_ERR_VERSION, SB_ERR_IO) or opens
+ * it, and never crashes, hangs or leaks (ASan/UBSan see to that). A
+ * refusal changes no file (LOCK aside: the open held the lock). Refused
+ * with SB_ERR_SUPERBLOCK (no usable superblock), the directory is opened
+ * again with SB_OPEN_SALVAGE, which rebuilds the superblock from the
+ * segment files: that open succeeds or refuses with SB_ERR_VERSION or
+ * SB_ERR_IO (never SB_ERR_SUPERBLOCK), reports the salvage in its stats,
+ * and the store it opens is held to everything below, the reopen included
+ * (without the flag: the rebuilt superblock must be sound). An opened
  * store:
  *   - passes sb_store_check, after open and after every probe;
  *   - never serves a wrong byte: for each probe sequence of the fixed world
@@ -360,6 +367,67 @@ static void repair_summary(ffile *f)
     put64(p + end, XXH3_64bits(p, end));
 }
 
+/* ---- the files, before and after -------------------------------------------------- */
+
+/* Every file of the in-memory file system but LOCK (which holds the pid
+ * of whoever held the lock last), its name, size and bytes hashed. */
+typedef struct fsnap {
+    int n;
+    char name[FR_MAX_FILES + 8][40];
+    uint64_t size[FR_MAX_FILES + 8], hash[FR_MAX_FILES + 8];
+    bool overflow;             /* more files than it holds: not compared */
+} fsnap;
+
+static void snap_name(void *ctx, const char *name)
+{
+    fsnap *s = ctx;
+    if (!strcmp(name, "LOCK"))
+        return;
+    if (s->n == FR_MAX_FILES + 8 || strlen(name) >= sizeof s->name[0]) {
+        s->overflow = true;
+        return;
+    }
+    memcpy(s->name[s->n++], name, strlen(name) + 1);
+}
+
+static int snap_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static void snap_files(sb_io *io, fsnap *s)
+{
+    memset(s, 0, sizeof *s);
+    if (io->ops->list(io, snap_name, s) < 0)
+        FAIL("mem fs: list");
+    /* names and their sizes/hashes move together: sort the names first */
+    qsort(s->name, (size_t)s->n, sizeof s->name[0], snap_cmp);
+    for (int i = 0; i < s->n; i++) {
+        int fd = sb_io_open(io, s->name[i], SB_IO_RDONLY);
+        if (fd < 0 || io->ops->size(io, fd, &s->size[i]) < 0)
+            FAIL("mem fs: %s", s->name[i]);
+        uint8_t *buf = malloc(s->size[i] ? s->size[i] : 1);
+        if (!buf || (s->size[i] && sb_io_pread(io, fd, buf, s->size[i], 0) !=
+                                       (int64_t)s->size[i]))
+            FAIL("mem fs: read %s", s->name[i]);
+        s->hash[i] = XXH3_64bits(buf, s->size[i]);
+        free(buf);
+        sb_io_close(io, fd);
+    }
+}
+
+static void snap_same(const fsnap *a, const fsnap *b, const char *what)
+{
+    if (a->overflow || b->overflow)
+        return;
+    if (a->n != b->n)
+        FAIL("%s: %d files before, %d after", what, a->n, b->n);
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->name[i], b->name[i]) || a->size[i] != b->size[i] ||
+            a->hash[i] != b->hash[i])
+            FAIL("%s: %s changed", what, a->name[i]);
+}
+
 /* ---- the checks ------------------------------------------------------------------ */
 
 typedef struct probe_ctx {
@@ -377,8 +445,7 @@ static bool env_flag(const char *name)
 
 static bool clean_open_error(int rc)
 {
-    return rc == SB_ERR_CORRUPT || rc == SB_ERR_FORMAT || rc == SB_ERR_VERSION ||
-           rc == SB_ERR_IO;
+    return rc == SB_ERR_SUPERBLOCK || rc == SB_ERR_VERSION || rc == SB_ERR_IO;
 }
 
 static void check_store(sb_store *st, const char *when)
@@ -504,6 +571,14 @@ static void trace_recovery(const sb_stats *s)
             (unsigned long long)s->recovery_orphans,
             (unsigned long long)s->recovery_bad_summaries,
             (unsigned long long)s->recovery_torn, (unsigned long long)s->disk_segments);
+    if (s->salvaged)
+        fprintf(stderr, "salvaged: %llu segment files adopted (%llu read record by record), "
+                "%llu skipped, %llu records dropped (%llu bytes)\n",
+                (unsigned long long)s->salvaged_segments,
+                (unsigned long long)s->salvage_scanned_segments,
+                (unsigned long long)s->salvage_skipped_files,
+                (unsigned long long)s->salvage_dropped_records,
+                (unsigned long long)s->salvage_dropped_bytes);
 }
 
 static sb_config config(uint8_t cfg_byte)
@@ -571,22 +646,54 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     sb_config c = config(cfg_byte);
     sb_store *st = NULL;
+    static fsnap before, after;
+    snap_files(io, &before);
     int rc = sb_store_open_io(&c, io, &st);
     if (pc.trace)
         fprintf(stderr, "open: %s\n", sb_strerror(rc));
+    bool salvaged = false;
     if (rc != SB_OK) {
         if (!clean_open_error(rc))
             FAIL("open: undocumented result %s", sb_strerror(rc));
         if (st)
             FAIL("open failed and left *out set");
-        sb_io_destroy(io);
-        return 0;
+        snap_files(io, &after);
+        snap_same(&before, &after, "a refused open");
+        if (rc == SB_ERR_SUPERBLOCK) { /* 0. Salvage it. */
+            c.open_flags = SB_OPEN_SALVAGE;
+            rc = sb_store_open_io(&c, io, &st);
+            c.open_flags = 0;
+            salvaged = rc == SB_OK;
+            if (pc.trace)
+                fprintf(stderr, "salvaging open: %s\n", sb_strerror(rc));
+            if (rc != SB_OK && rc != SB_ERR_VERSION && rc != SB_ERR_IO)
+                FAIL("salvaging open: %s", sb_strerror(rc));
+            if (rc != SB_OK && st)
+                FAIL("salvaging open failed and left *out set");
+            if (rc == SB_ERR_VERSION) { /* refused before writing anything */
+                snap_files(io, &after);
+                snap_same(&before, &after, "a salvage refused for a version");
+            }
+        }
+        if (rc != SB_OK) {
+            sb_io_destroy(io);
+            return 0;
+        }
     }
     check_store(st, "after open");
     sb_stats s0;
     sb_store_stats(st, &s0);
     if (pc.trace)
         trace_recovery(&s0);
+    if (s0.salvaged != salvaged)
+        FAIL("stats say salvaged %llu after a%s open", (unsigned long long)s0.salvaged,
+             salvaged ? " salvaging" : " plain");
+    if (salvaged && (s0.salvaged_segments != s0.disk_segments ||
+                     s0.salvage_scanned_segments > s0.salvaged_segments))
+        FAIL("salvage counters do not add up: %llu adopted, %llu scanned, %llu listed",
+             (unsigned long long)s0.salvaged_segments,
+             (unsigned long long)s0.salvage_scanned_segments,
+             (unsigned long long)s0.disk_segments);
     if (s0.recovered_pages + s0.recovered_points > s0.recovered_records ||
         s0.recovery_orphans > s0.recovered_records || s0.disk_pages > s0.recovered_pages)
         FAIL("recovery counters do not add up: records %llu pages %llu points %llu "
@@ -604,7 +711,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_store(st, "after a probe");
     }
     /* 2. The put phase: the store still takes writes, and makes them durable. */
-    bool reopen = cfg_byte & FR_CFG_REOPEN;
+    bool reopen = (cfg_byte & FR_CFG_REOPEN) || salvaged;
     if (cfg_byte & FR_CFG_PUT) {
         int which[2] = { puts % FR_N_SEQ, puts / 16 % FR_N_SEQ };
         bool ok[2] = { false, false };
@@ -649,7 +756,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((rc = sb_store_close(st)) != SB_OK)
         FAIL("close: %s", sb_strerror(rc));
 
-    /* 3. What a clean close left must open, and serve at least as much. */
+    /* 3. What a clean close left must open (a salvaged store without the
+     * flag), and serve at least as much. */
     if (reopen) {
         st = NULL;
         if ((rc = sb_store_open_io(&c, io, &st)) != SB_OK)

@@ -6,6 +6,10 @@
  * the harness before it is written. Run it when the format or the world
  * changes: gen_recovery_seeds fuzz/corpus/recovery
  *
+ * The salvage-* seeds are such stores with their superblock then damaged
+ * (zeroed, unlinked, cut in slot B, version fields flipped; zeroed beside
+ * a damaged summary): the harness finds them refused and salvages them.
+ *
  * The stores differ from run to run (the store id is random and the writer
  * thread's timing decides record order), so regenerating rewrites every
  * seed. Page bytes past a page's tokens are whatever the pool held (they
@@ -160,6 +164,78 @@ static void make_empty(sb_io *io)
 {
     sb_config c = config(SB_WRITE_THROUGH, 16 << 20);
     sb_store_close(open_store(io, &c));
+}
+
+/* ---- superblock damage (the salvage seeds) ---------------------------------------- */
+
+/* Rewrite file name through fn(buf, &size) (size may shrink). */
+static void rewrite(sb_io *io, const char *name, void (*fn)(uint8_t *buf, uint64_t *size))
+{
+    int fd = sb_io_open(io, name, 0);
+    uint64_t size = 0;
+    if (fd < 0 || io->ops->size(io, fd, &size) < 0)
+        die(name, SB_ERR_IO);
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf || (size && sb_io_pread(io, fd, buf, size, 0) != (int64_t)size))
+        die(name, SB_ERR_IO);
+    fn(buf, &size);
+    if (io->ops->truncate(io, fd, size) < 0 ||
+        (size && sb_io_pwrite(io, fd, buf, size, 0) != (int64_t)size))
+        die(name, SB_ERR_IO);
+    sb_io_close(io, fd);
+    free(buf);
+}
+
+static void zero_all(uint8_t *buf, uint64_t *size)
+{
+    memset(buf, 0, *size);
+}
+
+static void cut_mid_slot_b(uint8_t *buf, uint64_t *size)
+{
+    (void)buf;
+    *size = *size / 2 + *size / 4;
+}
+
+/* Both slots' version fields damaged (their hashes then fail: damage, not
+ * another version). */
+static void flip_versions(uint8_t *buf, uint64_t *size)
+{
+    buf[8] ^= 0x04;
+    buf[*size / 2 + 8] ^= 0x04;
+}
+
+static void flip_middle(uint8_t *buf, uint64_t *size)
+{
+    buf[*size / 2] ^= 0x01;
+}
+
+static void damage_zeroed(sb_io *io)
+{
+    rewrite(io, "superblock", zero_all);
+}
+
+static void damage_unlinked(sb_io *io)
+{
+    if (io->ops->unlink(io, "superblock") < 0)
+        die("unlink superblock", SB_ERR_IO);
+}
+
+static void damage_cut(sb_io *io)
+{
+    rewrite(io, "superblock", cut_mid_slot_b);
+}
+
+static void damage_versions(sb_io *io)
+{
+    rewrite(io, "superblock", flip_versions);
+}
+
+/* Zeroed, and the first segment's summary damaged: read record by record. */
+static void damage_zeroed_summary(sb_io *io)
+{
+    rewrite(io, "superblock", zero_all);
+    rewrite(io, "seg-00000001.sum", flip_middle);
 }
 
 /* ---- dumping a directory --------------------------------------------------------- */
@@ -319,20 +395,30 @@ typedef struct variant {
     uint8_t head[FR_HEAD_BYTES]; /* repair, config, drop, puts */
     void (*make)(sb_io *io);
     int n_durable;               /* sequences [0, n) were made durable */
+    void (*damage)(sb_io *io);   /* NULL, or the superblock damaged (the
+                                    store is then salvaged) */
 } variant;
 
 static const variant variants[] = {
-    { "closed", { 0, FR_CFG_REOPEN, 0, 0x3a }, make_closed, FR_N_SEQ - 2 },
-    { "killed-open-segment", { 0, FR_CFG_PUT, 0, 0xb1 }, make_killed, 9 },
+    { "closed", { 0, FR_CFG_REOPEN, 0, 0x3a }, make_closed, FR_N_SEQ - 2, NULL },
+    { "killed-open-segment", { 0, FR_CFG_PUT, 0, 0xb1 }, make_killed, 9, NULL },
     { "power-cut", { FR_REPAIR_SUPER | FR_REPAIR_RECORDS | FR_REPAIR_SUMMARY,
-                     FR_CFG_PUT | FR_CFG_REOPEN, 0, 0x4a }, make_power_cut, 7 },
+                     FR_CFG_PUT | FR_CFG_REOPEN, 0, 0x4a }, make_power_cut, 7, NULL },
     { "reopened", { FR_REPAIR_RECORDS, FR_CFG_SMALL_RAM | FR_CFG_REOPEN, 0, 0x27 },
-      make_reopened, 10 },
+      make_reopened, 10, NULL },
     { "write-back", { FR_REPAIR_SUMMARY, FR_CFG_PUT | FR_CFG_SHORT_SEQ, 0, 0x95 },
-      make_write_back, 8 },
+      make_write_back, 8, NULL },
     { "small", { FR_REPAIR_SUPER | FR_REPAIR_RECORDS | FR_REPAIR_SUMMARY,
-                 FR_CFG_PUT | FR_CFG_SHORT_SEQ, 0, 0x10 }, make_small, 0 },
-    { "empty", { 0, FR_CFG_PUT, 0, 0x61 }, make_empty, 0 },
+                 FR_CFG_PUT | FR_CFG_SHORT_SEQ, 0, 0x10 }, make_small, 0, NULL },
+    { "empty", { 0, FR_CFG_PUT, 0, 0x61 }, make_empty, 0, NULL },
+    { "salvage-zeroed", { 0, FR_CFG_PUT, 0, 0x2c }, make_closed, FR_N_SEQ - 2, damage_zeroed },
+    { "salvage-unlinked", { 0, 0, 0, 0x17 }, make_killed, 9, damage_unlinked },
+    { "salvage-cut-slot-b", { FR_REPAIR_RECORDS, FR_CFG_PUT, 0, 0x83 }, make_power_cut, 7,
+      damage_cut },
+    { "salvage-versions", { 0, FR_CFG_SMALL_RAM, 0, 0x5e }, make_reopened, 10,
+      damage_versions },
+    { "salvage-bad-summary", { 0, FR_CFG_PUT | FR_CFG_SHORT_SEQ, 0, 0x49 },
+      make_closed, FR_N_SEQ - 2, damage_zeroed_summary },
 };
 
 /* The seed holds what its store was told to keep: the durable sequences
@@ -341,7 +427,15 @@ static const variant variants[] = {
 static void check_durable(sb_io *io, const variant *v)
 {
     sb_config c = config(SB_WRITE_THROUGH, 16 << 20);
-    sb_store *st = open_store(io, &c);
+    sb_store *st = NULL;
+    if (v->damage) { /* refused, then salvaged */
+        if (sb_store_open_io(&c, io, &st) != SB_ERR_SUPERBLOCK) {
+            fprintf(stderr, "gen_recovery_seeds: %s: the damaged store opens\n", v->name);
+            exit(1);
+        }
+        c.open_flags = SB_OPEN_SALVAGE;
+    }
+    st = open_store(io, &c);
     for (int i = 0; i < v->n_durable; i++) {
         sb_ns *ns = NULL;
         sb_match *m = NULL;
@@ -371,6 +465,8 @@ int main(int argc, char **argv)
         if (sb_io_mem_new(&io) != 0)
             die("sb_io_mem_new", SB_ERR_NOMEM);
         variants[v].make(io);
+        if (variants[v].damage)
+            variants[v].damage(io);
         out o = { 0 };
         emit(&o, variants[v].head, FR_HEAD_BYTES);
         dump(io, &o);

@@ -7,9 +7,10 @@ set -eu
 PACKAGES="
   build-essential cmake pkg-config
   liburing-dev libxxhash-dev libzstd-dev libjemalloc-dev
+  libmicrohttpd-dev libjansson-dev curl
   libcmocka-dev
   clang libclang-rt-14-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-jinja2
   fio gnuplot-nox
 "
 

@@ -21,17 +21,26 @@
 static void test_strerror_every_code(void **state)
 {
     (void)state;
-    const char *seen[21];
-    for (int code = 0; code >= SB_ERR_NO_POINT; code--) {
-        const char *s = sb_strerror(code);
+    static const int codes[] = {
+        SB_OK, SB_ERR_INVAL, SB_ERR_NOMEM, SB_ERR_LAYOUT, SB_ERR_LAYOUT_MISMATCH,
+        SB_ERR_PAGE_SIZE, SB_ERR_NO_TOKENS, SB_ERR_TOO_MANY_TOKENS, SB_ERR_BUDGET,
+        SB_ERR_FOREIGN_PAGE, SB_ERR_PAGE_STATE, SB_ERR_RANGE, SB_ERR_NOT_FOUND,
+        SB_ERR_CORRUPT, SB_ERR_IO, SB_ERR_NOSPC, SB_ERR_LOCKED, SB_ERR_VERSION,
+        SB_ERR_FORMAT, SB_ERR_UNSUPPORTED, SB_ERR_NO_POINT, SB_ERR_SUPERBLOCK, SB_ERR_PENDING,
+        SB_ERR_NOT_DURABLE,
+    };
+    enum { N = sizeof codes / sizeof *codes };
+    const char *seen[N];
+    for (int i = 0; i < N; i++) {
+        const char *s = sb_strerror(codes[i]);
         assert_non_null(s);
         assert_true(strlen(s) > 0);
         assert_string_not_equal(s, "unknown error");
-        for (int j = 0; j < -code; j++)
+        for (int j = 0; j < i; j++)
             assert_string_not_equal(s, seen[j]);
-        seen[-code] = s;
+        seen[i] = s;
     }
-    static const int unknown[] = { 1, 2, 100, SB_ERR_NO_POINT - 1, -100, INT_MIN, INT_MAX };
+    static const int unknown[] = { 1, 2, 100, SB_ERR_NOT_DURABLE - 1, -100, INT_MIN, INT_MAX };
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++)
         assert_string_equal(sb_strerror(unknown[i]), "unknown error");
 }
@@ -85,11 +94,22 @@ static void test_store_open_inval(void **state)
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
     c = cfg, c.reserved0 = 0x80000000u;
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    /* open_flags: unknown bits refused, alone or beside a known one. */
+    c = cfg, c.open_flags = 2;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.open_flags = SB_OPEN_SALVAGE | 0x80000000u;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.open_flags = SB_OPEN_SALVAGE; /* RAM only: nothing to salvage */
+    assert_int_equal(open_rc(&c), SB_OK);
     c = cfg, c.max_seq_tokens = 0;
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
     c = cfg, c.max_seq_tokens = 0x80000000u; /* 2^31 */
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
     c = cfg, c.max_seq_tokens = UINT32_MAX;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.durability = (sb_durability)3;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.write_mode = (sb_write_mode)3;
     assert_int_equal(open_rc(&c), SB_ERR_INVAL);
     /* The boundaries are accepted. */
     c = cfg, c.max_seq_tokens = 0x7fffffffu;
@@ -125,6 +145,25 @@ static void test_store_open_dir_not_directory(void **state)
     cfg.segment_bytes = 1u << 20;
     cfg.queue_depth = 0;
     assert_int_equal(open_rc(&cfg), SB_ERR_INVAL);
+    /* The rest of the disk settings, each checked before the directory is
+     * touched. */
+    sb_config_default(&cfg);
+    cfg.dir = "/tmp";
+    sb_config c = cfg;
+    c.queue_depth = 4097;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.segment_bytes = (1u << 20) + 512; /* not a multiple of 4096 */
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.segment_bytes = (1ull << 40) + 4096;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.sync_interval_ms = 0;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.disk_bytes = cfg.segment_bytes - 4096;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.write_budget_bytes_per_hour = (1u << 20) - 1;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
+    c = cfg, c.backlog_bytes = 0;
+    assert_int_equal(open_rc(&c), SB_ERR_INVAL);
 }
 
 static void test_store_calls_inval(void **state)

@@ -11,11 +11,14 @@
  * short or missing, the open segment truncated mid-record or ending in an
  * old generation's record (its tail, not damage), a bad payload in the
  * open segment (damage when durable, the tail when not), slot B damaged
- * or at the wrong place (slot A used), both slots damaged (a report with
- * superblock set), no store at all (SB_ERR_FORMAT), slot B of another
- * version (slot A used, as open does), both (SB_ERR_VERSION, the directory
- * byte-identical, LOCK included), a store in use (SB_ERR_LOCKED with the
- * holder's pid), and argument and I/O errors. */
+ * or at the wrong place (slot A used), both slots damaged, the superblock
+ * zeroed or gone beside segment files (a report with superblock set: a
+ * store that lost it), no store at all (no superblock, no segment file:
+ * SB_ERR_FORMAT), slot B of another version (its hash holding: slot A
+ * used, as open does), a version field whose hash fails (damage), both
+ * slots of another version, whole or cut in slot B (SB_ERR_VERSION, the
+ * directory byte-identical, LOCK included), a store in use (SB_ERR_LOCKED
+ * with the holder's pid), and argument and I/O errors. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +32,9 @@
 #include "format.h"
 #include "io.h"
 #include "snapbank_fsck.h"
+
+#define XXH_INLINE_ALL /* the slot hash, without linking libxxhash */
+#include <xxhash.h>
 
 #define SEG_BYTES (4ull << 20)
 #define BIG_PAGE (1536u << 10)     /* 1.5 MiB: spans fsck's read window */
@@ -253,6 +259,29 @@ static void flip(const fx *f, const char *name, uint64_t off)
     c ^= 0x40;
     assert_int_equal(pwrite(fd, &c, 1, (off_t)off), 1);
     close(fd);
+}
+
+/* Slot k of the superblock says version v, its hash holding (a slot of
+ * another format version) or, without rehash, not (a damaged field). */
+static void set_version(const fx *f, int k, uint16_t v, bool rehash)
+{
+    char p[512];
+    path_of(f, "superblock", p, sizeof p);
+    uint32_t slot = f->sup[0].slot_bytes;
+    uint8_t *buf = malloc(slot);
+    assert_non_null(buf);
+    int fd = open(p, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, buf, slot, (off_t)k * slot), (ssize_t)slot);
+    buf[8] = (uint8_t)v;
+    buf[9] = (uint8_t)(v >> 8);
+    if (rehash) {
+        uint64_t h = XXH3_64bits(buf, slot - 8);
+        memcpy(buf + slot - 8, &h, 8);
+    }
+    assert_int_equal(pwrite(fd, buf, slot, (off_t)k * slot), (ssize_t)slot);
+    close(fd);
+    free(buf);
 }
 
 static void cut(const fx *f, const char *name, uint64_t len)
@@ -626,20 +655,34 @@ static void test_fsck_superblock(void **state)
     r = run(f);
     assert_int_equal(r->superblock, SB_ERR_FORMAT);
     sb_fsck_report_free(r);
-    /* No magic anywhere, no superblock, no directory: not a store. */
+    /* No magic anywhere (zeroed), and no superblock file at all, beside
+     * segment files: a store that lost its superblock, reported. */
     uint8_t *zero = calloc(2, slot);
     assert_non_null(zero);
     put_file(f, "superblock", zero, 2 * (size_t)slot);
     free(zero);
+    r = run(f);
+    assert_int_equal(r->superblock, SB_ERR_FORMAT);
+    assert_int_equal(r->n_segment_files, 2);
+    assert_int_equal(r->n_segments, 0);
+    sb_fsck_report_free(r);
+    rm(f, "superblock");
+    r = run(f);
+    assert_int_equal(r->superblock, SB_ERR_NOT_FOUND);
+    assert_int_equal(r->n_segment_files, 2);
+    sb_fsck_report_free(r);
+    /* Neither a superblock nor segment files, no directory: not a store. */
+    rm(f, "seg-00000001.dat");
+    rm(f, "seg-00000001.sum");
+    rm(f, "seg-00000002.dat");
     r = (sb_fsck_report *)f;
     assert_int_equal(sb_store_fsck(f->dir, NULL, NULL, &r, NULL), SB_ERR_FORMAT);
     assert_null(r);
-    rm(f, "superblock");
-    assert_int_equal(sb_store_fsck(f->dir, NULL, NULL, &r, NULL), SB_ERR_FORMAT);
     assert_int_equal(sb_store_fsck("/tmp/sb-fsck-no-such-dir", NULL, NULL, &r, NULL),
                      SB_ERR_FORMAT);
     char p[512];
-    path_of(f, "seg-00000001.dat", p, sizeof p);
+    path_of(f, "LOCK", p, sizeof p);
+    put_file(f, "LOCK", "1\n", 2);
     assert_int_equal(sb_store_fsck(p, NULL, NULL, &r, NULL), SB_ERR_FORMAT);
 }
 
@@ -647,16 +690,28 @@ static void test_fsck_version(void **state)
 {
     fx *f = *state;
     uint32_t slot = f->sup[0].slot_bytes;
-    /* Slot B of another version next to a valid slot A: the store's open
-     * uses A, and so does fsck. The version is checked before the hash. */
-    flip(f, "superblock", slot + 8);                /* version 1 -> 0x41 */
+    /* Slot B of another version (its hash holding) next to a valid slot A:
+     * the store's open uses A, and so does fsck. */
+    set_version(f, 1, 0x41, true);
     sb_fsck_report *r = run(f);
     assert_int_equal(r->superblock_slot, 0);
     assert_int_equal(r->other_slot, SB_ERR_VERSION);
     sb_fsck_report_free(r);
-    /* Both: refused, and nothing touched, LOCK included. */
+    /* A version field whose hash fails is damage, not a version. */
+    set_version(f, 1, 0x42, false);
+    r = run(f);
+    assert_int_equal(r->superblock_slot, 0);
+    assert_int_equal(r->other_slot, SB_ERR_CORRUPT);
+    sb_fsck_report_free(r);
+    set_version(f, 0, 0x42, false);
+    r = run(f);
+    assert_int_equal(r->superblock, SB_ERR_CORRUPT);
+    sb_fsck_report_free(r);
+    /* Both of another version: refused, and nothing touched, LOCK
+     * included; cut in slot B, slot A placed by its own size says so. */
+    set_version(f, 0, 0x41, true);
+    set_version(f, 1, 0x41, true);
     put_file(f, "LOCK", "999\n", 4);
-    flip(f, "superblock", 8);
     size_t n0, n1;
     uint8_t *before = snapshot(f, &n0);
     r = (sb_fsck_report *)f;
@@ -667,6 +722,12 @@ static void test_fsck_version(void **state)
     assert_memory_equal(before, after, n0);
     free(before);
     free(after);
+    cut(f, "superblock", slot + slot / 2);
+    assert_int_equal(sb_store_fsck(f->dir, NULL, NULL, &r, NULL), SB_ERR_VERSION);
+    set_version(f, 0, 0x43, false);             /* now damage: reported */
+    r = run(f);
+    assert_int_equal(r->superblock, SB_ERR_FORMAT);
+    sb_fsck_report_free(r);
 }
 
 static void test_fsck_errors(void **state)

@@ -15,6 +15,7 @@
  * or YaRN parameter it does not compute, partial RoPE, K and V heads of
  * different sizes.
  */
+#define _GNU_SOURCE /* memmem */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -218,11 +219,24 @@ static void rejects_bad_files(void **state)
     memcpy(arr_hdr, &et, 4);
     sb_rt_gguf_add_raw(w, "x", SB_RT_GGUF_ARR, arr_hdr, 12);
     assert_int_equal(build_open(w, &err), SB_ERR_UNSUPPORTED);
-    /* unknown tensor type */
+    /* a tensor type GGML removed (4, Q4_2) or never defined (99) */
     w = sb_rt_gguf_writer_new();
-    sb_rt_gguf_add_tensor(w, "a", 2, ne, 2, g_f32, 64);
+    sb_rt_gguf_add_tensor(w, "a", 2, ne, 4, g_f32, 64);
     assert_int_equal(build_open(w, &err), SB_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "'a'"));
+    assert_non_null(strstr(err.msg, "q4_2"));
+    w = sb_rt_gguf_writer_new();
+    sb_rt_gguf_add_tensor(w, "a", 2, ne, 99, g_f32, 64);
+    assert_int_equal(build_open(w, &err), SB_ERR_UNSUPPORTED);
+    /* a type GGML defines but the kernels do not run (IQ4_XS) is read and
+     * sized (256-value blocks of 136 bytes); the model loader refuses it */
+    {
+        static uint8_t iq[136];
+        uint64_t ine[2] = { 256, 1 };
+        w = sb_rt_gguf_writer_new();
+        sb_rt_gguf_add_tensor(w, "iq", 2, ine, 23, iq, sizeof iq);
+        assert_int_equal(build_open(w, &err), SB_OK);
+    }
     /* data past the end */
     w = sb_rt_gguf_writer_new();
     sb_rt_gguf_add_tensor(w, "a", 2, ne, 0, g_f32, 16);
@@ -236,11 +250,17 @@ static void rejects_bad_files(void **state)
     w = sb_rt_gguf_writer_new();
     sb_rt_gguf_add_tensor(w, "a", 2, zne, 0, g_f32, 0);
     assert_int_equal(build_open(w, &err), SB_ERR_FORMAT);
-    /* Q8_0 rows not a multiple of 32 */
+    /* Q8_0 rows not a multiple of 32; Q4_K rows not a multiple of 256 */
     uint64_t qne[2] = { 16, 1 };
     w = sb_rt_gguf_writer_new();
     sb_rt_gguf_add_tensor(w, "q", 2, qne, 8, g_q8, 17);
     assert_int_equal(build_open(w, &err), SB_ERR_FORMAT);
+    uint64_t kne[2] = { 128, 1 };
+    static uint8_t half_k[72];
+    w = sb_rt_gguf_writer_new();
+    sb_rt_gguf_add_tensor(w, "q", 2, kne, 12, half_k, sizeof half_k);
+    assert_int_equal(build_open(w, &err), SB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "q4_K"));
     /* duplicates */
     w = sb_rt_gguf_writer_new();
     sb_rt_gguf_add_u32(w, "k", 1);
@@ -374,6 +394,36 @@ static void loader_names_the_fault(void **state)
     sb_rt_gguf_writer_free(w);
     assert_int_equal(sb_rt_model_load(p, &m, &err), SB_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "gpt2"));
+    /* a weight type the kernels do not run: a q4_k model whose attn_q of
+     * layer 0 is retyped to IQ4_XS (23; 136 bytes per 256 values, so its
+     * data still lies inside the file) is refused naming both */
+    sb_rt_make_opts o;
+    sb_rt_make_opts_preset(&o, "tiny");
+    assert_int_equal(sb_rt_make_opts_set(&o, "dtype", "q4_k"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "dim", "256"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "ff", "256"), SB_OK);
+    assert_int_equal(sb_rt_make_model(&o, p, &err), SB_OK);
+    assert_int_equal(sb_rt_model_load(p, &m, &err), SB_OK);
+    assert_int_equal(m->layers[0].wq.type, SB_RT_Q4_K);
+    sb_rt_model_free(m);
+    FILE *f = fopen(p, "r+b");
+    assert_non_null(f);
+    static uint8_t head[1 << 16];
+    size_t got = fread(head, 1, sizeof head, f);
+    const char *nm = "blk.0.attn_q.weight";
+    uint8_t *at = memmem(head, got, nm, strlen(nm));
+    assert_non_null(at);
+    size_t type_off = (size_t)(at - head) + strlen(nm) + 4 + 2 * 8; /* n_dims, ne[2] */
+    uint32_t ty;
+    memcpy(&ty, head + type_off, 4);
+    assert_int_equal(ty, SB_RT_Q4_K);
+    ty = 23;
+    assert_int_equal(fseek(f, (long)type_off, SEEK_SET), 0);
+    assert_int_equal(fwrite(&ty, 4, 1, f), 1);
+    fclose(f);
+    assert_int_equal(sb_rt_model_load(p, &m, &err), SB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "blk.0.attn_q.weight"));
+    assert_non_null(strstr(err.msg, "iq4_xs"));
     unlink(p);
 }
 

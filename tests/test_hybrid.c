@@ -391,7 +391,7 @@ static void warm_equals_cold(void **state)
         assert_int_equal(sb_rt_kv_init(&kv, w.m, w.ns), SB_OK);
         assert_int_equal(sb_rt_forward(c, &kv, t, L, SB_RT_LOGITS_LAST, lg), SB_OK);
         sb_rt_boundary_encode(w.m, kv.gdn, lg, point);
-        assert_int_equal(sb_rt_kv_commit(&kv, point), SB_OK);
+        assert_int_equal(sb_rt_kv_commit(&kv, point, NULL), SB_OK);
         sb_rt_kv_fini(&kv);
 
         sb_match *m;
@@ -443,7 +443,7 @@ static void boundary_needed(void **state)
     uint8_t *point = malloc(pb);
     assert_non_null(point);
     sb_rt_boundary_encode(w.m, kv.gdn, NULL, point);
-    assert_int_equal(sb_rt_kv_commit(&kv, point), SB_OK);
+    assert_int_equal(sb_rt_kv_commit(&kv, point, NULL), SB_OK);
     sb_rt_kv_fini(&kv);
 
     sb_match *m;

@@ -1,14 +1,18 @@
 /* test_kill.c -- kill -9 in the middle of writing, on a real directory.
  *
  * A child process opens the store, puts sequences drawn from a fixed set
- * (groups of four share a prefix; partial tails; point states), flushes at
- * random and records in a shared, mmap'd expected-state table which
- * sequences are acknowledged durable (a flush returned SB_OK after their
- * put, or the put returned under commit durability). The parent kills it
+ * (groups of four share a prefix; partial tails; point states) with
+ * sb_ns_put_ex, flushes at random and records in a shared, mmap'd
+ * expected-state table which sequences are acknowledged durable: the put
+ * returned durable (its outcome), its ticket's wait returned SB_OK, or a
+ * flush returned SB_OK after it. Rounds cycle through every durability
+ * mode and write mode (COMMIT with write-back included: its puts must
+ * return durable unless the outcome says why not). The parent kills it
  * with SIGKILL after a random few milliseconds, reopens the directory
  * (the lock died with the child) and checks: every durable sequence
- * restores in full with its point state, and every sequence restores
- * bit-exact whatever length it gets. Then again, on the same directory.
+ * restores in full with its point state, bit-exact, and every sequence
+ * restores bit-exact whatever length it gets. Then again, on the same
+ * directory.
  *
  * SB_KILL_ROUNDS overrides the number of kills (default 200).
  */
@@ -56,6 +60,7 @@ static sb_config config(uint64_t round)
     c.disk_bytes = 1ull << 30;
     c.ram_bytes = 8 << 20;
     c.durability = (sb_durability)(round % 3);
+    c.write_mode = (sb_write_mode)(round / 3 % 3);
     c.sync_interval_ms = 2;
     c.sync_bytes = 64 << 10;
     return c;
@@ -77,12 +82,22 @@ static void child(shared *sh, uint64_t round)
         size_t n = seq_tokens(k, tok);
         void **state = tu_state(&LK, tok, n);
         void *point = tu_point(&LK, tok, n);
-        int rc = sb_ns_put(ns, tok, n, (const void *const *)state, point, NULL);
+        sb_write_outcome oc;
+        int rc = sb_ns_put_ex(ns, tok, n, (const void *const *)state, point, NULL, &oc);
         free(point);
         tu_free_state(&LK, state);
         if (rc != SB_OK)
             _exit(4);
-        if (c.durability == SB_DURABILITY_COMMIT)
+        /* COMMIT: durable on return in every write mode (min_prefix 1 and
+         * the default budget deny nothing here), unless the file system
+         * is full or failing (denied "capacity" or "error"). */
+        if (c.durability == SB_DURABILITY_COMMIT && !oc.durable &&
+            !oc.denied_by[SB_DENY_CAPACITY] && !oc.denied_by[SB_DENY_ERROR])
+            _exit(5);
+        if (!oc.durable && tu_rand(&rng) % 8 == 0 &&
+            sb_store_wait_durable(st, oc.ticket, SB_WAIT_FOREVER) == SB_OK)
+            oc.durable = 1;
+        if (oc.durable)
             sh->durable[k] = 1;
         else if (n_pending < N_SEQ)
             pending[n_pending++] = k;

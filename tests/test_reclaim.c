@@ -14,6 +14,11 @@
  *              reclamations of its segment (read back, written again); one
  *              never matched is gone. (Rounds of random where the write
  *              budget runs dry cover denied reinsertion.)
+ *   resident   sequences resident in RAM stay indexed when their segments
+ *              are reclaimed (RAM only): all match from RAM, bit-exact;
+ *              only the RAM tier's eviction takes them later.
+ *   cut        such a page before a page still on disk (data dropped) can
+ *              still be evicted: RAM filled with held pages empties.
  *   nospc      a file system that fills: the writer stops (denials
  *              "capacity", disk_nospc), the store serves everything from
  *              RAM, a flush says SB_ERR_NOSPC; once space returns (and a
@@ -249,11 +254,11 @@ static void random_round(uint64_t seed)
 
     /* Reopen: what is on disk restores bit-exact; nothing was written
      * without its parent surviving beside it. */
-    uint64_t dropped = stats.disk_reclaim_dropped;
+    uint64_t dropped = stats.disk_reclaim_dropped + stats.disk_reclaim_ram_only;
     st = open_mem(&c, io);
     stats = tu_stats(st);
-    /* Records after a page reclamation dropped are orphans now, found
-     * and dropped again. */
+    /* Records after a page whose record reclamation took (dropped, or
+     * kept in RAM only) are orphans now, found and dropped. */
     assert_true(stats.recovery_orphans == 0 || dropped > 0);
     assert_int_equal(stats.recovery_torn, 0);
     assert_true(seg_bytes_on_disk(io) <= c.disk_bytes);
@@ -319,6 +324,137 @@ static void test_reclaim_hot(void **state)
     assert_int_equal(restore(ns, hot, 32), 32);
     assert_true(restore(ns, cold, 32) < 32); /* never matched: reclaimed */
     check_wa(st);
+    tu_check(st);
+    sb_ns_close(ns);
+    sb_store_close(st);
+    sb_io_destroy(io);
+}
+
+/* The match of tok[0, n): its length and how many of its pages are on
+ * disk only (released). */
+static size_t match_ram(sb_ns *ns, const uint32_t *tok, size_t n, size_t *on_disk)
+{
+    sb_match *m = NULL;
+    assert_int_equal(sb_ns_match(ns, tok, n, &m), SB_OK);
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+    sb_match_release(m);
+    *on_disk = info.n_pages_disk;
+    return info.n_tokens;
+}
+
+/* Issue 15: with everything resident, reclaiming segments under a small
+ * cap used to drop the sequences from the index (119 of 120 gone) though
+ * the RAM budget had room. A resident page now stays indexed, in RAM only,
+ * and is lost only through the RAM tier's own eviction: every sequence
+ * still matches from RAM, bit-exact. Then filling RAM past its budget
+ * evicts them as any other (puts never fail for RAM-only pages stuck
+ * behind pages on disk). */
+static void test_reclaim_keeps_resident(void **state)
+{
+    (void)state;
+    sb_io *io = NULL;
+    assert_int_equal(sb_io_mem_new(&io), 0);
+    /* 4 segments of 7 records; RAM for 600 pages (75 sequences). */
+    sb_config c = config(4, 600);
+    sb_store *st = open_mem(&c, io);
+    sb_ns *ns = tu_ns(st, &LA, "k");
+    uint64_t rng = 15;
+    enum { N1 = 60, N2 = 60 };
+    static uint32_t tok[N1 + N2][32];
+    for (int i = 0; i < N1; i++) {
+        tu_tokens(&rng, tok[i], 32, 1u << 30);
+        tu_put(ns, &LA, tok[i], 32, false, SB_OK);
+        assert_int_equal(sb_store_flush(st), SB_OK);
+        tu_check(st);
+    }
+    sb_stats s = tu_stats(st);
+    assert_true(s.disk_reclaimed_segments >= 10); /* 480 records, 28 under the cap */
+    assert_int_equal(s.disk_reclaim_dropped, 0);  /* nothing was on disk only */
+    assert_true(s.disk_reclaim_ram_only > 0);
+    assert_true(s.disk_segments * SEG <= c.disk_bytes);
+    for (int i = 0; i < N1; i++) {
+        size_t on_disk = 0;
+        assert_int_equal(match_ram(ns, tok[i], 32, &on_disk), 32);
+        assert_int_equal(on_disk, 0); /* every page in RAM */
+        assert_int_equal(restore(ns, tok[i], 32), 32);
+    }
+    tu_check(st);
+
+    /* Twice what RAM holds: eviction makes room, pages of the first
+     * sequences that reclamation left RAM-only included (some sit before
+     * pages still on disk). */
+    for (int i = N1; i < N1 + N2; i++) {
+        tu_tokens(&rng, tok[i], 32, 1u << 30);
+        tu_put(ns, &LA, tok[i], 32, false, SB_OK);
+        assert_int_equal(sb_store_flush(st), SB_OK);
+        tu_check(st);
+    }
+    s = tu_stats(st);
+    assert_true(s.evictions > 0);
+    assert_true(s.ram_bytes <= c.ram_bytes);
+    for (int i = 0; i < N1 + N2; i++) /* whatever is left is bit-exact */
+        restore(ns, tok[i], 32);
+    assert_int_equal(restore(ns, tok[N1 + N2 - 1], 32), 32);
+    check_wa(st);
+    tu_check(st);
+    sb_ns_close(ns);
+    sb_store_close(st);
+    sb_io_destroy(io);
+}
+
+/* A page reclamation left in RAM only, before a page whose record is still
+ * on disk (and whose data the RAM tier dropped): the RAM tier can still
+ * evict it (with the page after it). Without that it would hold RAM until
+ * the later page's segment went too, and a budget full of such pages
+ * refuses allocations. */
+static void test_reclaim_cut_evictable(void **state)
+{
+    (void)state;
+    sb_io *io = NULL;
+    assert_int_equal(sb_io_mem_new(&io), 0);
+    sb_config c = config(4, 64); /* RAM: 64 + 16 pages */
+    uint64_t budget_pages = c.ram_bytes / 4096;
+    sb_store *st = open_mem(&c, io);
+    sb_ns *ns = tu_ns(st, &LA, "cut");
+    uint64_t rng = 21;
+    /* P fills the first segment (a namespace record and 7 page records);
+     * P + 4 tokens puts its 8th page in the second. */
+    uint32_t p[32];
+    tu_tokens(&rng, p, 32, 1u << 30);
+    tu_put(ns, &LA, p, 28, false, SB_OK);
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    tu_put(ns, &LA, p, 32, false, SB_OK);
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    /* Unrelated puts until the first segment is reclaimed. */
+    for (int i = 0; tu_stats(st).disk_reclaimed_segments == 0; i++) {
+        assert_true(i < 64);
+        uint32_t f[16];
+        tu_tokens(&rng, f, 16, 1u << 30);
+        tu_put(ns, &LA, f, 16, false, SB_OK);
+        assert_int_equal(sb_store_flush(st), SB_OK);
+    }
+    sb_stats s = tu_stats(st);
+    assert_int_equal(s.disk_reclaimed_segments, 1);
+    assert_int_equal(s.disk_reclaim_ram_only, 7); /* P's pages, in RAM only */
+    assert_int_equal(restore(ns, p, 32), 32);
+    tu_check(st);
+    /* Fill RAM with pages the caller holds: every indexed page must go. */
+    sb_page **held = calloc(budget_pages, sizeof *held);
+    assert_non_null(held);
+    for (uint64_t i = 0; i < budget_pages; i++) {
+        int rc = sb_ns_page_alloc(ns, &held[i]);
+        if (rc != SB_OK)
+            fprintf(stderr, "allocation %llu of %llu: %s\n", (unsigned long long)i,
+                    (unsigned long long)budget_pages, sb_strerror(rc));
+        assert_int_equal(rc, SB_OK);
+    }
+    tu_check(st);
+    assert_int_equal(tu_stats(st).indexed_pages - tu_stats(st).disk_pages, 0);
+    assert_true(restore(ns, p, 32) < 28); /* P went with its eviction */
+    for (uint64_t i = 0; i < budget_pages; i++)
+        sb_page_unref(held[i]);
+    free(held);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -431,6 +567,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reclaim_random),
         cmocka_unit_test(test_reclaim_hot),
+        cmocka_unit_test(test_reclaim_keeps_resident),
+        cmocka_unit_test(test_reclaim_cut_evictable),
         cmocka_unit_test(test_reclaim_nospc),
         cmocka_unit_test(test_reclaim_floor),
     };

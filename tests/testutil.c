@@ -149,6 +149,50 @@ size_t tu_match_verify(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, si
     return L;
 }
 
+size_t tu_restore_exact(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n,
+                        bool *damaged)
+{
+    sb_match *m = NULL;
+    assert_int_equal(sb_ns_match(ns, tokens, n, &m), SB_OK);
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+    size_t L = info.n_tokens;
+    assert_true(L <= n);
+    if (L && (l->flags & SB_LAYOUT_POINT_REQUIRED))
+        assert_true(info.has_point);
+    void **bufs = tu_bufs(l, L ? L : 1);
+    uint8_t *point = malloc(l->point_bytes ? l->point_bytes : 1);
+    assert_non_null(point);
+    bool has_point = info.has_point;
+    int rc = sb_match_restore(m, L, bufs, has_point ? point : NULL);
+    if (rc != SB_OK) {
+        if (rc != SB_ERR_CORRUPT && rc != SB_ERR_IO) {
+            fprintf(stderr, "restore of %zu tokens: %s\n", L, sb_strerror(rc));
+            fail();
+        }
+        assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+        assert_true(info.miss == SB_MISS_CORRUPT || info.miss == SB_MISS_IO);
+        assert_true(info.n_tokens < L || (info.n_tokens == L && !info.has_point));
+        L = info.n_tokens;
+        has_point = false;
+        if (damaged)
+            *damaged = true;
+    }
+    if (!tu_state_equal(l, tokens, L, bufs)) {
+        fprintf(stderr, "restored bytes of a %zu-token prefix are wrong\n", L);
+        fail();
+    }
+    if (has_point) {
+        void *want = tu_point(l, tokens, L);
+        assert_memory_equal(point, want, l->point_bytes);
+        free(want);
+    }
+    free(point);
+    tu_free_state(l, bufs);
+    sb_match_release(m);
+    return L;
+}
+
 void tu_put(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, bool with_point,
             int want)
 {
@@ -161,6 +205,30 @@ void tu_put(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, boo
         assert_int_equal(stored, n);
     free(point);
     tu_free_state(l, state);
+}
+
+int tu_put_ex(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, bool with_point,
+              size_t *stored, sb_write_outcome *oc)
+{
+    void **state = tu_state(l, tokens, n);
+    void *point = with_point ? tu_point(l, tokens, n) : NULL;
+    int rc = sb_ns_put_ex(ns, tokens, n, (const void *const *)state, point, stored, oc);
+    free(point);
+    tu_free_state(l, state);
+    return rc;
+}
+
+sb_config tu_small_disk_config(void)
+{
+    sb_config c;
+    sb_config_default(&c);
+    c.min_prefix_tokens = 1; /* short test sequences are written too */
+    c.segment_bytes = 64 << 10;
+    c.disk_bytes = 64 << 20;
+    c.queue_depth = 4;
+    c.sync_interval_ms = 5;
+    c.ram_bytes = 16 << 20;
+    return c;
 }
 
 sb_store *tu_store_pages(uint64_t ram_pages)

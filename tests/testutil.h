@@ -25,6 +25,12 @@ typedef struct tu_layout {
     const char *model;       /* model identity string */
 } tu_layout;
 
+/* The configuration of the small disk-tier stores the crash, corruption
+ * and salvage tests build: every sequence written (min_prefix_tokens 1),
+ * 64 KiB segments under a 64 MiB cap, queue depth 4, a sync every 5 ms,
+ * 16 MiB of RAM; no directory (they run on the in-memory file system). */
+sb_config tu_small_disk_config(void);
+
 /* Open a RAM-only store with ram_bytes budget (0: the default). */
 sb_store *tu_store(uint64_t ram_bytes);
 
@@ -59,10 +65,25 @@ size_t tu_match_len(sb_ns *ns, const uint32_t *tokens, size_t n);
  * and fails the test on a byte mismatch. */
 size_t tu_match_verify(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n);
 
+/* Match tokens[0, n), restore the L the match gives (with its point state
+ * when it has one; a layout requiring point states must have one at L) and
+ * fail the test on any byte that is not the synthetic state of that prefix.
+ * A restore that meets a damaged record must shrink the match
+ * (SB_ERR_CORRUPT or SB_ERR_IO, miss corrupt or io): the shorter prefix is
+ * checked then, and *damaged (may be NULL) set. Returns the tokens
+ * restored. */
+size_t tu_restore_exact(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n,
+                        bool *damaged);
+
 /* Put tokens[0, n) with synthetic state (and a point when the layout has
  * point states and with_point); asserts the return code is want. */
 void tu_put(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, bool with_point,
             int want);
+
+/* sb_ns_put_ex of tokens[0, n) with synthetic state (and a point when
+ * with_point); returns its code. stored and oc as sb_ns_put_ex's. */
+int tu_put_ex(sb_ns *ns, const tu_layout *l, const uint32_t *tokens, size_t n, bool with_point,
+              size_t *stored, sb_write_outcome *oc);
 
 /* Open a RAM-only store whose budget is ram_pages pages. */
 sb_store *tu_store_pages(uint64_t ram_pages);

@@ -59,7 +59,7 @@ static const key KEYS[] = {
     { "burst", K_SIZE, F(burst), "0", "the budget's bucket depth; 0: a twelfth of it" },
     { "time_warp", K_DOUBLE, F(time_warp), "0",
       "simulated hours per real second on the store's clock (0: real time); runtime and "
-      "demand are simulated time" },
+      "demand are simulated time, and the clock stops at their end" },
     { "demand", K_PHASES, F(phases), "",
       "chat under time_warp: LEVELxHOURS,... the turns' state bytes as a multiple of "
       "write_budget for that many simulated hours (e.g. 2x8,0.5x8,1.25x8)" },
@@ -91,6 +91,12 @@ static const key KEYS[] = {
 #define N_KEYS (sizeof KEYS / sizeof *KEYS)
 
 static const char *const RW_NAMES[] = { "write", "read", "randread", "randrw", "chat" };
+
+const char *bj_durability_name(int durability)
+{
+    static const char *const names[] = { "none", "periodic", "commit" };
+    return durability >= 0 && durability <= SB_DURABILITY_COMMIT ? names[durability] : "?";
+}
 
 const char *bj_rw_name(bj_rw rw)
 {
@@ -247,15 +253,12 @@ static int set(bj_job *j, const key *k, const char *v)
             }
         return -1;
     case K_DUR:
-        if (!strcmp(v, "none"))
-            *(int *)p = SB_DURABILITY_NONE;
-        else if (!strcmp(v, "periodic"))
-            *(int *)p = SB_DURABILITY_PERIODIC;
-        else if (!strcmp(v, "commit"))
-            *(int *)p = SB_DURABILITY_COMMIT;
-        else
-            return -1;
-        return 0;
+        for (int i = SB_DURABILITY_NONE; i <= SB_DURABILITY_COMMIT; i++)
+            if (!strcmp(v, bj_durability_name(i))) {
+                *(int *)p = i;
+                return 0;
+            }
+        return -1;
     case K_SIZES:
         return parse_sizes(v, j);
     case K_PHASES:

@@ -87,6 +87,10 @@ int bj_load(const char *path, bj_job **jobs, size_t *n_jobs);
 /* bj_keys -- print every key: name, default, meaning. */
 void bj_keys(FILE *f);
 
+/* bj_durability_name -- "none", "periodic", "commit" for an sb_durability
+ * ("?" out of range). */
+const char *bj_durability_name(int durability);
+
 /* bj_rw_name -- "write", "read", "randread", "randrw", "chat". */
 const char *bj_rw_name(bj_rw rw);
 

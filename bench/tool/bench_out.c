@@ -145,6 +145,14 @@ static void normal_job(FILE *f, const bj_job *j, br_result *r)
     fprintf(f, "        projected: %.3f drive writes per day on a %.0f GiB drive, %.2f TB "
                "written per year\n",
             w.dwpd, (double)j->drive_capacity / GIB, w.tb_year);
+    const br_durability *d = &r->dur;
+    if (d->puts)
+        fprintf(f, "  durability (%s): %" PRIu64 " puts: %" PRIu64 " durable when they returned, %"
+                   PRIu64 " pending, %" PRIu64 " never (a block denied); blocks queued %" PRIu64
+                   ", written %" PRIu64 ", deferred %" PRIu64 ", dirty %" PRIu64 ", denied %"
+                   PRIu64 "\n",
+                bj_durability_name(j->durability), d->puts, d->durable, d->pending, d->never,
+                d->queued, d->written, d->deferred, d->dirty, d->denied);
     if (r->decode_alone > 0)
         fprintf(f, "  decode (%s model, %" PRIu64 " threads, foreground marks %s): %.1f tokens/s "
                    "alone, %.1f during the job (%.3f); step p50 %.0f us, p99 %.0f us\n",
@@ -228,6 +236,13 @@ static void json_job(FILE *f, const bj_job *j, br_result *r)
                ",\n        \"drive_capacity\": %" PRIu64 ", \"drive_writes_per_day\": %.4f, "
                "\"tb_written_per_year\": %.3f},\n",
             s->disk_deferred, s->disk_pool_written, j->drive_capacity, w.dwpd, w.tb_year);
+    const br_durability *d = &r->dur;
+    fprintf(f, "      \"durability\": {\"mode\": \"%s\", \"puts\": %" PRIu64 ", \"durable\": %" PRIu64
+               ", \"pending\": %" PRIu64 ", \"never\": %" PRIu64 ", \"blocks_queued\": %" PRIu64
+               ", \"blocks_written\": %" PRIu64 ", \"blocks_deferred\": %" PRIu64
+               ", \"blocks_dirty\": %" PRIu64 ", \"blocks_denied\": %" PRIu64 "},\n",
+            bj_durability_name(j->durability), d->puts, d->durable, d->pending, d->never,
+            d->queued, d->written, d->deferred, d->dirty, d->denied);
     if (r->decode_alone > 0)
         fprintf(f, "      \"decode\": {\"model\": \"%s\", \"tokens_per_s_alone\": %.3f, "
                    "\"tokens_per_s_during\": %.3f, \"step_p50_ns\": %" PRIu64

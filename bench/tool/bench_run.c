@@ -58,6 +58,7 @@ typedef struct worker {
     snap *snaps;               /* what it wrote (read jobs restore these) */
     size_t n_snaps, snaps_cap;
     br_side write, read;       /* its own counts; merged at the end */
+    br_durability dur;         /* ...and its puts' outcomes */
     int failed;
     bool joined;
 } worker;
@@ -77,18 +78,41 @@ struct run {
     _Atomic int stop;
     bool timed;                /* the phase being measured (read jobs: restores) */
     double total_hours;        /* demand: the simulated day's length */
+    double end_ns;             /* time warp with a runtime or demand: where
+                                  the store clock stops (store ns after t0),
+                                  so the job's simulated length is exact
+                                  however slow the machine (its final flush
+                                  happens at the day's end); 0: never */
 };
+
+/* Store ns since t0: real time, or warped and stopped at end_ns. */
+static double warped_ns(const run *r)
+{
+    double t = (double)(br_now_ns() - r->t0);
+    if (!r->warp)
+        return t;
+    t *= r->warp;
+    return r->end_ns && t > r->end_ns ? r->end_ns : t;
+}
 
 static uint64_t store_clock(void *ctx)
 {
-    const run *r = ctx;
-    return 1000000000ull + (uint64_t)((double)(br_now_ns() - r->t0) * r->warp);
+    return 1000000000ull + (uint64_t)warped_ns(ctx);
 }
 
 static double sim_hours(const run *r)
 {
-    return r->warp ? (double)(br_now_ns() - r->t0) * r->warp / 3.6e12
-                   : (double)(br_now_ns() - r->t0) / 3.6e12;
+    return warped_ns(r) / 3.6e12;
+}
+
+/* The hour of the job a store-clock time h (hours) falls in: bytes written
+ * at the stopped clock's end belong to the last hour, not the next. */
+static size_t hour_of(const run *r, double h)
+{
+    size_t hour = (size_t)h;
+    if (r->end_ns && hour && (double)hour == h && h * 3.6e12 >= r->end_ns)
+        hour--;
+    return hour;
 }
 
 /* Token i of snapshot id (write, read and randrw jobs). */
@@ -121,6 +145,21 @@ static bool stamps_ok(const run *r, const uint32_t *tok, uint32_t n, const uint8
             return false;
     }
     return true;
+}
+
+void br_durability_add(br_durability *d, const sb_write_outcome *oc)
+{
+    if (!oc->ticket)
+        return; /* RAM only, or nothing stored */
+    d->puts++;
+    d->durable += oc->durable != 0;
+    d->pending += !oc->durable && !oc->denied;
+    d->never += oc->denied != 0;
+    d->queued += oc->queued;
+    d->written += oc->written;
+    d->deferred += oc->deferred;
+    d->dirty += oc->dirty;
+    d->denied += oc->denied;
 }
 
 void br_lat_add(br_lat *l, uint64_t ns)
@@ -180,8 +219,9 @@ static int put_tokens(worker *w, uint32_t n, uint32_t fresh, br_side *side)
     run *r = w->r;
     fill(r, w->tok, 0, n, w->buf);
     const void *in[1] = { w->buf };
+    sb_write_outcome oc;
     uint64_t t = br_now_ns();
-    int rc = sb_ns_put(r->ns, w->tok, n, in, NULL, NULL);
+    int rc = sb_ns_put_ex(r->ns, w->tok, n, in, NULL, NULL, &oc);
     t = br_now_ns() - t;
     if (rc != SB_OK && rc != SB_ERR_BUDGET) { /* BUDGET: RAM full, partly stored */
         fail(w, "put", rc);
@@ -194,6 +234,7 @@ static int put_tokens(worker *w, uint32_t n, uint32_t fresh, br_side *side)
         side->ops++;
         br_lat_add(&side->lat, t);
         atomic_fetch_add(&r->wbytes, bytes);
+        br_durability_add(&w->dur, &oc);
     }
     return 0;
 }
@@ -416,7 +457,7 @@ static void sample(run *r, uint64_t *last_host, double *next_series, br_progress
     if (sb_store_stats(r->st, &s) != SB_OK)
         return;
     double h = sim_hours(r), t = (double)(br_now_ns() - r->t0) / 1e9;
-    size_t hour = (size_t)h;
+    size_t hour = hour_of(r, h);
     if (hour < res->n_hours)
         res->hour_bytes[hour] += s.disk_write_bytes - *last_host;
     *last_host = s.disk_write_bytes;
@@ -538,14 +579,19 @@ static int open_store(run *r, const char *dir)
     return 0;
 }
 
-static void close_store(run *r)
+/* Close the job's store. Returns 0, or -1 when its close failed (its
+ * last writes or syncs: printed). */
+static int close_store(run *r)
 {
     if (r->ns)
         sb_ns_close(r->ns);
-    if (r->st)
-        sb_store_close(r->st);
+    int rc = r->st ? sb_store_close(r->st) : SB_OK;
+    if (rc != SB_OK)
+        fprintf(stderr, "snapbank bench: job '%s': closing the store: %s\n", r->j->name,
+                sb_strerror(rc));
     r->ns = NULL;
     r->st = NULL;
+    return rc == SB_OK ? 0 : -1;
 }
 
 int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
@@ -563,6 +609,8 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
     r.warp = j->time_warp * 3600.0; /* store ns per real ns */
     for (unsigned i = 0; i < j->n_phases; i++)
         r.total_hours += j->phases[i].hours;
+    if (r.warp)
+        r.end_ns = r.total_hours ? r.total_hours * 3.6e12 : j->runtime_s * 1e9;
     double hours = r.total_hours;
     if (!hours)
         hours = (j->runtime_s ? j->runtime_s : 3600) / 3600 + 1;
@@ -614,7 +662,8 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
             fprintf(stderr, "snapbank bench: job '%s': flush: %s\n", j->name, sb_strerror(rc));
             rc = -1;
         }
-        close_store(&r);
+        if (close_store(&r) && rc == 0)
+            rc = -1;
         if (rc == 0)
             rc = open_store(&r, dir);
         atomic_store(&r.written, 0);
@@ -648,12 +697,14 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
             last += res->hour_bytes[h];
         sb_store_stats(r.st, &res->stats);
         /* what the final flush wrote belongs to the last hour sampled */
-        size_t hour = (size_t)res->sim_hours < res->n_hours ? (size_t)res->sim_hours
-                                                             : res->n_hours - 1;
+        size_t hour = hour_of(&r, res->sim_hours);
+        if (hour >= res->n_hours)
+            hour = res->n_hours - 1;
         if (res->stats.disk_write_bytes > before.disk_write_bytes + last)
             res->hour_bytes[hour] += res->stats.disk_write_bytes - before.disk_write_bytes - last;
     }
-    close_store(&r);
+    if (close_store(&r) && rc == 0)
+        rc = -1;
     bd_close(dec);
     for (unsigned i = 0; ws && i < n_w; i++) {
         br_side *sides[2] = { &ws[i].write, &ws[i].read };
@@ -665,6 +716,10 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
                 br_lat_add(&into[k]->lat, sides[k]->lat.ns[x]);
             free(sides[k]->lat.ns);
         }
+        br_durability *d = &res->dur, *e = &ws[i].dur;
+        d->puts += e->puts, d->durable += e->durable, d->pending += e->pending;
+        d->never += e->never, d->queued += e->queued, d->written += e->written;
+        d->deferred += e->deferred, d->dirty += e->dirty, d->denied += e->denied;
         free(ws[i].buf);
         free(ws[i].got);
         free(ws[i].tok);

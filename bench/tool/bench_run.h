@@ -38,10 +38,26 @@ typedef struct br_side {
     br_lat lat;
 } br_side;
 
+/* What the disk tier made of the job's puts, from each put's outcome
+ * (sb_ns_put_ex): the puts that got a ticket (a disk tier), how their
+ * state stood when the put returned, and their blocks (pages, point
+ * states) summed. */
+typedef struct br_durability {
+    uint64_t puts;             /* puts with a ticket */
+    uint64_t durable;          /* ...written and synced when it returned */
+    uint64_t pending;          /* ...not yet: synced later */
+    uint64_t never;            /* ...never durable: a block denied or failed */
+    uint64_t queued, written, deferred, dirty, denied; /* blocks */
+} br_durability;
+
+/* br_durability_add -- count one put's outcome into d. */
+void br_durability_add(br_durability *d, const sb_write_outcome *oc);
+
 typedef struct br_result {
     double secs;               /* the timed part, real seconds */
     double sim_hours;          /* store-clock hours it spanned */
     br_side write, read;
+    br_durability dur;         /* the puts' outcomes */
     sb_stats stats;            /* at the end */
     uint64_t *hour_bytes;      /* device bytes per store-clock hour */
     double *hour_demand;       /* state bytes offered per hour (chat) */

@@ -1,5 +1,6 @@
 /* capi.c -- the flat C API for bindings (capi.h). */
 #include "capi/capi.h"
+#include "capi/stats_fields.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -64,7 +65,8 @@ int sbrt_make_model(const char *preset, const char *dtype, uint64_t seed, const 
         return SB_ERR_INVAL;
     }
     if (dtype && sb_rt_make_opts_set(&o, "dtype", dtype) != SB_OK) {
-        put_err(err, cap, "dtype must be f32, f16 or q8_0");
+        put_err(err, cap, "dtype must be one of f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
+                          "q4_k, q5_k, q6_k, q4_k_m, q5_k_m");
         return SB_ERR_INVAL;
     }
     o.seed = seed;
@@ -171,6 +173,16 @@ static void jput(char *buf, size_t cap, size_t *len, const char *fmt, ...)
         *len += (size_t)k;
 }
 
+/* ,"key":{"reason":v,...} for an array of n counters indexed by reason. */
+static void by_reason(char *buf, size_t cap, size_t *len, const char *key,
+                      const char *(*name)(int), const uint64_t *v, int n)
+{
+    jput(buf, cap, len, ",\"%s\":{", key);
+    for (int i = 0; i < n; i++)
+        jput(buf, cap, len, "%s\"%s\":%llu", i ? "," : "", name(i), (unsigned long long)v[i]);
+    jput(buf, cap, len, "}");
+}
+
 typedef struct gen_sink {
     uint32_t *out;
     size_t n, cap;
@@ -219,49 +231,23 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
          r.prefill_tok_s, r.decode_tok_s, r.boundary_tokens, r.recomputed_tokens,
          r.boundaries_written, r.restored_bytes);
     if (r.commit_rc == SB_OK)
-        jput(report, report_cap, &len, "null}");
+        jput(report, report_cap, &len, "null");
     else
-        jput(report, report_cap, &len, "\"%s\"}", sb_strerror(r.commit_rc));
+        jput(report, report_cap, &len, "\"%s\"", sb_strerror(r.commit_rc));
+    const sb_write_outcome *d = &r.disk;
+    const char *durable = !d->ticket ? "null" : d->durable ? "\"yes\""
+                          : d->denied ? "\"no\"" : "\"pending\"";
+    jput(report, report_cap, &len,
+         ",\"durable\":%s,\"disk\":{\"ticket\":%llu,\"pages_new\":%u,\"points_new\":%u,"
+         "\"queued\":%u,\"written\":%u,\"deferred\":%u,\"dirty\":%u,\"denied\":%u",
+         durable, (unsigned long long)d->ticket, d->pages_new, d->points_new, d->queued,
+         d->written, d->deferred, d->dirty, d->denied);
+    uint64_t by[SB_DENY__COUNT];
+    for (int i = 0; i < SB_DENY__COUNT; i++)
+        by[i] = d->denied_by[i];
+    by_reason(report, report_cap, &len, "denied_by", sb_deny_name, by, SB_DENY__COUNT);
+    jput(report, report_cap, &len, "}}");
     return len < report_cap ? SB_OK : SB_ERR_RANGE;
-}
-
-/* Every field of sb_stats, in order: keep it in step with snapbank.h (the
- * assertion below catches a field added there and not here). */
-#define SB_STATS_U64(X)                                                                         \
-    X(lookups) X(hits) X(hits_ram) X(hits_disk) X(hit_tokens) X(miss_tokens) X(puts) X(commits) \
-    X(pages_new) X(pages_dedup) X(pages_superseded) X(cow_copies) X(budget_denials)             \
-    X(ram_bytes) X(ram_pages) X(ram_bytes_limit) X(ram_pages_limit) X(indexed_pages)            \
-    X(indexed_bytes) X(pinned_pages) X(points) X(point_bytes) X(pins) X(namespaces)             \
-    X(pool_resident_bytes) X(evictions) X(evicted_bytes) X(point_evictions) X(index_bytes)      \
-    X(index_tokens) X(index_nodes) X(disk_bytes) X(disk_bytes_limit) X(disk_pages)              \
-    X(disk_write_bytes) X(disk_read_bytes) X(disk_write_denials) X(disk_budget_bytes)           \
-    X(disk_logical_bytes) X(disk_head_bytes) X(disk_padding_bytes) X(disk_summary_bytes)        \
-    X(disk_superblock_bytes) X(disk_ns_record_bytes) X(disk_reinsert_bytes)                     \
-    X(disk_life_write_bytes) X(disk_life_logical_bytes) X(disk_life_reinsert_bytes)             \
-    X(disk_checksum_failures)                                                                   \
-    X(durable_seq) X(disk_write_errors) X(disk_read_errors) X(disk_segments)                    \
-    X(disk_queued_bytes) X(disk_queued_peak_bytes) X(disk_holdback_ns) X(disk_holdbacks) X(disk_reclaimed_segments)       \
-    X(disk_reclaim_kept) X(disk_reclaim_ram_only) X(disk_reclaim_dropped) X(disk_nospc)          \
-    X(disk_deferred) X(disk_pool_written) X(disk_pool_blocks)                                   \
-    X(disk_compressed_records) X(disk_compress_skipped) X(disk_compress_raw_bytes)              \
-    X(disk_compress_stored_bytes) X(disk_compress_saved_bytes)                                  \
-    X(recovered_records)                                                                        \
-    X(recovered_pages) X(recovered_points) X(recovered_namespaces) X(recovery_orphans)          \
-    X(recovery_bad_summaries) X(recovery_torn) X(recovery_unlisted) X(recovery_ns)
-#define SB_COUNT_FIELD(f) +1
-_Static_assert(sizeof(sb_stats) ==
-                   (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +
-                       2 * SB_MISS__COUNT * 8 + 2 * SB_DENY__COUNT * 8,
-               "sb_stats changed: update SB_STATS_U64 in capi.c");
-
-/* ,"key":{"reason":v,...} for an array of n counters indexed by reason. */
-static void by_reason(char *buf, size_t cap, size_t *len, const char *key,
-                      const char *(*name)(int), const uint64_t *v, int n)
-{
-    jput(buf, cap, len, ",\"%s\":{", key);
-    for (int i = 0; i < n; i++)
-        jput(buf, cap, len, "%s\"%s\":%llu", i ? "," : "", name(i), (unsigned long long)v[i]);
-    jput(buf, cap, len, "}");
 }
 
 int sbrt_stats_json(sb_store *st, char *buf, size_t cap)
@@ -297,6 +283,8 @@ size_t sbrt_sizeof(int which)
         return sizeof(sb_match_info);
     case 3:
         return sizeof(sb_ns_info);
+    case 4:
+        return sizeof(sb_write_outcome);
     }
     return 0;
 }

@@ -39,7 +39,9 @@ SBRT_API uint32_t sbrt_model_eos(const sb_rt_model *m);
 
 /* sbrt_make_model -- write a generated model (snapbank make-model): preset
  * one of make-model's (SB_RT_MAKE_PRESETS: "tiny", "small", "tiny-qwen3",
- * "llama3-1b", ...), dtype "f32", "f16", "q8_0" or NULL (the preset's).
+ * "llama3-1b", ...), dtype one of make-model's --dtype names ("f32",
+ * "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k",
+ * "q6_k", "q4_k_m", "q5_k_m") or NULL (the preset's).
  * Returns: SB_OK; an sb_err code with the fault in err. */
 SBRT_API int sbrt_make_model(const char *preset, const char *dtype, uint64_t seed,
                              const char *path, char *err, size_t cap);
@@ -87,8 +89,12 @@ SBRT_API size_t sbrt_chat_tokens(const sbrt_chat *c, uint32_t *out, size_t cap);
  * (cache_mode, prompt_tokens, cached_tokens, cached_disk_tokens,
  * prefill_tokens, gen_tokens, matched_tokens, miss, point_hit,
  * disk_skipped, est_read_s, est_recompute_s, restore_s, prefill_s, ttft_s,
- * decode_s, prefill_tok_s, decode_tok_s, commit_error).
- * Returns: SB_OK; SB_ERR_RANGE (report_cap too small: 1024 is enough); the
+ * decode_s, prefill_tok_s, decode_tok_s, commit_error; durable: "yes",
+ * "pending", "no" or null without a disk tier; disk: the turn's
+ * sb_write_outcome as sb_rt_turn.disk has it -- ticket, pages_new,
+ * points_new, queued, written, deferred, dirty, denied and denied_by keyed
+ * by sb_deny_name).
+ * Returns: SB_OK; SB_ERR_RANGE (report_cap too small: 2048 is enough); the
  * errors of sb_rt_session_turn and sb_rt_sampler_init. */
 SBRT_API int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_gen,
                             float temp, uint32_t top_k, float top_p, uint64_t seed,
@@ -103,7 +109,8 @@ SBRT_API int sbrt_stats_json(sb_store *st, char *buf, size_t cap);
 
 /* sbrt_sizeof -- sizeof the public structs a binding mirrors, so it can
  * check its copies: 0 sb_config, 1 sb_layout, 2 sb_match_info,
- * 3 sb_ns_info. Returns: the size; 0 for anything else. */
+ * 3 sb_ns_info, 4 sb_write_outcome. Returns: the size; 0 for anything
+ * else. */
 SBRT_API size_t sbrt_sizeof(int which);
 
 #endif /* SB_RT_CAPI_H */

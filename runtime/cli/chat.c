@@ -279,6 +279,7 @@ int sb_cli_chat(int argc, char **argv)
     }
     free(line);
     free(system), free(script);
-    rt_env_close(&e);
+    if (rt_env_close(&e, "chat", &o.rt) && !ret)
+        ret = 1;
     return ret;
 }

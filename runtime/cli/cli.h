@@ -11,5 +11,7 @@ int sb_cli_stat(int argc, char **argv);
 int sb_cli_run(int argc, char **argv);
 int sb_cli_chat(int argc, char **argv);
 int sb_cli_make_model(int argc, char **argv);
+int sb_cli_tokenize(int argc, char **argv);
+int sb_cli_serve(int argc, char **argv);
 
 #endif /* SB_CLI_H */

@@ -1,7 +1,10 @@
-/* fsck.c -- `snapbank fsck DIR [--quiet]`: verify a store directory offline
- * with sb_store_fsck and print what it found, segment by segment. Exit
- * status: 0 clean, 1 damage found, 2 usage error or the check could not run
- * (no store, a store in use, another format version, an I/O error). */
+/* fsck.c -- `snapbank fsck DIR [--quiet] [--repair]`: verify a store
+ * directory offline with sb_store_fsck and print what it found, segment by
+ * segment; with --repair, first rebuild a superblock that cannot be used
+ * from the segment files (sb_store_fsck_repair) and print what was rebuilt
+ * and dropped. Exit status: 0 clean, 1 damage found (or, repairing,
+ * records dropped), 2 usage error or the check could not run (no store, a
+ * store in use, another format version, an I/O error). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -19,7 +22,7 @@
 static void fsck_usage(FILE *f)
 {
     fprintf(f,
-            "usage: snapbank fsck DIR [--quiet]\n\n"
+            "usage: snapbank fsck DIR [--quiet] [--repair]\n\n"
             "Checks the store directory DIR offline, reading every byte and writing\n"
             "none: the superblock (the newer valid slot), every record of every\n"
             "segment it lists (head checksum, segment and generation, payload\n"
@@ -31,10 +34,21 @@ static void fsck_usage(FILE *f)
             "generation, state, valid records, of which pages, bad heads (runs of\n"
             "blocks where a record should start and none decodes), bad payloads,\n"
             "summary status, the first bad offset and notes; then a totals line.\n\n"
+            "A store whose superblock cannot be used (both slots damaged, the file\n"
+            "truncated, zeroed or gone) is reported, and nothing else can be checked.\n\n"
             "options:\n"
-            "  --quiet   no progress and no table; one line when damage is found\n\n"
-            "exit status: 0 clean, 1 damage found, 2 usage error or the check could\n"
-            "not run (no store in DIR, DIR in use, another format version, I/O).\n");
+            "  --quiet   no progress and no table; one line when damage is found\n"
+            "  --repair  open the store as an engine would, rebuilding a superblock\n"
+            "            that cannot be used from the segment files (every record\n"
+            "            whose checksums hold is kept; the rest is dropped, never\n"
+            "            served; a segment read record by record is sealed with a\n"
+            "            new summary), print what was rebuilt and dropped, then\n"
+            "            check as above. Segment files are never rewritten: damage\n"
+            "            in them is still reported. The library does the same on\n"
+            "            sb_store_open with sb_config.open_flags = SB_OPEN_SALVAGE.\n\n"
+            "exit status: 0 clean, 1 damage found (with --repair: also records\n"
+            "dropped), 2 usage error or the check could not run (no store in DIR,\n"
+            "DIR in use, another format version, I/O).\n");
 }
 
 /* ---- progress bar ---------------------------------------------------------- */
@@ -131,6 +145,52 @@ static void print_segment(const sb_fsck_segment *s)
            *note ? 12 : 0, first, *note ? " " : "", note);
 }
 
+/* What a superblock's damage code means, for a sentence. */
+static const char *super_damage(int err)
+{
+    switch (err) {
+    case SB_ERR_CORRUPT:
+        return "both slots fail their checks";
+    case SB_ERR_FORMAT:
+        return "no usable slot (the file is truncated, zeroed or not a superblock)";
+    case SB_ERR_NOT_FOUND:
+        return "missing";
+    default:
+        return sb_strerror(err);
+    }
+}
+
+static void print_repair(const char *dir, const sb_fsck_report *r)
+{
+    const sb_fsck_repair *p = &r->repair;
+    printf("snapbank fsck --repair: %s\n", dir);
+    if (p->salvaged)
+        printf("superblock: %s: rebuilt from %" PRIu64 " segment file%s (%" PRIu64
+               " by %s summar%s, %" PRIu64 " read record by record and sealed with a new "
+               "summary)\n",
+               super_damage(p->superblock), p->segments, p->segments == 1 ? "" : "s",
+               p->segments - p->scanned_segments,
+               p->segments - p->scanned_segments == 1 ? "its" : "their",
+               p->segments - p->scanned_segments == 1 ? "y" : "ies", p->scanned_segments);
+    else
+        printf("superblock: sound, nothing to rebuild (the store was opened and closed: a "
+               "segment left open is sealed)\n");
+    if (p->skipped_files)
+        printf("skipped: %" PRIu64 " segment file%s with no record of %s own, left as %s\n",
+               p->skipped_files, p->skipped_files == 1 ? "" : "s",
+               p->skipped_files == 1 ? "its" : "their",
+               p->skipped_files == 1 ? "it is" : "they are");
+    printf("kept: %" PRIu64 " records; put back %" PRIu64 " pages, %" PRIu64
+           " point states, %" PRIu64 " namespace%s; %" PRIu64
+           " orphans (a page before them missing)\n",
+           p->records, p->pages, p->points, p->namespaces, p->namespaces == 1 ? "" : "s",
+           p->orphans);
+    printf("dropped: %" PRIu64 " record%s or damaged run%s, %.1f KiB (checksums that fail, "
+           "stale generations)\n\n",
+           p->dropped_records, p->dropped_records == 1 ? "" : "s",
+           p->dropped_records == 1 ? "" : "s", p->dropped_bytes / 1024.0);
+}
+
 /* "DAMAGED: 1 segment, 2 bad records" */
 static void print_damage(const sb_fsck_report *r)
 {
@@ -156,7 +216,7 @@ static void print_report(const char *dir, const sb_fsck_report *r)
 int sb_cli_fsck(int argc, char **argv)
 {
     const char *dir = NULL;
-    bool quiet = false;
+    bool quiet = false, repair = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fsck_usage(stdout);
@@ -164,6 +224,8 @@ int sb_cli_fsck(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
             quiet = true;
+        } else if (!strcmp(argv[i], "--repair")) {
+            repair = true;
         } else if (argv[i][0] == '-' || dir) {
             fprintf(stderr, "snapbank fsck: unexpected argument '%s'\n\n", argv[i]);
             fsck_usage(stderr);
@@ -189,11 +251,17 @@ int sb_cli_fsck(int argc, char **argv)
     bool show_bar = !quiet && isatty(STDERR_FILENO);
     sb_fsck_report *r;
     long pid;
-    int rc = sb_store_fsck(dir, show_bar ? draw_bar : NULL, &b, &r, &pid);
+    int rc = repair ? sb_store_fsck_repair(dir, show_bar ? draw_bar : NULL, &b, &r, &pid)
+                    : sb_store_fsck(dir, show_bar ? draw_bar : NULL, &b, &r, &pid);
     clear_bar(&b);
     if (rc == SB_ERR_LOCKED) {
         fprintf(stderr, "snapbank fsck: %s: %s (held by pid %ld): close the store first\n", dir,
                 sb_strerror(rc), pid);
+        return 2;
+    }
+    if (rc == SB_ERR_FORMAT) {
+        fprintf(stderr, "snapbank fsck: %s: no store here (no superblock and no segment "
+                        "files)%s\n", dir, repair ? ": nothing to repair, nothing written" : "");
         return 2;
     }
     if (rc != SB_OK) {
@@ -201,24 +269,36 @@ int sb_cli_fsck(int argc, char **argv)
                 rc == SB_ERR_VERSION ? " (left untouched)" : "");
         return 2;
     }
+    if (r->repaired && !quiet)
+        print_repair(dir, r);
     if (r->superblock) {
-        printf("snapbank fsck: %s: superblock: both slots %s; no segment can be checked\n", dir,
-               fault_word(r->superblock));
+        printf("snapbank fsck: %s: superblock: %s (%" PRIu32 " segment file%s); no segment "
+               "can be checked.\n"
+               "Run 'snapbank fsck --repair %s' to rebuild it from the segment files (records "
+               "whose checksums fail are dropped, never served); an engine can open the store "
+               "with sb_config.open_flags = SB_OPEN_SALVAGE to the same effect.\n",
+               dir, super_damage(r->superblock), r->n_segment_files,
+               r->n_segment_files == 1 ? "" : "s", dir);
         sb_fsck_report_free(r);
         return 1;
     }
-    bool clean = r->n_damaged == 0;
+    bool clean = r->n_damaged == 0 && !(r->repaired && r->repair.dropped_records);
     if (!quiet) {
         print_report(dir, r);
         printf("\ntotal: %" PRIu32 " segments, %" PRIu64 " records, %.1f MiB checked: ",
                r->n_segments, r->records, r->bytes_checked / 1048576.0);
-        if (clean)
+        if (r->n_damaged == 0)
             printf("clean\n");
         else
             print_damage(r);
     } else if (!clean) {
         printf("snapbank fsck: %s: ", dir);
-        print_damage(r);
+        if (r->repaired && r->repair.dropped_records)
+            printf("repair dropped %" PRIu64 " records or damaged runs (%.1f KiB)%s",
+                   r->repair.dropped_records, r->repair.dropped_bytes / 1024.0,
+                   r->n_damaged ? "; " : "\n");
+        if (r->n_damaged)
+            print_damage(r);
         for (uint32_t i = 0; i < r->n_segments; i++)
             if (segment_damaged(&r->segments[i]))
                 print_segment(&r->segments[i]);

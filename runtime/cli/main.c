@@ -20,7 +20,11 @@ static const struct {
     { "run", sb_cli_run, "run a llama-family GGUF model on the CPU, its KV cache in snapbank pages" },
     { "chat", sb_cli_chat,
       "a multi-turn chat whose KV is restored from the bank (cold, warm_prefix, ssd)" },
+    { "serve", sb_cli_serve,
+      "an OpenAI-compatible HTTP server whose every answer says where its prompt came from" },
     { "make-model", sb_cli_make_model, "write a GGUF model with random weights (tiny, small)" },
+    { "tokenize", sb_cli_tokenize,
+      "the token ids of a text by a GGUF file's vocabulary, like llama-tokenize" },
     { "bench", sb_bench_tool_main,
       "fio-style wear and throughput jobs against the store, fio beside them" },
 };

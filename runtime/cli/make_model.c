@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "model/make_model.h"
+#include "model/vocab.h"
 
 static void mm_usage(FILE *f)
 {
@@ -14,7 +15,7 @@ static void mm_usage(FILE *f)
             "usage: snapbank make-model -o FILE [--preset P] [options]\n\n"
             "Writes a GGUF v3 model (llama, qwen2, qwen3, or the hybrid qwen35) with random\n"
             "weights drawn from a seed (the same options give the same bytes) and a\n"
-            "SentencePiece vocabulary.\n\n"
+            "generated SentencePiece vocabulary, or a real one (--vocab FILE).\n\n"
             "options:\n"
             "  -o FILE            the file to write\n"
             "  --preset P         tiny (default: llama, dim 64, 2 layers, F32), small\n"
@@ -28,10 +29,16 @@ static void mm_usage(FILE *f)
             "                     (dim 768, 12 layers, 1 in 4 attention, F16),\n"
             "                     qwen3.5-0.8b (the real shape)\n"
             "  --arch A           llama, qwen2 (Q/K/V biases), qwen3 (q/k norms), qwen35\n"
-            "  --dtype T          f32, f16 or q8_0 (matrices and embeddings)\n"
+            "  --dtype T          matrices and embeddings: f32, f16, bf16, q4_0, q4_1,\n"
+            "                     q5_0, q5_1, q8_0, q4_k, q5_k, q6_k (every matrix that\n"
+            "                     type), or q4_k_m, q5_k_m (llama.cpp's per-tensor mixes)\n"
             "  --seed N           weights seed (default 1)\n"
             "  --dim N --layers N --heads N --kv-heads N --head-dim N --ff N\n"
             "  --vocab N --ctx N  override the preset's shape (head-dim 0: dim / heads)\n"
+            "  --vocab FILE       take the vocabulary from a GGUF file (a model or a\n"
+            "                     vocabulary-only file: every tokenizer.* key, merges,\n"
+            "                     token types, special ids, pre, chat template); the\n"
+            "                     vocabulary size follows it\n"
             "  --tied, --untied   no output matrix (the output shares token_embd), or one\n"
             "  --rope-base X --rms-eps X\n"
             "                     rope.freq_base, attention.layer_norm_rms_epsilon\n"
@@ -80,6 +87,15 @@ int sb_cli_make_model(int argc, char **argv)
         return 2;
     }
     sb_rt_err err = { 0 };
+    sb_rt_tok *vt = NULL;
+    if (o.vocab[0]) { /* the vocabulary size it gives, for the report below */
+        if (sb_rt_tok_load(o.vocab, &vt, &err) != 0) {
+            fprintf(stderr, "snapbank make-model: --vocab: %s\n", err.msg);
+            return 1;
+        }
+        o.n_vocab = sb_rt_tok_n_vocab(vt);
+        sb_rt_tok_free(vt);
+    }
     int rc = sb_rt_make_model(&o, out, &err);
     if (rc != 0) {
         fprintf(stderr, "snapbank make-model: %s\n", err.msg);
@@ -87,10 +103,9 @@ int sb_cli_make_model(int argc, char **argv)
     }
     struct stat st;
     printf("wrote %s (%s, %s, %u layers, dim %u, %u/%u heads of %u, ff %u, vocab %u, ctx %u, "
-           "%s, seed %llu): %lld bytes\n", out, o.arch,
-           o.dtype == 0 ? "f32" : o.dtype == 1 ? "f16" : "q8_0", o.n_layers, o.dim, o.n_heads,
-           o.n_kv_heads, o.head_dim ? o.head_dim : o.dim / o.n_heads, o.n_ff, o.n_vocab,
-           o.n_ctx, o.tied ? "tied" : "untied", (unsigned long long)o.seed,
+           "%s, seed %llu): %lld bytes\n", out, o.arch, sb_rt_make_dtype_name(o.dtype),
+           o.n_layers, o.dim, o.n_heads, o.n_kv_heads, o.head_dim ? o.head_dim : o.dim / o.n_heads,
+           o.n_ff, o.n_vocab, o.n_ctx, o.tied ? "tied" : "untied", (unsigned long long)o.seed,
            stat(out, &st) == 0 ? (long long)st.st_size : -1LL);
     return 0;
 }

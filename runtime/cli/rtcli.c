@@ -35,6 +35,9 @@ const char rt_opts_help[] =
     "  --ram-mib N            RAM budget of the bank, MiB (default 1024)\n"
     "  --min-prefix N         write to disk only prompts of at least N tokens\n"
     "                         (default 512, the store's; 1: every prompt)\n"
+    "  --durability M         when the bank syncs its disk writes: periodic (default,\n"
+    "                         every second), commit (each turn's pages are on disk\n"
+    "                         when its report is printed) or none (at exit)\n"
     "  --boundary-grid N      hybrid models: record the recurrent state every N\n"
     "                         tokens of prefill (a multiple of 16; default 256;\n"
     "                         0: only at the ends of prompts and turns)\n"
@@ -45,10 +48,11 @@ void rt_opts_default(rt_opts *o)
 {
     *o = (rt_opts){ .n_gen = 32, .page_tokens = 16, .batch = 512, .seed = 1, .top_k = 40,
                     .top_p = 0.95f, .ram_mib = 1024, .min_prefix = 512, .scope = "",
+                    .durability = SB_DURABILITY_PERIODIC,
                     .boundary_grid = SB_RT_BOUNDARY_GRID };
 }
 
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+int rt_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     if (!s || !*s || *s == '-')
         return -1;
@@ -59,6 +63,17 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* s is one of names[0, n): *out = vals[i]. Returns 0 or -1. */
+static int parse_word(const char *s, const char *const *names, const int *vals, int n, int *out)
+{
+    for (int i = 0; s && i < n; i++)
+        if (!strcmp(s, names[i])) {
+            *out = vals[i];
+            return 0;
+        }
+    return -1;
 }
 
 static int parse_float(const char *s, float lo, float hi, float *out)
@@ -79,25 +94,25 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     int bad = 0;
     if (!strcmp(a, "-n"))
-        bad = parse_u64(v, 0, 1u << 24, &o->n_gen);
+        bad = rt_parse_u64(v, 0, 1u << 24, &o->n_gen);
     else if (!strcmp(a, "--threads"))
-        bad = parse_u64(v, 1, 1024, &o->threads);
+        bad = rt_parse_u64(v, 1, 1024, &o->threads);
     else if (!strcmp(a, "--page-tokens"))
-        bad = parse_u64(v, 1, 65536, &o->page_tokens);
+        bad = rt_parse_u64(v, 1, 65536, &o->page_tokens);
     else if (!strcmp(a, "--boundary-grid"))
-        bad = parse_u64(v, 0, 1u << 30, &o->boundary_grid) || o->boundary_grid % SB_RT_GDN_CHUNK;
+        bad = rt_parse_u64(v, 0, 1u << 30, &o->boundary_grid) || o->boundary_grid % SB_RT_GDN_CHUNK;
     else if (!strcmp(a, "--boundary-kib"))
-        bad = parse_u64(v, 1, 1u << 30, &o->boundary_kib);
+        bad = rt_parse_u64(v, 1, 1u << 30, &o->boundary_kib);
     else if (!strcmp(a, "--batch"))
-        bad = parse_u64(v, 1, 65536, &o->batch);
+        bad = rt_parse_u64(v, 1, 65536, &o->batch);
     else if (!strcmp(a, "--seed"))
-        bad = parse_u64(v, 0, UINT64_MAX, &o->seed);
+        bad = rt_parse_u64(v, 0, UINT64_MAX, &o->seed);
     else if (!strcmp(a, "--top-k"))
-        bad = parse_u64(v, 0, UINT32_MAX, &o->top_k);
+        bad = rt_parse_u64(v, 0, UINT32_MAX, &o->top_k);
     else if (!strcmp(a, "--ram-mib"))
-        bad = parse_u64(v, 16, 1u << 24, &o->ram_mib);
+        bad = rt_parse_u64(v, 16, 1u << 24, &o->ram_mib);
     else if (!strcmp(a, "--min-prefix"))
-        bad = parse_u64(v, 0, UINT32_MAX, &o->min_prefix);
+        bad = rt_parse_u64(v, 0, UINT32_MAX, &o->min_prefix);
     else if (!strcmp(a, "--temp"))
         bad = parse_float(v, 0, 100, &o->temp);
     else if (!strcmp(a, "--top-p"))
@@ -109,11 +124,13 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
     else if (!strcmp(a, "--scope"))
         bad = v ? (o->scope = v, 0) : -1;
     else if (!strcmp(a, "--ssd-session-cache"))
-        bad = !v                          ? -1
-              : !strcmp(v, "on")          ? (o->ssd = RT_SSD_ON, 0)
-              : !strcmp(v, "off")         ? (o->ssd = RT_SSD_OFF, 0)
-              : !strcmp(v, "write-only")  ? (o->ssd = RT_SSD_WRITE_ONLY, 0)
-                                          : -1;
+        bad = parse_word(v, (const char *const[]){ "on", "off", "write-only" },
+                         (const int[]){ RT_SSD_ON, RT_SSD_OFF, RT_SSD_WRITE_ONLY }, 3, &o->ssd);
+    else if (!strcmp(a, "--durability"))
+        bad = parse_word(v, (const char *const[]){ "periodic", "commit", "none" },
+                         (const int[]){ SB_DURABILITY_PERIODIC, SB_DURABILITY_COMMIT,
+                                        SB_DURABILITY_NONE },
+                         3, &o->durability);
     else if (!strcmp(a, "--print-token-ids"))
         return o->print_ids = 1, 1;
     else if (!strcmp(a, "--stop-at-eos"))
@@ -239,6 +256,7 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
     cfg.min_prefix_tokens = (uint32_t)o->min_prefix;
     cfg.dir = o->bank_dir && o->ssd != RT_SSD_OFF ? store_dir : NULL;
     cfg.write_mode = o->ssd == RT_SSD_WRITE_ONLY ? SB_WRITE_ONLY : SB_WRITE_THROUGH;
+    cfg.durability = (sb_durability)o->durability;
     const char *what = "the bank";
     sb_layout layout;
     int rc = SB_ERR_NOMEM;
@@ -284,8 +302,11 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
 fail_rc:
     fprintf(stderr, "snapbank %s: %s: %s: %s\n", cmd, o->bank_dir ? o->bank_dir : o->model,
             what, sb_strerror(rc));
+    if (rc == SB_ERR_SUPERBLOCK)
+        fprintf(stderr, "snapbank %s: to salvage it: snapbank fsck --repair %s\n", cmd,
+                store_dir);
 fail:
-    rt_env_close(e);
+    rt_env_close(e, NULL, NULL);
     return 1;
 }
 
@@ -301,16 +322,20 @@ int rt_env_save(rt_env *e, const char *cmd)
     return 0;
 }
 
-void rt_env_close(rt_env *e)
+int rt_env_close(rt_env *e, const char *cmd, const rt_opts *o)
 {
     sb_rt_session_free(e->s);
     sb_rt_sampler_fini(&e->smp);
     sb_rt_ctx_free(e->ctx);
     sb_ns_close(e->ns);
-    sb_store_close(e->st);
+    int rc = sb_store_close(e->st);
+    if (rc != SB_OK && cmd)
+        fprintf(stderr, "snapbank %s: %s: closing the bank: %s (its last writes may be lost)\n",
+                cmd, o && o->bank_dir ? o->bank_dir : "(RAM)", sb_strerror(rc));
     free(e->bpt);
     sb_rt_model_free(e->m);
     memset(e, 0, sizeof *e);
+    return rc != SB_OK;
 }
 
 int rt_tokenize(const sb_rt_model *m, const char *text, bool bos, uint32_t **out, size_t *n,
@@ -366,21 +391,43 @@ void rt_report(FILE *f, const char *label, const sb_rt_turn *r)
                 r->est_recompute_s * 1e3);
     if (r->commit_rc != SB_OK)
         fprintf(f, " commit=%s", sb_strerror(r->commit_rc));
+    const sb_write_outcome *d = &r->disk;
+    if (d->ticket) { /* a disk tier: what it made of the turn */
+        fprintf(f, " disk_write=queued:%u,written:%u", d->queued, d->written);
+        if (d->deferred)
+            fprintf(f, ",deferred:%u", d->deferred);
+        if (d->dirty)
+            fprintf(f, ",dirty:%u", d->dirty);
+        fprintf(f, ",denied:%u", d->denied);
+        for (int k = 0, first = 1; k < SB_DENY__COUNT; k++)
+            if (d->denied_by[k]) {
+                fprintf(f, "%s%s:%u", first ? "(" : ",", sb_deny_name(k), d->denied_by[k]);
+                first = 0;
+            }
+        if (d->denied)
+            fputc(')', f);
+        fprintf(f, " durable=%s", rt_durable_word(d));
+    }
     fputc('\n', f);
+}
+
+const char *rt_durable_word(const sb_write_outcome *d)
+{
+    return !d->ticket ? "-" : d->durable ? "yes" : d->denied ? "no" : "pending";
 }
 
 void rt_table_header(FILE *f)
 {
-    fprintf(f, "%-8s %4s  %-11s %6s %6s %6s %7s %10s %9s %8s  %s\n", "session", "turn",
+    fprintf(f, "%-8s %4s  %-11s %6s %6s %6s %7s %10s %9s %8s %-8s %s\n", "session", "turn",
             "cache_mode", "prompt", "cached", "disk", "prefill", "restore_ms", "ttft_ms",
-            "decode/s", "miss");
+            "decode/s", "durable", "miss");
 }
 
 void rt_table_row(FILE *f, const char *session, int turn, const sb_rt_turn *r)
 {
-    fprintf(f, "%-8s %4d  %-11s %6zu %6zu %6zu %7zu %10.1f %9.1f %8.1f  %s%s\n", session, turn,
-            sb_rt_cache_mode_name(r->cache_mode), r->prompt_tokens, r->cached_tokens,
+    fprintf(f, "%-8s %4d  %-11s %6zu %6zu %6zu %7zu %10.1f %9.1f %8.1f %-8s %s%s\n", session,
+            turn, sb_rt_cache_mode_name(r->cache_mode), r->prompt_tokens, r->cached_tokens,
             r->cached_disk_tokens, r->prefill_tokens, r->restore_s * 1e3, r->ttft_s * 1e3,
-            r->decode_tok_s, sb_miss_name(r->miss),
+            r->decode_tok_s, rt_durable_word(&r->disk), sb_miss_name(r->miss),
             r->disk_skipped ? " (disk skipped: recompute was faster)" : "");
 }

@@ -30,11 +30,16 @@ typedef struct rt_opts {
     float temp, top_p;
     int print_ids, stop_eos;
     const char *bank_dir, *session, *scope;
-    int ssd; /* RT_SSD_* */
+    int ssd;        /* RT_SSD_* */
+    int durability; /* sb_durability of the bank */
 } rt_opts;
 
 /* The common options' help text, for a command's usage. */
 extern const char rt_opts_help[];
+
+/* rt_parse_u64 -- s as a decimal in [lo, hi] into *out. Returns: 0; -1 for
+ * NULL, empty, negative, not a number, or out of range (*out unchanged). */
+int rt_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 
 /* rt_opts_default -- every common option at its default. */
 void rt_opts_default(rt_opts *o);
@@ -86,8 +91,11 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd);
  * Returns: 0; 1 failure (printed). */
 int rt_env_save(rt_env *e, const char *cmd);
 
-/* rt_env_close -- close everything (the store flushes its disk tier). */
-void rt_env_close(rt_env *e);
+/* rt_env_close -- close everything (the store writes and syncs what its
+ * disk tier still holds). A close that fails is printed naming cmd and
+ * o->bank_dir (cmd NULL: silent). Returns: 0; 1 the store's close failed
+ * (sb_store_close: its last writes may be lost). */
+int rt_env_close(rt_env *e, const char *cmd, const rt_opts *o);
 
 /* rt_tokenize -- ids of text (BOS first when bos and the model asks for
  * it) into a malloc'd array (empty text without BOS: *n is 0). Returns: 0;
@@ -97,14 +105,22 @@ int rt_tokenize(const sb_rt_model *m, const char *text, bool bos, uint32_t **out
 
 /* rt_report -- one line about a turn: where its prefix came from, tokens
  * cached and computed, restore time, time to first token, speeds, the miss
- * reason and the restore-or-recompute choice. */
+ * reason, the restore-or-recompute choice and, with a disk tier, what it
+ * made of the turn's pages (disk_write=queued:Q,written:W[,deferred:D]
+ * [,dirty:Y],denied:X[(reason:n,...)] durable=yes|pending|no). */
 void rt_report(FILE *f, const char *label, const sb_rt_turn *r);
 
 /* rt_table_header, rt_table_row -- the same report as an aligned table
  * (session, turn, cache_mode, prompt, cached, from disk, computed, restore
- * and first-token milliseconds, decode speed, miss reason). */
+ * and first-token milliseconds, decode speed, durable, miss reason). */
 void rt_table_header(FILE *f);
 void rt_table_row(FILE *f, const char *session, int turn, const sb_rt_turn *r);
+
+/* rt_durable_word -- a turn's durability in a word: "yes" (on disk and
+ * synced when the turn returned), "pending" (queued or waiting: synced
+ * later), "no" (a page it needs was denied or failed: RAM only), "-" (no
+ * disk tier). Returns: a static string. */
+const char *rt_durable_word(const sb_write_outcome *d);
 
 /* rt_now -- CLOCK_MONOTONIC seconds. */
 double rt_now(void);

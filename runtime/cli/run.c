@@ -18,7 +18,8 @@ static void run_usage(FILE *f)
 {
     fprintf(f,
             "usage: snapbank run MODEL (--prompt TEXT | --prompt-tokens 1,2,3) [options]\n\n"
-            "Runs a llama-family GGUF model (llama, qwen2, qwen3; F32, F16 or Q8_0 weights)\n"
+            "Runs a llama-family GGUF model (llama, qwen2, qwen3; weights F32, F16, BF16,\n"
+            "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, or mixes like Q4_K_M)\n"
             "on the CPU. Its KV cache lives in snapbank pages: the longest prefix of the\n"
             "prompt the bank holds is restored instead of recomputed (from RAM, or from\n"
             "disk with --bank-dir), and the prompt and answer are stored for next time.\n"
@@ -200,6 +201,7 @@ int sb_cli_run(int argc, char **argv)
 out:
     free(prompt);
     free(logits);
-    rt_env_close(&e);
+    if (rt_env_close(&e, "run", &o.rt) && !ret)
+        ret = 1;
     return ret;
 }

@@ -3,7 +3,9 @@
  * dropped, what the disk tier holds, and what it has written over its life
  * (write amplification). Exit status: 0 opened, 1 the store could not be
  * opened, 2 usage error. */
+#include <dirent.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,6 +29,23 @@ static void stat_usage(FILE *f)
             "options:\n"
             "  --json    one JSON object instead of the table\n\n"
             "exit status: 0 opened, 1 the store could not be opened, 2 usage.\n");
+}
+
+/* Does dir hold a store: a superblock file, or segment files (a store
+ * that lost its superblock, which open then names)? */
+static bool holds_store(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/superblock", dir);
+    if (access(path, F_OK) == 0)
+        return true;
+    DIR *d = opendir(dir);
+    bool seg = false;
+    for (struct dirent *e; d && !seg && (e = readdir(d));)
+        seg = !strncmp(e->d_name, "seg-", 4);
+    if (d)
+        closedir(d);
+    return seg;
 }
 
 /* One reported figure: its name and value. */
@@ -58,16 +77,14 @@ int sb_cli_stat(int argc, char **argv)
         stat_usage(stderr);
         return 2;
     }
-    /* Never create a store: DIR holds one, or is a bank directory of the
-     * runtime (its store in DIR/store). */
-    char path[4096], sub[4096];
-    snprintf(path, sizeof path, "%s/superblock", dir);
+    /* Never create a store: DIR holds one (a superblock or segment files),
+     * or is a bank directory of the runtime (its store in DIR/store). */
+    char sub[4096];
     snprintf(sub, sizeof sub, "%s/store", dir);
-    if (access(path, F_OK) != 0) {
-        snprintf(path, sizeof path, "%s/store/superblock", dir);
-        if (access(path, F_OK) != 0) {
-            fprintf(stderr, "snapbank stat: %s: no store here (no superblock in it or in its "
-                            "store/ directory)\n", dir);
+    if (!holds_store(dir)) {
+        if (!holds_store(sub)) {
+            fprintf(stderr, "snapbank stat: %s: no store here (no superblock or segment file "
+                            "in it or in its store/ directory)\n", dir);
             return 1;
         }
         dir = sub;
@@ -80,6 +97,8 @@ int sb_cli_stat(int argc, char **argv)
     int rc = sb_store_open(&cfg, &st);
     if (rc != SB_OK) {
         fprintf(stderr, "snapbank stat: %s: cannot open the store: %s\n", dir, sb_strerror(rc));
+        if (rc == SB_ERR_SUPERBLOCK)
+            fprintf(stderr, "snapbank stat: to salvage it: snapbank fsck --repair %s\n", dir);
         return 1;
     }
     sb_stats s;

@@ -7,11 +7,11 @@
  *   1. for each chunk of MM_CHUNK tokens (X chunk stays in L2),
  *   2.   for each tile of tile_row rows (W tile stays in L1),
  *   3.     for each tile of tile_tok tokens: one tile call.
- * For Q8_0, X is quantized first: on the caller's stack when small (decode),
- * else into a heap buffer by a parallel pass; should that allocation fail,
- * each task quantizes the token tiles it needs into its own stack buffer
- * and loops tokens outside rows instead (same bits: quantization is a pure
- * function of the X row).
+ * For a quantized W, X is quantized first (quant.h, "Activation blocks"):
+ * on the caller's stack when small (decode), else into a heap buffer by a
+ * parallel pass; should that allocation fail, each task quantizes the token
+ * tiles it needs into its own stack buffer and loops tokens outside rows
+ * instead (same bits: quantization is a pure function of the X row).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -20,24 +20,12 @@
 #include <string.h>
 
 #include "kernels/kernels_isa.h"
+#include "kernels/quant.h"
 
 #define MM_GROUP 32u            /* rows per pool task */
 #define MM_CHUNK 72u            /* tokens per L2 chunk (a multiple of the tiles) */
-#define MM_Q8_STACK 16384u      /* X values quantized on the caller's stack */
-#define MM_Q8_TILE_STACK 65536u /* X values a task may quantize on its stack */
-
-size_t sb_rt_dtype_row_bytes(sb_rt_dtype t, size_t n)
-{
-    switch (t) {
-    case SB_RT_F32:
-        return n > SIZE_MAX / 4 ? 0 : n * 4;
-    case SB_RT_F16:
-        return n > SIZE_MAX / 2 ? 0 : n * 2;
-    case SB_RT_Q8_0:
-        return n % SB_RT_Q8_0_BLOCK ? 0 : n / SB_RT_Q8_0_BLOCK * SB_RT_Q8_0_BLOCK_BYTES;
-    }
-    return 0;
-}
+#define MM_XQ_STACK 20480u      /* bytes of quantized X on the caller's stack */
+#define MM_XQ_TILE_STACK 81920u /* bytes of quantized X a task may hold on its stack */
 
 /* ---- the matmul driver ----------------------------------------------------- */
 
@@ -49,66 +37,67 @@ typedef struct mm_job {
     sb_rt_dtype wt;
     size_t n_tok, in, out;
     size_t w_row_bytes;
-    const int8_t *xq; /* Q8_0: X quantized, n_tok rows of in; NULL: per tile */
-    const float *xd;  /* Q8_0: its scales, n_tok rows of in / 32 */
+    sb_rt_qtile_fn qt;  /* quantized wt: its tile; NULL for F32/F16/BF16 */
+    size_t xq_bytes;    /* quantized wt: bytes of one quantized X row */
+    const uint8_t *xq;  /* X quantized, n_tok rows; NULL: per tile */
 } mm_job;
 
 static void mm_tile(const mm_job *j, size_t t0, unsigned nt, size_t r0, unsigned nr,
-                    const int8_t *xq, const float *xd)
+                    const uint8_t *xq)
 {
     float *y = j->y + t0 * j->out + r0;
     const uint8_t *w = j->w + r0 * j->w_row_bytes;
+    const float *x = j->x + t0 * j->in;
     switch (j->wt) {
     case SB_RT_F32:
-        j->isa->f32(y, j->out, j->x + t0 * j->in, j->in, (const float *)(const void *)w, j->in,
-                    nt, nr);
-        break;
+        j->isa->f32(y, j->out, x, j->in, (const float *)(const void *)w, j->in, nt, nr);
+        return;
     case SB_RT_F16:
-        j->isa->f16(y, j->out, j->x + t0 * j->in, j->in, (const uint16_t *)(const void *)w,
-                    j->in, nt, nr);
-        break;
-    case SB_RT_Q8_0:
-        j->isa->q8(y, j->out, xq, xd, j->in, w, j->in, nt, nr);
-        break;
+        j->isa->f16(y, j->out, x, j->in, (const uint16_t *)(const void *)w, j->in, nt, nr);
+        return;
+    case SB_RT_BF16:
+        j->isa->bf16(y, j->out, x, j->in, (const uint16_t *)(const void *)w, j->in, nt, nr);
+        return;
+    default:
+        j->qt(y, j->out, xq, j->xq_bytes, w, j->in, nt, nr);
+        return;
     }
 }
 
 static void mm_task(void *ctx, size_t task, unsigned thread)
 {
     const mm_job *j = ctx;
-    const unsigned T = j->isa->tile_tok, R = j->isa->tile_row;
+    const unsigned T = j->qt ? j->isa->q_tok : j->isa->tile_tok;
+    const unsigned R = j->qt ? j->isa->q_row : j->isa->tile_row;
+    const unsigned R1 = j->qt ? j->isa->q_row_1 : j->isa->tile_row_1;
     size_t r_begin = task * MM_GROUP;
     size_t r_end = r_begin + MM_GROUP < j->out ? r_begin + MM_GROUP : j->out;
     (void)thread;
-    if (j->wt == SB_RT_Q8_0 && !j->xq) {
+    if (j->qt && !j->xq) {
         /* The fallback: quantize each token tile here (1 <= tt <= T). */
-        int8_t qbuf[MM_Q8_TILE_STACK];
-        float dbuf[MM_Q8_TILE_STACK / SB_RT_Q8_0_BLOCK];
-        size_t tt = MM_Q8_TILE_STACK / j->in;
+        uint8_t buf[MM_XQ_TILE_STACK];
+        size_t tt = MM_XQ_TILE_STACK / j->xq_bytes;
         if (tt > T)
             tt = T;
         for (size_t t0 = 0; t0 < j->n_tok; t0 += tt) {
             unsigned nt = (unsigned)(j->n_tok - t0 < tt ? j->n_tok - t0 : tt);
             for (unsigned t = 0; t < nt; t++)
-                j->isa->quant_q8(j->x + (t0 + t) * j->in, qbuf + t * j->in,
-                                 dbuf + t * (j->in / SB_RT_Q8_0_BLOCK), j->in);
+                j->isa->xq(j->wt, j->x + (t0 + t) * j->in, buf + t * j->xq_bytes, j->in);
             for (size_t r0 = r_begin; r0 < r_end; r0 += R) {
                 unsigned nr = (unsigned)(r_end - r0 < R ? r_end - r0 : R);
-                mm_tile(j, t0, nt, r0, nr, qbuf, dbuf);
+                mm_tile(j, t0, nt, r0, nr, buf);
             }
         }
         return;
     }
     for (size_t c0 = 0; c0 < j->n_tok; c0 += MM_CHUNK) {
         size_t c_end = c0 + MM_CHUNK < j->n_tok ? c0 + MM_CHUNK : j->n_tok;
-        unsigned Rc = c_end - c0 == 1 && j->wt != SB_RT_Q8_0 ? j->isa->tile_row_1 : R;
+        unsigned Rc = c_end - c0 == 1 ? R1 : R;
         for (size_t r0 = r_begin; r0 < r_end; r0 += Rc) {
             unsigned nr = (unsigned)(r_end - r0 < Rc ? r_end - r0 : Rc);
             for (size_t t0 = c0; t0 < c_end; t0 += T) {
                 unsigned nt = (unsigned)(c_end - t0 < T ? c_end - t0 : T);
-                const int8_t *xq = j->xq ? j->xq + t0 * j->in : NULL;
-                const float *xd = j->xd ? j->xd + t0 * (j->in / SB_RT_Q8_0_BLOCK) : NULL;
-                mm_tile(j, t0, nt, r0, nr, xq, xd);
+                mm_tile(j, t0, nt, r0, nr, j->xq ? j->xq + t0 * j->xq_bytes : NULL);
             }
         }
     }
@@ -119,8 +108,7 @@ static void mm_quant_task(void *ctx, size_t task, unsigned thread)
 {
     const mm_job *j = ctx;
     (void)thread;
-    j->isa->quant_q8(j->x + task * j->in, (int8_t *)j->xq + task * j->in,
-                     (float *)j->xd + task * (j->in / SB_RT_Q8_0_BLOCK), j->in);
+    j->isa->xq(j->wt, j->x + task * j->in, (uint8_t *)j->xq + task * j->xq_bytes, j->in);
 }
 
 static void mm_fill_nan(float *y, size_t n)
@@ -143,26 +131,24 @@ void sb_rt_mm_drive(const sb_rt_mm_isa *isa, sb_rt_pool *pool, float *y, const f
         memset(y, 0, n_tok * out * sizeof *y);
         return;
     }
-    mm_job j = {isa, y, x, w, wt, n_tok, in, out, rb, NULL, NULL};
+    mm_job j = { isa, y, x, w, wt, n_tok, in, out, rb, NULL, 0, NULL };
     size_t n_groups = (out + MM_GROUP - 1) / MM_GROUP;
-    if (wt != SB_RT_Q8_0) {
+    if (wt == SB_RT_F32 || wt == SB_RT_F16 || wt == SB_RT_BF16) {
         sb_rt_pool_run(pool, n_groups, mm_task, &j);
         return;
     }
-    int8_t qs[MM_Q8_STACK];
-    float ds[MM_Q8_STACK / SB_RT_Q8_0_BLOCK];
+    j.qt = isa->q[wt];
+    j.xq_bytes = sb_rt_xq_row_bytes(wt, in);
+    uint8_t xs[MM_XQ_STACK];
     void *heap = NULL;
-    if (n_tok * in <= MM_Q8_STACK) {
+    if (n_tok * j.xq_bytes <= MM_XQ_STACK) {
         for (size_t t = 0; t < n_tok; t++)
-            isa->quant_q8(x + t * in, qs + t * in, ds + t * (in / SB_RT_Q8_0_BLOCK), in);
-        j.xq = qs;
-        j.xd = ds;
-    } else if (n_tok <= SIZE_MAX / 2 / in &&
-               (heap = malloc(n_tok * in + n_tok * (in / SB_RT_Q8_0_BLOCK) * sizeof(float)))) {
-        j.xd = heap;
-        j.xq = (int8_t *)heap + n_tok * (in / SB_RT_Q8_0_BLOCK) * sizeof(float);
+            isa->xq(wt, x + t * in, xs + t * j.xq_bytes, in);
+        j.xq = xs;
+    } else if (n_tok <= SIZE_MAX / j.xq_bytes && (heap = malloc(n_tok * j.xq_bytes))) {
+        j.xq = heap;
         sb_rt_pool_run(pool, n_tok, mm_quant_task, &j);
-    } else if (in > MM_Q8_TILE_STACK) {
+    } else if (j.xq_bytes > MM_XQ_TILE_STACK) {
         mm_fill_nan(y, n_tok * out);
         return;
     }
@@ -197,6 +183,15 @@ static int kern_has_avx512(void)
     return kern_has_avx2() && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 }
+
+/* AVX512-VNNI: CPUID leaf 7, ECX bit 11. */
+static int kern_has_avx512vnni(void)
+{
+    unsigned a, b, c, d;
+    if (!kern_has_avx512() || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    return (c >> 11) & 1u;
+}
 #endif
 
 const sb_rt_kernels *sb_rt_kernels_get(sb_rt_isa isa)
@@ -209,9 +204,12 @@ const sb_rt_kernels *sb_rt_kernels_get(sb_rt_isa isa)
         return kern_has_avx2() ? &sb_rt_kernels_avx2 : NULL;
     case SB_RT_ISA_AVX512:
         return kern_has_avx512() ? &sb_rt_kernels_avx512 : NULL;
+    case SB_RT_ISA_AVX512VNNI:
+        return kern_has_avx512vnni() ? &sb_rt_kernels_avx512vnni : NULL;
 #else
     case SB_RT_ISA_AVX2:
     case SB_RT_ISA_AVX512:
+    case SB_RT_ISA_AVX512VNNI:
         return NULL;
 #endif
     }
@@ -225,8 +223,8 @@ static const sb_rt_kernels *kern_from_env(void)
     const char *v = getenv("SNAPBANK_ISA");
     if (!v || !*v)
         return NULL;
-    static const char *const names[] = { "ref", "avx2", "avx512" };
-    for (int i = 0; i < 3; i++)
+    static const char *const names[SB_RT_ISA_COUNT] = { "ref", "avx2", "avx512", "avx512vnni" };
+    for (int i = 0; i < SB_RT_ISA_COUNT; i++)
         if (!strcmp(v, names[i])) {
             const sb_rt_kernels *k = sb_rt_kernels_get((sb_rt_isa)i);
             if (!k)
@@ -234,7 +232,7 @@ static const sb_rt_kernels *kern_from_env(void)
                                 "using the best it has\n", v);
             return k;
         }
-    fprintf(stderr, "snapbank: SNAPBANK_ISA=%s: unknown (ref, avx2, avx512); using the best "
+    fprintf(stderr, "snapbank: SNAPBANK_ISA=%s: unknown (ref, avx2, avx512, avx512vnni); using the best "
                     "this CPU has\n", v);
     return NULL;
 }
@@ -248,6 +246,8 @@ const sb_rt_kernels *sb_rt_kernels_best(void)
     const sb_rt_kernels *k = atomic_load_explicit(&best, memory_order_acquire);
     if (!k) {
         k = kern_from_env();
+        if (!k)
+            k = sb_rt_kernels_get(SB_RT_ISA_AVX512VNNI);
         if (!k)
             k = sb_rt_kernels_get(SB_RT_ISA_AVX512);
         if (!k)

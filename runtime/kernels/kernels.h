@@ -1,13 +1,15 @@
-/* kernels.h -- the CPU math of the forward pass: matmul over F32/F16/Q8_0
- * weights, norms, softmax, activations, f16 conversion, and the kernel
- * tables for each instruction set.
+/* kernels.h -- the CPU math of the forward pass: matmul over F32, F16,
+ * BF16 and GGML's quantized weights (quant.h), norms, softmax, activations,
+ * f16 conversion, and the kernel tables for each instruction set.
  *
  * Every kernel exists as a portable scalar reference (ref) and, on x86-64,
  * as an AVX2 + FMA + F16C version and an AVX-512 (F/BW/VL) + FMA + F16C
- * version. The plain calls (sb_rt_matmul, ...) use the best table this CPU
- * runs, chosen once on first use; the environment variable SNAPBANK_ISA
- * (ref, avx2 or avx512) picks a narrower one instead, e.g. to reproduce
- * another machine's bits (one line on stderr if this CPU lacks it).
+ * version; avx512vnni is the AVX-512 table whose quantized matmul uses
+ * AVX512-VNNI (VPDPBUSD, VPDPWSSD), every other kernel the same. The plain
+ * calls (sb_rt_matmul, ...) use the best table this CPU runs, chosen once
+ * on first use; the environment variable SNAPBANK_ISA (ref, avx2, avx512
+ * or avx512vnni) picks a narrower one instead, e.g. to reproduce another
+ * machine's bits (one line on stderr if this CPU lacks it).
  * sb_rt_kernels_get hands out a particular table for tests and benchmarks.
  *
  * ---- Determinism (what the runtime's bit-identical logits rest on) --------
@@ -36,31 +38,54 @@
  * lane 0, which is the result. A tail shorter than L fills lanes 0.. of
  * the last step (masked on AVX-512), so the rule above holds for every n.
  *
- * Q8_0 matmul: each X row is first quantized to Q8_0 itself, block by block
- * of 32 values, identically on every ISA:
- *     amax = max |x_i|,  d_x = amax / 127 (f32, kept as f32, not f16),
- *     q_i = round_half_even(x_i * (d_x ? 1/d_x : 0)),  |q_i| <= 127.
- * A block's integer dot s_b = sum q_x * q_w is exact (int32) on every ISA.
- * Every ISA then sums y = sum over blocks b, in increasing b, of
- * (f16->f32(d_w_b) * d_x_b) * (float)s_b with separate multiply and add, so
- * Q8_0 results are bit-identical across ISAs (the SIMD tables only compute s_b
- * with vector instructions; a VNNI tile is future work).
- * Why quantize X rather than dequantize W: the int8 x int8 dot
- * (VPDPBUSD, VPMADDUBSW) does 4x the multiply-adds per instruction of an f32
- * FMA, which makes prefill several times faster, and decode reads the same
- * 34 bytes per 32 weights either way. The price is X's quantization error
- * (relative 1/254 of each block's largest |x|), the same trade every
- * llama-style Q8_0 runtime makes.
+ * BF16 matmul follows the F32/F16 rule exactly (each weight converted to
+ * f32, which is exact, then one FMA per term in the lane order).
+ *
+ * Quantized W (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; quant.h
+ * draws the blocks): each X row is first quantized to 8-bit blocks
+ * (quant.h, "Activation blocks"), the same bits on every ISA: Q8_0-style
+ * blocks of 32 for the 32-value types, Q8_K-style blocks of 256 with
+ * per-16 sums for the K types. The dot of an X row and a W row then has
+ * L = 16 float lanes acc[0..15], each starting at +0.0f, and integers that
+ * are exact in int32 on every ISA (in any order: they are exact). With
+ * qw the weight's integer (centred for Q4_0: q - 8, Q5_0: q - 16, Q8_0: q;
+ * not for Q4_1, Q5_1, Q4_K, Q5_K: q in 0..15 or 0..31; Q6_K: q - 32), qx
+ * X's, dw / mw / dmin / sc / m the block's fields (f16 fields as f32), dx
+ * X's block scale, and fma(a, b, c) one rounding of a * b + c:
+ *
+ *   32-value types: block b feeds lanes 8 (b % 2) + k, k < 8, in
+ *   increasing b, with the 4 values 4k..4k+3 of the block:
+ *     I = sum of qw * qx over the 4,  lane = fma((float)I, dw * dx, lane)
+ *     Q4_1, Q5_1 then: J = sum of qx over the 4,
+ *                       lane = fma((float)J, mw * dx, lane)
+ *   K types: super-block s (256 values, one dx), in increasing s: lane k
+ *   takes the values 64c + 4k + v, c < 4, v < 4 (each 64-value chunk's
+ *   k-th group of 4):
+ *     Q4_K, Q5_K: I_k = sum_c sc_j * (sum_v qw * qx), j = 2c + k / 8 (the
+ *       32-value sub-block of the group); lane k = fma((float)I_k, d * dx,
+ *       lane k) for every k; then for k < 8, with X_k the sum of qx over
+ *       sub-block k: lane k = fma(-(float)(m_k * X_k), dmin * dx, lane k)
+ *     Q6_K: I_k = sum_c sc_j * (sum_v qw * qx), j = 4c + k / 4 (the
+ *       16-value sub-block); qw = q - 32 is applied as q * qx in the sum
+ *       and, for k < 8, - 32 * (sc_2k X_2k + sc_2k+1 X_2k+1) with X_g the
+ *       sum of qx over sub-block g (the same integer); lane k =
+ *       fma((float)I_k, d * dx, lane k)
+ *   then the lanes are folded as above (j += j + 8, + 4, + 2, + 1).
+ * So quantized results are bit-identical across ref, AVX2 and AVX-512
+ * (with or without VNNI: only the integers come from other instructions),
+ * and each output depends only on its X row and W row. Why quantize X
+ * rather than dequantize W: the int8 dot (VPDPBUSD, VPMADDUBSW) does 4x the
+ * multiply-adds per instruction of an f32 FMA, and decode reads the same W
+ * bytes either way. The price is X's quantization error (at most half a
+ * step, amax / 254 of X's block), the trade every llama-style runtime
+ * makes (llama.cpp quantizes X to Q8_0 / Q8_K blocks for these types too).
  *
  * ---- Formats ---------------------------------------------------------------
  *
- * F16: IEEE binary16, little-endian uint16_t. Q8_0 (GGML type 8): blocks of
- * 32 values, 34 bytes each:
- *     OFFSET SIZE FIELD
- *     0      2    d: f16 scale, little-endian
- *     2      32   q: int8 values; value i = d * q[i]
- * A W row of `in` values is in/32 consecutive blocks, with no padding; rows
- * follow each other (GGUF ne0 = in, ne1 = out). No alignment is assumed.
+ * F16: IEEE binary16, little-endian uint16_t. BF16: the top half of an
+ * IEEE binary32. The quantized blocks: quant.h. A W row of `in` values is
+ * in / block consecutive blocks, with no padding; rows follow each other
+ * (GGUF ne0 = in, ne1 = out). No alignment is assumed.
  *
  * Thread safety: every kernel is reentrant; the only shared state is the
  * dispatch choice, made once (atomically) and immutable after. sb_rt_matmul
@@ -75,19 +100,28 @@
 
 #include "kernels/pool.h"
 
-/* Weight element types; the numbers are GGML's type ids. */
-typedef enum sb_rt_dtype { SB_RT_F32 = 0, SB_RT_F16 = 1, SB_RT_Q8_0 = 8 } sb_rt_dtype;
+/* Weight element types; the numbers are GGML's type ids (quant.h draws
+ * each block). */
+typedef enum sb_rt_dtype {
+    SB_RT_F32 = 0, SB_RT_F16 = 1, SB_RT_Q4_0 = 2, SB_RT_Q4_1 = 3, SB_RT_Q5_0 = 6,
+    SB_RT_Q5_1 = 7, SB_RT_Q8_0 = 8, SB_RT_Q4_K = 12, SB_RT_Q5_K = 13, SB_RT_Q6_K = 14,
+    SB_RT_BF16 = 30,
+} sb_rt_dtype;
 
+#define SB_RT_DTYPE_MAX 31u        /* type ids are below this */
 #define SB_RT_Q8_0_BLOCK 32u       /* values per Q8_0 block */
 #define SB_RT_Q8_0_BLOCK_BYTES 34u /* bytes per Q8_0 block */
 
 /* sb_rt_dtype_row_bytes -- bytes of one row of n values of type t.
  * Returns: the size; 0 when t is unknown or n is not a multiple of t's
- * block (32 for Q8_0). */
+ * block (32 for the Q*_0/Q*_1 types, 256 for the K types). */
 size_t sb_rt_dtype_row_bytes(sb_rt_dtype t, size_t n);
 
 /* The instruction sets with a kernel table. */
-typedef enum sb_rt_isa { SB_RT_ISA_REF = 0, SB_RT_ISA_AVX2 = 1, SB_RT_ISA_AVX512 = 2 } sb_rt_isa;
+typedef enum sb_rt_isa {
+    SB_RT_ISA_REF = 0, SB_RT_ISA_AVX2 = 1, SB_RT_ISA_AVX512 = 2, SB_RT_ISA_AVX512VNNI = 3,
+} sb_rt_isa;
+#define SB_RT_ISA_COUNT 4
 
 /* One instruction set's kernels; each member has the contract of the plain
  * call of the same name below. Tables are static and immutable. */
@@ -113,7 +147,7 @@ typedef struct sb_rt_kernels {
     void (*av_f16)(float *o, size_t ldo, const float *s, size_t lds, size_t nq, const uint16_t *v,
                    size_t ldv, size_t rows, size_t n);
     sb_rt_isa isa;    /* which set this is */
-    const char *name; /* "ref", "avx2", "avx512" */
+    const char *name; /* "ref", "avx2", "avx512", "avx512vnni" */
 } sb_rt_kernels;
 
 /* sb_rt_kernels_get -- the table of isa. Returns: a static table, or NULL
@@ -137,12 +171,13 @@ void sb_rt_f32_to_f16(const float *x, uint16_t *y, size_t n);
  * (sb_rt_dtype_row_bytes(wt, in) bytes), i.e. GGUF ne0 = in, ne1 = out.
  * y must not overlap x or w. The work is split over pool (NULL: the caller
  * does all of it); the result does not depend on the split.
- * Bad arguments (an unknown wt, in not a multiple of 32 for Q8_0) cannot be
+ * Bad arguments (an unknown wt, in not a multiple of wt's block) cannot be
  * reported by this void call: y is then filled with NaN, so the fault shows
  * in the logits instead of passing silently. Callers check shapes when a
- * model is loaded. Q8_0 allocates a scratch copy of X quantized when
- * n_tok * in > 16384; if that allocation fails it quantizes per tile
- * instead (slower, same bits) unless in > 65536, where y is NaN-filled. */
+ * model is loaded. A quantized wt allocates a scratch copy of X quantized
+ * when it exceeds 20 KiB; if that allocation fails it quantizes per tile
+ * instead (slower, same bits) unless one X row exceeds 80 KiB quantized,
+ * where y is NaN-filled. */
 void sb_rt_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
                   size_t n_tok, size_t in, size_t out);
 

@@ -11,29 +11,26 @@
  * same FMAs in the same order); test_kernels checks that where both run.
  *
  * Matmul tiles: up to 3 tokens x 2 rows for prefill (12 accumulators of
- * 16 ymm), 1 token x up to 6 rows for decode. Q8_0: the integer dot of a
- * block through VPMADDUBSW/VPMADDWD (exact in int32), then the reference's
- * per-block float sum.
+ * 16 ymm), 1 token x up to 6 rows for decode; BF16 like F16 with another
+ * load. Quantized types: kernels_q_avx2.c.
  */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "kernels/kernels_isa.h"
-
-/* Fold lanes lo[0..7], hi[8..15] in halves: j += j + 8, + 4, + 2, + 1. */
-static inline float fold2(__m256 lo, __m256 hi)
-{
-    __m256 a = _mm256_add_ps(lo, hi);
-    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    __m128 d = _mm_add_ss(c, _mm_shuffle_ps(c, c, 1));
-    return _mm_cvtss_f32(d);
-}
+#include "kernels/simd_avx2.h"
 
 static inline __m256 load_h8(const uint16_t *p)
 {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* 8 BF16 values as f32 (exact: each is the top half of its f32). */
+static inline __m256 load_b8(const uint16_t *p)
+{
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
 /* The last rem < 16 values of an F32 / F16 row, zero-padded to 16. */
@@ -129,7 +126,10 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
     for (; k + 16 <= in; k += 16) {                                                            \
         __m256 wl[TR], wh[TR];                                                                 \
         for (unsigned r = 0; r < nr; r++) {                                                    \
-            _mm_prefetch((const char *)(w + r * in + k) + 1024, _MM_HINT_T0);                  \
+            if (TT > 1) /* prefill: ahead in the row */                                        \
+                _mm_prefetch((const char *)(w + r * in + k) + 1024, _MM_HINT_T0);              \
+            else if (((k * sizeof *w) & 63) == 0) /* decode: the next tile's row */            \
+                _mm_prefetch((const char *)(w + (r + nr) * in + k), _MM_HINT_T0);              \
             wl[r] = LOADW(w + r * in + k);                                                     \
             wh[r] = LOADW(w + r * in + k + 8);                                                 \
         }                                                                                      \
@@ -195,73 +195,47 @@ tile1_f16_k(float *y, const float *x, const uint16_t *w, size_t in, unsigned nr)
     TILE_BODY(1, 6, uint16_t, load_h8, tail_f16)
 }
 
-static void tile_f32(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t in,
-                     unsigned nt, unsigned nr)
+static inline __attribute__((always_inline)) void
+tile_bf16_k(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, size_t in,
+            unsigned nt, unsigned nr)
 {
-    if (nt == 3 && nr == 2)
-        tile_f32_k(y, ldy, x, ldx, w, in, 3, 2);
-    else if (nt == 1 && nr == 6)
-        tile1_f32_k(y, x, w, in, 6);
-    else if (nt == 1)
-        tile1_f32_k(y, x, w, in, nr);
-    else
-        tile_f32_k(y, ldy, x, ldx, w, in, nt, nr);
+    TILE_BODY(3, 2, uint16_t, load_b8, tail_f16)
 }
 
-static void tile_f16(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
-                     size_t in, unsigned nt, unsigned nr)
+static inline __attribute__((always_inline)) void
+tile1_bf16_k(float *y, const float *x, const uint16_t *w, size_t in, unsigned nr)
 {
-    if (nt == 3 && nr == 2)
-        tile_f16_k(y, ldy, x, ldx, w, in, 3, 2);
-    else if (nt == 1 && nr == 6)
-        tile1_f16_k(y, x, w, in, 6);
-    else if (nt == 1)
-        tile1_f16_k(y, x, w, in, nr);
-    else
-        tile_f16_k(y, ldy, x, ldx, w, in, nt, nr);
+    const size_t ldy = 0, ldx = 0;
+    const unsigned nt = 1;
+    TILE_BODY(1, 6, uint16_t, load_b8, tail_f16)
 }
 
-/* Exact int32 sum of the 32 products of two int8 blocks: |w| (as unsigned
- * bytes, so -128 is 128) times x with w's sign moved onto it (safe: |q_x|
- * <= 127), by VPMADDUBSW in pairs (at most 2 * 128 * 127 < 2^15, no
- * saturation), then pairs of pairs (VPMADDWD). */
-static inline int32_t dot_i8x32(const int8_t *xq, const uint8_t *wq)
-{
-    __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)xq);
-    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)wq);
-    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(b, b), _mm256_sign_epi8(a, b));
-    __m256i p32 = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p32), _mm256_extracti128_si256(p32, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-}
+/* The tile entry points: full 3 x 2 and 1 x 6 tiles with the shape a
+ * constant, one token in the decode body, anything else in the general
+ * one; the same operations per element whichever runs. */
+#define TILE_ENTRY(NAME, WT, BODY, BODY1)                                                       \
+    static void NAME(float *y, size_t ldy, const float *x, size_t ldx, const WT *w, size_t in, \
+                     unsigned nt, unsigned nr)                                                \
+    {                                                                                         \
+        if (nt == 3 && nr == 2)                                                               \
+            BODY(y, ldy, x, ldx, w, in, 3, 2);                                                \
+        else if (nt == 1 && nr == 6)                                                          \
+            BODY1(y, x, w, in, 6);                                                            \
+        else if (nt == 1)                                                                     \
+            BODY1(y, x, w, in, nr);                                                           \
+        else                                                                                  \
+            BODY(y, ldy, x, ldx, w, in, nt, nr);                                              \
+    }
+TILE_ENTRY(tile_f32, float, tile_f32_k, tile1_f32_k)
+TILE_ENTRY(tile_f16, uint16_t, tile_f16_k, tile1_f16_k)
+TILE_ENTRY(tile_bf16, uint16_t, tile_bf16_k, tile1_bf16_k)
+#undef TILE_ENTRY
 
-/* The reference's per-block sum (kernels.h: Q8_0 is bit-identical across
- * ISAs), with the integer dots vectorized. */
-static void tile_q8(float *y, size_t ldy, const int8_t *xq, const float *xd, size_t ldq,
-                    const uint8_t *w, size_t in, unsigned nt, unsigned nr)
-{
-    size_t nb = in / SB_RT_Q8_0_BLOCK, rb = nb * SB_RT_Q8_0_BLOCK_BYTES;
-    for (unsigned t = 0; t < nt; t++)
-        for (unsigned r = 0; r < nr; r++) {
-            const uint8_t *wr = w + r * rb;
-            const int8_t *q = xq + t * ldq;
-            const float *d = xd + t * (ldq / SB_RT_Q8_0_BLOCK);
-            float acc = 0;
-            for (size_t b = 0; b < nb; b++, wr += SB_RT_Q8_0_BLOCK_BYTES) {
-                uint16_t dh;
-                memcpy(&dh, wr, 2);
-                int32_t s = dot_i8x32(q + b * SB_RT_Q8_0_BLOCK, wr + 2);
-                float scale = sb_rt_f16_to_f32_1(dh) * d[b];
-                float p = scale * (float)s;
-                acc += p;
-            }
-            y[t * ldy + r] = acc;
-        }
-}
-
-static const sb_rt_mm_isa avx2_mm = { 3, 2, tile_f32, tile_f16, tile_q8, sb_rt_quant_q8_ref, 6 };
+static const sb_rt_mm_isa avx2_mm = {
+    .tile_tok = 3, .tile_row = 2, .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,
+    .tile_row_1 = 6, .q_tok = 2, .q_row = 2, .q_row_1 = 4, .q = sb_rt_qtiles_avx2,
+    .xq = sb_rt_xq_quant_avx2,
+};
 
 static void v_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
                      size_t n_tok, size_t in, size_t out)

@@ -7,46 +7,22 @@
  * lanes folded in halves (256, 128, 64, 32 bits). A matmul tile keeps
  * tokens x rows accumulators (up to 6 x 4) and loads each W vector once for
  * all its tokens; each accumulator sees exactly the single-token sequence.
- * Q8_0 tiles are the reference's for now (scalar integer dots): correct and
- * deterministic, not fast.
+ * The one-token (decode) tile streams its rows once and prefetches the
+ * next tile's rows at the same offsets, a cache line at a time: rows are
+ * short (1536 bytes at dim 768 in F16) and the next tile's are where the
+ * hardware prefetcher cannot look ahead.
+ * BF16 like F16 with another load. Quantized types: kernels_q_avx512.c.
  */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "kernels/kernels_isa.h"
+#include "kernels/simd_avx512.h"
 
 static inline __mmask16 tail_mask(size_t rem)
 {
     return (__mmask16)((1u << rem) - 1u);
-}
-
-/* Fold 16 lanes in halves: j += j + 8, j += j + 4, j += j + 2, j += j + 1. */
-static inline float fold(__m512 v)
-{
-    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
-                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-    __m128 d = _mm_add_ss(c, _mm_shuffle_ps(c, c, 1));
-    return _mm_cvtss_f32(d);
-}
-
-/* fold() of four accumulators at once, into out[0..3]: the same additions
- * (lane j + lane j + 8, then + 4, + 2, + 1), done on the four side by side. */
-static inline void fold4(float *out, __m512 a0, __m512 a1, __m512 a2, __m512 a3)
-{
-    __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44),
-                               _mm512_shuffle_f32x4(a0, a1, 0xEE));
-    __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44),
-                               _mm512_shuffle_f32x4(a2, a3, 0xEE));
-    __m512 v = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
-    __m512 w = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
-    __m512 x = _mm512_add_ps(w, _mm512_permute_ps(w, _MM_SHUFFLE(2, 3, 0, 1)));
-    __m512 r = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                       0, 0, 0, 0), x);
-    _mm_storeu_ps(out, _mm512_castps512_ps128(r));
 }
 
 static inline __m512 load_f16(const uint16_t *p)
@@ -57,6 +33,19 @@ static inline __m512 load_f16(const uint16_t *p)
 static inline __m512 load_f16_mask(const uint16_t *p, __mmask16 m)
 {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+/* 16 BF16 values as f32 (exact: each is the top half of its f32). */
+static inline __m512 load_bf16(const uint16_t *p)
+{
+    __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+
+static inline __m512 load_bf16_mask(const uint16_t *p, __mmask16 m)
+{
+    __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
 
 /* ---- conversions ---------------------------------------------------------------- */
@@ -169,7 +158,8 @@ static float v_dot_f16(const uint16_t *a, const float *b, size_t n)
     for (; k + 16 <= in; k += 16) {                                                            \
         __m512 xv = _mm512_loadu_ps(x + k);                                                    \
         for (unsigned r = 0; r < nr; r++) {                                                    \
-            _mm_prefetch((const char *)(w + r * ldw + k) + 1024, _MM_HINT_T0);                  \
+            if (((k * sizeof *w) & 63) == 0) /* the next tile's row, a line at a time */       \
+                _mm_prefetch((const char *)(w + (r + nr) * ldw + k), _MM_HINT_T0);              \
             acc[r] = _mm512_fmadd_ps(LOADW(w + r * ldw + k), xv, acc[r]);                       \
         }                                                                                      \
     }                                                                                          \
@@ -220,65 +210,75 @@ tile_f16_k(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, 
     TILE_BODY(uint16_t, load_f16, load_f16_mask)
 }
 
-static void tile_f32(float *y, size_t ldy, const float *x, size_t ldx, const float *w, size_t in,
-                     unsigned nt, unsigned nr)
+/* The tile entry points: full 6 x 4 and 1 x 8 tiles with the shape a
+ * constant, one token and up to 8 rows in the decode body, anything else
+ * in the general one; the same operations per element whichever runs. */
+#define TILE_ENTRY(NAME, WT, BODY, BODY1)                                                       \
+    static void NAME(float *y, size_t ldy, const float *x, size_t ldx, const WT *w, size_t in, \
+                     unsigned nt, unsigned nr)                                                \
+    {                                                                                         \
+        if (nt == 6 && nr == 4)                                                               \
+            BODY(y, ldy, x, ldx, w, in, 6, 4);                                                \
+        else if (nt == 1 && nr == 8)                                                          \
+            BODY1(y, x, w, in, 8);                                                            \
+        else if (nt == 1 && nr > 4)                                                           \
+            BODY1(y, x, w, in, nr);                                                           \
+        else                                                                                  \
+            BODY(y, ldy, x, ldx, w, in, nt, nr);                                              \
+    }
+/* A matrix's F16 rows are `in` apart. */
+static inline __attribute__((always_inline)) void
+tile_f16_mk(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, size_t in,
+            unsigned nt, unsigned nr)
 {
-    if (nt == 6 && nr == 4)
-        tile_f32_k(y, ldy, x, ldx, w, in, 6, 4);
-    else if (nt == 1 && nr == 8)
-        tile1_f32_k(y, x, w, in, 8);
-    else if (nt == 1 && nr > 4)
-        tile1_f32_k(y, x, w, in, nr);
-    else
-        tile_f32_k(y, ldy, x, ldx, w, in, nt, nr);
+    tile_f16_k(y, ldy, x, ldx, w, in, in, nt, nr);
 }
 
-static void tile_f16(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w,
-                     size_t in, unsigned nt, unsigned nr)
+TILE_ENTRY(tile_f32, float, tile_f32_k, tile1_f32_k)
+TILE_ENTRY(tile_f16, uint16_t, tile_f16_mk, tile1_f16_k)
+
+static inline __attribute__((always_inline)) void
+tile1_bf16_k(float *y, const float *x, const uint16_t *w, size_t in, unsigned nr)
 {
-    if (nt == 6 && nr == 4)
-        tile_f16_k(y, ldy, x, ldx, w, in, in, 6, 4);
-    else if (nt == 1 && nr == 8)
-        tile1_f16_k(y, x, w, in, 8);
-    else if (nt == 1 && nr > 4)
-        tile1_f16_k(y, x, w, in, nr);
-    else
-        tile_f16_k(y, ldy, x, ldx, w, in, in, nt, nr);
+    const size_t ldw = in;
+    TILE1_BODY(load_bf16, load_bf16_mask)
 }
 
-/* The reference's Q8_0 tile and quantizer (kernels.h: bit-identical to
- * ref for Q8_0). */
-static void tile_q8(float *y, size_t ldy, const int8_t *xq, const float *xd, size_t ldq,
-                    const uint8_t *w, size_t in, unsigned nt, unsigned nr)
+static inline __attribute__((always_inline)) void
+tile_bf16_k(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *w, size_t in,
+            unsigned nt, unsigned nr)
 {
-    size_t rb = in / SB_RT_Q8_0_BLOCK * SB_RT_Q8_0_BLOCK_BYTES;
-    for (unsigned t = 0; t < nt; t++)
-        for (unsigned r = 0; r < nr; r++) {
-            const uint8_t *wr = w + r * rb;
-            const int8_t *q = xq + t * ldq;
-            const float *d = xd + t * (ldq / SB_RT_Q8_0_BLOCK);
-            float acc = 0;
-            for (size_t b = 0; b < in / SB_RT_Q8_0_BLOCK; b++, wr += SB_RT_Q8_0_BLOCK_BYTES) {
-                uint16_t dh;
-                memcpy(&dh, wr, 2);
-                /* 32 int8 x int8 products summed exactly in int32 */
-                __m512i a = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(q + b * 32)));
-                __m512i c = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(wr + 2)));
-                int32_t s = _mm512_reduce_add_epi32(_mm512_madd_epi16(a, c));
-                float scale = sb_rt_f16_to_f32_1(dh) * d[b];
-                float p = scale * (float)s;
-                acc += p;
-            }
-            y[t * ldy + r] = acc;
-        }
+    const size_t ldw = in;
+    TILE_BODY(uint16_t, load_bf16, load_bf16_mask)
 }
 
-static const sb_rt_mm_isa avx512_mm = { 6, 4, tile_f32, tile_f16, tile_q8, sb_rt_quant_q8_ref, 8 };
+TILE_ENTRY(tile_bf16, uint16_t, tile_bf16_k, tile1_bf16_k)
+#undef TILE_ENTRY
+
+/* Two tables that differ only in their quantized tiles (kernels_q_avx512.c
+ * compiled with and without VNNI). */
+static const sb_rt_mm_isa avx512_mm = {
+    .tile_tok = 6, .tile_row = 4, .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,
+    .tile_row_1 = 8, .q_tok = 4, .q_row = 4, .q_row_1 = 8, .q = sb_rt_qtiles_avx512,
+    .xq = sb_rt_xq_quant_avx512,
+};
+
+static const sb_rt_mm_isa avx512vnni_mm = {
+    .tile_tok = 6, .tile_row = 4, .f32 = tile_f32, .f16 = tile_f16, .bf16 = tile_bf16,
+    .tile_row_1 = 8, .q_tok = 4, .q_row = 4, .q_row_1 = 8, .q = sb_rt_qtiles_avx512vnni,
+    .xq = sb_rt_xq_quant_avx512,
+};
 
 static void v_matmul(sb_rt_pool *pool, float *y, const float *x, const void *w, sb_rt_dtype wt,
                      size_t n_tok, size_t in, size_t out)
 {
     sb_rt_mm_drive(&avx512_mm, pool, y, x, w, wt, n_tok, in, out);
+}
+
+static void v_matmul_vnni(sb_rt_pool *pool, float *y, const float *x, const void *w,
+                          sb_rt_dtype wt, size_t n_tok, size_t in, size_t out)
+{
+    sb_rt_mm_drive(&avx512vnni_mm, pool, y, x, w, wt, n_tok, in, out);
 }
 
 /* ---- element-wise ---------------------------------------------------------------------- */
@@ -523,4 +523,10 @@ const sb_rt_kernels sb_rt_kernels_avx512 = {
     v_f16_to_f32, v_f32_to_f16, v_matmul, v_rmsnorm, v_softmax, v_silu_mul,
     v_add, v_dot_f32, v_dot_f16, v_axpy_f32, v_axpy_f16, v_dots_f16, v_axpys_f16,
     v_qk_f16, v_av_f16, SB_RT_ISA_AVX512, "avx512",
+};
+
+const sb_rt_kernels sb_rt_kernels_avx512vnni = {
+    v_f16_to_f32, v_f32_to_f16, v_matmul_vnni, v_rmsnorm, v_softmax, v_silu_mul,
+    v_add, v_dot_f32, v_dot_f16, v_axpy_f32, v_axpy_f16, v_dots_f16, v_axpys_f16,
+    v_qk_f16, v_av_f16, SB_RT_ISA_AVX512VNNI, "avx512vnni",
 };

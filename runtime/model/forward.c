@@ -1,11 +1,15 @@
 /* forward.c -- the forward pass over a paged KV cache (forward.h). The step
- * numbers below are forward.h's. */
+ * numbers below are forward.h's. One pass (sb_rt_forward_pass) runs the
+ * rows of one or more sequences: only the KV writes and attention look at
+ * which sequence a row belongs to (forward_pass.h). */
 #include "model/forward.h"
+#include "model/forward_pass.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/quant.h"
 #include "model/deltanet.h"
 
 struct sb_rt_ctx {
@@ -28,6 +32,10 @@ struct sb_rt_ctx {
     float *qo;                 /* (threads, 2, ATT_GROUP * gqa, head_dim) a task's
                                   queries and outputs, gathered */
     uint32_t gqa;              /* query heads per KV head */
+    float *lg;                 /* (lg_rows, n_vocab) logits scratch of
+                                  sb_rt_forward_multi, grown on demand */
+    size_t lg_rows;
+    size_t *ix;                /* (n_batch) rows whose logits a pass gives */
 };
 
 /* Positions per attention task: with the query heads of one KV head, up to
@@ -55,6 +63,8 @@ void sb_rt_ctx_free(sb_rt_ctx *c)
     free(c->rope);
     free(c->scores);
     free(c->qo);
+    free(c->lg);
+    free(c->ix);
     free(c);
 }
 
@@ -95,13 +105,14 @@ int sb_rt_ctx_new(const sb_rt_model *m, unsigned n_threads, uint32_t n_batch, sb
     size_t nq = (size_t)ATT_GROUP * c->gqa, th = sb_rt_pool_threads(c->pool);
     c->scores = floats(th * nq, hp->n_ctx);
     c->qo = floats(th * 2 * nq, hp->head_dim);
+    c->ix = malloc(nb * sizeof *c->ix);
     if (hp->attn_gate) {
         c->qg = floats(nb, 2 * (size_t)c->q_dim);
         c->gate = floats(nb, c->q_dim);
     }
     if (hp->n_rec && sb_rt_gdn_scratch_new(m, c->n_batch, (unsigned)th, &c->gs) != SB_OK)
         c->gs = NULL;
-    if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hb || !c->hb2 ||
+    if (!c->ix || !c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hb || !c->hb2 ||
         !c->rope || !c->scores || !c->qo || (hp->attn_gate && (!c->qg || !c->gate)) ||
         (hp->n_rec && !c->gs)) {
         sb_rt_ctx_free(c);
@@ -116,36 +127,41 @@ unsigned sb_rt_ctx_threads(const sb_rt_ctx *c)
     return c ? sb_rt_pool_threads(c->pool) : 0;
 }
 
+uint32_t sb_rt_ctx_batch(const sb_rt_ctx *c)
+{
+    return c ? c->n_batch : 0;
+}
+
+const sb_rt_model *sb_rt_ctx_model(const sb_rt_ctx *c)
+{
+    return c->m;
+}
+
+size_t *sb_rt_ctx_rows_scratch(sb_rt_ctx *c)
+{
+    return c->ix;
+}
+
+float *sb_rt_ctx_logits_scratch(sb_rt_ctx *c, size_t rows)
+{
+    if (rows > c->lg_rows) {
+        float *p = floats(rows, c->m->hp.n_vocab);
+        if (!p)
+            return NULL;
+        free(c->lg);
+        c->lg = p, c->lg_rows = rows;
+    }
+    return c->lg;
+}
+
 /* ---- pieces ----------------------------------------------------------------------- */
 
-/* Row `row` of matrix w as floats into y (w->in of them). */
+/* Row `row` of matrix w as floats into y (w->in of them): an embedding
+ * lookup, in any weight type (quant.h). */
 static void mat_row(const sb_rt_mat *w, uint32_t row, float *y)
 {
     const uint8_t *p = (const uint8_t *)w->data + (size_t)row * sb_rt_dtype_row_bytes(w->type, w->in);
-    switch (w->type) {
-    case SB_RT_F32:
-        memcpy(y, p, (size_t)w->in * sizeof *y);
-        break;
-    case SB_RT_F16: {
-        uint16_t h[256];
-        for (uint32_t i = 0; i < w->in; i += 256) {
-            uint32_t k = w->in - i < 256 ? w->in - i : 256;
-            memcpy(h, p + 2u * i, 2u * k);
-            sb_rt_f16_to_f32(h, y + i, k);
-        }
-        break;
-    }
-    case SB_RT_Q8_0:
-        for (uint32_t b = 0; b < w->in / 32; b++, p += 34) {
-            uint16_t dh;
-            float d;
-            memcpy(&dh, p, 2);
-            sb_rt_f16_to_f32(&dh, &d, 1);
-            for (uint32_t i = 0; i < 32; i++)
-                y[b * 32 + i] = d * (float)(int8_t)p[2 + i];
-        }
-        break;
-    }
+    sb_rt_dequant_row(w->type, p, y, w->in);
 }
 
 static void matmul(sb_rt_ctx *c, float *y, const float *x, const sb_rt_mat *w, size_t n)
@@ -161,22 +177,23 @@ static void add_bias(float *y, const float *b, size_t n, size_t width)
         sb_rt_add(y + i * width, b, width);
 }
 
-/* Step 2's angles for positions pos0 + i, i < n, into c->rope: computed
- * once per batch (every layer uses the same), in double from the position
- * and the model's table alone (model.h: theta_j, every scaling applied). */
-static void rope_angles(sb_rt_ctx *c, size_t n, size_t pos0)
+/* Step 2's angles for each row's position into c->rope: computed once per
+ * pass (every layer uses the same), in double from the position and the
+ * model's table alone (model.h: theta_j, every scaling applied). */
+static void rope_angles(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs)
 {
     const sb_rt_model *m = c->m;
     uint32_t hd = m->hp.head_dim, half = m->hp.n_rot / 2;
     double ms = m->rope_mscale;
-    for (size_t i = 0; i < n; i++) {
-        float *cs = c->rope + i * hd;
-        for (uint32_t j = 0; j < half; j++) {
-            double theta = (double)(pos0 + i) * m->rope[j];
-            cs[2 * j] = (float)(cos(theta) * ms);
-            cs[2 * j + 1] = (float)(sin(theta) * ms);
+    for (size_t s = 0; s < n_seqs; s++)
+        for (size_t i = 0; i < seqs[s].n; i++) {
+            float *cs = c->rope + (seqs[s].row0 + i) * hd;
+            for (uint32_t j = 0; j < half; j++) {
+                double theta = (double)(seqs[s].pos0 + i) * m->rope[j];
+                cs[2 * j] = (float)(cos(theta) * ms);
+                cs[2 * j + 1] = (float)(sin(theta) * ms);
+            }
         }
-    }
 }
 
 /* Step 2: rotate each head of q (n_heads) and k (n_kv_heads) by the
@@ -215,41 +232,54 @@ static void head_norm(sb_rt_ctx *c, float *y, const float *w, size_t n, uint32_t
 
 typedef struct att_job {
     sb_rt_ctx *c;
-    const sb_rt_kv *kv;
+    const sb_rt_fw_seq *seqs; /* the pass's sequences, their tasks in order */
     uint32_t layer;
-    size_t n, pos0;
 } att_job;
 
-/* Step 3 for up to ATT_GROUP positions and the gqa query heads of one KV
- * head: task = group * n_kv_heads + kv head. Query (i, g) is position
- * pos0 + i0 + i, head kvh * gqa + g; each reads the K and V rows of
- * positions 0..its own. The K and V rows are loaded once for all the
- * task's queries (sb_rt_qk_f16, sb_rt_av_f16), and every query's scores
- * and sums are the bits of the one-query kernels (kernels.h), so the result
- * does not depend on which positions share a task. */
+/* Attention tasks of a sequence of n rows: a group of up to ATT_GROUP rows
+ * per KV head. */
+static size_t att_tasks(const sb_rt_ctx *c, size_t n)
+{
+    return (n + ATT_GROUP - 1) / ATT_GROUP * c->m->hp.n_kv_heads;
+}
+
+/* Step 3 for up to ATT_GROUP positions of one sequence and the gqa query
+ * heads of one KV head: the sequence's tasks follow those of the sequences
+ * before it, and within it task = group * n_kv_heads + kv head. Query
+ * (i, g) is position pos0 + i0 + i, head kvh * gqa + g; each reads the K
+ * and V rows of positions 0..its own in its own sequence's pages. The K and
+ * V rows are loaded once for all the task's queries (sb_rt_qk_f16,
+ * sb_rt_av_f16), and every query's scores and sums are the bits of the
+ * one-query kernels (kernels.h), so the result does not depend on which
+ * positions share a task, nor on the other sequences of the pass. */
 static void att_task(void *ctx, size_t task, unsigned thread)
 {
-    const att_job *j = ctx;
-    sb_rt_ctx *c = j->c;
+    const att_job *jb = ctx;
+    sb_rt_ctx *c = jb->c;
+    const sb_rt_fw_seq *sq = jb->seqs;
+    while (task >= att_tasks(c, sq->n)) /* a few sequences: a scan is cheap */
+        task -= att_tasks(c, sq->n), sq++;
+    const sb_rt_kv *kv = sq->kv;
+    uint32_t layer = jb->layer;
     const sb_rt_hparams *hp = &c->m->hp;
     uint32_t hd = hp->head_dim, gqa = c->gqa;
     size_t i0 = task / hp->n_kv_heads * ATT_GROUP;
     uint32_t kvh = (uint32_t)(task % hp->n_kv_heads);
-    size_t ni = j->n - i0 < ATT_GROUP ? j->n - i0 : ATT_GROUP, nq = ni * gqa;
+    size_t ni = sq->n - i0 < ATT_GROUP ? sq->n - i0 : ATT_GROUP, nq = ni * gqa;
     size_t per = (size_t)ATT_GROUP * gqa, ctx_n = hp->n_ctx;
     float *S = c->scores + (size_t)thread * per * ctx_n;
     float *Q = c->qo + (size_t)thread * 2 * per * hd, *O = Q + per * hd;
     for (size_t i = 0; i < ni; i++) /* gather: query i * gqa + g */
-        memcpy(Q + i * gqa * hd, c->q + (i0 + i) * c->q_dim + (size_t)kvh * gqa * hd,
+        memcpy(Q + i * gqa * hd, c->q + (sq->row0 + i0 + i) * c->q_dim + (size_t)kvh * gqa * hd,
                (size_t)gqa * hd * sizeof *Q);
     float scale = 1.0f / sqrtf((float)hd);
-    uint32_t pt = j->kv->page_tokens, stride = j->kv->kv_dim;
-    size_t p_first = j->pos0 + i0, p_last = p_first + ni - 1;
+    uint32_t pt = kv->page_tokens, stride = kv->kv_dim;
+    size_t p_first = sq->pos0 + i0, p_last = p_first + ni - 1;
     /* scores against K rows 0..p_last, a page's run per call (rows past a
      * query's own position are computed and not used) */
     for (size_t t = 0; t <= p_last;) {
         size_t run = pt - t % pt < p_last + 1 - t ? pt - t % pt : p_last + 1 - t;
-        sb_rt_qk_f16(S + t, ctx_n, Q, hd, nq, sb_rt_kv_row(j->kv, j->layer, 0, t) + (size_t)kvh * hd,
+        sb_rt_qk_f16(S + t, ctx_n, Q, hd, nq, sb_rt_kv_row(kv, layer, 0, t) + (size_t)kvh * hd,
                      stride, run, hd);
         t += run;
     }
@@ -265,7 +295,7 @@ static void att_task(void *ctx, size_t task, unsigned thread)
      * query's rest in order: per output element the same FMAs, row by row */
     for (size_t t = 0; t <= p_first;) {
         size_t run = pt - t % pt < p_first + 1 - t ? pt - t % pt : p_first + 1 - t;
-        sb_rt_av_f16(O, hd, S + t, ctx_n, nq, sb_rt_kv_row(j->kv, j->layer, 1, t) + (size_t)kvh * hd,
+        sb_rt_av_f16(O, hd, S + t, ctx_n, nq, sb_rt_kv_row(kv, layer, 1, t) + (size_t)kvh * hd,
                      stride, run, hd);
         t += run;
     }
@@ -273,10 +303,10 @@ static void att_task(void *ctx, size_t task, unsigned thread)
         size_t p = p_first + q / gqa;
         for (size_t t = p_first + 1; t <= p; t++)
             sb_rt_axpy_f16(O + q * hd, S[q * ctx_n + t],
-                           sb_rt_kv_row(j->kv, j->layer, 1, t) + (size_t)kvh * hd, hd);
+                           sb_rt_kv_row(kv, layer, 1, t) + (size_t)kvh * hd, hd);
     }
     for (size_t i = 0; i < ni; i++) /* scatter */
-        memcpy(c->att + (i0 + i) * c->q_dim + (size_t)kvh * gqa * hd, O + i * gqa * hd,
+        memcpy(c->att + (sq->row0 + i0 + i) * c->q_dim + (size_t)kvh * gqa * hd, O + i * gqa * hd,
                (size_t)gqa * hd * sizeof *O);
 }
 
@@ -292,9 +322,9 @@ static void q_and_gate(sb_rt_ctx *c, const sb_rt_layer *w, size_t n)
     }
 }
 
-/* One layer over the batch of n positions from pos0 (steps 1-5; a
- * recurrent layer of a hybrid model replaces 1-4 with deltanet.h's). */
-static void layer(sb_rt_ctx *c, const sb_rt_kv *kv, uint32_t l, size_t n, size_t pos0)
+/* One layer over the pass's n rows (steps 1-5; a recurrent layer of a
+ * hybrid model replaces 1-4 with deltanet.h's, sequence by sequence). */
+static void layer(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs, uint32_t l, size_t n)
 {
     const sb_rt_hparams *hp = &c->m->hp;
     const sb_rt_layer *w = &c->m->layers[l];
@@ -303,7 +333,10 @@ static void layer(sb_rt_ctx *c, const sb_rt_kv *kv, uint32_t l, size_t n, size_t
     for (size_t i = 0; i < n; i++)
         sb_rt_rmsnorm(c->xb + i * dim, c->x + i * dim, w->attn_norm, dim, hp->rms_eps);
     if (w->rec) {
-        sb_rt_gdn_layer(c->gs, c->pool, l, kv->gdn, c->xb, n, c->xb);
+        for (size_t s = 0; s < n_seqs; s++) {
+            float *xs = c->xb + seqs[s].row0 * dim;
+            sb_rt_gdn_layer(c->gs, c->pool, l, seqs[s].kv->gdn, xs, seqs[s].n, xs);
+        }
         sb_rt_add(c->x, c->xb, n * dim);
         goto ffn;
     }
@@ -322,14 +355,20 @@ static void layer(sb_rt_ctx *c, const sb_rt_kv *kv, uint32_t l, size_t n, size_t
     }
     /* 2 */
     rope(c, n);
-    for (size_t i = 0; i < n; i++) {
-        sb_rt_f32_to_f16(c->k + i * c->kv_dim, sb_rt_kv_row(kv, w->slot, 0, pos0 + i), c->kv_dim);
-        sb_rt_f32_to_f16(c->v + i * c->kv_dim, sb_rt_kv_row(kv, w->slot, 1, pos0 + i), c->kv_dim);
+    size_t tasks = 0;
+    for (size_t s = 0; s < n_seqs; s++) {
+        const sb_rt_fw_seq *q = &seqs[s];
+        for (size_t i = 0, r = q->row0; i < q->n; i++, r++) {
+            sb_rt_f32_to_f16(c->k + r * c->kv_dim, sb_rt_kv_row(q->kv, w->slot, 0, q->pos0 + i),
+                             c->kv_dim);
+            sb_rt_f32_to_f16(c->v + r * c->kv_dim, sb_rt_kv_row(q->kv, w->slot, 1, q->pos0 + i),
+                             c->kv_dim);
+        }
+        tasks += att_tasks(c, q->n);
     }
     /* 3 */
-    att_job job = { c, kv, w->slot, n, pos0 };
-    size_t groups = (n + ATT_GROUP - 1) / ATT_GROUP;
-    sb_rt_pool_run(c->pool, groups * hp->n_kv_heads, att_task, &job);
+    att_job job = { c, seqs, w->slot };
+    sb_rt_pool_run(c->pool, tasks, att_task, &job);
     /* 3b (qwen35): the output of each head times sigmoid(its gate) */
     for (size_t i = 0; hp->attn_gate && i < n * c->q_dim; i++)
         c->att[i] *= 1.0f / (1.0f + expf(-c->gate[i]));
@@ -347,29 +386,41 @@ ffn:
     sb_rt_add(c->x, c->xb, n * dim);
 }
 
-/* One batch of n <= n_batch tokens. */
+void sb_rt_forward_pass(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs,
+                        const uint32_t *tokens, size_t n, const size_t *out_rows, size_t n_out,
+                        float *logits)
+{
+    const sb_rt_hparams *hp = &c->m->hp;
+    for (size_t i = 0; i < n; i++)
+        mat_row(&c->m->embd, tokens[i], c->x + i * hp->dim);
+    rope_angles(c, seqs, n_seqs);
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        layer(c, seqs, n_seqs, l, n);
+    for (size_t s = 0; s < n_seqs; s++)
+        if (seqs[s].kv->gdn)
+            sb_rt_gdn_advance(seqs[s].kv->gdn, seqs[s].n);
+    if (n_out) { /* the rows asked for, normed side by side in xb */
+        for (size_t k = 0; k < n_out; k++)
+            sb_rt_rmsnorm(c->xb + k * hp->dim, c->x + out_rows[k] * hp->dim, c->m->out_norm,
+                          hp->dim, hp->rms_eps);
+        matmul(c, logits, c->xb, &c->m->output, n_out);
+    }
+}
+
+/* One batch of n <= n_batch tokens of one sequence. */
 static int batch(sb_rt_ctx *c, sb_rt_kv *kv, const uint32_t *tokens, size_t n,
                  sb_rt_logits which, float *logits)
 {
-    const sb_rt_hparams *hp = &c->m->hp;
-    size_t pos0 = kv->n_tokens;
     int rc = sb_rt_kv_reserve(kv, n);
     if (rc != SB_OK)
         return rc;
-    for (size_t i = 0; i < n; i++)
-        mat_row(&c->m->embd, tokens[i], c->x + i * hp->dim);
-    rope_angles(c, n, pos0);
-    for (uint32_t l = 0; l < hp->n_layers; l++)
-        layer(c, kv, l, n, pos0);
-    if (kv->gdn)
-        sb_rt_gdn_advance(kv->gdn, n);
-    if (which != SB_RT_LOGITS_NONE) {
-        size_t first = which == SB_RT_LOGITS_ALL ? 0 : n - 1;
-        for (size_t i = first; i < n; i++)
-            sb_rt_rmsnorm(c->xb + i * hp->dim, c->x + i * hp->dim, c->m->out_norm, hp->dim,
-                          hp->rms_eps);
-        matmul(c, logits, c->xb + first * hp->dim, &c->m->output, n - first);
-    }
+    sb_rt_fw_seq seq = { kv, kv->n_tokens, 0, n };
+    size_t first = which == SB_RT_LOGITS_ALL ? 0 : n - 1;
+    size_t n_out = which == SB_RT_LOGITS_NONE ? 0 : n - first;
+    size_t *rows = c->ix;
+    for (size_t k = 0; k < n_out; k++)
+        rows[k] = first + k;
+    sb_rt_forward_pass(c, &seq, 1, tokens, n, rows, n_out, logits);
     return sb_rt_kv_append_tokens(kv, tokens, n);
 }
 

@@ -43,6 +43,14 @@
  * recurrent layer does 1 (the norm), then x += GatedDeltaNet(xb)
  * (deltanet.h) in place of 1-4, then 5 (its norm is post_attention_norm).
  *
+ * Several sequences at once (sb_rt_forward_multi): the rows of many
+ * sequences -- the next token of each of a server's running requests, a
+ * chunk of a new prompt -- go through the model in one pass, so each weight
+ * matrix is read once for all of them. Only K/V writes and attention look
+ * at which sequence a row belongs to, and attention never mixes sequences:
+ * a sequence's logits are the same bits whether it runs alone or beside
+ * others (forward_pass.h).
+ *
  * Thread safety: a context is used by one thread at a time; it runs its
  * work on its own pool.
  */
@@ -71,6 +79,9 @@ void sb_rt_ctx_free(sb_rt_ctx *c);
 /* sb_rt_ctx_threads -- the threads the context runs on. */
 unsigned sb_rt_ctx_threads(const sb_rt_ctx *c);
 
+/* sb_rt_ctx_batch -- the most rows one pass runs (n_batch); 0 for NULL. */
+uint32_t sb_rt_ctx_batch(const sb_rt_ctx *c);
+
 /* Which logits a forward pass returns. */
 typedef enum sb_rt_logits {
     SB_RT_LOGITS_NONE = 0,     /* none (prefill whose output is not needed) */
@@ -91,5 +102,33 @@ typedef enum sb_rt_logits {
  * failing one are appended. */
 int sb_rt_forward(sb_rt_ctx *c, sb_rt_kv *kv, const uint32_t *tokens, size_t n,
                   sb_rt_logits which, float *logits);
+
+/* One sequence's part of sb_rt_forward_multi. */
+typedef struct sb_rt_seq_step {
+    sb_rt_kv *kv;             /* the sequence (borrowed) */
+    const uint32_t *tokens;   /* its next n tokens (borrowed) */
+    size_t n;
+    float *logits;            /* receives the logits of its last new position
+                                 (n_vocab floats); NULL: not wanted */
+    int rc;                   /* out: what became of this sequence (below) */
+} sb_rt_seq_step;
+
+/* sb_rt_forward_multi -- run steps[i].tokens after the sequence in
+ * steps[i].kv, for every i, all in the same passes: the rows of all the
+ * sequences are packed into passes of up to n_batch rows (a sequence's
+ * rows may continue in the next pass). Each sequence's K/V rows and logits
+ * are bit-identical to running its tokens alone with sb_rt_forward.
+ * Each step's rc: SB_OK (appended, logits written); SB_ERR_INVAL (n 0, a
+ * token id >= n_vocab); SB_ERR_TOO_MANY_TOKENS (past the model's
+ * context); SB_ERR_NO_POINT (a hybrid sequence whose recurrent state is
+ * not at its end); SB_ERR_BUDGET, SB_ERR_NOMEM (no page for its KV). A step
+ * that failed left its sequence unchanged (pages reserved for it stay in
+ * the table, unused) and did not stop the others -- except a hybrid
+ * sequence whose step failed with SB_ERR_NOMEM for its logits after its
+ * rows ran: its recurrent state moved on, so its sequence must be reset.
+ * Returns: SB_OK (the steps ran: see each rc); SB_ERR_INVAL (c or steps
+ * NULL, a step with a NULL kv or tokens, one kv in two steps: nothing
+ * ran); SB_ERR_NOMEM (scratch: nothing ran). */
+int sb_rt_forward_multi(sb_rt_ctx *c, sb_rt_seq_step *steps, size_t n_steps);
 
 #endif /* SB_RT_FORWARD_H */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "snapbank.h"
 
 typedef struct kv {
@@ -271,13 +272,16 @@ static int parse(sb_rt_gguf *g, sb_rt_err *err)
         }
         if ((rc = rd32(&c, &t->type, "a tensor type")) || (rc = rd64(&c, &off, "a tensor offset")))
             return rc;
-        if (t->type != SB_RT_F32 && t->type != SB_RT_F16 && t->type != SB_RT_Q8_0)
-            return bad(&c, SB_ERR_UNSUPPORTED, "tensor '%s' has type %" PRIu32 " (F32 0, F16 1 "
-                       "and Q8_0 8 are supported)", t->name, t->type);
-        if (t->type == SB_RT_Q8_0 && t->ne[0] % 32)
-            return BAD(&c, "tensor '%s': Q8_0 rows of %" PRIu64 " values (a multiple of 32)",
-                       t->name, t->ne[0]);
-        t->bytes = t->type == SB_RT_Q8_0 ? count / 32 * 34 : count * (t->type == SB_RT_F16 ? 2 : 4);
+        size_t blk, bb;
+        if (!sb_rt_ggml_type_size(t->type, &blk, &bb))
+            return bad(&c, SB_ERR_UNSUPPORTED, "tensor '%s' has type %" PRIu32 " (%s), which "
+                       "GGML does not define", t->name, t->type, sb_rt_ggml_type_name(t->type));
+        if (t->ne[0] % blk)
+            return BAD(&c, "tensor '%s': %s rows of %" PRIu64 " values (a multiple of %zu)",
+                       t->name, sb_rt_ggml_type_name(t->type), t->ne[0], blk);
+        if (count / blk > UINT64_MAX / 2 / bb)
+            return BAD(&c, "tensor '%s': its size overflows", t->name);
+        t->bytes = count / blk * bb;
         if (off % align)
             return BAD(&c, "tensor '%s': offset %" PRIu64 " is not a multiple of the alignment %"
                        PRIu64, t->name, off, align);

@@ -20,9 +20,11 @@
  *   8 string, 9 array (u32 element type, u64 count, elements), 10 u64,
  *   11 i64, 12 f64. Arrays of arrays are refused (SB_ERR_UNSUPPORTED).
  *
- * Tensor types read: F32 (0), F16 (1), Q8_0 (8: blocks of 32 values, an f16
- * scale then 32 int8, 34 bytes; ne[0] a multiple of 32); others are
- * SB_ERR_UNSUPPORTED. Tensors must lie inside the file and not overlap;
+ * Tensor types: every type id GGML defines is read and sized from GGML's
+ * block size and bytes (quant.h, sb_rt_ggml_type_size; ne[0] must be a
+ * multiple of the block); which of them a model may use is model.c's
+ * business. An id GGML does not define (or removed) is SB_ERR_UNSUPPORTED,
+ * naming the tensor. Tensors must lie inside the file and not overlap;
  * keys and tensor names must be unique. Counts larger than the bytes left
  * could hold are refused before anything is allocated.
  *
@@ -53,7 +55,7 @@ typedef struct sb_rt_gguf_tensor {
     const char *name;          /* NUL-terminated copy, owned by the reader */
     uint32_t n_dims;           /* 1..4 */
     uint64_t ne[4];            /* unused dimensions are 1 */
-    uint32_t type;             /* GGML type id: 0 F32, 1 F16, 8 Q8_0 */
+    uint32_t type;             /* GGML type id (quant.h) */
     const void *data;          /* borrowed into the mapping */
     uint64_t bytes;
 } sb_rt_gguf_tensor;
@@ -62,8 +64,8 @@ typedef struct sb_rt_gguf_tensor {
  * On success *out is owned by the caller (sb_rt_gguf_close).
  * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_IO (cannot open or map);
  * SB_ERR_FORMAT (not GGUF, or a field that does not check: err says which
- * and at what offset); SB_ERR_VERSION; SB_ERR_UNSUPPORTED (a tensor type or
- * nested array); SB_ERR_NOMEM. */
+ * and at what offset); SB_ERR_VERSION; SB_ERR_UNSUPPORTED (a tensor type
+ * GGML does not define, or a nested array); SB_ERR_NOMEM. */
 int sb_rt_gguf_open(const char *path, sb_rt_gguf **out, sb_rt_err *err);
 
 /* sb_rt_gguf_open_mem -- the same over buf[0, len), borrowed until close;

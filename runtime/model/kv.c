@@ -181,9 +181,11 @@ int sb_rt_kv_adopt(sb_rt_kv *kv, sb_match *m, const uint32_t *tokens, size_t n)
     return rc;
 }
 
-int sb_rt_kv_commit(sb_rt_kv *kv, const void *point)
+int sb_rt_kv_commit(sb_rt_kv *kv, const void *point, sb_write_outcome *oc)
 {
+    if (oc)
+        memset(oc, 0, sizeof *oc);
     if (!kv || kv->n_tokens == 0)
         return SB_ERR_NO_TOKENS;
-    return sb_ns_commit(kv->ns, kv->tokens, kv->n_tokens, kv->pages, point);
+    return sb_ns_commit_ex(kv->ns, kv->tokens, kv->n_tokens, kv->pages, point, oc);
 }

@@ -109,9 +109,10 @@ int sb_rt_kv_append_tokens(sb_rt_kv *kv, const uint32_t *tokens, size_t n);
 int sb_rt_kv_adopt(sb_rt_kv *kv, sb_match *m, const uint32_t *tokens, size_t n);
 
 /* sb_rt_kv_commit -- index the sequence's tokens with its pages (zero-copy
- * sb_ns_commit; pages the bank already holds are deduplicated into the
+ * sb_ns_commit_ex; pages the bank already holds are deduplicated into the
  * table), with point (the layout's point state at n_tokens) when not NULL.
- * Returns: the errors of sb_ns_commit. */
-int sb_rt_kv_commit(sb_rt_kv *kv, const void *point);
+ * oc (may be NULL) receives what the disk tier made of it (sb_write_outcome).
+ * Returns: SB_ERR_NO_TOKENS (nothing to commit); the errors of sb_ns_commit. */
+int sb_rt_kv_commit(sb_rt_kv *kv, const void *point, sb_write_outcome *oc);
 
 #endif /* SB_RT_KV_H */

@@ -9,9 +9,12 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "model/gguf.h"
 #include "model/gguf_write.h"
+#include "model/chat_tmpl.h"
 #include "model/tokenizer.h"
+#include "model/vocab.h"
 #include "snapbank.h"
 
 /* The text the vocabulary is learned from (our own prose). */
@@ -141,6 +144,24 @@ int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
     return i < n ? SB_OK : SB_ERR_INVAL;
 }
 
+/* --dtype names, their ids and llama.cpp's general.file_type (its
+ * llama_ftype: what llama.cpp prints for the file). */
+static const struct { const char *name; uint32_t id, ftype; } dtypes[] = {
+    { "f32", SB_RT_F32, 0 },        { "f16", SB_RT_F16, 1 },       { "bf16", SB_RT_BF16, 32 },
+    { "q4_0", SB_RT_Q4_0, 2 },      { "q4_1", SB_RT_Q4_1, 3 },     { "q5_0", SB_RT_Q5_0, 8 },
+    { "q5_1", SB_RT_Q5_1, 9 },      { "q8_0", SB_RT_Q8_0, 7 },     { "q4_k", SB_RT_Q4_K, 14 },
+    { "q5_k", SB_RT_Q5_K, 16 },     { "q6_k", SB_RT_Q6_K, 18 },
+    { "q4_k_m", SB_RT_MAKE_Q4_K_M, 15 }, { "q5_k_m", SB_RT_MAKE_Q5_K_M, 17 },
+};
+
+const char *sb_rt_make_dtype_name(uint32_t dtype)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+        if (dtypes[i].id == dtype)
+            return dtypes[i].name;
+    return NULL;
+}
+
 static int num(const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     char *end;
@@ -184,15 +205,27 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
         return SB_OK;
     }
     if (!strcmp(name, "dtype")) {
-        o->dtype = !strcmp(v, "f32") ? SB_RT_F32 : !strcmp(v, "f16") ? SB_RT_F16
-                 : !strcmp(v, "q8_0") ? SB_RT_Q8_0 : 99;
-        return o->dtype == 99 ? SB_ERR_INVAL : SB_OK;
+        for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+            if (!strcmp(v, dtypes[i].name)) {
+                o->dtype = dtypes[i].id;
+                return SB_OK;
+            }
+        return SB_ERR_INVAL;
     }
     if (!strcmp(name, "rope-scaling")) {
         if (*v && strcmp(v, "none") && strcmp(v, "linear") && strcmp(v, "yarn"))
             return SB_ERR_INVAL;
         snprintf(o->rope_scaling, sizeof o->rope_scaling, "%s", v);
         return SB_OK;
+    }
+    if (!strcmp(name, "vocab")) {
+        if (v[0] && strspn(v, "0123456789") != strlen(v)) { /* a file */
+            if (strlen(v) >= sizeof o->vocab)
+                return SB_ERR_INVAL;
+            snprintf(o->vocab, sizeof o->vocab, "%s", v);
+            return SB_OK;
+        }
+        o->vocab[0] = '\0'; /* a number: the generated vocabulary's size */
     }
     static const struct { const char *name; size_t off; double lo, hi; } ff[] = {
         { "rope-base", offsetof(sb_rt_make_opts, rope_base), 1.001, 1e12 },
@@ -423,42 +456,47 @@ static void vocab_free(vocab *v)
     free(v->piece), free(v->len), free(v->score), free(v->type);
 }
 
+/* The generated vocabulary's tokenizer.ggml.* keys. */
+static int add_vocab_keys(sb_rt_gguf_writer *w, const vocab *v)
+{
+    const char **pp = malloc(v->n * sizeof *pp);
+    if (!pp)
+        return SB_ERR_NOMEM;
+    for (uint32_t i = 0; i < v->n; i++)
+        pp[i] = v->piece[i];
+    sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
+    sb_rt_gguf_add_arr_str(w, "tokenizer.ggml.tokens", pp, v->len, v->n);
+    free(pp);
+    sb_rt_gguf_add_arr(w, "tokenizer.ggml.scores", SB_RT_GGUF_F32, v->score, v->n);
+    sb_rt_gguf_add_arr(w, "tokenizer.ggml.token_type", SB_RT_GGUF_I32, v->type, v->n);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    sb_rt_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
+    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
+    return SB_OK;
+}
+
 /* ---- tensors ---------------------------------------------------------------------------- */
 
-/* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`). */
+/* n floats of N(mean, sd) into a buffer of dtype t (rows of `in`, a
+ * multiple of t's block), quantized row by row (quant.h). */
 static void *fill(uint64_t *rng, uint32_t t, size_t in, size_t rows, float mean, float sd,
                   uint64_t *bytes)
 {
-    size_t n = in * rows;
+    size_t n = in * rows, rb = sb_rt_dtype_row_bytes((sb_rt_dtype)t, in);
     float *f = malloc(n * sizeof *f);
     if (!f)
         return NULL;
     for (size_t i = 0; i < n; i++)
         f[i] = mean + sd * normal(rng);
-    *bytes = sb_rt_dtype_row_bytes((sb_rt_dtype)t, in) * rows;
+    *bytes = rb * rows;
     if (t == SB_RT_F32)
         return f;
-    void *out = malloc(*bytes ? *bytes : 1);
-    if (out && t == SB_RT_F16) {
-        sb_rt_f32_to_f16(f, out, n);
-    } else if (out) {
-        uint8_t *p = out;
-        for (size_t b = 0; b < n / 32; b++, p += 34) {
-            float amax = 0;
-            for (int i = 0; i < 32; i++)
-                amax = fmaxf(amax, fabsf(f[b * 32 + i]));
-            float d = amax / 127.0f;
-            uint16_t dh;
-            sb_rt_f32_to_f16(&d, &dh, 1);
-            float dq;
-            sb_rt_f16_to_f32(&dh, &dq, 1); /* quantize against the stored scale */
-            memcpy(p, &dh, 2);
-            for (int i = 0; i < 32; i++) {
-                float r = dq != 0 ? nearbyintf(f[b * 32 + i] / dq) : 0;
-                p[2 + i] = (uint8_t)(int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-            }
-        }
-    }
+    uint8_t *out = malloc(*bytes ? *bytes : 1);
+    for (size_t r = 0; out && r < rows; r++)
+        sb_rt_quant_row((sb_rt_dtype)t, f + r * in, out + r * rb, in);
     free(f);
     return out;
 }
@@ -480,9 +518,6 @@ static int check_hybrid(const sb_rt_make_opts *o, uint32_t hd, sb_rt_err *err)
                           "layers, value heads a multiple of key heads", rot, hd,
                           o->attn_interval, o->n_layers, o->ssm_conv, o->ssm_k_heads,
                           o->ssm_v_heads, o->ssm_head_dim, o->mtp);
-    if (o->dtype == SB_RT_Q8_0 && (o->ssm_v_heads * o->ssm_head_dim) % 32)
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: q8_0 needs ssm-v-heads * "
-                          "ssm-head-dim a multiple of 32");
     return SB_OK;
 }
 
@@ -542,16 +577,48 @@ static void llama3_factors(const sb_rt_make_opts *o, uint32_t hd, float *f)
     }
 }
 
-int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
+/* llama.cpp's choice of layers that get more bits in its _M mixes. */
+static bool more_bits(uint32_t l, uint32_t n)
 {
-    if (!o || !path)
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: NULL argument");
+    return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
+
+/* The type of the matrix `role` of layer l (in values per row), for
+ * dtype (make_model.h: the mixes and the fallbacks). */
+static uint32_t tensor_type(const sb_rt_make_opts *o, const char *role, uint32_t l, uint32_t in)
+{
+    uint32_t t = o->dtype;
+    if (o->dtype == SB_RT_MAKE_Q4_K_M || o->dtype == SB_RT_MAKE_Q5_K_M) {
+        bool out = !strcmp(role, "output") || (o->tied && !strcmp(role, "token_embd"));
+        t = o->dtype == SB_RT_MAKE_Q4_K_M ? SB_RT_Q4_K : SB_RT_Q5_K;
+        if (out)
+            t = in % 256 ? SB_RT_Q8_0 : SB_RT_Q6_K;
+        else if ((!strcmp(role, "attn_v") || !strcmp(role, "ffn_down")) &&
+                 more_bits(l, o->n_layers))
+            t = SB_RT_Q6_K;
+    }
+    if (in % sb_rt_dtype_block((sb_rt_dtype)t))
+        t = t == SB_RT_Q4_K ? SB_RT_Q5_0 : t == SB_RT_Q5_K ? SB_RT_Q5_1
+          : t == SB_RT_Q6_K ? SB_RT_Q8_0 : t;
+    if (in % sb_rt_dtype_block((sb_rt_dtype)t))
+        t = SB_RT_F16;
+    return t;
+}
+
+/* The model o describes; vg: the file to copy the vocabulary from, or NULL
+ * to generate one. */
+static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path, sb_rt_err *err)
+{
     bool qwen2 = !strcmp(o->arch, "qwen2"), qwen3 = !strcmp(o->arch, "qwen3");
     bool hybrid = !strcmp(o->arch, "qwen35");
     if (!qwen2 && !qwen3 && !hybrid && strcmp(o->arch, "llama"))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2, "
                           "qwen3, qwen35)", o->arch);
-    if (o->dtype != SB_RT_F32 && o->dtype != SB_RT_F16 && o->dtype != SB_RT_Q8_0)
+    uint32_t ftype = UINT32_MAX;
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+        if (dtypes[i].id == o->dtype)
+            ftype = dtypes[i].ftype;
+    if (ftype == UINT32_MAX)
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: type %" PRIu32, o->dtype);
     uint32_t hd = o->head_dim ? o->head_dim : o->n_heads ? o->dim / o->n_heads : 0;
     if (!o->dim || !o->n_layers || !o->n_heads || !o->n_kv_heads || !o->n_ff || !o->n_ctx ||
@@ -566,9 +633,6 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
                           "heads (or head-dim given, even), heads a multiple of kv heads, "
                           "vocab at least 300", o->dim, o->n_heads, o->n_kv_heads, hd, o->n_ff,
                           o->n_vocab);
-    if (o->dtype == SB_RT_Q8_0 && (o->dim % 32 || o->n_ff % 32 || (o->n_heads * hd) % 32))
-        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: q8_0 needs dim, ff and heads * "
-                          "head-dim multiples of 32");
     if (!(o->rope_base > 1) || !(o->rms_eps > 0) || !(o->rope_freqs >= 0) ||
         !(o->rope_scale > 0) || !o->rope_orig_ctx ||
         (o->rope_scaling[0] && strcmp(o->rope_scaling, "none") &&
@@ -591,7 +655,7 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     void **bufs = calloc(20u * (o->n_layers + 1) + 8, sizeof *bufs);
     float *freqs = malloc(hd / 2 * sizeof *freqs);
     size_t nb = 0;
-    int rc = w && bufs && freqs ? build_vocab(&v, o->n_vocab) : SB_ERR_NOMEM;
+    int rc = w && bufs && freqs ? (vg ? SB_OK : build_vocab(&v, o->n_vocab)) : SB_ERR_NOMEM;
     if (rc != SB_OK)
         goto out;
     char k[128], name[96];
@@ -599,7 +663,7 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     sb_rt_gguf_add_str(w, "general.architecture", a);
     sb_rt_gguf_add_str(w, "general.name", "snapbank random model");
     sb_rt_gguf_add_u32(w, "general.alignment", 32);
-    sb_rt_gguf_add_u32(w, "general.file_type", o->dtype == SB_RT_F32 ? 0 : o->dtype == SB_RT_F16 ? 1 : 7);
+    sb_rt_gguf_add_u32(w, "general.file_type", ftype);
     sb_rt_gguf_add_u32(w, KEY("context_length"), o->n_ctx);
     sb_rt_gguf_add_u32(w, KEY("embedding_length"), o->dim);
     sb_rt_gguf_add_u32(w, KEY("block_count"), o->n_layers + (hybrid ? o->mtp : 0));
@@ -621,26 +685,20 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
     }
     sb_rt_gguf_add_u32(w, KEY("vocab_size"), o->n_vocab);
 #undef KEY
-    sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
-    {
-        const char **pp = malloc(v.n * sizeof *pp);
-        if (!pp) {
-            rc = SB_ERR_NOMEM;
-            goto out;
-        }
-        for (uint32_t i = 0; i < v.n; i++)
-            pp[i] = v.piece[i];
-        sb_rt_gguf_add_arr_str(w, "tokenizer.ggml.tokens", pp, v.len, v.n);
-        free(pp);
+    const char *file_tmpl = NULL;
+    size_t file_tmpl_len = 0;
+    if (vg && sb_rt_gguf_get_str(vg, "tokenizer.chat_template", &file_tmpl, &file_tmpl_len) ==
+                  SB_OK && o->chat_template) {
+        rc = sb_rt_fail(err, SB_ERR_INVAL, "make-model: %s carries its own chat template, "
+                        "which is kept; a second one cannot be written", o->vocab);
+        goto out;
     }
-    sb_rt_gguf_add_arr(w, "tokenizer.ggml.scores", SB_RT_GGUF_F32, v.score, v.n);
-    sb_rt_gguf_add_arr(w, "tokenizer.ggml.token_type", SB_RT_GGUF_I32, v.type, v.n);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    sb_rt_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
-    sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
+    rc = vg ? sb_rt_vocab_copy(vg, o->vocab, w, err) : add_vocab_keys(w, &v);
+    if (rc != SB_OK)
+        goto out;
+    if (!file_tmpl) /* a vocabulary file's own template was copied with it */
+        sb_rt_gguf_add_str(w, "tokenizer.chat_template",
+                           o->chat_template ? o->chat_template : sb_rt_chat_tmpl_chatml);
 
     uint64_t rng = o->seed;
 #define TENSOR(nm, t, in, rows, mean, sd)                                                    \
@@ -658,7 +716,9 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
 #define NAME(s) (snprintf(name, sizeof name, "blk.%" PRIu32 ".%s", l, s), name)
     /* tied, the embedding is the output matrix too: 1/sqrt(dim) keeps the
      * logits near 1, as a trained model's are, instead of near sqrt(dim) */
-    TENSOR("token_embd.weight", o->dtype, o->dim, o->n_vocab, 0,
+#define TYPE(role, in) tensor_type(o, role, l, in)
+    uint32_t l = 0;
+    TENSOR("token_embd.weight", TYPE("token_embd", o->dim), o->dim, o->n_vocab, 0,
            o->tied ? 1 / sqrtf((float)o->dim) : 1);
     if (o->rope_freqs > 0) { /* computed, not drawn: the weights stay the same */
         llama3_factors(o, hd, freqs);
@@ -666,7 +726,7 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
         sb_rt_gguf_add_tensor(w, "rope_freqs.weight", 1, ne, SB_RT_F32, freqs,
                               hd / 2 * sizeof *freqs);
     }
-    for (uint32_t l = 0; l < o->n_layers + (hybrid ? o->mtp : 0); l++) {
+    for (l = 0; l < o->n_layers + (hybrid ? o->mtp : 0); l++) {
         if (hybrid) {
             /* qwen35 (model.h): the norms and FFN of every layer, then a
              * Gated DeltaNet's tensors or a gated attention's; an MTP block
@@ -678,41 +738,41 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
             TENSOR(NAME("attn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
             TENSOR(NAME("post_attention_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
             if (rec) {
-                TENSOR(NAME("attn_qkv.weight"), o->dtype, o->dim, cd, 0, sd);
-                TENSOR(NAME("attn_gate.weight"), o->dtype, o->dim, vd, 0, sd);
+                TENSOR(NAME("attn_qkv.weight"), TYPE("attn_qkv", o->dim), o->dim, cd, 0, sd);
+                TENSOR(NAME("attn_gate.weight"), TYPE("attn_gate", o->dim), o->dim, vd, 0, sd);
                 TENSOR(NAME("ssm_conv1d.weight"), SB_RT_F32, o->ssm_conv, cd, 0, 0.5f);
                 TENSOR(NAME("ssm_dt.bias"), SB_RT_F32, nv, 1, 0, 1);
                 rc = ssm_a_tensor(w, &rng, NAME("ssm_a"), nv, bufs, &nb);
                 if (rc != SB_OK)
                     goto out;
-                TENSOR(NAME("ssm_beta.weight"), o->dtype, o->dim, nv, 0, sd);
-                TENSOR(NAME("ssm_alpha.weight"), o->dtype, o->dim, nv, 0, sd);
+                TENSOR(NAME("ssm_beta.weight"), TYPE("ssm_beta", o->dim), o->dim, nv, 0, sd);
+                TENSOR(NAME("ssm_alpha.weight"), TYPE("ssm_alpha", o->dim), o->dim, nv, 0, sd);
                 TENSOR(NAME("ssm_norm.weight"), SB_RT_F32, o->ssm_head_dim, 1, 1, 0.1f);
-                TENSOR(NAME("ssm_out.weight"), o->dtype, vd, o->dim, 0, 1 / sqrtf((float)vd));
+                TENSOR(NAME("ssm_out.weight"), TYPE("ssm_out", vd), vd, o->dim, 0, 1 / sqrtf((float)vd));
             } else {
-                TENSOR(NAME("attn_q.weight"), o->dtype, o->dim, 2 * qd, 0, sd);
-                TENSOR(NAME("attn_k.weight"), o->dtype, o->dim, kvd, 0, sd);
-                TENSOR(NAME("attn_v.weight"), o->dtype, o->dim, kvd, 0, sd);
+                TENSOR(NAME("attn_q.weight"), TYPE("attn_q", o->dim), o->dim, 2 * qd, 0, sd);
+                TENSOR(NAME("attn_k.weight"), TYPE("attn_k", o->dim), o->dim, kvd, 0, sd);
+                TENSOR(NAME("attn_v.weight"), TYPE("attn_v", o->dim), o->dim, kvd, 0, sd);
                 TENSOR(NAME("attn_q_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
                 TENSOR(NAME("attn_k_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
-                TENSOR(NAME("attn_output.weight"), o->dtype, qd, o->dim, 0, 1 / sqrtf((float)qd));
+                TENSOR(NAME("attn_output.weight"), TYPE("attn_output", qd), qd, o->dim, 0, 1 / sqrtf((float)qd));
             }
             if (mtp) {
-                TENSOR(NAME("nextn.eh_proj.weight"), o->dtype, 2 * o->dim, o->dim, 0,
+                TENSOR(NAME("nextn.eh_proj.weight"), TYPE("nextn", 2 * o->dim), 2 * o->dim, o->dim, 0,
                        1 / sqrtf(2.0f * (float)o->dim));
                 TENSOR(NAME("nextn.enorm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
                 TENSOR(NAME("nextn.hnorm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
                 TENSOR(NAME("nextn.shared_head_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
             }
-            TENSOR(NAME("ffn_gate.weight"), o->dtype, o->dim, o->n_ff, 0, sd);
-            TENSOR(NAME("ffn_up.weight"), o->dtype, o->dim, o->n_ff, 0, sd);
-            TENSOR(NAME("ffn_down.weight"), o->dtype, o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
+            TENSOR(NAME("ffn_gate.weight"), TYPE("ffn_gate", o->dim), o->dim, o->n_ff, 0, sd);
+            TENSOR(NAME("ffn_up.weight"), TYPE("ffn_up", o->dim), o->dim, o->n_ff, 0, sd);
+            TENSOR(NAME("ffn_down.weight"), TYPE("ffn_down", o->n_ff), o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
             continue;
         }
         TENSOR(NAME("attn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
-        TENSOR(NAME("attn_q.weight"), o->dtype, o->dim, qd, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("attn_k.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("attn_v.weight"), o->dtype, o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_q.weight"), TYPE("attn_q", o->dim), o->dim, qd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_k.weight"), TYPE("attn_k", o->dim), o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("attn_v.weight"), TYPE("attn_v", o->dim), o->dim, kvd, 0, 1 / sqrtf((float)o->dim));
         if (qwen2) {
             TENSOR(NAME("attn_q.bias"), SB_RT_F32, qd, 1, 0, 0.1f);
             TENSOR(NAME("attn_k.bias"), SB_RT_F32, kvd, 1, 0, 0.1f);
@@ -722,15 +782,16 @@ int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
             TENSOR(NAME("attn_q_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
             TENSOR(NAME("attn_k_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
         }
-        TENSOR(NAME("attn_output.weight"), o->dtype, qd, o->dim, 0, 1 / sqrtf((float)qd));
+        TENSOR(NAME("attn_output.weight"), TYPE("attn_output", qd), qd, o->dim, 0, 1 / sqrtf((float)qd));
         TENSOR(NAME("ffn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
-        TENSOR(NAME("ffn_gate.weight"), o->dtype, o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("ffn_up.weight"), o->dtype, o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
-        TENSOR(NAME("ffn_down.weight"), o->dtype, o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
+        TENSOR(NAME("ffn_gate.weight"), TYPE("ffn_gate", o->dim), o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("ffn_up.weight"), TYPE("ffn_up", o->dim), o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
+        TENSOR(NAME("ffn_down.weight"), TYPE("ffn_down", o->n_ff), o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
     }
     TENSOR("output_norm.weight", SB_RT_F32, o->dim, 1, 1, 0.1f);
     if (!o->tied)
-        TENSOR("output.weight", o->dtype, o->dim, o->n_vocab, 0, 1 / sqrtf((float)o->dim));
+        TENSOR("output.weight", TYPE("output", o->dim), o->dim, o->n_vocab, 0, 1 / sqrtf((float)o->dim));
+#undef TYPE
 #undef TENSOR
 #undef NAME
     rc = sb_rt_gguf_write_file(w, path, err);
@@ -743,5 +804,25 @@ out:
     free(freqs);
     vocab_free(&v);
     sb_rt_gguf_writer_free(w);
+    return rc;
+}
+
+int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err)
+{
+    if (!o || !path)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: NULL argument");
+    if (!o->vocab[0])
+        return make(o, NULL, path, err);
+    /* --vocab FILE: check that its keys make a tokenizer; n_vocab follows */
+    sb_rt_gguf *g;
+    sb_rt_tok *t = NULL;
+    int rc = sb_rt_gguf_open(o->vocab, &g, err);
+    if (rc == SB_OK && (rc = sb_rt_tok_from_gguf(g, o->vocab, &t, err)) == SB_OK) {
+        sb_rt_make_opts with = *o;
+        with.n_vocab = sb_rt_tok_n_vocab(t);
+        sb_rt_tok_free(t);
+        rc = make(&with, g, path, err);
+    }
+    sb_rt_gguf_close(g);
     return rc;
 }

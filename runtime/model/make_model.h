@@ -26,7 +26,8 @@
  *   lambda_j > L      ->  F        (low frequencies interpolated)
  *   otherwise         ->  1 / ((1 - k) / F + k),  k = (L / lambda_j - 1) / 3.
  *
- * The vocabulary is a SentencePiece (`llama`) one: ids 0 <unk>, 1 <s>,
+ * The vocabulary is a real one copied from a GGUF file (vocab, below), or
+ * a generated SentencePiece (`llama`) one: ids 0 <unk>, 1 <s>,
  * 2 </s>, 3..258 the byte tokens <0x00>..<0xFF>, then every character of an
  * embedded English text (spaces as U+2581), then pieces merged from that
  * text by byte-pair counting (the most frequent adjacent pair within words
@@ -34,6 +35,27 @@
  * is full; if merges run out, <extra_N> pieces of type unused fill it.
  * Scores make SentencePiece's merge order the learned order: the k-th
  * merged piece scores -k, single characters -1e6 - rank.
+ *
+ * Weight types (--dtype): f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0,
+ * q4_k, q5_k, q6_k put every matrix (token_embd and output included) in
+ * that type; norms and biases stay F32. The quantizer is quant.h's
+ * sb_rt_quant_row (round to nearest per block). q4_k_m and q5_k_m are
+ * llama.cpp's Q4_K_M / Q5_K_M mixes (its llama_tensor_get_type, for a
+ * dense model that is not Falcon and not 70B), as this rule:
+ *   - output (and token_embd when tied): Q6_K;
+ *   - attn_v and ffn_down of layer l: Q6_K when l < n/8, or l >= 7n/8, or
+ *     (l - n/8) % 3 == 2 (n layers: llama.cpp's use_more_bits), else the
+ *     base type;
+ *   - every other matrix (token_embd untied, attn_q, attn_k, attn_output,
+ *     ffn_gate, ffn_up): the base type, Q4_K or Q5_K.
+ * Then, as llama.cpp does, a matrix whose rows are not a multiple of its
+ * type's block falls back: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0 (the
+ * output straight to Q8_0), and a row that is not a multiple of 32 either
+ * to F16. general.file_type is llama.cpp's llama_ftype for the dtype.
+ *
+ * The chat template (tokenizer.chat_template) is ChatML unless the options
+ * name another (a vocabulary file
+ * that carries a template, --vocab, keeps it; naming another then is refused).
  *
  * Thread safety: no shared state.
  */
@@ -45,9 +67,14 @@
 
 #include "core/rt.h"
 
+/* dtype values beyond GGML's type ids: llama.cpp's per-tensor mixes. */
+#define SB_RT_MAKE_Q4_K_M 0x10fu
+#define SB_RT_MAKE_Q5_K_M 0x111u
+
 typedef struct sb_rt_make_opts {
     char arch[16];             /* "llama", "qwen2", "qwen3" or "qwen35" */
-    uint32_t dtype;            /* matrices and embeddings: 0 F32, 1 F16, 8 Q8_0 */
+    uint32_t dtype;            /* matrices and embeddings: a GGML type id
+                                * (quant.h) or SB_RT_MAKE_Q4_K_M / _Q5_K_M */
     uint32_t dim, n_layers, n_heads, n_kv_heads, n_ff, n_vocab, n_ctx;
     uint32_t head_dim;         /* 0: dim / n_heads */
     bool tied;                 /* no output.weight: the output shares token_embd */
@@ -69,6 +96,11 @@ typedef struct sb_rt_make_opts {
     uint32_t ssm_k_heads, ssm_v_heads, ssm_head_dim; /* Gated DeltaNet heads */
     uint32_t mtp;              /* MTP blocks written after the trunk (0 or 1):
                                 * nextn_predict_layers, tensors not run */
+    char vocab[512];           /* "" to generate the vocabulary; else a GGUF file whose
+                                * tokenizer.* keys are copied (n_vocab is then its
+                                * token count, whatever n_vocab says) */
+    const char *chat_template; /* tokenizer.chat_template to write (borrowed); NULL: ChatML
+                                  (sb_rt_chat_tmpl_chatml) */
 } sb_rt_make_opts;
 
 /* The preset names, for usage messages. */
@@ -118,9 +150,16 @@ typedef struct sb_rt_make_opts {
  * Returns: SB_OK; SB_ERR_INVAL (an unknown name: o is then tiny). */
 int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
 
+/* sb_rt_make_dtype_name -- the --dtype name of a dtype value ("q4_k_m");
+ * NULL for a value make-model does not write. */
+const char *sb_rt_make_dtype_name(uint32_t dtype);
+
 /* sb_rt_make_opts_set -- set one option by name: "arch" (llama|qwen2|
- * qwen3|qwen35), "dtype" (f32|f16|q8_0), "dim", "layers", "heads", "kv-heads",
- * "head-dim" (0: dim / heads), "ff", "vocab", "ctx", "seed", "tied" (0|1),
+ * qwen3|qwen35), "dtype" (f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|
+ * q4_k_m|q5_k_m), "dim", "layers", "heads", "kv-heads",
+ * "head-dim" (0: dim / heads), "ff", "vocab" (a number: the generated
+ * vocabulary's size; anything else: a GGUF file to take the vocabulary
+ * from), "ctx", "seed", "tied" (0|1),
  * "rope-base", "rms-eps", "rope-freqs" (the factor F; 0 none),
  * "rope-orig-ctx", "rope-scaling" (none|linear|yarn|"" for not written),
  * "rope-scale" (the factor); qwen35: "rope-dim" (n_rot, 0: head_dim),
@@ -129,15 +168,18 @@ int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
  * Returns: SB_OK; SB_ERR_INVAL (unknown name or bad value). */
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value);
 
-/* sb_rt_make_model -- write the model o describes to path.
- * Returns: SB_OK; SB_ERR_INVAL (a shape that cannot be: dim not a multiple
- * of heads without head_dim, odd head size, heads not a multiple of kv
- * heads, Q8_0 with dim, ff or heads * head_dim not multiples of 32, vocab
- * under 300, a dimension 0 or too large, an unknown rope scaling type;
- * qwen35: an odd rope-dim or one above the head size, value heads not a
- * multiple of key heads, no full-attention layer, Q8_0 with a DeltaNet
- * width not a multiple of 32);
- * SB_ERR_NOMEM; SB_ERR_IO (err names the path). */
+/* sb_rt_make_model -- write the model o describes to path. With o->vocab,
+ * the vocabulary is that file's (every tokenizer.* key, vocab.h), checked
+ * first to make a tokenizer.
+ * Returns: SB_OK; SB_ERR_INVAL (an unknown dtype, or a shape that cannot
+ * be: dim not a multiple of heads without head_dim, odd head size, heads
+ * not a multiple of kv heads, vocab under 300, a dimension 0 or too large,
+ * an unknown rope scaling type; qwen35: an odd rope-dim or one above the
+ * head size, value heads not a multiple of key heads, no full-attention
+ * layer);
+ * SB_ERR_NOMEM; SB_ERR_IO (err names the
+ * path); with o->vocab also what sb_rt_gguf_open, sb_rt_tok_from_gguf and
+ * sb_rt_vocab_copy return (err names the vocabulary file). */
 int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err);
 
 #endif /* SB_RT_MAKE_MODEL_H */

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "kernels/quant.h"
 #include "model/boundary.h"
 #include "model/deltanet.h"
 #include "model/gguf.h"
@@ -391,7 +392,17 @@ static const sb_rt_gguf_tensor *take(loader *ld, const char *name)
     return NULL;
 }
 
-/* A matrix tensor of shape (in, out), type F32 / F16 / Q8_0. */
+#define SUPPORTED_TYPES "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K"
+
+/* A tensor type this runtime does not run: the error names it. */
+static int bad_type(sb_rt_model *m, const sb_rt_gguf_tensor *t, sb_rt_err *err)
+{
+    return FAIL(SB_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s (%" PRIu32 "), which this "
+                "runtime does not run (it runs " SUPPORTED_TYPES ")", m->path, t->name,
+                sb_rt_ggml_type_name(t->type), t->type);
+}
+
+/* A matrix tensor of shape (in, out), of any type quant.h lists. */
 static int get_mat(loader *ld, const char *name, uint32_t in, uint32_t out, sb_rt_mat *w,
                    sb_rt_err *err)
 {
@@ -403,15 +414,15 @@ static int get_mat(loader *ld, const char *name, uint32_t in, uint32_t out, sb_r
         return FAIL(SB_ERR_FORMAT, "%s: tensor '%s' has shape (%" PRIu64 ", %" PRIu64 "%s), "
                     "expected (%" PRIu32 ", %" PRIu32 ")", m->path, name, t->ne[0],
                     t->n_dims > 1 ? t->ne[1] : 1, t->n_dims > 2 ? ", ..." : "", in, out);
-    if (t->type != SB_RT_F32 && t->type != SB_RT_F16 && t->type != SB_RT_Q8_0)
-        return FAIL(SB_ERR_UNSUPPORTED, "%s: tensor '%s' has type %" PRIu32 " (F32, F16 and "
-                    "Q8_0 are supported)", m->path, name, (uint32_t)t->type);
+    if (!sb_rt_dtype_known(t->type))
+        return bad_type(m, t, err);
     *w = (sb_rt_mat){ t->data, (sb_rt_dtype)t->type, in, out };
     return SB_OK;
 }
 
-/* A small tensor of shape (n) when ne1 is 0, else (n, ne1), F32 or F16,
- * into an owned float array; *out NULL when optional and absent. */
+/* A small tensor of shape (n) when ne1 is 0, else (n, ne1), of any type
+ * quant.h lists (norms and biases are F32 in files llama.cpp writes), into
+ * an owned float array; *out NULL when optional and absent. */
 static int get_floats(loader *ld, const char *name, uint32_t n, uint32_t ne1, bool optional,
                       float **out, sb_rt_err *err)
 {
@@ -427,28 +438,19 @@ static int get_floats(loader *ld, const char *name, uint32_t n, uint32_t ne1, bo
         return FAIL(SB_ERR_FORMAT, "%s: tensor '%s' has shape (%" PRIu64 ", %" PRIu64 "%s), "
                     "expected (%" PRIu32 ", %" PRIu32 ")", m->path, name, t->ne[0],
                     t->n_dims > 1 ? t->ne[1] : 1, t->n_dims > 2 ? ", ..." : "", n, ne1);
-    if (t->type != SB_RT_F32 && t->type != SB_RT_F16)
-        return FAIL(SB_ERR_UNSUPPORTED, "%s: tensor '%s' has type %" PRIu32 " (a vector must "
-                    "be F32 or F16)", m->path, name, (uint32_t)t->type);
+    if (!sb_rt_dtype_known(t->type))
+        return bad_type(m, t, err);
     n *= ne1 ? ne1 : 1;
     float *v = malloc((size_t)n * sizeof *v);
     if (!v)
         return FAIL(SB_ERR_NOMEM, "%s: out of memory", m->path);
-    if (t->type == SB_RT_F32) {
-        memcpy(v, t->data, (size_t)n * sizeof *v);
-    } else {
-        for (uint32_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, (const uint8_t *)t->data + 2 * i, 2);
-            sb_rt_f16_to_f32(&h, &v[i], 1);
-        }
-    }
+    sb_rt_dequant_row((sb_rt_dtype)t->type, t->data, v, n);
     *out = v;
     return SB_OK;
 }
 
-/* A vector tensor of n elements (F32 or F16) into an owned float array;
- * *out NULL when optional and absent. */
+/* A vector tensor of n elements into an owned float array; *out NULL when
+ * optional and absent. */
 static int get_vec(loader *ld, const char *name, uint32_t n, bool optional, float **out,
                    sb_rt_err *err)
 {
@@ -749,6 +751,12 @@ int sb_rt_model_load(const char *path, sb_rt_model **out, sb_rt_err *err)
     if (sb_rt_tok_from_gguf(m->gguf, path, &m->tok, &terr) != SB_OK) {
         m->tok = NULL;
         snprintf(m->tok_error, sizeof m->tok_error, "%s", terr.msg);
+    } else if (sb_rt_tok_n_vocab(m->tok) > m->hp.n_vocab) { /* ids the model has no row for */
+        snprintf(m->tok_error, sizeof m->tok_error, "%s: the vocabulary has %" PRIu32 " tokens "
+                 "but token_embd.weight only %" PRIu32 " rows", path,
+                 sb_rt_tok_n_vocab(m->tok), m->hp.n_vocab);
+        sb_rt_tok_free(m->tok);
+        m->tok = NULL;
     }
     *out = m;
     return SB_OK;

@@ -79,9 +79,12 @@
  *       s mod 3 == 2 and s < 3 sec2, and by 0 (not at all) otherwise: its
  *       theta_j is 0. (Qwen3.5's [11, 11, 10, 0] rotates every pair.)
  *
- * Weight matrices are F32, F16 or Q8_0; norm weights, biases and
- * rope_freqs are read into owned float arrays whatever their stored type
- * (F32 or F16).
+ *
+ * Weight matrices are of any type the kernels run (quant.h: F32, F16,
+ * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), each tensor its
+ * own (Q4_K_M files mix them); norm weights, biases and rope_freqs are
+ * read into owned float arrays whatever their stored type. Any other type
+ * is refused (SB_ERR_UNSUPPORTED) with the tensor's name and the type's.
  *
  * Shapes (GGUF order: ne0 is the contiguous, input dimension; a matrix
  * (in, out) is `out` rows of `in` elements; q_dim = n_heads * head_dim,
@@ -246,9 +249,10 @@ typedef struct sb_rt_model {
 /* sb_rt_model_load -- map the GGUF file at path and check it is a model this
  * runtime runs: architecture, hyperparameters, every tensor present with its
  * shape and a supported type. The tokenizer is loaded when the vocabulary
- * is `llama` (SentencePiece); other vocabularies leave m->tok NULL with the
- * reason in m->tok_error. The architectures, keys and tensors are those
- * listed at the top of this file.
+ * is one vocab.h reads (`llama` SentencePiece, `gpt2` byte-level BPE with a
+ * known pre-tokenizer) and has no more tokens than token_embd has rows;
+ * otherwise m->tok is NULL with the reason in m->tok_error. The
+ * architectures, keys and tensors are those listed at the top of this file.
  *
  * On success *out is owned by the caller: free with sb_rt_model_free().
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument); SB_ERR_IO (cannot read the

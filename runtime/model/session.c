@@ -29,10 +29,20 @@ struct sb_rt_session {
     sb_rt_disk_use disk_use;
     sb_rt_rates rates;
     int mark_fg;          /* mark prefill and decode as foreground */
+    /* the open turn (sb_rt_session_begin .. _end or _abort) */
+    sb_rt_turn_state state;
+    size_t n_prompt;      /* prompt tokens, in prompt[] */
+    uint32_t next_id;     /* RUN: the pushed token */
+    sb_rt_turn rep;       /* the report so far */
+    double t0, t3;        /* begin; the first token pushed */
+    double t_prefill;     /* when prefill started (after the restore) */
+    sb_store *fg;         /* the store marked foreground for the turn, or NULL */
+    /* hybrid models (session.h, "boundaries") */
     size_t point_bytes;   /* the layout's point state */
-    uint8_t *point;       /* hybrid: a boundary being encoded (point_bytes) */
-    size_t grid;          /* hybrid: boundary policy (session.h) */
-    size_t keep;          /* ...grid boundaries per turn */
+    uint8_t *point;       /* a boundary being encoded (point_bytes) */
+    size_t grid, keep;    /* the policy: grid, grid boundaries per turn */
+    size_t marks[66];     /* the open turn's grid positions to record */
+    size_t n_marks, mark_i; /* ...how many, and the next one */
 };
 
 const char *sb_rt_cache_mode_name(sb_rt_cache_mode m)
@@ -87,6 +97,7 @@ int sb_rt_session_new(const sb_rt_model *m, sb_rt_ctx *ctx, sb_ns *ns, sb_rt_ses
         s->point = malloc(info.point_bytes);
     int rc = s->logits && (s->point || !m->hp.n_rec) ? sb_rt_kv_init(&s->kv, m, ns)
                                                      : SB_ERR_NOMEM;
+
     if (rc != SB_OK) {
         sb_rt_session_free(s);
         return rc;
@@ -103,6 +114,7 @@ void sb_rt_session_free(sb_rt_session *s)
 {
     if (!s)
         return;
+    sb_rt_session_abort(s);
     sb_rt_kv_fini(&s->kv);
     free(s->tok);
     free(s->prompt);
@@ -119,6 +131,7 @@ int sb_rt_session_set_boundaries(sb_rt_session *s, size_t grid, size_t max_bytes
     s->keep = max_bytes ? max_bytes / s->point_bytes : SB_RT_BOUNDARY_KEEP;
     return SB_OK;
 }
+
 
 void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use)
 {
@@ -170,7 +183,7 @@ static int check_ids(const sb_rt_model *m, const uint32_t *t, size_t n)
 
 int sb_rt_session_resume(sb_rt_session *s, const uint32_t *tokens, size_t n)
 {
-    if (!s || (n && !tokens) || check_ids(s->m, tokens, n) != SB_OK)
+    if (!s || s->state != SB_RT_TURN_NONE || (n && !tokens) || check_ids(s->m, tokens, n) != SB_OK)
         return SB_ERR_INVAL;
     if (n > s->m->hp.n_ctx)
         return SB_ERR_TOO_MANY_TOKENS;
@@ -207,7 +220,8 @@ static size_t choose(sb_rt_session *s, const sb_match_info *mi, size_t n_prompt,
     rep->est_read_s = s->rates.read_fixed_s +
                       (double)disk_pages * (double)s->page_bytes / s->rates.read_bytes_s;
     rep->est_recompute_s = (double)(want - ram_tok) / s->rates.prefill_tok_s;
-    if (s->disk_use == SB_RT_DISK_NEVER || rep->est_read_s > rep->est_recompute_s) {
+    if (s->disk_use == SB_RT_DISK_NEVER ||
+        (s->disk_use == SB_RT_DISK_READ && rep->est_read_s > rep->est_recompute_s)) {
         rep->disk_skipped = 1;
         return ram_tok;
     }
@@ -306,7 +320,8 @@ static int restore_hybrid(sb_rt_session *s, const uint32_t *prompt, size_t n, sb
                               ((double)disk_pages * (double)s->page_bytes + (double)s->point_bytes) /
                                   s->rates.read_bytes_s;
             rep->est_recompute_s = (double)L / s->rates.prefill_tok_s;
-            if (s->disk_use == SB_RT_DISK_NEVER || rep->est_read_s > rep->est_recompute_s) {
+            if (s->disk_use == SB_RT_DISK_NEVER ||
+                (s->disk_use == SB_RT_DISK_READ && rep->est_read_s > rep->est_recompute_s)) {
                 rep->disk_skipped = 1;
                 break;
             }
@@ -359,16 +374,33 @@ static int restore_hybrid(sb_rt_session *s, const uint32_t *prompt, size_t n, sb
     return rc;
 }
 
+/* The turn's second commit (the answer) after its first (the prompt):
+ * counts of what each call added or queued add up; the state's standing
+ * (its ticket, what it still waits for or lacks) is the later call's. */
+static void merge_outcome(sb_write_outcome *turn, const sb_write_outcome *later)
+{
+    sb_write_outcome m = *later;
+    m.pages_new += turn->pages_new;
+    m.points_new += turn->points_new;
+    m.queued += turn->queued;
+    m.written += turn->written;
+    *turn = m;
+}
+
 /* Record a boundary at the KV's end (its logits: s->logits): the point
  * state committed with the sequence so far. */
-static void record_boundary(sb_rt_session *s, sb_rt_turn *rep)
+static void record_boundary(sb_rt_session *s)
 {
+    sb_rt_turn *rep = &s->rep;
+    sb_write_outcome oc;
     sb_rt_boundary_encode(s->m, s->kv.gdn, s->logits, s->point);
-    int rc = sb_rt_kv_commit(&s->kv, s->point);
-    if (rc == SB_OK)
+    int rc = sb_rt_kv_commit(&s->kv, s->point, &oc);
+    if (rc == SB_OK) {
         rep->boundaries_written++;
-    else if (rep->commit_rc == SB_OK)
+        merge_outcome(&rep->disk, &oc);
+    } else if (rep->commit_rc == SB_OK) {
         rep->commit_rc = rc;
+    }
 }
 
 /* The grid positions a hybrid prefill of (from, n) records (session.h's
@@ -381,6 +413,11 @@ static size_t grid_marks(const sb_rt_session *s, size_t from, size_t n, size_t *
     if (last < first)
         return 0;
     size_t cnt = last - first + 1, k = 0;
+    if (cnt <= s->keep && cnt <= 64) { /* they all fit */
+        for (size_t g = first; g <= last; g++)
+            at[k++] = g * s->grid;
+        return k;
+    }
     /* j counts back from the tail: j = 1 is grid point `last` */
     for (size_t j = 1; j <= cnt && k < s->keep && k < 64; j = j == 1 ? 2 : j * 2) {
         if (j == 1) {
@@ -401,142 +438,235 @@ static size_t grid_marks(const sb_rt_session *s, size_t from, size_t n, size_t *
     return k;
 }
 
-/* Step 4 of a hybrid model's turn: compute prompt[cached, n), stopping on
- * the chosen grid positions to record their boundaries, then record the
- * end of the prompt. */
-static int prefill_hybrid(sb_rt_session *s, size_t n, sb_rt_turn *rep)
+/* ---- a turn, step by step ---------------------------------------------------------- */
+
+sb_rt_turn_state sb_rt_session_state(const sb_rt_session *s)
 {
-    size_t at[66], pos = s->kv.n_tokens;
-    size_t k = grid_marks(s, pos, n, at);
-    for (size_t i = 0; i <= k; i++) {
-        size_t end = i < k ? at[i] : n;
-        int rc = sb_rt_forward(s->ctx, &s->kv, s->prompt + pos, end - pos, SB_RT_LOGITS_LAST,
-                               s->logits);
-        if (rc != SB_OK)
-            return rc;
-        pos = end;
-        if (i < k)
-            record_boundary(s, rep);
+    return s ? s->state : SB_RT_TURN_NONE;
+}
+
+const sb_rt_turn *sb_rt_session_report(const sb_rt_session *s)
+{
+    return &s->rep;
+}
+
+/* Step 4, once the prompt's last position is computed (or its logits came
+ * from a point state): commit the prompt with its logits. */
+static void prompt_done(sb_rt_session *s)
+{
+    sb_rt_turn *rep = &s->rep;
+    rep->prefill_s = now_s() - s->t_prefill;
+    if (rep->prefill_tokens >= 64)
+        average(&s->rates.prefill_tok_s, &s->rates.prefill_samples,
+                (double)rep->prefill_tokens / rep->prefill_s);
+    if (s->m->hp.n_rec)
+        record_boundary(s); /* the end of the prompt */
+    else
+        rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits, &rep->disk);
+    s->state = SB_RT_TURN_SAMPLE;
+}
+
+int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input, size_t n_gen,
+                        sb_rt_turn *rep)
+{
+    if (rep)
+        memset(rep, 0, sizeof *rep);
+    if (!s || s->state != SB_RT_TURN_NONE || (n_input && !input) || s->n_tok + n_input == 0 ||
+        check_ids(s->m, input, n_input) != SB_OK)
+        return SB_ERR_INVAL;
+    size_t n = s->n_tok + n_input;
+    if (n_gen > s->m->hp.n_ctx || n + n_gen > s->m->hp.n_ctx)
+        return SB_ERR_TOO_MANY_TOKENS;
+    int rc = grow(&s->prompt, &s->prompt_cap, n);
+    if (rc != SB_OK)
+        return rc;
+    /* 1. the prompt */
+    if (s->n_tok)
+        memcpy(s->prompt, s->tok, s->n_tok * sizeof *s->tok);
+    if (n_input)
+        memcpy(s->prompt + s->n_tok, input, n_input * sizeof *input);
+    memset(&s->rep, 0, sizeof s->rep);
+    s->rep.prompt_tokens = s->n_prompt = n;
+    s->fg = s->mark_fg ? sb_ns_store(s->ns) : NULL;
+    if (s->fg)
+        sb_store_foreground(s->fg, 1);
+    /* 2-3. match, choose, adopt */
+    s->t0 = now_s();
+    bool hybrid = s->m->hp.n_rec != 0;
+    if ((rc = (hybrid ? restore_hybrid : restore)(s, s->prompt, n, &s->rep)) != SB_OK) {
+        if (s->fg)
+            sb_store_foreground(s->fg, 0);
+        s->fg = NULL;
+        return rc;
+    }
+    s->t_prefill = now_s();
+    sb_rt_turn *r = &s->rep;
+    r->restore_s = s->t_prefill - s->t0;
+    r->cache_mode = r->cached_disk_tokens ? SB_RT_CACHE_SSD
+                    : r->cached_tokens    ? SB_RT_CACHE_WARM
+                                          : SB_RT_CACHE_COLD;
+    r->prefill_tokens = n - r->cached_tokens;
+    s->n_marks = hybrid && !r->point_hit ? grid_marks(s, r->cached_tokens, n, s->marks) : 0;
+    s->mark_i = 0;
+    s->state = SB_RT_TURN_PREFILL;
+    if (r->point_hit) /* the logits came with the match: nothing to compute */
+        prompt_done(s);
+    if (rep)
+        *rep = s->rep;
+    return SB_OK;
+}
+
+size_t sb_rt_session_next(sb_rt_session *s, size_t max_rows, sb_rt_seq_step *step)
+{
+    memset(step, 0, sizeof *step);
+    step->kv = &s->kv;
+    step->logits = s->logits;
+    if (s->state == SB_RT_TURN_RUN) {
+        step->tokens = &s->next_id;
+        step->n = max_rows ? 1 : 0;
+    } else if (s->state == SB_RT_TURN_PREFILL) {
+        /* up to the prompt's end, or a hybrid model's next grid boundary
+         * (whose logits it records) */
+        size_t left = (s->mark_i < s->n_marks ? s->marks[s->mark_i] : s->n_prompt) -
+                      s->kv.n_tokens;
+        step->tokens = s->prompt + s->kv.n_tokens;
+        step->n = left < max_rows ? left : max_rows;
+        if (step->n < left)
+            step->logits = NULL; /* only the last position's are kept */
+    }
+    return step->n;
+}
+
+int sb_rt_session_ran(sb_rt_session *s, const sb_rt_seq_step *step)
+{
+    if (step->rc != SB_OK)
+        return step->rc;
+    if (s->state == SB_RT_TURN_RUN) {
+        s->state = SB_RT_TURN_SAMPLE;
+    } else if (s->state == SB_RT_TURN_PREFILL) {
+        if (s->mark_i < s->n_marks && s->kv.n_tokens == s->marks[s->mark_i]) {
+            record_boundary(s); /* a grid boundary */
+            s->mark_i++;
+        }
+        if (s->kv.n_tokens == s->n_prompt)
+            prompt_done(s);
     }
     return SB_OK;
 }
 
-/* The latency-critical part of a turn: restore, prefill, commit the
- * prompt, decode (s->prompt holds the n prompt tokens). */
-static int run_turn(sb_rt_session *s, size_t n, const sb_rt_gen *g, sb_rt_turn *rep)
+int sb_rt_session_push(sb_rt_session *s, uint32_t id)
 {
-    size_t n_gen = g->n_gen;
-    int rc;
-    bool hybrid = s->m->hp.n_rec != 0;
-    double t0 = now_s();
-    if ((rc = (hybrid ? restore_hybrid : restore)(s, s->prompt, n, rep)) != SB_OK)
-        return rc;
-    double t1 = now_s();
-    rep->restore_s = t1 - t0;
-    rep->cache_mode = rep->cached_disk_tokens ? SB_RT_CACHE_SSD
-                      : rep->cached_tokens    ? SB_RT_CACHE_WARM
-                                              : SB_RT_CACHE_COLD;
-    rep->prefill_tokens = n - rep->cached_tokens;
-    if (!rep->point_hit) {
-        rc = hybrid ? prefill_hybrid(s, n, rep)
-                    : sb_rt_forward(s->ctx, &s->kv, s->prompt + rep->cached_tokens,
-                                    rep->prefill_tokens, SB_RT_LOGITS_LAST, s->logits);
-        if (rc != SB_OK) {
-            sb_rt_kv_reset(&s->kv);
-            return rc;
-        }
+    if (!s || s->state != SB_RT_TURN_SAMPLE || id >= s->m->hp.n_vocab)
+        return SB_ERR_INVAL;
+    if (s->kv.n_tokens + 1 > s->kv.max_tokens)
+        return SB_ERR_TOO_MANY_TOKENS;
+    if (s->rep.gen_tokens++ == 0) {
+        s->t3 = now_s();
+        s->rep.ttft_s = s->t3 - s->t0;
     }
-    double t2 = now_s();
-    rep->prefill_s = t2 - t1;
-    if (rep->prefill_tokens >= 64)
-        average(&s->rates.prefill_tok_s, &s->rates.prefill_samples,
-                (double)rep->prefill_tokens / rep->prefill_s);
-    if (hybrid)
-        record_boundary(s, rep); /* the end of the prompt */
-    else
-        rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits);
-    if (g->prompt_logits)
-        memcpy(g->prompt_logits, s->logits, (size_t)s->m->hp.n_vocab * sizeof *s->logits);
-
-    double t3 = 0;
-    for (size_t i = 0; i < n_gen; i++) {
-        uint32_t id = sb_rt_sample(g->smp, s->logits);
-        if (i == 0)
-            t3 = now_s(), rep->ttft_s = t3 - t0;
-        if (g->on_token)
-            g->on_token(g->cb_ctx, id);
-        rep->gen_tokens++;
-        /* Every answer token goes through the model, so the committed KV
-         * and the point state cover the whole answer. */
-        rc = sb_rt_forward(s->ctx, &s->kv, &id, 1, SB_RT_LOGITS_LAST, s->logits);
-        if (rc != SB_OK) {
-            sb_rt_kv_reset(&s->kv);
-            return rc;
-        }
-        if (id == g->stop_id)
-            break;
-    }
-    if (!rep->gen_tokens)
-        rep->ttft_s = now_s() - t0;
-    else
-        rep->decode_s = now_s() - t3;
-    rep->prefill_tok_s = rep->prefill_tokens && rep->prefill_s > 0
-                             ? (double)rep->prefill_tokens / rep->prefill_s : 0;
-    rep->decode_tok_s = rep->gen_tokens && rep->decode_s > 0
-                            ? (double)rep->gen_tokens / rep->decode_s : 0;
+    s->next_id = id;
+    s->state = SB_RT_TURN_RUN;
     return SB_OK;
+}
+
+void sb_rt_session_abort(sb_rt_session *s)
+{
+    if (!s || s->state == SB_RT_TURN_NONE)
+        return;
+    sb_rt_kv_reset(&s->kv);
+    if (s->fg)
+        sb_store_foreground(s->fg, 0);
+    s->fg = NULL;
+    s->state = SB_RT_TURN_NONE;
+}
+
+int sb_rt_session_end(sb_rt_session *s, sb_rt_turn *rep)
+{
+    if (!s || s->state == SB_RT_TURN_NONE)
+        return SB_ERR_INVAL;
+    sb_rt_turn *r = &s->rep;
+    double t = now_s();
+    /* 5. commit what was computed past the prompt's commit: the answer's
+     *    positions (with the logits after the last one), or the prompt
+     *    positions a stopped prefill got through */
+    if (s->kv.n_tokens > s->n_prompt && s->m->hp.n_rec) {
+        record_boundary(s); /* the end of the turn */
+    } else if (s->kv.n_tokens > s->n_prompt) {
+        sb_write_outcome oc;
+        int crc = sb_rt_kv_commit(&s->kv, s->logits, &oc);
+        if (r->commit_rc == SB_OK)
+            r->commit_rc = crc;
+        if (crc == SB_OK)
+            merge_outcome(&r->disk, &oc);
+    } else if (s->state == SB_RT_TURN_PREFILL && s->kv.n_tokens > r->cached_tokens) {
+        r->commit_rc = sb_rt_kv_commit(&s->kv, NULL, &r->disk);
+    }
+    if (!r->gen_tokens)
+        r->ttft_s = s->state == SB_RT_TURN_PREFILL ? 0 : t - s->t0;
+    else
+        r->decode_s = t - s->t3;
+    if (s->state == SB_RT_TURN_PREFILL)
+        r->prefill_s = t - s->t_prefill;
+    r->prefill_tok_s = r->prefill_tokens && r->prefill_s > 0
+                           ? (double)r->prefill_tokens / r->prefill_s : 0;
+    r->decode_tok_s = r->gen_tokens && r->decode_s > 0 ? (double)r->gen_tokens / r->decode_s : 0;
+    /* The session's tokens: the prompt and the answer, as the KV holds them. */
+    int rc = grow(&s->tok, &s->cap, s->kv.n_tokens ? s->kv.n_tokens : 1);
+    if (rc == SB_OK) {
+        memcpy(s->tok, s->kv.tokens, s->kv.n_tokens * sizeof *s->tok);
+        s->n_tok = s->kv.n_tokens;
+    }
+    if (rep)
+        *rep = *r;
+    /* Between turns the session holds no page: the bank decides what stays
+     * in RAM, and the next turn restores from it like any other. */
+    sb_rt_session_abort(s);
+    return rc;
 }
 
 int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
                        const sb_rt_gen *g, sb_rt_turn *rep)
 {
-    sb_rt_turn dummy;
-    if (!rep)
-        rep = &dummy;
-    memset(rep, 0, sizeof *rep);
-    if (!s || !g || !g->smp || (n_input && !input) || s->n_tok + n_input == 0 ||
-        check_ids(s->m, input, n_input) != SB_OK)
+    if (rep)
+        memset(rep, 0, sizeof *rep);
+    if (!s || !g || !g->smp)
         return SB_ERR_INVAL;
-    size_t n = s->n_tok + n_input, n_gen = g->n_gen;
-    if (n_gen > s->m->hp.n_ctx || n + n_gen > s->m->hp.n_ctx)
-        return SB_ERR_TOO_MANY_TOKENS;
-    int rc = grow(&s->prompt, &s->prompt_cap, n + n_gen);
+    int rc = sb_rt_session_begin(s, input, n_input, g->n_gen, rep);
     if (rc != SB_OK)
         return rc;
-    if (s->n_tok)
-        memcpy(s->prompt, s->tok, s->n_tok * sizeof *s->tok);
-    if (n_input)
-        memcpy(s->prompt + s->n_tok, input, n_input * sizeof *input);
-    rep->prompt_tokens = n;
-
-    sb_store *st = s->mark_fg ? sb_ns_store(s->ns) : NULL;
-    if (st)
-        sb_store_foreground(st, 1);
-    rc = run_turn(s, n, g, rep);
-    if (st)
-        sb_store_foreground(st, 0);
+    size_t gen = 0;
+    uint32_t last = UINT32_MAX;
+    int prompt_copied = 0;
+    for (;;) {
+        if (s->state == SB_RT_TURN_SAMPLE) {
+            if (!prompt_copied && g->prompt_logits)
+                memcpy(g->prompt_logits, s->logits, (size_t)s->m->hp.n_vocab * sizeof *s->logits);
+            prompt_copied = 1;
+            /* Every answer token goes through the model (the stop token
+             * too), so the committed KV and point state cover the answer. */
+            if (gen == g->n_gen || (gen && last == g->stop_id))
+                break;
+            last = sb_rt_sample(g->smp, s->logits);
+            gen++;
+            if ((rc = sb_rt_session_push(s, last)) != SB_OK)
+                break;
+            if (g->on_token)
+                g->on_token(g->cb_ctx, last);
+            continue;
+        }
+        sb_rt_seq_step st;
+        sb_rt_session_next(s, SIZE_MAX, &st);
+        if ((rc = sb_rt_forward_multi(s->ctx, &st, 1)) != SB_OK ||
+            (rc = sb_rt_session_ran(s, &st)) != SB_OK)
+            break;
+    }
     if (rc != SB_OK) {
-        sb_rt_kv_reset(&s->kv);
+        if (rep)
+            *rep = s->rep;
+        sb_rt_session_abort(s);
         return rc;
     }
-    if (rep->gen_tokens && s->m->hp.n_rec) {
-        record_boundary(s, rep); /* the end of the turn */
-    } else if (rep->gen_tokens) {
-        int crc = sb_rt_kv_commit(&s->kv, s->logits);
-        if (rep->commit_rc == SB_OK)
-            rep->commit_rc = crc;
-    }
-    /* The session's tokens: the prompt and the answer, as the KV holds them. */
-    if ((rc = grow(&s->tok, &s->cap, s->kv.n_tokens)) != SB_OK) {
-        sb_rt_kv_reset(&s->kv);
-        return rc;
-    }
-    memcpy(s->tok, s->kv.tokens, s->kv.n_tokens * sizeof *s->tok);
-    s->n_tok = s->kv.n_tokens;
-    /* Between turns the session holds no page: the bank decides what stays
-     * in RAM, and the next turn restores from it like any other. */
-    sb_rt_kv_reset(&s->kv);
-    return SB_OK;
+    return sb_rt_session_end(s, rep);
 }
 
 /* ---- session files ----------------------------------------------------------------- */

@@ -21,6 +21,15 @@
  * Restore, prefill and decode are marked as the store's foreground phases
  * (sb_store_foreground): the disk tier's writer holds back during them.
  *
+ * sb_rt_session_turn does all of it in one call. A server that batches
+ * many sessions' decode steps into one forward pass drives the same steps
+ * itself ("a turn, step by step" below): begin (1-3), then rows to run
+ * from sb_rt_session_next, run with sb_rt_forward_multi beside other
+ * sessions' rows and reported back with sb_rt_session_ran (the prompt's
+ * last row commits the prompt: 4), tokens sampled by the caller and pushed,
+ * and end (5). sb_rt_session_turn is built on these calls, so both paths
+ * compute the same bits.
+ *
  * The point state of the runtime's layout is the last position's logits:
  * n_vocab little-endian float32 values (kv.h, sb_rt_kv_layout); for a
  * hybrid model it is a boundary (boundary.h, and "boundaries" below).
@@ -86,6 +95,15 @@ typedef struct sb_rt_turn {
     double decode_tok_s;     /* gen_tokens / decode_s (0 when none) */
     int commit_rc;           /* SB_OK, or why a commit failed (the turn still
                                 completes; only the caching is lost) */
+    sb_write_outcome disk;   /* what the bank's disk tier made of the turn's
+                                two commits (the prompt after prefill, then
+                                the answer; a hybrid model's turn also
+                                commits each grid boundary): pages_new, points_new, queued
+                                and written added up over both; ticket,
+                                durable, deferred, dirty and denied as the
+                                last commit left the conversation's state
+                                (its ticket stands for all of it). Zeroes
+                                with a RAM-only bank (ticket 0) */
     /* Hybrid models (boundaries, below); 0 for the others. */
     size_t boundary_tokens;  /* the boundary the turn resumed from: its
                                 position (= cached_tokens); 0 when cold */
@@ -118,6 +136,7 @@ typedef struct sb_rt_gen {
 typedef enum sb_rt_disk_use {
     SB_RT_DISK_READ = 0,  /* restore disk pages when it pays */
     SB_RT_DISK_NEVER = 1, /* RAM pages only; disk pages are recomputed */
+    SB_RT_DISK_ALWAYS = 2,/* restore disk pages whatever the estimates say */
 } sb_rt_disk_use;
 
 typedef struct sb_rt_session sb_rt_session;
@@ -162,11 +181,12 @@ void sb_rt_session_set_foreground(sb_rt_session *s, int on);
  * The policy bounds the grid boundaries one turn records to
  * max_bytes / sb_rt_boundary_bytes of them (the end-of-prompt and
  * end-of-turn boundaries are always recorded: the next turn resumes from
- * them). Among the grid positions the turn computes, counted back from the
- * prompt's end (j = 1 the last), it keeps j = 1, then the oldest, then
- * j = 2, 4, 8, ... until the bound: newest kept, older ones thinned by
- * distance from the tail, so a prompt that diverges d grid steps before
- * the tail recomputes at most about d grid steps. Defaults: grid 256,
+ them). When the grid positions the turn computes are more than that
+ * (or than 64), it thins them: counted back from the prompt's end (j = 1
+ * the last), it keeps j = 1, then the oldest, then j = 2, 4, 8, ... until
+ * the bound: newest kept, older ones thinned by distance from the tail, so
+ * a prompt that diverges d grid steps before the tail recomputes at most
+ * about d grid steps. Defaults: grid 256,
  * max_bytes 8 boundaries' worth (the seed system's 8 per entry). Recorded
  * boundaries are point states of the bank: they count against its RAM
  * budget, go to the disk tier and are evicted like pages. Earlier turns'
@@ -212,6 +232,86 @@ int sb_rt_session_resume(sb_rt_session *s, const uint32_t *tokens, size_t n);
  * failure the session's tokens are unchanged. */
 int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
                        const sb_rt_gen *g, sb_rt_turn *rep);
+
+/* ---- a turn, step by step ----------------------------------------------------------
+ *
+ *   begin ──► PREFILL ──next/forward/ran──► (prompt done: committed) ──► SAMPLE
+ *                (a point-state hit goes straight to SAMPLE)               │
+ *   SAMPLE: the logits of the last position are ready (sb_rt_session_logits)
+ *           push(id) ──► RUN ──next/forward/ran──► SAMPLE ...
+ *   end (any state): commit what was computed, the session's tokens become
+ *           the KV's; abort: drop the turn, the tokens stay as they were.
+ *
+ * The caller owns the order: a step from sb_rt_session_next must run (in
+ * sb_rt_forward_multi) and be reported with sb_rt_session_ran before the
+ * next call on the session. The session's context is not used by these
+ * calls (the caller runs the forward passes, on any context of the same
+ * model), so one engine thread may drive many sessions over one context.
+ */
+
+/* Where an open turn stands. */
+typedef enum sb_rt_turn_state {
+    SB_RT_TURN_NONE = 0,    /* no turn open */
+    SB_RT_TURN_PREFILL = 1, /* prompt positions remain to compute */
+    SB_RT_TURN_SAMPLE = 2,  /* logits ready: push the next token, or end */
+    SB_RT_TURN_RUN = 3,     /* a pushed token waits to run */
+} sb_rt_turn_state;
+
+/* sb_rt_session_begin -- steps 1-3 of a turn: the prompt (the session's
+ * tokens + input[0, n_input)), the match and the restore, for an answer of
+ * at most n_gen tokens. rep (may be NULL) receives the report so far
+ * (cache_mode, cached tokens, restore_s, miss). On SB_OK the turn is open
+ * (PREFILL, or SAMPLE after a point-state hit, whose prompt is already
+ * committed). Returns: SB_OK; SB_ERR_INVAL (NULL s, a turn already open,
+ * nothing to run, a token id >= n_vocab); SB_ERR_TOO_MANY_TOKENS (prompt +
+ * n_gen past the context); SB_ERR_NOMEM and the store's errors of a match
+ * (the turn is not open, nothing changed). */
+int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input, size_t n_gen,
+                        sb_rt_turn *rep);
+
+/* sb_rt_session_state -- where the turn stands (NONE for NULL). */
+sb_rt_turn_state sb_rt_session_state(const sb_rt_session *s);
+
+/* sb_rt_session_next -- the rows to run next into *step (for
+ * sb_rt_forward_multi): in PREFILL the next prompt positions, at most
+ * max_rows of them, with logits when they end the prompt; in RUN the
+ * pushed token. step points into the session until its next call.
+ * Returns: the rows (0 in NONE and SAMPLE, or when max_rows is 0). */
+size_t sb_rt_session_next(sb_rt_session *s, size_t max_rows, sb_rt_seq_step *step);
+
+/* sb_rt_session_ran -- step (from sb_rt_session_next) has run: on its
+ * SB_OK, a finished prompt is committed with its logits (step 4; the
+ * report's commit_rc says how that went) and the turn moves to SAMPLE; a
+ * run token moves it to SAMPLE. Returns: SB_OK; step->rc when the step
+ * failed (the turn stays where it was: end it or abort it). */
+int sb_rt_session_ran(sb_rt_session *s, const sb_rt_seq_step *step);
+
+/* sb_rt_session_push -- in SAMPLE, id (sampled by the caller from
+ * sb_rt_session_logits) is the answer's next token: it runs next (RUN).
+ * The first push sets the report's ttft_s. Returns: SB_OK; SB_ERR_INVAL
+ * (not in SAMPLE, id >= n_vocab); SB_ERR_TOO_MANY_TOKENS (the context is
+ * full: id cannot run; end the turn). On failure nothing changed. */
+int sb_rt_session_push(sb_rt_session *s, uint32_t id);
+
+/* sb_rt_session_report -- the open turn's report so far (or the last
+ * turn's after it ended). Borrowed until the next call on s. */
+const sb_rt_turn *sb_rt_session_report(const sb_rt_session *s);
+
+/* sb_rt_session_end -- step 5, in any state: commit what was computed (the
+ * answer's positions with the logits after the last one; or, for a turn
+ * stopped in PREFILL, the prompt positions computed so far, without a
+ * point state), and make the session's tokens the KV's (prompt and every
+ * token that ran; a pushed token that did not run is not among them).
+ * rep (may be NULL) receives the report. The turn is closed either way.
+ * Returns: SB_OK; SB_ERR_INVAL (no turn open); SB_ERR_NOMEM (the session's
+ * tokens stay as they were before the turn; what was committed stays in the
+ * bank). A commit that fails does not fail the call (report commit_rc). */
+int sb_rt_session_end(sb_rt_session *s, sb_rt_turn *rep);
+
+/* sb_rt_session_abort -- close the open turn without committing more: the
+ * session's tokens stay as they were before it (what was committed, the
+ * prompt after step 4, stays in the bank). No turn open: a no-op. */
+void sb_rt_session_abort(sb_rt_session *s);
 
 /* ---- session files ----------------------------------------------------------
  *

@@ -24,6 +24,10 @@ static const char *const err_text[] = {
     [18] = "not a snapbank store, or a damaged one",
     [19] = "not supported in this build",
     [20] = "no point state at that position",
+    [21] = "the store's superblock is damaged or missing: open it with SB_OPEN_SALVAGE, or "
+           "run 'snapbank fsck --repair DIR', to rebuild it from the segment files",
+    [22] = "not durable yet",
+    [23] = "never durable: a write it needs was denied or failed",
 };
 
 const char *sb_strerror(int err)

@@ -84,16 +84,22 @@ void sb_pins_expire(sb_store *st)
  *      reference is dropped (sb_blk_unpark). Go to 1.
  *   4. If it is a page but not a leaf page (the last page of a leaf node),
  *      pages depend on it: unless it is droppable (clean: its record is on
- *      disk; or dirty under write-back, which writes it), drop it from the
- *      heap; it comes back when its dependents are gone (step 7) or it
- *      turns clean. Point states always qualify. Go to 1.
+ *      disk; or dirty under write-back, which writes it) or cut (below),
+ *      drop it from the heap; it comes back when its dependents are gone
+ *      (step 7) or it turns clean. Point states always qualify. Go to 1.
  *   5. The newest page and point state of a namespace (its latest commit)
  *      are protected: park them too; a newer commit unparks them. Go to 1.
  *   6. Evict it. A clean block only loses its data: it stays in the index,
  *      on disk. Under write-back a dirty one is queued for writing (its
  *      data goes once written and clean). Otherwise it leaves the index: a
  *      leaf page with the edge tail only it covered (sb_radix_evict_page),
- *      a point state alone.
+ *      a point state alone, and a cut page that is not a leaf page with
+ *      every page and point state after it. (Reclamation cuts a resident
+ *      page whose record it took: the pages after it may be on disk only,
+ *      holding no RAM, so waiting for it to become a leaf page could hold
+ *      it in RAM for good. Its stamp is at least as new as theirs -- a
+ *      commit or match through them stamps it too -- so the LRU order
+ *      holds.)
  *   7. The evicted page's predecessor (region - 1 on its path) may now be a
  *      leaf page: offer it again.
  *   8. (Steps 1-5 emptied the heap.) Everything left is pinned or
@@ -134,7 +140,7 @@ static void evict(sb_store *st, sb_blk *b)
          * leaf page or a point state is evicted below; an inner page
          * leaves the heaps until it is a leaf page again. */
         bool queued = b->disk == SB_DISK_QUEUED;
-        if (!queued && (b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b)))
+        if (!queued && (b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b) || b->cut))
             goto unindex;
         for (int w = 0; w < 2; w++)
             if (b->heap_pos[w] < SB_HEAP_PARKED) {
@@ -147,7 +153,15 @@ unindex:
     SB_DLOG("evict %s of ns %016llx, region %u, stamp %llu\n",
             b->kind == SB_BLK_PAGE ? "page" : "point", (unsigned long long)ns->id,
             b->region, (unsigned long long)b->stamp);
-    if (b->kind == SB_BLK_PAGE) {
+    if (b->kind == SB_BLK_PAGE && !sb_radix_is_leaf_page(b)) { /* 6: cut */
+        uint64_t pages = ns->indexed_pages, bytes = st->indexed_bytes;
+        sb_evicted_note(st, &b->key);
+        sb_blk_ref(b); /* (the index's reference goes in the drop) */
+        sb_disk_drop(ns, b); /* and 7 */
+        sb_blk_unref(b);
+        st->stats.evictions += pages - ns->indexed_pages;
+        st->stats.evicted_bytes += bytes - st->indexed_bytes;
+    } else if (b->kind == SB_BLK_PAGE) {
         sb_blk *prev = sb_radix_prev_page(ns, b);
         st->stats.evictions++;
         st->stats.evicted_bytes += b->bytes;
@@ -198,7 +212,7 @@ static bool evict_one(sb_store *st, sb_ns *ns)
         } else if (b->refs > 1 || is_protected(b)) { /* 3, 5 */
             sb_heap_remove(h, b, which);
             b->heap_pos[which] = SB_HEAP_PARKED;
-        } else if (b->kind == SB_BLK_PAGE && !sb_blk_droppable(b) &&
+        } else if (b->kind == SB_BLK_PAGE && !sb_blk_droppable(b) && !b->cut &&
                    !sb_radix_is_leaf_page(b)) { /* 4 */
             sb_heap_remove(h, b, which);
         } else {

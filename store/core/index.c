@@ -107,7 +107,7 @@ static void swap_in(sb_ns *ns, sb_blk *old, sb_blk *nu)
 }
 
 int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
-                     sb_blk **pages, sb_blk *point, bool zero_copy)
+                     sb_blk **pages, sb_blk *point, bool zero_copy, sb_write_outcome *oc)
 {
     sb_store *st = ns->st;
     uint32_t pt = ns->page_tokens;
@@ -196,6 +196,8 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
     }
     sb_node *end = sb_radix_apply(ns, &w, tokens, n, &plan, pages + r0, n_reg - r0);
     st->stats.pages_new += n_reg - r0;
+    if (oc)
+        oc->pages_new += (uint32_t)(n_reg - r0);
     /* Of the new pages only the last can be a leaf page: it alone becomes
      * an eviction candidate now (the others when their dependents go, or
      * when they are droppable: written, or to be written on eviction). */
@@ -253,6 +255,8 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
             end->point = point;
             sb_blk_candidate(point);
             point->uses = 0;
+            if (oc)
+                oc->points_new++;
         }
         sb_blk_used(st, end->point);
         if (end->point->disk == SB_DISK_NONE) {
@@ -300,11 +304,106 @@ static void fill_page(const sb_ns *ns, sb_blk *b, const void *const *tensors,
     }
 }
 
+/* The blocks of the state of tokens[0, n) as the index holds it: the pages
+ * covering them and, when point, the point state at n. out has room for
+ * regions(n) + 1 entries. Returns how many (0 when n is 0). [mu] */
+static size_t state_blocks(sb_ns *ns, const uint32_t *tokens, size_t n, bool point,
+                           sb_blk **out)
+{
+    uint32_t pt = ns->page_tokens;
+    if (!n)
+        return 0;
+    sb_walk w;
+    sb_radix_walk(ns, tokens, n, &w, out);
+    if (w.m < n)
+        return 0; /* (not reached: the caller's tokens are restorable) */
+    size_t k = n / pt;
+    if (n % pt)
+        out[k++] = sb_radix_cover(ns, &w, (uint32_t)(n / pt));
+    if (point && w.off == w.node->len && w.node->point)
+        out[k++] = w.node->point;
+    return k;
+}
+
+/* What a put or commit needs to report its durability: its outcome (the
+ * caller's or a scratch one), and, when it takes a ticket (a disk tier,
+ * and an outcome asked for or COMMIT durability), an array for its
+ * state's blocks and a write set, allocated before anything changes. */
+typedef struct report {
+    sb_write_outcome *oc;
+    sb_write_outcome scratch;
+    sb_blk **state;            /* (n_reg + 1), or NULL: no ticket */
+    sb_wset *ws;
+    bool reserved;             /* ws has its place in the pending table */
+} report;
+
+static int report_init(report *rp, sb_store *st, size_t n_reg, sb_write_outcome *out)
+{
+    memset(rp, 0, sizeof *rp);
+    rp->oc = out ? out : &rp->scratch;
+    memset(rp->oc, 0, sizeof *rp->oc);
+    if (!st->disk || (!out && st->cfg.durability != SB_DURABILITY_COMMIT))
+        return SB_OK;
+    rp->state = sb_malloc(&st->mem, (n_reg + 1) * sizeof *rp->state);
+    rp->ws = rp->state ? sb_disk_wset_new(st, n_reg + 1) : NULL;
+    if (!rp->ws) {
+        sb_free(rp->state);
+        rp->state = NULL;
+        return SB_ERR_NOMEM;
+    }
+    return SB_OK;
+}
+
+/* Take the write set's place in the pending table. [mu] */
+static int report_reserve(report *rp, sb_store *st)
+{
+    if (!rp->ws)
+        return SB_OK;
+    int rc = sb_disk_wset_reserve(st);
+    rp->reserved = rc == SB_OK;
+    return rc;
+}
+
+/* The call indexed the state of tokens[0, n) (and its point state, when
+ * point): its ticket, waiting under COMMIT durability (t0: the call's
+ * first block ticket). [mu] */
+static void report_state(report *rp, sb_ns *ns, const uint32_t *tokens, size_t n, bool point,
+                         uint64_t t0)
+{
+    if (!rp->ws)
+        return;
+    size_t k = state_blocks(ns, tokens, n, point, rp->state);
+    sb_disk_outcome(ns->st, rp->ws, rp->state, k, t0, rp->oc, rp->oc != &rp->scratch);
+    rp->ws = NULL;
+    rp->reserved = false;
+}
+
+/* Free what the report holds; on failure (rc other than SB_OK and, for a
+ * put, SB_ERR_BUDGET) the outcome is zeroed. [mu] */
+static void report_done(report *rp, sb_store *st, bool failed)
+{
+    if (rp->reserved)
+        sb_disk_wset_unreserve(st);
+    sb_disk_wset_free(rp->ws);
+    sb_free(rp->state);
+    if (failed)
+        memset(rp->oc, 0, sizeof *rp->oc);
+}
+
 int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
               const void *const *tensors, const void *point, size_t *n_stored)
 {
+    return sb_ns_put_ex(ns, tokens, n_tokens, tensors, point, n_stored, NULL);
+}
+
+int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                 const void *const *tensors, const void *point, size_t *n_stored,
+                 sb_write_outcome *out)
+{
     if (n_stored)
         *n_stored = 0;
+    if (out)
+        memset(out, 0, sizeof *out);
     if (!ns || !tensors)
         return SB_ERR_INVAL;
     int rc = check_tokens(ns, tokens, n_tokens);
@@ -319,16 +418,26 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
     sb_store *st = ns->st;
     uint32_t pt = ns->page_tokens;
     size_t n_reg = regions(ns, n_tokens);
+    report rp;
     sb_blk **pages = sb_calloc(&st->mem, n_reg, sizeof *pages);
-    if (!pages)
+    if (!pages || report_init(&rp, st, n_reg, out) != SB_OK) {
+        sb_free(pages);
         return SB_ERR_NOMEM;
+    }
 
     /* 1. Pin the full pages the index already holds for a prefix of tokens,
      *    so the copy below needs no lock. A partial page covering the tail
      *    is not pinned: a longer commit may supersede it meanwhile. Its
      *    region is copied like a new one; the commit drops the copy if the
-     *    index still covers it. */
+     *    index still covers it. (And the ticket's place, taken now so
+     *    nothing fails once something is committed.) */
     pthread_mutex_lock(&st->mu);
+    if (report_reserve(&rp, st) != SB_OK) {
+        report_done(&rp, st, true);
+        pthread_mutex_unlock(&st->mu);
+        sb_free(pages);
+        return SB_ERR_NOMEM;
+    }
     st->tick++;
     sb_walk w;
     sb_radix_walk(ns, tokens, n_tokens, &w, pages);
@@ -355,7 +464,7 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
     size_t step = sb_disk_stream_pages(st, ns->page_bytes, n_reg - r0);
     size_t got = r0, from = r0;
     bool whole = false;
-    uint64_t ticket = 0;
+    uint64_t t0 = 0;
     for (bool first = true;; first = false) {
         size_t to = step && n_reg - from > step ? from + step : n_reg;
         for (size_t r = from; rc == SB_OK && r < to; r++) {
@@ -370,16 +479,16 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
         pthread_mutex_lock(&st->mu);
         st->tick++;
         if (first)
-            ticket = sb_disk_ticket(st);
+            t0 = sb_disk_ticket(st);
         if (!abandon && last) {
-            int crc = sb_commit_locked(ns, tokens, n_tokens, pages, pb, false);
+            int crc = sb_commit_locked(ns, tokens, n_tokens, pages, pb, false, rp.oc);
             whole = crc == SB_OK;
             if (crc == SB_ERR_RANGE && got)
-                crc = sb_commit_locked(ns, tokens, got * pt, pages, NULL, false);
+                crc = sb_commit_locked(ns, tokens, got * pt, pages, NULL, false, rp.oc);
             if (crc != SB_OK && crc != SB_ERR_RANGE)
                 rc = crc; /* NOMEM: nothing stored */
         } else if (!abandon) {
-            int crc = sb_commit_locked(ns, tokens, to * pt, pages, NULL, false);
+            int crc = sb_commit_locked(ns, tokens, to * pt, pages, NULL, false, rp.oc);
             if (crc != SB_OK) { /* stop here; what is indexed stays */
                 rc = crc == SB_ERR_RANGE ? SB_ERR_BUDGET : crc;
                 last = true;
@@ -411,10 +520,12 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
         rc = done == n_tokens && !(point && !pb) ? SB_OK : SB_ERR_BUDGET;
         if (done)
             st->stats.puts++;
-        int drc = sb_disk_durable(st, ticket);
-        if (drc != SB_OK && rc == SB_OK)
-            rc = drc;
+        /* Its durability: the ticket of what it left restorable (COMMIT:
+         * written and synced first). A write the tier did not make is an
+         * outcome, not an error: the state is in RAM either way. */
+        report_state(&rp, ns, tokens, done, point && rc == SB_OK, t0);
     }
+    report_done(&rp, st, rc != SB_OK && rc != SB_ERR_BUDGET);
     for (size_t r = got; r-- > 0;)
         if (pages[r])
             sb_blk_unref(pages[r]);
@@ -514,6 +625,14 @@ int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep)
 int sb_ns_commit(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                  sb_page **pages, const void *point)
 {
+    return sb_ns_commit_ex(ns, tokens, n_tokens, pages, point, NULL);
+}
+
+int sb_ns_commit_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_page **pages,
+                    const void *point, sb_write_outcome *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
     if (!ns || !pages)
         return SB_ERR_INVAL;
     int rc = check_tokens(ns, tokens, n_tokens);
@@ -529,20 +648,32 @@ int sb_ns_commit(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
             return SB_ERR_FOREIGN_PAGE;
     }
     sb_store *st = ns->st;
+    report rp;
+    if (report_init(&rp, st, n_reg, out) != SB_OK)
+        return SB_ERR_NOMEM;
     sb_blk *pb = NULL;
     if (point) {
-        if ((rc = sb_blk_alloc(ns, SB_BLK_POINT, &pb)) != SB_OK)
+        if ((rc = sb_blk_alloc(ns, SB_BLK_POINT, &pb)) != SB_OK) {
+            pthread_mutex_lock(&st->mu);
+            report_done(&rp, st, true);
+            pthread_mutex_unlock(&st->mu);
             return rc;
+        }
         memcpy(pb->data, point, ns->point_bytes);
     }
     pthread_mutex_lock(&st->mu);
     st->tick++;
-    uint64_t ticket = sb_disk_ticket(st);
-    rc = sb_commit_locked(ns, tokens, n_tokens, pages, pb, true);
+    uint64_t t0 = sb_disk_ticket(st);
+    rc = report_reserve(&rp, st);
+    if (rc == SB_OK)
+        rc = sb_commit_locked(ns, tokens, n_tokens, pages, pb, true, rp.oc);
     if (rc == SB_OK) {
         st->stats.commits++;
-        rc = sb_disk_durable(st, ticket);
+        /* Its durability (COMMIT: written and synced first); a write the
+         * tier did not make is an outcome, not an error. */
+        report_state(&rp, ns, tokens, n_tokens, point != NULL, t0);
     }
+    report_done(&rp, st, rc != SB_OK);
     if (pb)
         sb_blk_unref(pb);
     pthread_mutex_unlock(&st->mu);

@@ -97,8 +97,14 @@ struct sb_page {
     uint8_t hit;            /* [mu] matched since its record was written:
                                reclamation keeps it (reclaim.c) */
     uint8_t reinsert;       /* [mu] queued again by reclamation (QUEUED) */
-    uint8_t defer_why;      /* [mu] why it waits in the disk tier's pool
-                               (sb_deny; pool_at nonzero) */
+    uint8_t why;            /* [mu] why it waits in the disk tier's pool
+                               (pool_at nonzero), or why it was not
+                               written (FAILED): an sb_deny */
+    uint8_t cut;            /* [mu] reclamation took its record while it
+                               was resident (reclaim.c): it may sit before
+                               pages that are on disk only, so eviction
+                               may take it even when it is not a leaf
+                               page, with every page after it */
     uint32_t uses;          /* [mu] commits and matches that went through
                                it (saturating): the pool's priority */
     uint32_t pool_at;       /* [mu] 1 + its place in the disk tier's
@@ -118,7 +124,11 @@ struct sb_page {
                                compressed (CLEAN), 0: stored as it is */
     uint8_t zflags;         /* [mu] ...and the record's flags then */
     uint64_t rec_off;       /* [mu] its record's offset in the segment (CLEAN) */
-    uint64_t ticket;        /* [mu] write-queue ticket (QUEUED) */
+    uint64_t ticket;        /* [mu] write-queue ticket, given when queued:
+                               the writer's order, and (CLEAN) which sync
+                               covered its record */
+    struct sb_wnode *waits; /* [mu] durability tickets waiting for it to
+                               be written (store/disk/ticket.c) */
     struct sb_page *wq_next;/* [mu] write-queue link (QUEUED) */
     sb_key key;             /* [mu] content key, once committed (pages) */
     sb_key parent_key;      /* [mu] key of the previous page (or the ns root) */
@@ -339,10 +349,12 @@ void sb_ns_maybe_free(struct sb_ns *ns);
 
 /* sb_commit_locked -- index tokens[0, n) with pages[] (index.c; see the
  * walkthrough there). zero_copy: callers' pages are deduplicated against
- * the index's. Returns: SB_OK; SB_ERR_INVAL; SB_ERR_PAGE_STATE;
- * SB_ERR_RANGE (no page for a region the index lacks); SB_ERR_NOMEM. */
+ * the index's. oc (may be NULL) counts the pages and point state it adds
+ * (pages_new, points_new). Returns: SB_OK; SB_ERR_INVAL;
+ * SB_ERR_PAGE_STATE; SB_ERR_RANGE (no page for a region the index lacks);
+ * SB_ERR_NOMEM. On failure nothing changed. */
 int sb_commit_locked(struct sb_ns *ns, const uint32_t *tokens, size_t n,
-                     sb_blk **pages, sb_blk *point, bool zero_copy);
+                     sb_blk **pages, sb_blk *point, bool zero_copy, sb_write_outcome *oc);
 
 /* ---- keys ------------------------------------------------------------------- */
 

@@ -1,5 +1,6 @@
 /* radix.c -- the token radix tree: walk, planned insertion, eviction. */
 #include "radix.h"
+#include "disk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -443,6 +444,8 @@ static void drop_partial(struct sb_ns *ns, sb_node *N, sb_blk *repl)
         ns->st->stats.pages_superseded++;
         if (old->refs > 1)
             sb_pins_supersede(ns->st, old, repl);
+        if (old->waits) /* durability tickets wait for repl now */
+            sb_disk_supersede(ns->st, old, repl);
         sb_blk_unindex(old);
     }
 }

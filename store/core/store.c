@@ -52,7 +52,7 @@ static int config_check(const sb_config *c)
         return SB_ERR_INVAL;
     if (c->max_seq_tokens == 0 || c->max_seq_tokens > INT32_MAX)
         return SB_ERR_INVAL;
-    if (c->reserved0 || c->reserved1)
+    if (c->reserved0 || (c->open_flags & ~SB_OPEN_SALVAGE))
         return SB_ERR_INVAL;
     if (c->compress_level > (uint32_t)sb_zlevel_max())
         return SB_ERR_INVAL;
@@ -121,9 +121,9 @@ int sb_store_open_io(const sb_config *cfg, sb_io *io, sb_store **out)
     return store_open(cfg, io, out);
 }
 
-static void store_free(sb_store *st, bool crash)
+static int store_free(sb_store *st, bool crash)
 {
-    sb_disk_close(st, crash);
+    int rc = sb_disk_close(st, crash);
     pthread_mutex_lock(&st->mu);
     while (st->pins) {
         sb_pin *p = st->pins;
@@ -138,13 +138,12 @@ static void store_free(sb_store *st, bool crash)
     sb_mem mem = st->mem;
     sb_free(st);
     sb_mem_fini(&mem);
+    return rc;
 }
 
 int sb_store_close(sb_store *st)
 {
-    if (st)
-        store_free(st, false);
-    return SB_OK;
+    return st ? store_free(st, false) : SB_OK;
 }
 
 void sb_store_crash(sb_store *st)

@@ -49,12 +49,21 @@
 #include "internal.h"
 #include "radix.h"
 
+/* Are blocks offered when committed? Write-through and write-only: yes;
+ * write-back: when evicted or flushed instead, except under COMMIT
+ * durability (the caller asked for the state on disk before the call
+ * returns, so it is written now whatever the mode). */
+static bool at_commit(const sb_disk *d)
+{
+    return d->mode != SB_WRITE_BACK || d->durability == SB_DURABILITY_COMMIT;
+}
+
 /* ---- the backlog and streaming ---------------------------------------------------- */
 
 size_t sb_disk_stream_pages(const sb_store *st, size_t page_bytes, size_t pages)
 {
     const sb_disk *d = st->disk;
-    if (!d || d->mode == SB_WRITE_BACK || (uint64_t)pages * page_bytes <= d->backlog)
+    if (!d || !at_commit(d) || (uint64_t)pages * page_bytes <= d->backlog)
         return 0;
     size_t per = (size_t)(d->backlog / 2 / page_bytes);
     return per ? per : 1;
@@ -121,11 +130,14 @@ void sb_disk_debit(sb_disk *d, uint64_t bytes)
     d->win_sum += bytes;
 }
 
-void sb_disk_deny(sb_disk *d, int why, const sb_blk *b)
+void sb_disk_deny(sb_disk *d, int why, sb_blk *b)
 {
     d->denials++;
     d->deny[why]++;
     d->deny_bytes[why] += b->bytes;
+    b->why = (uint8_t)why;
+    if (b->waits) /* the tickets that need it will never be durable */
+        sb_tkt_resolved(d, b, false);
 }
 
 int sb_disk_admit(sb_disk *d, const sb_blk *b)
@@ -179,6 +191,8 @@ static void queue_block(sb_disk *d, sb_blk *b)
         *head = b;
     *last = b;
     sb_disk_pending_add(d, b->bytes);
+    if (b->waits)
+        sb_tkt_queued(d, b);
     if (!tail)
         pthread_cond_signal(&d->work_cv);
 }
@@ -196,6 +210,8 @@ static bool stopped(sb_store *st, sb_blk *b)
     sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR, b);
     d->err_ticket = d->next_ticket++; /* a flush reports it */
     d->err_rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
+    if (d->broken)
+        sb_disk_fault(d, d->err_rc);
     return true;
 }
 
@@ -222,10 +238,16 @@ static bool long_enough(const sb_blk *b, uint32_t min)
     return false;
 }
 
+static void pool_remove(sb_disk *d, sb_blk *b);
+
 void sb_disk_enqueue(sb_store *st, sb_blk *b)
 {
     sb_disk *d = st->disk;
-    if (!d || b->disk != SB_DISK_NONE || !b->data || stopped(st, b))
+    if (!d || b->disk != SB_DISK_NONE || !b->data)
+        return;
+    if (b->pool_at) /* (write-back under COMMIT: evicted while waiting) */
+        pool_remove(d, b);
+    if (stopped(st, b))
         return;
     int why = -1;
     if (d->mode == SB_WRITE_BACK && !long_enough(b, st->cfg.min_prefix_tokens))
@@ -310,7 +332,7 @@ static bool pool_push(sb_disk *d, sb_blk *b, int why)
         d->pool = p;
         d->pool_cap = cap;
     }
-    b->defer_why = (uint8_t)why;
+    b->why = (uint8_t)why;
     d->pool[d->pool_n++] = pool_ent(b);
     pool_sift(d, d->pool_n - 1);
     d->deferred++;
@@ -341,17 +363,21 @@ void sb_disk_pool_fix(sb_store *st, sb_blk *b)
 void sb_disk_pool_leave(sb_store *st, sb_blk *b)
 {
     sb_disk *d = st->disk;
-    if (!d || !b->pool_at)
+    if (!d)
         return;
-    pool_remove(d, b);
-    sb_disk_deny(d, b->defer_why, b);
+    if (b->pool_at) {
+        pool_remove(d, b);
+        sb_disk_deny(d, b->why, b);
+    }
+    if (b->waits) /* it leaves the index unwritten */
+        sb_tkt_resolved(d, b, false);
 }
 
 void sb_disk_pool_clear(sb_disk *d)
 {
     for (size_t i = 0; i < d->pool_n; i++) {
         d->pool[i].b->pool_at = 0;
-        sb_disk_deny(d, d->pool[i].b->defer_why, d->pool[i].b);
+        sb_disk_deny(d, d->pool[i].b->why, d->pool[i].b);
     }
     d->pool_n = 0;
     free(d->pool);
@@ -410,7 +436,7 @@ size_t sb_disk_pool_drain(sb_store *st)
 void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
 {
     sb_disk *d = st->disk;
-    if (!d || d->mode == SB_WRITE_BACK || b->disk != SB_DISK_NONE || !b->data || b->pool_at)
+    if (!d || !at_commit(d) || b->disk != SB_DISK_NONE || !b->data || b->pool_at)
         return;
     /* A child is never written without its parent (recovery could not
      * reach it). */
@@ -444,6 +470,12 @@ void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
 void sb_disk_short(sb_store *st, sb_blk *b)
 {
     sb_disk *d = st->disk;
-    if (d && d->mode != SB_WRITE_BACK && b->disk == SB_DISK_NONE)
+    if (!d || b->disk != SB_DISK_NONE)
+        return;
+    /* (Write-back counts a short page when eviction or a flush would
+     * write it; under COMMIT too, so it is counted once.) */
+    if (d->mode != SB_WRITE_BACK)
         sb_disk_deny(d, SB_DENY_SHORT, b);
+    else
+        sb_tkt_short(d, b);
 }

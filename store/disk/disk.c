@@ -24,9 +24,6 @@
 #include "internal.h"
 #include "radix.h"
 
-#define SB_SEGS_MIN 1024u    /* superblock capacity at least */
-#define SB_SEGS_MAX 65536u   /* and at most (a 1.5 MiB slot) */
-
 int sb_disk_errno(int64_t err)
 {
     switch (-err) {
@@ -132,6 +129,8 @@ int sb_disk_read_super(sb_io *io, int fd, uint64_t size, sb_super *s, sb_super_s
             continue;
         sb_super c;
         int rc = sb_super_decode(buf, slot, &c, tmp, max_segs);
+        if (rc == SB_ERR_VERSION && !sb_super_other_version(buf, slot))
+            rc = SB_ERR_CORRUPT; /* a damaged version field, not another version */
         if (rc == SB_OK && c.slot_bytes == slot && c.slot == k) {
             if (!found || c.write_count > s->write_count) {
                 *s = c;
@@ -253,6 +252,11 @@ static int write_summary(sb_disk *d, sb_seg *s, uint64_t data_end)
     pthread_mutex_unlock(&d->st->mu);
     free(buf);
     return rc;
+}
+
+int sb_disk_seg_write_summary(sb_disk *d, uint32_t i)
+{
+    return write_summary(d, &d->segs[i], d->segs[i].data_end);
 }
 
 int sb_disk_seg_seal(sb_disk *d, uint32_t i)
@@ -377,15 +381,14 @@ int sb_disk_seg_open_new(sb_disk *d)
 
 /* ---- open and close -------------------------------------------------------------- */
 
-/* Create a fresh store in an empty directory: the superblock, both slots,
- * written under a temporary name and renamed into place once synced, so a
- * creation cut short leaves no superblock (the next open starts over). */
-static int create_store(sb_disk *d)
+int sb_disk_super_create(sb_disk *d, int n_writes)
 {
     d->slot_bytes = sb_super_slot_size(d->max_segs);
     int fd = sb_io_open(d->wio, "superblock.tmp", SB_IO_CREATE);
     if (fd < 0)
         return sb_disk_errno(fd);
+    if (d->sb_fd >= 0) /* a damaged superblock's, which this one replaces */
+        sb_io_close(d->wio, d->sb_fd);
     d->sb_fd = fd;
     int r = d->wio->ops->truncate(d->wio, fd, 0);
     if (r >= 0)
@@ -394,13 +397,22 @@ static int create_store(sb_disk *d)
         return sb_disk_errno(r);
     uint64_t seed = mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)d;
     d->store_id = seed * 0x9E3779B97F4A7C15ull | 1;
-    d->write_count = 0;
-    int rc = sb_disk_super_write(d);
+    int rc = SB_OK;
+    for (int k = 0; k < n_writes && rc == SB_OK; k++)
+        rc = sb_disk_super_write(d);
     if (rc == SB_OK && (r = d->wio->ops->rename(d->wio, "superblock.tmp", "superblock")) < 0)
         rc = sb_disk_errno(r);
     if (rc == SB_OK && (r = d->wio->ops->sync_dir(d->wio)) < 0)
         rc = sb_disk_errno(r);
     return rc;
+}
+
+/* Create a fresh store in an empty directory: the superblock with its
+ * first slot written (the other is zeros until the next write). */
+static int create_store(sb_disk *d)
+{
+    d->write_count = 0;
+    return sb_disk_super_create(d, 1);
 }
 
 static void has_store_file(void *ctx, const char *name)
@@ -446,6 +458,7 @@ static void disk_free(sb_disk *d)
         sb_io_close(d->wio, d->sb_fd);
     sb_io_destroy(d->rio);
     sb_io_destroy(d->wio);
+    sb_tkt_free_all(d); /* (every block a ticket waited for is let go) */
     free(d->segs);
     free(d->pool);
     pthread_cond_destroy(&d->work_cv);
@@ -469,6 +482,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->sb_fd = -1;
     d->cur = UINT32_MAX;
     d->next_ticket = 1;
+    d->next_wt = 1;
     d->next_seq = 1;
     d->next_seg_id = 1;
     d->qd = cfg->queue_depth;
@@ -490,6 +504,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->pace = d->pace_depth;
     d->hour_cap = cfg->write_budget_bytes_per_hour - cfg->write_budget_bytes_per_hour / 100;
     d->zlevel = cfg->compress_level;
+    d->salvage = cfg->open_flags & SB_OPEN_SALVAGE;
     d->bucket_t = sb_now_ns(st);
     d->backlog = cfg->backlog_bytes;
     pthread_mutex_init(&d->rd_mu, NULL);
@@ -530,16 +545,25 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     }
 
     int fd = sb_io_open(d->wio, "superblock", 0);
+    bool fresh = false;
     if (fd == -ENOENT) {
         bool any = false;
         if ((r = d->wio->ops->list(d->wio, has_store_file, &any)) < 0) {
             rc = sb_disk_errno(r);
             goto fail;
         }
-        if (any) { /* segments without a superblock: not ours to overwrite */
-            rc = SB_ERR_FORMAT;
+        /* Segments without a superblock: a store that lost it, refused
+         * (nothing overwritten) unless salvaging. */
+        if (any && !d->salvage) {
+            rc = SB_ERR_SUPERBLOCK;
             goto fail;
         }
+        fresh = !any;
+    } else if (fd < 0) {
+        rc = sb_disk_errno(fd);
+        goto fail;
+    }
+    if (fresh) {
         uint64_t want = d->cap_bytes / d->seg_bytes + 16;
         d->max_segs = want < SB_SEGS_MIN ? SB_SEGS_MIN : want > SB_SEGS_MAX ? SB_SEGS_MAX
                                                                              : (uint32_t)want;
@@ -550,11 +574,8 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
         }
         if ((rc = create_store(d)) != SB_OK)
             goto fail;
-    } else if (fd < 0) {
-        rc = sb_disk_errno(fd);
-        goto fail;
     } else {
-        d->sb_fd = fd;
+        d->sb_fd = fd >= 0 ? fd : -1; /* -1: there is none (salvaging) */
         uint64_t t0 = mono_ns();
         st->disk = d; /* recovery counts what it indexes */
         if ((rc = sb_disk_recover(d)) != SB_OK)
@@ -579,13 +600,20 @@ fail:
     return rc;
 }
 
-void sb_disk_close(sb_store *st, bool crash)
+int sb_disk_close(sb_store *st, bool crash)
 {
     sb_disk *d = st->disk;
     if (!d)
-        return;
+        return SB_OK;
+    pthread_mutex_lock(&st->mu);
+    d->closing = true;
+    pthread_mutex_unlock(&st->mu);
+    int rc = SB_OK;
     if (d->running && !crash && d->mode == SB_WRITE_BACK)
-        sb_disk_flush(st); /* the dirty pages too, not only the queue */
+        rc = sb_disk_flush(st); /* the dirty pages too, not only the queue */
+    /* (Its write and sync errors are in close_rc; an earlier life's are
+     * not this close's.) */
+    rc = rc == SB_ERR_NOMEM ? rc : SB_OK;
     if (d->running) {
         pthread_mutex_lock(&st->mu);
         if (!crash) /* what the budget takes now, then the rest is denied */
@@ -597,8 +625,11 @@ void sb_disk_close(sb_store *st, bool crash)
         pthread_mutex_unlock(&st->mu);
         pthread_join(d->thread, NULL);
     }
+    if (rc == SB_OK && !crash)
+        rc = d->close_rc; /* the writer has stopped: no lock needed */
     st->disk = NULL;
     disk_free(d);
+    return rc;
 }
 
 /* ---- the RAM tier's calls ----------------------------------------------------------- */
@@ -658,19 +689,12 @@ static int wait_synced(sb_store *st, uint64_t first, uint64_t last)
     return d->err_rc ? d->err_rc : SB_ERR_IO;
 }
 
-int sb_disk_durable(sb_store *st, uint64_t ticket)
-{
-    sb_disk *d = st->disk;
-    if (!d || d->durability != SB_DURABILITY_COMMIT)
-        return SB_OK;
-    return wait_synced(st, ticket, d->next_ticket - 1);
-}
-
 /* Write-back: queue a dirty resident block (sb_radix_visit's order puts
- * parents before children). [mu] */
+ * parents before children; one waiting in the pool under COMMIT waits on
+ * for the budget). [mu] */
 static void queue_dirty(void *ctx, sb_blk *b)
 {
-    if (b->disk == SB_DISK_NONE)
+    if (b->disk == SB_DISK_NONE && !b->pool_at)
         sb_disk_enqueue(ctx, b);
 }
 
@@ -831,4 +855,10 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->recovery_torn = d->rec_torn;
     out->recovery_unlisted = d->rec_unlisted;
     out->recovery_ns = d->rec_ns_time;
+    out->salvaged = d->salvaged;
+    out->salvaged_segments = d->salv_segments;
+    out->salvage_scanned_segments = d->salv_scanned;
+    out->salvage_skipped_files = d->salv_skipped;
+    out->salvage_dropped_records = d->salv_dropped;
+    out->salvage_dropped_bytes = d->salv_dropped_bytes;
 }

@@ -32,18 +32,25 @@
  * is published (mu not held).
  * Returns: SB_OK; SB_ERR_LOCKED (another process holds the directory: a
  * message naming its pid goes to stderr); SB_ERR_VERSION (an unknown
- * format version: nothing was changed); SB_ERR_FORMAT (the directory holds
- * something that is not a store); SB_ERR_IO; SB_ERR_NOSPC; SB_ERR_NOMEM;
- * SB_ERR_INVAL (a path that is not a directory). On failure st->disk is
- * NULL and nothing is left running. */
+ * format version: nothing was changed); SB_ERR_SUPERBLOCK (without
+ * cfg->open_flags SB_OPEN_SALVAGE: a superblock that cannot be used, or
+ * none beside segment files; nothing was changed); SB_ERR_IO;
+ * SB_ERR_NOSPC; SB_ERR_NOMEM; SB_ERR_INVAL (a path that is not a
+ * directory). On failure st->disk is NULL and nothing is left running. */
 int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *io);
 
-/* sb_disk_close -- stop the disk tier. crash false: drain the queue, write
- * every queued block, seal the open segment with its summary, sync, update
- * the superblock. crash true (tests): stop at once, writing nothing more,
- * as if the process died. Called by sb_store_close before the index is
- * freed (mu not held). */
-void sb_disk_close(sb_store *st, bool crash);
+/* sb_disk_close -- stop the disk tier and free it. crash false: drain the
+ * queue (under write-back, every dirty block queued first), write every
+ * queued block, seal the open segment with its summary, sync, update the
+ * superblock. crash true (tests): stop at once, writing nothing more, as
+ * if the process died. Called by sb_store_close before the index is freed
+ * (mu not held).
+ * Returns: SB_OK (everything the close wrote is written and synced; also
+ * for a crash, and without a disk tier); the first error of the close's
+ * own writes, syncs, seal and superblock: SB_ERR_IO, SB_ERR_NOSPC (what it
+ * did not write is lost; what was durable before stays); SB_ERR_NOMEM
+ * (write-back: the dirty blocks could not all be found). */
+int sb_disk_close(sb_store *st, bool crash);
 
 /* sb_disk_committed -- [mu] b (a page or point state just indexed, or
  * indexed earlier by a commit too short to offer it) is offered for
@@ -63,9 +70,11 @@ void sb_disk_short(sb_store *st, sb_blk *b);
  * Returns: how many were queued. */
 size_t sb_disk_pool_drain(sb_store *st);
 
-/* sb_disk_pool_fix -- [mu] b's uses changed: reorder it if pooled.
+/* sb_disk_pool_fix -- [mu] b's uses changed: reorder it if pooled (a no-op
+ * otherwise).
  * sb_disk_pool_leave -- [mu] b leaves the index: out of the pool, denied
- * for the reason it waited for. Both no-ops for a block not pooled. */
+ * for the reason it waited for, and the tickets waiting for it (ticket.c)
+ * fail, as it will not be written. */
 void sb_disk_pool_fix(sb_store *st, sb_blk *b);
 void sb_disk_pool_leave(sb_store *st, sb_blk *b);
 
@@ -87,12 +96,14 @@ uint64_t sb_disk_rec_bytes(const sb_blk *b);
  * the write budget's bucket. */
 void sb_disk_debit(struct sb_disk *d, uint64_t bytes);
 
-/* sb_disk_deny -- [mu] count block b not written, for reason why (sb_deny). */
-void sb_disk_deny(struct sb_disk *d, int why, const sb_blk *b);
+/* sb_disk_deny -- [mu] count block b not written, for reason why (sb_deny,
+ * kept in b->why); the tickets waiting for it fail. */
+void sb_disk_deny(struct sb_disk *d, int why, sb_blk *b);
 
 /* sb_disk_enqueue -- [mu] queue indexed block b for writing now (b->disk
- * NONE; write-back's eviction and flush): the writer takes a reference and
- * b becomes QUEUED, or b is denied (FAILED: budget, backlog, short). */
+ * NONE; write-back's eviction and flush, a ticket's wait): the writer
+ * takes a reference and b becomes QUEUED, or b is denied (FAILED: budget,
+ * backlog, short). A block waiting in the pool leaves it first. */
 void sb_disk_enqueue(sb_store *st, sb_blk *b);
 
 /* sb_disk_write_back / sb_disk_write_only -- [mu] the tier is in that mode
@@ -112,13 +123,56 @@ void sb_disk_foreground_over(sb_store *st);
  * more write. Returns false at once when nothing is pending. */
 bool sb_disk_wait_progress(sb_store *st);
 
-/* sb_disk_ticket / sb_disk_durable -- [mu] durability of commits: take a
- * ticket before committing, and after it sb_disk_durable waits, in
- * SB_DURABILITY_COMMIT mode, until every block queued since is written
- * and synced. Returns: SB_OK (or not in that mode); SB_ERR_IO (a write
- * queued since failed: that state is in RAM, not on disk). */
+/* ---- durability tickets (ticket.c) ---------------------------------------------
+ *
+ * A put or commit that reports its outcome, or runs under
+ * SB_DURABILITY_COMMIT, takes sb_disk_ticket before it commits (the first
+ * block ticket it can queue), a write set for its state's blocks before it
+ * locks (sb_disk_wset_new: an allocation that fails changes nothing) and
+ * room for it in the pending table (sb_disk_wset_reserve), and, once its
+ * state is indexed, hands the set to sb_disk_outcome. */
+
+/* sb_disk_ticket -- [mu] the next block ticket the writer's queue hands
+ * out: blocks queued from now on have this one or a later one. 0 without
+ * a disk tier. */
 uint64_t sb_disk_ticket(const sb_store *st);
-int sb_disk_durable(sb_store *st, uint64_t ticket);
+
+typedef struct sb_wset sb_wset;
+
+/* sb_disk_wset_new -- unlocked: a write set for a state of up to n blocks.
+ * Returns NULL when out of memory, or when st has no disk tier (none is
+ * needed). sb_disk_wset_free -- free one never handed to sb_disk_outcome
+ * (NULL is a no-op). */
+sb_wset *sb_disk_wset_new(sb_store *st, size_t n);
+void sb_disk_wset_free(sb_wset *ws);
+
+/* sb_disk_wset_reserve -- [mu] a place in the pending table for one more
+ * set, kept until sb_disk_outcome takes it or sb_disk_wset_unreserve
+ * gives it back. Returns: SB_OK (also without a disk tier); SB_ERR_NOMEM
+ * (nothing changed). */
+int sb_disk_wset_reserve(sb_store *st);
+void sb_disk_wset_unreserve(sb_store *st);
+
+/* sb_disk_outcome -- [mu] the ticket of the state blocks[0, n) (the pages
+ * of a call's restorable tokens and its point state, indexed now) with
+ * write set ws (taken, with its reserved place; may be NULL, or n 0: no
+ * ticket). Under SB_DURABILITY_COMMIT it waits (st->mu released
+ * meanwhile) until what the state has queued is written and synced. Fills
+ * oc's ticket, durable, queued, written, deferred, dirty and denied fields
+ * (pages_new and points_new are the commits'); t0 is the call's
+ * sb_disk_ticket. keep false: nobody will ask for the ticket (the caller
+ * passed no outcome), so it is not kept pending. */
+void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint64_t t0,
+                     sb_write_outcome *oc, bool keep);
+
+/* sb_disk_supersede -- [mu] partial page old leaves the index for repl, a
+ * longer page of the same tokens (radix.c): the tickets waiting for old
+ * wait for repl. */
+void sb_disk_supersede(sb_store *st, sb_blk *old, sb_blk *repl);
+
+/* sb_disk_blk_gone -- [mu] b will not be written (it leaves the index
+ * unwritten): the tickets waiting for it fail. */
+void sb_disk_blk_gone(sb_store *st, sb_blk *b);
 
 /* sb_disk_stream_pages -- a put of `pages` new pages of page_bytes each
  * streams out when they are more than the backlog budget takes (write-
@@ -181,6 +235,12 @@ typedef void (*sb_disk_ready_fn)(void *ctx, size_t i, const uint8_t *data);
  * made resident, the index unchanged). */
 int sb_disk_load(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
                  sb_disk_ready_fn ready, void *ctx);
+
+/* sb_disk_drop -- remove b from the index with every page and point state
+ * that depends on it (deepest leaf pages first): a record that failed, a
+ * segment reclaimed, a cut page evicted (evict.c). The caller holds a
+ * reference to b besides the index's. [mu] (dread.c) */
+void sb_disk_drop(struct sb_ns *ns, sb_blk *b);
 
 /* sb_disk_flush -- wait until every block queued before the call is written
  * and synced (under write-back, every dirty block is queued first).

@@ -18,6 +18,11 @@
 #include "format.h"
 
 typedef struct sb_disk sb_disk;
+typedef struct sb_wrun sb_wrun; /* a run of failed tickets (ticket.c) */
+
+#define SB_SEGS_MIN 1024u    /* a new superblock's capacity at least */
+#define SB_SEGS_MAX 65536u   /* and at most (a 1.5 MiB slot), unless the
+                                segments found need more (salvage) */
 
 /* An entry of the priority pool (admit.c): a block and its place. */
 typedef struct sb_pool_ent {
@@ -61,6 +66,19 @@ typedef struct sb_seg {
     uint32_t holds;            /* [mu] matches holding a CLEAN block here
                                   (sb_disk_match) and reads in flight: it
                                   is not deleted while any does */
+    uint64_t synced_end;       /* [mu] data_end at its last good sync */
+    bool suspect;              /* [mu] a write or a sync in it failed: its
+                                  records from suspect_from on may not be
+                                  found again (a scan stops at the hole
+                                  until a summary is written), or not be
+                                  on the device, so no ticket counts them
+                                  durable. A good seal lifts it after a
+                                  failed write (the summary lists what
+                                  follows the hole), never after a failed
+                                  sync (a later fdatasync may succeed
+                                  without the data reaching the device) */
+    bool sync_failed;          /* [mu] ...a sync failed */
+    uint64_t suspect_from;     /* [mu] */
 } sb_seg;
 
 /* Where a block's record is (a copy taken under st->mu). */
@@ -107,6 +125,9 @@ struct sb_disk {
                                   no room) or SB_ERR_IO */
     uint64_t progress;         /* writes finished so far */
     bool stop, abort;          /* close asked; crash asked */
+    bool closing;              /* sb_disk_close has begun */
+    int close_rc;              /* the first write, sync or seal error since
+                                  closing began: what close returns */
     uint64_t hold_ns;          /* [const] longest single hold */
 
     /* the write budget [mu] (sb_config.write_budget_*; disk.c) */
@@ -152,6 +173,8 @@ struct sb_disk {
                                   earlier lives of the store wrote */
     uint64_t reclaimed, rc_kept, rc_ram, rc_dropped, nospc; /* [mu] sb_stats */
     uint32_t zlevel;           /* [const] sb_config.compress_level */
+    bool salvage;              /* [const] sb_config.open_flags has
+                                  SB_OPEN_SALVAGE */
     uint64_t z_records, z_skipped, z_raw, z_stored, z_saved; /* [mu] sb_stats
                                   disk_compress_* */
 
@@ -170,14 +193,39 @@ struct sb_disk {
     uint64_t next_seq;         /* [w] */
     uint64_t durable_seq;      /* [mu] */
 
+    /* durability tickets [mu] (ticket.c) */
+    uint64_t next_wt;          /* the next ticket handed out, from 1 */
+    sb_wset **wsets;           /* (n_wsets) pending, ascending ticket */
+    size_t n_wsets, wsets_cap;
+    size_t wsets_reserved;     /* places taken by calls under way
+                                  (n_wsets + wsets_reserved <= wsets_cap) */
+    sb_wrun *wruns;            /* (n_wruns) failed tickets no longer
+                                  pending, as ascending runs */
+    size_t n_wruns, wruns_cap;
+    uint64_t wforgot;          /* tickets up to it that are not pending or
+                                  in a run are forgotten (0: none) */
+
     /* counters [mu] */
     uint64_t write_bytes, read_bytes;
     uint64_t write_errors, read_errors, checksum_failures, denials;
     uint64_t rec_records, rec_pages, rec_points, rec_ns, rec_orphans;
     uint64_t rec_bad_summaries, rec_torn, rec_unlisted, rec_ns_time;
+    uint64_t salvaged;         /* 1: this open rebuilt the superblock */
+    uint64_t salv_segments, salv_scanned, salv_skipped; /* sb_stats salvage_* */
+    uint64_t salv_dropped, salv_dropped_bytes;
 };
 
 /* ---- disk.c: files, superblock, segments ------------------------------------ */
+
+/* sb_disk_fault -- [mu] a write, a sync, a seal or a segment's creation
+ * failed with rc (an sb_err), or a block was not written because the tier
+ * had stopped on one: once the tier is closing, the first such error is
+ * what sb_store_close returns. */
+static inline void sb_disk_fault(sb_disk *d, int rc)
+{
+    if (d->closing && !d->close_rc && rc < 0)
+        d->close_rc = rc;
+}
 
 /* sb_disk_errno -- the sb_err for a negative errno from the I/O layer. */
 int sb_disk_errno(int64_t err);
@@ -189,6 +237,21 @@ void sb_disk_seg_name(char *buf, uint32_t id, const char *ext);
  * newest state) listing every segment, and sync it. durable_seq is the
  * caller's. Returns: SB_OK; SB_ERR_IO; SB_ERR_NOSPC; SB_ERR_NOMEM. */
 int sb_disk_super_write(sb_disk *d);
+
+/* sb_disk_super_create -- [w] write a new superblock (d->max_segs sets
+ * its slot size; a new random store id) under a temporary name: n_writes
+ * slot writes (1: a new store, the other slot zeros; 2: both slots sound),
+ * then rename it over "superblock" and sync the directory, so a creation
+ * cut short leaves what was there before. d->sb_fd becomes its fd (one it
+ * held is closed). Returns: SB_OK; SB_ERR_IO; SB_ERR_NOSPC; SB_ERR_NOMEM. */
+int sb_disk_super_create(sb_disk *d, int n_writes);
+
+/* sb_disk_seg_write_summary -- [w] write segment i's summary (the records
+ * noted with sb_disk_seg_note, data_end its data_end) under a temporary
+ * name, sync it, rename it into place and sync the directory; nothing
+ * else (salvage.c seals segments before any superblock lists them).
+ * Returns: SB_OK; SB_ERR_IO; SB_ERR_NOSPC; SB_ERR_NOMEM. */
+int sb_disk_seg_write_summary(sb_disk *d, uint32_t i);
 
 /* sb_disk_seg_seal -- [w] seal segment i (nothing in flight on it): sync it,
  * write its summary (temporary name, sync, rename, sync the directory),
@@ -278,9 +341,23 @@ static inline void sb_disk_pending_add(sb_disk *d, uint64_t bytes)
 int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,
                         uint8_t *payload);
 
-/* sb_disk_drop -- remove b from the index with every page and point state
- * that depends on it (deepest leaf pages first). [mu] */
-void sb_disk_drop(sb_ns *ns, sb_blk *b);
+/* ---- ticket.c ------------------------------------------------------------------ */
+
+/* What happens to a block reaches the tickets waiting for it. [mu]
+ *   sb_tkt_queued    b entered the writer's queue
+ *   sb_tkt_resolved  b was written (ok; its ticket field set), or will not
+ *                    be (denied, its write failed, it left the index)
+ *   sb_tkt_short     b, new, is not offered: its commit is too short
+ *   sb_tkt_synced    a sync ran: the queue's tickets up to synced_ticket
+ *                    are synced when ok, else every ticket with a block
+ *                    written after before (the last good synced_ticket)
+ *                    fails
+ *   sb_tkt_free_all  the tier closes: every pending ticket goes */
+void sb_tkt_queued(sb_disk *d, sb_blk *b);
+void sb_tkt_resolved(sb_disk *d, sb_blk *b, bool ok);
+void sb_tkt_short(sb_disk *d, sb_blk *b);
+void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok);
+void sb_tkt_free_all(sb_disk *d);
 
 /* ---- writer.c ------------------------------------------------------------------ */
 
@@ -289,16 +366,22 @@ void *sb_writer_main(void *arg);
 
 /* ---- recover.c ---------------------------------------------------------------- */
 
-/* sb_disk_recover -- read the superblock, the summaries and the open
- * segments of a store directory that has one, rebuild every namespace's
- * index with disk-only blocks, and seal what was open. Called by
- * sb_disk_open with the tier otherwise set up (mu not held, no thread).
- * Returns: SB_OK; SB_ERR_VERSION; SB_ERR_FORMAT; SB_ERR_CORRUPT (no valid
- * superblock slot); SB_ERR_IO; SB_ERR_NOMEM. */
+/* sb_disk_recover -- read the superblock (d->sb_fd; -1: there is none),
+ * the summaries and the open segments of a store directory that has one,
+ * rebuild every namespace's index with disk-only blocks, and seal what was
+ * open; with d->salvage, a superblock that cannot be used is first rebuilt
+ * from the segment files (salvage.c). Called by sb_disk_open with the tier
+ * otherwise set up (mu not held, no thread).
+ * Returns: SB_OK; SB_ERR_VERSION (the superblock or, salvaging, a record
+ * is of another version: nothing written); SB_ERR_SUPERBLOCK (not
+ * salvaging: no usable superblock; nothing written); SB_ERR_IO;
+ * SB_ERR_NOSPC (salvaging); SB_ERR_NOMEM. */
 int sb_disk_recover(sb_disk *d);
 
 /* sb_disk_read_super -- read and decode the newest valid superblock slot of
- * fd (file size size) into *s, segments into segs (max_segs).
+ * fd (file size size) into *s, segments into segs (max_segs). A slot whose
+ * version is unknown is of another version only when its hash holds
+ * (sb_super_other_version); else it is damage (SB_ERR_CORRUPT).
  * Returns: SB_OK; SB_ERR_VERSION (a slot of another version, none valid);
  * SB_ERR_FORMAT; SB_ERR_CORRUPT; SB_ERR_IO; SB_ERR_NOMEM. */
 int sb_disk_read_super(sb_io *io, int fd, uint64_t size, sb_super *s, sb_super_seg *segs,

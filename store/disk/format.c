@@ -61,6 +61,21 @@ static uint64_t round_up(uint64_t v, uint64_t to)
     return (v + to - 1) / to * to;
 }
 
+uint32_t sb_seg_file_id(const char *name, const char *ext)
+{
+    size_t n = strlen(ext);
+    if (strncmp(name, "seg-", 4) || strlen(name) != 13 + n || name[12] != '.' ||
+        strcmp(name + 13, ext))
+        return 0;
+    uint32_t id = 0;
+    for (int i = 4; i < 12; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return 0;
+        id = id * 10 + (uint32_t)(name[i] - '0');
+    }
+    return id;
+}
+
 /* ---- records --------------------------------------------------------------------- */
 
 /* Field offsets of the fixed head (format.h's table). */
@@ -206,6 +221,19 @@ int sb_rec_peek(const void *buf, size_t len, uint32_t *head_bytes)
     return SB_OK;
 }
 
+bool sb_rec_other_version(const void *buf, size_t len, uint64_t off)
+{
+    const uint8_t *p = buf;
+    if (!buf || len < SB_REC_FIXED || get32(p + R_MAGIC) != SB_REC_MAGIC)
+        return false;
+    unsigned version = get16(p + R_VERSION);
+    if (version == SB_FMT_VERSION || version == SB_REC_VERSION_COMPRESSED)
+        return false;
+    uint64_t body = 4ull * get32(p + R_NTOKENS) + get32(p + R_EXTRA);
+    return body <= len - SB_REC_FIXED &&
+           get64(p + R_HEADHASH) == head_hash(p, (uint32_t)body, off);
+}
+
 int sb_rec_decode(const void *buf, size_t len, uint64_t off, sb_rec_head *h,
                   const uint32_t **tokens, const void **extra)
 {
@@ -337,6 +365,16 @@ int sb_super_encode(const sb_super *s, void *buf)
     put64(wear + 16, s->wear_reinsert);
     put64(p + s->slot_bytes - 8, XXH3_64bits(p, s->slot_bytes - 8));
     return SB_OK;
+}
+
+bool sb_super_other_version(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    if (!buf || len < SB_SUPER_FIXED + 8 || get64(p + S_MAGIC) != SB_SUPER_MAGIC)
+        return false;
+    uint16_t version = get16(p + S_VERSION);
+    return (version < 1 || version > SB_SUPER_VERSION) &&
+           get64(p + len - 8) == XXH3_64bits(p, len - 8);
 }
 
 int sb_super_decode(const void *buf, size_t len, sb_super *s, sb_super_seg *segs,

@@ -144,7 +144,12 @@
  *
  * Version 1 slots (no wear block) are read as having written nothing; a
  * store's next slot write is version 2 (its slot size leaves room: the
- * segment list is capped to fit).
+ * segment list is capped to fit). A slot whose version is unknown is
+ * another version's only when its slot hash holds (sb_super_other_version);
+ * else it is damage. When neither slot can be used, salvage.c rebuilds the
+ * superblock from the segment files (SB_OPEN_SALVAGE; docs/format.md says
+ * what it relies on: ids in file names, heads checked at their offsets,
+ * generations and sequence numbers that only grow).
  *
  * ---------------------------------------------------------------------------
  * Summary "seg-NNNNNNNN.sum": the record heads of a sealed segment, so open
@@ -189,6 +194,10 @@
                                            writes; recovery takes a record
                                            with a larger (or zero) seq as
                                            damage, so seqs never wrap */
+
+/* sb_seg_file_id -- the segment id the file name seg-NNNNNNNN.<ext> names
+ * (eight decimal digits, ext "dat" or "sum"), or 0 when name is not one. */
+uint32_t sb_seg_file_id(const char *name, const char *ext);
 
 /* Record kinds: pinned numbers, never reused. */
 enum { SB_REC_NAMESPACE = 1, SB_REC_PAGE = 2, SB_REC_POINT = 3 };
@@ -248,6 +257,13 @@ int sb_rec_peek(const void *buf, size_t len, uint32_t *head_bytes);
  * mismatch, or reserved bytes or padding not zero); SB_ERR_INVAL. */
 int sb_rec_decode(const void *buf, size_t len, uint64_t off, sb_rec_head *h,
                   const uint32_t **tokens, const void **extra);
+
+/* sb_rec_other_version -- is buf[0, len) (read from file offset off) the
+ * head of a record of another format version: the magic, a version this
+ * code does not read, and a head hash that holds where this version keeps
+ * it (so not damage to the version field, which the hash covers)? A
+ * reader never rewrites what such a record's store holds. */
+bool sb_rec_other_version(const void *buf, size_t len, uint64_t off);
 
 /* sb_rec_head_hash -- the head hash of the head at head (its fixed fields
  * and body_bytes of token IDs and extra after them) for file offset off:
@@ -337,6 +353,12 @@ int sb_super_encode(const sb_super *s, void *buf);
  * (more segments than max_segs). */
 int sb_super_decode(const void *buf, size_t len, sb_super *s, sb_super_seg *segs,
                     uint32_t max_segs);
+
+/* sb_super_other_version -- is the slot buf[0, len) one of another format
+ * version: the magic, a version this code does not read, and the slot hash
+ * over buf[0, len - 8) holding (a slot whose version field was damaged
+ * fails it, and is damage, not another version)? */
+bool sb_super_other_version(const void *buf, size_t len);
 
 /* ---- summary ------------------------------------------------------------------- */
 

@@ -1,15 +1,18 @@
 /* fsck.c -- sb_store_fsck: offline verification of a store directory
- * (snapbank_fsck.h says what is checked and what counts as damage).
+ * (snapbank_fsck.h says what is checked and what counts as damage); and
+ * sb_store_fsck_repair: a salvaging open (salvage.c), then the check.
  *
- * Read-only: the one call here that writes is the lock. Every read goes
- * through a posix sb_io and a 1 MiB window (segments are never read whole;
- * a payload is hashed as it streams through the window), so memory stays
- * at the window plus the superblock and one summary.
+ * sb_store_fsck is read-only: the one call that writes is the lock. Every
+ * read goes through a posix sb_io and scan.h's 1 MiB window (segments are
+ * never read whole; a payload is hashed as it streams through the window),
+ * so memory stays at the window plus the superblock and one summary.
  *
  * The walk:
  *
- *   1. Read the superblock unlocked and classify it: no store (FORMAT) or
- *      another version (VERSION) return before anything is touched.
+ *   1. Read the superblock unlocked and classify it: no store (FORMAT: no
+ *      superblock file and no segment files) or another version (VERSION)
+ *      return before anything is touched; a superblock that cannot be
+ *      used is damage, reported with nothing more checked.
  *   2. Take DIR/LOCK when it exists (a store open on DIR: LOCKED).
  *   3. Read the superblock again under the lock and pick the slot.
  *   4. Per segment: load the summary (sealed), scan the records (sealed:
@@ -23,25 +26,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "format.h"
 #include "io.h"
+#include "scan.h"
 
-#define WIN_BYTES (1u << 20)        /* read window */
 #define PROGRESS_STEP (4ull << 20)  /* progress calls at least this far apart */
 #define SLOT_MAX (256u << 20)       /* a larger superblock slot is damage */
 
-_Static_assert(WIN_BYTES >= SB_REC_HEAD_MAX, "a whole record head fits the window");
 
 /* The state of one check. */
 typedef struct fsck {
     sb_io *io;                   /* posix backend on DIR */
-    uint8_t *win;                /* (WIN_BYTES) read window */
-    int win_fd;                  /* file the window holds; -1: none */
-    uint64_t win_off;            /* file offset of win[0], a multiple of 4096 */
-    size_t win_len;              /* valid bytes; < WIN_BYTES: the file ends there */
-    XXH3_state_t *xxh;           /* payload hash, streamed */
+    sb_scan sc;                  /* the read window (sc.win NULL until a
+                                    segment is checked) */
     uint64_t segment_bytes;      /* from the superblock */
     sb_fsck_progress_fn progress;
     void *ctx;
@@ -64,22 +62,6 @@ static int from_errno(int64_t err)
     return err == -ENOMEM ? SB_ERR_NOMEM : SB_ERR_IO;
 }
 
-/* Read len bytes at off, retrying short reads. Returns the bytes read (fewer
- * than len only where the file ends) or a negative errno. */
-static int64_t read_full(sb_io *io, int fd, void *buf, size_t len, uint64_t off)
-{
-    size_t got = 0;
-    while (got < len) {
-        int64_t n = sb_io_pread(io, fd, (uint8_t *)buf + got, len - got, off + got);
-        if (n < 0)
-            return n;
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    return (int64_t)got;
-}
-
 /* ---- progress --------------------------------------------------------------- */
 
 static void report_progress(fsck *f, bool force)
@@ -97,28 +79,10 @@ static void tick(fsck *f, uint64_t pos)
     report_progress(f, false);
 }
 
-/* ---- the read window ------------------------------------------------------------ */
-
-/* Make [off, off + len) of fd readable at *p (len <= WIN_BYTES). Window
- * bases are record offsets or payload chunk starts, all multiples of 4096,
- * so *p is as aligned as the data it holds (namespace descriptions are
- * read in place). Returns: the bytes available at *p (fewer than len only
- * where the file ends); a negative errno. */
-static int64_t win_get(fsck *f, int fd, uint64_t off, size_t len, const uint8_t **p)
+/* The payload hash of a record has reached file offset pos (scan.h). */
+static void scan_tick(void *ctx, uint64_t pos)
 {
-    if (f->win_fd != fd || off < f->win_off || off - f->win_off > f->win_len ||
-        (f->win_len - (off - f->win_off) < len && f->win_len == WIN_BYTES)) {
-        f->win_fd = -1;
-        int64_t n = read_full(f->io, fd, f->win, WIN_BYTES, off);
-        if (n < 0)
-            return n;
-        f->win_fd = fd;
-        f->win_off = off;
-        f->win_len = (size_t)n;
-    }
-    size_t have = f->win_len - (size_t)(off - f->win_off);
-    *p = f->win + (off - f->win_off);
-    return (int64_t)(have < len ? have : len);
+    tick(ctx, pos);
 }
 
 /* ---- superblock ------------------------------------------------------------------ */
@@ -144,6 +108,8 @@ static int decode_slot(const uint8_t *p, uint32_t slot_bytes, int s, slots *out)
     if (n && need && need <= slot_bytes && !(segs = malloc((size_t)n * sizeof *segs)))
         return SB_ERR_NOMEM;
     out->rc[s] = sb_super_decode(p, slot_bytes, &sup, segs, segs ? n : 0);
+    if (out->rc[s] == SB_ERR_VERSION && !sb_super_other_version(p, slot_bytes))
+        out->rc[s] = SB_ERR_CORRUPT;        /* a damaged version field */
     if (out->rc[s] == SB_OK && sup.slot != s)
         out->rc[s] = SB_ERR_FORMAT;         /* a slot written at the other's place */
     if (out->rc[s] == SB_OK && (out->best < 0 || sup.write_count > out->sup.write_count)) {
@@ -161,10 +127,13 @@ static int decode_slot(const uint8_t *p, uint32_t slot_bytes, int s, slots *out)
  * file size does not split into two slots of a multiple of 4096 (to tell a
  * damaged store from none) -- and pick the valid slot with the larger
  * write_count, as the store's open does (store/disk/disk.c: a slot must also
- * name its own position). Returns: SB_OK (out->best >= 0, or out->damage
- * set; with best >= 0, out->segs is the caller's to free); SB_ERR_FORMAT
- * (no superblock file, or no slot has the magic); SB_ERR_VERSION (no valid
- * slot, one of another version); SB_ERR_IO; SB_ERR_NOMEM. */
+ * name its own position). A slot of an unknown version is another
+ * version's only when its hash holds (sb_super_other_version; in a file
+ * that does not split, slot A's own size places the slots); else it is
+ * damage. Returns: SB_OK (out->best >= 0, or out->damage set; with best >=
+ * 0, out->segs is the caller's to free); SB_ERR_FORMAT (no superblock file,
+ * or no slot has the magic); SB_ERR_VERSION (no valid slot, one of another
+ * version); SB_ERR_IO; SB_ERR_NOMEM. */
 static int read_super(sb_io *io, slots *out)
 {
     memset(out, 0, sizeof *out);
@@ -180,7 +149,8 @@ static int read_super(sb_io *io, slots *out)
     size_t want = split ? (size_t)size : SB_SUPER_FIXED, slot = split ? want / 2 : 0;
     uint8_t *buf = malloc(want);
     if (n == 0)
-        n = buf ? read_full(io, fd, buf, want, 0) : -ENOMEM;
+        n = buf ? sb_scan_read(io, fd, buf, want, 0) : -ENOMEM;
+    bool foreign = n >= 0 && !split && sb_scan_super_foreign(io, fd, size);
     sb_io_close(io, fd);
     int rc = n < 0 ? from_errno(n) : SB_OK;
     bool whole = split && (size_t)n == want;    /* else the file shrank under us */
@@ -189,7 +159,7 @@ static int read_super(sb_io *io, slots *out)
     if (rc == SB_OK && whole)
         for (int s = 0; s < 2 && rc == SB_OK; s++)
             rc = decode_slot(buf + s * slot, (uint32_t)slot, s, out);
-    else if (magic && (le(buf + 8, 2) < 1 || le(buf + 8, 2) > SB_SUPER_VERSION))
+    else if (foreign)
         out->rc[0] = SB_ERR_VERSION;
     free(buf);
     if (rc == SB_OK && out->best < 0) {
@@ -207,6 +177,46 @@ static int read_super(sb_io *io, slots *out)
         out->best = -1;
     }
     return rc;
+}
+
+/* Segment files in a directory: seg-*.dat, and whether there is any seg-*. */
+typedef struct seg_files {
+    uint32_t dat;
+    bool any;
+} seg_files;
+
+static void count_seg(void *ctx, const char *name)
+{
+    seg_files *c = ctx;
+    c->any |= !strncmp(name, "seg-", 4);
+    c->dat += sb_seg_file_id(name, "dat") != 0;
+}
+
+/* Read the superblock (read_super) and tell whether DIR holds a store: a
+ * superblock file or segment files. Returns: SB_OK (sl->best >= 0, or
+ * sl->damage set: SB_ERR_CORRUPT, SB_ERR_FORMAT -- also a superblock file
+ * without the magic -- or SB_ERR_NOT_FOUND, no superblock file but segment
+ * files); SB_ERR_FORMAT (no store); SB_ERR_VERSION; SB_ERR_IO;
+ * SB_ERR_NOMEM. *n_files receives the seg-*.dat files counted. */
+static int classify(sb_io *io, slots *sl, uint32_t *n_files)
+{
+    seg_files sf = { 0, false };
+    int r = io->ops->list(io, count_seg, &sf);
+    *n_files = sf.dat;
+    int rc = read_super(io, sl);
+    if (rc != SB_ERR_FORMAT)
+        return rc;
+    if (r < 0)
+        return from_errno(r);
+    int fd = sb_io_open(io, "superblock", SB_IO_RDONLY);
+    if (fd >= 0)
+        sb_io_close(io, fd);
+    else if (fd != -ENOENT)
+        return from_errno(fd);
+    if (fd < 0 && !sf.any)
+        return SB_ERR_FORMAT;
+    sl->damage = fd >= 0 ? SB_ERR_FORMAT : SB_ERR_NOT_FOUND;
+    return SB_OK;
 }
 
 /* ---- the lock --------------------------------------------------------------------- */
@@ -244,55 +254,31 @@ enum { REC_OK, REC_BAD_HEAD, REC_BAD_PAYLOAD, REC_SHORT, REC_IO };
 
 /* Check the record at off of segment g, which must end by limit: its head
  * decodes for this offset, segment and generation (and a namespace
- * record's description decodes), then its payload hash. *h and *bytes
- * (its extent) are set from REC_BAD_PAYLOAD on; the head is sound then.
+ * record's description decodes), then its payload hash (scan.h). *h and
+ * *bytes (its extent) are set from REC_BAD_PAYLOAD on; the head is sound
+ * then. A head of another format version is a bad head here.
  * Returns: REC_OK; REC_BAD_HEAD (its length cannot be trusted);
  * REC_BAD_PAYLOAD; REC_SHORT (the file ends inside it); REC_IO. */
 static int check_record(fsck *f, int fd, const sb_super_seg *g, uint64_t off, uint64_t limit,
                         sb_rec_head *h, uint64_t *bytes)
 {
-    const uint8_t *p;
-    uint32_t head_bytes;
-    const void *extra;
-    if (off >= limit || limit - off < SB_FMT_BLOCK)
-        return REC_BAD_HEAD;
-    int64_t n = win_get(f, fd, off, SB_FMT_BLOCK, &p);
-    if (n < SB_FMT_BLOCK)
-        return n < 0 ? REC_IO : REC_SHORT;
-    if (sb_rec_peek(p, SB_FMT_BLOCK, &head_bytes) != SB_OK || head_bytes > limit - off)
-        return REC_BAD_HEAD;
-    n = win_get(f, fd, off, head_bytes, &p);
-    if (n < head_bytes)
-        return n < 0 ? REC_IO : REC_SHORT;
-    if (sb_rec_decode(p, head_bytes, off, h, NULL, &extra) != SB_OK ||
-        h->segment_id != g->segment_id || h->generation != g->generation)
-        return REC_BAD_HEAD;
-    sb_rec_ns ns;
-    if (h->kind == SB_REC_NAMESPACE && sb_rec_ns_decode(extra, h->extra_bytes, &ns) != SB_OK)
-        return REC_BAD_HEAD;
-    *bytes = sb_rec_record_bytes(h);
-    if (*bytes > limit - off)
-        return REC_BAD_HEAD;
-    /* The payload hash streamed: XXH3-64 of the payload bytes, as
-     * sb_rec_payload_hash computes it in one go (tests/test_fsck.c checks a
-     * payload larger than the window against it). */
-    XXH3_64bits_reset(f->xxh);
-    uint64_t pos = off + head_bytes, end = pos + h->payload_bytes;
-    while (pos < end) {
-        size_t want = end - pos < WIN_BYTES ? (size_t)(end - pos) : WIN_BYTES;
-        n = win_get(f, fd, pos, want, &p);
-        if (n < (int64_t)want)
-            return n < 0 ? REC_IO : REC_SHORT;
-        XXH3_64bits_update(f->xxh, p, want);
-        pos += want;
-        tick(f, pos);
+    int st = sb_scan_head(&f->sc, fd, g->segment_id, g->generation, off, limit, h, NULL, NULL);
+    if (st == SB_SCAN_OK) {
+        *bytes = sb_rec_record_bytes(h);
+        st = sb_scan_payload(&f->sc, fd, h, off);
     }
-    uint64_t hash = XXH3_64bits_digest(f->xxh);
-    /* No payload: store/disk/writer.c stores 0 where format.h's XXH3 of no bytes
-     * is a constant; either is sound (the head hash covers the field). */
-    if (hash == h->payload_hash || (h->payload_bytes == 0 && h->payload_hash == 0))
+    switch (st) {
+    case SB_SCAN_OK:
         return REC_OK;
-    return REC_BAD_PAYLOAD;
+    case SB_SCAN_BAD_PAYLOAD:
+        return REC_BAD_PAYLOAD;
+    case SB_SCAN_SHORT:
+        return REC_SHORT;
+    case SB_SCAN_IO:
+        return REC_IO;
+    default:
+        return REC_BAD_HEAD;
+    }
 }
 
 static void note_bad(sb_fsck_segment *s, uint64_t off)
@@ -405,7 +391,7 @@ static int load_summary(fsck *f, const sb_super_seg *g, sum_view *sv)
     } else if (!(buf = malloc(size ? (size_t)size : 1))) {
         rc = SB_ERR_NOMEM;
     } else {
-        int64_t n = read_full(f->io, fd, buf, (size_t)size, 0);
+        int64_t n = sb_scan_read(f->io, fd, buf, (size_t)size, 0);
         if (n < 0)
             sv->rc = SB_ERR_IO;
         else
@@ -430,12 +416,16 @@ static uint32_t entry_at(const sum_view *sv, uint64_t off)
     return lo;
 }
 
-/* A record with a sound head is at off: the summary must list it alike. */
-static void sum_match(sum_view *sv, uint64_t off, const sb_rec_head *h)
+/* A record with a sound head is at off: the summary must list it alike --
+ * unless its payload is bad (listed is optional): a summary written by a
+ * salvage leaves out the records it dropped. */
+static void sum_match(sum_view *sv, uint64_t off, const sb_rec_head *h, bool optional)
 {
     if (!sv->e)
         return;
     uint32_t i = entry_at(sv, off);
+    if (optional && (i == sv->n || sv->e[i].off != off))
+        return;
     if (i == sv->n || sv->e[i].off != off || sv->e[i].seq != h->seq ||
         sv->e[i].key[0] != h->key[0] || sv->e[i].key[1] != h->key[1] ||
         sv->e[i].payload_hash != h->payload_hash) {
@@ -507,7 +497,7 @@ static void scan_sealed(fsck *f, int fd, const sb_super_seg *g, sum_view *sv,
         } else {
             count_record(s, &h);
         }
-        sum_match(sv, off, &h);
+        sum_match(sv, off, &h, st == REC_BAD_PAYLOAD);
         off += bytes;
         tick(f, off);
     }
@@ -576,7 +566,7 @@ static int check_segment(fsck *f, const sb_super *sup, const sb_super_seg *g,
             scan_sealed(f, fd, g, &sv, s);
         else
             scan_open(f, fd, g, sup->durable_seq, s);
-        f->win_fd = -1;                     /* the number may be reused */
+        sb_scan_forget(&f->sc);             /* the number may be reused */
         sb_io_close(f->io, fd);
     }
     s->summary = g->state == SB_SEG_SEALED ? sum_finish(&sv) : 0;
@@ -601,10 +591,10 @@ static int check_store(fsck *f, const slots *sl, sb_fsck_report *r)
     r->segment_bytes = f->segment_bytes = sup->segment_bytes;
     r->durable_seq = sup->durable_seq;
     r->segments = calloc(sup->n_segments ? sup->n_segments : 1, sizeof *r->segments);
-    f->win = malloc(WIN_BYTES);
-    f->xxh = XXH3_createState();
-    if (!r->segments || !f->win || !f->xxh)
+    if (!r->segments || sb_scan_init(&f->sc, f->io) != SB_OK)
         return SB_ERR_NOMEM;
+    f->sc.tick = scan_tick;
+    f->sc.ctx = f;
     r->n_segments = sup->n_segments;
     for (uint32_t i = 0; i < sup->n_segments; i++)
         f->total += share(sup, &sup->segments[i]);
@@ -629,6 +619,30 @@ static int check_store(fsck *f, const slots *sl, sb_fsck_report *r)
     return SB_OK;
 }
 
+/* Steps 1-3: a posix sb_io on dir (*io, the caller's to destroy, which
+ * releases the lock), the superblock classified before anything is
+ * touched, DIR/LOCK taken, the superblock read again under it (sl->segs
+ * the caller's to free). Returns: SB_OK; classify's errors, SB_ERR_LOCKED
+ * (nothing left to free). */
+static int open_dir(const char *dir, sb_io **io, slots *sl, uint32_t *n_files, int *locked,
+                    long *holder_pid)
+{
+    int rc = sb_io_posix_new(dir, io);
+    if (rc < 0)
+        return rc == -ENOENT || rc == -ENOTDIR ? SB_ERR_FORMAT : from_errno(rc);
+    rc = classify(*io, sl, n_files);
+    free(sl->segs);
+    if (rc == SB_OK)
+        rc = take_lock(*io, locked, holder_pid);
+    if (rc == SB_OK)
+        rc = classify(*io, sl, n_files);
+    if (rc != SB_OK) {
+        sb_io_destroy(*io);
+        *io = NULL;
+    }
+    return rc;
+}
+
 int sb_store_fsck(const char *dir, sb_fsck_progress_fn progress, void *ctx,
                   sb_fsck_report **out, long *holder_pid)
 {
@@ -638,42 +652,90 @@ int sb_store_fsck(const char *dir, sb_fsck_progress_fn progress, void *ctx,
         *out = NULL;
     if (!dir || !out)
         return SB_ERR_INVAL;
-    fsck f = { .win_fd = -1, .progress = progress, .ctx = ctx };
-    int rc = sb_io_posix_new(dir, &f.io);
-    if (rc < 0)
-        return rc == -ENOENT || rc == -ENOTDIR ? SB_ERR_FORMAT : from_errno(rc);
+    fsck f = { .progress = progress, .ctx = ctx };
     sb_fsck_report *r = NULL;
     slots sl;
-    /* 1: classify before touching anything; 2: lock; 3: read for real. */
-    rc = read_super(f.io, &sl);
-    free(sl.segs);
+    uint32_t n_files = 0;
     int locked = 0;
-    if (rc == SB_OK)
-        rc = take_lock(f.io, &locked, holder_pid);
-    if (rc == SB_OK)
-        rc = read_super(f.io, &sl);
-    if (rc != SB_OK) {
-        sb_io_destroy(f.io);
+    int rc = open_dir(dir, &f.io, &sl, &n_files, &locked, holder_pid);
+    if (rc != SB_OK)
         return rc;
-    }
     r = calloc(1, sizeof *r);
     if (!r) {
         rc = SB_ERR_NOMEM;
     } else {
         r->locked = locked;
         r->superblock = sl.damage;
+        r->n_segment_files = n_files;
         if (sl.best >= 0)
             rc = check_store(&f, &sl, r);
     }
     free(sl.segs);
-    free(f.win);
-    XXH3_freeState(f.xxh);
+    sb_scan_fini(&f.sc);
     sb_io_destroy(f.io);                    /* releases the lock */
     if (rc != SB_OK) {
         sb_fsck_report_free(r);
         return rc;
     }
     *out = r;
+    return SB_OK;
+}
+
+int sb_store_fsck_repair(const char *dir, sb_fsck_progress_fn progress, void *ctx,
+                         sb_fsck_report **out, long *holder_pid)
+{
+    if (holder_pid)
+        *holder_pid = 0;
+    if (out)
+        *out = NULL;
+    if (!dir || !out)
+        return SB_ERR_INVAL;
+    /* 1. What is there, touching nothing (no store, another version); a
+     * store open on dir is named by its holder, as a check names it. */
+    sb_io *io = NULL;
+    slots sl;
+    uint32_t n_files = 0;
+    int locked = 0;
+    int rc = open_dir(dir, &io, &sl, &n_files, &locked, holder_pid);
+    if (rc != SB_OK)
+        return rc;
+    free(sl.segs);
+    sb_io_destroy(io); /* releases the lock for the open */
+    sb_fsck_repair rep = { .superblock = sl.damage };
+
+    /* 2. The salvaging open (a sound superblock: an open as any), then a
+     * close that leaves every segment sealed. It reads no page: a small
+     * RAM budget; no sequence length is refused. */
+    sb_config c;
+    sb_config_default(&c);
+    c.dir = dir;
+    c.open_flags = SB_OPEN_SALVAGE;
+    c.ram_bytes = 64ull << 20;
+    c.max_seq_tokens = INT32_MAX;
+    sb_store *st = NULL;
+    if ((rc = sb_store_open(&c, &st)) != SB_OK)
+        return rc;
+    sb_stats s;
+    sb_store_stats(st, &s);
+    if ((rc = sb_store_close(st)) != SB_OK)
+        return rc;
+    rep.salvaged = s.salvaged != 0;
+    rep.segments = s.disk_segments;
+    rep.scanned_segments = s.salvage_scanned_segments;
+    rep.skipped_files = s.salvage_skipped_files;
+    rep.records = s.recovered_records;
+    rep.pages = s.recovered_pages;
+    rep.points = s.recovered_points;
+    rep.namespaces = s.recovered_namespaces;
+    rep.orphans = s.recovery_orphans;
+    rep.dropped_records = s.salvage_dropped_records;
+    rep.dropped_bytes = s.salvage_dropped_bytes;
+
+    /* 3. The check. */
+    if ((rc = sb_store_fsck(dir, progress, ctx, out, holder_pid)) != SB_OK)
+        return rc;
+    (*out)->repaired = 1;
+    (*out)->repair = rep;
     return SB_OK;
 }
 

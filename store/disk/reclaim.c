@@ -30,12 +30,17 @@
  *      hot; past it the denial reason is capacity): resident, it is
  *      queued at the front of the writer's queue; on disk only (draining),
  *      it joins the copy list and stays CLEAN in V until its copy is
- *      written (writer.c). Any other resident block that is a leaf page,
- *      a point state or pinned (sb_ns_pin) stays in RAM only (records after
- *      it in newer segments are orphans to a recovery); the rest leave the
- *      index with every page and point state after them (a match holding
- *      one still restores it: its bytes, or its segment, stay until the
- *      match is released).
+ *      written (writer.c). Any other resident block stays in the index,
+ *      dirty again: in RAM only until a commit through it offers it again
+ *      (write-through) or its eviction writes it (write-back), and lost
+ *      only through the RAM tier's eviction (records after it in newer
+ *      segments are orphans to a recovery meanwhile). Such a page that is
+ *      not a leaf page is marked cut: pages after it may be on disk only,
+ *      with no data the RAM tier could free, so eviction takes it with
+ *      everything after it instead of waiting for it to become a leaf
+ *      (evict.c). Blocks on disk only leave the index with every page and
+ *      point state after them (a match holding one still restores it: its
+ *      bytes, or its segment, stay until the match is released).
  *   4. With no copies pending and nobody holding V (at once, or when the
  *      last copy is written and synced and the last match or read let
  *      go): under rd_mu and st->mu V's slot is freed and its reader fd
@@ -249,12 +254,19 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
                 continue;
             }
         }
-        /* Resident and a leaf (or a point state), or pinned: RAM only, like
-         * a page denied a write. (An inner page in RAM only could not leave
-         * RAM while pages after it stay on disk; a match holding one keeps
-         * its bytes either way.) */
-        if (b->data && (b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b) || b->pinned)) {
-            sb_disk_unclean(st, b, SB_DISK_FAILED);
+        /* Resident: it stays indexed, dirty again (RAM only until a
+         * commit through it offers it again, or, under write-back, its
+         * eviction writes it). Pages after it may stay on disk only, so
+         * it may not wait to become a leaf page: eviction may take it
+         * with them (cut). On disk only: it leaves the index with every
+         * page after it (a match holding one keeps its bytes or its
+         * segment). */
+        if (b->data) {
+            sb_disk_unclean(st, b, SB_DISK_NONE);
+            if (b->kind == SB_BLK_PAGE && !sb_radix_is_leaf_page(b)) {
+                b->cut = 1;
+                sb_blk_candidate(b);
+            }
             d->rc_ram++;
         } else {
             sb_disk_drop(ns, b);
@@ -307,6 +319,7 @@ void sb_disk_release(sb_disk *d, uint32_t v)
     if (rc != SB_OK) { /* the space may stay taken; nothing is inconsistent */
         pthread_mutex_lock(&d->st->mu);
         d->write_errors++;
+        sb_disk_fault(d, rc);
         pthread_mutex_unlock(&d->st->mu);
     }
 }

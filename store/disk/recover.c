@@ -6,7 +6,11 @@
  * Step by step:
  *
  *   1. The superblock: the valid slot with the larger write count. An
- *      unknown version is refused before anything is written.
+ *      unknown version is refused before anything is written. When no
+ *      slot can be used the store is refused (SB_ERR_SUPERBLOCK), or with
+ *      SB_OPEN_SALVAGE the superblock is rebuilt from the segment files,
+ *      which also collects their records (salvage.c: steps 1-2 there),
+ *      and recovery goes on at step 3.
  *   2. Every listed segment: a sealed one through its summary (its ids,
  *      generation and data_end must agree with the superblock; else it is
  *      scanned up to data_end); an open one by scanning from offset 0,
@@ -38,41 +42,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "disk_int.h"
 #include "internal.h"
 #include "radix.h"
-
-/* One record found. */
-typedef struct rrec {
-    sb_rec_head h;             /* decoded fixed head */
-    uint64_t off;              /* offset in its segment */
-    uint32_t seg;              /* segment index */
-    uint8_t placed;            /* indexed, or found in the tree */
-    uint8_t has_child;         /* another page record names it as parent */
-    uint8_t winner;            /* a page record the map holds for its key
-                                * (not an older copy) */
-    size_t tok;                /* its tokens at ctx->tok + tok */
-    size_t extra;              /* its extra bytes at ctx->bytes + extra */
-} rrec;
-
-typedef struct rctx {
-    sb_disk *d;
-    rrec *r;
-    size_t n, cap;
-    uint32_t *tok;
-    size_t ntok, tokcap;
-    uint8_t *bytes;            /* extra bytes, each run 8-aligned */
-    size_t nb, bcap;
-    uint32_t *map;             /* page records by key: index + 1, 0 empty */
-    size_t map_cap;
-    uint8_t *sum;              /* summary buffer, reused segment to segment */
-    size_t sum_cap;
-    struct rns {
-        uint64_t id;
-        sb_ns *ns;
-    } *ns;
-    size_t n_ns;
-} rctx;
+#include "recover_int.h"
+#include "scan.h"
 
 /* ---- collecting records -------------------------------------------------------- */
 
@@ -121,8 +94,8 @@ static int reserve(rctx *c, size_t n_rec, size_t n_tok, size_t n_bytes)
     return SB_OK;
 }
 
-static int add(rctx *c, uint32_t seg, uint64_t off, const sb_rec_head *h,
-               const uint32_t *tokens, const void *extra)
+int sb_recover_add(rctx *c, uint32_t seg, uint64_t off, const sb_rec_head *h,
+                   const uint32_t *tokens, const void *extra)
 {
     size_t eb = ((size_t)h->extra_bytes + 7) / 8 * 8;
     if (reserve(c, 1, h->n_tokens, eb) != SB_OK)
@@ -184,7 +157,7 @@ static int scan(rctx *c, uint32_t i, int fd, uint64_t limit, uint64_t *end, bool
             *torn = true;
             break;
         }
-        if ((rc = add(c, i, off, &h, tokens, extra)) != SB_OK)
+        if ((rc = sb_recover_add(c, i, off, &h, tokens, extra)) != SB_OK)
             break;
         off += sb_rec_record_bytes(&h);
     }
@@ -223,12 +196,12 @@ static bool valid_after(rctx *c, uint32_t i, int fd, uint64_t from, uint64_t lim
     return found;
 }
 
-/* Read sealed segment i's summary into c. Returns SB_OK, SB_ERR_NOMEM, or
- * another error when the summary is missing or bad (nothing added). */
-static int read_summary(rctx *c, uint32_t i)
+int sb_recover_read_summary(rctx *c, uint32_t i, uint64_t limit, sb_sum_info *seen)
 {
     sb_disk *d = c->d;
-    const sb_seg *s = &d->segs[i];
+    sb_seg *s = &d->segs[i];
+    if (seen)
+        seen->segment_id = 0;
     char name[32];
     sb_disk_seg_name(name, s->id, "sum");
     int fd = sb_io_open(d->rio, name, SB_IO_RDONLY);
@@ -254,7 +227,15 @@ static int read_summary(rctx *c, uint32_t i)
     if ((rc = sb_sum_decode(buf, size, &info)) != SB_OK)
         goto out;
     rc = SB_ERR_FORMAT;
-    if (info.segment_id != s->id || info.generation != s->gen || info.data_end != s->data_end)
+    if (info.segment_id != s->id)
+        goto out;
+    if (seen)
+        *seen = info;
+    if (limit && info.generation && info.data_end <= limit) { /* salvage: it says */
+        s->gen = info.generation;
+        s->data_end = info.data_end;
+    }
+    if (info.generation != s->gen || info.data_end != s->data_end)
         goto out;
     /* The body bounds the tokens of its entries. */
     uint64_t fit = info.body_bytes / sb_sum_entry_size(0, 0); /* unchecked yet */
@@ -273,7 +254,7 @@ static int read_summary(rctx *c, uint32_t i)
                            off + sb_rec_record_bytes(&h) > s->data_end))
             e = SB_ERR_FORMAT;
         if (e == SB_OK)
-            e = add(c, i, off, &h, tokens, extra);
+            e = sb_recover_add(c, i, off, &h, tokens, extra);
         if (e != SB_OK) {
             c->n = first; /* all or nothing */
             rc = e;
@@ -318,7 +299,7 @@ static int collect(rctx *c, uint32_t i)
     if (s->state == SB_SEG_FREE)
         return SB_OK;
     if (s->state == SB_SEG_SEALED) {
-        int rc = read_summary(c, i);
+        int rc = sb_recover_read_summary(c, i, 0, NULL);
         if (rc == SB_OK || rc == SB_ERR_NOMEM)
             return rc;
         d->rec_bad_summaries++;
@@ -580,7 +561,7 @@ static int insert_leaf(rctx *c, rrec *leaf, rrec **chain, uint32_t *tokens, sb_b
             rc = SB_ERR_NOMEM;
     }
     if (rc == SB_OK)
-        rc = sb_commit_locked(ns, tokens, n, pages, NULL, false);
+        rc = sb_commit_locked(ns, tokens, n, pages, NULL, false, NULL);
     for (size_t r = r0; r < n_reg; r++) {
         if (!pages[r])
             continue;
@@ -624,7 +605,7 @@ static int insert_point(rctx *c, rrec *p, rrec **chain, uint32_t *tokens, sb_blk
     if (w.m == L) {
         memset(pages, 0, ((L + pt - 1) / pt) * sizeof *pages);
         sb_blk *b = disk_block(ns, p, SB_BLK_POINT);
-        rc = b ? sb_commit_locked(ns, tokens, L, pages, b, false) : SB_ERR_NOMEM;
+        rc = b ? sb_commit_locked(ns, tokens, L, pages, b, false, NULL) : SB_ERR_NOMEM;
         if (b && b->indexed) {
             sb_disk_count(st, b, 1);
             c->d->rec_points++;
@@ -749,20 +730,11 @@ static int seal_found(rctx *c, uint32_t i)
     return sb_disk_seg_seal(d, i);
 }
 
-/* The ids of the segment files in the directory. */
-typedef struct id_list {
-    uint32_t *id;
-    size_t n, cap;
-    bool nomem;
-} id_list;
-
 static void list_seg(void *ctx, const char *name)
 {
-    id_list *l = ctx;
-    unsigned id;
-    char tail[8];
-    if (strlen(name) != 16 || sscanf(name, "seg-%8u.%3s", &id, tail) != 2 ||
-        strcmp(tail, "dat") || id == 0)
+    sb_id_list *l = ctx;
+    uint32_t id = sb_seg_file_id(name, "dat");
+    if (!id)
         return;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
@@ -775,6 +747,18 @@ static void list_seg(void *ctx, const char *name)
         l->cap = cap;
     }
     l->id[l->n++] = id;
+}
+
+int sb_recover_list_ids(sb_disk *d, sb_id_list *l)
+{
+    memset(l, 0, sizeof *l);
+    int r = d->rio->ops->list(d->rio, list_seg, l);
+    if (r < 0 || l->nomem) {
+        free(l->id);
+        l->id = NULL;
+        return l->nomem || r == -ENOMEM ? SB_ERR_NOMEM : sb_disk_errno(r);
+    }
+    return SB_OK;
 }
 
 /* The generation of segment file id's first record, or 0 when it has no
@@ -810,12 +794,10 @@ static uint32_t first_generation(sb_disk *d, uint32_t id)
  * are numbered above every file, so none is ever written over. */
 static int adopt_unlisted(sb_disk *d)
 {
-    id_list l = { 0 };
-    int r = d->rio->ops->list(d->rio, list_seg, &l);
-    if (r < 0 || l.nomem) {
-        free(l.id);
-        return l.nomem || r == -ENOMEM ? SB_ERR_NOMEM : sb_disk_errno(r);
-    }
+    sb_id_list l;
+    int rc = sb_recover_list_ids(d, &l);
+    if (rc != SB_OK)
+        return rc;
     uint32_t max_id = 0;
     for (uint32_t i = 0; i < d->n_segs; i++)
         max_id = d->segs[i].id > max_id ? d->segs[i].id : max_id;
@@ -838,15 +820,20 @@ static int adopt_unlisted(sb_disk *d)
     return SB_OK;
 }
 
-int sb_disk_recover(sb_disk *d)
+/* Step 1: the superblock's newest valid slot into d (its segments into
+ * d->segs). Returns: SB_OK; SB_ERR_SUPERBLOCK (none can be used: there is
+ * no superblock file, it is truncated, or neither slot checks -- d->segs
+ * freed); SB_ERR_VERSION; SB_ERR_IO; SB_ERR_NOMEM. */
+static int read_slots(sb_disk *d)
 {
-    sb_store *st = d->st;
+    if (d->sb_fd < 0)
+        return SB_ERR_SUPERBLOCK;
     uint64_t size = 0;
     int r = d->wio->ops->size(d->wio, d->sb_fd, &size);
     if (r < 0)
         return sb_disk_errno(r);
     if (size < 2 * SB_FMT_BLOCK || size / 2 < sb_super_slot_size(1))
-        return SB_ERR_FORMAT;
+        return SB_ERR_SUPERBLOCK;
     /* A version 1 slot lists up to `listed` segments; writes (version 2,
      * with the wear block) up to max_segs. A store whose list is longer
      * than that opens and serves, and its tier writes no more (the
@@ -863,14 +850,16 @@ int sb_disk_recover(sb_disk *d)
     }
     sb_super s;
     int rc = sb_disk_read_super(d->wio, d->sb_fd, size, &s, segs, (uint32_t)listed);
+    if (rc == SB_ERR_CORRUPT || rc == SB_ERR_FORMAT)
+        rc = SB_ERR_SUPERBLOCK;
+    if (rc == SB_OK && (s.segment_bytes < (64u << 10) || s.segment_bytes % SB_FMT_BLOCK ||
+                        s.segment_bytes > (1ull << 40)))
+        rc = SB_ERR_SUPERBLOCK; /* damage the slot's checksum did not catch */
     if (rc != SB_OK) {
         free(segs);
+        free(d->segs);
+        d->segs = NULL;
         return rc;
-    }
-    if (s.segment_bytes < (64u << 10) || s.segment_bytes % SB_FMT_BLOCK ||
-        s.segment_bytes > (1ull << 40)) {
-        free(segs);
-        return SB_ERR_FORMAT;
     }
     d->slot_bytes = s.slot_bytes;
     d->write_count = s.write_count;
@@ -890,13 +879,38 @@ int sb_disk_recover(sb_disk *d)
         g->wfd = g->rfd = -1;
     }
     free(segs);
+    return SB_OK;
+}
 
-    if ((rc = adopt_unlisted(d)) != SB_OK)
+/* Step 1, and a superblock that cannot be used looked at once more: a
+ * slot of another version in it (its hash holding; in a truncated file,
+ * where slot A's own size places it) is that version's, never salvaged. */
+static int load_super(sb_disk *d)
+{
+    int rc = read_slots(d);
+    uint64_t size = 0;
+    if (rc == SB_ERR_SUPERBLOCK && d->sb_fd >= 0 &&
+        d->wio->ops->size(d->wio, d->sb_fd, &size) == 0 &&
+        sb_scan_super_foreign(d->wio, d->sb_fd, size))
+        rc = SB_ERR_VERSION;
+    return rc;
+}
+
+int sb_disk_recover(sb_disk *d)
+{
+    sb_store *st = d->st;
+    int rc = load_super(d);
+    bool salvage = rc == SB_ERR_SUPERBLOCK && d->salvage;
+    if (rc != SB_OK && !salvage)
         return rc;
     rctx c = { .d = d };
-    presize(&c);
-    for (uint32_t i = 0; i < d->n_segs && rc == SB_OK; i++)
-        rc = collect(&c, i);
+    if (salvage) {
+        rc = sb_disk_salvage(&c);
+    } else if ((rc = adopt_unlisted(d)) == SB_OK) {
+        presize(&c);
+        for (uint32_t i = 0; i < d->n_segs && rc == SB_OK; i++)
+            rc = collect(&c, i);
+    }
     d->rec_records = c.n;
     if (d->durable_seq > SB_REC_SEQ_MAX)
         d->durable_seq = 0; /* damage the slot's checksum did not catch */

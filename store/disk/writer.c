@@ -218,9 +218,13 @@ static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
         b->disk = how < 0 ? SB_DISK_FAILED : SB_DISK_NONE;
         if (how < 0 && b->ticket > d->err_ticket)
             d->err_ticket = b->ticket;
-        if (how < 0)
+        if (how < 0) {
             d->err_rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
+            sb_disk_fault(d, d->err_rc);
+        }
     }
+    if (b->waits) /* the durability tickets waiting for it (ticket.c) */
+        sb_tkt_resolved(d, b, how > 0);
     bool offer = b->indexed && b->data &&
                  (how > 0 || b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b));
     sb_blk_unref(b);
@@ -747,6 +751,15 @@ static void account(sb_disk *d, const wslot *s)
     d->wa_pad += s->rec_bytes - state - head;
 }
 
+/* A write or a sync of segment s failed: what it holds since its last good
+ * sync is suspect (ticket.c counts none of it durable). [mu] */
+static void suspect(sb_seg *s)
+{
+    if (!s->suspect)
+        s->suspect_from = s->synced_end;
+    s->suspect = true;
+}
+
 /* Finish slot s after its write (step 3). [mu] */
 static void finish(wstate *w, wslot *s)
 {
@@ -763,7 +776,13 @@ static void finish(wstate *w, wslot *s)
             seg->damaged = true; /* the summary would miss it: seal early */
     } else {
         d->write_errors++;
+        sb_disk_fault(d, s->req.result < 0 ? sb_disk_errno(s->req.result) : SB_ERR_IO);
         seg->damaged = true;
+        /* Records after the hole are found only once a summary describes
+         * them: what this segment took since its last sync is suspect, and
+         * the tickets with writes since then fail. */
+        suspect(seg);
+        sb_tkt_synced(d, d->synced_ticket, false);
         if (!s->b) /* the namespace record is missing: write it again */
             for (size_t i = 0; i < seg->n_ns; i++)
                 if (seg->ns_ids[i] == s->ns->id)
@@ -776,6 +795,8 @@ static void finish(wstate *w, wslot *s)
         free(s->own);
         s->own = NULL;
     } else if (s->b) {
+        if (!ok)
+            s->b->why = SB_DENY_ERROR;
         resolve(d, s->b, ok ? 1 : -1, s);
     }
     s->b = NULL;
@@ -819,22 +840,31 @@ static void do_sync(wstate *w)
     uint64_t upto = first_open_ticket(d, w) - 1;
     uint64_t seq = d->next_seq - 1;
     uint32_t cur = d->cur;
+    uint64_t end = cur != UINT32_MAX ? d->segs[cur].data_end : 0;
     pthread_mutex_unlock(&d->st->mu);
     int r = 0;
     if (cur != UINT32_MAX && w->unsynced)
         r = sb_io_fdatasync(d->wio, d->segs[cur].wfd);
     pthread_mutex_lock(&d->st->mu);
+    uint64_t before = d->synced_ticket;
     if (r < 0) {
         d->write_errors++;
+        sb_disk_fault(d, SB_ERR_IO);
         d->err_ticket = upto > d->err_ticket ? upto : d->err_ticket;
         d->err_rc = SB_ERR_IO;
-        if (cur != UINT32_MAX)
+        if (cur != UINT32_MAX) {
             d->segs[cur].damaged = true;
+            d->segs[cur].sync_failed = true;
+            suspect(&d->segs[cur]);
+        }
     } else {
         d->durable_seq = seq;
+        if (cur != UINT32_MAX)
+            d->segs[cur].synced_end = end;
     }
     if (upto > d->synced_ticket)
         d->synced_ticket = upto;
+    sb_tkt_synced(d, before, r >= 0);
     pthread_cond_broadcast(&d->done_cv);
     pthread_mutex_unlock(&d->st->mu);
     w->unsynced = 0;
@@ -924,8 +954,11 @@ static void seal(wstate *w)
     do_sync(w);
     int rc = sb_disk_seg_seal(d, cur);
     pthread_mutex_lock(&d->st->mu);
+    if (rc == SB_OK && !d->segs[cur].sync_failed)
+        d->segs[cur].suspect = false; /* its summary lists what follows a hole */
     if (rc != SB_OK) {
         d->write_errors++;
+        sb_disk_fault(d, rc);
         if (rc == SB_ERR_NOSPC || rc == SB_ERR_IO)
             d->broken = d->broken ? d->broken : rc;
     }
@@ -1008,6 +1041,7 @@ static void open_segment(wstate *w)
     if (rc != SB_OK) {
         d->broken = rc;
         d->write_errors += rc != SB_ERR_NOSPC;
+        sb_disk_fault(d, rc);
     }
     pthread_mutex_unlock(&d->st->mu);
 }

@@ -89,8 +89,16 @@
  *
  * Errors. Every call that can fail returns int: 0 (SB_OK) on success or a
  * negative value of enum sb_err. errno is never the interface.
- * sb_strerror() names each code. Unless a call says otherwise, a call that
- * fails has changed nothing.
+ * sb_strerror() names each code. A negative code means the call failed;
+ * each call's Returns lists every code it can return and what is true
+ * after each, and unless it says otherwise a call that fails has changed
+ * nothing. What a call did that is not a failure is a result, not a code:
+ * a put or commit whose state the disk tier did not write (denied, or a
+ * write error) returns SB_OK, its state in RAM, and says so in its
+ * sb_write_outcome (sb_ns_put_ex, sb_ns_commit_ex). Two codes report part
+ * of a call done, each stating exactly what: SB_ERR_BUDGET from a put (a
+ * prefix stored), SB_ERR_CORRUPT and SB_ERR_IO from a restore (the match
+ * shrank to what could be read).
  *
  * Ownership. "Owned by the caller" means the caller frees it with the named
  * function. "Borrowed until X" means valid until X is called. sb_*_close(NULL),
@@ -179,6 +187,16 @@ enum sb_err {
     SB_ERR_FORMAT = -18,         /* not a snapbank store, or a damaged one */
     SB_ERR_UNSUPPORTED = -19,    /* the feature is not available in this build */
     SB_ERR_NO_POINT = -20,       /* a point state is needed and there is none */
+    SB_ERR_SUPERBLOCK = -21,     /* the store's superblock cannot be used (both
+                                    slots damaged, truncated, missing): open
+                                    with SB_OPEN_SALVAGE or run 'snapbank
+                                    fsck --repair DIR' to rebuild it from the
+                                    segment files */
+    SB_ERR_PENDING = -22,        /* a ticket's state is not durable yet: its
+                                    writes are queued, waiting or dirty */
+    SB_ERR_NOT_DURABLE = -23,    /* a ticket's state will never be durable: a
+                                    write it needs was denied or failed (it
+                                    is in RAM only), or there is no disk */
 };
 
 /* sb_strerror -- a short English description of an sb_err code.
@@ -192,17 +210,35 @@ SB_API const char *sb_strerror(int err);
 
 typedef struct sb_store sb_store;
 
-/* When the disk tier makes a written page durable. */
+/* When the disk tier makes a written page durable (synced). Whatever the
+ * mode, sb_write_outcome says per call what was written, and its ticket
+ * when the state becomes durable ("Durability of one call" below). */
 typedef enum sb_durability {
-    SB_DURABILITY_NONE = 0,     /* flush at close only */
+    SB_DURABILITY_NONE = 0,     /* synced at a flush, a ticket's wait and close */
     SB_DURABILITY_PERIODIC = 1, /* group commit every sync_bytes or sync_interval_ms */
-    SB_DURABILITY_COMMIT = 2,   /* every commit is durable before it returns */
+    SB_DURABILITY_COMMIT = 2,   /* each put and commit writes its state and
+                                   waits until it is synced before it
+                                   returns, in every write mode (write-back
+                                   too: the pages are written at once).
+                                   What the tier does not write stays in RAM
+                                   and the call still returns SB_OK: the
+                                   outcome says durable 0 and why (denied:
+                                   budget, backlog, capacity, short -- a
+                                   sequence under min_prefix_tokens is not
+                                   written, COMMIT or not; set it to 1 to
+                                   write every length -- or deferred:
+                                   waiting in the priority pool for the
+                                   write budget, not waited for; its ticket
+                                   turns durable once the pool writes it) */
 } sb_durability;
 
 /* When dirty pages reach the disk tier. */
 typedef enum sb_write_mode {
     SB_WRITE_THROUGH = 0, /* written when committed */
-    SB_WRITE_BACK = 1,    /* written when the RAM tier evicts them */
+    SB_WRITE_BACK = 1,    /* written when the RAM tier evicts them, at a
+                             flush, at close, and when a ticket's wait asks
+                             for them; under SB_DURABILITY_COMMIT when
+                             committed, as write-through */
     SB_WRITE_ONLY = 2,    /* written when committed, never restored from disk */
 } sb_write_mode;
 
@@ -264,12 +300,15 @@ typedef struct sb_config {
     uint32_t min_prefix_tokens;   /* shortest sequence worth writing: a
                                      commit or put of fewer tokens writes
                                      nothing to the disk tier (denial
-                                     "short"; its pages are written if a
-                                     longer sequence through them is
-                                     committed later; write-back: a page no
-                                     indexed sequence of this length goes
-                                     through is not written). Default 512;
-                                     0 or 1: every length */
+                                     "short", in its outcome too; its pages
+                                     are written if a longer sequence
+                                     through them is committed later;
+                                     write-back: a page no indexed sequence
+                                     of this length goes through is not
+                                     written). It holds under COMMIT
+                                     durability too: such a call returns
+                                     SB_OK with durable 0. Default 512; 0 or
+                                     1: every length */
     uint32_t queue_depth;         /* io_uring queue depth; default 32 */
     sb_durability durability;     /* default SB_DURABILITY_PERIODIC */
     sb_write_mode write_mode;     /* default SB_WRITE_THROUGH */
@@ -301,7 +340,8 @@ typedef struct sb_config {
                                      stored; restores decompress. 1-3 keep
                                      up with a disk; higher levels cost
                                      writer CPU */
-    uint32_t reserved1;           /* must be zero */
+    uint32_t open_flags;          /* SB_OPEN_* bits; other bits are refused
+                                     (SB_ERR_INVAL). Default 0 */
 
     /* --- hooks ------------------------------------------------------------- */
     /* Monotonic clock in nanoseconds, for pin TTLs and write budgets. NULL:
@@ -315,6 +355,19 @@ typedef struct sb_config {
      * system were out of memory. See also sb_store_fault_alloc(). */
     uint64_t fault_alloc_nth;
 } sb_config;
+
+/* sb_config.open_flags */
+#define SB_OPEN_SALVAGE 1u /* a store directory whose superblock cannot be
+                              used (SB_ERR_SUPERBLOCK: both slots fail their
+                              checks, the file is truncated, zeroed, garbage
+                              or gone while segment files remain) is
+                              salvaged instead of refused: the superblock is
+                              rebuilt from the segment files (sb_store_open
+                              says how; docs/format.md what it relies on)
+                              and what was found and dropped shows in
+                              sb_store_stats (salvage_*). No effect on a
+                              store whose superblock is sound, on a new
+                              directory, or without a dir */
 
 /* sb_config_default -- fill *cfg with the defaults listed in sb_config.
  * RAM only (dir NULL). */
@@ -333,41 +386,90 @@ SB_API void sb_config_default(sb_config *cfg);
  * On a fresh directory segment_bytes sets the segment size for good; an
  * existing store keeps the one it was made with.
  *
+ * Salvage. The superblock (two slots, each listing every segment) is what
+ * open reads first; when neither slot can be used, open refuses the store
+ * with SB_ERR_SUPERBLOCK and changes nothing. With SB_OPEN_SALVAGE in
+ * cfg->open_flags it rebuilds the superblock from the segment files
+ * instead, which describe themselves: each file's name gives its id; a
+ * sound summary (sealed segments) gives its generation and records, and a
+ * file without one is read record by record to its end, every record
+ * head checked at its own offset and every payload against its hash (past
+ * a damaged record the scan looks for the next one at each 4 KiB block; a
+ * length is never taken from bytes that did not check). Only the records
+ * of a file's newest generation are kept (an older life of the file is
+ * stale), and of two records of one key the newer; records whose checks
+ * fail are dropped, never indexed. Each file read this way is sealed with
+ * a new summary of what it kept, then a fresh superblock listing every
+ * adopted segment (both slots) replaces the damaged one, and the index is
+ * rebuilt as recovery does. What the segments cannot tell is reset: a new
+ * store id, the wear block from zero (the tier's write history before the
+ * salvage is lost), no free slots (a reclaimed segment whose files remain
+ * is adopted again; its records are correct, and older than any copy of
+ * them). sb_store_stats reports it (salvaged_*, salvage_*); the store then
+ * opens without the flag. Segment files with no record of their own are
+ * left as they are, unlisted. A failure after the superblock was replaced
+ * leaves the rebuilt store (a plain open reads it).
+ *
  * On success *out is owned by the caller; close it with sb_store_close().
- * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved
- * fields nonzero, compress_level over 22, max_seq_tokens 0 or above 2^31 - 1, a disk setting out
- * of range: queue_depth 0 or over 4096, segment_bytes under 64 KiB or not
- * a multiple of 4096 or over 1 TiB, sync_interval_ms 0, a nonzero disk_bytes under
- * segment_bytes; dir not a directory);
- * SB_ERR_NOMEM; SB_ERR_LOCKED (another process has the directory open: a
- * message naming its pid is written to stderr); SB_ERR_VERSION (the store
- * was written by an unknown format version: it is left untouched);
- * SB_ERR_FORMAT (the directory holds segment files but no superblock, or
- * a superblock that is not a store's); SB_ERR_CORRUPT (both superblock
- * slots fail their checksums); SB_ERR_IO, SB_ERR_NOSPC (the directory
- * could not be read or set up). On failure *out is NULL. */
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved0
+ * nonzero or an unknown open_flags bit, compress_level over 22,
+ * max_seq_tokens 0 or above 2^31 - 1, durability or write_mode not one of
+ * their enum's values, a disk setting out of range: queue_depth 0 or over
+ * 4096, segment_bytes under 64 KiB or not a multiple of 4096 or over 1 TiB,
+ * sync_interval_ms 0, a nonzero disk_bytes under segment_bytes,
+ * write_budget_bytes_per_hour under 1 MiB, backlog_bytes 0; dir not a
+ * directory); SB_ERR_UNSUPPORTED (a big-endian host: the format is
+ * little-endian); SB_ERR_NOMEM; SB_ERR_LOCKED (another process has the
+ * directory open: a message naming its pid is written to stderr);
+ * SB_ERR_VERSION (the store, or with SB_OPEN_SALVAGE one of its records,
+ * was written by an unknown format version -- its checksum holds, so it is
+ * not damage: the directory is left untouched); SB_ERR_FORMAT (a superblock
+ * that is not a store's); SB_ERR_SUPERBLOCK (without SB_OPEN_SALVAGE: the
+ * directory holds a store whose superblock cannot be used -- both slots
+ * fail their checks, the file is truncated, zeroed or garbage, or it is
+ * gone while segment files remain; nothing was changed); SB_ERR_IO,
+ * SB_ERR_NOSPC (the directory could not be read or set up; during a
+ * salvage, a read or write failed: the damaged superblock stays, unless the
+ * rebuilt one was already in place, and a summary the salvage wrote for a
+ * segment it read is a sound one; a retry salvages again). On failure *out
+ * is NULL. */
 SB_API int sb_store_open(const sb_config *cfg, sb_store **out);
 
 /* sb_store_close -- close a store and free everything it holds.
  *
- * With a disk tier it first writes everything queued, seals the open
- * segment with its summary and syncs, so a reopen reads summaries only.
+ * With a disk tier it first writes everything queued (under write-back,
+ * every dirty page first), and pages waiting in the priority pool as far
+ * as the write budget allows now (the rest are denied, RAM-only state that
+ * goes with the store, as any denial), seals the open segment with its
+ * summary and syncs, so a reopen reads summaries only.
  *
  * Every namespace handle, match and page obtained from the store becomes
  * invalid, including pages a runtime still references: release them first.
- * Not thread-safe against other calls on the same store.
- * Returns: SB_OK (also for NULL). */
+ * Not thread-safe against other calls on the same store. The store is
+ * closed and freed whatever the call returns.
+ * Returns: SB_OK (also for NULL and a RAM-only store): everything the
+ * close wrote is written and synced; SB_ERR_IO, SB_ERR_NOSPC: the first
+ * error of the close's own writes, syncs, summary or superblock (what it
+ * did not write is lost; what was durable before the close stays; errors
+ * of earlier writes were reported by the flushes and tickets of their
+ * time and are not repeated here); SB_ERR_NOMEM (write-back: no memory to
+ * find every dirty page, some were not written). */
 SB_API int sb_store_close(sb_store *st);
 
 /* sb_store_flush -- wait until every page and point state committed before
  * the call is written to the disk tier and synced (durable). Partial pages
- * waiting to be written late are written too. SB_OK at once for a RAM-only
- * store.
- * Returns: SB_OK; SB_ERR_IO (a write failed since the store opened: those
- * pages stay in RAM only, see disk_write_errors); SB_ERR_NOSPC (the tier's
- * cap or file system is full: it writes no more, see disk_write_denials);
- * SB_ERR_INVAL (NULL). Pages the tier did not admit (write budget,
- * backlog: disk_denials) stay RAM-only and do not make it fail. */
+ * waiting to be written late are written too, and under write-back every
+ * dirty page; pages waiting in the priority pool are written as far as
+ * the write budget allows now. SB_OK at once for a RAM-only store. For
+ * one call's state, a ticket (sb_store_wait_durable) says more precisely.
+ * Returns: SB_OK (everything written is synced); SB_ERR_IO (a write or a
+ * sync failed since the store opened: those pages stay in RAM only, see
+ * disk_write_errors; the rest is synced); SB_ERR_NOSPC (the tier's cap or
+ * file system is full: it writes no more until room returns, see
+ * disk_write_denials); SB_ERR_NOMEM (write-back: no memory to find every
+ * dirty page; those found are written); SB_ERR_INVAL (NULL). Pages the
+ * tier did not admit (write budget, backlog, short: disk_denials) stay
+ * RAM-only and do not make it fail. */
 SB_API int sb_store_flush(sb_store *st);
 
 /* sb_store_foreground -- mark the start (busy nonzero) or the end (busy 0)
@@ -425,6 +527,92 @@ typedef enum sb_deny {
  * "short".
  * Returns: a static string, never NULL ("unknown" when out of range). */
 SB_API const char *sb_deny_name(int reason);
+
+/* ============================================================================
+ * Durability of one call
+ * ============================================================================
+ *
+ * sb_ns_put_ex and sb_ns_commit_ex say what the call did for the disk tier
+ * in an sb_write_outcome, and hand out a ticket that sb_store_is_durable
+ * and sb_store_wait_durable answer for, so a caller can tie durability to
+ * one call without reading stats (which other threads change meanwhile).
+ *
+ * A ticket stands for the state the call stored: the pages of the tokens
+ * it left restorable (*n_stored for a put) and the point state it stored,
+ * including pages earlier calls stored that are still being written. It
+ * is durable once every one of them is written and synced: a crash (kill
+ * -9, a power cut) and a reopen then restore that state whole. (Later
+ * decisions of the cache may still drop it: reclamation under the disk
+ * cap, a record found damaged.) It is never durable when one
+ * of them was denied (sb_deny: write budget, backlog, capacity, parent,
+ * short) or its write failed: that state is in RAM only, and waiting on
+ * the ticket says so at once (SB_ERR_NOT_DURABLE, not a timeout).
+ *
+ * When it turns durable:
+ *   SB_DURABILITY_COMMIT    before the call returns (outcome.durable 1),
+ *                           unless a block was denied, failed, or waits in
+ *                           the priority pool for the write budget (the
+ *                           call does not wait for the pool: the ticket
+ *                           turns durable when the pool writes it).
+ *   SB_DURABILITY_PERIODIC  at the next sync (sync_bytes, sync_interval_ms);
+ *   SB_DURABILITY_NONE      at a flush or close (or once 1024 tickets
+ *                           wait: the oldest is then synced);
+ *                           in both, a wait on the ticket asks the writer
+ *                           for its writes and a sync at once.
+ * Under SB_WRITE_BACK (without COMMIT) the pages are written when evicted
+ * or flushed; waiting on the ticket queues them.
+ *
+ * Tickets belong to one open store and rise from 1. 0 is never durable:
+ * a call that failed or stored nothing, and every call on a RAM-only
+ * store, gets 0. The store remembers a failed ticket among its last 4096
+ * runs of failed tickets (consecutive failures are one run); a ticket
+ * older than the oldest remembered is answered SB_ERR_RANGE.
+ */
+
+/* What one put or commit did for the disk tier. "Blocks" are pages and
+ * point states of the call's state (see above). */
+typedef struct sb_write_outcome {
+    uint64_t ticket;          /* for sb_store_wait_durable and
+                                 sb_store_is_durable; 0: never durable */
+    int durable;              /* 1: the state was written and synced when
+                                 the call returned */
+    uint32_t pages_new;       /* pages the call added to the index */
+    uint32_t points_new;      /* point states it added (0 or 1) */
+    uint32_t queued;          /* blocks the call queued for the writer
+                                 (written since, or still queued) */
+    uint32_t written;         /* ...of them written and synced when it
+                                 returned (under COMMIT all of them, unless
+                                 a write failed) */
+    uint32_t deferred;        /* blocks waiting in the priority pool for the
+                                 write budget or the backlog */
+    uint32_t dirty;           /* write-back without COMMIT: blocks to be
+                                 written when evicted or flushed */
+    uint32_t denied;          /* blocks that will not be written: the sum of
+                                 denied_by */
+    uint32_t denied_by[SB_DENY__COUNT]; /* ...by reason (sb_deny). Blocks an
+                                 earlier call left unwritten count too, so
+                                 this may exceed what the stats'
+                                 disk_denials grew by */
+} sb_write_outcome;
+
+#define SB_WAIT_FOREVER 0xFFFFFFFFu /* sb_store_wait_durable: no timeout */
+
+/* sb_store_wait_durable -- wait until the state of ticket (an
+ * sb_write_outcome's) is durable, for at most timeout_ms milliseconds of
+ * real time (0: do not wait; SB_WAIT_FOREVER: no limit). While it waits
+ * the writer is asked to write what the ticket needs now (partial pages,
+ * under write-back its dirty pages) and to sync after; pages waiting in
+ * the priority pool still wait for the write budget. Thread-safe.
+ * Returns: SB_OK (durable); SB_ERR_PENDING (not yet when the time ran
+ * out); SB_ERR_NOT_DURABLE (never: a write it needs was denied or failed,
+ * or the ticket is 0, or the store has no disk tier); SB_ERR_RANGE (a
+ * ticket this store never handed out, or one too old to remember);
+ * SB_ERR_INVAL (NULL st). Nothing is changed but the writer's hurry. */
+SB_API int sb_store_wait_durable(sb_store *st, uint64_t ticket, uint32_t timeout_ms);
+
+/* sb_store_is_durable -- the state of ticket now: sb_store_wait_durable
+ * with timeout 0. Returns: as sb_store_wait_durable. */
+SB_API int sb_store_is_durable(sb_store *st, uint64_t ticket);
 
 /* Counters and gauges of a store. Counters only grow; gauges are current. */
 typedef struct sb_stats {
@@ -520,7 +708,8 @@ typedef struct sb_stats {
     uint64_t disk_reclaim_kept;  /* pages and point states they held that were
                                     pinned or hit: written again */
     uint64_t disk_reclaim_ram_only; /* ...not kept on disk but resident: they
-                                    stay in RAM only */
+                                    stay indexed, in RAM only (dirty again),
+                                    until the RAM tier evicts them */
     uint64_t disk_reclaim_dropped; /* ...dropped from the index (with every
                                     page and point state after them) */
     uint64_t disk_nospc;         /* times the file system refused a segment
@@ -557,6 +746,21 @@ typedef struct sb_stats {
                                     (an older slot or a stale superblock was
                                     all there was): scanned and adopted */
     uint64_t recovery_ns;        /* time open spent recovering, nanoseconds */
+    /* disk tier: a superblock rebuilt by this open (SB_OPEN_SALVAGE) */
+    uint64_t salvaged;           /* 1 when this open rebuilt the superblock from
+                                    the segment files, else 0 (the fields
+                                    below are 0 then) */
+    uint64_t salvaged_segments;  /* segment files adopted as segments */
+    uint64_t salvage_scanned_segments; /* ...of which read record by record
+                                    (no sound summary) and sealed anew */
+    uint64_t salvage_skipped_files; /* segment files with no record of their
+                                    own (or gone since listed): left as they
+                                    were, unlisted */
+    uint64_t salvage_dropped_records; /* what the reads found and did not keep:
+                                    runs of damaged blocks, records whose
+                                    payload fails its hash, records of an
+                                    older life of their file */
+    uint64_t salvage_dropped_bytes; /* the segment bytes they span */
 } sb_stats;
 
 /* sb_store_stats -- snapshot the store's counters into *out.
@@ -616,7 +820,8 @@ typedef struct sb_layout {
  * namespace; its pages outlive the handles (they belong to the store).
  * layout and scope are read during the call only.
  *
- * On success *out is owned by the caller: close it with sb_ns_close().
+ * On success *out is owned by the caller: close it with sb_ns_close(); on
+ * failure *out is NULL (when out is not NULL).
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, scope too long);
  * SB_ERR_LAYOUT (no model identity or one too long, no tensors or too many,
  * a tensor of 0 bytes per token, unknown flags, SB_LAYOUT_POINT_REQUIRED
@@ -662,7 +867,8 @@ SB_API size_t sb_ns_tensor_offset(const sb_ns *ns, uint32_t t);
  * Copy mode
  * ========================================================================== */
 
-/* sb_ns_put -- store the state of tokens[0, n_tokens) from caller buffers.
+/* sb_ns_put_ex -- store the state of tokens[0, n_tokens) from caller
+ * buffers, and say what became of it on the disk tier.
  *
  * tensors[t] points at n_tokens * bytes_per_token[t] bytes: the slice of
  * token i of tensor t at tensors[t] + i * bytes_per_token[t]. point, when
@@ -677,14 +883,33 @@ SB_API size_t sb_ns_tensor_offset(const sb_ns *ns, uint32_t t);
  * that is restorable from the index when the call returns, point-state
  * requirements aside (n_tokens on SB_OK); 0 on other errors.
  *
- * Returns: SB_OK (everything restorable, the point stored); SB_ERR_BUDGET
- * (the budgets could not hold every new page or the point state: *n_stored
- * tokens are restorable -- fewer than n_tokens, or all of them when only
- * the point was refused -- and the point, if any, was not stored; nothing
- * else changed); SB_ERR_INVAL
+ * With a disk tier the new pages (and the point) are offered to it as the
+ * write mode says; under SB_DURABILITY_COMMIT the call waits until they
+ * are written and synced. What the tier does not write stays in RAM: that
+ * is an outcome, not an error. *out (when not NULL) receives, on SB_OK and
+ * SB_ERR_BUDGET, the outcome for the state of the *n_stored tokens (and
+ * the point when it was stored; ticket 0 when *n_stored is 0); zeroes on
+ * other errors. Thread-safe.
+ *
+ * Returns: SB_OK (everything restorable, the point stored; on disk or not,
+ * as *out says); SB_ERR_BUDGET (the budgets could not hold every new page
+ * or the point state: *n_stored tokens are restorable -- fewer than
+ * n_tokens, or all of them when only the point was refused -- and the
+ * point, if any, was not stored; nothing else changed); SB_ERR_INVAL
  * (NULL ns, tokens or tensors, a NULL tensor pointer, a point for a layout
  * without points); SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS; SB_ERR_NOMEM
- * (nothing stored). */
+ * (nothing stored, except that a put larger than the disk tier's backlog,
+ * which streams out a chunk at a time, keeps the chunks it committed
+ * before: *n_stored is 0 all the same, and a match finds them). Write and
+ * sync failures of the disk tier are never returned: they show in *out
+ * (denied, SB_DENY_ERROR) and in the ticket. */
+SB_API int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                        const void *const *tensors, const void *point,
+                        size_t *n_stored, sb_write_outcome *out);
+
+/* sb_ns_put -- sb_ns_put_ex without the outcome (out NULL): the same
+ * effects and the same returns. SB_OK does not say the state reached the
+ * disk tier: ask sb_ns_put_ex for that. */
 SB_API int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                      const void *const *tensors, const void *point,
                      size_t *n_stored);
@@ -772,8 +997,11 @@ typedef struct sb_page sb_page;
  * and writable, with unspecified contents. It counts against the budgets
  * at once (evicting unpinned pages if needed).
  * On success *out is owned by the caller: one reference, dropped with
- * sb_page_unref() (or kept after sb_ns_commit, which takes its own).
- * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_BUDGET; SB_ERR_NOMEM. */
+ * sb_page_unref() (or kept after sb_ns_commit, which takes its own); on
+ * failure *out is NULL (when out is not NULL).
+ * Returns: SB_OK; SB_ERR_INVAL (NULL argument); SB_ERR_BUDGET (the budgets
+ * are full of pinned pages: pages evicted to look for room stay evicted,
+ * see Budgets); SB_ERR_NOMEM. */
 SB_API int sb_ns_page_alloc(sb_ns *ns, sb_page **out);
 
 /* sb_page_data -- the page's bytes. Borrowed while the caller holds a
@@ -786,7 +1014,7 @@ SB_API void *sb_page_data(sb_page *p);
  * state (0 for a fresh page). Returns: the count; 0 for NULL. */
 SB_API uint32_t sb_page_tokens(const sb_page *p);
 
-/* sb_page_ref -- take another reference. Returns: p. */
+/* sb_page_ref -- take another reference. Returns: p (NULL for NULL). */
 SB_API sb_page *sb_page_ref(sb_page *p);
 
 /* sb_page_unref -- drop a reference; the page is freed with the last one.
@@ -803,7 +1031,9 @@ SB_API void sb_page_unref(sb_page *p);
  *
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, n_keep > page_tokens,
  * n_keep > the tokens the page holds when it is committed);
- * SB_ERR_FOREIGN_PAGE; SB_ERR_BUDGET; SB_ERR_NOMEM (*page unchanged). */
+ * SB_ERR_FOREIGN_PAGE (a page of another namespace, or a point state);
+ * SB_ERR_BUDGET; SB_ERR_NOMEM. On failure *page is unchanged and the
+ * caller keeps its reference. */
 SB_API int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep);
 
 /* sb_ns_commit -- index tokens[0, n_tokens) with the caller's pages.
@@ -820,9 +1050,16 @@ SB_API int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep);
  * Committed pages are immutable. point, when not NULL, is copied
  * as the point state at n_tokens.
  *
- * Returns: SB_OK; SB_ERR_INVAL (NULL argument or page, one page given for
- * two regions, a point for a layout without points); SB_ERR_NO_TOKENS;
- * SB_ERR_TOO_MANY_TOKENS;
+ * With a disk tier the new pages (and the point) are offered to it as the
+ * write mode says; under SB_DURABILITY_COMMIT the call waits until they
+ * are written and synced (see sb_ns_put_ex: what the tier does not write
+ * is an outcome, not an error). Thread-safe (pages aside: see
+ * Conventions).
+ *
+ * Returns: SB_OK (the tokens are restorable, on disk or not as the
+ * outcome of sb_ns_commit_ex says); SB_ERR_INVAL (NULL argument or page,
+ * one page given for two regions, a point for a layout without points);
+ * SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS;
  * SB_ERR_FOREIGN_PAGE (a page of another namespace); SB_ERR_PAGE_STATE (a
  * committed page given for tokens other than its own: call
  * sb_page_writable first); SB_ERR_BUDGET, SB_ERR_NOMEM (no room for the
@@ -830,6 +1067,13 @@ SB_API int sb_page_writable(sb_ns *ns, sb_page **page, uint32_t n_keep);
  * indexed or replaced. */
 SB_API int sb_ns_commit(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                         sb_page **pages, const void *point);
+
+/* sb_ns_commit_ex -- sb_ns_commit, and *out (when not NULL) receives what
+ * became of the state of tokens[0, n_tokens) (and the point) on the disk
+ * tier (sb_write_outcome; zeroes on failure).
+ * Returns: as sb_ns_commit. */
+SB_API int sb_ns_commit_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                           sb_page **pages, const void *point, sb_write_outcome *out);
 
 /* sb_match_pages -- new references to pages [first, first + count) of a
  * match, for a runtime's page table. The last page of a match may hold more

@@ -1,9 +1,10 @@
 /* snapbank_fsck.h -- offline verification of a store directory: the
  * superblock, every segment's records (heads and payloads) and the summaries
- * of sealed segments, read-only, reported per segment.
+ * of sealed segments, read-only, reported per segment; and its repair: a
+ * superblock that cannot be used rebuilt from the segment files.
  *
- * This header is the manual for sb_store_fsck; snapbank.h has the
- * conventions (errors, ownership) it follows.
+ * This header is the manual for sb_store_fsck and sb_store_fsck_repair;
+ * snapbank.h has the conventions (errors, ownership) they follow.
  *
  * ============================================================================
  * What fsck checks
@@ -32,7 +33,8 @@
  *           must decode, name the same segment, generation and data_end, and
  *           list exactly the records found, each with the same seq, key and
  *           payload hash (entries at offsets inside a bad run are excused:
- *           the bad head is the damage).
+ *           the bad head is the damage; so is a record with a bad payload
+ *           it leaves out, as the summary of a salvaged segment does).
  *   open    the end is unknown: the scan runs from 0 and stops at the first
  *           record that does not decode for this segment and generation, or
  *           that the file ends inside. That is the tail (what a crash leaves
@@ -42,6 +44,12 @@
  *           write that was never durable); at or below it, it is a bad
  *           payload and the scan goes on (its head, and so its length, is
  *           sound).
+ *
+ * A directory holds a store when it holds a superblock file or segment
+ * files (seg-*). A store whose superblock cannot be used -- both slots
+ * fail their checks, the file is truncated, zeroed or garbage, or it is
+ * gone while segment files remain -- is reported with superblock set and
+ * nothing else checked; sb_store_fsck_repair rebuilds it (below).
  *
  * fsck never writes a byte of the store. It takes the directory's lock so a
  * store cannot be opened while it reads; taking it writes fsck's pid into
@@ -65,9 +73,23 @@
  *         sb_fsck_report_free(r);
  *     }
  *
- * Thread safety: sb_store_fsck keeps all its state in the call; calls on
- * different directories (or the same one: the second gets SB_ERR_LOCKED)
- * may run at once from any threads.
+ * ============================================================================
+ * Repair
+ * ============================================================================
+ *
+ * sb_store_fsck_repair opens the store with SB_OPEN_SALVAGE (snapbank.h,
+ * sb_store_open: a superblock that cannot be used is rebuilt from the
+ * segment files; a sound one is used as any open uses it, which seals a
+ * segment a crash left open), closes it, then checks the directory as
+ * sb_store_fsck does. The report says what the repair found and did
+ * (repaired, repair) besides what the check finds afterwards. Records that
+ * fail their checks are not rewritten or deleted: they stay in their
+ * segment files, dropped from the index, and the check after the repair
+ * still reports them as damage.
+ *
+ * Thread safety: sb_store_fsck and sb_store_fsck_repair keep all their
+ * state in the call; calls on different directories (or the same one: the
+ * second gets SB_ERR_LOCKED) may run at once from any threads.
  */
 #ifndef SNAPBANK_FSCK_H
 #define SNAPBANK_FSCK_H
@@ -114,13 +136,43 @@ typedef struct sb_fsck_segment {
                                   there */
 } sb_fsck_segment;
 
+/* What sb_store_fsck_repair found and did before its check (all zero in a
+ * report of sb_store_fsck). */
+typedef struct sb_fsck_repair {
+    int superblock;            /* the superblock before: 0 (sound: nothing to
+                                  rebuild; the store was opened), or its
+                                  damage as sb_fsck_report.superblock says */
+    int salvaged;              /* 1: it was rebuilt from the segment files */
+    uint64_t segments;         /* segments the store lists after the repair
+                                  (salvaged: the segment files adopted) */
+    uint64_t scanned_segments; /* ...of which read record by record (no sound
+                                  summary) and sealed with a new summary */
+    uint64_t skipped_files;    /* segment files with no record of their own:
+                                  left as they were, unlisted */
+    uint64_t records;          /* valid records found */
+    uint64_t pages;            /* pages put back in the index */
+    uint64_t points;           /* point states put back */
+    uint64_t namespaces;       /* namespaces put back */
+    uint64_t orphans;          /* page and point records not put back: a page
+                                  before them is missing or damaged */
+    uint64_t dropped_records;  /* what the salvage read and did not keep:
+                                  runs of damaged blocks, payloads failing
+                                  their hash, records of an older life of
+                                  their file */
+    uint64_t dropped_bytes;    /* the segment bytes they span */
+} sb_fsck_repair;
+
 /* What sb_store_fsck found. */
 typedef struct sb_fsck_report {
-    int superblock;            /* 0, or why neither slot is usable (both
-                                  bad): SB_ERR_CORRUPT when a slot failed its
-                                  hash or checks, else SB_ERR_FORMAT (a slot
-                                  size that does not add up). Nothing else is
-                                  checked then: n_segments is 0 */
+    int superblock;            /* 0, or why no slot is usable: SB_ERR_CORRUPT
+                                  (a slot failed its hash or checks, or says
+                                  an unknown version its hash does not
+                                  confirm), SB_ERR_FORMAT (a size that does
+                                  not split into slots, or no slot has the
+                                  magic: truncated, zeroed, garbage),
+                                  SB_ERR_NOT_FOUND (no superblock file, and
+                                  segment files). Nothing else is checked
+                                  then: n_segments is 0 */
     uint32_t superblock_slot;  /* the slot used: 0 (A) or 1 (B) */
     int other_slot;            /* the other slot's decode result: 0 or an
                                   sb_err. Informational: a torn slot write
@@ -139,6 +191,9 @@ typedef struct sb_fsck_report {
     uint64_t records;          /* valid records, all segments */
     uint64_t bad_records;      /* bad heads + bad payloads, all segments */
     uint64_t bytes_checked;    /* all segments */
+    uint32_t n_segment_files;  /* seg-NNNNNNNN.dat files in the directory */
+    int repaired;              /* 1: a report of sb_store_fsck_repair */
+    sb_fsck_repair repair;     /* what the repair did (repaired only) */
 } sb_fsck_report;
 
 /* Progress callback: done bytes of total checked so far. Called from
@@ -159,15 +214,35 @@ typedef void (*sb_fsck_progress_fn)(void *ctx, uint64_t done, uint64_t total);
  * written in DIR/LOCK by its holder (0 when unreadable), else 0.
  * Returns: SB_OK; SB_ERR_INVAL (dir or out NULL); SB_ERR_NOMEM;
  * SB_ERR_LOCKED (another sb_io holds DIR/LOCK: a store is open on it, in
- * this process or another); SB_ERR_FORMAT (no store here: dir or its
- * superblock file does not exist, or neither slot starts with the
- * superblock magic); SB_ERR_VERSION (no valid slot, and one is of another
- * format version, which the store would refuse too: nothing read further,
- * nothing written, not even LOCK; a valid slot next to one of another
- * version is used, and other_slot says SB_ERR_VERSION); SB_ERR_IO (dir, the
- * superblock or LOCK cannot be opened or read). On failure *out is NULL. */
+ * this process or another); SB_ERR_FORMAT (no store here: dir does not
+ * exist, or holds neither a superblock file nor segment files);
+ * SB_ERR_VERSION (no valid slot, and one is of another format version --
+ * its hash holds -- which the store would refuse too: nothing read
+ * further, nothing written, not even LOCK; a valid slot next to one of
+ * another version is used, and other_slot says SB_ERR_VERSION); SB_ERR_IO
+ * (dir, the superblock or LOCK cannot be opened or read). On failure *out
+ * is NULL. */
 SB_API int sb_store_fsck(const char *dir, sb_fsck_progress_fn progress, void *ctx,
                          sb_fsck_report **out, long *holder_pid);
+
+/* sb_store_fsck_repair -- repair the store directory dir (see "Repair"
+ * above), then check it as sb_store_fsck does.
+ *
+ * A directory that holds no store, or a store of another format version,
+ * is refused before anything is touched. progress, ctx and holder_pid are
+ * sb_store_fsck's (progress covers the check after the repair). On SB_OK
+ * *out is owned by the caller (sb_fsck_report_free), with repaired 1 and
+ * the repair's figures in repair; the repaired store is clean when
+ * superblock and n_damaged are 0 and repair.dropped_records is 0.
+ * Returns: SB_OK; SB_ERR_INVAL (dir or out NULL); SB_ERR_FORMAT (no store
+ * here, nothing written); SB_ERR_VERSION (another format version: nothing
+ * written); SB_ERR_LOCKED (a store is open on dir: nothing written;
+ * *holder_pid as for sb_store_fsck); SB_ERR_IO, SB_ERR_NOSPC (a read, or a
+ * summary or superblock write of the salvage, failed: the superblock is
+ * the damaged one still, unless its replacement was already in place);
+ * SB_ERR_NOMEM. On failure *out is NULL. */
+SB_API int sb_store_fsck_repair(const char *dir, sb_fsck_progress_fn progress, void *ctx,
+                                sb_fsck_report **out, long *holder_pid);
 
 /* sb_fsck_report_free -- free a report and its segments. NULL is a no-op. */
 SB_API void sb_fsck_report_free(sb_fsck_report *r);

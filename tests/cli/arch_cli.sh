@@ -16,6 +16,10 @@ work=$2
 rm -rf "$work"
 mkdir -p "$work"
 fail() { echo "arch_cli: FAIL: $*" >&2; exit 1; }
+# The runtime decides restore-or-recompute from priors scaled by its thread
+# count (a fresh process has measured nothing): two threads, so the ssd
+# expected below does not depend on how many CPUs the machine has.
+t="--threads 2"
 p1="The bank keeps what a model has already read, so that the next question does not start from nothing."
 p2="The bank keeps what a model has already read, so that the next answer comes quickly."
 printf 'Hello there.\nWhat do you keep?\n' > "$work/s1"
@@ -28,23 +32,23 @@ for preset in tiny-llama3 tiny-qwen2 tiny-qwen3; do
         --ff 1536 --dtype f16 -o "$m" > "$work/mm" || fail "$preset: make-model"
     grep -q "tied" "$work/mm" || fail "$preset: not tied: $(cat "$work/mm")"
     b=$work/b-$preset
-    "$bin" run "$m" --prompt "$p1" -n 4 --min-prefix 1 --bank-dir "$b" > "$work/o1" 2> "$work/r1" ||
+    "$bin" run "$m" $t --prompt "$p1" -n 4 --min-prefix 1 --bank-dir "$b" > "$work/o1" 2> "$work/r1" ||
         fail "$preset: run: $(cat "$work/r1")"
     grep -q "cache_mode=cold" "$work/r1" || fail "$preset: first run not cold: $(cat "$work/r1")"
     arch=${preset#tiny-}
     [ $arch = llama3 ] && arch=llama
     grep -q "($arch," "$work/r1" || fail "$preset: run does not say $arch: $(cat "$work/r1")"
     [ -s "$work/o1" ] || fail "$preset: no text generated"
-    "$bin" run "$m" --prompt "$p2" -n 4 --min-prefix 1 --bank-dir "$b" --logits-out "$work/l.warm" \
+    "$bin" run "$m" $t --prompt "$p2" -n 4 --min-prefix 1 --bank-dir "$b" --logits-out "$work/l.warm" \
         > "$work/o.warm" 2> "$work/r2"
     grep -q "cache_mode=ssd" "$work/r2" || fail "$preset: second run not ssd: $(cat "$work/r2")"
-    "$bin" run "$m" --prompt "$p2" -n 4 --logits-out "$work/l.cold" > "$work/o.cold" 2> "$work/r3"
+    "$bin" run "$m" $t --prompt "$p2" -n 4 --logits-out "$work/l.cold" > "$work/o.cold" 2> "$work/r3"
     cmp -s "$work/l.warm" "$work/l.cold" || fail "$preset: ssd logits differ from cold logits"
     cmp -s "$work/o.warm" "$work/o.cold" || fail "$preset: ssd tokens differ from cold tokens"
-    "$bin" chat "$m" --min-prefix 1 --bank-dir "$b" --session alice --system "Be brief." \
+    "$bin" chat "$m" $t --min-prefix 1 --bank-dir "$b" --session alice --system "Be brief." \
         --script "$work/s1" -n 4 --table > "$work/c1" 2> /dev/null || fail "$preset: chat"
     grep -q "alice *2  warm_prefix" "$work/c1" || fail "$preset: chat turn 2 not warm: $(cat "$work/c1")"
-    "$bin" chat "$m" --min-prefix 1 --bank-dir "$b" --session alice --script "$work/s2" -n 4 --table \
+    "$bin" chat "$m" $t --min-prefix 1 --bank-dir "$b" --session alice --script "$work/s2" -n 4 --table \
         > "$work/c2" 2> /dev/null || fail "$preset: resumed chat"
     grep -q "alice *1  ssd" "$work/c2" || fail "$preset: resumed chat not ssd: $(cat "$work/c2")"
 done

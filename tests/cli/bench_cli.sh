@@ -1,9 +1,15 @@
 #!/bin/sh
 # bench_cli.sh SNAPBANK WORKDIR -- `snapbank bench` on small jobs:
-#   - a write, a randread (reopened store, checked restores), a randrw mix
-#     on two threads, a chat, and a time-warped chat under a budget, in one
+#   - a write (and one under commit durability), a randread (reopened
+#     store, checked restores), a randrw mix on two threads, a chat, and a
+#     time-warped chat under a budget, in one
 #     invocation with --output-format=json: the JSON parses, every job is
-#     there with fio's field names and the wear object, the bytes add up;
+#     there with fio's field names, the wear and durability objects (every
+#     put's outcome: under commit all durable), the bytes add up,
+#     the warped day lasts exactly its store-clock hours and writes no
+#     more than their budgets (nothing here depends on the machine's
+#     speed: rates and how close an hour gets to the budget are the
+#     bench's figures, not this test's);
 #   - terse: one line per job with the documented field count;
 #   - --csv writes each job's series, --plots the PNGs (with gnuplot);
 #   - loops=2: two results, numbered;
@@ -29,6 +35,12 @@ fio=0
 rw=write
 snapshot_size=256k:3,1m:1
 size=16m
+
+[wc]
+rw=write
+durability=commit
+snapshot_size=256k
+size=4m
 
 [r]
 rw=randread
@@ -67,7 +79,7 @@ python3 - "$work/out.json" <<'PY' || fail "json checks"
 import json, sys
 d = json.load(open(sys.argv[1]))
 jobs = {j["jobname"]: j for j in d["jobs"]}
-assert list(jobs) == ["w", "r", "mix", "c", "day"], list(jobs)
+assert list(jobs) == ["w", "wc", "r", "mix", "c", "day"], list(jobs)
 w = jobs["w"]
 assert w["write"]["io_bytes"] >= 16 << 20 and w["write"]["bw_bytes"] > 0, w["write"]
 assert w["write"]["clat_ns"]["percentile"]["99.000000"] > 0
@@ -75,6 +87,16 @@ assert w["read"]["total_ios"] == 0
 assert 1.0 <= w["wear"]["write_amplification"] < 1.2, w["wear"]
 assert w["wear"]["host_bytes_written"] > w["wear"]["logical_bytes"] > 0
 assert set(w["wear"]["denied_bytes"]) == set(w["wear"]["denied_blocks"])
+# every put's outcome: periodic durability, so durable or pending, never lost
+du = w["durability"]
+assert du["mode"] == "periodic" and du["puts"] == w["write"]["total_ios"], du
+assert du["durable"] + du["pending"] + du["never"] == du["puts"] and du["never"] == 0, du
+assert du["blocks_queued"] > 0 and du["blocks_denied"] == 0, du
+# commit durability: every put returned durable, its blocks written and synced
+wc = jobs["wc"]["durability"]
+assert wc["mode"] == "commit" and wc["puts"] == jobs["wc"]["write"]["total_ios"] > 0, wc
+assert wc["durable"] == wc["puts"] and wc["pending"] == 0, wc
+assert wc["blocks_written"] == wc["blocks_queued"] > 0, wc
 r = jobs["r"]
 assert r["read"]["io_bytes"] == 8 << 20, r["read"]   # every byte restored, checked
 assert r["read"]["total_ios"] == 16
@@ -83,16 +105,26 @@ assert m["read"]["total_ios"] > 0 and m["write"]["total_ios"] > 0
 c = jobs["c"]
 assert c["read"]["total_ios"] == c["write"]["total_ios"] > 0
 day = jobs["day"]
-assert abs(day["store_clock_hours"] - 2) < 0.2, day["store_clock_hours"]
+# The warped day ends on the store clock: exactly its 2 hours, however
+# slow the machine (the final flush happens at its end).
+assert day["store_clock_hours"] == 2.0, day["store_clock_hours"]
 hours = day["wear"]["bytes_per_hour"]
 budget = day["wear"]["budget_bytes_per_hour"]
 assert budget == 16 << 20
-# demand 2x: never more than the budget (how close it gets is the bench's
-# figure, not this test's: a slow build may not keep up with the warp)
-assert 0 < hours[0] <= 1.02 * budget, hours
-assert sum(day["wear"]["denied_blocks"].values()) >= 0
+assert len(hours) == 2, hours
+# What the budget promises at any speed: the day writes no more than its
+# hours' budgets (plus the metadata overdraft). The bench samples the
+# store's byte counter from its own thread, so on a loaded machine a sample
+# taken late moves bytes written just before an hour's end into the next
+# hour (at 4 store-clock hours a second, 50 ms late is 12 minutes): each
+# hour is held to the budget within that, the day as a whole exactly. How
+# close the 2x hour gets is the bench's figure, not this test's.
+assert sum(hours) <= 1.02 * budget * len(hours), hours
+assert all(h <= 1.25 * budget for h in hours), hours
+assert sum(hours) > 0, hours
+assert sum(hours) <= day["wear"]["host_bytes_written"], (hours, day["wear"])
 PY
-for j in w r mix c day; do
+for j in w wc r mix c day; do
     for s in "" _hours _clat; do
         [ -s "$work/csv/$j$s.csv" ] || fail "no $j$s.csv"
     done
@@ -107,7 +139,7 @@ if command -v gnuplot > /dev/null 2>&1; then
         [ -s "$work/plots/day_$p.png" ] || fail "no day_$p.png"
     done
 fi
-[ "$(wc -l < "$work/out.terse")" -eq 5 ] || fail "terse: not 5 lines"
+[ "$(wc -l < "$work/out.terse")" -eq 6 ] || fail "terse: not 6 lines"
 awk -F';' '$1 != "snapbank" || NF != 20 { exit 1 }' "$work/out.terse" ||
     fail "terse: bad line: $(head -1 "$work/out.terse")"
 

@@ -30,9 +30,12 @@ from . import _native
 from ._native import lib
 
 __all__ = ["SnapbankError", "Store", "Namespace", "Match", "Model", "Session", "Generation",
-           "version"]
+           "PutOutcome", "version"]
 
-OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE = 0, -1, -8, -11
+OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE, ERR_SUPERBLOCK = 0, -1, -8, -11, -21
+ERR_PENDING, ERR_NOT_DURABLE = -22, -23
+WAIT_FOREVER = 0xFFFFFFFF
+OPEN_SALVAGE = 1  # open_flags: rebuild a superblock that cannot be used (sb_store_open)
 
 
 class SnapbankError(Exception):
@@ -154,8 +157,10 @@ class Store(_Owned):
     ns_ram_bytes, max_seq_tokens, disk_bytes, segment_bytes, queue_depth,
     durability "none" | "periodic" | "commit", write_mode "through" |
     "back" | "only", sync_bytes, sync_interval_ms, foreground_hold_ms,
-    disk_free_floor_bytes, min_prefix_tokens, compress_level, ...); the rest
-    keep sb_config_default's values."""
+    disk_free_floor_bytes, min_prefix_tokens, compress_level, open_flags
+    (OPEN_SALVAGE: a store whose superblock cannot be used, refused with
+    ERR_SUPERBLOCK otherwise, is rebuilt from its segment files), ...); the
+    rest keep sb_config_default's values."""
 
     def __init__(self, dir=None, **config):
         super().__init__()
@@ -187,6 +192,40 @@ class Store(_Owned):
     def flush(self):
         """Wait until everything committed is durable on the disk tier."""
         _check(lib.sb_store_flush(self._live()), "sb_store_flush")
+
+    def wait_durable(self, ticket, timeout_ms=None):
+        """Wait (at most timeout_ms milliseconds; None: no limit) until the
+        state of a put's ticket (PutOutcome.ticket) is durable. Returns
+        "durable", "pending" (the time ran out) or "never" (a write it needs
+        was denied or failed: the state is in RAM only; also ticket 0).
+        Raises SnapbankError for a ticket this store never handed out."""
+        t = WAIT_FOREVER if timeout_ms is None else min(int(timeout_ms), WAIT_FOREVER - 1)
+        return self._durable_word(lib.sb_store_wait_durable(self._live(), ticket, t))
+
+    def is_durable(self, ticket):
+        """The state of a ticket now: "durable", "pending" or "never"."""
+        return self._durable_word(lib.sb_store_is_durable(self._live(), ticket))
+
+    @staticmethod
+    def _durable_word(rc):
+        if rc == OK:
+            return "durable"
+        if rc == ERR_PENDING:
+            return "pending"
+        if rc == ERR_NOT_DURABLE:
+            return "never"
+        raise SnapbankError(rc, "sb_store_wait_durable")
+
+    def close(self):
+        """Close what was opened from the store, then the store: its disk
+        tier writes and syncs what it holds. Raises SnapbankError when those
+        last writes failed (the store is closed all the same)."""
+        for c in reversed(self._children):
+            c.close()
+        self._children = []
+        if self._h:
+            h, self._h = self._h, None
+            _check(lib.sb_store_close(h), "sb_store_close")
 
     def check(self):
         """Verify every invariant of the index and the RAM tier."""
@@ -239,6 +278,13 @@ class Namespace(_Owned):
         bytes_per_token[t] bytes (read in place); point, the point state at
         the end. Returns how many leading tokens are restorable afterwards:
         all of them, or fewer when the RAM budget could not hold the rest."""
+        return self.put_ex(tokens, tensors, point).stored
+
+    def put_ex(self, tokens, tensors, point=None):
+        """put, and what the disk tier made of it (sb_ns_put_ex): a
+        PutOutcome with stored (as put returns), ticket (for
+        Store.wait_durable; 0 without a disk tier), durable (on disk and
+        synced when the call returned) and the block counts."""
         arr, n = _tokens(tokens)
         if len(tensors) != len(self.bytes_per_token):
             raise ValueError("put: %d tensors given, the layout has %d"
@@ -253,15 +299,36 @@ class Namespace(_Owned):
             pp, k = _buffer(point, self.point_bytes, False, "point")
             keep.append(k)
         stored = ctypes.c_size_t()
-        rc = lib.sb_ns_put(self._live(), arr, n, ptrs, pp, ctypes.byref(stored))
+        oc = _native.WriteOutcome()
+        rc = lib.sb_ns_put_ex(self._live(), arr, n, ptrs, pp, ctypes.byref(stored),
+                              ctypes.byref(oc))
         if rc not in (OK, ERR_BUDGET):
             _check(rc, "sb_ns_put")
-        return stored.value
+        return PutOutcome(stored.value, oc.ticket, bool(oc.durable), oc.pages_new,
+                          oc.points_new, oc.queued, oc.written, oc.deferred, oc.dirty,
+                          oc.denied, {lib.sb_deny_name(i).decode(): oc.denied_by[i]
+                                      for i in range(_native.N_DENY)})
 
     def match(self, tokens):
         """The longest restorable prefix of tokens, pinned until the Match is
         released (use it as a context manager)."""
         return self._adopt(Match(self, tokens))
+
+
+class PutOutcome(NamedTuple):
+    """What Namespace.put_ex returns (sb_write_outcome; snapbank.h's
+    "Durability of one call")."""
+    stored: int
+    ticket: int
+    durable: bool
+    pages_new: int
+    points_new: int
+    queued: int
+    written: int
+    deferred: int
+    dirty: int
+    denied: int
+    denied_by: dict
 
 
 class Match(_Owned):
@@ -437,7 +504,9 @@ class Session(_Owned):
         new) or tokens (ids) after the conversation so far, then up to n
         generated tokens. Returns Generation(tokens, text, report) with the
         turn's report: cache_mode ("cold", "warm_prefix", "ssd"),
-        cached_tokens, prefill_tokens, ttft_s, restore_s, miss, ..."""
+        cached_tokens, prefill_tokens, ttft_s, restore_s, miss, durable
+        ("yes", "pending", "no"; None without a disk tier), disk (the
+        turn's write outcome: ticket, queued, written, denied, ...), ..."""
         if (prompt is None) == (tokens is None):
             raise ValueError("generate: give exactly one of prompt, tokens")
         if prompt is not None:  # BOS only when the conversation is empty

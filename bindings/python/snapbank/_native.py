@@ -50,7 +50,7 @@ class Config(ctypes.Structure):
         ("backlog_bytes", u64), ("min_prefix_tokens", u32), ("queue_depth", u32),
         ("durability", ip), ("write_mode", ip), ("sync_bytes", u64),
         ("sync_interval_ms", u32), ("foreground_hold_ms", u32),
-        ("disk_free_floor_bytes", u64), ("compress_level", u32), ("reserved1", u32),
+        ("disk_free_floor_bytes", u64), ("compress_level", u32), ("open_flags", u32),
         ("clock_ns", vp), ("clock_ctx", vp), ("fault_alloc_nth", u64),
     ]
 
@@ -80,6 +80,18 @@ class NsInfo(ctypes.Structure):
     ]
 
 
+N_DENY = 6  # SB_DENY__COUNT
+
+
+class WriteOutcome(ctypes.Structure):
+    """sb_write_outcome."""
+    _fields_ = [
+        ("ticket", u64), ("durable", ip), ("pages_new", u32), ("points_new", u32),
+        ("queued", u32), ("written", u32), ("deferred", u32), ("dirty", u32), ("denied", u32),
+        ("denied_by", u32 * N_DENY),
+    ]
+
+
 def _proto(name, res, *args):
     f = getattr(lib, name)
     f.restype = res
@@ -88,7 +100,7 @@ def _proto(name, res, *args):
 
 
 _proto("sbrt_sizeof", sz, ip)
-for _i, _cls in enumerate((Config, Layout, MatchInfo, NsInfo)):
+for _i, _cls in enumerate((Config, Layout, MatchInfo, NsInfo, WriteOutcome)):
     if lib.sbrt_sizeof(_i) != ctypes.sizeof(_cls):
         raise ImportError("snapbank: %s is %d bytes in the library, %d here: the package and "
                           "libsnapbank_rt do not match" % (_cls.__name__, lib.sbrt_sizeof(_i),
@@ -96,6 +108,7 @@ for _i, _cls in enumerate((Config, Layout, MatchInfo, NsInfo)):
 
 _proto("sb_strerror", cp, ip)
 _proto("sb_miss_name", cp, ip)
+_proto("sb_deny_name", cp, ip)
 _proto("sb_version", ctypes.c_uint)
 _proto("sb_config_default", None, P(Config))
 _proto("sb_store_open", ip, P(Config), P(vp))
@@ -107,6 +120,9 @@ _proto("sb_ns_open", ip, vp, P(Layout), vp, sz, P(vp))
 _proto("sb_ns_close", None, vp)
 _proto("sb_ns_get_info", ip, vp, P(NsInfo))
 _proto("sb_ns_put", ip, vp, P(u32), sz, P(vp), vp, P(sz))
+_proto("sb_ns_put_ex", ip, vp, P(u32), sz, P(vp), vp, P(sz), P(WriteOutcome))
+_proto("sb_store_wait_durable", ip, vp, u64, u32)
+_proto("sb_store_is_durable", ip, vp, u64)
 _proto("sb_ns_match", ip, vp, P(u32), sz, P(vp))
 _proto("sb_match_get_info", ip, vp, P(MatchInfo))
 _proto("sb_match_restore", ip, vp, sz, P(vp), vp)

@@ -150,6 +150,68 @@ class DiskTest(unittest.TestCase):
         finally:
             shutil.rmtree(d)
 
+    def test_put_ex_durability(self):
+        toks = list(range(11, 111))  # 100 tokens
+        with snapbank.Store(ram_bytes=64 << 20) as st:  # RAM only: never durable
+            o = st.namespace(b"m", BPT).put_ex(toks, [state(toks, 0), state(toks, 1)])
+            self.assertEqual((o.stored, o.ticket, o.durable), (100, 0, False))
+            self.assertEqual(st.wait_durable(o.ticket), "never")
+        d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
+        try:
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20,
+                                durability="commit") as st:
+                ns = st.namespace(b"m", BPT)
+                # shorter than min_prefix_tokens (512): kept in RAM, said so
+                short = ns.put_ex(toks, [state(toks, 0), state(toks, 1)])
+                self.assertEqual(short.stored, 100)
+                self.assertFalse(short.durable)
+                self.assertEqual(short.denied_by["short"], short.denied)
+                self.assertGreater(short.denied, 0)
+                self.assertEqual(st.wait_durable(short.ticket), "never")
+                long_ = list(range(1000, 1600))
+                o = ns.put_ex(long_, [state(long_, 0), state(long_, 1)])
+                self.assertTrue(o.durable)
+                self.assertEqual(o.written, o.queued)
+                self.assertEqual(st.is_durable(o.ticket), "durable")
+                with self.assertRaises(snapbank.SnapbankError) as cm:
+                    st.is_durable(o.ticket + 100)  # never handed out
+                self.assertEqual(cm.exception.code, -11)
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20) as st:
+                ns = st.namespace(b"m", BPT)
+                with ns.match(long_) as m:
+                    self.assertEqual(m.n_tokens, 600)
+                with ns.match(toks) as m:
+                    self.assertEqual(m.n_tokens, 0)
+        finally:
+            shutil.rmtree(d)
+
+
+    def test_salvage(self):
+        d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
+        try:
+            toks = list(range(7, 300))
+            cfg = dict(segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1)
+            with snapbank.Store(dir=d, **cfg) as st:
+                st.namespace(b"m", BPT).put(toks, [state(toks, 0), state(toks, 1)])
+            sb = os.path.join(d, "superblock")
+            size = os.path.getsize(sb)
+            with open(sb, "wb") as f:  # both slots gone
+                f.write(bytes(size))
+            with self.assertRaises(snapbank.SnapbankError) as e:
+                snapbank.Store(dir=d, **cfg)
+            self.assertEqual(e.exception.code, snapbank.ERR_SUPERBLOCK)
+            self.assertIn("SB_OPEN_SALVAGE", e.exception.message)
+            with snapbank.Store(dir=d, open_flags=snapbank.OPEN_SALVAGE, **cfg) as st:
+                self.assertEqual(st.stats()["salvaged"], 1)
+                self.assertGreater(st.stats()["salvaged_segments"], 0)
+                with st.namespace(b"m", BPT).match(toks) as m:
+                    self.assertEqual(m.n_tokens, len(toks))
+                    self.assertEqual(list(m.restore()), [state(toks, 0), state(toks, 1)])
+            with snapbank.Store(dir=d, **cfg) as st:
+                self.assertEqual(st.stats()["salvaged"], 0)
+        finally:
+            shutil.rmtree(d)
+
 
 class SessionTest(unittest.TestCase):
     @classmethod
@@ -167,6 +229,7 @@ class SessionTest(unittest.TestCase):
         with snapbank.Store(ram_bytes=64 << 20) as st, snapbank.Session(st, self.model) as s:
             g1 = s.generate("The bank keeps what a model has already read.", n=8)
             self.assertEqual(g1.report["cache_mode"], "cold")
+            self.assertIsNone(g1.report["durable"])  # RAM only
             self.assertEqual(len(g1.tokens), 8)
             self.assertIsInstance(g1.text, str)
             self.assertGreater(g1.report["ttft_s"], 0)
@@ -200,9 +263,13 @@ class SessionTest(unittest.TestCase):
     def test_ssd_after_reopen(self):
         d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
         try:
-            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1) as st, \
+            with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1,
+                                durability="commit") as st, \
                     snapbank.Session(st, self.model) as s:
-                s.generate("Nothing wrong is ever returned by the bank.", n=4)
+                g = s.generate("Nothing wrong is ever returned by the bank.", n=4)
+                self.assertEqual(g.report["durable"], "yes")  # COMMIT: on disk already
+                self.assertEqual(g.report["disk"]["written"], g.report["disk"]["queued"])
+                self.assertGreater(g.report["disk"]["queued"], 0)
                 saved = s.tokens
             with snapbank.Store(dir=d, segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1) as st, \
                     snapbank.Session(st, self.model) as s:

@@ -1,0 +1,205 @@
+/* serve.c -- `snapbank serve MODEL`: the OpenAI-compatible server
+ * (runtime/server/server.h); this file reads its options.
+ * Exit status: 0 after a clean shutdown, 1 failure, 2 usage error. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli/rtcli.h"
+#include "server/server.h"
+
+static void serve_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: snapbank serve MODEL [options]\n\n"
+        "An OpenAI-compatible HTTP server over the bank: POST /v1/chat/completions and\n"
+        "/v1/completions (streamed or not), GET /v1/models, GET /health, GET /metrics\n"
+        "(Prometheus), GET and DELETE /v1/sessions/ID, and behind the admin key GET\n"
+        "/v1/bank/stats, POST /v1/bank/flush, POST /v1/bank/clear. Every response's\n"
+        "usage says where its prompt came from: cache_mode cold, warm_prefix (RAM) or\n"
+        "ssd (disk), the tokens from each, restore_ms, ttft_ms and the miss reason.\n"
+        "SIGTERM or SIGINT: stop accepting, finish what runs (--shutdown-timeout),\n"
+        "flush the bank, exit 0.\n\n"
+        "listening:\n"
+        "  --host ADDR              address to listen on (default 127.0.0.1); a\n"
+        "                           non-loopback one needs --api-key-file or\n"
+        "                           --allow-unauthenticated\n"
+        "  --port N                 port (default 8080; 0: any free port)\n"
+        "  --port-file FILE         write the port listened on to FILE\n"
+        "  --api-key-file FILE      API keys, one 'KEY TENANT' per line: each tenant a\n"
+        "                           bank scope of its own (nothing shared); requests\n"
+        "                           without a listed key get 401. Default: no keys, one\n"
+        "                           tenant\n"
+        "  --admin-key-file FILE    the key of the /v1/bank/* endpoints (off without it)\n"
+        "  --allow-unauthenticated  listen on a non-loopback --host without API keys\n"
+        "  --http-threads N         HTTP threads (default 4)\n"
+        "  --max-connections N      connections at once (default 256)\n"
+        "  --timeout S              idle connection timeout, seconds (default 600)\n"
+        "  --max-body-bytes N       largest request body (default 4194304; over: 413)\n\n"
+        "the model:\n"
+        "  --model-name NAME        the model id clients send (default: the file name\n"
+        "                           without .gguf)\n"
+        "  --chat-template NAME     the chat template, overriding the model's (chatml)\n"
+        "  --ctx N                  longest sequence, prompt and answer (default: the\n"
+        "                           model's context)\n"
+        "  --max-tokens N           tokens to generate when a request sets no max_tokens\n"
+        "                           (default: up to the context's end)\n"
+        "  --threads N              forward-pass threads (default: every online CPU)\n"
+        "  --batch N                rows in one forward pass: the decode steps of the\n"
+        "                           running requests and chunks of new prompts (default 256)\n\n"
+        "scheduling:\n"
+        "  --parallel N             requests served at once, their decode steps batched\n"
+        "                           into one forward pass (default 4)\n"
+        "  --max-queue N            requests that may wait for a slot; beyond it 503 with\n"
+        "                           Retry-After (default 64)\n"
+        "  --shutdown-timeout S     on SIGTERM, seconds in-flight requests may take to\n"
+        "                           finish before they are cancelled (default 10)\n\n"
+        "the bank:\n"
+        "  --bank-dir DIR           keep the bank in DIR/store (with its disk tier) and\n"
+        "                           sessions in DIR/sessions; default: RAM only\n"
+        "  --ram-mib N              RAM budget of the bank, MiB (default 1024)\n"
+        "  --ssd-session-cache M    on (default): write pages to disk and restore them;\n"
+        "                           write-only: write, never restore; off: RAM only\n"
+        "  --disk-restore M         auto (default): read a prefix's disk pages when that is\n"
+        "                           estimated faster than computing them again (measured\n"
+        "                           rates); always: read them whatever the estimate\n"
+        "  --min-prefix N           write to disk only sequences of N tokens or more\n"
+        "                           (default 512)\n"
+        "  --page-tokens N          tokens per KV page (default 16)\n"
+        "  --disk-mib N             the disk tier's cap, MiB (default: what it holds plus a\n"
+        "                           quarter of the free space)\n"
+        "  --write-budget-mib N     the disk tier's hourly write budget, MiB (default\n"
+        "                           131072)\n"
+        "  --durability D           none, periodic (default) or commit\n"
+        "  --max-sessions N         sessions kept in RAM (default 4096; more are read\n"
+        "                           back from DIR/sessions)\n\n"
+        "  --quiet                  no log line per request\n"
+        "  -h, --help               this help\n\n"
+        "exit status: 0 after a clean shutdown, 1 failure, 2 usage.\n");
+}
+
+static int dbl(const char *v, double lo, double hi, double *out)
+{
+    if (!v || !*v)
+        return -1;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || !(x >= lo && x <= hi))
+        return -1;
+    *out = x;
+    return 0;
+}
+
+int sb_cli_serve(int argc, char **argv)
+{
+    srv_config c;
+    srv_config_default(&c);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t x = 0;
+        int bad = 0, took = 2;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            serve_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--allow-unauthenticated")) {
+            c.allow_public = true, took = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            c.log_requests = false, took = 1;
+        } else if (!strcmp(a, "--host")) {
+            bad = !v || !*v, c.host = v;
+        } else if (!strcmp(a, "--port")) {
+            bad = rt_parse_u64(v, 0, 65535, &x), c.port = (unsigned)x;
+        } else if (!strcmp(a, "--port-file")) {
+            bad = !v, c.port_file = v;
+        } else if (!strcmp(a, "--api-key-file")) {
+            bad = !v, c.api_key_file = v;
+        } else if (!strcmp(a, "--admin-key-file")) {
+            bad = !v, c.admin_key_file = v;
+        } else if (!strcmp(a, "--http-threads")) {
+            bad = rt_parse_u64(v, 1, 256, &x), c.http_threads = (unsigned)x;
+        } else if (!strcmp(a, "--max-connections")) {
+            bad = rt_parse_u64(v, 1, 1u << 20, &x), c.max_conns = (unsigned)x;
+        } else if (!strcmp(a, "--timeout")) {
+            bad = rt_parse_u64(v, 1, 86400, &x), c.timeout_s = (unsigned)x;
+        } else if (!strcmp(a, "--max-body-bytes")) {
+            bad = rt_parse_u64(v, 1024, 1ull << 30, &x), c.max_body = (size_t)x;
+        } else if (!strcmp(a, "--model-name")) {
+            bad = !v || !*v || strlen(v) > 255, c.model_name = v;
+        } else if (!strcmp(a, "--chat-template")) {
+            bad = !v || !*v, c.chat_template = v;
+        } else if (!strcmp(a, "--ctx")) {
+            bad = rt_parse_u64(v, 2, UINT32_MAX, &x), c.ctx = (uint32_t)x;
+        } else if (!strcmp(a, "--max-tokens")) {
+            bad = rt_parse_u64(v, 1, UINT32_MAX, &x), c.default_max_tokens = (size_t)x;
+        } else if (!strcmp(a, "--threads")) {
+            bad = rt_parse_u64(v, 1, 256, &x), c.threads = (unsigned)x;
+        } else if (!strcmp(a, "--batch")) {
+            bad = rt_parse_u64(v, 1, 65536, &x), c.batch = (uint32_t)x;
+        } else if (!strcmp(a, "--parallel")) {
+            bad = rt_parse_u64(v, 1, 1024, &x), c.parallel = (size_t)x;
+        } else if (!strcmp(a, "--max-queue")) {
+            bad = rt_parse_u64(v, 1, 1u << 20, &x), c.max_queue = (size_t)x;
+        } else if (!strcmp(a, "--shutdown-timeout")) {
+            bad = dbl(v, 0, 86400, &c.shutdown_timeout_s);
+        } else if (!strcmp(a, "--bank-dir")) {
+            bad = !v || !*v, c.bank_dir = v;
+        } else if (!strcmp(a, "--ram-mib")) {
+            bad = rt_parse_u64(v, 16, 1u << 24, &x), c.ram_mib = x;
+        } else if (!strcmp(a, "--ssd-session-cache")) {
+            bad = !v;
+            if (v && !strcmp(v, "on"))
+                c.ssd = SRV_SSD_ON;
+            else if (v && !strcmp(v, "off"))
+                c.ssd = SRV_SSD_OFF;
+            else if (v && !strcmp(v, "write-only"))
+                c.ssd = SRV_SSD_WRITE_ONLY;
+            else
+                bad = 1;
+        } else if (!strcmp(a, "--disk-restore")) {
+            bad = !v || (strcmp(v, "auto") && strcmp(v, "always"));
+            c.disk_always = v && !strcmp(v, "always");
+        } else if (!strcmp(a, "--min-prefix")) {
+            bad = rt_parse_u64(v, 0, UINT32_MAX, &x), c.min_prefix = (uint32_t)x;
+        } else if (!strcmp(a, "--page-tokens")) {
+            bad = rt_parse_u64(v, 1, 65536, &x), c.page_tokens = (uint32_t)x;
+        } else if (!strcmp(a, "--disk-mib")) {
+            bad = rt_parse_u64(v, 1, 1ull << 40, &x), c.disk_mib = x;
+        } else if (!strcmp(a, "--write-budget-mib")) {
+            bad = rt_parse_u64(v, 1, 1ull << 40, &x), c.write_budget_mib = x;
+        } else if (!strcmp(a, "--durability")) {
+            bad = !v;
+            if (v && !strcmp(v, "none"))
+                c.durability = SB_DURABILITY_NONE;
+            else if (v && !strcmp(v, "periodic"))
+                c.durability = SB_DURABILITY_PERIODIC;
+            else if (v && !strcmp(v, "commit"))
+                c.durability = SB_DURABILITY_COMMIT;
+            else
+                bad = 1;
+        } else if (!strcmp(a, "--max-sessions")) {
+            bad = rt_parse_u64(v, 1, 1u << 24, &x), c.max_sessions = (size_t)x;
+        } else if (a[0] != '-' && !c.model) {
+            c.model = a, took = 1;
+        } else {
+            fprintf(stderr, "snapbank serve: unknown argument '%s'\n\n", a);
+            serve_usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "snapbank serve: bad or missing value for %s%s%s\n", a,
+                    v ? ": " : "", v ? v : "");
+            return 2;
+        }
+        i += took - 1;
+    }
+    if (!c.model) {
+        fprintf(stderr, "snapbank serve: need MODEL (a GGUF file)\n\n");
+        serve_usage(stderr);
+        return 2;
+    }
+    return srv_run(&c);
+}

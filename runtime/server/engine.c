@@ -1,0 +1,690 @@
+/* engine.c -- the engine thread: slots, the queue, batched forward passes
+ * (engine.h; the step numbers are engine.h's). */
+#define _POSIX_C_SOURCE 200809L
+#include "server/engine.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/tokenizer.h"
+
+double srv_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+const char *srv_miss_reason(const sb_rt_turn *r)
+{
+    if (r->cached_tokens >= r->prompt_tokens)
+        return NULL;
+    if (r->disk_skipped)
+        return "recompute_faster"; /* disk pages matched; reading was slower */
+    if (r->miss == SB_MISS_NONE)
+        return "last_position";    /* all matched, no logits stored: recomputed */
+    return sb_miss_name(r->miss);
+}
+
+/* ---- jobs -------------------------------------------------------------------------- */
+
+srv_job *srv_job_new(void)
+{
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    pthread_mutex_init(&j->mu, NULL);
+    j->link.mu = &j->mu;
+    atomic_init(&j->cancel, 0);
+    atomic_init(&j->refs, 1);
+    return j;
+}
+
+void srv_job_ref(srv_job *j)
+{
+    atomic_fetch_add(&j->refs, 1);
+}
+
+void srv_job_unref(srv_job *j)
+{
+    if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < j->n_stop; i++)
+        free(j->stop[i]);
+    free(j->stop);
+    free(j->prompt);
+    free(j->tokens);
+    free(j->stext);
+    free(j->marks);
+    free(j->out);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+/* ---- the engine -------------------------------------------------------------------- */
+
+typedef struct slot {
+    srv_job *j;                /* NULL: free */
+    sb_rt_session *s;
+    sb_rt_sampler smp;
+    bool has_smp;
+    uint32_t prev;             /* the previous token, for its piece */
+    unsigned char pend[4];     /* bytes of an incomplete UTF-8 character */
+    size_t n_pend, need;       /* ...how many there are, and of how many */
+    size_t max_stop;           /* the longest stop string */
+    bool final;                /* the running token is the last: end after it */
+    bool cut;                  /* the text was cut at a stop string */
+    bool held;                 /* admitted, its turn not begun: it waits for
+                                  another job's prompt sharing its prefix */
+    srv_finish finish;         /* ...for this reason */
+    double t_last;             /* when the last token came */
+    size_t order;              /* admission order (prompt chunks go first come) */
+    int ix;                    /* its step in this pass, -1 none */
+} slot;
+
+struct srv_engine {
+    const sb_rt_model *m;
+    srv_engine_cfg cfg;
+    sb_rt_ctx *ctx;
+    pthread_t th;
+    bool th_started;
+    pthread_mutex_t mu;        /* guards everything below */
+    pthread_cond_t cv;         /* work arrived, or quit */
+    pthread_cond_t idle_cv;    /* nothing runs or waits */
+    srv_job **q;               /* (max_queue) ring */
+    size_t q_head, q_len;
+    size_t n_active;           /* jobs in slots */
+    bool closed, quit;
+    bool cancel_running;       /* shutdown: every job in a slot is cancelled */
+    /* the engine thread's own */
+    slot *slots;
+    size_t admitted;           /* admissions so far */
+    sb_rt_rates rates;         /* learned restore-or-recompute rates */
+    bool have_rates;
+    sb_rt_seq_step *steps;     /* (slots) one pass's steps */
+    srv_job **admit;           /* (slots) jobs admitted in one iteration */
+};
+
+static bool utf8_lead(unsigned char c, size_t *need)
+{
+    if (c < 0x80)
+        return *need = 1, true;
+    if (c >= 0xC2 && c <= 0xDF)
+        return *need = 2, true;
+    if (c >= 0xE0 && c <= 0xEF)
+        return *need = 3, true;
+    if (c >= 0xF0 && c <= 0xF4)
+        return *need = 4, true;
+    return false;
+}
+
+/* A continuation byte valid after the lead byte l as the k-th byte. */
+static bool utf8_cont(unsigned char l, size_t k, unsigned char c)
+{
+    if (c < 0x80 || c > 0xBF)
+        return false;
+    if (k == 1) { /* no overlongs, no surrogates, nothing past U+10FFFF */
+        if (l == 0xE0 && c < 0xA0)
+            return false;
+        if (l == 0xED && c > 0x9F)
+            return false;
+        if (l == 0xF0 && c < 0x90)
+            return false;
+        if (l == 0xF4 && c > 0x8F)
+            return false;
+    }
+    return true;
+}
+
+static int grow_text(char **b, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return SB_OK;
+    size_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    char *nb = realloc(*b, c);
+    if (!nb)
+        return SB_ERR_NOMEM;
+    *b = nb, *cap = c;
+    return SB_OK;
+}
+
+/* Append p[0, n) to the job's out and stext (under j->mu). */
+static void emit(srv_job *j, const char *p, size_t n)
+{
+    if (!n)
+        return;
+    if (grow_text(&j->out, &j->out_cap, j->out_len + n + 1) != SB_OK ||
+        grow_text(&j->stext, &j->stext_cap, j->stext_len + n + 1) != SB_OK)
+        return; /* out of memory: the text is shorter, never invalid */
+    memcpy(j->out + j->out_len, p, n);
+    j->out_len += n;
+    j->out[j->out_len] = 0;
+    memcpy(j->stext + j->stext_len, p, n);
+    j->stext_len += n;
+}
+
+static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
+
+/* Feed raw bytes through the slot's UTF-8 repair into the job's text. */
+static void feed(slot *sl, const unsigned char *p, size_t n)
+{
+    srv_job *j = sl->j;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (sl->n_pend) {
+            if (utf8_cont(sl->pend[0], sl->n_pend, c)) {
+                sl->pend[sl->n_pend++] = c;
+                if (sl->n_pend == sl->need) {
+                    emit(j, (const char *)sl->pend, sl->n_pend);
+                    sl->n_pend = 0;
+                }
+                continue;
+            }
+            emit(j, replacement, 3); /* cut short: the bytes so far are one error */
+            sl->n_pend = 0;
+        }
+        size_t need;
+        if (!utf8_lead(c, &need) || c == 0) /* a NUL would not survive a round trip */
+            emit(j, replacement, 3);
+        else if (need == 1)
+            emit(j, (const char *)&c, 1);
+        else
+            sl->pend[0] = c, sl->n_pend = 1, sl->need = need;
+    }
+}
+
+/* After text was added: cut out at the first stop string (returns true),
+ * or hold back the longest tail that could still begin one. */
+static bool check_stops(slot *sl, size_t old_len)
+{
+    srv_job *j = sl->j;
+    size_t from = old_len > sl->max_stop ? old_len - sl->max_stop : 0;
+    size_t cut = SIZE_MAX;
+    for (size_t k = 0; k < j->n_stop; k++) {
+        size_t sn = strlen(j->stop[k]);
+        for (size_t i = from; i + sn <= j->out_len && i < cut; i++)
+            if (!memcmp(j->out + i, j->stop[k], sn)) {
+                cut = i;
+                break;
+            }
+    }
+    if (cut != SIZE_MAX) {
+        j->out_len = j->visible = cut;
+        j->out[cut] = 0;
+        return true;
+    }
+    size_t hold = 0;
+    for (size_t k = 0; k < j->n_stop; k++) {
+        size_t sn = strlen(j->stop[k]);
+        for (size_t h = sn - 1; h > hold; h--)
+            if (h <= j->out_len && !memcmp(j->out + j->out_len - h, j->stop[k], h)) {
+                hold = h;
+                break;
+            }
+    }
+    j->visible = j->out_len - hold;
+    return false;
+}
+
+static void *engine_main(void *arg);
+
+int srv_engine_new(const sb_rt_model *m, const srv_engine_cfg *cfg, srv_engine **out)
+{
+    *out = NULL;
+    if (!cfg->slots || !cfg->max_queue)
+        return SB_ERR_INVAL;
+    srv_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return SB_ERR_NOMEM;
+    e->m = m, e->cfg = *cfg;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    pthread_cond_init(&e->idle_cv, NULL);
+    e->q = calloc(cfg->max_queue, sizeof *e->q);
+    e->slots = calloc(cfg->slots, sizeof *e->slots);
+    e->steps = calloc(cfg->slots, sizeof *e->steps);
+    e->admit = calloc(cfg->slots, sizeof *e->admit);
+    int rc = e->q && e->slots && e->steps && e->admit ? SB_OK : SB_ERR_NOMEM;
+    if (rc == SB_OK)
+        rc = sb_rt_ctx_new(m, cfg->threads, cfg->batch, &e->ctx);
+    if (rc == SB_OK && pthread_create(&e->th, NULL, engine_main, e) != 0)
+        rc = SB_ERR_NOMEM;
+    e->th_started = rc == SB_OK;
+    if (rc != SB_OK) {
+        srv_engine_free(e);
+        return rc;
+    }
+    *out = e;
+    return SB_OK;
+}
+
+/* A job is over (under no lock): its reason recorded, the end hook, then
+ * done and woken. */
+static void finish(srv_engine *e, srv_job *j, srv_finish why, int err)
+{
+    pthread_mutex_lock(&j->mu);
+    j->finish = why;
+    j->error = err;
+    j->t_end = srv_now();
+    pthread_mutex_unlock(&j->mu);
+    if (j->on_end)
+        j->on_end(j, j->end_ctx);
+    pthread_mutex_lock(&j->mu);
+    j->visible = j->out_len; /* a tail held back for a stop string that never
+                                came is the answer's after all */
+    j->done = true;
+    srv_link_wake(&j->link);
+    pthread_mutex_unlock(&j->mu);
+    if (j->kind == SRV_JOB_GENERATE) {
+        const sb_rt_turn *r = &j->rep;
+        size_t ram = r->cached_tokens - r->cached_disk_tokens;
+        const char *reason = srv_miss_reason(r);
+        srv_turn_figures f = {
+            .prompt_tokens = j->started ? r->prompt_tokens : 0, .cached_ram = ram,
+            .cached_disk = r->cached_disk_tokens, .generated = j->n_gen, .miss_reason = reason ? reason : "none",
+            .cache_mode = j->started ? sb_rt_cache_mode_name(r->cache_mode) : NULL,
+            .finish = why, .ttft_s = j->n_gen ? j->t_first - j->t_arrival : -1,
+            .restore_s = j->started ? r->restore_s : -1,
+        };
+        srv_metrics_turn(e->cfg.mx, &f);
+    }
+    srv_job_unref(j);
+}
+
+/* End a slot's turn: commit what was computed, keep the tokens, free it. */
+static void end_slot(srv_engine *e, slot *sl, srv_finish why, int err)
+{
+    srv_job *j = sl->j;
+    sb_rt_turn rep = j->rep;
+    int rc = sl->held ? SB_ERR_INVAL : sb_rt_session_end(sl->s, &rep);
+    size_t n = 0;
+    const uint32_t *t = sb_rt_session_tokens(sl->s, &n);
+    if (rc == SB_OK && n && (j->tokens = malloc(n * sizeof *t))) {
+        memcpy(j->tokens, t, n * sizeof *t);
+        j->n_tokens = n;
+    }
+    e->rates = *sb_rt_session_rates(sl->s);
+    e->have_rates = true;
+    /* marks past the tokens that ran are not the bank's */
+    size_t ran = j->n_tokens > j->n_prompt ? j->n_tokens - j->n_prompt : 0;
+    while (j->n_marks && j->marks[j->n_marks - 1].n > ran)
+        j->n_marks--;
+    pthread_mutex_lock(&j->mu);
+    if (sl->n_pend && !sl->cut)
+        emit(j, replacement, 3); /* an incomplete character at the end */
+    j->rep = rep;
+    pthread_mutex_unlock(&j->mu);
+    sb_rt_session_free(sl->s);
+    if (sl->has_smp)
+        sb_rt_sampler_fini(&sl->smp);
+    memset(sl, 0, sizeof *sl);
+    finish(e, j, why, err);
+    pthread_mutex_lock(&e->mu);
+    e->n_active--;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Step 1 for one job: a slot, a session, the turn begun. */
+static void start(srv_engine *e, srv_job *j)
+{
+    slot *sl = NULL;
+    for (size_t i = 0; i < e->cfg.slots && !sl; i++)
+        if (!e->slots[i].j)
+            sl = &e->slots[i];
+    int rc = SB_OK;
+    if (atomic_load(&j->cancel)) {
+        rc = -1;
+    } else if (!sl) {
+        rc = SB_ERR_INVAL; /* cannot be: admission counts the slots */
+    } else {
+        memset(sl, 0, sizeof *sl);
+        sl->ix = -1;
+        sl->prev = SB_RT_TOK_NONE;
+        sl->order = e->admitted++;
+        for (size_t k = 0; k < j->n_stop; k++)
+            if (strlen(j->stop[k]) > sl->max_stop)
+                sl->max_stop = strlen(j->stop[k]);
+        rc = sb_rt_session_new(e->m, e->ctx, j->tenant->ns, &sl->s);
+        if (rc == SB_OK) {
+            sb_rt_session_set_disk_use(sl->s, e->cfg.disk_use);
+            if (e->have_rates)
+                *sb_rt_session_rates(sl->s) = e->rates;
+            rc = sb_rt_sampler_init(&sl->smp, &j->sampling, e->m->hp.n_vocab);
+            sl->has_smp = rc == SB_OK;
+        }
+        if (rc == SB_OK) { /* begun in step 1b, once no other prompt it
+                              shares a prefix with is still being computed */
+            sl->j = j;
+            sl->held = true;
+            return;
+        }
+        sb_rt_session_free(sl->s);
+        if (sl->has_smp)
+            sb_rt_sampler_fini(&sl->smp);
+        memset(sl, 0, sizeof *sl);
+    }
+    finish(e, j, rc == -1 ? SRV_FINISH_CANCELLED : SRV_FINISH_ERROR, rc == -1 ? SB_OK : rc);
+    pthread_mutex_lock(&e->mu);
+    e->n_active--;
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void add_mark(srv_job *j, size_t n, size_t text_len)
+{
+    if (j->n_marks == j->marks_cap) {
+        size_t c = j->marks_cap ? 2 * j->marks_cap : 64;
+        srv_gen_mark *m = realloc(j->marks, c * sizeof *m);
+        if (!m)
+            return; /* fewer marks: a session continues from an earlier one */
+        j->marks = m, j->marks_cap = c;
+    }
+    j->marks[j->n_marks++] = (srv_gen_mark){ n, text_len };
+}
+
+/* Step 1b: whether a job that began before sl's and is still computing
+ * its prompt shares more than SRV_SHARE_MIN tokens of sl's prompt beyond
+ * what it restored from the bank. Then sl waits for that prompt to be
+ * committed, and restores the shared part instead of computing it a
+ * second time beside it (users of one system prompt arriving together). */
+#define SRV_SHARE_MIN 32
+static bool shares_pending(srv_engine *e, const slot *sl)
+{
+    const srv_job *j = sl->j;
+    for (size_t i = 0; i < e->cfg.slots; i++) {
+        const slot *o = &e->slots[i];
+        if (o == sl || !o->j || o->held || o->order > sl->order ||
+            sb_rt_session_state(o->s) != SB_RT_TURN_PREFILL ||
+            o->j->tenant != j->tenant)
+            continue;
+        size_t n = o->j->n_prompt < j->n_prompt ? o->j->n_prompt : j->n_prompt, c = 0;
+        while (c < n && o->j->prompt[c] == j->prompt[c])
+            c++;
+        if (c > sb_rt_session_report(o->s)->cached_tokens + SRV_SHARE_MIN)
+            return true;
+    }
+    return false;
+}
+
+/* Step 1b for one slot: begin its turn (match, restore). */
+static void begin(srv_engine *e, slot *sl)
+{
+    srv_job *j = sl->j;
+    sb_rt_turn rep;
+    int rc = sb_rt_session_begin(sl->s, j->prompt, j->n_prompt, j->max_gen, &rep);
+    sl->held = false;
+    if (rc != SB_OK) {
+        end_slot(e, sl, SRV_FINISH_ERROR, rc);
+        return;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->rep = rep;
+    j->started = true;
+    j->t_start = srv_now();
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Step 3 for one slot whose logits are ready. */
+static void sample_one(srv_engine *e, slot *sl)
+{
+    srv_job *j = sl->j;
+    uint32_t id = sb_rt_sample(&sl->smp, sb_rt_session_logits(sl->s));
+    bool eog = srv_prompt_is_eog(e->cfg.prompt, id);
+    char piece[512];
+    size_t n = 0;
+    if (!eog && srv_prompt_piece(e->cfg.prompt, id, sl->prev, piece, sizeof piece, &n) != SB_OK)
+        n = 0;
+    sl->prev = id;
+    double now = srv_now();
+    bool stop = eog;
+    pthread_mutex_lock(&j->mu);
+    if (j->n_gen++ == 0)
+        j->t_first = now;
+    else
+        srv_metrics_token_gap(e->cfg.mx, now - sl->t_last);
+    sl->t_last = now;
+    size_t old = j->out_len;
+    feed(sl, (const unsigned char *)piece, n);
+    if (eog) {
+        size_t tl;
+        const char *tt = srv_prompt_token_text(e->cfg.prompt, id, &tl);
+        if (tl && grow_text(&j->stext, &j->stext_cap, j->stext_len + tl + 1) == SB_OK) {
+            memcpy(j->stext + j->stext_len, tt, tl);
+            j->stext_len += tl;
+        }
+    }
+    if (!stop && j->n_stop)
+        stop = sl->cut = check_stops(sl, old);
+    else if (!j->n_stop)
+        j->visible = j->out_len;
+    srv_link_wake(&j->link);
+    pthread_mutex_unlock(&j->mu);
+    /* a mark where the text is whole: a session may continue from here */
+    if (!sl->n_pend)
+        add_mark(j, j->n_gen, j->stext_len);
+    srv_finish why = stop ? SRV_FINISH_STOP : SRV_FINISH_LENGTH;
+    bool last = stop || j->n_gen >= j->max_gen;
+    if (sb_rt_session_push(sl->s, id) != SB_OK) { /* the context is full */
+        end_slot(e, sl, why, SB_OK);
+        return;
+    }
+    if (last)
+        sl->final = true, sl->finish = why;
+}
+
+/* One iteration (steps 2-5) over the jobs in slots. */
+static void step(srv_engine *e, bool cancel_running)
+{
+    size_t S = e->cfg.slots;
+    /* 2. the cancelled */
+    for (size_t i = 0; i < S; i++)
+        if (e->slots[i].j && (cancel_running || atomic_load(&e->slots[i].j->cancel)))
+            end_slot(e, &e->slots[i], SRV_FINISH_CANCELLED, SB_OK);
+    /* 1b. begin the turns that need not wait for another's prompt (oldest
+     *     first, so one that began may let the next wait for it) */
+    for (;;) {
+        slot *next = NULL;
+        for (size_t i = 0; i < S; i++) {
+            slot *sl = &e->slots[i];
+            if (sl->j && sl->held && (!next || sl->order < next->order) && !shares_pending(e, sl))
+                next = sl;
+        }
+        if (!next)
+            break;
+        begin(e, next);
+    }
+    /* 3. sample where logits are ready; end where the last token ran */
+    for (size_t i = 0; i < S; i++) {
+        slot *sl = &e->slots[i];
+        if (!sl->j || sb_rt_session_state(sl->s) != SB_RT_TURN_SAMPLE)
+            continue;
+        if (sl->final)
+            end_slot(e, sl, sl->finish, SB_OK);
+        else
+            sample_one(e, sl);
+    }
+    /* 4. one pass: decode steps, then prompt chunks first come first */
+    size_t n = 0, budget = e->cfg.batch;
+    for (size_t i = 0; i < S; i++) {
+        slot *sl = &e->slots[i];
+        sl->ix = -1;
+        if (sl->j && sb_rt_session_state(sl->s) == SB_RT_TURN_RUN && budget &&
+            sb_rt_session_next(sl->s, 1, &e->steps[n])) {
+            sl->ix = (int)n++;
+            budget--;
+        }
+    }
+    for (;;) {
+        slot *first = NULL;
+        for (size_t i = 0; i < S; i++) {
+            slot *sl = &e->slots[i];
+            if (sl->j && sl->ix < 0 && sb_rt_session_state(sl->s) == SB_RT_TURN_PREFILL &&
+                (!first || sl->order < first->order))
+                first = sl;
+        }
+        if (!first || !budget)
+            break;
+        size_t rows = sb_rt_session_next(first->s, budget, &e->steps[n]);
+        first->ix = (int)n++;
+        budget -= rows;
+    }
+    if (!n)
+        return;
+    sb_rt_forward_multi(e->ctx, e->steps, n);
+    srv_metrics_pass(e->cfg.mx, n);
+    /* 5. each step back to its session */
+    for (size_t i = 0; i < S; i++) {
+        slot *sl = &e->slots[i];
+        if (!sl->j || sl->ix < 0)
+            continue;
+        int rc = sb_rt_session_ran(sl->s, &e->steps[sl->ix]);
+        if (rc != SB_OK)
+            end_slot(e, sl, SRV_FINISH_ERROR, rc);
+    }
+}
+
+static void *engine_main(void *arg)
+{
+    srv_engine *e = arg;
+    srv_job **admit = e->admit;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (e->n_active == 0 && e->q_len == 0) {
+            pthread_cond_broadcast(&e->idle_cv);
+            if (e->quit) {
+                pthread_mutex_unlock(&e->mu);
+                return NULL;
+            }
+            pthread_cond_wait(&e->cv, &e->mu);
+        }
+        /* 1. admit: first come, a barrier only into an empty engine */
+        size_t n_admit = 0;
+        srv_job *barrier = NULL;
+        while (e->q_len && e->n_active < e->cfg.slots) {
+            srv_job *j = e->q[e->q_head];
+            if (j->kind == SRV_JOB_BARRIER && e->n_active)
+                break;
+            e->q_head = (e->q_head + 1) % e->cfg.max_queue;
+            e->q_len--;
+            e->n_active++;
+            if (j->kind == SRV_JOB_BARRIER) {
+                barrier = j;
+                break;
+            }
+            admit[n_admit++] = j;
+        }
+        bool cancel_running = e->cancel_running;
+        pthread_mutex_unlock(&e->mu);
+        if (barrier) {
+            if (!atomic_load(&barrier->cancel))
+                barrier->barrier(barrier->barrier_ctx);
+            finish(e, barrier, atomic_load(&barrier->cancel) ? SRV_FINISH_CANCELLED
+                                                             : SRV_FINISH_STOP, SB_OK);
+            pthread_mutex_lock(&e->mu);
+            e->n_active--;
+            pthread_mutex_unlock(&e->mu);
+            continue;
+        }
+        for (size_t i = 0; i < n_admit; i++)
+            start(e, admit[i]);
+        step(e, cancel_running);
+    }
+}
+
+int srv_engine_submit(srv_engine *e, srv_job *j)
+{
+    pthread_mutex_lock(&e->mu);
+    int rc = e->closed ? SB_ERR_LOCKED
+             : e->q_len == e->cfg.max_queue ? SB_ERR_BUDGET
+                                            : SB_OK;
+    if (rc == SB_OK) {
+        srv_job_ref(j);
+        e->q[(e->q_head + e->q_len) % e->cfg.max_queue] = j;
+        e->q_len++;
+        pthread_cond_signal(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+unsigned srv_engine_threads(const srv_engine *e)
+{
+    return sb_rt_ctx_threads(e->ctx);
+}
+
+void srv_engine_counts(srv_engine *e, size_t *running, size_t *waiting)
+{
+    pthread_mutex_lock(&e->mu);
+    *running = e->n_active;
+    *waiting = e->q_len;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void srv_engine_close(srv_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->closed = true;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void srv_engine_cancel_all(srv_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->q_len; i++)
+        atomic_store(&e->q[(e->q_head + i) % e->cfg.max_queue]->cancel, 1);
+    pthread_mutex_unlock(&e->mu);
+    /* the running ones: only the engine thread touches the slots; it reads
+     * this flag each iteration */
+    pthread_mutex_lock(&e->mu);
+    e->cancel_running = true;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+bool srv_engine_wait_idle(srv_engine *e, double timeout_s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_s >= 0) {
+        double t = (double)until.tv_sec + until.tv_nsec / 1e9 + timeout_s;
+        until.tv_sec = (time_t)t;
+        until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+    }
+    pthread_mutex_lock(&e->mu);
+    while (e->n_active || e->q_len) {
+        if (timeout_s < 0)
+            pthread_cond_wait(&e->idle_cv, &e->mu);
+        else if (pthread_cond_timedwait(&e->idle_cv, &e->mu, &until) == ETIMEDOUT)
+            break;
+    }
+    bool idle = !e->n_active && !e->q_len;
+    pthread_mutex_unlock(&e->mu);
+    return idle;
+}
+
+void srv_engine_free(srv_engine *e)
+{
+    if (!e)
+        return;
+    if (e->th_started) {
+        srv_engine_close(e);
+        srv_engine_cancel_all(e);
+        pthread_mutex_lock(&e->mu);
+        e->quit = true;
+        pthread_cond_signal(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->th, NULL);
+    }
+    sb_rt_ctx_free(e->ctx);
+    free(e->q);
+    free(e->slots);
+    free(e->steps);
+    free(e->admit);
+    pthread_cond_destroy(&e->cv);
+    pthread_cond_destroy(&e->idle_cv);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}

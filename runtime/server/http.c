@@ -1,0 +1,407 @@
+/* http.c -- the HTTP layer over libmicrohttpd (http.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "snapbank.h"
+
+#define STREAM_BLOCK 16384 /* bytes MHD asks a stream for at a time */
+
+struct srv_http {
+    struct MHD_Daemon *d;
+    srv_handler_fn handler;
+    srv_status_fn status;
+    void *app;
+    size_t max_body;
+    unsigned port;
+    MHD_socket quiesced;   /* the listening socket after quiesce, to close */
+    atomic_size_t open;    /* requests begun and not closed */
+    atomic_int started;    /* MHD's own log lines go to stderr until then */
+};
+
+enum { REQ_NEW = 0, REQ_HANDLED = 1 };
+
+struct srv_hreq {
+    srv_http *h;
+    struct MHD_Connection *conn;
+    char method[16];
+    char *path;
+    char *body;
+    size_t len, cap;
+    int state;
+    const char *route;
+    struct MHD_Response *resp;   /* the answer, queued when the callback returns */
+    unsigned status;
+    srv_link *link;              /* waiting: poll under link->mu after each wake */
+    srv_poll_fn poll;
+    void *poll_ctx;
+    void (*on_close)(void *ctx, bool aborted);
+    void *close_ctx;
+};
+
+typedef struct stream {
+    struct MHD_Connection *conn;
+    srv_link *link;
+    srv_read_fn read;
+    void (*release)(void *ctx);
+    void *ctx;
+} stream;
+
+/* ---- responses --------------------------------------------------------------------- */
+
+static void add_headers(struct MHD_Response *resp, const char *const *headers)
+{
+    for (size_t i = 0; headers && headers[i] && headers[i + 1]; i += 2)
+        MHD_add_response_header(resp, headers[i], headers[i + 1]);
+}
+
+void srv_hreq_respond(srv_hreq *r, unsigned status, const char *ctype, const char *body,
+                      size_t len, const char *const *headers)
+{
+    if (r->resp) /* one answer per request: the first stands */
+        return;
+    r->resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r->resp)
+        return;
+    r->status = status;
+    if (ctype)
+        MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    add_headers(r->resp, headers);
+}
+
+void srv_hreq_json(srv_hreq *r, unsigned status, json_t *j, const char *const *headers)
+{
+    char *s = j ? json_dumps(j, SRV_JSON_FLAGS) : NULL;
+    json_decref(j);
+    if (!s) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+                                  "\"server_error\",\"param\":null,\"code\":null}}";
+        srv_hreq_respond(r, 500, "application/json", oom, sizeof oom - 1, NULL);
+        return;
+    }
+    size_t n = strlen(s);
+    s[n] = '\n'; /* a line, for curl users; the NUL moves past it */
+    char *t = realloc(s, n + 2);
+    if (t) {
+        s = t;
+        s[n + 1] = 0;
+        n++;
+    } else {
+        s[n] = 0;
+    }
+    srv_hreq_respond(r, status, "application/json", s, n, headers);
+    free(s);
+}
+
+void srv_hreq_error(srv_hreq *r, unsigned status, const char *type, const char *code,
+                    const char *param, const char *const *headers, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *e = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", msg, "type", type,
+                          "param", param ? json_string(param) : json_null(), "code",
+                          code ? json_string(code) : json_null());
+    srv_hreq_json(r, status, e, headers);
+}
+
+/* ---- waiting and streaming --------------------------------------------------------- */
+
+void srv_link_wake(srv_link *l)
+{
+    if (l->parked) {
+        l->parked = false;
+        MHD_resume_connection(l->conn);
+    }
+}
+
+void srv_hreq_wait(srv_hreq *r, srv_link *link, srv_poll_fn poll, void *ctx)
+{
+    r->link = link, r->poll = poll, r->poll_ctx = ctx;
+}
+
+static ssize_t on_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    stream *s = cls;
+    pthread_mutex_lock(s->link->mu);
+    ssize_t n = s->read(s->ctx, buf, max);
+    if (n == 0) {
+        s->link->conn = s->conn;
+        s->link->parked = true;
+        MHD_suspend_connection(s->conn);
+    }
+    pthread_mutex_unlock(s->link->mu);
+    return n == SRV_READ_END     ? MHD_CONTENT_READER_END_OF_STREAM
+           : n == SRV_READ_ERROR ? MHD_CONTENT_READER_END_WITH_ERROR
+                                 : n;
+}
+
+static void on_stream_free(void *cls)
+{
+    stream *s = cls;
+    if (s->release)
+        s->release(s->ctx);
+    free(s);
+}
+
+void srv_hreq_stream(srv_hreq *r, srv_link *link, srv_read_fn read, void (*release)(void *ctx),
+                     void *ctx)
+{
+    stream *s = r->resp ? NULL : calloc(1, sizeof *s);
+    if (!s) {
+        if (release)
+            release(ctx);
+        return;
+    }
+    *s = (stream){ r->conn, link, read, release, ctx };
+    r->resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, on_read, s,
+                                                on_stream_free);
+    if (!r->resp) {
+        on_stream_free(s);
+        return;
+    }
+    r->status = 200;
+    MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r->resp, "X-Accel-Buffering", "no");
+}
+
+void srv_hreq_on_close(srv_hreq *r, void (*fn)(void *ctx, bool aborted), void *ctx)
+{
+    r->on_close = fn, r->close_ctx = ctx;
+}
+
+/* ---- accessors --------------------------------------------------------------------- */
+
+const char *srv_hreq_method(const srv_hreq *r)
+{
+    return r->method;
+}
+
+const char *srv_hreq_path(const srv_hreq *r)
+{
+    return r->path;
+}
+
+const char *srv_hreq_header(const srv_hreq *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *srv_hreq_body(const srv_hreq *r, size_t *len)
+{
+    *len = r->len;
+    return r->body ? r->body : "";
+}
+
+void srv_hreq_set_route(srv_hreq *r, const char *route)
+{
+    r->route = route;
+}
+
+/* ---- the MHD callbacks ------------------------------------------------------------- */
+
+/* Queue the answer the handler or poll left in r. */
+static enum MHD_Result send_answer(srv_hreq *r)
+{
+    if (!r->resp)
+        srv_hreq_error(r, 500, "server_error", NULL, NULL, NULL,
+                       "the server produced no response");
+    if (!r->resp)
+        return MHD_NO;
+    enum MHD_Result ret = MHD_queue_response(r->conn, r->status, r->resp);
+    MHD_destroy_response(r->resp);
+    r->resp = NULL;
+    if (r->h->status)
+        r->h->status(r->h->app, r->route ? r->route : "other", r->status);
+    return ret;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload, size_t *upload_size, void **req_cls)
+{
+    (void)version;
+    srv_http *h = cls;
+    srv_hreq *r = *req_cls;
+    if (!r) { /* the headers are in */
+        r = calloc(1, sizeof *r);
+        if (!r || !(r->path = strdup(url))) {
+            free(r);
+            return MHD_NO;
+        }
+        r->h = h, r->conn = conn;
+        snprintf(r->method, sizeof r->method, "%s", method);
+        atomic_fetch_add(&h->open, 1);
+        *req_cls = r;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > h->max_body) {
+            r->state = REQ_HANDLED;
+            srv_hreq_error(r, 413, "invalid_request_error", "request_too_large", NULL, NULL,
+                           "the request body (%s bytes) is over the server's limit of %zu "
+                           "bytes (--max-body-bytes)", cl, h->max_body);
+            return send_answer(r);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (r->state != REQ_NEW) { /* answered already: drop the rest */
+            *upload_size = 0;
+            return MHD_YES;
+        }
+        if (r->len + *upload_size > h->max_body)
+            return MHD_NO; /* a chunked body over the limit: close */
+        if (r->len + *upload_size + 1 > r->cap) {
+            size_t cap = r->cap ? r->cap : 4096;
+            while (cap < r->len + *upload_size + 1)
+                cap *= 2;
+            char *nb = realloc(r->body, cap);
+            if (!nb)
+                return MHD_NO;
+            r->body = nb, r->cap = cap;
+        }
+        memcpy(r->body + r->len, upload, *upload_size);
+        r->len += *upload_size;
+        r->body[r->len] = 0;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (r->state == REQ_NEW) {
+        r->state = REQ_HANDLED;
+        h->handler(h->app, r);
+    }
+    if (r->poll) { /* waiting: poll, under the producer's lock */
+        pthread_mutex_lock(r->link->mu);
+        bool done = r->poll(r->poll_ctx, r);
+        if (!done) {
+            r->link->conn = conn;
+            r->link->parked = true;
+            MHD_suspend_connection(conn);
+        }
+        pthread_mutex_unlock(r->link->mu);
+        if (!done)
+            return MHD_YES;
+        r->poll = NULL;
+    }
+    return send_answer(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    srv_http *h = cls;
+    srv_hreq *r = *req_cls;
+    if (!r)
+        return;
+    *req_cls = NULL;
+    if (r->on_close)
+        r->on_close(r->close_ctx, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    if (r->resp)
+        MHD_destroy_response(r->resp);
+    free(r->body);
+    free(r->path);
+    free(r);
+    atomic_fetch_sub(&h->open, 1);
+}
+
+static void on_log(void *cls, const char *fmt, va_list ap)
+{
+    srv_http *h = cls;
+    if (atomic_load(&h->started))
+        return; /* a client that went away, and the like: not for the log */
+    fputs("snapbank serve: http: ", stderr);
+    vfprintf(stderr, fmt, ap);
+}
+
+/* ---- the daemon -------------------------------------------------------------------- */
+
+int srv_http_start(const srv_http_cfg *cfg, srv_handler_fn handler, srv_status_fn status,
+                   void *app, srv_http **out, sb_rt_err *err)
+{
+    *out = NULL;
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE }, *ai = NULL;
+    int gai = getaddrinfo(cfg->host, NULL, &hints, &ai);
+    if (gai != 0 || !ai)
+        return sb_rt_fail(err, SB_ERR_INVAL, "--host %s: not an address: %s", cfg->host,
+                          gai_strerror(gai));
+    struct sockaddr_storage sa;
+    memset(&sa, 0, sizeof sa);
+    memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
+    int v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+    if (v6)
+        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)cfg->port);
+    else
+        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)cfg->port);
+    srv_http *h = calloc(1, sizeof *h);
+    if (!h)
+        return sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
+    h->handler = handler, h->status = status, h->app = app, h->max_body = cfg->max_body;
+    h->quiesced = MHD_INVALID_SOCKET;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_log, h,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64u << 10),
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_END);
+    if (!h->d) {
+        free(h);
+        return sb_rt_fail(err, SB_ERR_IO, "cannot listen on %s port %u (in use, or not an "
+                          "address of this machine)", cfg->host, cfg->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di ? di->port : cfg->port;
+    atomic_store(&h->started, 1);
+    *out = h;
+    return SB_OK;
+}
+
+unsigned srv_http_port(const srv_http *h)
+{
+    return h->port;
+}
+
+void srv_http_quiesce(srv_http *h)
+{
+    if (h->quiesced == MHD_INVALID_SOCKET)
+        h->quiesced = MHD_quiesce_daemon(h->d);
+}
+
+size_t srv_http_open_requests(srv_http *h)
+{
+    return atomic_load(&h->open);
+}
+
+void srv_http_stop(srv_http *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->d);
+    if (h->quiesced != MHD_INVALID_SOCKET)
+        close(h->quiesced);
+    free(h);
+}

@@ -1,0 +1,106 @@
+/* prompt.h -- the one place snapbank serve turns chat messages into text,
+ * text into token ids and token ids back into text: the chat template and
+ * the tokenizer as the server uses them.
+ *
+ * Every tokenization and template rendering of the server goes through
+ * these calls, so how they are done can change in this file alone. A chat
+ * is rendered to one text plus the byte ranges of it that came from message
+ * content (spans); the text is tokenized with the template's control
+ * tokens parsed as such and the spans taken literally, so a user who types
+ * a control token's text gets ordinary tokens, never the control token.
+ *
+ * Until the runtime's chat templates (model/chat_tmpl.h) and special-token
+ * tokenizer land, this file carries a stand-in: ChatML only
+ * ("<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message, then
+ * "<|im_start|>assistant\n"), whatever the model's tokenizer.chat_template
+ * says, and a tokenizer without special tokens (so every span is literal
+ * whatever is done). --chat-template accepts "chatml" alone meanwhile.
+ *
+ * Thread safety: a srv_prompt is immutable once made; any thread may use it.
+ */
+#ifndef SB_SRV_PROMPT_H
+#define SB_SRV_PROMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/rt.h"
+#include "model/model.h"
+
+/* One chat message: role "system", "user", "assistant" or "tool", and its
+ * content; both NUL-terminated UTF-8, borrowed. */
+typedef struct srv_msg {
+    const char *role;
+    const char *content;
+} srv_msg;
+
+/* A byte range of a rendered text. */
+typedef struct srv_span {
+    size_t off, len;
+} srv_span;
+
+/* A rendered prompt: text (owned, NUL-terminated) and the sorted, disjoint
+ * spans of it that came from message content (owned). */
+typedef struct srv_text {
+    char *text;
+    size_t len;
+    srv_span *spans;
+    size_t n_spans;
+} srv_text;
+
+/* srv_prompt_encode flags */
+#define SRV_ENC_BOS 1u     /* BOS first, when the vocabulary asks for it */
+#define SRV_ENC_SPECIAL 2u /* control-token texts outside the spans become
+                              those tokens */
+
+typedef struct srv_prompt srv_prompt;
+
+/* srv_prompt_new -- the template and tokenizer of model m (borrowed: it
+ * must outlive the result). template_name: NULL to take the model's own
+ * (its tokenizer.chat_template), or a family name. On success *out is owned
+ * by the caller (srv_prompt_free). Returns: SB_OK; SB_ERR_UNSUPPORTED (the
+ * model has no usable tokenizer, or the template is neither known nor
+ * renderable: err names the --chat-template option); SB_ERR_NOMEM. */
+int srv_prompt_new(const sb_rt_model *m, const char *template_name, srv_prompt **out,
+                   sb_rt_err *err);
+
+/* srv_prompt_free -- NULL is a no-op. */
+void srv_prompt_free(srv_prompt *p);
+
+/* srv_prompt_template -- the template family in use ("chatml", ...). */
+const char *srv_prompt_template(const srv_prompt *p);
+
+/* srv_prompt_render -- msgs[0, n) as the model's chat prompt, ending with
+ * the assistant's turn opened. *out owned by the caller (srv_text_free).
+ * Returns: SB_OK; SB_ERR_INVAL (a role the template does not know: err
+ * says which); SB_ERR_NOMEM. */
+int srv_prompt_render(const srv_prompt *p, const srv_msg *msgs, size_t n, srv_text *out,
+                      sb_rt_err *err);
+
+/* srv_text_free -- free the members; NULL is a no-op. */
+void srv_text_free(srv_text *t);
+
+/* srv_prompt_encode -- the ids of text[0, len) with flags (SRV_ENC_*);
+ * lit[0, n_lit) are spans taken literally. *ids (malloc'd, caller frees;
+ * never NULL on success) and *n receive them. Returns: SB_OK;
+ * SB_ERR_NOMEM; SB_ERR_INVAL (the tokenizer refused the text). */
+int srv_prompt_encode(const srv_prompt *p, const char *text, size_t len, const srv_span *lit,
+                      size_t n_lit, unsigned flags, uint32_t **ids, size_t *n);
+
+/* srv_prompt_is_eog -- id ends a generation (EOS, EOT and the like). */
+bool srv_prompt_is_eog(const srv_prompt *p, uint32_t id);
+
+/* srv_prompt_piece -- the text token id adds after token prev
+ * (SB_RT_TOK_NONE at the start), into buf (cap bytes, *n written; control
+ * tokens add nothing). Returns: SB_OK; SB_ERR_RANGE (id out of range or
+ * cap too small). */
+int srv_prompt_piece(const srv_prompt *p, uint32_t id, uint32_t prev, char *buf, size_t cap,
+                     size_t *n);
+
+/* srv_prompt_token_text -- the text of a control token as a rendered
+ * template spells it (e.g. "<|im_end|>"), or "" when it has none; *len
+ * receives its length. Borrowed for p's life. */
+const char *srv_prompt_token_text(const srv_prompt *p, uint32_t id, size_t *len);
+
+#endif /* SB_SRV_PROMPT_H */

@@ -1,0 +1,602 @@
+/* ticket.c -- durability tickets: what the state one put or commit stored
+ * needs from the disk tier, and when that state is durable.
+ *
+ * A put or commit that asks (sb_ns_put_ex, sb_ns_commit_ex), and every one
+ * under SB_DURABILITY_COMMIT, takes a ticket once its state is indexed
+ * (sb_disk_outcome). The state is the pages covering the tokens it left
+ * restorable and the point state it stored, earlier calls' pages
+ * included. Each of its blocks is, at that moment:
+ *
+ *   durable           CLEAN, its block ticket covered by the last sync
+ *   written           CLEAN, written since: the ticket waits for a sync
+ *                     that covers the highest such block ticket (max_t)
+ *   queued            QUEUED: in the writer's queue or in flight
+ *   deferred          in the priority pool, waiting for the budget
+ *   dirty             write-back (not COMMIT): written when evicted or
+ *                     flushed
+ *   not written       FAILED (denied, or its write failed), or left
+ *                     unwritten by a commit shorter than min_prefix_tokens
+ *
+ * A block not written makes the ticket fail at once. For each queued,
+ * deferred or dirty block the ticket's write set hangs a node on the
+ * block's list (sb_blk.waits), so what happens to the block reaches every
+ * ticket that needs it (several may: a chat's next turn needs the pages
+ * its previous turn is still writing):
+ *
+ *   queued (admit.c)          counted, for a COMMIT call's wait
+ *   written (writer.c)        node gone, max_t raised
+ *   denied, its write failed, or it left the index unwritten
+ *                             the ticket fails
+ *   superseded (radix.c)      a partial page replaced by a longer one of
+ *                             the same tokens: the nodes move to it
+ *   a sync (writer.c)         tickets with no node left and max_t covered
+ *                             are durable and leave the table; a failed
+ *                             sync fails every ticket with a block written
+ *                             since the last good one (what was written
+ *                             may not be on the device)
+ *   a failed write (writer.c) the same, and what its segment took since
+ *                             its last good sync is suspect: a scan stops
+ *                             at the hole until a summary describes what
+ *                             follows, so no ticket counts those records
+ *                             durable (suspect()) until the segment is
+ *                             sealed (after a failed sync: for good)
+ *
+ * A wait (sb_store_wait_durable) hurries the writer for what its ticket
+ * needs (push): its queue written now, partial pages too, a sync after,
+ * and under write-back its dirty blocks queued. Past SB_TKT_PENDING_MAX
+ * pending tickets the oldest is hurried the same way, so a store whose
+ * durability syncs rarely (NONE) does not hold tickets for good. A call
+ * that asked for no outcome (a COMMIT call's own wait) drops its ticket
+ * when it returns: nobody can ask for it.
+ *
+ * Pending write sets sit in d->wsets in ticket order (a ticket is handed
+ * out when its set enters, so appending keeps the order). A failed set
+ * leaves at once: its ticket joins d->wruns, runs of failed tickets
+ * (consecutive failures share one), at most SB_TKT_RUNS_MAX of them; when
+ * the oldest run must go, every ticket up to it is forgotten (d->wforgot:
+ * answered SB_ERR_RANGE). An issued ticket neither pending nor failed is
+ * durable.
+ *
+ * Thread safety: everything here runs with st->mu held, except
+ * sb_disk_wset_new and sb_disk_wset_free (unlocked) and the public calls
+ * sb_store_wait_durable and sb_store_is_durable, which take it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "disk_int.h"
+#include "internal.h"
+
+#define SB_TKT_RUNS_MAX 4096u  /* runs of failed tickets remembered */
+#define SB_TKT_PENDING_MAX 1024u /* pending tickets before the oldest is
+                                    hurried */
+
+/* A block a ticket waits for: one node on the block's list. */
+typedef struct sb_wnode {
+    struct sb_wset *ws;        /* the set it belongs to */
+    sb_blk *b;                 /* the block, NULL once detached */
+    struct sb_wnode *prev, *next; /* b->waits */
+    bool q;                    /* counted in ws->queued */
+} sb_wnode;
+
+/* The blocks one ticket waits for. */
+struct sb_wset {
+    uint64_t id;               /* the ticket (0 until it is handed out) */
+    uint32_t cap;              /* nodes allocated: the state's blocks */
+    uint32_t used;             /* nodes handed out */
+    uint32_t waiting;          /* nodes attached */
+    uint32_t queued;           /* ...of them on QUEUED blocks */
+    uint64_t max_t;            /* the highest block ticket written for it
+                                  and not known synced when it was (0: none) */
+    bool failed;
+    sb_wnode nodes[];          /* (cap) */
+};
+
+/* A run of failed tickets [lo, hi]. */
+struct sb_wrun {
+    uint64_t lo, hi;
+};
+
+/* ---- the pending table ----------------------------------------------------------- */
+
+static size_t find_at(const sb_disk *d, uint64_t id)
+{
+    size_t lo = 0, hi = d->n_wsets;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->wsets[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static sb_wset *find(const sb_disk *d, uint64_t id)
+{
+    size_t i = find_at(d, id);
+    return i < d->n_wsets && d->wsets[i]->id == id ? d->wsets[i] : NULL;
+}
+
+static void table_remove(sb_disk *d, const sb_wset *ws)
+{
+    size_t i = find_at(d, ws->id);
+    if (i < d->n_wsets && d->wsets[i] == ws) {
+        memmove(d->wsets + i, d->wsets + i + 1, (d->n_wsets - i - 1) * sizeof *d->wsets);
+        d->n_wsets--;
+    }
+}
+
+/* The first failed run that ends at id or later (n_wruns: none). */
+static size_t runs_at(const sb_disk *d, uint64_t id)
+{
+    size_t lo = 0, hi = d->n_wruns;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->wruns[mid].hi < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool runs_has(const sb_disk *d, uint64_t id)
+{
+    size_t i = runs_at(d, id);
+    return i < d->n_wruns && d->wruns[i].lo <= id;
+}
+
+/* Remember that ticket id failed. */
+static void runs_add(sb_disk *d, uint64_t id)
+{
+    size_t lo = runs_at(d, id);
+    if (lo < d->n_wruns && d->wruns[lo].lo <= id)
+        return; /* in it already */
+    if (lo > 0 && d->wruns[lo - 1].hi + 1 == id) { /* extends the run before */
+        d->wruns[lo - 1].hi = id;
+        if (lo < d->n_wruns && d->wruns[lo].lo == id + 1) { /* and meets the next */
+            d->wruns[lo - 1].hi = d->wruns[lo].hi;
+            memmove(d->wruns + lo, d->wruns + lo + 1, (d->n_wruns - lo - 1) * sizeof *d->wruns);
+            d->n_wruns--;
+        }
+        return;
+    }
+    if (lo < d->n_wruns && d->wruns[lo].lo == id + 1) {
+        d->wruns[lo].lo = id;
+        return;
+    }
+    if (d->n_wruns == d->wruns_cap) {
+        size_t cap = d->wruns_cap ? 2 * d->wruns_cap : 64;
+        sb_wrun *p = cap <= SB_TKT_RUNS_MAX ? realloc(d->wruns, cap * sizeof *p) : NULL;
+        if (p) {
+            d->wruns = p;
+            d->wruns_cap = cap;
+        } else { /* full (or no memory): forget the oldest run and what preceded it */
+            if (!d->n_wruns || lo == 0) {
+                d->wforgot = d->wforgot > id ? d->wforgot : id;
+                return;
+            }
+            d->wforgot = d->wruns[0].hi;
+            memmove(d->wruns, d->wruns + 1, --d->n_wruns * sizeof *d->wruns);
+            lo--;
+        }
+    }
+    memmove(d->wruns + lo + 1, d->wruns + lo, (d->n_wruns - lo) * sizeof *d->wruns);
+    d->wruns[lo] = (sb_wrun){ id, id };
+    d->n_wruns++;
+}
+
+/* ---- nodes ------------------------------------------------------------------------ */
+
+static void detach(sb_wnode *x)
+{
+    sb_blk *b = x->b;
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        b->waits = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    x->ws->waiting--;
+    if (x->q)
+        x->ws->queued--;
+    x->b = NULL;
+    x->prev = x->next = NULL;
+    x->q = false;
+}
+
+static void attach(sb_wset *ws, sb_wnode *x, sb_blk *b)
+{
+    x->ws = ws;
+    x->b = b;
+    x->prev = NULL;
+    x->next = b->waits;
+    if (b->waits)
+        b->waits->prev = x;
+    b->waits = x;
+    x->q = b->disk == SB_DISK_QUEUED;
+    ws->waiting++;
+    ws->queued += x->q;
+}
+
+/* ws will never be durable: its nodes go, and (when it was handed out)
+ * its ticket joins the failed runs and the set is freed. */
+static void fail(sb_disk *d, sb_wset *ws)
+{
+    for (uint32_t i = 0; i < ws->used; i++)
+        if (ws->nodes[i].b)
+            detach(&ws->nodes[i]);
+    ws->failed = true;
+    if (!ws->id)
+        return; /* still being built: sb_disk_outcome finishes it */
+    table_remove(d, ws);
+    runs_add(d, ws->id);
+    sb_free(ws);
+    pthread_cond_broadcast(&d->done_cv);
+}
+
+/* Does a block not offered at its commit wait to be written (write-back
+ * without COMMIT: when evicted or flushed)? Under COMMIT every block is
+ * offered at commit, so one left unwritten was short. */
+static bool dirty_ok(const sb_disk *d)
+{
+    return d->mode == SB_WRITE_BACK && d->durability != SB_DURABILITY_COMMIT && !d->broken &&
+           !d->stop;
+}
+
+/* Is CLEAN block b's record past the point a failed sync of its segment
+ * covered? (After a failed fdatasync a later one may succeed without the
+ * data reaching the device: such a record is never counted durable.) */
+static bool suspect(const sb_disk *d, const sb_blk *b)
+{
+    const sb_seg *s = &d->segs[b->seg];
+    return s->suspect && s->id == b->seg_id && b->rec_off >= s->suspect_from;
+}
+
+/* Add block b of the state to ws (being built). */
+static void add(sb_disk *d, sb_wset *ws, sb_blk *b)
+{
+    switch (b->disk) {
+    case SB_DISK_CLEAN:
+        if (suspect(d, b))
+            fail(d, ws);
+        else if (b->ticket > d->synced_ticket && b->ticket > ws->max_t)
+            ws->max_t = b->ticket;
+        return;
+    case SB_DISK_FAILED:
+        fail(d, ws);
+        return;
+    case SB_DISK_NONE:
+        /* Neither pooled nor dirty: its commit was too short to offer it. */
+        if (!b->pool_at && !dirty_ok(d)) {
+            fail(d, ws);
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    if (ws->used < ws->cap)
+        attach(ws, &ws->nodes[ws->used++], b);
+    else
+        fail(d, ws); /* (not reached: a set has a node per block) */
+}
+
+/* ---- hooks from the tier ----------------------------------------------------------- */
+
+void sb_tkt_queued(sb_disk *d, sb_blk *b)
+{
+    (void)d;
+    for (sb_wnode *x = b->waits; x; x = x->next)
+        if (!x->q) {
+            x->q = true;
+            x->ws->queued++;
+        }
+}
+
+void sb_tkt_resolved(sb_disk *d, sb_blk *b, bool ok)
+{
+    if (ok && b->disk == SB_DISK_CLEAN && suspect(d, b))
+        ok = false; /* written after a hole or a failed sync */
+    for (sb_wnode *x = b->waits, *next; x; x = next) {
+        next = x->next;
+        sb_wset *ws = x->ws;
+        detach(x);
+        if (!ok)
+            fail(d, ws);
+        else if (b->ticket > ws->max_t)
+            ws->max_t = b->ticket;
+    }
+}
+
+void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < d->n_wsets; i++) {
+        sb_wset *ws = d->wsets[i];
+        if (!ok && ws->max_t > before) { /* written, and the sync failed */
+            runs_add(d, ws->id);
+            for (uint32_t j = 0; j < ws->used; j++)
+                if (ws->nodes[j].b)
+                    detach(&ws->nodes[j]);
+            sb_free(ws);
+        } else if (!ws->waiting && ws->max_t <= d->synced_ticket) {
+            sb_free(ws); /* durable */
+        } else {
+            d->wsets[k++] = ws;
+        }
+    }
+    d->n_wsets = k;
+}
+
+void sb_tkt_free_all(sb_disk *d)
+{
+    for (size_t i = 0; i < d->n_wsets; i++) {
+        sb_wset *ws = d->wsets[i];
+        for (uint32_t j = 0; j < ws->used; j++)
+            if (ws->nodes[j].b)
+                detach(&ws->nodes[j]);
+        sb_free(ws);
+    }
+    sb_free(d->wsets);
+    free(d->wruns);
+    d->wsets = NULL;
+    d->wruns = NULL;
+    d->n_wsets = d->wsets_cap = d->n_wruns = d->wruns_cap = 0;
+}
+
+void sb_disk_blk_gone(sb_store *st, sb_blk *b)
+{
+    if (st->disk)
+        sb_tkt_resolved(st->disk, b, false);
+}
+
+void sb_tkt_short(sb_disk *d, sb_blk *b)
+{
+    if (b->waits && !dirty_ok(d))
+        sb_tkt_resolved(d, b, false);
+}
+
+void sb_disk_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
+{
+    sb_disk *d = st->disk;
+    if (!d)
+        return;
+    for (sb_wnode *x = old->waits, *next; x; x = next) {
+        next = x->next;
+        sb_wset *ws = x->ws;
+        detach(x);
+        /* The node is free again: repl takes it (ws stays the size of
+         * its state). A new repl is offered by the commit under way right
+         * after (sb_disk_short fails the ticket if that commit is too
+         * short to offer it). */
+        if (repl->disk == SB_DISK_CLEAN && !suspect(d, repl)) {
+            if (repl->ticket > d->synced_ticket && repl->ticket > ws->max_t)
+                ws->max_t = repl->ticket;
+        } else if (repl->disk == SB_DISK_QUEUED || repl->disk == SB_DISK_NONE) {
+            attach(ws, x, repl);
+        } else {
+            fail(d, ws);
+        }
+    }
+}
+
+/* ---- a call's ticket ------------------------------------------------------------- */
+
+sb_wset *sb_disk_wset_new(sb_store *st, size_t n)
+{
+    if (!st->disk || n > UINT32_MAX)
+        return NULL;
+    sb_wset *ws = sb_malloc(&st->mem, sizeof *ws + n * sizeof(sb_wnode));
+    if (ws) {
+        memset(ws, 0, sizeof *ws);
+        ws->cap = (uint32_t)n;
+    }
+    return ws;
+}
+
+void sb_disk_wset_free(sb_wset *ws)
+{
+    sb_free(ws);
+}
+
+int sb_disk_wset_reserve(sb_store *st)
+{
+    sb_disk *d = st->disk;
+    if (!d)
+        return SB_OK;
+    if (d->n_wsets + d->wsets_reserved >= d->wsets_cap) {
+        size_t cap = d->wsets_cap ? 2 * d->wsets_cap : 64;
+        sb_wset **p = sb_realloc(&st->mem, d->wsets, cap * sizeof *p);
+        if (!p)
+            return SB_ERR_NOMEM;
+        d->wsets = p;
+        d->wsets_cap = cap;
+    }
+    d->wsets_reserved++;
+    return SB_OK;
+}
+
+void sb_disk_wset_unreserve(sb_store *st)
+{
+    if (st->disk)
+        st->disk->wsets_reserved--;
+}
+
+/* ws's state is durable now (not yet swept). */
+static bool ws_durable(const sb_disk *d, const sb_wset *ws)
+{
+    return !ws->waiting && ws->max_t <= d->synced_ticket;
+}
+
+/* What ticket id stands at: SB_OK, SB_ERR_PENDING, SB_ERR_NOT_DURABLE,
+ * SB_ERR_RANGE (not handed out, or forgotten). */
+static int answer(const sb_disk *d, uint64_t id)
+{
+    if (!id)
+        return SB_ERR_NOT_DURABLE;
+    if (id >= d->next_wt)
+        return SB_ERR_RANGE;
+    const sb_wset *ws = find(d, id);
+    if (ws)
+        return ws_durable(d, ws) ? SB_OK : SB_ERR_PENDING;
+    if (runs_has(d, id))
+        return SB_ERR_NOT_DURABLE;
+    return id <= d->wforgot ? SB_ERR_RANGE : SB_OK;
+}
+
+/* Ask the writer for what ws waits on: its queue written now (partial
+ * pages too) and a sync after; under write-back, dirty blocks queued
+ * (parents first: nodes are in path order). The pool is not hurried: it
+ * waits for the budget. */
+static void push(sb_disk *d, sb_wset *ws)
+{
+    sb_store *st = d->st;
+    for (uint32_t i = 0; ws && i < ws->used; i++) {
+        sb_blk *b = ws->nodes[i].b;
+        if (b && b->disk == SB_DISK_NONE && !b->pool_at && sb_disk_write_back(st)) {
+            sb_disk_enqueue(st, b); /* may fail ws (denied): look it up again */
+            ws = find(d, ws->id) == ws ? ws : NULL;
+        }
+    }
+    if (d->flush_ticket < d->next_ticket - 1)
+        d->flush_ticket = d->next_ticket - 1;
+    pthread_cond_signal(&d->work_cv);
+}
+
+/* Count block b of a call's state into oc (t0: the first block ticket the
+ * call could have queued). */
+static void tally(const sb_disk *d, const sb_blk *b, uint64_t t0, sb_write_outcome *oc)
+{
+    if (!b->indexed)
+        return; /* superseded or dropped meanwhile: no longer the state's */
+    switch (b->disk) {
+    case SB_DISK_CLEAN:
+        if (suspect(d, b))
+            oc->denied_by[SB_DENY_ERROR]++;
+        else if (b->ticket >= t0) {
+            oc->queued++;
+            oc->written += b->ticket <= d->synced_ticket;
+        }
+        break;
+    case SB_DISK_QUEUED:
+        oc->queued += b->ticket >= t0;
+        break;
+    case SB_DISK_NONE:
+        if (b->pool_at)
+            oc->deferred++;
+        else if (dirty_ok(d))
+            oc->dirty++;
+        else
+            oc->denied_by[SB_DENY_SHORT]++;
+        break;
+    default:
+        oc->denied_by[b->why < SB_DENY__COUNT ? b->why : SB_DENY_ERROR]++;
+        break;
+    }
+}
+
+/* Drop pending ws without an answer (nobody holds its ticket). */
+static void discard(sb_disk *d, sb_wset *ws)
+{
+    for (uint32_t i = 0; i < ws->used; i++)
+        if (ws->nodes[i].b)
+            detach(&ws->nodes[i]);
+    table_remove(d, ws);
+    sb_free(ws);
+}
+
+void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint64_t t0,
+                     sb_write_outcome *oc, bool keep)
+{
+    sb_disk *d = st->disk;
+    oc->ticket = 0;
+    oc->durable = 0;
+    if (!d || !ws)
+        return;
+    d->wsets_reserved--; /* its place: taken now, or not needed */
+    if (!n) { /* nothing stored: no ticket */
+        sb_free(ws);
+        return;
+    }
+    for (size_t i = 0; i < n && !ws->failed; i++)
+        add(d, ws, blocks[i]);
+    ws->id = d->next_wt++;
+    oc->ticket = ws->id;
+    if (ws->failed) {
+        runs_add(d, ws->id);
+        sb_free(ws);
+    } else if (ws_durable(d, ws)) {
+        sb_free(ws);
+    } else {
+        d->wsets[d->n_wsets++] = ws; /* its place was reserved */
+        /* Pending tickets cost memory until their writes are made (under
+         * NONE durability until a sync, under write-back until evicted):
+         * past SB_TKT_PENDING_MAX the oldest is hurried, as a wait would. */
+        if (d->n_wsets > SB_TKT_PENDING_MAX)
+            push(d, d->wsets[0]);
+    }
+    /* COMMIT: wait until what the state has queued is written and synced
+     * (not for the pool: it waits for the budget, maybe an hour). The
+     * blocks are held meanwhile, to count them after. */
+    if (d->durability == SB_DURABILITY_COMMIT && d->running) {
+        for (size_t i = 0; i < n; i++)
+            sb_blk_ref(blocks[i]);
+        sb_wset *w;
+        while (!d->abort && (w = find(d, oc->ticket)) &&
+               (w->queued || w->max_t > d->synced_ticket)) {
+            push(d, w);
+            pthread_cond_wait(&d->done_cv, &st->mu);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        tally(d, blocks[i], t0, oc);
+    for (int r = 0; r < SB_DENY__COUNT; r++)
+        oc->denied += oc->denied_by[r];
+    oc->durable = answer(d, oc->ticket) == SB_OK;
+    if (d->durability == SB_DURABILITY_COMMIT && d->running)
+        for (size_t i = 0; i < n; i++)
+            sb_blk_unref(blocks[i]);
+    sb_wset *left;
+    if (!keep && (left = find(d, oc->ticket)))
+        discard(d, left);
+}
+
+/* ---- the public calls --------------------------------------------------------------- */
+
+int sb_store_is_durable(sb_store *st, uint64_t ticket)
+{
+    return sb_store_wait_durable(st, ticket, 0);
+}
+
+int sb_store_wait_durable(sb_store *st, uint64_t ticket, uint32_t timeout_ms)
+{
+    if (!st)
+        return SB_ERR_INVAL;
+    pthread_mutex_lock(&st->mu);
+    sb_disk *d = st->disk;
+    if (!d) {
+        pthread_mutex_unlock(&st->mu);
+        return SB_ERR_NOT_DURABLE; /* RAM only: nothing ever is */
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)(timeout_ms % 1000) * 1000000u;
+    until.tv_sec += (time_t)(timeout_ms / 1000 + ns / 1000000000u);
+    until.tv_nsec = (long)(ns % 1000000000u);
+    int rc;
+    while ((rc = answer(d, ticket)) == SB_ERR_PENDING && timeout_ms && d->running && !d->abort) {
+        push(d, find(d, ticket));
+        if (timeout_ms == SB_WAIT_FOREVER)
+            pthread_cond_wait(&d->done_cv, &st->mu);
+        else if (pthread_cond_timedwait(&d->done_cv, &st->mu, &until) == ETIMEDOUT) {
+            rc = answer(d, ticket);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}

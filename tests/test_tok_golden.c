@@ -1,0 +1,143 @@
+/* test_tok_golden.c -- token ids from llama.cpp (runtime/model/tokenizer.h
+ * against tests/data/tokenizer/golden-*.txt).
+ *
+ * Description: for each vocabulary in tests/data/vocab, a few hundred
+ * strings (every alternative of the pre-tokenizer patterns, code, a dozen
+ * scripts, emoji, special-token texts, random mixes) were tokenized by
+ * llama.cpp v0.5.0 (scripts/gen_tokenizer_golden.py) in two modes:
+ * `special` (BOS/EOS as the vocabulary asks, special-token texts parsed:
+ * llama-tokenize's default) and `plain` (neither). snapbank must give
+ * exactly the same ids: `special` is ADD_BOS/ADD_EOS per sb_rt_tok_info
+ * with PARSE_SPECIAL, `plain` is PARSE_USER (llama.cpp still matches
+ * user-defined tokens without parse_special). Every mismatch is printed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "model/tokenizer.h"
+#include "tokutil.h"
+
+static int hexv(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Parse `"TEXT"` at *p (escapes: \\ \" \n \t \r \xNN) into out; advance
+ * *p past the closing quote. Returns the length, or -1. */
+static long unquote(const char **p, char *out, size_t cap)
+{
+    const char *s = *p;
+    size_t n = 0;
+    if (*s++ != '"')
+        return -1;
+    while (*s && *s != '"' && n < cap) {
+        char c = *s++;
+        if (c == '\\') {
+            c = *s++;
+            if (c == 'n')
+                c = '\n';
+            else if (c == 't')
+                c = '\t';
+            else if (c == 'r')
+                c = '\r';
+            else if (c == 'x') {
+                int hi = hexv(s[0]), lo = hi >= 0 ? hexv(s[1]) : -1;
+                if (lo < 0)
+                    return -1;
+                c = (char)(hi * 16 + lo);
+                s += 2;
+            } else if (c != '\\' && c != '"') {
+                return -1;
+            }
+        }
+        out[n++] = c;
+    }
+    if (*s != '"')
+        return -1;
+    *p = s + 1;
+    return (long)n;
+}
+
+static void golden(const char *name)
+{
+    char path[1024], rel[256];
+    snprintf(rel, sizeof rel, "tokenizer/golden-%s.txt", name);
+    FILE *f = fopen(tku_path(path, sizeof path, rel), "r");
+    if (!f)
+        fail_msg("%s: cannot open", path);
+    sb_rt_tok *t = tku_vocab(name);
+    sb_rt_tok_info info;
+    sb_rt_tok_get_info(t, &info);
+    size_t line_cap = 1 << 20, cases = 0, bad = 0, lineno = 0;
+    char *line = malloc(line_cap), *text = malloc(line_cap);
+    uint32_t *want = malloc(line_cap * sizeof *want);
+    assert_true(line && text && want);
+    while (fgets(line, (int)line_cap, f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        bool special = !strncmp(line, "special ", 8);
+        if (!special && strncmp(line, "plain ", 6))
+            fail_msg("%s:%zu: no mode", path, lineno);
+        const char *p = line + (special ? 8 : 6);
+        long len = unquote(&p, text, line_cap);
+        if (len < 0)
+            fail_msg("%s:%zu: bad text", path, lineno);
+        size_t nw = 0;
+        for (char *end;; p = end) {
+            unsigned long v = strtoul(p, &end, 10);
+            if (end == p)
+                break;
+            want[nw++] = (uint32_t)v;
+        }
+        unsigned flags = special ? SB_RT_TOK_PARSE_SPECIAL |
+                                       (info.add_bos ? SB_RT_TOK_ADD_BOS : 0) |
+                                       (info.add_eos ? SB_RT_TOK_ADD_EOS : 0)
+                                 : SB_RT_TOK_PARSE_USER;
+        size_t n;
+        uint32_t *got = tku_encode(t, text, (size_t)len, flags, &n);
+        cases++;
+        if (n != nw || memcmp(got, want, n * sizeof *got)) {
+            if (++bad <= 20) {
+                fprintf(stderr, "%s:%zu: %s ids differ from llama.cpp's\n  want", path, lineno,
+                        special ? "special" : "plain");
+                for (size_t i = 0; i < nw; i++)
+                    fprintf(stderr, " %u", want[i]);
+                fprintf(stderr, "\n  got ");
+                for (size_t i = 0; i < n; i++)
+                    fprintf(stderr, " %u", got[i]);
+                fprintf(stderr, "\n");
+            }
+        }
+        free(got);
+    }
+    fclose(f);
+    free(line), free(text), free(want);
+    sb_rt_tok_free(t);
+    printf("%s: %zu of %zu cases agree with llama.cpp\n", name, cases - bad, cases);
+    assert_true(cases >= 600);
+    assert_int_equal(bad, 0);
+}
+
+static void llama_spm(void **state) { (void)state; golden("llama-spm"); }
+static void phi_3(void **state) { (void)state; golden("phi-3"); }
+static void llama_bpe(void **state) { (void)state; golden("llama-bpe"); }
+static void qwen2(void **state) { (void)state; golden("qwen2"); }
+static void gpt_2(void **state) { (void)state; golden("gpt-2"); }
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(llama_spm), cmocka_unit_test(phi_3), cmocka_unit_test(llama_bpe),
+        cmocka_unit_test(qwen2), cmocka_unit_test(gpt_2),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
