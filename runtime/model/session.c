@@ -459,8 +459,10 @@ static void prompt_done(sb_rt_session *s)
     if (rep->prefill_tokens >= 64)
         average(&s->rates.prefill_tok_s, &s->rates.prefill_samples,
                 (double)rep->prefill_tokens / rep->prefill_s);
-    if (s->m->hp.n_rec)
+    if (s->m->hp.n_rec && !rep->point_hit)
         record_boundary(s); /* the end of the prompt */
+    else if (s->m->hp.n_rec) /* its boundary is the one restored */
+        rep->commit_rc = sb_rt_kv_commit(&s->kv, NULL, &rep->disk);
     else
         rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits, &rep->disk);
     s->state = SB_RT_TURN_SAMPLE;
