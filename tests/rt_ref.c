@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 void rr_deq(const sb_rt_mat *w, float *out)
 {
@@ -21,15 +22,8 @@ void rr_deq(const sb_rt_mat *w, float *out)
                 memcpy(&h, p + 2 * i, 2);
                 sb_rt_f16_to_f32(&h, &y[i], 1);
             }
-        } else {
-            for (uint32_t b = 0; b < w->in / 32; b++) {
-                uint16_t h;
-                float d;
-                memcpy(&h, p + 34 * b, 2);
-                sb_rt_f16_to_f32(&h, &d, 1);
-                for (int i = 0; i < 32; i++)
-                    y[b * 32 + i] = d * (float)(int8_t)p[34 * b + 2 + i];
-            }
+        } else { /* quant.h's dequantization, itself checked in test_kernels */
+            sb_rt_dequant_row(w->type, p, y, w->in);
         }
     }
 }

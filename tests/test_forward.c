@@ -49,6 +49,7 @@
 #include "model/kv.h"
 #include "model/make_model.h"
 #include "model/model.h"
+#include "rt_ref.h"
 #include "model/sample.h"
 
 #define PROMPT 70              /* tokens: several pages of 16, a partial tail */
@@ -141,73 +142,6 @@ static float *run_all(world *w, const uint32_t *t, size_t n, uint32_t n_batch, u
 
 /* ---- the reference -------------------------------------------------------------------- */
 
-static void deq(const sb_rt_mat *w, float *out) /* (out, in) floats */
-{
-    size_t rb = sb_rt_dtype_row_bytes(w->type, w->in);
-    for (uint32_t r = 0; r < w->out; r++) {
-        const uint8_t *p = (const uint8_t *)w->data + r * rb;
-        float *y = out + (size_t)r * w->in;
-        if (w->type == SB_RT_F32) {
-            memcpy(y, p, w->in * sizeof *y);
-        } else if (w->type == SB_RT_F16) {
-            for (uint32_t i = 0; i < w->in; i++) {
-                uint16_t h;
-                memcpy(&h, p + 2 * i, 2);
-                sb_rt_f16_to_f32(&h, &y[i], 1);
-            }
-        } else { /* quant.h's dequantization, itself checked in test_kernels */
-            sb_rt_dequant_row(w->type, p, y, w->in);
-        }
-    }
-}
-
-/* y = W x, double sums. Against Q8_0 weights x is first rounded to Q8_0
- * blocks as kernels.h says the matmul does (d = max |x| / 127 per 32
- * values, q = x / d rounded half to even): the reference makes the same
- * rounding, so only the summation order differs. */
-static void mv(const sb_rt_mat *w, const float *x, float *y)
-{
-    float *d = malloc((size_t)w->in * w->out * sizeof *d);
-    float *xq = malloc((size_t)w->in * sizeof *xq);
-    assert_true(d && xq);
-    deq(w, d);
-    memcpy(xq, x, (size_t)w->in * sizeof *xq);
-    for (uint32_t b = 0; w->type == SB_RT_Q8_0 && b < w->in; b += 32) {
-        float amax = 0;
-        for (uint32_t i = b; i < b + 32; i++)
-            amax = fmaxf(amax, fabsf(x[i]));
-        float dx = amax / 127, inv = dx ? 1 / dx : 0;
-        for (uint32_t i = b; i < b + 32; i++)
-            xq[i] = dx * nearbyintf(x[i] * inv);
-    }
-    for (uint32_t r = 0; r < w->out; r++) {
-        double s = 0;
-        for (uint32_t i = 0; i < w->in; i++)
-            s += (double)d[(size_t)r * w->in + i] * xq[i];
-        y[r] = (float)s;
-    }
-    free(d), free(xq);
-}
-
-static void rms(float *y, const float *x, const float *g, uint32_t n, float eps)
-{
-    double s = 0;
-    for (uint32_t i = 0; i < n; i++)
-        s += (double)x[i] * x[i];
-    double k = 1.0 / sqrt(s / n + eps);
-    for (uint32_t i = 0; i < n; i++)
-        y[i] = (float)(x[i] * k * g[i]);
-}
-
-static float f16_round(float x)
-{
-    uint16_t h;
-    float y;
-    sb_rt_f32_to_f16(&x, &h, 1);
-    sb_rt_f16_to_f32(&h, &y, 1);
-    return y;
-}
-
 /* RoPE's angle per position for pair j and the magnitude of cos/sin,
  * written out from model.h's definition and the hyperparameters (not from
  * the model's table): theta_j = b^(-2j/d) / f_j, divided by s (linear),
@@ -257,26 +191,26 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n, bool 
           *g = malloc(F * sizeof *g), *u = malloc(F * sizeof *u), *e = malloc(D * V * sizeof *e),
           *sc = malloc(n * sizeof *sc);
     assert_true(K && Vv && lg && x && xb && q && k && v && att && o && g && u && e && sc);
-    deq(&m->embd, e);
+    rr_deq(&m->embd, e);
     /* llama rotates adjacent pairs; qwen2 and qwen3 the two halves */
     bool neox = hp->arch == SB_RT_ARCH_QWEN2 || hp->arch == SB_RT_ARCH_QWEN3;
     for (size_t p = 0; p < n; p++) {
         memcpy(x, e + (size_t)t[p] * D, D * sizeof *x);
         for (uint32_t l = 0; l < hp->n_layers; l++) {
             const sb_rt_layer *L = &m->layers[l];
-            rms(xb, x, L->attn_norm, D, hp->rms_eps);
-            mv(&L->wq, xb, q);
-            mv(&L->wk, xb, k);
-            mv(&L->wv, xb, v);
+            rr_rms(xb, x, L->attn_norm, D, hp->rms_eps);
+            rr_mv(&L->wq, xb, q);
+            rr_mv(&L->wk, xb, k);
+            rr_mv(&L->wv, xb, v);
             for (uint32_t i = 0; L->bq && i < qd; i++)
                 q[i] += L->bq[i];
             for (uint32_t i = 0; L->bk && i < kvd; i++)
                 k[i] += L->bk[i], v[i] += L->bv[i];
             if (hp->arch == SB_RT_ARCH_QWEN3 && qk_norm) {
                 for (uint32_t h = 0; h < hp->n_heads; h++)
-                    rms(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+                    rr_rms(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
                 for (uint32_t h = 0; h < hp->n_kv_heads; h++)
-                    rms(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+                    rr_rms(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
             }
             for (int which = 0; which < 2; which++) {
                 float *z = which ? k : q;
@@ -293,8 +227,8 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n, bool 
             }
             float *Kl = K + (size_t)l * n * kvd, *Vl = Vv + (size_t)l * n * kvd;
             for (uint32_t i = 0; i < kvd; i++) {
-                Kl[p * kvd + i] = f16_round(k[i]);
-                Vl[p * kvd + i] = f16_round(v[i]);
+                Kl[p * kvd + i] = rr_f16(k[i]);
+                Vl[p * kvd + i] = rr_f16(v[i]);
             }
             for (uint32_t h = 0; h < hp->n_heads; h++) {
                 uint32_t kh = h / (hp->n_heads / hp->n_kv_heads);
@@ -315,20 +249,20 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n, bool 
                     att[h * hd + i] = (float)a;
                 }
             }
-            mv(&L->wo, att, o);
+            rr_mv(&L->wo, att, o);
             for (uint32_t i = 0; i < D; i++)
                 x[i] += o[i];
-            rms(xb, x, L->ffn_norm, D, hp->rms_eps);
-            mv(&L->gate, xb, g);
-            mv(&L->up, xb, u);
+            rr_rms(xb, x, L->ffn_norm, D, hp->rms_eps);
+            rr_mv(&L->gate, xb, g);
+            rr_mv(&L->up, xb, u);
             for (uint32_t i = 0; i < F; i++)
                 g[i] = (float)(g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
-            mv(&L->down, g, o);
+            rr_mv(&L->down, g, o);
             for (uint32_t i = 0; i < D; i++)
                 x[i] += o[i];
         }
-        rms(xb, x, m->out_norm, D, hp->rms_eps);
-        mv(&m->output, xb, lg + p * V);
+        rr_rms(xb, x, m->out_norm, D, hp->rms_eps);
+        rr_mv(&m->output, xb, lg + p * V);
     }
     free(K), free(Vv), free(x), free(xb), free(q), free(k), free(v), free(att), free(o);
     free(g), free(u), free(e), free(sc);
@@ -336,22 +270,6 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n, bool 
 }
 
 /* ---- tests -------------------------------------------------------------------------- */
-
-/* The largest difference between two runs' logits at any position,
- * relative to that position's largest |a| + 1. */
-static double max_rel_diff(const float *a, const float *b, size_t n, size_t V)
-{
-    double worst = 0;
-    for (size_t p = 0; p < n; p++) {
-        double scale = 0, d = 0;
-        for (size_t i = 0; i < V; i++) {
-            scale = fmax(scale, fabs(a[p * V + i]));
-            d = fmax(d, fabs((double)a[p * V + i] - b[p * V + i]));
-        }
-        worst = fmax(worst, d / (scale + 1));
-    }
-    return worst;
-}
 
 /* The forward pass's logits for the world's model, checked against the
  * reference within tol (relative, per position) and for not being
@@ -365,7 +283,7 @@ static float *check_world(world *w, const char *what, double tol)
     size_t V = w->m->hp.n_vocab;
     for (size_t i = 0; i < PROMPT * V; i++)
         assert_true(isfinite(got[i]));
-    double err = max_rel_diff(want, got, PROMPT, V);
+    double err = rr_max_rel_diff(want, got, PROMPT, V);
     if (err > tol)
         fail_msg("%s: logits differ from the reference by %g of their scale (bound %g)", what,
                  err, tol);
@@ -373,7 +291,7 @@ static float *check_world(world *w, const char *what, double tol)
      * agrees tightly: at most a tenth of the positions beyond 1e-4. */
     size_t loose = 0;
     for (size_t p = 0; tol == 1e-2 && p < PROMPT; p++)
-        loose += max_rel_diff(want + p * V, got + p * V, 1, V) > 1e-4;
+        loose += rr_max_rel_diff(want + p * V, got + p * V, 1, V) > 1e-4;
     if (loose > PROMPT / 10)
         fail_msg("%s: %zu of %d positions differ from the reference by more than 1e-4", what,
                  loose, PROMPT);
@@ -488,7 +406,7 @@ static void rope_freqs_matter(void **state)
     make_opts(&w, &o, 16);
     assert_null(w.m->rope_freqs);
     float *without = check_world(&w, "tiny-llama3 without rope_freqs", 1e-3);
-    double moved = max_rel_diff(with, without, PROMPT, w.m->hp.n_vocab);
+    double moved = rr_max_rel_diff(with, without, PROMPT, w.m->hp.n_vocab);
     if (moved < 1e-2)
         fail_msg("rope_freqs moved the logits by only %g of their scale", moved);
     unmake(&w);
@@ -521,7 +439,7 @@ static void rope_scaling_matters(void **state)
     float *yarn = check_world(&w, "tiny-qwen2 yarn 4", 1e-3);
     unmake(&w);
     size_t V = 512;
-    double d1 = max_rel_diff(plain, linear, PROMPT, V), d2 = max_rel_diff(linear, yarn, PROMPT, V);
+    double d1 = rr_max_rel_diff(plain, linear, PROMPT, V), d2 = rr_max_rel_diff(linear, yarn, PROMPT, V);
     if (d1 < 1e-2 || d2 < 1e-2)
         fail_msg("scaling moved the logits too little: linear %g, yarn vs linear %g", d1, d2);
     /* "none" with a factor: no scaling at all, bit for bit */
@@ -559,14 +477,14 @@ static void qk_norm_applied(void **state)
     tokens_for(&w, t, PROMPT, 1);
     size_t V = hp->n_vocab;
     float *no_norm = reference(w.m, t, PROMPT, false);
-    double off = max_rel_diff(no_norm, got, PROMPT, V);
+    double off = rr_max_rel_diff(no_norm, got, PROMPT, V);
     if (off < 1e-2)
         fail_msg("the reference without q/k norms differs by only %g", off);
     for (uint32_t l = 0; l < hp->n_layers; l++)
         for (uint32_t i = 0; i < hp->head_dim; i++)
             w.m->layers[l].q_norm[i] *= 3, w.m->layers[l].k_norm[i] *= 0.5f + (float)(i % 3);
     float *changed = check_world(&w, "tiny-qwen3, norm weights changed", 1e-3);
-    if (max_rel_diff(got, changed, PROMPT, V) < 1e-2)
+    if (rr_max_rel_diff(got, changed, PROMPT, V) < 1e-2)
         fail_msg("changing the q/k norm weights did not move the logits");
     free(got), free(no_norm), free(changed);
     unmake(&w);
