@@ -21,6 +21,8 @@ pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 # snapbank serve: HTTP (libmicrohttpd) and JSON (jansson).
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd>=0.9.75)
 pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson>=2.14)
+# the shared tier: Redis Cluster over hiredis.
+pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 if(SB_BUILD_TESTS)
   pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 endif()
@@ -74,7 +76,8 @@ function(sb_add_test name)
   sb_target_defaults(${name})
   target_link_libraries(${name} PRIVATE snapbank_static PkgConfig::CMOCKA ${T_LIBS})
   if(T_INTERNAL)
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/store/core ${PROJECT_SOURCE_DIR}/store/disk)
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/store/core ${PROJECT_SOURCE_DIR}/store/disk
+                               ${PROJECT_SOURCE_DIR}/store/remote)
   endif()
   add_test(NAME ${name} COMMAND ${name})
   if(NOT T_TIMEOUT)

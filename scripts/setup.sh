@@ -8,6 +8,7 @@ PACKAGES="
   build-essential cmake pkg-config
   liburing-dev libxxhash-dev libzstd-dev libjemalloc-dev
   libmicrohttpd-dev libjansson-dev curl
+  libhiredis-dev redis-server
   libcmocka-dev
   clang libclang-rt-14-dev
   python3 python3-numpy python3-jinja2

@@ -448,10 +448,12 @@ static void sample_one(srv_engine *e, slot *sl)
     sl->t_last = now;
     size_t old = j->out_len;
     feed(sl, (const unsigned char *)piece, n);
+    bool whole = true; /* the session's text spells every token so far */
     if (eog) {
         size_t tl;
         const char *tt = srv_prompt_token_text(e->cfg.prompt, id, &tl);
-        if (tl && grow_text(&j->stext, &j->stext_cap, j->stext_len + tl + 1) == SB_OK) {
+        whole = tl && grow_text(&j->stext, &j->stext_cap, j->stext_len + tl + 1) == SB_OK;
+        if (whole) {
             memcpy(j->stext + j->stext_len, tt, tl);
             j->stext_len += tl;
         }
@@ -462,8 +464,10 @@ static void sample_one(srv_engine *e, slot *sl)
         j->visible = j->out_len;
     srv_link_wake(&j->link);
     pthread_mutex_unlock(&j->mu);
-    /* a mark where the text is whole: a session may continue from here */
-    if (!sl->n_pend)
+    /* a mark where the text is whole: a session may continue from here (not
+     * after an end token the template does not write: the next turn's
+     * rendering would not have it) */
+    if (!sl->n_pend && whole)
         add_mark(j, j->n_gen, j->stext_len);
     srv_finish why = stop ? SRV_FINISH_STOP : SRV_FINISH_LENGTH;
     bool last = stop || j->n_gen >= j->max_gen;

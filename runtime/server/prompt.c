@@ -1,17 +1,59 @@
 /* prompt.c -- chat templates and tokenization as the server uses them
- * (prompt.h). The ChatML stand-in below goes when model/chat_tmpl.h and the
- * special-token tokenizer land on main. */
+ * (prompt.h): the model's tokenizer.chat_template through model/chat_tmpl.h,
+ * the text through the tokenizer's span-aware encoder. */
 #include "server/prompt.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/chat_tmpl.h"
+#include "model/gguf.h"
 #include "model/tokenizer.h"
 
 struct srv_prompt {
     const sb_rt_model *m;
     const sb_rt_tok *tok;
+    sb_rt_chat_tmpl *tmpl;
+    char name[64];          /* "chatml (qwen2.5)", "jinja", ... */
+    const char *bos_text;   /* the BOS token's text, or NULL (borrowed from tok) */
+    size_t bos_len;
+    char *after;            /* what the template writes after an assistant
+                             * message's content ("<|im_end|>\n"), owned; ""
+                             * when the probe could not tell */
 };
+
+/* What the template writes right after an assistant message's content, as
+ * a probe conversation shows it: its end-of-turn token's text. */
+static char *probe_after(const sb_rt_chat_tmpl *t)
+{
+    sb_rt_chat_msg m[] = { { "user", "Hello." }, { "assistant", "Hi." } };
+    sb_rt_chat_text ct;
+    sb_rt_err err;
+    const char *tail = "";
+    size_t n = 0;
+    int rc = sb_rt_chat_render(t, m, 2, false, &ct, &err);
+    if (rc == SB_OK && ct.n_spans) {
+        const sb_rt_tok_span *last = &ct.spans[ct.n_spans - 1];
+        tail = ct.text + last->off + last->len;
+        n = ct.len - last->off - last->len;
+    }
+    char *r = malloc(n + 1);
+    if (r) {
+        memcpy(r, tail, n);
+        r[n] = 0;
+    }
+    if (rc == SB_OK)
+        sb_rt_chat_text_free(&ct);
+    return r;
+}
+
+/* A token's text, or NULL when the vocabulary has no such token. */
+static const char *tok_text(const sb_rt_tok *t, uint32_t id, size_t *len)
+{
+    *len = 0;
+    return id == SB_RT_TOK_NONE ? NULL : sb_rt_tok_text(t, id, len);
+}
 
 int srv_prompt_new(const sb_rt_model *m, const char *template_name, srv_prompt **out,
                    sb_rt_err *err)
@@ -19,27 +61,62 @@ int srv_prompt_new(const sb_rt_model *m, const char *template_name, srv_prompt *
     *out = NULL;
     if (!m->tok)
         return sb_rt_fail(err, SB_ERR_UNSUPPORTED, "%s: no tokenizer: %s", m->path, m->tok_error);
-    if (template_name && strcmp(template_name, "chatml") != 0)
-        return sb_rt_fail(err, SB_ERR_UNSUPPORTED,
-                          "--chat-template %s: unknown template (this build knows: chatml)",
-                          template_name);
     srv_prompt *p = calloc(1, sizeof *p);
     if (!p)
         return sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
     p->m = m, p->tok = m->tok;
+    sb_rt_tok_info info;
+    sb_rt_tok_get_info(m->tok, &info);
+    size_t eos_len;
+    p->bos_text = tok_text(m->tok, info.bos, &p->bos_len);
+    const char *eos_text = tok_text(m->tok, info.eos, &eos_len);
+    /* the template as the file has it, NUL-terminated for chat_tmpl */
+    const char *src = NULL;
+    size_t src_len = 0;
+    char *source = NULL;
+    if (sb_rt_gguf_get_str(m->gguf, "tokenizer.chat_template", &src, &src_len) == SB_OK) {
+        if (!(source = malloc(src_len + 1))) {
+            free(p);
+            return sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
+        }
+        memcpy(source, src, src_len);
+        source[src_len] = 0;
+    }
+    int rc = sb_rt_chat_tmpl_new(source, template_name, p->bos_text, eos_text, &p->tmpl, err);
+    free(source);
+    if (rc != SB_OK) {
+        if (!src && !template_name) /* say which model lacks one */
+            sb_rt_fail(err, rc, "%s has no chat template (tokenizer.chat_template): name one "
+                       "with --chat-template (chatml, llama3, llama2, mistral, gemma, phi3)",
+                       m->path);
+        free(p);
+        return rc;
+    }
+    if (!(p->after = probe_after(p->tmpl))) {
+        srv_prompt_free(p);
+        return sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
+    }
+    const char *fam = sb_rt_chat_tmpl_name(p->tmpl), *var = sb_rt_chat_tmpl_variant(p->tmpl);
+    if (strcmp(fam, var))
+        snprintf(p->name, sizeof p->name, "%s (%s)", fam, var);
+    else
+        snprintf(p->name, sizeof p->name, "%s", fam);
     *out = p;
     return SB_OK;
 }
 
 void srv_prompt_free(srv_prompt *p)
 {
+    if (!p)
+        return;
+    sb_rt_chat_tmpl_free(p->tmpl);
+    free(p->after);
     free(p);
 }
 
 const char *srv_prompt_template(const srv_prompt *p)
 {
-    (void)p;
-    return "chatml";
+    return p->name;
 }
 
 void srv_text_free(srv_text *t)
@@ -51,91 +128,63 @@ void srv_text_free(srv_text *t)
     memset(t, 0, sizeof *t);
 }
 
-/* A growing string. */
-typedef struct sbuf {
-    char *b;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void put(sbuf *s, const char *p, size_t n)
-{
-    if (s->oom)
-        return;
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 256;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *nb = realloc(s->b, cap);
-        if (!nb) {
-            s->oom = 1;
-            return;
-        }
-        s->b = nb, s->cap = cap;
-    }
-    memcpy(s->b + s->len, p, n);
-    s->len += n;
-    s->b[s->len] = 0;
-}
-
-static void puts_(sbuf *s, const char *p)
-{
-    put(s, p, strlen(p));
-}
-
 int srv_prompt_render(const srv_prompt *p, const srv_msg *msgs, size_t n, srv_text *out,
                       sb_rt_err *err)
 {
-    (void)p;
     memset(out, 0, sizeof *out);
-    static const char *const roles[] = { "system", "user", "assistant", "tool" };
-    for (size_t i = 0; i < n; i++) {
-        size_t r = 0;
-        while (r < 4 && strcmp(msgs[i].role, roles[r]) != 0)
-            r++;
-        if (r == 4)
-            return sb_rt_fail(err, SB_ERR_INVAL, "messages[%zu].role '%s' is not one of system, "
-                              "user, assistant, tool", i, msgs[i].role);
-    }
-    sbuf s = { 0 };
-    srv_span *spans = malloc((n ? n : 1) * sizeof *spans);
-    if (!spans)
+    if (!n)
+        return sb_rt_fail(err, SB_ERR_INVAL, "messages is empty");
+    sb_rt_chat_msg *cm = malloc(n * sizeof *cm);
+    if (!cm)
         return sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
-    size_t n_spans = 0;
-    for (size_t i = 0; i < n; i++) {
-        puts_(&s, "<|im_start|>");
-        puts_(&s, msgs[i].role);
-        puts_(&s, "\n");
-        size_t off = s.len, len = strlen(msgs[i].content);
-        put(&s, msgs[i].content, len);
-        if (len)
-            spans[n_spans++] = (srv_span){ off, len };
-        puts_(&s, "<|im_end|>\n");
-    }
-    puts_(&s, "<|im_start|>assistant\n");
-    if (s.oom) {
-        free(s.b);
-        free(spans);
+    for (size_t i = 0; i < n; i++)
+        cm[i] = (sb_rt_chat_msg){ msgs[i].role, msgs[i].content };
+    sb_rt_chat_text ct;
+    int rc = sb_rt_chat_render(p->tmpl, cm, n, true, &ct, err);
+    free(cm);
+    if (rc != SB_OK)
+        return rc;
+    srv_span *spans = malloc((ct.n_spans ? ct.n_spans : 1) * sizeof *spans);
+    if (!spans) {
+        sb_rt_chat_text_free(&ct);
         return sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
     }
-    out->text = s.b, out->len = s.len, out->spans = spans, out->n_spans = n_spans;
+    for (size_t i = 0; i < ct.n_spans; i++)
+        spans[i] = (srv_span){ ct.spans[i].off, ct.spans[i].len };
+    out->text = ct.text, out->len = ct.len, out->spans = spans, out->n_spans = ct.n_spans;
+    free(ct.spans); /* the text is now out's */
     return SB_OK;
 }
 
 int srv_prompt_encode(const srv_prompt *p, const char *text, size_t len, const srv_span *lit,
                       size_t n_lit, unsigned flags, uint32_t **ids, size_t *n)
 {
-    (void)lit, (void)n_lit; /* the stand-in tokenizer has no special tokens */
     *ids = NULL, *n = 0;
-    bool bos = (flags & SRV_ENC_BOS) && sb_rt_tok_add_bos(p->tok);
-    size_t need = 0;
-    int rc = sb_rt_tok_encode(p->tok, text, len, bos, NULL, 0, &need);
-    if (rc != SB_OK && rc != SB_ERR_RANGE)
-        return rc;
-    uint32_t *t = malloc((need ? need : 1) * sizeof *t);
-    if (!t)
+    unsigned tf = 0;
+    if (flags & SRV_ENC_SPECIAL)
+        tf |= SB_RT_TOK_PARSE_SPECIAL;
+    /* BOS when the vocabulary asks for it, unless the text already starts
+     * with it as a template spells it (Llama 3's "<|begin_of_text|>"): then
+     * that text is the BOS, parsed, and a second one would be wrong. */
+    if ((flags & SRV_ENC_BOS) && sb_rt_tok_add_bos(p->tok) &&
+        !((flags & SRV_ENC_SPECIAL) && p->bos_len && len >= p->bos_len &&
+          !memcmp(text, p->bos_text, p->bos_len) && (!n_lit || lit[0].off >= p->bos_len)))
+        tf |= SB_RT_TOK_ADD_BOS;
+    sb_rt_tok_span *sp = NULL;
+    if (n_lit && !(sp = malloc(n_lit * sizeof *sp)))
         return SB_ERR_NOMEM;
-    if (need && (rc = sb_rt_tok_encode(p->tok, text, len, bos, t, need, n)) != SB_OK) {
+    for (size_t i = 0; i < n_lit; i++)
+        sp[i] = (sb_rt_tok_span){ lit[i].off, lit[i].len };
+    size_t need = 0;
+    int rc = sb_rt_tok_encode_ex(p->tok, text, len, tf, sp, n_lit, NULL, 0, &need);
+    uint32_t *t = NULL;
+    if (rc == SB_OK || rc == SB_ERR_RANGE) {
+        rc = (t = malloc((need ? need : 1) * sizeof *t)) ? SB_OK : SB_ERR_NOMEM;
+        if (rc == SB_OK && need)
+            rc = sb_rt_tok_encode_ex(p->tok, text, len, tf, sp, n_lit, t, need, n);
+    }
+    free(sp);
+    if (rc != SB_OK) {
         free(t);
         *n = 0;
         return rc;
@@ -146,7 +195,7 @@ int srv_prompt_encode(const srv_prompt *p, const char *text, size_t len, const s
 
 bool srv_prompt_is_eog(const srv_prompt *p, uint32_t id)
 {
-    return id == sb_rt_tok_eos(p->tok);
+    return sb_rt_tok_is_eog(p->tok, id);
 }
 
 int srv_prompt_piece(const srv_prompt *p, uint32_t id, uint32_t prev, char *buf, size_t cap,
@@ -157,7 +206,11 @@ int srv_prompt_piece(const srv_prompt *p, uint32_t id, uint32_t prev, char *buf,
 
 const char *srv_prompt_token_text(const srv_prompt *p, uint32_t id, size_t *len)
 {
-    (void)p, (void)id;
-    *len = 0;
-    return "";
+    const char *s = sb_rt_tok_text(p->tok, id, len);
+    if (!s || !*len || sb_rt_tok_type(p->tok, id) != SB_RT_TOK_CONTROL ||
+        strncmp(p->after, s, *len)) {
+        *len = 0;
+        return "";
+    }
+    return s;
 }

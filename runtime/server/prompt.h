@@ -9,12 +9,10 @@
  * tokens parsed as such and the spans taken literally, so a user who types
  * a control token's text gets ordinary tokens, never the control token.
  *
- * Until the runtime's chat templates (model/chat_tmpl.h) and special-token
- * tokenizer land, this file carries a stand-in: ChatML only
- * ("<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message, then
- * "<|im_start|>assistant\n"), whatever the model's tokenizer.chat_template
- * says, and a tokenizer without special tokens (so every span is literal
- * whatever is done). --chat-template accepts "chatml" alone meanwhile.
+ * The template is the model's tokenizer.chat_template, read by
+ * model/chat_tmpl.h (a family renderer where it recognises one, its Jinja
+ * interpreter otherwise), or the family --chat-template names; a model
+ * without one needs --chat-template.
  *
  * Thread safety: a srv_prompt is immutable once made; any thread may use it.
  */
@@ -60,21 +58,26 @@ typedef struct srv_prompt srv_prompt;
  * must outlive the result). template_name: NULL to take the model's own
  * (its tokenizer.chat_template), or a family name. On success *out is owned
  * by the caller (srv_prompt_free). Returns: SB_OK; SB_ERR_UNSUPPORTED (the
- * model has no usable tokenizer, or the template is neither known nor
- * renderable: err names the --chat-template option); SB_ERR_NOMEM. */
+ * model has no usable tokenizer, no template and no name, or the template
+ * is neither known nor renderable: err names the --chat-template option);
+ * SB_ERR_INVAL (the template is not UTF-8); SB_ERR_RANGE (over the
+ * template size limit); SB_ERR_NOMEM. */
 int srv_prompt_new(const sb_rt_model *m, const char *template_name, srv_prompt **out,
                    sb_rt_err *err);
 
 /* srv_prompt_free -- NULL is a no-op. */
 void srv_prompt_free(srv_prompt *p);
 
-/* srv_prompt_template -- the template family in use ("chatml", ...). */
+/* srv_prompt_template -- what renders: the family and its variant
+ * ("chatml (qwen2.5)", "llama3 (llama3.1)") or "jinja". */
 const char *srv_prompt_template(const srv_prompt *p);
 
 /* srv_prompt_render -- msgs[0, n) as the model's chat prompt, ending with
  * the assistant's turn opened. *out owned by the caller (srv_text_free).
- * Returns: SB_OK; SB_ERR_INVAL (a role the template does not know: err
- * says which); SB_ERR_NOMEM. */
+ * Returns: SB_OK; SB_ERR_INVAL (no messages, or the template refused the
+ * conversation, e.g. its raise_exception on roles out of order: err says
+ * why); SB_ERR_RANGE (a template limit); SB_ERR_UNSUPPORTED (the template
+ * needs what the interpreter lacks); SB_ERR_NOMEM. */
 int srv_prompt_render(const srv_prompt *p, const srv_msg *msgs, size_t n, srv_text *out,
                       sb_rt_err *err);
 
@@ -98,9 +101,14 @@ bool srv_prompt_is_eog(const srv_prompt *p, uint32_t id);
 int srv_prompt_piece(const srv_prompt *p, uint32_t id, uint32_t prev, char *buf, size_t cap,
                      size_t *n);
 
-/* srv_prompt_token_text -- the text of a control token as a rendered
- * template spells it (e.g. "<|im_end|>"), or "" when it has none; *len
- * receives its length. Borrowed for p's life. */
+/* srv_prompt_token_text -- the text of an end-of-turn control token as
+ * the template spells it after an assistant message (e.g. "<|im_end|>"
+ * for ChatML, "<|eot_id|>" for Llama 3), so that a session's text and
+ * tokens stay in step with the next turn's rendering; "" for any other
+ * token (a template that does not write the token's text after an answer,
+ * such as ChatML over a vocabulary whose EOS is "</s>": the token is then
+ * not part of what the next turn can reuse). *len receives its length.
+ * Borrowed for p's life. */
 const char *srv_prompt_token_text(const srv_prompt *p, uint32_t id, size_t *len);
 
 #endif /* SB_SRV_PROMPT_H */

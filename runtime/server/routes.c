@@ -155,6 +155,15 @@ static json_t *usage_json(const srv_job *j)
     const char *why = j->started ? srv_miss_reason(r) : "no_prefix";
     if (u && why)
         json_object_set_new(u, "miss_reason", json_string(why));
+    /* what the bank's disk tier made of the turn's commits (sb_write_outcome):
+     * durable once the state is written and synced; zeroes without a disk */
+    const sb_write_outcome *d = &r->disk;
+    if (u && j->started)
+        json_object_set_new(u, "bank_write", json_pack("{s:I, s:I, s:I, s:I, s:I, s:b}",
+            "pages_new", (json_int_t)d->pages_new, "blocks_queued", (json_int_t)d->queued,
+            "blocks_written", (json_int_t)d->written, "blocks_deferred",
+            (json_int_t)d->deferred, "blocks_denied", (json_int_t)d->denied, "durable",
+            d->durable));
     return u;
 }
 

@@ -232,9 +232,10 @@ static int start(srv_server *s)
         return 2;
     }
     s->ctx_limit = c->ctx ? c->ctx : s->m->hp.n_ctx;
-    if (srv_prompt_new(s->m, c->chat_template, &s->prompt, &err) != SB_OK) {
+    int prc = srv_prompt_new(s->m, c->chat_template, &s->prompt, &err);
+    if (prc != SB_OK) { /* a template to choose (--chat-template) is usage */
         fprintf(stderr, "snapbank serve: %s\n", err.msg);
-        return 1;
+        return prc == SB_ERR_UNSUPPORTED || prc == SB_ERR_INVAL ? 2 : 1;
     }
     /* the bank: DIR/store and DIR/sessions with --bank-dir */
     char sess_dir[4096] = "";

@@ -101,6 +101,11 @@ class Api(ServerTest):
         self.assertEqual(u["completion_tokens"], 12)
         self.assertEqual(u["cache_mode"], "cold")
         self.assertEqual(u["miss_reason"], "no_prefix")
+        # the commits' outcome: pages indexed, nothing for a disk (there is none)
+        bw = u["bank_write"]
+        self.assertGreater(bw["pages_new"], 0, bw)
+        self.assertEqual((bw["blocks_queued"], bw["blocks_written"], bw["durable"]),
+                         (0, 0, False), bw)
         text = ch["message"]["content"]
         # the same request streamed: the same text, in the OpenAI chunk shapes
         st, ev = self.s.stream("/v1/chat/completions", dict(body, stream=True))

@@ -39,7 +39,7 @@ import struct
 import threading
 import unittest
 
-from harness import ServerTest, long_ctx, mid, wait_for
+from harness import ServerTest, chat, long_ctx, mid, wait_for
 
 SYS = "You keep the bank's pages. " * 6
 ADMIN = "admin-key-lifecycle"
@@ -131,6 +131,21 @@ class Lifecycle(ServerTest):
         s = self.start(self.mid, "--bank-dir", bank, "--min-prefix", "1", "--disk-restore",
                        "always", name="term2")
         self.after_restart(s, msgs, "alice")
+        self.assertEqual(s.stop(), 0)
+
+    def test_bank_write_outcome(self):
+        # with a disk tier the turn's pages are queued for it (or written),
+        # none denied, and the usage says so
+        bank = os.path.join(self.dir, "bank-outcome")
+        s = self.start(self.mid, "--bank-dir", bank, "--min-prefix", "1", name="outcome")
+        st, _, r = s.post("/v1/chat/completions",
+                          chat(s.get("/v1/models")[2]["data"][0]["id"], "What is kept?",
+                               max_tokens=4))
+        self.assertEqual(st, 200, r)
+        bw = r["usage"]["bank_write"]
+        self.assertGreater(bw["pages_new"], 0, bw)
+        self.assertGreater(bw["blocks_queued"], 0, bw)
+        self.assertEqual(bw["blocks_denied"], 0, bw)
         self.assertEqual(s.stop(), 0)
 
     def test_kill9_restart(self):

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""check-layers.py -- the repository's folders form layers: no two folders
+include each other, directly or through others.
+
+Reads every .c and .h file under the source folders, resolves each
+`#include "x.h"` to the file it names (the including file's own folder
+first, then the include directories CMake gives each part), and builds a
+graph of folders (store/core, store/disk, runtime/model, bench/tool, ...)
+with an edge A -> B when a file in A includes a file in B. A cycle in that
+graph is an error: it names the folders and one include line per edge.
+
+It also checks the rules DESIGN.md states outright:
+  - nothing in store/ includes runtime/, bench/ or bindings/;
+  - store/core includes nothing of store/disk or store/remote (the tiers
+    sit below the index and are reached through store/core/tier.h).
+
+Usage: scripts/check-layers.py [ROOT]. Exit status 0 when clean, 1 with a
+report otherwise. Standard library only.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                       os.path.join(os.path.dirname(__file__), ".."))
+
+# Source folders, and where their quoted includes may resolve besides the
+# including file's own folder (what CMake's include directories say).
+PARTS = {
+    "store": ["store/include", "store/core", "store/disk", "store/remote"],
+    "runtime": ["runtime", "runtime/core", "store/include", "bench/tool"],
+    "bench": ["bench", "bench/tool", "runtime", "runtime/core", "store/include",
+              "store/core", "store/disk", "store/remote"],
+    "tests": ["tests", "store/include", "store/core", "store/disk", "store/remote",
+              "runtime", "runtime/core"],
+    "fuzz": ["fuzz", "store/include", "store/core", "store/disk", "store/remote",
+             "runtime", "runtime/core"],
+}
+# Folders whose files are test or benchmark drivers: they may reach into
+# any layer (white-box tests), but nothing may include them. (bench/tool,
+# `snapbank bench`'s code, is a layer of its own that the CLI calls.)
+LEAVES = {"tests", "fuzz", "bench"}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def files():
+    for part in PARTS:
+        base = os.path.join(ROOT, part)
+        for d, _, names in os.walk(base):
+            if "/build" in d or "/." in d:
+                continue
+            for n in names:
+                if n.endswith((".c", ".h")):
+                    yield part, os.path.join(d, n)
+
+
+def resolve(part, src, inc):
+    cands = [os.path.join(os.path.dirname(src), inc)]
+    cands += [os.path.join(ROOT, d, inc) for d in PARTS[part]]
+    for c in cands:
+        if os.path.isfile(c):
+            return os.path.normpath(c)
+    return None
+
+
+def folder(path):
+    rel = os.path.relpath(os.path.dirname(path), ROOT)
+    top = rel.split(os.sep)[0]
+    if top in LEAVES and not rel.startswith("bench" + os.sep + "tool"):
+        return top
+    return rel
+
+
+def main():
+    edges = {}  # (a, b) -> example "file:line: #include"
+    for part, src in files():
+        text = open(src, encoding="utf-8", errors="replace").read()
+        for m in INCLUDE.finditer(text):
+            tgt = resolve(part, src, m.group(1))
+            if not tgt:
+                continue
+            a, b = folder(src), folder(tgt)
+            if a != b and (a, b) not in edges:
+                line = text.count("\n", 0, m.start()) + 1
+                edges[(a, b)] = "%s:%d: #include \"%s\"" % (
+                    os.path.relpath(src, ROOT), line, m.group(1))
+    bad = []
+    for (a, b), where in sorted(edges.items()):
+        if a.startswith("store") and b.split(os.sep)[0] in ("runtime", "bench", "bindings"):
+            bad.append("store must not include %s: %s" % (b, where))
+        if a == "store/core" and b in ("store/disk", "store/remote"):
+            bad.append("store/core must reach %s through tier.h only: %s" % (b, where))
+        if b in LEAVES:
+            bad.append("nothing may include %s/: %s" % (b, where))
+    # Cycles between folders: a depth-first search over the graph.
+    graph = {}
+    for a, b in edges:
+        graph.setdefault(a, []).append(b)
+    state, stack, cycles = {}, [], []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, [])):
+            if state.get(m) == 1:
+                cyc = stack[stack.index(m):] + [m]
+                cycles.append(cyc)
+            elif not state.get(m):
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if not state.get(n):
+            visit(n)
+    for cyc in cycles:
+        lines = ["include cycle: " + " -> ".join(cyc)]
+        for a, b in zip(cyc, cyc[1:]):
+            lines.append("    " + edges[(a, b)])
+        bad.append("\n".join(lines))
+    if bad:
+        print("\n".join(bad))
+        return 1
+    print("check-layers: %d folders, %d folder edges, no cycles" %
+          (len({x for e in edges for x in e}), len(edges)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

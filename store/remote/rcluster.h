@@ -1,0 +1,147 @@
+/* rcluster.h -- a Redis Cluster client: slot map, per-node pipelines,
+ * MOVED / ASK redirections, failover, and a deadline on every batch.
+ *
+ * libhiredis 0.14 (the only Redis client Debian 12 packages) speaks to one
+ * server and knows nothing of clusters; this module adds what a cluster
+ * needs on top of its protocol reader and non-blocking connections:
+ *
+ *   - The slot map. A key's slot is CRC16-XMODEM(key) mod 16384 (or of the
+ *     part between the first '{' and the next '}' when that part is not
+ *     empty: a hash tag). CLUSTER SLOTS, asked of any reachable node (the
+ *     seeds at first), says which master and replicas serve each range.
+ *   - Pipelines. sb_rc_exec sends a batch: every operation to its slot's
+ *     master, all of one node's operations written back to back, every
+ *     node's socket serviced by one poll() loop, so a batch over three
+ *     masters costs about one round trip, not one per key.
+ *   - Redirections. `-MOVED slot host:port` updates that slot's owner and
+ *     retries there (and schedules a full map refresh: a slot moved means
+ *     others may have); `-ASK slot host:port` retries once at the target,
+ *     preceded by ASKING, without changing the map (a slot being
+ *     migrated). `-TRYAGAIN` and `-CLUSTERDOWN` retry after a refresh while
+ *     the deadline allows. At most max_redirects hops per operation.
+ *   - Faults. A node that refuses, resets or does not answer in time is
+ *     marked down for down_ms: its connection is dropped, the map is
+ *     refreshed from another node (a failover may have promoted its
+ *     replica) and its operations retried once there; reads whose master
+ *     is down go to a replica (READONLY). An operation that still has no
+ *     answer when the batch's deadline passes is SB_RC_DOWN; nothing waits
+ *     longer than timeout_ms in all. A node marked down is tried again
+ *     after down_ms, so the client comes back by itself.
+ *
+ * Authentication: AUTH [user] password on every new connection, before
+ * anything else on it (an ACL user confines a tenant to its key pattern).
+ * Credentials are copied at open; they are never logged.
+ *
+ * Thread safety: a client is used by one thread at a time (the remote tier
+ * keeps one per thread that talks to the cluster).
+ */
+#ifndef SB_RCLUSTER_H
+#define SB_RCLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SB_RC_SLOTS 16384u
+#define SB_RC_MAX_NODES 256u
+
+typedef struct sb_rc sb_rc;
+
+typedef struct sb_rc_config {
+    const char *seeds;           /* "host:port[,host:port...]": where to ask
+                                    for the slot map first; copied */
+    const char *user;            /* ACL user for AUTH, or NULL (password only) */
+    const char *password;        /* NULL: no AUTH; copied */
+    uint32_t timeout_ms;         /* bound on one sb_rc_exec; 0: 200 */
+    uint32_t connect_timeout_ms; /* bound on one connect; 0: timeout_ms */
+    uint32_t down_ms;            /* a failed node is skipped this long; 0: 1000 */
+    uint32_t max_redirects;      /* MOVED/ASK hops per operation; 0: 5 */
+    /* Monotonic clock in nanoseconds (NULL: CLOCK_MONOTONIC). */
+    uint64_t (*clock_ns)(void *ctx);
+    void *clock_ctx;
+} sb_rc_config;
+
+/* What an operation asks. */
+typedef enum sb_rc_kind {
+    SB_RC_GET = 0,    /* GET key: the value into data/len */
+    SB_RC_SET = 1,    /* SET key val [EX ttl_s] [NX] */
+    SB_RC_EXISTS = 2, /* EXISTS key */
+    SB_RC_DEL = 3,    /* DEL key */
+} sb_rc_kind;
+
+/* How an operation ended. */
+typedef enum sb_rc_status {
+    SB_RC_OK = 0,        /* done: GET found a value, SET stored it, EXISTS
+                            found the key, DEL removed it */
+    SB_RC_MISSING = 1,   /* GET/EXISTS: no such key; SET NX: the key was
+                            there already (nothing written); DEL: none */
+    SB_RC_DOWN = 2,      /* no node answered for its slot before the
+                            deadline (down, hung, cluster gone, or too many
+                            redirections) */
+    SB_RC_REFUSED = 3,   /* the server answered with an error (NOPERM,
+                            OOM, WRONGTYPE, ...): err_msg has its text */
+    SB_RC_NOMEM = 4,     /* no memory for the request or the reply */
+} sb_rc_status;
+
+typedef struct sb_rc_op {
+    /* in */
+    sb_rc_kind kind;
+    const char *key;     /* borrowed for the call */
+    size_t key_len;
+    const void *val;     /* SET: borrowed for the call */
+    size_t val_len;
+    uint32_t ttl_s;      /* SET: expiry in seconds; 0: none */
+    int nx;              /* SET: only if absent */
+    /* out */
+    sb_rc_status status;
+    void *data;          /* GET on OK: the value, malloc'd, owned by the
+                            caller (free()); NULL otherwise */
+    size_t len;          /* its length */
+    char err_msg[96];    /* REFUSED: the server's error line, cut */
+} sb_rc_op;
+
+/* Counters since open. */
+typedef struct sb_rc_stats {
+    uint64_t batches, ops;           /* sb_rc_exec calls, operations sent */
+    uint64_t moved, ask, tryagain;   /* redirections followed */
+    uint64_t refreshes;              /* slot maps read */
+    uint64_t timeouts;               /* nodes that missed a deadline */
+    uint64_t node_errors;            /* connections lost or refused */
+    uint64_t replica_reads;          /* GETs served by a replica */
+    uint64_t bytes_out, bytes_in;    /* request and reply bytes */
+    uint32_t n_nodes;                /* nodes known now */
+    uint32_t n_down;                 /* ...marked down now */
+} sb_rc_stats;
+
+/* sb_rc_open -- a client for the cluster the seeds belong to. Reads the slot
+ * map from the first seed that answers; when none does, the client still
+ * opens (every operation is DOWN until a seed answers: it keeps trying).
+ * On success *out is owned by the caller (sb_rc_close).
+ * Returns: SB_OK; SB_ERR_INVAL (NULL, no seed, a seed that is not
+ * host:port); SB_ERR_NOMEM. err (may be NULL) receives a message. */
+int sb_rc_open(const sb_rc_config *cfg, sb_rc **out, char *err, size_t err_len);
+
+/* sb_rc_close -- close every connection and free the client. NULL: no-op. */
+void sb_rc_close(sb_rc *c);
+
+/* sb_rc_exec -- run ops[0, n) as one pipelined batch (see the top of this
+ * file), within timeout_ms. Every op gets a status; GET values are owned
+ * by the caller afterwards.
+ * Returns: SB_OK (statuses say how each op ended, some may be DOWN);
+ * SB_ERR_INVAL (NULL, a key over 1 KiB). */
+int sb_rc_exec(sb_rc *c, sb_rc_op *ops, size_t n);
+
+/* sb_rc_refresh -- read the slot map now (also done by itself after
+ * MOVED, a failed node, or when slots have no owner).
+ * Returns: SB_OK; SB_ERR_IO (no node answered). */
+int sb_rc_refresh(sb_rc *c);
+
+/* sb_rc_get_stats -- the counters. */
+void sb_rc_get_stats(const sb_rc *c, sb_rc_stats *out);
+
+/* sb_rc_slot -- the hash slot of a key (hash tags honoured). */
+unsigned sb_rc_slot(const char *key, size_t len);
+
+/* sb_rc_status_name -- "ok", "missing", "down", "refused", "nomem". */
+const char *sb_rc_status_name(sb_rc_status s);
+
+#endif /* SB_RCLUSTER_H */

@@ -1,0 +1,601 @@
+/* remote.c -- the shared tier on a Redis Cluster (see remote.h).
+ *
+ * The publisher, step by step (publisher()):
+ *   1. Wait for offers.
+ *   2. Budget: the bucket (page bytes) refills at publish_bytes_per_s,
+ *      depth one second of it; wait until it holds the first waiting page,
+ *      then take a batch from the queue, shallowest position first (a
+ *      heap), as many pages as the bucket pays for (at least one; at most
+ *      PUB_BATCH pages or PUB_BATCH_BYTES), and debit them. So the pages
+ *      published by time t never exceed the rate times (t + 1 s) plus one
+ *      page.
+ *   3. Probe the batch with EXISTS: pages the pool holds are done (dedup).
+ *   4. Encode the rest and SET them NX EX ttl in one pipelined batch.
+ *   5. Release every page of the batch, whatever happened (the pool is a
+ *      cache: a page it did not take is simply not shared).
+ */
+#include "remote.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compress.h"
+#include "format.h"
+#include "internal.h"
+#include "rcluster.h"
+#include "snapbank.h"
+
+#define PUB_BATCH 32u
+#define PUB_BATCH_BYTES (16u << 20)
+
+typedef struct pub_item {
+    sb_remote_page pg;
+    uint32_t *tokens;  /* owned copy */
+    uint64_t order;    /* arrival, for ties */
+} pub_item;
+
+struct sb_remote {
+    sb_remote_config cfg;         /* seeds, user, password cleared: the
+                                     clients keep their own copies */
+    pthread_mutex_t mu;           /* guards fg, the queue and the stats */
+    pthread_cond_t cv;            /* queue changes, stop */
+    sb_rc *fg;                    /* probes and fetches [mu] */
+    sb_rc *bg;                    /* the publisher's [publisher thread] */
+    pub_item **heap;              /* [mu] min-heap by (position, order) */
+    size_t n_heap, cap_heap;
+    uint64_t queued_bytes;        /* [mu] */
+    uint64_t next_order;          /* [mu] */
+    bool busy;                    /* [mu] the publisher holds a batch */
+    bool stop;                    /* [mu] */
+    pthread_t thread;
+    double bucket;                /* [publisher] budget bytes available */
+    uint64_t bucket_at;           /* [publisher] clock of the last refill */
+    sb_remote_stats st;           /* [mu] */
+};
+
+static uint64_t now_ns(const sb_remote *r)
+{
+    if (r->cfg.clock_ns)
+        return r->cfg.clock_ns(r->cfg.clock_ctx);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- keys and values --------------------------------------------------------- */
+
+static void hex64(char *out, uint64_t v)
+{
+    static const char d[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; i--, v >>= 4)
+        out[i] = d[v & 15];
+}
+
+void sb_remote_key(char out[SB_REMOTE_KEY_LEN], const sb_remote_ns *ns, const uint64_t key[2])
+{
+    memcpy(out, "sb1:", 4);
+    hex64(out + 4, ns->scope_tag);
+    out[20] = ':';
+    hex64(out + 21, ns->ns_id);
+    out[37] = ':';
+    hex64(out + 38, key[1]);
+    hex64(out + 54, key[0]);
+}
+
+int sb_remote_encode_value(const sb_remote_page *pg, int compress, void **out, size_t *len)
+{
+    uint32_t pt = pg->ns.page_tokens;
+    uint32_t head_bytes = sb_rec_head_size(pt, 0);
+    uint32_t used = SB_REC_FIXED + 4 * pt;
+    size_t cap = (size_t)used + pg->ns.page_bytes + 64;
+    uint8_t *head = calloc(1, head_bytes);
+    uint8_t *v = malloc(cap);
+    if (!head || !v) {
+        free(head);
+        free(v);
+        return SB_ERR_NOMEM;
+    }
+    sb_rec_head h = {
+        .kind = SB_REC_PAGE, .ns_id = pg->ns.ns_id,
+        .key = { pg->key[0], pg->key[1] }, .parent_key = { pg->parent_key[0], pg->parent_key[1] },
+        .position = pg->position, .n_tokens = pt, .head_bytes = head_bytes,
+        .payload_bytes = pg->ns.page_bytes,
+    };
+    size_t stored = 0;
+    if (compress > 0) {
+        sb_zctx *z = sb_zctx_new(compress);
+        if (z) {
+            stored = sb_zcompress(z, pg->data, pg->ns.page_bytes, pg->ns.elem16, v + used,
+                                  cap - used, &h.flags);
+            sb_zctx_free(z);
+        }
+    }
+    if (stored) {
+        h.payload_bytes = stored;
+    } else {
+        h.flags = 0;
+        memcpy(v + used, pg->data, pg->ns.page_bytes);
+    }
+    h.payload_hash = sb_rec_payload_hash(v + used, (size_t)h.payload_bytes);
+    int rc = sb_rec_encode(&h, pg->tokens, NULL, 0, head);
+    if (rc == SB_OK)
+        memcpy(v, head, used);
+    free(head);
+    if (rc != SB_OK) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *len = used + (size_t)h.payload_bytes;
+    return SB_OK;
+}
+
+/* Check a fetched value against what was asked (remote.h lists the
+ * checks) and write its page into w->dst. Returns SB_OK or
+ * SB_ERR_CORRUPT. */
+static int check_value(const sb_remote_ns *ns, const sb_remote_want *w, const uint8_t *v,
+                       size_t len)
+{
+    uint32_t pt = ns->page_tokens;
+    uint32_t used = SB_REC_FIXED + 4 * pt;
+    uint32_t head_bytes;
+    if (len < used || sb_rec_peek(v, len, &head_bytes) != SB_OK ||
+        head_bytes != sb_rec_head_size(pt, 0))
+        return SB_ERR_CORRUPT;
+    /* The head as the disk holds it: the value's bytes, then zeros. */
+    uint8_t *head = calloc(1, head_bytes);
+    if (!head)
+        return SB_ERR_NOMEM;
+    memcpy(head, v, used);
+    sb_rec_head h;
+    const uint32_t *tok;
+    const void *extra;
+    int rc = sb_rec_decode(head, head_bytes, 0, &h, &tok, &extra);
+    bool ok = rc == SB_OK && h.kind == SB_REC_PAGE && h.ns_id == ns->ns_id &&
+              h.key[0] == w->key[0] && h.key[1] == w->key[1] &&
+              h.parent_key[0] == w->parent_key[0] && h.parent_key[1] == w->parent_key[1] &&
+              h.position == w->position && h.n_tokens == pt && h.extra_bytes == 0 &&
+              h.seq == 0 && h.segment_id == 0 && h.generation == 0 &&
+              h.payload_bytes == len - used && !memcmp(tok, w->tokens, 4 * (size_t)pt);
+    if (ok) {
+        sb_key parent = { w->parent_key[0], w->parent_key[1] };
+        sb_key k = sb_key_chain(&parent, w->tokens, pt);
+        ok = k.lo == w->key[0] && k.hi == w->key[1];
+    }
+    free(head);
+    if (!ok || sb_rec_payload_hash(v + used, len - used) != h.payload_hash)
+        return SB_ERR_CORRUPT;
+    if (h.flags & SB_REC_F_COMPRESSED)
+        return sb_zdecompress(v + used, len - used, h.flags, w->dst, ns->page_bytes) == SB_OK
+                   ? SB_OK
+                   : SB_ERR_CORRUPT;
+    if (len - used != ns->page_bytes)
+        return SB_ERR_CORRUPT;
+    memcpy(w->dst, v + used, ns->page_bytes);
+    return SB_OK;
+}
+
+/* ---- probe and fetch ----------------------------------------------------------- */
+
+int sb_remote_probe(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)[2], size_t n,
+                    size_t *n_present)
+{
+    if (!r || !ns || (!keys && n) || !n_present)
+        return SB_ERR_INVAL;
+    *n_present = 0;
+    if (!n)
+        return SB_OK;
+    sb_rc_op *ops = calloc(n, sizeof *ops);
+    char *names = malloc(n * SB_REMOTE_KEY_LEN);
+    if (!ops || !names) {
+        free(ops);
+        free(names);
+        return SB_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sb_remote_key(names + i * SB_REMOTE_KEY_LEN, ns, keys[i]);
+        ops[i] = (sb_rc_op){ .kind = SB_RC_EXISTS, .key = names + i * SB_REMOTE_KEY_LEN,
+                             .key_len = SB_REMOTE_KEY_LEN };
+    }
+    pthread_mutex_lock(&r->mu);
+    sb_rc_exec(r->fg, ops, n);
+    int rc = SB_OK;
+    size_t run = 0;
+    while (run < n && ops[run].status == SB_RC_OK)
+        run++;
+    if (run < n && ops[run].status != SB_RC_MISSING)
+        rc = SB_ERR_IO;
+    r->st.probes++;
+    r->st.probe_keys += n;
+    r->st.probe_hits += run;
+    for (size_t i = 0; i < n; i++)
+        r->st.down += ops[i].status == SB_RC_DOWN;
+    pthread_mutex_unlock(&r->mu);
+    *n_present = run;
+    free(ops);
+    free(names);
+    return rc;
+}
+
+int sb_remote_fetch(sb_remote *r, const sb_remote_ns *ns, const sb_remote_want *want, size_t n,
+                    size_t *n_ok)
+{
+    if (!r || !ns || (!want && n) || !n_ok)
+        return SB_ERR_INVAL;
+    *n_ok = 0;
+    if (!n)
+        return SB_OK;
+    sb_rc_op *ops = calloc(n, sizeof *ops);
+    char *names = malloc(n * SB_REMOTE_KEY_LEN);
+    if (!ops || !names) {
+        free(ops);
+        free(names);
+        return SB_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sb_remote_key(names + i * SB_REMOTE_KEY_LEN, ns, want[i].key);
+        ops[i] = (sb_rc_op){ .kind = SB_RC_GET, .key = names + i * SB_REMOTE_KEY_LEN,
+                             .key_len = SB_REMOTE_KEY_LEN };
+    }
+    uint64_t t0 = now_ns(r);
+    pthread_mutex_lock(&r->mu);
+    sb_rc_exec(r->fg, ops, n);
+    pthread_mutex_unlock(&r->mu);
+    /* Check outside the lock: the values are ours now. */
+    int rc = SB_OK;
+    size_t good = 0, bad = 0, down = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        int one = SB_OK;
+        if (ops[i].status == SB_RC_OK) {
+            one = rc == SB_OK ? check_value(ns, &want[i], ops[i].data, ops[i].len) : SB_OK;
+            bad += one == SB_ERR_CORRUPT;
+        } else {
+            one = ops[i].status == SB_RC_MISSING ? SB_ERR_NOT_FOUND
+                  : ops[i].status == SB_RC_NOMEM ? SB_ERR_NOMEM
+                                                 : SB_ERR_IO;
+            down += ops[i].status == SB_RC_DOWN;
+        }
+        if (rc == SB_OK && one != SB_OK)
+            rc = one;
+        if (rc == SB_OK) {
+            good++;
+            bytes += ns->page_bytes;
+        }
+        free(ops[i].data);
+    }
+    pthread_mutex_lock(&r->mu);
+    r->st.fetched += good;
+    r->st.fetched_bytes += bytes;
+    r->st.bad_values += bad;
+    r->st.down += down;
+    r->st.fetch_ns += now_ns(r) - t0;
+    pthread_mutex_unlock(&r->mu);
+    *n_ok = good;
+    free(ops);
+    free(names);
+    return rc;
+}
+
+/* ---- the publish queue ---------------------------------------------------------- */
+
+static bool item_less(const pub_item *a, const pub_item *b)
+{
+    return a->pg.position != b->pg.position ? a->pg.position < b->pg.position
+                                            : a->order < b->order;
+}
+
+static void heap_up(pub_item **h, size_t i)
+{
+    while (i && item_less(h[i], h[(i - 1) / 2])) {
+        pub_item *t = h[i];
+        h[i] = h[(i - 1) / 2];
+        h[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static pub_item *heap_pop(sb_remote *r)
+{
+    pub_item **h = r->heap;
+    pub_item *top = h[0];
+    h[0] = h[--r->n_heap];
+    for (size_t i = 0;;) {
+        size_t m = i, a = 2 * i + 1, b = a + 1;
+        if (a < r->n_heap && item_less(h[a], h[m]))
+            m = a;
+        if (b < r->n_heap && item_less(h[b], h[m]))
+            m = b;
+        if (m == i)
+            break;
+        pub_item *t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+static void item_free(pub_item *it)
+{
+    if (it->pg.release)
+        it->pg.release(it->pg.ctx);
+    free(it->tokens);
+    free(it);
+}
+
+int sb_remote_offer(sb_remote *r, const sb_remote_page *pg)
+{
+    if (!r || !pg || !pg->data || !pg->tokens)
+        return SB_ERR_INVAL;
+    pub_item *it = malloc(sizeof *it);
+    uint32_t *tok = malloc(4 * (size_t)pg->ns.page_tokens);
+    if (!it || !tok) {
+        free(it);
+        free(tok);
+        if (pg->release)
+            pg->release(pg->ctx);
+        return SB_ERR_NOMEM;
+    }
+    memcpy(tok, pg->tokens, 4 * (size_t)pg->ns.page_tokens);
+    it->pg = *pg;
+    it->pg.tokens = tok;
+    it->tokens = tok;
+    pthread_mutex_lock(&r->mu);
+    r->st.offered++;
+    if (r->stop || r->queued_bytes + pg->ns.page_bytes > r->cfg.queue_bytes ||
+        (r->n_heap == r->cap_heap && !(r->cap_heap < SIZE_MAX / 2))) {
+        r->st.denied_queue++;
+        pthread_mutex_unlock(&r->mu);
+        item_free(it);
+        return SB_ERR_BUDGET;
+    }
+    if (r->n_heap == r->cap_heap) {
+        size_t cap = r->cap_heap ? r->cap_heap * 2 : 256;
+        pub_item **h = realloc(r->heap, cap * sizeof *h);
+        if (!h) {
+            pthread_mutex_unlock(&r->mu);
+            item_free(it);
+            return SB_ERR_NOMEM;
+        }
+        r->heap = h;
+        r->cap_heap = cap;
+    }
+    it->order = r->next_order++;
+    r->heap[r->n_heap] = it;
+    heap_up(r->heap, r->n_heap++);
+    r->queued_bytes += pg->ns.page_bytes;
+    r->st.queued_bytes = r->queued_bytes;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return SB_OK;
+}
+
+/* Step 2: refill the bucket, and wait until it holds the first waiting
+ * page (or a second of the rate, for a page larger than that), or stop.
+ * Returns the bytes the bucket holds. [mu held] */
+static double budget_wait(sb_remote *r)
+{
+    double rate = (double)r->cfg.publish_bytes_per_s;
+    for (;;) {
+        uint64_t now = now_ns(r);
+        r->bucket += rate * (double)(now - r->bucket_at) / 1e9;
+        r->bucket_at = now;
+        if (r->bucket > rate)
+            r->bucket = rate; /* depth: one second */
+        if (r->stop || !r->n_heap)
+            return r->bucket;
+        double first = (double)r->heap[0]->pg.ns.page_bytes;
+        double need = first < rate ? first : rate;
+        if (r->bucket >= need)
+            return r->bucket;
+        double wait_s = (need - r->bucket) / rate;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)(wait_s * 1e9) + 1000000;
+        if (ns > 100000000ull)
+            ns = 100000000ull; /* look at the (maybe injected) clock again */
+        ts.tv_sec += (time_t)(ns / 1000000000ull);
+        ts.tv_nsec += (long)(ns % 1000000000ull);
+        if (ts.tv_nsec >= 1000000000L)
+            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    }
+}
+
+static void publish_batch(sb_remote *r, pub_item **b, size_t n)
+{
+    char names[PUB_BATCH][SB_REMOTE_KEY_LEN];
+    sb_rc_op ops[PUB_BATCH];
+    void *vals[PUB_BATCH] = { 0 };
+    /* Step 3: which does the pool hold already? */
+    for (size_t i = 0; i < n; i++) {
+        sb_remote_key(names[i], &b[i]->pg.ns, b[i]->pg.key);
+        ops[i] = (sb_rc_op){ .kind = SB_RC_EXISTS, .key = names[i],
+                             .key_len = SB_REMOTE_KEY_LEN };
+    }
+    sb_rc_exec(r->bg, ops, n);
+    size_t dedup = 0, sent = 0, failed = 0, down = 0;
+    uint64_t bytes = 0;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].status == SB_RC_OK) {
+            dedup++;
+            continue;
+        }
+        if (ops[i].status == SB_RC_DOWN) {
+            down++;
+            failed++;
+            continue;
+        }
+        size_t len;
+        if (sb_remote_encode_value(&b[i]->pg, (int)r->cfg.compress_level, &vals[m], &len) !=
+            SB_OK) {
+            failed++;
+            continue;
+        }
+        ops[m] = (sb_rc_op){ .kind = SB_RC_SET, .key = names[i], .key_len = SB_REMOTE_KEY_LEN,
+                             .val = vals[m], .val_len = len, .ttl_s = r->cfg.ttl_s, .nx = 1 };
+        m++;
+    }
+    /* Step 4. */
+    if (m)
+        sb_rc_exec(r->bg, ops, m);
+    for (size_t k = 0; k < m; k++) {
+        if (ops[k].status == SB_RC_OK) {
+            sent++;
+            bytes += ops[k].val_len;
+        } else if (ops[k].status == SB_RC_MISSING) {
+            dedup++; /* another node published it meanwhile */
+        } else {
+            failed++;
+            down += ops[k].status == SB_RC_DOWN;
+        }
+        free(vals[k]);
+    }
+    pthread_mutex_lock(&r->mu);
+    r->st.dedup += dedup;
+    r->st.published += sent;
+    r->st.published_bytes += bytes;
+    r->st.publish_failed += failed;
+    r->st.down += down;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void *publisher(void *arg)
+{
+    sb_remote *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        /* Step 1. */
+        while (!r->n_heap && !r->stop)
+            pthread_cond_wait(&r->cv, &r->mu);
+        if (r->stop)
+            break;
+        double allow = budget_wait(r); /* step 2 */
+        if (r->stop)
+            break;
+        if (!r->n_heap)
+            continue;
+        /* Step 1's batch: what the bucket pays for (at least one page). */
+        pub_item *b[PUB_BATCH];
+        size_t n = 0;
+        uint64_t bytes = 0;
+        while (r->n_heap && n < PUB_BATCH &&
+               (!n || (bytes + r->heap[0]->pg.ns.page_bytes <= allow &&
+                       bytes < PUB_BATCH_BYTES))) {
+            b[n] = heap_pop(r);
+            bytes += b[n]->pg.ns.page_bytes;
+            n++;
+        }
+        r->bucket -= (double)bytes;
+        r->busy = true;
+        pthread_mutex_unlock(&r->mu);
+        if (!r->stop)
+            publish_batch(r, b, n);
+        for (size_t i = 0; i < n; i++) /* step 5 */
+            item_free(b[i]);
+        pthread_mutex_lock(&r->mu);
+        r->queued_bytes -= bytes;
+        r->st.queued_bytes = r->queued_bytes;
+        r->busy = false;
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+void sb_remote_flush(sb_remote *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    while ((r->n_heap || r->busy) && !r->stop)
+        pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void sb_remote_get_stats(sb_remote *r, sb_remote_stats *out)
+{
+    if (!r || !out)
+        return;
+    pthread_mutex_lock(&r->mu);
+    *out = r->st;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- open / close ----------------------------------------------------------------- */
+
+int sb_remote_open(const sb_remote_config *cfg, sb_remote **out, char *err, size_t err_len)
+{
+    if (!cfg || !out)
+        return SB_ERR_INVAL;
+    *out = NULL;
+    if (cfg->compress_level > (uint32_t)sb_zlevel_max()) {
+        if (err && err_len)
+            snprintf(err, err_len, "compress level %u is over %d", cfg->compress_level,
+                     sb_zlevel_max());
+        return SB_ERR_INVAL;
+    }
+    sb_remote *r = calloc(1, sizeof *r);
+    if (!r)
+        return SB_ERR_NOMEM;
+    r->cfg = *cfg;
+    if (!r->cfg.timeout_ms)
+        r->cfg.timeout_ms = 200;
+    if (!r->cfg.publish_bytes_per_s)
+        r->cfg.publish_bytes_per_s = 64ull << 20;
+    if (!r->cfg.queue_bytes)
+        r->cfg.queue_bytes = 256ull << 20;
+    sb_rc_config rc = { .seeds = cfg->seeds, .user = cfg->user, .password = cfg->password,
+                        .timeout_ms = r->cfg.timeout_ms, .clock_ns = cfg->clock_ns,
+                        .clock_ctx = cfg->clock_ctx };
+    int e = sb_rc_open(&rc, &r->fg, err, err_len);
+    if (e == SB_OK) {
+        /* The publisher waits longer: it is off the request path. */
+        rc.timeout_ms = r->cfg.timeout_ms * 5;
+        e = sb_rc_open(&rc, &r->bg, err, err_len);
+    }
+    if (e != SB_OK) {
+        sb_rc_close(r->fg);
+        free(r);
+        return e;
+    }
+    r->cfg.seeds = r->cfg.user = r->cfg.password = NULL; /* the clients keep copies */
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->bucket = (double)r->cfg.publish_bytes_per_s;
+    r->bucket_at = now_ns(r);
+    if (pthread_create(&r->thread, NULL, publisher, r) != 0) {
+        sb_rc_close(r->fg);
+        sb_rc_close(r->bg);
+        pthread_mutex_destroy(&r->mu);
+        pthread_cond_destroy(&r->cv);
+        free(r);
+        return SB_ERR_NOMEM;
+    }
+    *out = r;
+    return SB_OK;
+}
+
+void sb_remote_close(sb_remote *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thread, NULL);
+    while (r->n_heap)
+        item_free(heap_pop(r));
+    free(r->heap);
+    sb_rc_close(r->fg);
+    sb_rc_close(r->bg);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
