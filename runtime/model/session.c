@@ -132,7 +132,6 @@ int sb_rt_session_set_boundaries(sb_rt_session *s, size_t grid, size_t max_bytes
     return SB_OK;
 }
 
-
 void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use)
 {
     s->disk_use = use;

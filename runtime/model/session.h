@@ -197,7 +197,8 @@ void sb_rt_session_set_foreground(sb_rt_session *s, int on);
 
 /* sb_rt_session_set_boundaries -- the boundary policy above: grid (a
  * multiple of SB_RT_GDN_CHUNK = 16, deltanet.h; 0: no grid boundaries) and
- * max_bytes (0: the default, SB_RT_BOUNDARY_KEEP boundaries).
+ * max_bytes (0: the default, SB_RT_BOUNDARY_KEEP boundaries; less than one
+ * boundary: none on the grid). It applies from the next turn begun.
  * Returns: SB_OK; SB_ERR_INVAL (NULL, grid not a multiple of 16, a model
  * without recurrent layers: nothing changed). */
 int sb_rt_session_set_boundaries(sb_rt_session *s, size_t grid, size_t max_bytes);
