@@ -50,42 +50,12 @@
 #include "model/make_model.h"
 #include "model/model.h"
 #include "rt_ref.h"
+#include "rt_world.h"
 #include "model/sample.h"
 
 #define PROMPT 70              /* tokens: several pages of 16, a partial tail */
 
 /* ---- fixtures --------------------------------------------------------------------- */
-
-typedef struct world {
-    char path[64];
-    sb_rt_model *m;
-    sb_store *st;
-    sb_ns *ns;
-    uint32_t bpt[2 * 8];
-} world;
-
-/* The model o describes, loaded, and a bank for it. */
-static void make_opts(world *w, const sb_rt_make_opts *o, uint32_t page_tokens)
-{
-    memset(w, 0, sizeof *w);
-    snprintf(w->path, sizeof w->path, "/tmp/test_forward.%ld.gguf", (long)getpid());
-    sb_rt_err err = { 0 };
-    int rc = sb_rt_make_model(o, w->path, &err);
-    if (rc != SB_OK)
-        fail_msg("make_model: %s", err.msg);
-    rc = sb_rt_model_load(w->path, &w->m, &err);
-    if (rc != SB_OK)
-        fail_msg("load: %s", err.msg);
-    unlink(w->path);
-    assert_true(w->m->hp.n_layers <= 8);
-    sb_config cfg;
-    sb_config_default(&cfg);
-    cfg.ram_bytes = 64u << 20;
-    assert_int_equal(sb_store_open(&cfg, &w->st), SB_OK);
-    sb_layout layout;
-    assert_int_equal(sb_rt_kv_layout(w->m, page_tokens, w->bpt, &layout), SB_OK);
-    assert_int_equal(sb_ns_open(w->st, &layout, NULL, 0, &w->ns), SB_OK);
-}
 
 /* Generator options: preset with dtype, seed 7. */
 static sb_rt_make_opts opts(const char *preset, const char *dtype)
@@ -104,40 +74,7 @@ static sb_rt_make_opts opts(const char *preset, const char *dtype)
 static void make(world *w, const char *preset, const char *dtype, uint32_t page_tokens)
 {
     sb_rt_make_opts o = opts(preset, dtype);
-    make_opts(w, &o, page_tokens);
-}
-
-static void unmake(world *w)
-{
-    sb_ns_close(w->ns);
-    assert_int_equal(sb_store_check(w->st), SB_OK);
-    sb_store_close(w->st);
-    sb_rt_model_free(w->m);
-}
-
-static void tokens_for(const world *w, uint32_t *t, size_t n, uint64_t seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        t[i] = (uint32_t)((seed >> 33) % w->m->hp.n_vocab);
-    }
-}
-
-/* Logits of every position of t[0, n), n_batch at a time, on threads. */
-static float *run_all(world *w, const uint32_t *t, size_t n, uint32_t n_batch, unsigned threads)
-{
-    size_t V = w->m->hp.n_vocab;
-    float *lg = malloc(n * V * sizeof *lg);
-    assert_non_null(lg);
-    sb_rt_ctx *c;
-    assert_int_equal(sb_rt_ctx_new(w->m, threads, n_batch, &c), SB_OK);
-    sb_rt_kv kv;
-    assert_int_equal(sb_rt_kv_init(&kv, w->m, w->ns), SB_OK);
-    assert_int_equal(sb_rt_forward(c, &kv, t, n, SB_RT_LOGITS_ALL, lg), SB_OK);
-    assert_int_equal(kv.n_tokens, n);
-    sb_rt_kv_fini(&kv);
-    sb_rt_ctx_free(c);
-    return lg;
+    rw_make(w, "test_forward", &o, page_tokens, 64u << 20);
 }
 
 /* ---- the reference -------------------------------------------------------------------- */
@@ -277,8 +214,8 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n, bool 
 static float *check_world(world *w, const char *what, double tol)
 {
     uint32_t t[PROMPT];
-    tokens_for(w, t, PROMPT, 1);
-    float *got = run_all(w, t, PROMPT, 512, 2);
+    rw_tokens(w, t, PROMPT, 1);
+    float *got = rw_run_all(w, t, PROMPT, 512, 2);
     float *want = reference(w->m, t, PROMPT, true);
     size_t V = w->m->hp.n_vocab;
     for (size_t i = 0; i < PROMPT * V; i++)
@@ -339,9 +276,9 @@ static double tol_for(const char *dtype)
 static float *check_opts(const sb_rt_make_opts *o, const char *what, const char *dtype)
 {
     world w;
-    make_opts(&w, o, 16);
+    rw_make(&w, "test_forward", o, 16, 64u << 20);
     float *got = check_world(&w, what, tol_for(dtype));
-    unmake(&w);
+    rw_unmake(&w);
     return got;
 }
 
@@ -380,7 +317,7 @@ static void rope_freqs_matter(void **state)
     sb_rt_make_opts o = opts("tiny-llama3", "f32");
     assert_int_equal(sb_rt_make_opts_set(&o, "rope-orig-ctx", "64"), SB_OK);
     world w;
-    make_opts(&w, &o, 16);
+    rw_make(&w, "test_forward", &o, 16, 64u << 20);
     const sb_rt_hparams *hp = &w.m->hp;
     assert_non_null(w.m->rope_freqs);
     assert_true(hp->tied && hp->rope_base == 5e5f);
@@ -401,15 +338,15 @@ static void rope_freqs_matter(void **state)
     }
     assert_true(n_blend > 0 && w.m->rope_freqs[0] == 1 && w.m->rope_freqs[d / 2 - 1] == 32);
     float *with = check_world(&w, "tiny-llama3 with rope_freqs", 1e-3);
-    unmake(&w);
+    rw_unmake(&w);
     assert_int_equal(sb_rt_make_opts_set(&o, "rope-freqs", "0"), SB_OK);
-    make_opts(&w, &o, 16);
+    rw_make(&w, "test_forward", &o, 16, 64u << 20);
     assert_null(w.m->rope_freqs);
     float *without = check_world(&w, "tiny-llama3 without rope_freqs", 1e-3);
     double moved = rr_max_rel_diff(with, without, PROMPT, w.m->hp.n_vocab);
     if (moved < 1e-2)
         fail_msg("rope_freqs moved the logits by only %g of their scale", moved);
-    unmake(&w);
+    rw_unmake(&w);
     free(with), free(without);
 }
 
@@ -426,7 +363,7 @@ static void rope_scaling_matters(void **state)
     assert_int_equal(sb_rt_make_opts_set(&o, "rope-scaling", "yarn"), SB_OK);
     assert_int_equal(sb_rt_make_opts_set(&o, "rope-orig-ctx", "512"), SB_OK);
     world w;
-    make_opts(&w, &o, 16);
+    rw_make(&w, "test_forward", &o, 16, 64u << 20);
     /* d 16, base 1e6, original context 512: c(32) = 0.54, c(1) = 2.55, so
      * the ramp runs over [0, 3]: r = 1, 2/3, 1/3, then 0 */
     const double r[8] = { 1, 2.0 / 3, 1.0 / 3, 0, 0, 0, 0, 0 };
@@ -437,7 +374,7 @@ static void rope_scaling_matters(void **state)
     }
     assert_float_equal(w.m->rope_mscale, 1 + 0.1 * log(4), 1e-6);
     float *yarn = check_world(&w, "tiny-qwen2 yarn 4", 1e-3);
-    unmake(&w);
+    rw_unmake(&w);
     size_t V = 512;
     double d1 = rr_max_rel_diff(plain, linear, PROMPT, V), d2 = rr_max_rel_diff(linear, yarn, PROMPT, V);
     if (d1 < 1e-2 || d2 < 1e-2)
@@ -474,7 +411,7 @@ static void qk_norm_applied(void **state)
                 !w.m->layers[0].bq);
     float *got = check_world(&w, "tiny-qwen3", 1e-3);
     uint32_t t[PROMPT];
-    tokens_for(&w, t, PROMPT, 1);
+    rw_tokens(&w, t, PROMPT, 1);
     size_t V = hp->n_vocab;
     float *no_norm = reference(w.m, t, PROMPT, false);
     double off = rr_max_rel_diff(no_norm, got, PROMPT, V);
@@ -487,7 +424,7 @@ static void qk_norm_applied(void **state)
     if (rr_max_rel_diff(got, changed, PROMPT, V) < 1e-2)
         fail_msg("changing the q/k norm weights did not move the logits");
     free(got), free(no_norm), free(changed);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 /* One model of each architecture and type the invariance tests run. */
@@ -506,20 +443,20 @@ static void batching_is_invisible(void **state)
         world w;
         make(&w, every_arch[d].preset, every_arch[d].dtype, 16);
         uint32_t t[PROMPT];
-        tokens_for(&w, t, PROMPT, 2);
-        float *a = run_all(&w, t, PROMPT, 512, 2);
+        rw_tokens(&w, t, PROMPT, 2);
+        float *a = rw_run_all(&w, t, PROMPT, 512, 2);
         size_t bytes = (size_t)PROMPT * w.m->hp.n_vocab * sizeof(float);
         const struct { uint32_t batch; unsigned threads; } v[] = { { 1, 1 }, { 7, 2 }, { 16, 3 },
                                                                    { 33, 1 } };
         for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
-            float *b = run_all(&w, t, PROMPT, v[k].batch, v[k].threads);
+            float *b = rw_run_all(&w, t, PROMPT, v[k].batch, v[k].threads);
             if (memcmp(a, b, bytes))
                 fail_msg("%s %s: batch %u threads %u differs from one batch",
                          every_arch[d].preset, every_arch[d].dtype, v[k].batch, v[k].threads);
             free(b);
         }
         free(a);
-        unmake(&w);
+        rw_unmake(&w);
     }
 }
 
@@ -532,8 +469,8 @@ static void warm_equals_cold_one(const char *preset, const char *dtype)
     make(&w, preset, dtype, 16);
     size_t V = w.m->hp.n_vocab;
     uint32_t t[PROMPT];
-    tokens_for(&w, t, PROMPT, 3);
-    float *cold = run_all(&w, t, PROMPT, 512, 2);
+    rw_tokens(&w, t, PROMPT, 3);
+    float *cold = rw_run_all(&w, t, PROMPT, 512, 2);
     sb_rt_ctx *c;
     assert_int_equal(sb_rt_ctx_new(w.m, 2, 64, &c), SB_OK);
     sb_rt_kv kv;
@@ -571,7 +508,7 @@ static void warm_equals_cold_one(const char *preset, const char *dtype)
     free(lg);
     free(cold);
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 static void warm_equals_cold(void **state)
@@ -590,7 +527,7 @@ static void generation_is_seeded(void **state)
     make(&w, "tiny", "f32", 16);
     size_t V = w.m->hp.n_vocab;
     uint32_t prompt[8];
-    tokens_for(&w, prompt, 8, 4);
+    rw_tokens(&w, prompt, 8, 4);
     uint32_t out[3][24];
     const sb_rt_sampling opts[3] = { { 0.9f, 40, 0.95f, 11 }, { 0.9f, 40, 0.95f, 11 },
                                      { 0.9f, 40, 0.95f, 12 } };
@@ -624,7 +561,7 @@ static void generation_is_seeded(void **state)
     sb_rt_sampler_fini(&smp);
     free(lg);
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 /* Bad calls: a token beyond the vocabulary, past the context, nothing. */
@@ -650,7 +587,7 @@ static void bad_calls(void **state)
     assert_int_equal(kv.n_tokens, 0);
     sb_rt_kv_fini(&kv);
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 /* ---- several sequences in shared passes ------------------------------------------------ */
@@ -698,7 +635,7 @@ static void check_multi(const char *preset, const char *dtype, unsigned threads)
     float *ref[MSEQ], *lg[MSEQ];
     sb_rt_kv kv[MSEQ];
     for (int k = 0; k < MSEQ; k++) {
-        tokens_for(&w, p[k], len[k], 10 + (uint64_t)k);
+        rw_tokens(&w, p[k], len[k], 10 + (uint64_t)k);
         ref[k] = malloc((1 + MDEC) * V * sizeof(float));
         lg[k] = malloc(V * sizeof(float));
         assert_non_null(ref[k]);
@@ -741,7 +678,7 @@ static void check_multi(const char *preset, const char *dtype, unsigned threads)
         free(lg[k]);
     }
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 static void multi_llama_f16(void **s) { (void)s; check_multi("tiny", "f16", 2); }
@@ -766,7 +703,7 @@ static void multi_failures(void **state)
         assert_int_equal(sb_rt_kv_init(&kv[k], w.m, w.ns), SB_OK);
     kv[2].max_tokens = 4;
     uint32_t good[6], bad[2] = { 1, (uint32_t)V };
-    tokens_for(&w, good, 6, 5);
+    rw_tokens(&w, good, 6, 5);
     float *lg = malloc(2 * V * sizeof *lg), *ref = malloc(V * sizeof *ref);
     sb_rt_seq_step st[4] = {
         { &kv[0], good, 6, lg, -99 }, { &kv[1], bad, 2, NULL, -99 },
@@ -796,7 +733,7 @@ static void multi_failures(void **state)
     free(lg);
     free(ref);
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 int main(void)

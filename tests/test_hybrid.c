@@ -47,39 +47,20 @@
 #include "model/make_model.h"
 #include "model/model.h"
 #include "rt_ref.h"
+#include "rt_world.h"
 
 #define PROMPT 70              /* tokens: several pages of 16, a partial tail */
 
 /* ---- fixtures --------------------------------------------------------------------- */
 
-typedef struct world {
-    char path[64];
-    sb_rt_model *m;
-    sb_store *st;
-    sb_ns *ns;
-    uint32_t bpt[2 * 8];
-} world;
-
 static void make_opts(world *w, const sb_rt_make_opts *o)
 {
-    memset(w, 0, sizeof *w);
-    snprintf(w->path, sizeof w->path, "/tmp/test_hybrid.%ld.gguf", (long)getpid());
-    sb_rt_err err = { 0 };
-    if (sb_rt_make_model(o, w->path, &err) != SB_OK)
-        fail_msg("make_model: %s", err.msg);
-    if (sb_rt_model_load(w->path, &w->m, &err) != SB_OK)
-        fail_msg("load: %s", err.msg);
-    unlink(w->path);
-    assert_true(w->m->hp.n_layers <= 8);
-    sb_config cfg;
-    sb_config_default(&cfg);
-    cfg.ram_bytes = 256u << 20;
-    assert_int_equal(sb_store_open(&cfg, &w->st), SB_OK);
+    rw_make(w, "test_hybrid", o, 16, 256u << 20);
     sb_layout layout;
-    assert_int_equal(sb_rt_kv_layout(w->m, 16, w->bpt, &layout), SB_OK);
+    uint32_t bpt[2 * 8];
+    assert_int_equal(sb_rt_kv_layout(w->m, 16, bpt, &layout), SB_OK);
     assert_true(layout.flags & SB_LAYOUT_POINT_REQUIRED);
     assert_int_equal(layout.n_tensors, 2 * w->m->hp.n_attn);
-    assert_int_equal(sb_ns_open(w->st, &layout, NULL, 0, &w->ns), SB_OK);
 }
 
 static sb_rt_make_opts opts(const char *dtype, uint32_t mtp)
@@ -96,40 +77,6 @@ static void make(world *w, const char *dtype)
 {
     sb_rt_make_opts o = opts(dtype, 0);
     make_opts(w, &o);
-}
-
-static void unmake(world *w)
-{
-    sb_ns_close(w->ns);
-    assert_int_equal(sb_store_check(w->st), SB_OK);
-    sb_store_close(w->st);
-    sb_rt_model_free(w->m);
-}
-
-static void tokens_for(const world *w, uint32_t *t, size_t n, uint64_t seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        t[i] = (uint32_t)((seed >> 33) % w->m->hp.n_vocab);
-    }
-}
-
-/* Logits of every position of t[0, n), n_batch at a time, on threads. */
-static float *run_all(world *w, const uint32_t *t, size_t n, uint32_t n_batch, unsigned threads)
-{
-    size_t V = w->m->hp.n_vocab;
-    float *lg = malloc(n * V * sizeof *lg);
-    assert_non_null(lg);
-    sb_rt_ctx *c;
-    assert_int_equal(sb_rt_ctx_new(w->m, threads, n_batch, &c), SB_OK);
-    sb_rt_kv kv;
-    assert_int_equal(sb_rt_kv_init(&kv, w->m, w->ns), SB_OK);
-    assert_int_equal(sb_rt_forward(c, &kv, t, n, SB_RT_LOGITS_ALL, lg), SB_OK);
-    assert_int_equal(kv.n_tokens, n);
-    assert_int_equal(sb_rt_gdn_pos(kv.gdn), n);
-    sb_rt_kv_fini(&kv);
-    sb_rt_ctx_free(c);
-    return lg;
 }
 
 /* ---- the reference -------------------------------------------------------------------- */
@@ -303,8 +250,8 @@ static void check_reference(const char *dtype, uint32_t mtp, double tol)
     assert_int_equal(w.m->hp.n_attn, 2);
     assert_true(w.m->hp.n_rot < w.m->hp.head_dim);
     uint32_t t[PROMPT];
-    tokens_for(&w, t, PROMPT, 1);
-    float *got = run_all(&w, t, PROMPT, 512, 2);
+    rw_tokens(&w, t, PROMPT, 1);
+    float *got = rw_run_all(&w, t, PROMPT, 512, 2);
     float *want = reference(w.m, t, PROMPT);
     size_t V = w.m->hp.n_vocab;
     for (size_t i = 0; i < PROMPT * V; i++)
@@ -332,7 +279,7 @@ static void check_reference(const char *dtype, uint32_t mtp, double tol)
     assert_true(differ > 0);
     free(got);
     free(want);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 static void reference_f32(void **s) { (void)s; check_reference("f32", 0, 1e-4); }
@@ -349,20 +296,20 @@ static void batching_is_invisible(void **state)
         world w;
         make(&w, dtypes[d]);
         uint32_t t[PROMPT];
-        tokens_for(&w, t, PROMPT, 2);
-        float *a = run_all(&w, t, PROMPT, 512, 2);
+        rw_tokens(&w, t, PROMPT, 2);
+        float *a = rw_run_all(&w, t, PROMPT, 512, 2);
         size_t bytes = (size_t)PROMPT * w.m->hp.n_vocab * sizeof(float);
         const struct { uint32_t batch; unsigned threads; } v[] = { { 1, 1 }, { 7, 2 }, { 16, 3 },
                                                                    { 33, 1 } };
         for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
-            float *b = run_all(&w, t, PROMPT, v[k].batch, v[k].threads);
+            float *b = rw_run_all(&w, t, PROMPT, v[k].batch, v[k].threads);
             if (memcmp(a, b, bytes))
                 fail_msg("%s: batch %u threads %u differs from one batch", dtypes[d],
                          v[k].batch, v[k].threads);
             free(b);
         }
         free(a);
-        unmake(&w);
+        rw_unmake(&w);
     }
 }
 
@@ -376,8 +323,8 @@ static void warm_equals_cold(void **state)
     make(&w, "f32");
     size_t V = w.m->hp.n_vocab, pb = sb_rt_boundary_bytes(w.m);
     uint32_t t[PROMPT];
-    tokens_for(&w, t, PROMPT, 3);
-    float *cold = run_all(&w, t, PROMPT, 512, 2);
+    rw_tokens(&w, t, PROMPT, 3);
+    float *cold = rw_run_all(&w, t, PROMPT, 512, 2);
     sb_rt_ctx *ctxs[3], *c;
     assert_int_equal(sb_rt_ctx_new(w.m, 2, 64, &ctxs[0]), SB_OK);
     assert_int_equal(sb_rt_ctx_new(w.m, 2, 5, &ctxs[1]), SB_OK);
@@ -422,7 +369,7 @@ static void warm_equals_cold(void **state)
     free(cold);
     for (int i = 0; i < 3; i++)
         sb_rt_ctx_free(ctxs[i]);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 /* Adopted pages without the recurrent state cannot run; a boundary
@@ -433,7 +380,7 @@ static void boundary_needed(void **state)
     world w;
     make(&w, "f32");
     uint32_t t[40];
-    tokens_for(&w, t, 40, 5);
+    rw_tokens(&w, t, 40, 5);
     sb_rt_ctx *c;
     assert_int_equal(sb_rt_ctx_new(w.m, 1, 0, &c), SB_OK);
     sb_rt_kv kv;
@@ -466,7 +413,7 @@ static void boundary_needed(void **state)
     sb_rt_kv_fini(&kv);
     free(point);
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 int main(void)
