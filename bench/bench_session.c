@@ -2,9 +2,11 @@
  * restored from the bank (warm_prefix from RAM, ssd after a restart), and
  * decode speed while the disk tier spills.
  *
- * Description: makes the `small` preset model (F16) in the scratch
- * directory and, on --threads threads (2), for prompts of P tokens (P =
- * 2048 and 8000; --quick: the tiny model and 256):
+ * Description: makes the `small` preset model (F16; --preset and --dtype
+ * choose another, e.g. small-hybrid) in the scratch directory and, on
+ * --threads threads (2), for prompts of P tokens (P = 2048 and 8000, those
+ * that fit the context; --prompt N: N alone; --quick: the tiny model and
+ * 256):
  *   - cold: a fresh bank directory, one turn of the prompt (one token
  *     generated): every token computed;
  *   - warm_prefix: the same store, a new session: (a) the same prompt (the
@@ -22,6 +24,11 @@
  *     does (sb_rt_kv_prefault). --llama-server PATH then runs
  *     bench/llama_slots.py: llama-server's slot save and restore of the
  *     same model and prompts after drop_caches, in the same run.
+ *   - a hybrid model (boundaries, session.h; --grid N its grid): the
+ *     bytes of boundaries the cold turn stored (per 1000 tokens), then 8
+ *     prompts of P tokens that leave the stored one at random positions:
+ *     the boundary each resumed from, the tokens it recomputed past it
+ *     (mean and maximum) and its TTFT.
  * Each TTFT is printed with its ratio to cold. Then decode: a 512-token
  * prompt and 256 generated tokens, quiet versus while the disk tier writes
  * a 3 GiB snapshot put just before (another namespace; long enough to
@@ -30,6 +37,12 @@
  * sb_store_foreground), alternating --reps times (3); it prints tokens/s,
  * the loss, the bytes the tier wrote during each spilling turn and the
  * time it held back.
+ *
+ * --shared-sim instead: 100 conversations (--quick: 10) sharing a
+ * 4000-token system prompt (300), each a user message of 64 tokens and an
+ * answer of 16, through one bank: the boundaries held and written per
+ * conversation, against the seed system's per-entry copies of up to 8 on
+ * the same trace (shared_sim).
  *
  * Exit status: 0 success; 1 a call failed; 2 bad usage. Figures are printed,
  * never asserted. Issue 6's goals: warm_prefix >= 1000x faster than cold at
@@ -45,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "model/boundary.h"
 #include "model/forward.h"
 #include "model/kv.h"
 #include "model/make_model.h"
@@ -73,6 +87,7 @@ typedef struct bench {
     double t_prefault;         /* the last bank_open's sb_rt_kv_prefault, s */
     size_t prefault_pages;     /* ...and the spare pages it left */
     int fio;                   /* run fio beside the ssd restores */
+    size_t grid; /* hybrid models: the boundary grid (0: the default) */
 } bench;
 
 static void bank_open(bench *b, int fresh)
@@ -113,6 +128,8 @@ static sb_rt_turn turn(bench *b, const uint32_t *tokens, size_t n, size_t n_gen)
     sb_rt_session *s;
     check(sb_rt_session_new(b->m, b->ctx, b->ns, &s), "session");
     sb_rt_session_set_foreground(s, b->marks);
+    if (b->m->hp.n_rec && b->grid)
+        check(sb_rt_session_set_boundaries(s, b->grid, 0), "boundaries");
     sb_rt_sampler smp;
     sb_rt_sampling so = { 0, 0, 1, 1 };
     check(sb_rt_sampler_init(&smp, &so, b->m->hp.n_vocab), "sampler");
@@ -220,6 +237,97 @@ static void fio_beside(const bench *b, uint64_t bytes, double restore_s, double 
                cpu > 0 ? restore_cpu_s / cpu : 0.0);
 }
 
+/* A hybrid model's boundaries: what one cold turn of P tokens stored, and
+ * turns of prompts that leave it at random positions (the same length,
+ * another tail): where they resumed, what they recomputed, their TTFT. */
+static void divergent(bench *b, const uint32_t *tok, size_t P, double cold_ttft,
+                      const sb_stats *after_cold)
+{
+    size_t pb = sb_rt_boundary_bytes(b->m);
+    printf("  boundaries of the cold turn: %" PRIu64 " of %.2f MiB = %.2f MiB, %.2f MiB per "
+           "1000 tokens\n", after_cold->points, (double)pb / (1 << 20),
+           (double)after_cold->point_bytes / (1 << 20),
+           (double)after_cold->point_bytes / (1 << 20) * 1000.0 / (double)P);
+    enum { K = 8 };
+    uint32_t *q = malloc(P * sizeof *q);
+    if (!q)
+        check(SB_ERR_NOMEM, "divergent");
+    uint64_t x = 7;
+    size_t sum = 0, max = 0;
+    double t_sum = 0;
+    for (int k = 0; k < K; k++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        size_t d = 1 + (size_t)((x >> 33) % (P - 1));
+        memcpy(q, tok, d * sizeof *q);
+        for (size_t i = d; i < P; i++)
+            q[i] = (tok[i] + 1 + (uint32_t)k) % b->m->hp.n_vocab;
+        sb_rt_turn r = turn(b, q, P, 1);
+        char what[96];
+        snprintf(what, sizeof what, "divergent at %zu (boundary %zu)", d, r.boundary_tokens);
+        row(what, &r, cold_ttft);
+        sum += r.recomputed_tokens;
+        max = r.recomputed_tokens > max ? r.recomputed_tokens : max;
+        t_sum += r.ttft_s;
+    }
+    printf("  divergent turns: recomputed past the boundary mean %.0f, max %zu tokens (grid "
+           "%zu); mean TTFT %.2f ms, x%.1f vs cold\n", (double)sum / K, max,
+           b->grid ? b->grid : SB_RT_BOUNDARY_GRID, t_sum / K * 1e3, cold_ttft / (t_sum / K));
+    free(q);
+}
+
+/* The seed system's scheme against boundaries shared in the tree, on one
+ * trace: n_conv conversations of one turn each, a system prompt of sys
+ * tokens then a user message of 64 and an answer of 16. The tree's figures
+ * are the bank's (a real run: the point states it holds, the new ones each
+ * conversation stored, which the disk tier writes once); the seed's are
+ * computed on the same trace: each conversation's entry keeps its own copy
+ * of up to 8 of the boundaries it passes (the grid positions, the end of
+ * its prompt and of its turn), and writes them. */
+static void shared_sim(bench *b, const uint32_t *tok, size_t sys, size_t n_conv)
+{
+    size_t pb = sb_rt_boundary_bytes(b->m), grid = b->grid ? b->grid : SB_RT_BOUNDARY_GRID;
+    size_t n = sys + 64;
+    uint32_t *q = malloc(n * sizeof *q);
+    if (!q)
+        check(SB_ERR_NOMEM, "sim");
+    bank_open(b, 1);
+    sb_stats s0, s1;
+    check(sb_store_stats(b->st, &s0), "stats");
+    uint64_t first_new = 0, rest_new = 0, seed_count = 0;
+    size_t recomputed = 0;
+    for (size_t c = 0; c < n_conv; c++) {
+        memcpy(q, tok, sys * sizeof *q);
+        for (size_t i = sys; i < n; i++)
+            q[i] = (tok[i] + 1 + (uint32_t)c) % b->m->hp.n_vocab;
+        sb_stats before, after;
+        check(sb_store_stats(b->st, &before), "stats");
+        sb_rt_turn r = turn(b, q, n, 16);
+        check(sb_store_stats(b->st, &after), "stats");
+        uint64_t added = after.points - before.points;
+        *(c ? &rest_new : &first_new) += added;
+        recomputed += r.recomputed_tokens;
+        size_t passes = (n - 1) / grid + 2; /* grid positions, end of prompt and turn */
+        seed_count += passes < 8 ? passes : 8;
+    }
+    check(sb_store_stats(b->st, &s1), "stats");
+    double mib = (double)pb / (1 << 20);
+    printf("%zu conversations sharing a %zu-token system prompt (boundary %.2f MiB, grid %zu):\n",
+           n_conv, sys, mib, grid);
+    printf("  tree (this bank): held %" PRIu64 " boundaries = %.1f MiB (%.2f MiB per "
+           "conversation); written: the first conversation %" PRIu64 " (%.1f MiB), each other "
+           "%.2f (%.2f MiB); recomputed past the boundary %.0f tokens per conversation\n",
+           s1.points - s0.points, (double)(s1.point_bytes - s0.point_bytes) / (1 << 20),
+           (double)(s1.point_bytes - s0.point_bytes) / (1 << 20) / (double)n_conv, first_new,
+           (double)first_new * mib, n_conv > 1 ? (double)rest_new / (double)(n_conv - 1) : 0,
+           n_conv > 1 ? (double)rest_new / (double)(n_conv - 1) * mib : 0,
+           (double)recomputed / (double)n_conv);
+    printf("  seed (per-entry copies of up to 8): held %" PRIu64 " boundaries = %.1f MiB "
+           "(%.2f MiB per conversation); written the same\n", seed_count,
+           (double)seed_count * mib, (double)seed_count * mib / (double)n_conv);
+    bank_close(b);
+    free(q);
+}
+
 static void ttft(bench *b, const uint32_t *tok, size_t P, int reps)
 {
     /* The prompt and 32 tokens the bank has not seen, for the ssd case (the
@@ -233,10 +341,14 @@ static void ttft(bench *b, const uint32_t *tok, size_t P, int reps)
     bank_open(b, 1);
     sb_rt_turn cold = turn(b, tok, P, 1);
     row("cold", &cold, cold.ttft_s);
+    sb_stats after_cold;
+    check(sb_store_stats(b->st, &after_cold), "stats");
     sb_rt_turn r = turn(b, tok, P, 1);
     row("warm_prefix, same prompt", &r, cold.ttft_s);
     r = turn(b, tok, P + 32, 1);
     row("warm_prefix, prompt + 32 new", &r, cold.ttft_s);
+    if (b->m->hp.n_rec)
+        divergent(b, tok, P, cold.ttft_s, &after_cold);
     bank_close(b);
     for (int k = 0; k < 2; k++) {
         /* Each restore after its own restart ((b) must not find (a)'s
@@ -347,7 +459,9 @@ static void llama_slots(const bench *b, const char *server, const char *path,
 int main(int argc, char **argv)
 {
     const char *scratch = "/var/tmp", *llama = NULL;
-    int quick = 0, reps = 3, do_ttft = 1, do_decode = 1;
+    int quick = 0, reps = 3, do_ttft = 1, do_decode = 1, sim = 0;
+    const char *preset = NULL, *dtype = NULL;
+    size_t prompt = 0;
     bench b = { .threads = 2, .marks = 1, .fio = 1 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -367,8 +481,19 @@ int main(int argc, char **argv)
             b.threads = (unsigned)atoi(v), i++;
         } else if (!strcmp(a, "--reps") && v && atoi(v) > 0 && atoi(v) <= 16) {
             reps = atoi(v), i++;
+        } else if (!strcmp(a, "--preset") && v) {
+            preset = v, i++;
+        } else if (!strcmp(a, "--dtype") && v) {
+            dtype = v, i++;
+        } else if (!strcmp(a, "--grid") && v && atoi(v) > 0 && atoi(v) % 16 == 0) {
+            b.grid = (size_t)atoi(v), i++;
+        } else if (!strcmp(a, "--prompt") && v && atoi(v) > 1) {
+            prompt = (size_t)atoi(v), i++;
+        } else if (!strcmp(a, "--shared-sim")) {
+            sim = 1, do_ttft = do_decode = 0;
         } else {
-            fprintf(stderr, "usage: bench_session [--quick] [--ttft-only | --decode-only] "
+            fprintf(stderr, "usage: bench_session [--quick] [--ttft-only | --decode-only | "
+                            "--shared-sim] [--preset P] [--dtype T] [--grid N] [--prompt N] "
                             "[--threads N] [--reps N] [--dir D] [--no-fio] "
                             "[--llama-server PATH]\n");
             return 2;
@@ -387,9 +512,19 @@ int main(int argc, char **argv)
     char path[4096];
     snprintf(path, sizeof path, "%s/bench_session.%ld.gguf", scratch, (long)getpid());
     snprintf(b.dir, sizeof b.dir, "%s/bench_session.%ld.bank", scratch, (long)getpid());
+    if (!preset)
+        preset = quick ? "tiny" : "small";
     sb_rt_make_opts mo;
-    sb_rt_make_opts_preset(&mo, quick ? "tiny" : "small");
     sb_rt_err err = { 0 };
+    if (sb_rt_make_opts_preset(&mo, preset) != SB_OK ||
+        (dtype && sb_rt_make_opts_set(&mo, "dtype", dtype) != SB_OK)) {
+        fprintf(stderr, "bench_session: unknown --preset %s or --dtype %s\n", preset,
+                dtype ? dtype : "");
+        return 2;
+    }
+    size_t sys = quick ? 300 : 4000, n_conv = quick ? 10 : 100;
+    if (sim && mo.n_ctx < sys + 128)
+        mo.n_ctx = 8192; /* the trace's length (the weights do not change) */
     if (sb_rt_make_model(&mo, path, &err) != SB_OK ||
         sb_rt_model_load(path, &b.m, &err) != SB_OK) {
         fprintf(stderr, "bench_session: %s\n", err.msg);
@@ -398,10 +533,11 @@ int main(int argc, char **argv)
     if (!llama)
         unlink(path);
     const sb_rt_hparams *hp = &b.m->hp;
-    printf("bench_session -- model %s (%u layers, dim %u, %u KV heads, F%s), %u threads, "
-           "KV %.1f KiB/token, bank in %s (root: %s)\n", quick ? "tiny" : "small",
-           hp->n_layers, hp->dim, hp->n_kv_heads, quick ? "32" : "16", b.threads,
-           2.0 * hp->n_layers * sb_rt_model_kv_dim(b.m) * 2 / 1024, scratch,
+    printf("bench_session -- model %s (%s, %u layers of which %u attention, dim %u, %u KV "
+           "heads, %s), %u threads, KV %.1f KiB/token, bank in %s (root: %s)\n", preset,
+           sb_rt_arch_name(hp->arch), hp->n_layers, sb_rt_model_kv_layers(b.m), hp->dim,
+           hp->n_kv_heads, sb_rt_make_dtype_name(mo.dtype), b.threads,
+           2.0 * sb_rt_model_kv_layers(b.m) * sb_rt_model_kv_dim(b.m) * 2 / 1024, scratch,
            geteuid() == 0 ? "yes" : "no, page cache not dropped");
     printf("load average %.2f at start (other work on the machine is noise)\n", load_average());
     uint32_t *tok = malloc(hp->n_ctx * sizeof *tok);
@@ -411,8 +547,12 @@ int main(int argc, char **argv)
         tok[i] = (uint32_t)((x >> 33) % hp->n_vocab);
     }
     size_t P[2] = { 2048, 8000 }, n_p = 2; /* P + 64 <= the context */
-    if (quick)
-        P[0] = 256, n_p = 1;
+    if (quick || prompt)
+        P[0] = prompt ? prompt : 256, n_p = 1;
+    while (n_p && P[n_p - 1] + 64 > hp->n_ctx)
+        n_p--;
+    if (sim)
+        shared_sim(&b, tok, sys, n_conv);
     for (size_t k = 0; do_ttft && k < n_p; k++)
         ttft(&b, tok, P[k], reps);
     if (llama && do_ttft) /* llama.cpp's slot restore of the same model and prompts */

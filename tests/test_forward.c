@@ -49,42 +49,13 @@
 #include "model/kv.h"
 #include "model/make_model.h"
 #include "model/model.h"
+#include "rt_ref.h"
+#include "rt_world.h"
 #include "model/sample.h"
 
 #define PROMPT 70              /* tokens: several pages of 16, a partial tail */
 
 /* ---- fixtures --------------------------------------------------------------------- */
-
-typedef struct world {
-    char path[64];
-    sb_rt_model *m;
-    sb_store *st;
-    sb_ns *ns;
-    uint32_t bpt[2 * 8];
-} world;
-
-/* The model o describes, loaded, and a bank for it. */
-static void make_opts(world *w, const sb_rt_make_opts *o, uint32_t page_tokens)
-{
-    memset(w, 0, sizeof *w);
-    snprintf(w->path, sizeof w->path, "/tmp/test_forward.%ld.gguf", (long)getpid());
-    sb_rt_err err = { 0 };
-    int rc = sb_rt_make_model(o, w->path, &err);
-    if (rc != SB_OK)
-        fail_msg("make_model: %s", err.msg);
-    rc = sb_rt_model_load(w->path, &w->m, &err);
-    if (rc != SB_OK)
-        fail_msg("load: %s", err.msg);
-    unlink(w->path);
-    assert_true(w->m->hp.n_layers <= 8);
-    sb_config cfg;
-    sb_config_default(&cfg);
-    cfg.ram_bytes = 64u << 20;
-    assert_int_equal(sb_store_open(&cfg, &w->st), SB_OK);
-    sb_layout layout;
-    assert_int_equal(sb_rt_kv_layout(w->m, page_tokens, w->bpt, &layout), SB_OK);
-    assert_int_equal(sb_ns_open(w->st, &layout, NULL, 0, &w->ns), SB_OK);
-}
 
 /* Generator options: preset with dtype, seed 7. */
 static sb_rt_make_opts opts(const char *preset, const char *dtype)
@@ -103,110 +74,10 @@ static sb_rt_make_opts opts(const char *preset, const char *dtype)
 static void make(world *w, const char *preset, const char *dtype, uint32_t page_tokens)
 {
     sb_rt_make_opts o = opts(preset, dtype);
-    make_opts(w, &o, page_tokens);
-}
-
-static void unmake(world *w)
-{
-    sb_ns_close(w->ns);
-    assert_int_equal(sb_store_check(w->st), SB_OK);
-    sb_store_close(w->st);
-    sb_rt_model_free(w->m);
-}
-
-static void tokens_for(const world *w, uint32_t *t, size_t n, uint64_t seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        t[i] = (uint32_t)((seed >> 33) % w->m->hp.n_vocab);
-    }
-}
-
-/* Logits of every position of t[0, n), n_batch at a time, on threads. */
-static float *run_all(world *w, const uint32_t *t, size_t n, uint32_t n_batch, unsigned threads)
-{
-    size_t V = w->m->hp.n_vocab;
-    float *lg = malloc(n * V * sizeof *lg);
-    assert_non_null(lg);
-    sb_rt_ctx *c;
-    assert_int_equal(sb_rt_ctx_new(w->m, threads, n_batch, &c), SB_OK);
-    sb_rt_kv kv;
-    assert_int_equal(sb_rt_kv_init(&kv, w->m, w->ns), SB_OK);
-    assert_int_equal(sb_rt_forward(c, &kv, t, n, SB_RT_LOGITS_ALL, lg), SB_OK);
-    assert_int_equal(kv.n_tokens, n);
-    sb_rt_kv_fini(&kv);
-    sb_rt_ctx_free(c);
-    return lg;
+    rw_make(w, "test_forward", &o, page_tokens, 64u << 20);
 }
 
 /* ---- the reference -------------------------------------------------------------------- */
-
-static void deq(const sb_rt_mat *w, float *out) /* (out, in) floats */
-{
-    size_t rb = sb_rt_dtype_row_bytes(w->type, w->in);
-    for (uint32_t r = 0; r < w->out; r++) {
-        const uint8_t *p = (const uint8_t *)w->data + r * rb;
-        float *y = out + (size_t)r * w->in;
-        if (w->type == SB_RT_F32) {
-            memcpy(y, p, w->in * sizeof *y);
-        } else if (w->type == SB_RT_F16) {
-            for (uint32_t i = 0; i < w->in; i++) {
-                uint16_t h;
-                memcpy(&h, p + 2 * i, 2);
-                sb_rt_f16_to_f32(&h, &y[i], 1);
-            }
-        } else { /* quant.h's dequantization, itself checked in test_kernels */
-            sb_rt_dequant_row(w->type, p, y, w->in);
-        }
-    }
-}
-
-/* y = W x, double sums. Against Q8_0 weights x is first rounded to Q8_0
- * blocks as kernels.h says the matmul does (d = max |x| / 127 per 32
- * values, q = x / d rounded half to even): the reference makes the same
- * rounding, so only the summation order differs. */
-static void mv(const sb_rt_mat *w, const float *x, float *y)
-{
-    float *d = malloc((size_t)w->in * w->out * sizeof *d);
-    float *xq = malloc((size_t)w->in * sizeof *xq);
-    assert_true(d && xq);
-    deq(w, d);
-    memcpy(xq, x, (size_t)w->in * sizeof *xq);
-    for (uint32_t b = 0; w->type == SB_RT_Q8_0 && b < w->in; b += 32) {
-        float amax = 0;
-        for (uint32_t i = b; i < b + 32; i++)
-            amax = fmaxf(amax, fabsf(x[i]));
-        float dx = amax / 127, inv = dx ? 1 / dx : 0;
-        for (uint32_t i = b; i < b + 32; i++)
-            xq[i] = dx * nearbyintf(x[i] * inv);
-    }
-    for (uint32_t r = 0; r < w->out; r++) {
-        double s = 0;
-        for (uint32_t i = 0; i < w->in; i++)
-            s += (double)d[(size_t)r * w->in + i] * xq[i];
-        y[r] = (float)s;
-    }
-    free(d), free(xq);
-}
-
-static void rms(float *y, const float *x, const float *g, uint32_t n, float eps)
-{
-    double s = 0;
-    for (uint32_t i = 0; i < n; i++)
-        s += (double)x[i] * x[i];
-    double k = 1.0 / sqrt(s / n + eps);
-    for (uint32_t i = 0; i < n; i++)
-        y[i] = (float)(x[i] * k * g[i]);
-}
-
-static float f16_round(float x)
-{
-    uint16_t h;
-    float y;
-    sb_rt_f32_to_f16(&x, &h, 1);
-    sb_rt_f16_to_f32(&h, &y, 1);
-    return y;
-}
 
 /* RoPE's angle per position for pair j and the magnitude of cos/sin,
  * written out from model.h's definition and the hyperparameters (not from
@@ -257,26 +128,26 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n, bool 
           *g = malloc(F * sizeof *g), *u = malloc(F * sizeof *u), *e = malloc(D * V * sizeof *e),
           *sc = malloc(n * sizeof *sc);
     assert_true(K && Vv && lg && x && xb && q && k && v && att && o && g && u && e && sc);
-    deq(&m->embd, e);
+    rr_deq(&m->embd, e);
     /* llama rotates adjacent pairs; qwen2 and qwen3 the two halves */
     bool neox = hp->arch == SB_RT_ARCH_QWEN2 || hp->arch == SB_RT_ARCH_QWEN3;
     for (size_t p = 0; p < n; p++) {
         memcpy(x, e + (size_t)t[p] * D, D * sizeof *x);
         for (uint32_t l = 0; l < hp->n_layers; l++) {
             const sb_rt_layer *L = &m->layers[l];
-            rms(xb, x, L->attn_norm, D, hp->rms_eps);
-            mv(&L->wq, xb, q);
-            mv(&L->wk, xb, k);
-            mv(&L->wv, xb, v);
+            rr_rms(xb, x, L->attn_norm, D, hp->rms_eps);
+            rr_mv(&L->wq, xb, q);
+            rr_mv(&L->wk, xb, k);
+            rr_mv(&L->wv, xb, v);
             for (uint32_t i = 0; L->bq && i < qd; i++)
                 q[i] += L->bq[i];
             for (uint32_t i = 0; L->bk && i < kvd; i++)
                 k[i] += L->bk[i], v[i] += L->bv[i];
             if (hp->arch == SB_RT_ARCH_QWEN3 && qk_norm) {
                 for (uint32_t h = 0; h < hp->n_heads; h++)
-                    rms(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+                    rr_rms(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
                 for (uint32_t h = 0; h < hp->n_kv_heads; h++)
-                    rms(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+                    rr_rms(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
             }
             for (int which = 0; which < 2; which++) {
                 float *z = which ? k : q;
@@ -293,8 +164,8 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n, bool 
             }
             float *Kl = K + (size_t)l * n * kvd, *Vl = Vv + (size_t)l * n * kvd;
             for (uint32_t i = 0; i < kvd; i++) {
-                Kl[p * kvd + i] = f16_round(k[i]);
-                Vl[p * kvd + i] = f16_round(v[i]);
+                Kl[p * kvd + i] = rr_f16(k[i]);
+                Vl[p * kvd + i] = rr_f16(v[i]);
             }
             for (uint32_t h = 0; h < hp->n_heads; h++) {
                 uint32_t kh = h / (hp->n_heads / hp->n_kv_heads);
@@ -315,20 +186,20 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n, bool 
                     att[h * hd + i] = (float)a;
                 }
             }
-            mv(&L->wo, att, o);
+            rr_mv(&L->wo, att, o);
             for (uint32_t i = 0; i < D; i++)
                 x[i] += o[i];
-            rms(xb, x, L->ffn_norm, D, hp->rms_eps);
-            mv(&L->gate, xb, g);
-            mv(&L->up, xb, u);
+            rr_rms(xb, x, L->ffn_norm, D, hp->rms_eps);
+            rr_mv(&L->gate, xb, g);
+            rr_mv(&L->up, xb, u);
             for (uint32_t i = 0; i < F; i++)
                 g[i] = (float)(g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
-            mv(&L->down, g, o);
+            rr_mv(&L->down, g, o);
             for (uint32_t i = 0; i < D; i++)
                 x[i] += o[i];
         }
-        rms(xb, x, m->out_norm, D, hp->rms_eps);
-        mv(&m->output, xb, lg + p * V);
+        rr_rms(xb, x, m->out_norm, D, hp->rms_eps);
+        rr_mv(&m->output, xb, lg + p * V);
     }
     free(K), free(Vv), free(x), free(xb), free(q), free(k), free(v), free(att), free(o);
     free(g), free(u), free(e), free(sc);
@@ -337,35 +208,19 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n, bool 
 
 /* ---- tests -------------------------------------------------------------------------- */
 
-/* The largest difference between two runs' logits at any position,
- * relative to that position's largest |a| + 1. */
-static double max_rel_diff(const float *a, const float *b, size_t n, size_t V)
-{
-    double worst = 0;
-    for (size_t p = 0; p < n; p++) {
-        double scale = 0, d = 0;
-        for (size_t i = 0; i < V; i++) {
-            scale = fmax(scale, fabs(a[p * V + i]));
-            d = fmax(d, fabs((double)a[p * V + i] - b[p * V + i]));
-        }
-        worst = fmax(worst, d / (scale + 1));
-    }
-    return worst;
-}
-
 /* The forward pass's logits for the world's model, checked against the
  * reference within tol (relative, per position) and for not being
  * degenerate. Returns them (the caller frees). */
 static float *check_world(world *w, const char *what, double tol)
 {
     uint32_t t[PROMPT];
-    tokens_for(w, t, PROMPT, 1);
-    float *got = run_all(w, t, PROMPT, 512, 2);
+    rw_tokens(w, t, PROMPT, 1);
+    float *got = rw_run_all(w, t, PROMPT, 512, 2);
     float *want = reference(w->m, t, PROMPT, true);
     size_t V = w->m->hp.n_vocab;
     for (size_t i = 0; i < PROMPT * V; i++)
         assert_true(isfinite(got[i]));
-    double err = max_rel_diff(want, got, PROMPT, V);
+    double err = rr_max_rel_diff(want, got, PROMPT, V);
     if (err > tol)
         fail_msg("%s: logits differ from the reference by %g of their scale (bound %g)", what,
                  err, tol);
@@ -373,7 +228,7 @@ static float *check_world(world *w, const char *what, double tol)
      * agrees tightly: at most a tenth of the positions beyond 1e-4. */
     size_t loose = 0;
     for (size_t p = 0; tol == 1e-2 && p < PROMPT; p++)
-        loose += max_rel_diff(want + p * V, got + p * V, 1, V) > 1e-4;
+        loose += rr_max_rel_diff(want + p * V, got + p * V, 1, V) > 1e-4;
     if (loose > PROMPT / 10)
         fail_msg("%s: %zu of %d positions differ from the reference by more than 1e-4", what,
                  loose, PROMPT);
@@ -421,9 +276,9 @@ static double tol_for(const char *dtype)
 static float *check_opts(const sb_rt_make_opts *o, const char *what, const char *dtype)
 {
     world w;
-    make_opts(&w, o, 16);
+    rw_make(&w, "test_forward", o, 16, 64u << 20);
     float *got = check_world(&w, what, tol_for(dtype));
-    unmake(&w);
+    rw_unmake(&w);
     return got;
 }
 
@@ -462,7 +317,7 @@ static void rope_freqs_matter(void **state)
     sb_rt_make_opts o = opts("tiny-llama3", "f32");
     assert_int_equal(sb_rt_make_opts_set(&o, "rope-orig-ctx", "64"), SB_OK);
     world w;
-    make_opts(&w, &o, 16);
+    rw_make(&w, "test_forward", &o, 16, 64u << 20);
     const sb_rt_hparams *hp = &w.m->hp;
     assert_non_null(w.m->rope_freqs);
     assert_true(hp->tied && hp->rope_base == 5e5f);
@@ -483,15 +338,15 @@ static void rope_freqs_matter(void **state)
     }
     assert_true(n_blend > 0 && w.m->rope_freqs[0] == 1 && w.m->rope_freqs[d / 2 - 1] == 32);
     float *with = check_world(&w, "tiny-llama3 with rope_freqs", 1e-3);
-    unmake(&w);
+    rw_unmake(&w);
     assert_int_equal(sb_rt_make_opts_set(&o, "rope-freqs", "0"), SB_OK);
-    make_opts(&w, &o, 16);
+    rw_make(&w, "test_forward", &o, 16, 64u << 20);
     assert_null(w.m->rope_freqs);
     float *without = check_world(&w, "tiny-llama3 without rope_freqs", 1e-3);
-    double moved = max_rel_diff(with, without, PROMPT, w.m->hp.n_vocab);
+    double moved = rr_max_rel_diff(with, without, PROMPT, w.m->hp.n_vocab);
     if (moved < 1e-2)
         fail_msg("rope_freqs moved the logits by only %g of their scale", moved);
-    unmake(&w);
+    rw_unmake(&w);
     free(with), free(without);
 }
 
@@ -508,7 +363,7 @@ static void rope_scaling_matters(void **state)
     assert_int_equal(sb_rt_make_opts_set(&o, "rope-scaling", "yarn"), SB_OK);
     assert_int_equal(sb_rt_make_opts_set(&o, "rope-orig-ctx", "512"), SB_OK);
     world w;
-    make_opts(&w, &o, 16);
+    rw_make(&w, "test_forward", &o, 16, 64u << 20);
     /* d 16, base 1e6, original context 512: c(32) = 0.54, c(1) = 2.55, so
      * the ramp runs over [0, 3]: r = 1, 2/3, 1/3, then 0 */
     const double r[8] = { 1, 2.0 / 3, 1.0 / 3, 0, 0, 0, 0, 0 };
@@ -519,9 +374,9 @@ static void rope_scaling_matters(void **state)
     }
     assert_float_equal(w.m->rope_mscale, 1 + 0.1 * log(4), 1e-6);
     float *yarn = check_world(&w, "tiny-qwen2 yarn 4", 1e-3);
-    unmake(&w);
+    rw_unmake(&w);
     size_t V = 512;
-    double d1 = max_rel_diff(plain, linear, PROMPT, V), d2 = max_rel_diff(linear, yarn, PROMPT, V);
+    double d1 = rr_max_rel_diff(plain, linear, PROMPT, V), d2 = rr_max_rel_diff(linear, yarn, PROMPT, V);
     if (d1 < 1e-2 || d2 < 1e-2)
         fail_msg("scaling moved the logits too little: linear %g, yarn vs linear %g", d1, d2);
     /* "none" with a factor: no scaling at all, bit for bit */
@@ -556,20 +411,20 @@ static void qk_norm_applied(void **state)
                 !w.m->layers[0].bq);
     float *got = check_world(&w, "tiny-qwen3", 1e-3);
     uint32_t t[PROMPT];
-    tokens_for(&w, t, PROMPT, 1);
+    rw_tokens(&w, t, PROMPT, 1);
     size_t V = hp->n_vocab;
     float *no_norm = reference(w.m, t, PROMPT, false);
-    double off = max_rel_diff(no_norm, got, PROMPT, V);
+    double off = rr_max_rel_diff(no_norm, got, PROMPT, V);
     if (off < 1e-2)
         fail_msg("the reference without q/k norms differs by only %g", off);
     for (uint32_t l = 0; l < hp->n_layers; l++)
         for (uint32_t i = 0; i < hp->head_dim; i++)
             w.m->layers[l].q_norm[i] *= 3, w.m->layers[l].k_norm[i] *= 0.5f + (float)(i % 3);
     float *changed = check_world(&w, "tiny-qwen3, norm weights changed", 1e-3);
-    if (max_rel_diff(got, changed, PROMPT, V) < 1e-2)
+    if (rr_max_rel_diff(got, changed, PROMPT, V) < 1e-2)
         fail_msg("changing the q/k norm weights did not move the logits");
     free(got), free(no_norm), free(changed);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 /* One model of each architecture and type the invariance tests run. */
@@ -588,20 +443,20 @@ static void batching_is_invisible(void **state)
         world w;
         make(&w, every_arch[d].preset, every_arch[d].dtype, 16);
         uint32_t t[PROMPT];
-        tokens_for(&w, t, PROMPT, 2);
-        float *a = run_all(&w, t, PROMPT, 512, 2);
+        rw_tokens(&w, t, PROMPT, 2);
+        float *a = rw_run_all(&w, t, PROMPT, 512, 2);
         size_t bytes = (size_t)PROMPT * w.m->hp.n_vocab * sizeof(float);
         const struct { uint32_t batch; unsigned threads; } v[] = { { 1, 1 }, { 7, 2 }, { 16, 3 },
                                                                    { 33, 1 } };
         for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
-            float *b = run_all(&w, t, PROMPT, v[k].batch, v[k].threads);
+            float *b = rw_run_all(&w, t, PROMPT, v[k].batch, v[k].threads);
             if (memcmp(a, b, bytes))
                 fail_msg("%s %s: batch %u threads %u differs from one batch",
                          every_arch[d].preset, every_arch[d].dtype, v[k].batch, v[k].threads);
             free(b);
         }
         free(a);
-        unmake(&w);
+        rw_unmake(&w);
     }
 }
 
@@ -614,8 +469,8 @@ static void warm_equals_cold_one(const char *preset, const char *dtype)
     make(&w, preset, dtype, 16);
     size_t V = w.m->hp.n_vocab;
     uint32_t t[PROMPT];
-    tokens_for(&w, t, PROMPT, 3);
-    float *cold = run_all(&w, t, PROMPT, 512, 2);
+    rw_tokens(&w, t, PROMPT, 3);
+    float *cold = rw_run_all(&w, t, PROMPT, 512, 2);
     sb_rt_ctx *c;
     assert_int_equal(sb_rt_ctx_new(w.m, 2, 64, &c), SB_OK);
     sb_rt_kv kv;
@@ -653,7 +508,7 @@ static void warm_equals_cold_one(const char *preset, const char *dtype)
     free(lg);
     free(cold);
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 static void warm_equals_cold(void **state)
@@ -672,7 +527,7 @@ static void generation_is_seeded(void **state)
     make(&w, "tiny", "f32", 16);
     size_t V = w.m->hp.n_vocab;
     uint32_t prompt[8];
-    tokens_for(&w, prompt, 8, 4);
+    rw_tokens(&w, prompt, 8, 4);
     uint32_t out[3][24];
     const sb_rt_sampling opts[3] = { { 0.9f, 40, 0.95f, 11 }, { 0.9f, 40, 0.95f, 11 },
                                      { 0.9f, 40, 0.95f, 12 } };
@@ -706,7 +561,7 @@ static void generation_is_seeded(void **state)
     sb_rt_sampler_fini(&smp);
     free(lg);
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 /* Bad calls: a token beyond the vocabulary, past the context, nothing. */
@@ -732,7 +587,7 @@ static void bad_calls(void **state)
     assert_int_equal(kv.n_tokens, 0);
     sb_rt_kv_fini(&kv);
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 /* ---- several sequences in shared passes ------------------------------------------------ */
@@ -780,7 +635,7 @@ static void check_multi(const char *preset, const char *dtype, unsigned threads)
     float *ref[MSEQ], *lg[MSEQ];
     sb_rt_kv kv[MSEQ];
     for (int k = 0; k < MSEQ; k++) {
-        tokens_for(&w, p[k], len[k], 10 + (uint64_t)k);
+        rw_tokens(&w, p[k], len[k], 10 + (uint64_t)k);
         ref[k] = malloc((1 + MDEC) * V * sizeof(float));
         lg[k] = malloc(V * sizeof(float));
         assert_non_null(ref[k]);
@@ -823,7 +678,7 @@ static void check_multi(const char *preset, const char *dtype, unsigned threads)
         free(lg[k]);
     }
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 static void multi_llama_f16(void **s) { (void)s; check_multi("tiny", "f16", 2); }
@@ -848,7 +703,7 @@ static void multi_failures(void **state)
         assert_int_equal(sb_rt_kv_init(&kv[k], w.m, w.ns), SB_OK);
     kv[2].max_tokens = 4;
     uint32_t good[6], bad[2] = { 1, (uint32_t)V };
-    tokens_for(&w, good, 6, 5);
+    rw_tokens(&w, good, 6, 5);
     float *lg = malloc(2 * V * sizeof *lg), *ref = malloc(V * sizeof *ref);
     sb_rt_seq_step st[4] = {
         { &kv[0], good, 6, lg, -99 }, { &kv[1], bad, 2, NULL, -99 },
@@ -878,7 +733,7 @@ static void multi_failures(void **state)
     free(lg);
     free(ref);
     sb_rt_ctx_free(c);
-    unmake(&w);
+    rw_unmake(&w);
 }
 
 int main(void)

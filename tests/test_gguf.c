@@ -547,9 +547,9 @@ static void add_rope_dims8(sb_rt_gguf_writer *w)
 {
     sb_rt_gguf_add_u32(w, "llama.rope.dimension_count", 8);
 }
-static void add_arch_qwen35(sb_rt_gguf_writer *w)
+static void add_arch_qwen3next(sb_rt_gguf_writer *w)
 {
-    sb_rt_gguf_add_str(w, "general.architecture", "qwen35");
+    sb_rt_gguf_add_str(w, "general.architecture", "qwen3next");
 }
 
 /* Loading path gives code, and the message names the file and `what`. */
@@ -642,8 +642,8 @@ static void loader_refuses_what_it_does_not_run(void **state)
     rewrite(q3, bad, "qwen3.attention.key_length", NULL, NULL);
     refused(bad, SB_ERR_UNSUPPORTED, "K heads of 16 and V heads of 32", NULL);
     /* a whole model under an unknown architecture's name */
-    rewrite(q3, bad, "general.architecture", NULL, add_arch_qwen35);
-    refused(bad, SB_ERR_UNSUPPORTED, "architecture 'qwen35'", NULL);
+    rewrite(q3, bad, "general.architecture", NULL, add_arch_qwen3next);
+    refused(bad, SB_ERR_UNSUPPORTED, "architecture 'qwen3next'", NULL);
     unlink(q3), unlink(l3), unlink(q2), unlink(ll), unlink(bad);
 }
 
@@ -734,9 +734,136 @@ static void presets_have_the_published_shapes(void **state)
     unlink(p);
 }
 
+/* ---- hybrid (qwen35) files ----------------------------------------------------------- */
+
+static void add_v_heads3(sb_rt_gguf_writer *w)
+{
+    sb_rt_gguf_add_u32(w, "qwen35.ssm.time_step_rank", 3);
+}
+static void add_inner_size80(sb_rt_gguf_writer *w)
+{
+    sb_rt_gguf_add_u32(w, "qwen35.ssm.inner_size", 80);
+}
+static void add_rope_dim7(sb_rt_gguf_writer *w)
+{
+    sb_rt_gguf_add_u32(w, "qwen35.rope.dimension_count", 7);
+}
+static void add_all_recurrent(sb_rt_gguf_writer *w)
+{
+    const uint8_t rec[5] = { 1, 1, 1, 1, 0 };
+    sb_rt_gguf_add_arr(w, "qwen35.attention.recurrent_layers", SB_RT_GGUF_BOOL, rec, 5);
+}
+static void add_interval4_pattern(sb_rt_gguf_writer *w) /* the array overrides the interval */
+{
+    const int32_t rec[5] = { 1, 0, 1, 0, 0 };
+    sb_rt_gguf_add_arr(w, "qwen35.attention.recurrent_layers", SB_RT_GGUF_I32, rec, 5);
+    sb_rt_gguf_add_u32(w, "qwen35.full_attention_interval", 4);
+}
+static void add_wrong_pattern(sb_rt_gguf_writer *w) /* layer 1 holds attention's tensors */
+{
+    const int32_t rec[5] = { 1, 1, 0, 0, 0 };
+    sb_rt_gguf_add_arr(w, "qwen35.attention.recurrent_layers", SB_RT_GGUF_I32, rec, 5);
+}
+static void add_ssm_a_positive(sb_rt_gguf_writer *w) /* 4 value heads */
+{
+    uint64_t ne[1] = { 4 };
+    for (int i = 0; i < 4; i++)
+        g_vec[i] = i == 2 ? 0.5f : -0.5f;
+    sb_rt_gguf_add_tensor(w, "blk.0.ssm_a", 1, ne, SB_RT_F32, g_vec, 4 * sizeof(float));
+}
+
+/* What the loader needs of a qwen35 file, refused by name; the layer
+ * pattern from attention.recurrent_layers over full_attention_interval;
+ * the MTP block's tensors left unread; the hybrid presets' shapes (the
+ * real one against its published configuration, make_model.c). */
+static void hybrid_files(void **state)
+{
+    (void)state;
+    char hy[64], bad[64];
+    long pid = (long)getpid();
+    snprintf(hy, sizeof hy, "/tmp/test_gguf.%ld.hy", pid);
+    snprintf(bad, sizeof bad, "/tmp/test_gguf.%ld.bad", pid);
+    make_preset("tiny-hybrid", hy, "mtp", "1");
+    sb_rt_model *m;
+    sb_rt_err err = { 0 };
+    rewrite(hy, bad, NULL, NULL, NULL);
+    if (sb_rt_model_load(bad, &m, &err) != SB_OK)
+        fail_msg("%s", err.msg);
+    /* interval 2 of 4 layers, the MTP block (block 4) not counted */
+    assert_true(m->hp.n_layers == 4 && m->hp.n_rec == 2 && m->hp.n_attn == 2);
+    assert_true(m->layers[0].rec && !m->layers[1].rec && m->layers[2].rec && !m->layers[3].rec);
+    assert_true(m->layers[2].slot == 1 && m->layers[3].slot == 1);
+    assert_true(m->hp.n_rot == 16 && m->hp.head_dim == 32 && m->hp.attn_gate);
+    sb_rt_model_free(m);
+    rewrite(hy, bad, "qwen35.full_attention_interval", NULL, add_interval4_pattern);
+    if (sb_rt_model_load(bad, &m, &err) != SB_OK)
+        fail_msg("%s", err.msg);
+    assert_true(m->layers[0].rec && !m->layers[1].rec && m->layers[2].rec && !m->layers[3].rec);
+    sb_rt_model_free(m);
+    rewrite(hy, bad, NULL, NULL, add_wrong_pattern);
+    refused(bad, SB_ERR_FORMAT, "blk.1.attn_qkv.weight", "missing");
+    /* the DeltaNet shapes */
+    rewrite(hy, bad, "qwen35.ssm.time_step_rank", NULL, add_v_heads3);
+    refused(bad, SB_ERR_FORMAT, "not a multiple of 2 key heads", "qwen35.ssm.time_step_rank");
+    rewrite(hy, bad, "qwen35.ssm.inner_size", NULL, add_inner_size80);
+    refused(bad, SB_ERR_UNSUPPORTED, "value heads of 20 values", "qwen35.ssm.inner_size");
+    rewrite(hy, bad, "qwen35.ssm.conv_kernel", NULL, NULL);
+    refused(bad, SB_ERR_FORMAT, "qwen35.ssm.conv_kernel", "missing");
+    rewrite(hy, bad, "qwen35.rope.dimension_count", NULL, add_rope_dim7);
+    refused(bad, SB_ERR_FORMAT, "qwen35.rope.dimension_count", "even");
+    rewrite(hy, bad, NULL, NULL, add_all_recurrent);
+    refused(bad, SB_ERR_UNSUPPORTED, "every layer is recurrent", NULL);
+    rewrite(hy, bad, NULL, "blk.0.ssm_a", add_ssm_a_positive);
+    refused(bad, SB_ERR_FORMAT, "blk.0.ssm_a", "not a negative number");
+    rewrite(hy, bad, NULL, "blk.2.ssm_conv1d.weight", NULL);
+    refused(bad, SB_ERR_FORMAT, "blk.2.ssm_conv1d.weight", "missing");
+    rewrite(hy, bad, "qwen35.nextn_predict_layers", NULL, NULL); /* block 4 is now a layer */
+    refused(bad, SB_ERR_FORMAT, "blk.4.", "missing");
+    /* the presets */
+    static const struct {
+        const char *name;
+        uint32_t dim, layers, heads, kv, head_dim, rot, ff, vocab, ctx, nk, nv, d, rec, attn;
+        bool tied;
+    } want[] = {
+        { "tiny-hybrid", 64, 4, 4, 2, 32, 16, 192, 512, 2048, 2, 4, 16, 2, 2, true },
+        { "small-hybrid", 768, 12, 8, 2, 128, 32, 2048, 4096, 8192, 6, 12, 128, 9, 3, false },
+        { "qwen3.5-0.8b", 1024, 24, 8, 2, 256, 64, 3584, 248320, 262144, 16, 16, 128, 18, 6,
+          true },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        sb_rt_make_opts o;
+        assert_int_equal(sb_rt_make_opts_preset(&o, want[i].name), SB_OK);
+        assert_true(o.n_layers == want[i].layers && o.n_ff == want[i].ff &&
+                    o.n_vocab == want[i].vocab);
+        if (want[i].layers > 8) { /* keep it fast: 8 layers (interval 4), a narrow FFN */
+            assert_int_equal(sb_rt_make_opts_set(&o, "layers", "8"), SB_OK);
+            assert_int_equal(sb_rt_make_opts_set(&o, "ff", "64"), SB_OK);
+            assert_int_equal(sb_rt_make_opts_set(&o, "vocab", "512"), SB_OK);
+        }
+        if (sb_rt_make_model(&o, bad, &err) != SB_OK)
+            fail_msg("%s: %s", want[i].name, err.msg);
+        if (sb_rt_model_load(bad, &m, &err) != SB_OK)
+            fail_msg("%s: %s", want[i].name, err.msg);
+        const sb_rt_hparams *hp = &m->hp;
+        uint32_t layers = want[i].layers > 8 ? 8 : want[i].layers;
+        if (hp->arch != SB_RT_ARCH_QWEN35 || hp->dim != want[i].dim || hp->n_layers != layers ||
+            hp->n_heads != want[i].heads || hp->n_kv_heads != want[i].kv ||
+            hp->head_dim != want[i].head_dim || hp->n_rot != want[i].rot ||
+            hp->n_ctx != want[i].ctx || hp->rope_base != 1e7f || hp->rms_eps != 1e-6f ||
+            hp->tied != want[i].tied || hp->ssm_k_heads != want[i].nk ||
+            hp->ssm_v_heads != want[i].nv || hp->ssm_head_dim != want[i].d ||
+            hp->ssm_conv != 4 || (layers == want[i].layers &&
+                                  (hp->n_rec != want[i].rec || hp->n_attn != want[i].attn)))
+            fail_msg("preset %s loads with another shape", want[i].name);
+        sb_rt_model_free(m);
+    }
+    unlink(hy), unlink(bad);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(hybrid_files),
         cmocka_unit_test(round_trip),
         cmocka_unit_test(rejects_bad_files),
         cmocka_unit_test(generator),

@@ -35,6 +35,7 @@
 
 #include <cmocka.h>
 
+#include "model/boundary.h"
 #include "model/forward.h"
 #include "model/kv.h"
 #include "model/make_model.h"
@@ -74,6 +75,9 @@ static sb_rt_model *load_tiny(const char *dtype, uint64_t seed)
     return load_preset("tiny", dtype, seed);
 }
 
+/* The shortest sequence bank_open's stores write to disk. */
+static uint32_t g_min_prefix = 1;
+
 /* A store (RAM only when dir is NULL), one namespace per scope, a context. */
 typedef struct bank {
     sb_rt_model *m;
@@ -92,7 +96,7 @@ static void bank_open(bank *b, sb_rt_model *m, const char *dir, const char *scop
     sb_config_default(&cfg);
     cfg.ram_bytes = ram_bytes;
     cfg.dir = dir;
-    cfg.min_prefix_tokens = 1; /* the test prompts are short */
+    cfg.min_prefix_tokens = g_min_prefix; /* 1: the test prompts are short */
     cfg.segment_bytes = 1u << 20;
     cfg.disk_bytes = 64u << 20;
     assert_int_equal(sb_store_open(&cfg, &b->st), SB_OK);
@@ -131,6 +135,10 @@ static void tokens_for(const sb_rt_model *m, uint32_t *t, size_t n, uint64_t see
 /* The last turn()'s logits at its last prompt position. */
 static float g_prompt_logits[4096];
 
+/* The boundary policy turn() gives a hybrid session: grid and how many
+ * grid boundaries a turn keeps (0, 0: the defaults). */
+static size_t g_grid, g_keep;
+
 /* One turn of a fresh session (resumed at hist[0, n_hist) when n_hist):
  * input, n_gen greedy tokens into gen; the logits after it into lg, those
  * of the last prompt position into g_prompt_logits. */
@@ -139,6 +147,10 @@ static sb_rt_turn turn(bank *b, const uint32_t *hist, size_t n_hist, const uint3
 {
     sb_rt_session *s;
     assert_int_equal(sb_rt_session_new(b->m, b->ctx, b->ns, &s), SB_OK);
+    if (b->m->hp.n_rec && (g_grid || g_keep))
+        assert_int_equal(sb_rt_session_set_boundaries(s, g_grid,
+                                                      g_keep * sb_rt_boundary_bytes(b->m)),
+                         SB_OK);
     if (n_hist)
         assert_int_equal(sb_rt_session_resume(s, hist, n_hist), SB_OK);
     sb_rt_sampler smp;
@@ -422,9 +434,226 @@ static void ssd_after_reopen_one(const char *preset)
 static void ssd_after_reopen(void **state)
 {
     (void)state;
-    static const char *presets[] = { "tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3" };
+    static const char *presets[] = { "tiny", "tiny-llama3", "tiny-qwen2", "tiny-qwen3",
+                                     "tiny-hybrid" };
     for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
         ssd_after_reopen_one(presets[i]);
+}
+
+/* ---- hybrid models: boundaries ---------------------------------------------------- */
+
+/* A prompt that leaves a stored one at d resumes from the deepest boundary
+ * at or before d, recomputes the matched tokens past it, and its logits and
+ * tokens are the cold ones, for every d: on the grid, between grid points,
+ * at the end of the stored prompt. */
+static void hybrid_divergence(const char *dtype)
+{
+    sb_rt_model *m = load_preset("tiny-hybrid", dtype, 11);
+    size_t V = m->hp.n_vocab;
+    uint32_t a[N], p[N], g1[4], g2[4];
+    float *l1 = malloc(V * 4), *l2 = malloc(V * 4), *pl = malloc(V * 4);
+    tokens_for(m, a, N, 5);
+    bank b;
+    bank_open(&b, m, NULL, NULL, 64u << 20);
+    g_grid = 32, g_keep = 64;
+    sb_rt_turn r = turn(&b, NULL, 0, a, N, 0, NULL, NULL);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
+    assert_int_equal(r.boundaries_written, 4); /* 32, 64, 96 and the end, 100 */
+    g_grid = 0, g_keep = 0; /* the others record on the default grid (256): none here */
+    for (size_t d = 0; d <= N; d++) {
+        memcpy(p, a, sizeof p);
+        for (size_t i = d; i < N; i++)
+            p[i] = (a[i] + 1 + (uint32_t)i) % (uint32_t)V;
+        r = turn(&b, NULL, 0, p, N, 4, g1, l1);
+        memcpy(pl, g_prompt_logits, V * 4);
+        cold(m, p, N, 4, g2, l2);
+        if (memcmp(l1, l2, V * 4) || memcmp(g1, g2, sizeof g1) ||
+            memcmp(pl, g_prompt_logits, V * 4))
+            fail_msg("%s: diverging at %zu: warm differs from cold", dtype, d);
+        size_t bnd = d == N ? N : d / 32 * 32;
+        assert_int_equal(r.boundary_tokens, bnd);
+        assert_int_equal(r.cached_tokens, bnd);
+        assert_int_equal(r.recomputed_tokens, d - bnd);
+        assert_int_equal(r.prefill_tokens, N - bnd);
+        assert_int_equal(r.point_hit, d == N);
+        assert_int_equal(r.cache_mode, bnd ? SB_RT_CACHE_WARM : SB_RT_CACHE_COLD);
+        assert_int_equal(r.miss, d == N ? SB_MISS_NONE : d == bnd ? SB_MISS_NO_PREFIX
+                                                                  : SB_MISS_NO_POINT);
+        size_t pages = (bnd + 15) / 16;
+        assert_int_equal(r.bank_bytes,
+                         bnd ? pages * 4096 * ((sb_rt_model_kv_dim(m) * 2 * 2 * m->hp.n_attn *
+                                                16 + 4095) / 4096) +
+                                   sb_rt_boundary_bytes(m)
+                             : 0);
+        /* the end of the prompt (not again when it was the one restored)
+         * and of the turn */
+        assert_int_equal(r.boundaries_written, d == N ? 1 : 2);
+    }
+    /* a prefix of the stored prompt: no boundary at its end, resumed from
+     * the grid */
+    r = turn(&b, NULL, 0, a, 77, 0, NULL, l1);
+    cold(m, a, 77, 0, NULL, l2);
+    assert_int_equal(r.boundary_tokens, 64);
+    assert_int_equal(r.recomputed_tokens, 13);
+    assert_memory_equal(l1, l2, V * 4);
+    bank_close(&b);
+    free(l1), free(l2), free(pl);
+    sb_rt_model_free(m);
+}
+
+static void hybrid_divergence_f32(void **state)
+{
+    (void)state;
+    hybrid_divergence("f32");
+}
+
+static void hybrid_divergence_q8_0(void **state)
+{
+    (void)state;
+    hybrid_divergence("q8_0");
+}
+
+/* The bytes policy: a turn keeps the newest grid boundary, the oldest, then
+ * those at 2, 4, ... grid steps from the tail, as many as max_bytes holds;
+ * a divergence resumes from the deepest kept one. */
+static void hybrid_policy(void **state)
+{
+    (void)state;
+    sb_rt_model *m = load_preset("tiny-hybrid", "f32", 12);
+    size_t V = m->hp.n_vocab;
+    uint32_t a[N], p[N];
+    float *l1 = malloc(V * 4), *l2 = malloc(V * 4);
+    tokens_for(m, a, N, 6);
+    const struct { size_t keep, d, bnd; } c[] = {
+        { 1, 99, 96 }, { 1, 90, 0 },  { 2, 90, 16 }, { 2, 95, 16 },
+        { 3, 90, 80 }, { 3, 70, 16 }, { 4, 70, 48 }, { 4, 47, 16 },
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        bank b;
+        bank_open(&b, m, NULL, NULL, 64u << 20);
+        g_grid = 16, g_keep = c[i].keep; /* grid 16, 32, ..., 96 in a prompt of 100 */
+        sb_rt_turn r = turn(&b, NULL, 0, a, N, 0, NULL, NULL);
+        assert_int_equal(r.boundaries_written, c[i].keep + 1);
+        sb_stats st;
+        assert_int_equal(sb_store_stats(b.st, &st), SB_OK);
+        assert_int_equal(st.points, c[i].keep + 1);
+        assert_int_equal(st.point_bytes, (c[i].keep + 1) * sb_rt_boundary_bytes(m));
+        g_grid = 0, g_keep = 0;
+        memcpy(p, a, sizeof p);
+        for (size_t k = c[i].d; k < N; k++)
+            p[k] = (a[k] + 1) % (uint32_t)V;
+        r = turn(&b, NULL, 0, p, N, 0, NULL, l1);
+        if (r.boundary_tokens != c[i].bnd)
+            fail_msg("keep %zu, diverging at %zu: resumed at %zu, not %zu", c[i].keep, c[i].d,
+                     r.boundary_tokens, c[i].bnd);
+        assert_int_equal(r.recomputed_tokens, c[i].d - c[i].bnd);
+        cold(m, p, N, 0, NULL, l2);
+        assert_memory_equal(l1, l2, V * 4);
+        bank_close(&b);
+    }
+    /* a grid off the scan's chunks is refused */
+    bank b;
+    bank_open(&b, m, NULL, NULL, 64u << 20);
+    sb_rt_session *s;
+    assert_int_equal(sb_rt_session_new(m, b.ctx, b.ns, &s), SB_OK);
+    assert_int_equal(sb_rt_session_set_boundaries(s, 24, 0), SB_ERR_INVAL);
+    assert_int_equal(sb_rt_session_set_boundaries(s, 0, 0), SB_OK);
+    sb_rt_session_free(s);
+    bank_close(&b);
+    free(l1), free(l2);
+    sb_rt_model_free(m);
+}
+
+/* After a restart the grid boundaries of a long prompt come back from disk
+ * (recorded while the prompt was shorter than the store's min_prefix_tokens,
+ * they are written once the sequence reaches it): a prompt diverging
+ * between two of them resumes from the earlier one, read from disk, and
+ * continues bit-identically to a cold run. */
+static void hybrid_restart(void **state)
+{
+    (void)state;
+    sb_rt_model *m = load_preset("tiny-hybrid", "f32", 14);
+    size_t V = m->hp.n_vocab, n = 600;
+    uint32_t *a = malloc(n * 4), *p = malloc(n * 4), g1[4], g2[4];
+    float *l1 = malloc(V * 4), *l2 = malloc(V * 4);
+    tokens_for(m, a, n, 9);
+    char dir[] = "/tmp/test_session.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    g_min_prefix = 512; /* the store's default */
+    bank b;
+    bank_open(&b, m, dir, NULL, 64u << 20);
+    g_grid = 64, g_keep = 8; /* of 64 .. 576 it keeps 576, 64, 512, 384, 128 */
+    sb_rt_turn r = turn(&b, NULL, 0, a, n, 4, NULL, NULL);
+    assert_int_equal(r.boundaries_written, 7);
+    g_grid = 0, g_keep = 0;
+    bank_close(&b);
+
+    memcpy(p, a, n * 4);
+    for (size_t i = 300; i < n; i++)
+        p[i] = (a[i] + 1) % (uint32_t)V;
+    bank_open(&b, m, dir, NULL, 64u << 20);
+    sb_rt_session *s;
+    assert_int_equal(sb_rt_session_new(m, b.ctx, b.ns, &s), SB_OK);
+    sb_rt_session_rates(s)->prefill_tok_s = 1; /* reading always pays */
+    sb_rt_sampler smp;
+    sb_rt_sampling so = { 0, 0, 1, 1 };
+    assert_int_equal(sb_rt_sampler_init(&smp, &so, V), SB_OK);
+    assert_int_equal(sb_rt_session_turn(s, p, n, GEN(&smp, 4), &r), SB_OK);
+    assert_int_equal(r.cache_mode, SB_RT_CACHE_SSD);
+    assert_int_equal(r.boundary_tokens, 128);
+    assert_int_equal(r.cached_disk_tokens, 128);
+    assert_int_equal(r.recomputed_tokens, 300 - 128);
+    size_t nt;
+    memcpy(g1, sb_rt_session_tokens(s, &nt) + n, sizeof g1);
+    memcpy(l1, sb_rt_session_logits(s), V * 4);
+    sb_rt_sampler_fini(&smp);
+    sb_rt_session_free(s);
+    bank_close(&b);
+    g_min_prefix = 1;
+    cold(m, p, n, 4, g2, l2);
+    assert_memory_equal(l1, l2, V * 4);
+    assert_memory_equal(g1, g2, sizeof g1);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    free(a), free(p), free(l1), free(l2);
+    sb_rt_model_free(m);
+}
+
+/* Conversations sharing a system prompt share its boundaries: a second
+ * conversation resumes from the one at the end of the shared prefix and
+ * stores only its own; asking a stored conversation again stores nothing. */
+static void hybrid_shared_prefix(void **state)
+{
+    (void)state;
+    sb_rt_model *m = load_preset("tiny-hybrid", "f16", 13);
+    size_t pb = sb_rt_boundary_bytes(m);
+    uint32_t a[N], u[40];
+    tokens_for(m, a, N, 7);  /* a[0, 64): the system prompt, then the first user's */
+    tokens_for(m, u, 40, 8); /* the second user's */
+    bank b;
+    bank_open(&b, m, NULL, NULL, 64u << 20);
+    g_grid = 32, g_keep = 8;
+    sb_rt_turn r = turn(&b, NULL, 0, a, N, 4, NULL, NULL);
+    assert_int_equal(r.boundaries_written, 5); /* 32, 64, 96, end of prompt and turn */
+    sb_stats s1, s2, s3;
+    assert_int_equal(sb_store_stats(b.st, &s1), SB_OK);
+    assert_int_equal(s1.points, 5);
+    r = turn(&b, a, 64, u, 40, 4, NULL, NULL);
+    assert_int_equal(r.boundary_tokens, 64);
+    assert_int_equal(r.recomputed_tokens, 0);
+    assert_int_equal(r.boundaries_written, 3); /* 96, end of prompt and turn */
+    assert_int_equal(sb_store_stats(b.st, &s2), SB_OK);
+    assert_int_equal(s2.points, s1.points + 3);
+    assert_int_equal(s2.point_bytes, s1.point_bytes + 3 * pb);
+    r = turn(&b, NULL, 0, a, N, 4, NULL, NULL); /* the first conversation again */
+    assert_int_equal(r.point_hit, 1);
+    assert_int_equal(sb_store_stats(b.st, &s3), SB_OK);
+    assert_int_equal(s3.points, s2.points);
+    assert_int_equal(s3.point_bytes, s2.point_bytes);
+    g_grid = 0, g_keep = 0;
+    bank_close(&b);
+    sb_rt_model_free(m);
 }
 
 static void scopes_share_nothing(void **state)
@@ -561,10 +790,10 @@ static void session_files(void **state)
  * every pass then holds their prompt chunks beside the decode steps of the
  * others (max 16 rows per prompt chunk). Each session's answer and final
  * logits equal its cold turn alone; 1 and 2 find the prefix 0 committed. */
-static void stepwise_shares_passes(void **state)
+static void stepwise_shares_passes_one(const char *preset)
 {
-    (void)state;
-    sb_rt_model *m = load_tiny("f32", 21);
+    sb_rt_model *m = load_preset(preset, "f32", 21);
+    bool hybrid = m->hp.n_rec != 0;
     size_t V = m->hp.n_vocab;
     enum { S = 3, GENS = 8, SHARED = 40 };
     uint32_t in[S][N];
@@ -587,6 +816,11 @@ static void stepwise_shares_passes(void **state)
     for (int k = 0; k < S; k++) {
         assert_int_equal(sb_rt_session_new(m, b.ctx, b.ns, &s[k]), SB_OK);
         assert_int_equal(sb_rt_sampler_init(&smp[k], &so, V), SB_OK);
+        /* a hybrid model resumes from a boundary: one every 16 tokens */
+        if (hybrid)
+            assert_int_equal(sb_rt_session_set_boundaries(s[k], 16,
+                                                          64 * sb_rt_boundary_bytes(m)),
+                             SB_OK);
     }
     assert_int_equal(sb_rt_session_begin(s[0], in[0], N, GENS, &rep[0]), SB_OK);
     int open[S] = { 1, 0, 0 }, pass = 0;
@@ -595,7 +829,7 @@ static void stepwise_shares_passes(void **state)
             for (int k = 1; k < S; k++) {
                 assert_int_equal(sb_rt_session_begin(s[k], in[k], N, GENS, &rep[k]), SB_OK);
                 assert_int_equal(rep[k].cache_mode, SB_RT_CACHE_WARM);
-                assert_true(rep[k].cached_tokens >= SHARED);
+                assert_true(rep[k].cached_tokens >= (hybrid ? SHARED / 16 * 16 : SHARED));
                 open[k] = 1;
             }
         /* sample where logits are ready; end where the answer is done */
@@ -641,6 +875,13 @@ static void stepwise_shares_passes(void **state)
     assert_int_equal(rep[0].cache_mode, SB_RT_CACHE_COLD);
     bank_close(&b);
     sb_rt_model_free(m);
+}
+
+static void stepwise_shares_passes(void **state)
+{
+    (void)state;
+    stepwise_shares_passes_one("tiny");
+    stepwise_shares_passes_one("tiny-hybrid"); /* recurrent state per sequence */
 }
 
 /* Turns stopped early: ended mid-prefill (the computed positions are
@@ -713,7 +954,9 @@ int main(void)
         cmocka_unit_test(second_turn_is_warm),  cmocka_unit_test(ssd_after_reopen),
         cmocka_unit_test(scopes_share_nothing), cmocka_unit_test(evicted_falls_back_cold),
         cmocka_unit_test(session_files),        cmocka_unit_test(stepwise_shares_passes),
-        cmocka_unit_test(stepwise_stopped),
+        cmocka_unit_test(stepwise_stopped),     cmocka_unit_test(hybrid_divergence_f32),
+        cmocka_unit_test(hybrid_divergence_q8_0), cmocka_unit_test(hybrid_policy),
+        cmocka_unit_test(hybrid_shared_prefix),   cmocka_unit_test(hybrid_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -226,14 +226,16 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
          "\"restore_cpu_s\":%.9g,\"restore_faults\":%llu,\"restore_bytes\":%zu,"
          "\"prefill_s\":%.9g,"
          "\"ttft_s\":%.9g,\"decode_s\":%.9g,\"prefill_tok_s\":%.9g,\"decode_tok_s\":%.9g,"
-         "\"commit_error\":",
+         "\"boundary_tokens\":%zu,\"recomputed_tokens\":%zu,\"boundaries_written\":%zu,"
+         "\"bank_bytes\":%zu,\"commit_error\":",
          sb_rt_cache_mode_name(r.cache_mode), r.prompt_tokens, r.cached_tokens,
          r.cached_disk_tokens, r.prefill_tokens, r.gen_tokens, r.matched_tokens,
          sb_miss_name(r.miss), r.point_hit ? "true" : "false", r.disk_skipped ? "true" : "false",
          r.est_read_s, r.est_recompute_s, r.restore_s, r.restore_cpu_s,
          (unsigned long long)r.restore_faults, r.restore_bytes,
          r.prefill_s, r.ttft_s, r.decode_s,
-         r.prefill_tok_s, r.decode_tok_s);
+         r.prefill_tok_s, r.decode_tok_s, r.boundary_tokens, r.recomputed_tokens,
+         r.boundaries_written, r.bank_bytes);
     if (r.commit_rc == SB_OK)
         jput(report, report_cap, &len, "null");
     else

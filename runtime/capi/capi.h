@@ -89,8 +89,9 @@ SBRT_API size_t sbrt_chat_tokens(const sbrt_chat *c, uint32_t *out, size_t cap);
  * (cache_mode, prompt_tokens, cached_tokens, cached_disk_tokens,
  * prefill_tokens, gen_tokens, matched_tokens, miss, point_hit,
  * disk_skipped, est_read_s, est_recompute_s, restore_s, restore_cpu_s,
- * restore_faults, restore_bytes, prefill_s, ttft_s,
- * decode_s, prefill_tok_s, decode_tok_s, commit_error; durable: "yes",
+ * restore_faults, restore_bytes, prefill_s, ttft_s, decode_s,
+ * prefill_tok_s, decode_tok_s, boundary_tokens, recomputed_tokens,
+ * boundaries_written, bank_bytes, commit_error; durable: "yes",
  * "pending", "no" or null without a disk tier; disk: the turn's
  * sb_write_outcome as sb_rt_turn.disk has it -- ticket, pages_new,
  * points_new, queued, written, deferred, dirty, denied and denied_by keyed

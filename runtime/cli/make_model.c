@@ -13,7 +13,7 @@ static void mm_usage(FILE *f)
 {
     fprintf(f,
             "usage: snapbank make-model -o FILE [--preset P] [options]\n\n"
-            "Writes a llama-family GGUF v3 model (llama, qwen2 or qwen3) with random\n"
+            "Writes a GGUF v3 model (llama, qwen2, qwen3, or the hybrid qwen35) with random\n"
             "weights drawn from a seed (the same options give the same bytes) and a\n"
             "generated SentencePiece vocabulary, or a real one (--vocab FILE).\n\n"
             "options:\n"
@@ -23,8 +23,12 @@ static void mm_usage(FILE *f)
             "                     4096, F16); test miniatures tiny-llama3 (rope_freqs),\n"
             "                     tiny-qwen2, tiny-qwen3 (tied, F32); the real shapes\n"
             "                     llama3-1b (Llama-3.2-1B), qwen2.5-0.5b, qwen3-0.6b,\n"
-            "                     smollm2-360m (tied, F16, real vocabulary sizes)\n"
-            "  --arch A           llama, qwen2 (Q/K/V biases) or qwen3 (q/k norms)\n"
+            "                     smollm2-360m (tied, F16, real vocabulary sizes);\n"
+            "                     hybrid Gated DeltaNet + gated attention (qwen35):\n"
+            "                     tiny-hybrid (dim 64, 4 layers, F32), small-hybrid\n"
+            "                     (dim 768, 12 layers, 1 in 4 attention, F16),\n"
+            "                     qwen3.5-0.8b (the real shape)\n"
+            "  --arch A           llama, qwen2 (Q/K/V biases), qwen3 (q/k norms), qwen35\n"
             "  --dtype T          matrices and embeddings: f32, f16, bf16, q4_0, q4_1,\n"
             "                     q5_0, q5_1, q8_0, q4_k, q5_k, q6_k (every matrix that\n"
             "                     type), or q4_k_m, q5_k_m (llama.cpp's per-tensor mixes)\n"

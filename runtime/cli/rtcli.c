@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli/rtcli.h"
+#include "model/deltanet.h"
 #include "model/kv.h"
 #include "model/tokenizer.h"
 
@@ -36,13 +37,19 @@ const char rt_opts_help[] =
     "                         (default 512, the store's; 1: every prompt)\n"
     "  --durability M         when the bank syncs its disk writes: periodic (default,\n"
     "                         every second), commit (each turn's pages are on disk\n"
-    "                         when its report is printed) or none (at exit)\n";
+    "                         when its report is printed) or none (at exit)\n"
+    "  --boundary-grid N      hybrid models: record the recurrent state every N\n"
+    "                         tokens of prefill (a multiple of 16; default 256;\n"
+    "                         0: only at the ends of prompts and turns)\n"
+    "  --boundary-kib N       hybrid models: KiB of grid boundaries a turn keeps\n"
+    "                         (default: 8 boundaries' worth)\n";
 
 void rt_opts_default(rt_opts *o)
 {
     *o = (rt_opts){ .n_gen = 32, .page_tokens = 16, .batch = 512, .seed = 1, .top_k = 40,
                     .top_p = 0.95f, .ram_mib = 1024, .min_prefix = 512, .scope = "",
-                    .durability = SB_DURABILITY_PERIODIC };
+                    .durability = SB_DURABILITY_PERIODIC,
+                    .boundary_grid = SB_RT_BOUNDARY_GRID };
 }
 
 int rt_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -92,6 +99,10 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
         bad = rt_parse_u64(v, 1, 1024, &o->threads);
     else if (!strcmp(a, "--page-tokens"))
         bad = rt_parse_u64(v, 1, 65536, &o->page_tokens);
+    else if (!strcmp(a, "--boundary-grid"))
+        bad = rt_parse_u64(v, 0, 1u << 30, &o->boundary_grid) || o->boundary_grid % SB_RT_GDN_CHUNK;
+    else if (!strcmp(a, "--boundary-kib"))
+        bad = rt_parse_u64(v, 1, 1u << 30, &o->boundary_kib);
     else if (!strcmp(a, "--batch"))
         bad = rt_parse_u64(v, 1, 65536, &o->batch);
     else if (!strcmp(a, "--seed"))
@@ -272,6 +283,9 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
         goto fail_rc;
     if (o->ssd == RT_SSD_WRITE_ONLY)
         sb_rt_session_set_disk_use(e->s, SB_RT_DISK_NEVER);
+    if (e->m->hp.n_rec &&
+        (rc = sb_rt_session_set_boundaries(e->s, o->boundary_grid, o->boundary_kib << 10)) != SB_OK)
+        goto fail_rc;
     if (e->sess_path[0]) {
         uint32_t *tok = NULL;
         size_t n = 0;
@@ -372,6 +386,10 @@ void rt_report(FILE *f, const char *label, const sb_rt_turn *r)
     fprintf(f, " miss=%s", sb_miss_name(r->miss));
     if (r->point_hit)
         fprintf(f, " logits=point_state");
+    if (r->boundaries_written) /* a hybrid model's turn */
+        fprintf(f, " boundary=%zu recomputed=%zu bank=%zuB boundaries_written=%zu",
+                r->boundary_tokens, r->recomputed_tokens, r->bank_bytes,
+                r->boundaries_written);
     if (r->est_read_s > 0)
         fprintf(f, " disk=%s(read~%.1fms,recompute~%.1fms)",
                 r->disk_skipped ? "skipped" : "read", r->est_read_s * 1e3,

@@ -26,6 +26,7 @@ enum { RT_SSD_ON = 0, RT_SSD_OFF = 1, RT_SSD_WRITE_ONLY = 2 };
 typedef struct rt_opts {
     const char *model;
     uint64_t n_gen, threads, page_tokens, batch, seed, top_k, ram_mib, min_prefix;
+    uint64_t boundary_grid, boundary_kib; /* hybrid models (session.h) */
     float temp, top_p;
     int print_ids, stop_eos;
     const char *bank_dir, *session, *scope;

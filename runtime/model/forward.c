@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/quant.h"
+#include "model/deltanet.h"
 
 struct sb_rt_ctx {
     const sb_rt_model *m;
@@ -19,6 +20,10 @@ struct sb_rt_ctx {
     float *x;                  /* (n_batch, dim) residual stream */
     float *xb;                 /* (n_batch, dim) normed input of a sublayer */
     float *q;                  /* (n_batch, q_dim) */
+    float *qg;                 /* (n_batch, 2 q_dim) gated attention's q and
+                                  gates, head by head; NULL without */
+    float *gate;               /* (n_batch, q_dim) the gates; NULL without */
+    sb_rt_gdn_scratch *gs;     /* hybrid models: the recurrent layers' */
     float *k, *v;              /* (n_batch, kv_dim) before they go to the pages */
     float *att;                /* (n_batch, q_dim) attention output */
     float *hb, *hb2;           /* (n_batch, n_ff) gate and up */
@@ -47,6 +52,9 @@ void sb_rt_ctx_free(sb_rt_ctx *c)
     free(c->x);
     free(c->xb);
     free(c->q);
+    free(c->qg);
+    free(c->gate);
+    sb_rt_gdn_scratch_free(c->gs);
     free(c->k);
     free(c->v);
     free(c->att);
@@ -98,8 +106,15 @@ int sb_rt_ctx_new(const sb_rt_model *m, unsigned n_threads, uint32_t n_batch, sb
     c->scores = floats(th * nq, hp->n_ctx);
     c->qo = floats(th * 2 * nq, hp->head_dim);
     c->ix = malloc(nb * sizeof *c->ix);
+    if (hp->attn_gate) {
+        c->qg = floats(nb, 2 * (size_t)c->q_dim);
+        c->gate = floats(nb, c->q_dim);
+    }
+    if (hp->n_rec && sb_rt_gdn_scratch_new(m, c->n_batch, (unsigned)th, &c->gs) != SB_OK)
+        c->gs = NULL;
     if (!c->ix || !c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hb || !c->hb2 ||
-        !c->rope || !c->scores || !c->qo) {
+        !c->rope || !c->scores || !c->qo || (hp->attn_gate && (!c->qg || !c->gate)) ||
+        (hp->n_rec && !c->gs)) {
         sb_rt_ctx_free(c);
         return SB_ERR_NOMEM;
     }
@@ -168,7 +183,7 @@ static void add_bias(float *y, const float *b, size_t n, size_t width)
 static void rope_angles(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs)
 {
     const sb_rt_model *m = c->m;
-    uint32_t hd = m->hp.head_dim, half = hd / 2;
+    uint32_t hd = m->hp.head_dim, half = m->hp.n_rot / 2;
     double ms = m->rope_mscale;
     for (size_t s = 0; s < n_seqs; s++)
         for (size_t i = 0; i < seqs[s].n; i++) {
@@ -182,12 +197,13 @@ static void rope_angles(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs)
 }
 
 /* Step 2: rotate each head of q (n_heads) and k (n_kv_heads) by the
- * angles in c->rope. llama rotates adjacent pairs (2j, 2j + 1); qwen2 and
- * qwen3 (NEOX) pair j and j + head_dim / 2. */
+ * angles in c->rope. llama rotates adjacent pairs (2j, 2j + 1); qwen2,
+ * qwen3 and qwen35 (NEOX) pair j and j + n_rot / 2, and leave dimensions
+ * from n_rot on as they are (qwen35 rotates the first n_rot only). */
 static void rope(sb_rt_ctx *c, size_t n)
 {
     const sb_rt_hparams *hp = &c->m->hp;
-    uint32_t hd = hp->head_dim, half = hd / 2;
+    uint32_t hd = hp->head_dim, half = hp->n_rot / 2;
     bool neox = hp->rope_neox;
     for (size_t i = 0; i < n; i++) {
         const float *cs = c->rope + i * hd;
@@ -294,7 +310,20 @@ static void att_task(void *ctx, size_t task, unsigned thread)
                (size_t)gqa * hd * sizeof *O);
 }
 
-/* One layer over the pass's n rows (steps 1-5). */
+/* Step 1 of a gated attention layer (qwen35): attn_q gives, head by head,
+ * head_dim query values then head_dim gate values: q and c->gate. */
+static void q_and_gate(sb_rt_ctx *c, const sb_rt_layer *w, size_t n)
+{
+    uint32_t hd = c->m->hp.head_dim;
+    matmul(c, c->qg, c->xb, &w->wq, n);
+    for (size_t i = 0; i < n * c->m->hp.n_heads; i++) {
+        memcpy(c->q + i * hd, c->qg + 2 * i * hd, hd * sizeof *c->q);
+        memcpy(c->gate + i * hd, c->qg + (2 * i + 1) * hd, hd * sizeof *c->q);
+    }
+}
+
+/* One layer over the pass's n rows (steps 1-5; a recurrent layer of a
+ * hybrid model replaces 1-4 with deltanet.h's, sequence by sequence). */
 static void layer(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs, uint32_t l, size_t n)
 {
     const sb_rt_hparams *hp = &c->m->hp;
@@ -303,7 +332,18 @@ static void layer(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs, uint32_
     /* 1 */
     for (size_t i = 0; i < n; i++)
         sb_rt_rmsnorm(c->xb + i * dim, c->x + i * dim, w->attn_norm, dim, hp->rms_eps);
-    matmul(c, c->q, c->xb, &w->wq, n);
+    if (w->rec) {
+        for (size_t s = 0; s < n_seqs; s++) {
+            float *xs = c->xb + seqs[s].row0 * dim;
+            sb_rt_gdn_layer(c->gs, c->pool, l, seqs[s].kv->gdn, xs, seqs[s].n, xs);
+        }
+        sb_rt_add(c->x, c->xb, n * dim);
+        goto ffn;
+    }
+    if (hp->attn_gate)
+        q_and_gate(c, w, n);
+    else
+        matmul(c, c->q, c->xb, &w->wq, n);
     matmul(c, c->k, c->xb, &w->wk, n);
     matmul(c, c->v, c->xb, &w->wv, n);
     add_bias(c->q, w->bq, n, c->q_dim);
@@ -319,17 +359,23 @@ static void layer(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs, uint32_
     for (size_t s = 0; s < n_seqs; s++) {
         const sb_rt_fw_seq *q = &seqs[s];
         for (size_t i = 0, r = q->row0; i < q->n; i++, r++) {
-            sb_rt_f32_to_f16(c->k + r * c->kv_dim, sb_rt_kv_row(q->kv, l, 0, q->pos0 + i), c->kv_dim);
-            sb_rt_f32_to_f16(c->v + r * c->kv_dim, sb_rt_kv_row(q->kv, l, 1, q->pos0 + i), c->kv_dim);
+            sb_rt_f32_to_f16(c->k + r * c->kv_dim, sb_rt_kv_row(q->kv, w->slot, 0, q->pos0 + i),
+                             c->kv_dim);
+            sb_rt_f32_to_f16(c->v + r * c->kv_dim, sb_rt_kv_row(q->kv, w->slot, 1, q->pos0 + i),
+                             c->kv_dim);
         }
         tasks += att_tasks(c, q->n);
     }
     /* 3 */
-    att_job job = { c, seqs, l };
+    att_job job = { c, seqs, w->slot };
     sb_rt_pool_run(c->pool, tasks, att_task, &job);
+    /* 3b (qwen35): the output of each head times sigmoid(its gate) */
+    for (size_t i = 0; hp->attn_gate && i < n * c->q_dim; i++)
+        c->att[i] *= 1.0f / (1.0f + expf(-c->gate[i]));
     /* 4: xb takes the projection (its normed input is spent) */
     matmul(c, c->xb, c->att, &w->wo, n);
     sb_rt_add(c->x, c->xb, n * dim);
+ffn:
     /* 5 */
     for (size_t i = 0; i < n; i++)
         sb_rt_rmsnorm(c->xb + i * dim, c->x + i * dim, w->ffn_norm, dim, hp->rms_eps);
@@ -350,6 +396,9 @@ void sb_rt_forward_pass(sb_rt_ctx *c, const sb_rt_fw_seq *seqs, size_t n_seqs,
     rope_angles(c, seqs, n_seqs);
     for (uint32_t l = 0; l < hp->n_layers; l++)
         layer(c, seqs, n_seqs, l, n);
+    for (size_t s = 0; s < n_seqs; s++)
+        if (seqs[s].kv->gdn)
+            sb_rt_gdn_advance(seqs[s].kv->gdn, seqs[s].n);
     if (n_out) { /* the rows asked for, normed side by side in xb */
         for (size_t k = 0; k < n_out; k++)
             sb_rt_rmsnorm(c->xb + k * hp->dim, c->x + out_rows[k] * hp->dim, c->m->out_norm,
@@ -385,6 +434,8 @@ int sb_rt_forward(sb_rt_ctx *c, sb_rt_kv *kv, const uint32_t *tokens, size_t n,
             return SB_ERR_INVAL;
     if (kv->n_tokens + n > kv->max_tokens)
         return SB_ERR_TOO_MANY_TOKENS;
+    if (kv->gdn && sb_rt_gdn_pos(kv->gdn) != kv->n_tokens)
+        return SB_ERR_NO_POINT; /* the recurrent state is not at the sequence's end */
     size_t V = c->m->hp.n_vocab;
     for (size_t done = 0; done < n;) {
         size_t k = n - done < c->n_batch ? n - done : c->n_batch;

@@ -13,26 +13,35 @@
  * output element's operation order fixed (kernels.h), attention reads the
  * stored F16 rows even for the current batch, and RoPE angles depend on
  * the position alone. So a warm restore continues bit-identically to a
- * cold prefill.
+ * cold prefill. A hybrid model's recurrent layers keep that promise too
+ * (deltanet.h): their state at a position does not depend on how the
+ * tokens before it were batched, and a sequence resumes from the state a
+ * boundary kept.
  *
  * Steps for each layer (x: the residual stream, (n, dim); q is (n, q_dim),
  * k and v (n, kv_dim), model.h):
  *   1. xb = rmsnorm(x) * attn_norm;  q, k, v = xb . Wq, Wk, Wv (+ biases,
  *      where the file has them)
- *   1b. qwen3: each head of q and of k = rmsnorm(head) * attn_q_norm /
- *      attn_k_norm (head_dim weights, the model's epsilon)
+ *      qwen35: attn_q gives each head's query and its gate (model.h)
+ *   1b. qwen3, qwen35: each head of q and of k = rmsnorm(head) *
+ *      attn_q_norm / attn_k_norm (head_dim weights, the model's epsilon)
  *   2. RoPE on q and k at each position: pair j of a head turned by
  *      pos * theta_j (model.h's table: rope_freqs and scaling applied),
  *      cos and sin times the model's magnitude scale; adjacent pairs for
- *      llama, halves for qwen2 and qwen3; k and v stored as F16 in the pages
+ *      llama, halves of the first n_rot dimensions for qwen2, qwen3 and
+ *      qwen35 (n_rot = head_dim but for qwen35); k and v stored as F16 in
+ *      the pages
  *   3. per position and head: scores over positions 0..p (scaled by
  *      1/sqrt(head_dim)), softmax, weighted sum of V rows  (GQA: head h
  *      reads KV head h / (n_heads / n_kv_heads)); one task takes up to 8
  *      positions and the query heads of one KV head, so each K and V row
  *      is read once for all of them
+ *   3b. qwen35: each head's output times sigmoid(its gate)
  *   4. x += att . Wo  (att is (n, q_dim))
  *   5. xb = rmsnorm(x) * ffn_norm;  x += (silu(xb . Wgate) * (xb . Wup)) . Wdown
- * then logits = rmsnorm(x) * output_norm . Woutput.
+ * then logits = rmsnorm(x) * output_norm . Woutput. A hybrid model's
+ * recurrent layer does 1 (the norm), then x += GatedDeltaNet(xb)
+ * (deltanet.h) in place of 1-4, then 5 (its norm is post_attention_norm).
  *
  * Several sequences at once (sb_rt_forward_multi): the rows of many
  * sequences -- the next token of each of a server's running requests, a
@@ -84,7 +93,9 @@ typedef enum sb_rt_logits {
  * it, and write the logits asked for into logits (caller-owned, sized as
  * above; may be NULL with SB_RT_LOGITS_NONE).
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, n 0, a token id >= n_vocab);
- * SB_ERR_TOO_MANY_TOKENS (past the model's context); SB_ERR_BUDGET,
+ * SB_ERR_TOO_MANY_TOKENS (past the model's context); SB_ERR_NO_POINT (a
+ * hybrid model's recurrent state is not at the sequence's end: pages were
+ * adopted and no boundary loaded); SB_ERR_BUDGET,
  * SB_ERR_NOMEM (no page for the KV). On failure the sequence is unchanged:
  * positions of a batch that failed are not appended (pages reserved for
  * them stay in the table, unused). With several batches, those before the
@@ -109,9 +120,12 @@ typedef struct sb_rt_seq_step {
  * are bit-identical to running its tokens alone with sb_rt_forward.
  * Each step's rc: SB_OK (appended, logits written); SB_ERR_INVAL (n 0, a
  * token id >= n_vocab); SB_ERR_TOO_MANY_TOKENS (past the model's
- * context); SB_ERR_BUDGET, SB_ERR_NOMEM (no page for its KV). A step that
- * failed left its sequence unchanged (pages reserved for it stay in the
- * table, unused) and did not stop the others.
+ * context); SB_ERR_NO_POINT (a hybrid sequence whose recurrent state is
+ * not at its end); SB_ERR_BUDGET, SB_ERR_NOMEM (no page for its KV). A step
+ * that failed left its sequence unchanged (pages reserved for it stay in
+ * the table, unused) and did not stop the others -- except a hybrid
+ * sequence whose step failed with SB_ERR_NOMEM for its logits after its
+ * rows ran: its recurrent state moved on, so its sequence must be reset.
  * Returns: SB_OK (the steps ran: see each rc); SB_ERR_INVAL (c or steps
  * NULL, a step with a NULL kv or tokens, one kv in two steps: nothing
  * ran); SB_ERR_NOMEM (scratch: nothing ran). */

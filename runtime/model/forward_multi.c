@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/deltanet.h"
 #include "model/forward.h"
 #include "model/forward_pass.h"
 
@@ -16,6 +17,8 @@ static int prepare(const sb_rt_model *m, sb_rt_seq_step *st)
             return SB_ERR_INVAL;
     if (st->kv->n_tokens + st->n > st->kv->max_tokens)
         return SB_ERR_TOO_MANY_TOKENS;
+    if (st->kv->gdn && sb_rt_gdn_pos(st->kv->gdn) != st->kv->n_tokens)
+        return SB_ERR_NO_POINT; /* a hybrid sequence without its recurrent state */
     return sb_rt_kv_reserve(st->kv, st->n);
 }
 

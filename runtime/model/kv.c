@@ -4,22 +4,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/boundary.h"
+#include "model/deltanet.h"
+
 int sb_rt_kv_layout(const sb_rt_model *m, uint32_t page_tokens, uint32_t *bpt,
                     sb_layout *layout)
 {
     if (!m || !bpt || !layout || page_tokens == 0 || m->hp.n_layers > SB_RT_MAX_LAYERS)
         return SB_ERR_INVAL;
-    uint32_t row = sb_rt_model_kv_dim(m) * 2u;
-    for (uint32_t t = 0; t < 2 * m->hp.n_layers; t++)
+    uint32_t row = sb_rt_model_kv_dim(m) * 2u, kv_layers = sb_rt_model_kv_layers(m);
+    for (uint32_t t = 0; t < 2 * kv_layers; t++)
         bpt[t] = row;
+    size_t point = m->hp.n_rec ? sb_rt_boundary_bytes(m) : (size_t)m->hp.n_vocab * sizeof(float);
+    if (point > SB_POINT_BYTES_MAX)
+        return SB_ERR_INVAL;
     memset(layout, 0, sizeof *layout);
     layout->model_id = m->id;
     layout->model_id_bytes = SB_RT_ID_BYTES;
     layout->page_tokens = page_tokens;
-    layout->n_tensors = 2 * m->hp.n_layers;
+    layout->n_tensors = 2 * kv_layers;
     layout->bytes_per_token = bpt;
-    layout->point_bytes = m->hp.n_vocab * (uint32_t)sizeof(float);
+    layout->point_bytes = (uint32_t)point;
     layout->flags = SB_LAYOUT_ELEM16; /* F16 rows: compression shuffles them */
+    if (m->hp.n_rec) /* a hybrid model resumes only at a boundary */
+        layout->flags |= SB_LAYOUT_POINT_REQUIRED;
     return SB_OK;
 }
 
@@ -28,7 +36,7 @@ int sb_rt_kv_init(sb_rt_kv *kv, const sb_rt_model *m, sb_ns *ns)
     memset(kv, 0, sizeof *kv);
     sb_ns_info info;
     if (!m || !ns || sb_ns_get_info(ns, &info) != SB_OK ||
-        info.n_tensors != 2 * m->hp.n_layers)
+        info.n_tensors != 2 * sb_rt_model_kv_layers(m))
         return SB_ERR_INVAL;
     kv->off = malloc(info.n_tensors * sizeof *kv->off);
     if (!kv->off)
@@ -47,9 +55,14 @@ int sb_rt_kv_init(sb_rt_kv *kv, const sb_rt_model *m, sb_ns *ns)
             return SB_ERR_INVAL;
         }
     }
+    if (m->hp.n_rec && sb_rt_gdn_new(m, &kv->gdn) != SB_OK) {
+        free(kv->off);
+        kv->off = NULL;
+        return SB_ERR_NOMEM;
+    }
     kv->ns = ns;
     kv->page_tokens = info.page_tokens;
-    kv->n_layers = m->hp.n_layers;
+    kv->n_layers = sb_rt_model_kv_layers(m);
     kv->kv_dim = kv_dim;
     kv->max_tokens = m->hp.n_ctx;
     return SB_OK;
@@ -72,6 +85,8 @@ void sb_rt_kv_reset(sb_rt_kv *kv)
         sb_page_unref(kv->pages[i]);
     kv->n_pages = 0;
     kv->n_tokens = 0;
+    if (kv->gdn)
+        sb_rt_gdn_reset(kv->gdn);
 }
 
 void sb_rt_kv_fini(sb_rt_kv *kv)
@@ -80,6 +95,7 @@ void sb_rt_kv_fini(sb_rt_kv *kv)
     free(kv->pages);
     free(kv->tokens);
     free(kv->off);
+    sb_rt_gdn_free(kv->gdn);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -99,13 +115,31 @@ static int page_room(sb_rt_kv *kv, size_t n)
     return SB_OK;
 }
 
+/* Room for n tokens in kv->tokens. */
+static int token_room(sb_rt_kv *kv, size_t want)
+{
+    if (want <= kv->tok_cap)
+        return SB_OK;
+    size_t cap = kv->tok_cap ? kv->tok_cap : 256;
+    while (cap < want)
+        cap *= 2;
+    uint32_t *t = realloc(kv->tokens, cap * sizeof *t);
+    if (!t)
+        return SB_ERR_NOMEM;
+    kv->tokens = t;
+    kv->tok_cap = cap;
+    return SB_OK;
+}
+
 int sb_rt_kv_reserve(sb_rt_kv *kv, size_t n)
 {
     size_t end = kv->n_tokens + n;
     if (end > kv->max_tokens)
         return SB_ERR_TOO_MANY_TOKENS;
     size_t pt = kv->page_tokens, need = (end + pt - 1) / pt;
-    int rc = page_room(kv, need);
+    int rc = token_room(kv, end);
+    if (rc == SB_OK)
+        rc = page_room(kv, need);
     if (rc != SB_OK)
         return rc;
     /* A partial tail page may be committed or shared: append to a copy. */
@@ -127,16 +161,9 @@ int sb_rt_kv_reserve(sb_rt_kv *kv, size_t n)
 int sb_rt_kv_append_tokens(sb_rt_kv *kv, const uint32_t *tokens, size_t n)
 {
     size_t want = kv->n_tokens + n;
-    if (want > kv->tok_cap) {
-        size_t cap = kv->tok_cap ? kv->tok_cap : 256;
-        while (cap < want)
-            cap *= 2;
-        uint32_t *t = realloc(kv->tokens, cap * sizeof *t);
-        if (!t)
-            return SB_ERR_NOMEM;
-        kv->tokens = t;
-        kv->tok_cap = cap;
-    }
+    int rc = token_room(kv, want);
+    if (rc != SB_OK)
+        return rc;
     memcpy(kv->tokens + kv->n_tokens, tokens, n * sizeof *tokens);
     kv->n_tokens = want;
     return SB_OK;

@@ -1,7 +1,11 @@
-/* kv.h -- a sequence's KV cache: a page table over snapbank pages.
+/* kv.h -- a sequence's KV cache: a page table over snapbank pages (and, for
+ * a hybrid model, its recurrent layers' state).
  *
  * The bank's layout for a model has 2 * n_layers sequence tensors, K then V
  * of each layer, each kv_dim = n_kv_heads * head_dim F16 values per token.
+ * A hybrid model (qwen35) has them for its full-attention layers only
+ * (sb_rt_model_kv_layers; a layer's `slot` is its place), and its recurrent
+ * layers' state is a separate object (deltanet.h) the sequence carries.
  * A page holds page_tokens tokens of every tensor, tensor-major (snapbank.h,
  * "Page layout"), so the K row of position p in layer l is
  *
@@ -41,21 +45,28 @@ typedef struct sb_rt_kv {
     uint32_t *tokens;          /* (n_tokens) the sequence so far, owned */
     size_t n_tokens, tok_cap;  /* positions whose K and V are written */
     size_t max_tokens;         /* the model's context length */
+    struct sb_rt_gdn *gdn;     /* hybrid models: the recurrent layers' state,
+                                  owned; it must be at n_tokens for a forward
+                                  pass (a match's adopted pages come without
+                                  it: the caller loads a boundary). NULL for
+                                  the other models */
 } sb_rt_kv;
 
 /* sb_rt_kv_layout -- the bank layout of model m's KV with page_tokens per
  * page: fills layout (its bytes_per_token points into bpt, which needs
  * 2 * n_layers entries, and model_id at m->id). Its point state is the
  * logits of the last position, n_vocab float32 (session.h); it is optional
- * (no SB_LAYOUT_POINT_REQUIRED). Returns: SB_OK;
+ * (no SB_LAYOUT_POINT_REQUIRED). A hybrid model's point state is a
+ * boundary (boundary.h), required. Returns: SB_OK;
  * SB_ERR_INVAL (page_tokens 0 or too many layers). */
 int sb_rt_kv_layout(const sb_rt_model *m, uint32_t page_tokens, uint32_t *bpt,
                     sb_layout *layout);
 
 /* sb_rt_kv_init -- an empty table for model m over namespace ns (opened
- * with sb_rt_kv_layout's layout). Returns: SB_OK; SB_ERR_INVAL (ns does
- * not have that layout's shape); SB_ERR_NOMEM. On failure kv is empty and
- * sb_rt_kv_fini may still be called. */
+ * with sb_rt_kv_layout's layout), with a recurrent state at position 0 for
+ * a hybrid model. Returns: SB_OK; SB_ERR_INVAL (ns does not have that
+ * layout's shape); SB_ERR_NOMEM. On failure kv is empty and sb_rt_kv_fini
+ * may still be called. */
 int sb_rt_kv_init(sb_rt_kv *kv, const sb_rt_model *m, sb_ns *ns);
 
 /* sb_rt_kv_prefault -- have the bank's pool hold, mapped and faulted in,
@@ -70,14 +81,17 @@ int sb_rt_kv_prefault(const sb_rt_model *m, sb_ns *ns, size_t *n_ready);
 /* sb_rt_kv_fini -- drop every page reference and free the table. */
 void sb_rt_kv_fini(sb_rt_kv *kv);
 
-/* sb_rt_kv_reset -- forget the sequence (drops the page references). */
+/* sb_rt_kv_reset -- forget the sequence (drops the page references; the
+ * recurrent state goes back to position 0). */
 void sb_rt_kv_reset(sb_rt_kv *kv);
 
 /* sb_rt_kv_reserve -- make the pages for positions [n_tokens, n_tokens + n)
  * present and writable: fresh pages from the bank, and a private copy of a
- * shared tail page. Returns: SB_OK; SB_ERR_TOO_MANY_TOKENS (past the
- * model's context); SB_ERR_BUDGET, SB_ERR_NOMEM (the table is unchanged
- * except for pages added, which stay for a later call). */
+ * shared tail page; and room for n more tokens, so that
+ * sb_rt_kv_append_tokens(kv, ..., n) cannot fail. Returns: SB_OK;
+ * SB_ERR_TOO_MANY_TOKENS (past the model's context); SB_ERR_BUDGET,
+ * SB_ERR_NOMEM (the table is unchanged except for pages added, which stay
+ * for a later call). */
 int sb_rt_kv_reserve(sb_rt_kv *kv, size_t n);
 
 /* sb_rt_kv_row -- the F16 K (which 0) or V (which 1) row of layer l at
@@ -96,7 +110,9 @@ int sb_rt_kv_append_tokens(sb_rt_kv *kv, const uint32_t *tokens, size_t n);
 
 /* sb_rt_kv_adopt -- start the sequence from a match: references to the
  * match's pages covering its first n tokens (tokens[0, n)), restored from
- * disk by the bank where needed. The table must be empty. Returns: SB_OK;
+ * disk by the bank where needed. The table must be empty. A hybrid model's
+ * recurrent state is not set: load the boundary at n into kv->gdn before
+ * the next forward pass. Returns: SB_OK;
  * SB_ERR_RANGE (n beyond the match); the errors of sb_match_pages
  * (SB_ERR_CORRUPT / SB_ERR_IO: the match shrank, the table stays empty). */
 int sb_rt_kv_adopt(sb_rt_kv *kv, sb_match *m, const uint32_t *tokens, size_t n);

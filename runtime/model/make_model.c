@@ -68,7 +68,16 @@ static const char corpus[] =
  *   SmolLM2-360M  HuggingFaceTB/SmolLM2-360M(-Instruct): LlamaForCausalLM,
  *     hidden 960, intermediate 2560, 32 layers, 15 heads, 5 KV heads
  *     (head 64), max_position_embeddings 8192, rms_norm_eps 1e-05,
- *     rope_theta 100000, tied, vocab 49152. */
+ *     rope_theta 100000, tied, vocab 49152.
+ *   Qwen3.5-0.8B  Qwen/Qwen3.5-0.8B config.json text_config: hidden_size
+ *     1024, intermediate_size 3584, 24 layers, full_attention_interval 4,
+ *     8 heads, 2 KV heads, head_dim 256, attn_output_gate true,
+ *     linear_num_key_heads 16, linear_num_value_heads 16,
+ *     linear_key_head_dim 128, linear_value_head_dim 128,
+ *     linear_conv_kernel_dim 4, rms_norm_eps 1e-06, rope_theta 1e7,
+ *     partial_rotary_factor 0.25, mrope_section [11, 11, 10],
+ *     max_position_embeddings 262144, tied, vocab 248320, one MTP layer
+ *     (as quoted in public test fixtures of Qwen3.5 loaders). */
 static const struct preset {
     const char *name;
     const char *arch;
@@ -89,6 +98,23 @@ static const struct preset {
       1e-6f, 0 },
     { "smollm2-360m", "llama", SB_RT_F16, 960, 32, 15, 5, 0, 2560, 49152, 8192, true, 1e5f,
       1e-5f, 0 },
+    { "tiny-hybrid", "qwen35", SB_RT_F32, 64, 4, 4, 2, 32, 192, 512, 2048, true, 1e7f, 1e-6f,
+      0 },
+    { "small-hybrid", "qwen35", SB_RT_F16, 768, 12, 8, 2, 128, 2048, 4096, 8192, false, 1e7f,
+      1e-6f, 0 },
+    { "qwen3.5-0.8b", "qwen35", SB_RT_F16, 1024, 24, 8, 2, 256, 3584, 248320, 262144, true,
+      1e7f, 1e-6f, 0 },
+};
+
+/* The qwen35 presets' hybrid shape: rope dims, attention interval, conv
+ * width, DeltaNet key and value heads and head size. */
+static const struct hybrid_preset {
+    const char *name;
+    uint32_t n_rot, attn_interval, ssm_conv, ssm_k_heads, ssm_v_heads, ssm_head_dim;
+} hybrid_presets[] = {
+    { "tiny-hybrid", 16, 2, 4, 2, 4, 16 },
+    { "small-hybrid", 32, 4, 4, 6, 12, 128 },
+    { "qwen3.5-0.8b", 64, 4, 4, 16, 16, 128 },
 };
 
 int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
@@ -107,6 +133,14 @@ int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
     o->rope_base = p->rope_base, o->rms_eps = p->rms_eps, o->rope_freqs = p->rope_freqs;
     o->rope_orig_ctx = 8192;
     o->rope_scale = 1;
+    for (size_t h = 0; h < sizeof hybrid_presets / sizeof *hybrid_presets; h++) {
+        const struct hybrid_preset *q = &hybrid_presets[h];
+        if (strcmp(q->name, p->name))
+            continue;
+        o->n_rot = q->n_rot, o->attn_interval = q->attn_interval, o->ssm_conv = q->ssm_conv;
+        o->ssm_k_heads = q->ssm_k_heads, o->ssm_v_heads = q->ssm_v_heads;
+        o->ssm_head_dim = q->ssm_head_dim;
+    }
     return i < n ? SB_OK : SB_ERR_INVAL;
 }
 
@@ -160,9 +194,14 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
     if (!o || !name || !v)
         return SB_ERR_INVAL;
     if (!strcmp(name, "arch")) {
-        if (strcmp(v, "llama") && strcmp(v, "qwen2") && strcmp(v, "qwen3"))
+        if (strcmp(v, "llama") && strcmp(v, "qwen2") && strcmp(v, "qwen3") &&
+            strcmp(v, "qwen35"))
             return SB_ERR_INVAL;
         snprintf(o->arch, sizeof o->arch, "%s", v);
+        if (!strcmp(v, "qwen35") && !o->ssm_head_dim) { /* from another arch's preset */
+            o->attn_interval = 4, o->ssm_conv = 4, o->ssm_k_heads = 2, o->ssm_v_heads = 4;
+            o->ssm_head_dim = 16;
+        }
         return SB_OK;
     }
     if (!strcmp(name, "dtype")) {
@@ -212,6 +251,13 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
         { "vocab", offsetof(sb_rt_make_opts, n_vocab), 1, 1u << 20 },
         { "ctx", offsetof(sb_rt_make_opts, n_ctx), 1, 1u << 22 },
         { "rope-orig-ctx", offsetof(sb_rt_make_opts, rope_orig_ctx), 1, 1u << 24 },
+        { "rope-dim", offsetof(sb_rt_make_opts, n_rot), 0, 4096 },
+        { "attn-interval", offsetof(sb_rt_make_opts, attn_interval), 1, 512 },
+        { "ssm-conv", offsetof(sb_rt_make_opts, ssm_conv), 2, 64 },
+        { "ssm-k-heads", offsetof(sb_rt_make_opts, ssm_k_heads), 1, 1024 },
+        { "ssm-v-heads", offsetof(sb_rt_make_opts, ssm_v_heads), 1, 1024 },
+        { "ssm-head-dim", offsetof(sb_rt_make_opts, ssm_head_dim), 1, 1024 },
+        { "mtp", offsetof(sb_rt_make_opts, mtp), 0, 1 },
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (!strcmp(name, f[i].name)) {
@@ -455,6 +501,64 @@ static void *fill(uint64_t *rng, uint32_t t, size_t in, size_t rows, float mean,
     return out;
 }
 
+/* The qwen35 shape checks (make_model.h), hd the attention head size. */
+static int check_hybrid(const sb_rt_make_opts *o, uint32_t hd, sb_rt_err *err)
+{
+    uint32_t rot = o->n_rot ? o->n_rot : hd;
+    if (rot % 2 || rot > hd || !o->attn_interval || o->attn_interval > o->n_layers ||
+        !o->ssm_conv || !o->ssm_k_heads || !o->ssm_v_heads || !o->ssm_head_dim ||
+        o->ssm_v_heads % o->ssm_k_heads || o->mtp > 1 ||
+        (uint64_t)o->dim * (2 * o->ssm_k_heads + o->ssm_v_heads) * o->ssm_head_dim >
+            (1ull << 32))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: impossible qwen35 shape (rope-dim %"
+                          PRIu32 " of head size %" PRIu32 ", attention every %" PRIu32
+                          " of %" PRIu32 " layers, conv %" PRIu32 ", %" PRIu32 " key / %"
+                          PRIu32 " value heads of %" PRIu32 ", mtp %" PRIu32 "): rope-dim "
+                          "must be even and at most the head size, the interval at most the "
+                          "layers, value heads a multiple of key heads", rot, hd,
+                          o->attn_interval, o->n_layers, o->ssm_conv, o->ssm_k_heads,
+                          o->ssm_v_heads, o->ssm_head_dim, o->mtp);
+    return SB_OK;
+}
+
+/* The qwen35 metadata beyond the common keys (model.h): the Gated DeltaNet
+ * shapes, the layer pattern, the MTP count and M-RoPE sections covering
+ * the n_rot / 2 pairs as Qwen3.5's [11, 11, 10, 0] covers 32. */
+static void hybrid_keys(sb_rt_gguf_writer *w, const sb_rt_make_opts *o, uint32_t hd)
+{
+    char k[128];
+#define KEY(s) (snprintf(k, sizeof k, "qwen35.%s", s), k)
+    sb_rt_gguf_add_u32(w, KEY("ssm.conv_kernel"), o->ssm_conv);
+    sb_rt_gguf_add_u32(w, KEY("ssm.state_size"), o->ssm_head_dim);
+    sb_rt_gguf_add_u32(w, KEY("ssm.group_count"), o->ssm_k_heads);
+    sb_rt_gguf_add_u32(w, KEY("ssm.time_step_rank"), o->ssm_v_heads);
+    sb_rt_gguf_add_u32(w, KEY("ssm.inner_size"), o->ssm_v_heads * o->ssm_head_dim);
+    sb_rt_gguf_add_u32(w, KEY("full_attention_interval"), o->attn_interval);
+    if (o->mtp)
+        sb_rt_gguf_add_u32(w, KEY("nextn_predict_layers"), o->mtp);
+    uint32_t pairs = (o->n_rot ? o->n_rot : hd) / 2, sec[4] = { 0 };
+    sec[0] = (pairs + 2) / 3;
+    sec[1] = (pairs - sec[0] + 1) / 2;
+    sec[2] = pairs - sec[0] - sec[1];
+    sb_rt_gguf_add_arr(w, KEY("rope.dimension_sections"), SB_RT_GGUF_I32, sec, 4);
+#undef KEY
+}
+
+/* ssm_a (n values): -exp(N(-1.5, 1)) (make_model.h); the buffer joins bufs. */
+static int ssm_a_tensor(sb_rt_gguf_writer *w, uint64_t *rng, const char *name, uint32_t n,
+                        void **bufs, size_t *nb)
+{
+    float *a = malloc(n * sizeof *a);
+    if (!a)
+        return SB_ERR_NOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        a[i] = -expf(-1.5f + normal(rng));
+    bufs[(*nb)++] = a;
+    uint64_t ne[1] = { n };
+    sb_rt_gguf_add_tensor(w, name, 1, ne, SB_RT_F32, a, n * sizeof *a);
+    return SB_OK;
+}
+
 /* rope_freqs.weight: Llama 3.1's divisor of each pair's frequency
  * (make_model.h), head_dim / 2 values. */
 static void llama3_factors(const sb_rt_make_opts *o, uint32_t hd, float *f)
@@ -506,9 +610,10 @@ static uint32_t tensor_type(const sb_rt_make_opts *o, const char *role, uint32_t
 static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path, sb_rt_err *err)
 {
     bool qwen2 = !strcmp(o->arch, "qwen2"), qwen3 = !strcmp(o->arch, "qwen3");
-    if (!qwen2 && !qwen3 && strcmp(o->arch, "llama"))
+    bool hybrid = !strcmp(o->arch, "qwen35");
+    if (!qwen2 && !qwen3 && !hybrid && strcmp(o->arch, "llama"))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2, "
-                          "qwen3)", o->arch);
+                          "qwen3, qwen35)", o->arch);
     uint32_t ftype = UINT32_MAX;
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
         if (dtypes[i].id == o->dtype)
@@ -537,14 +642,17 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
                           "context %" PRIu32 ")", (double)o->rope_base, (double)o->rms_eps,
                           (double)o->rope_freqs, o->rope_scaling, (double)o->rope_scale,
                           o->rope_orig_ctx);
-    if (o->rope_freqs > 0 && (qwen2 || qwen3))
+    if (o->rope_freqs > 0 && (qwen2 || qwen3 || hybrid))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: rope_freqs is a llama tensor (%s "
                           "does not use it)", o->arch);
+    int hrc = hybrid ? check_hybrid(o, hd, err) : SB_OK;
+    if (hrc != SB_OK)
+        return hrc;
     const char *a = o->arch;
     uint32_t qd = o->n_heads * hd, kvd = o->n_kv_heads * hd;
     vocab v = { 0 };
     sb_rt_gguf_writer *w = sb_rt_gguf_writer_new();
-    void **bufs = calloc(16u * o->n_layers + 8, sizeof *bufs);
+    void **bufs = calloc(20u * (o->n_layers + 1) + 8, sizeof *bufs);
     float *freqs = malloc(hd / 2 * sizeof *freqs);
     size_t nb = 0;
     int rc = w && bufs && freqs ? (vg ? SB_OK : build_vocab(&v, o->n_vocab)) : SB_ERR_NOMEM;
@@ -558,7 +666,7 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
     sb_rt_gguf_add_u32(w, "general.file_type", ftype);
     sb_rt_gguf_add_u32(w, KEY("context_length"), o->n_ctx);
     sb_rt_gguf_add_u32(w, KEY("embedding_length"), o->dim);
-    sb_rt_gguf_add_u32(w, KEY("block_count"), o->n_layers);
+    sb_rt_gguf_add_u32(w, KEY("block_count"), o->n_layers + (hybrid ? o->mtp : 0));
     sb_rt_gguf_add_u32(w, KEY("feed_forward_length"), o->n_ff);
     sb_rt_gguf_add_u32(w, KEY("attention.head_count"), o->n_heads);
     sb_rt_gguf_add_u32(w, KEY("attention.head_count_kv"), o->n_kv_heads);
@@ -566,7 +674,9 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
     sb_rt_gguf_add_u32(w, KEY("attention.value_length"), hd);
     sb_rt_gguf_add_f32(w, KEY("rope.freq_base"), o->rope_base);
     sb_rt_gguf_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), o->rms_eps);
-    sb_rt_gguf_add_u32(w, KEY("rope.dimension_count"), hd);
+    sb_rt_gguf_add_u32(w, KEY("rope.dimension_count"), hybrid && o->n_rot ? o->n_rot : hd);
+    if (hybrid)
+        hybrid_keys(w, o, hd);
     if (o->rope_scaling[0]) {
         sb_rt_gguf_add_str(w, KEY("rope.scaling.type"), o->rope_scaling);
         sb_rt_gguf_add_f32(w, KEY("rope.scaling.factor"), o->rope_scale);
@@ -616,7 +726,49 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
         sb_rt_gguf_add_tensor(w, "rope_freqs.weight", 1, ne, SB_RT_F32, freqs,
                               hd / 2 * sizeof *freqs);
     }
-    for (l = 0; l < o->n_layers; l++) {
+    for (l = 0; l < o->n_layers + (hybrid ? o->mtp : 0); l++) {
+        if (hybrid) {
+            /* qwen35 (model.h): the norms and FFN of every layer, then a
+             * Gated DeltaNet's tensors or a gated attention's; an MTP block
+             * after the trunk is a gated attention layer and its own */
+            uint32_t kd = o->ssm_k_heads * o->ssm_head_dim, vd = o->ssm_v_heads * o->ssm_head_dim;
+            uint32_t cd = 2 * kd + vd, nv = o->ssm_v_heads;
+            bool mtp = l >= o->n_layers, rec = !mtp && (l + 1) % o->attn_interval != 0;
+            float sd = 1 / sqrtf((float)o->dim);
+            TENSOR(NAME("attn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
+            TENSOR(NAME("post_attention_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
+            if (rec) {
+                TENSOR(NAME("attn_qkv.weight"), TYPE("attn_qkv", o->dim), o->dim, cd, 0, sd);
+                TENSOR(NAME("attn_gate.weight"), TYPE("attn_gate", o->dim), o->dim, vd, 0, sd);
+                TENSOR(NAME("ssm_conv1d.weight"), SB_RT_F32, o->ssm_conv, cd, 0, 0.5f);
+                TENSOR(NAME("ssm_dt.bias"), SB_RT_F32, nv, 1, 0, 1);
+                rc = ssm_a_tensor(w, &rng, NAME("ssm_a"), nv, bufs, &nb);
+                if (rc != SB_OK)
+                    goto out;
+                TENSOR(NAME("ssm_beta.weight"), TYPE("ssm_beta", o->dim), o->dim, nv, 0, sd);
+                TENSOR(NAME("ssm_alpha.weight"), TYPE("ssm_alpha", o->dim), o->dim, nv, 0, sd);
+                TENSOR(NAME("ssm_norm.weight"), SB_RT_F32, o->ssm_head_dim, 1, 1, 0.1f);
+                TENSOR(NAME("ssm_out.weight"), TYPE("ssm_out", vd), vd, o->dim, 0, 1 / sqrtf((float)vd));
+            } else {
+                TENSOR(NAME("attn_q.weight"), TYPE("attn_q", o->dim), o->dim, 2 * qd, 0, sd);
+                TENSOR(NAME("attn_k.weight"), TYPE("attn_k", o->dim), o->dim, kvd, 0, sd);
+                TENSOR(NAME("attn_v.weight"), TYPE("attn_v", o->dim), o->dim, kvd, 0, sd);
+                TENSOR(NAME("attn_q_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
+                TENSOR(NAME("attn_k_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
+                TENSOR(NAME("attn_output.weight"), TYPE("attn_output", qd), qd, o->dim, 0, 1 / sqrtf((float)qd));
+            }
+            if (mtp) {
+                TENSOR(NAME("nextn.eh_proj.weight"), TYPE("nextn", 2 * o->dim), 2 * o->dim, o->dim, 0,
+                       1 / sqrtf(2.0f * (float)o->dim));
+                TENSOR(NAME("nextn.enorm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
+                TENSOR(NAME("nextn.hnorm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
+                TENSOR(NAME("nextn.shared_head_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
+            }
+            TENSOR(NAME("ffn_gate.weight"), TYPE("ffn_gate", o->dim), o->dim, o->n_ff, 0, sd);
+            TENSOR(NAME("ffn_up.weight"), TYPE("ffn_up", o->dim), o->dim, o->n_ff, 0, sd);
+            TENSOR(NAME("ffn_down.weight"), TYPE("ffn_down", o->n_ff), o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
+            continue;
+        }
         TENSOR(NAME("attn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
         TENSOR(NAME("attn_q.weight"), TYPE("attn_q", o->dim), o->dim, qd, 0, 1 / sqrtf((float)o->dim));
         TENSOR(NAME("attn_k.weight"), TYPE("attn_k", o->dim), o->dim, kvd, 0, 1 / sqrtf((float)o->dim));

@@ -4,12 +4,17 @@
  *
  * The file is ordinary GGUF v3 with llama.cpp's tensor names and metadata
  * keys (model.h lists the shapes and keys) for the architectures llama,
- * qwen2 (Q/K/V biases) and qwen3 (per-head q/k norms), optionally with a
+ * qwen2 (Q/K/V biases), qwen3 (per-head q/k norms) and qwen35 (hybrid:
+ * Gated DeltaNet and gated attention layers, partial RoPE, M-RoPE
+ * sections, optionally an MTP block), optionally with a
  * Llama 3 rope_freqs.weight and rope.scaling.* keys. Weights: matrices
  * normal with standard deviation 1/sqrt(in) (so activations keep their
  * scale layer to layer), embeddings standard deviation 1 (1/sqrt(dim) when
  * tied, as the output matrix's: logits near 1, as in a trained model), norm
- * weights (the q/k norms too) 1 + 0.1 N(0,1), qwen2 biases 0.1 N(0,1).
+ * weights (the q/k norms too) 1 + 0.1 N(0,1), qwen2 biases 0.1 N(0,1);
+ * qwen35's conv taps N(0, 1/4), ssm_dt.bias N(0, 1) and ssm_a =
+ * -exp(N(-1.5, 1)), so that the decay alpha of a step spreads over (0, 1)
+ * with much of it near 1 (a state that remembers far back).
  * Normal draws come from splitmix64 through Box-Muller, in the file's
  * tensor order, so the same options give byte-identical files.
  *
@@ -67,7 +72,7 @@
 #define SB_RT_MAKE_Q5_K_M 0x111u
 
 typedef struct sb_rt_make_opts {
-    char arch[16];             /* "llama", "qwen2" or "qwen3" */
+    char arch[16];             /* "llama", "qwen2", "qwen3" or "qwen35" */
     uint32_t dtype;            /* matrices and embeddings: a GGML type id
                                 * (quant.h) or SB_RT_MAKE_Q4_K_M / _Q5_K_M */
     uint32_t dim, n_layers, n_heads, n_kv_heads, n_ff, n_vocab, n_ctx;
@@ -83,6 +88,14 @@ typedef struct sb_rt_make_opts {
                                 * "linear" or "yarn" */
     float rope_scale;          /* rope.scaling.factor (written with a type) */
     uint64_t seed;
+    /* qwen35 */
+    uint32_t n_rot;            /* rope.dimension_count (0: head_dim) */
+    uint32_t attn_interval;    /* full_attention_interval: layer i is full
+                                * attention when (i + 1) % interval == 0 */
+    uint32_t ssm_conv;         /* ssm.conv_kernel */
+    uint32_t ssm_k_heads, ssm_v_heads, ssm_head_dim; /* Gated DeltaNet heads */
+    uint32_t mtp;              /* MTP blocks written after the trunk (0 or 1):
+                                * nextn_predict_layers, tensors not run */
     char vocab[512];           /* "" to generate the vocabulary; else a GGUF file whose
                                 * tokenizer.* keys are copied (n_vocab is then its
                                 * token count, whatever n_vocab says) */
@@ -91,8 +104,9 @@ typedef struct sb_rt_make_opts {
 } sb_rt_make_opts;
 
 /* The preset names, for usage messages. */
-#define SB_RT_MAKE_PRESETS "tiny, small, tiny-llama3, tiny-qwen2, tiny-qwen3, llama3-1b, " \
-                           "qwen2.5-0.5b, qwen3-0.6b, smollm2-360m"
+#define SB_RT_MAKE_PRESETS "tiny, small, tiny-llama3, tiny-qwen2, tiny-qwen3, tiny-hybrid, " \
+                           "small-hybrid, llama3-1b, qwen2.5-0.5b, qwen3-0.6b, " \
+                           "smollm2-360m, qwen3.5-0.8b"
 
 /* sb_rt_make_opts_preset -- fill o with a preset (seed 1; rope base 10000,
  * epsilon 1e-5 unless listed):
@@ -106,6 +120,15 @@ typedef struct sb_rt_make_opts {
  *   tiny-qwen2    qwen2 (biases), rope base 1e6, epsilon 1e-6
  *   tiny-qwen3    qwen3 (q/k norms), head_dim 32 (q_dim 128 != dim 64),
  *                 rope base 1e6, epsilon 1e-6
+ *   tiny-hybrid   qwen35, 4 layers alternating Gated DeltaNet and gated
+ *                 attention (interval 2), attention 4/2 heads of 32 with
+ *                 RoPE on 16 dims, DeltaNet 2 key / 4 value heads of 16,
+ *                 conv 4, rope base 1e7, epsilon 1e-6
+ * hybrid (qwen35) at the small scale, F16, untied:
+ *   small-hybrid  dim 768, 12 layers (interval 4: 9 Gated DeltaNet, 3
+ *                 attention), attention 8/2 heads of 128 with RoPE on 32,
+ *                 DeltaNet 6 key / 12 value heads of 128, conv 4, ff 2048,
+ *                 vocab 4096, ctx 8192, rope base 1e7, epsilon 1e-6
  * the real shapes, F16, tied, with the real vocabulary size (the embedded
  * vocabulary padded with unused pieces until a real one is given):
  *   llama3-1b     Llama-3.2-1B: dim 2048, 16 layers, 32/8 heads, head_dim
@@ -118,6 +141,11 @@ typedef struct sb_rt_make_opts {
  *                 base 1e6, eps 1e-6
  *   smollm2-360m  SmolLM2-360M: llama, dim 960, 32 layers, 15/5 heads, ff
  *                 2560, vocab 49152, ctx 8192, rope base 100000
+ *   qwen3.5-0.8b  Qwen3.5-0.8B: qwen35, dim 1024, 24 layers (interval 4),
+ *                 attention 8/2 heads of 256 with RoPE on 64, DeltaNet 16
+ *                 key / 16 value heads of 128, conv 4, ff 3584, vocab
+ *                 248320, ctx 262144, rope base 1e7, epsilon 1e-6 (its MTP
+ *                 block left out)
  * (make_model.c cites the published configurations.)
  * Returns: SB_OK; SB_ERR_INVAL (an unknown name: o is then tiny). */
 int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
@@ -127,14 +155,16 @@ int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
 const char *sb_rt_make_dtype_name(uint32_t dtype);
 
 /* sb_rt_make_opts_set -- set one option by name: "arch" (llama|qwen2|
- * qwen3), "dtype" (f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|
+ * qwen3|qwen35), "dtype" (f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|
  * q4_k_m|q5_k_m), "dim", "layers", "heads", "kv-heads",
  * "head-dim" (0: dim / heads), "ff", "vocab" (a number: the generated
  * vocabulary's size; anything else: a GGUF file to take the vocabulary
  * from), "ctx", "seed", "tied" (0|1),
  * "rope-base", "rms-eps", "rope-freqs" (the factor F; 0 none),
  * "rope-orig-ctx", "rope-scaling" (none|linear|yarn|"" for not written),
- * "rope-scale" (the factor).
+ * "rope-scale" (the factor); qwen35: "rope-dim" (n_rot, 0: head_dim),
+ * "attn-interval", "ssm-conv", "ssm-k-heads", "ssm-v-heads",
+ * "ssm-head-dim", "mtp" (0|1).
  * Returns: SB_OK; SB_ERR_INVAL (unknown name or bad value). */
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value);
 
@@ -144,7 +174,10 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value)
  * Returns: SB_OK; SB_ERR_INVAL (an unknown dtype, or a shape that cannot
  * be: dim not a multiple of heads without head_dim, odd head size, heads
  * not a multiple of kv heads, vocab under 300, a dimension 0 or too large,
- * an unknown rope scaling type); SB_ERR_NOMEM; SB_ERR_IO (err names the
+ * an unknown rope scaling type; qwen35: an odd rope-dim or one above the
+ * head size, value heads not a multiple of key heads, no full-attention
+ * layer);
+ * SB_ERR_NOMEM; SB_ERR_IO (err names the
  * path); with o->vocab also what sb_rt_gguf_open, sb_rt_tok_from_gguf and
  * sb_rt_vocab_copy return (err names the vocabulary file). */
 int sb_rt_make_model(const sb_rt_make_opts *o, const char *path, sb_rt_err *err);

@@ -3,7 +3,10 @@
  * The identity the bank keys KV state under is an XXH3-128 digest of:
  * the KV page format (SB_RT_KV_FORMAT, F16 K/V), the architecture, every
  * hyperparameter, the RoPE angle table and magnitude (so every scaling
- * key), and every tensor's name, type, shape and bytes. Any change
+ * key), and every tensor's name, type, shape and bytes; for a hybrid model
+ * also the recurrent layers' shapes and which layers they are, and the
+ * revisions of their state (SB_RT_GDN_FORMAT) and of the boundary point
+ * state (SB_RT_BOUNDARY_VERSION). Any change
  * to weights or to a setting that changes the K/V bytes gives another
  * identity, so the bank never mixes state of two models. Hashing reads the
  * whole file once at load (about 10 ms per 100 MB here).
@@ -18,6 +21,8 @@
 #include <xxhash.h>
 
 #include "kernels/quant.h"
+#include "model/boundary.h"
+#include "model/deltanet.h"
 #include "model/gguf.h"
 #include "model/kv.h"
 #include "model/tokenizer.h"
@@ -34,10 +39,12 @@ static const struct arch_info {
     bool neox;                 /* RoPE on halves */
     bool qk_norm;              /* attn_q_norm / attn_k_norm */
     bool rope_freqs;           /* may carry rope_freqs.weight */
+    bool hybrid;               /* Gated DeltaNet and gated attention layers */
 } arch_table[] = {
-    { "llama", SB_RT_ARCH_LLAMA, false, false, true },
-    { "qwen2", SB_RT_ARCH_QWEN2, true, false, false },
-    { "qwen3", SB_RT_ARCH_QWEN3, true, true, false },
+    { "llama", SB_RT_ARCH_LLAMA, false, false, true, false },
+    { "qwen2", SB_RT_ARCH_QWEN2, true, false, false, false },
+    { "qwen3", SB_RT_ARCH_QWEN3, true, true, false, false },
+    { "qwen35", SB_RT_ARCH_QWEN35, true, true, false, true },
 };
 
 static const struct arch_info *arch_of(sb_rt_arch arch)
@@ -187,6 +194,101 @@ static int read_rope_scaling(const sb_rt_gguf *g, const char *path, const char *
     return SB_OK;
 }
 
+/* An integer array key of n elements (any integer element type) into
+ * out[0, n); *found says whether it was there. */
+static int get_u32_arr(const sb_rt_gguf *g, const char *path, const char *key, uint32_t n,
+                       uint32_t *out, bool *found, sb_rt_err *err)
+{
+    uint32_t type;
+    uint64_t count;
+    const void *data;
+    int rc = sb_rt_gguf_get_arr(g, key, &type, &count, &data);
+    *found = rc == SB_OK;
+    if (rc == SB_ERR_NOT_FOUND)
+        return SB_OK;
+    static const uint8_t size[] = { [SB_RT_GGUF_U8] = 1, [SB_RT_GGUF_I8] = 1,
+                                    [SB_RT_GGUF_U16] = 2, [SB_RT_GGUF_I16] = 2,
+                                    [SB_RT_GGUF_U32] = 4, [SB_RT_GGUF_I32] = 4,
+                                    [SB_RT_GGUF_BOOL] = 1, [SB_RT_GGUF_U64] = 8,
+                                    [SB_RT_GGUF_I64] = 8 };
+    if (rc != SB_OK || type >= sizeof size || !size[type] || count != n)
+        return FAIL(SB_ERR_FORMAT, "%s: metadata key '%s' must be an array of %" PRIu32
+                    " integers", path, key, n);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t v = 0;
+        memcpy(&v, (const uint8_t *)data + (size_t)i * size[type], size[type]);
+        bool neg = (type == SB_RT_GGUF_I8 || type == SB_RT_GGUF_I16 || type == SB_RT_GGUF_I32 ||
+                    type == SB_RT_GGUF_I64) && (v >> (8 * size[type] - 1)) & 1;
+        if (neg || v > UINT32_MAX)
+            return FAIL(SB_ERR_FORMAT, "%s: metadata key '%s': element %" PRIu32 " is not a "
+                        "non-negative 32-bit integer", path, key, i);
+        out[i] = (uint32_t)v;
+    }
+    return SB_OK;
+}
+
+/* Step for qwen35: the trunk's layer count (block_count less the MTP
+ * blocks), which layers are recurrent, the Gated DeltaNet shapes and the
+ * M-RoPE sections (model.h). Allocates m->layers (their rec and slot). */
+static int read_hybrid(sb_rt_model *m, const char *a, sb_rt_err *err)
+{
+    const sb_rt_gguf *g = m->gguf;
+    const char *path = m->path;
+    sb_rt_hparams *hp = &m->hp;
+    char key[128];
+    uint32_t blocks = hp->n_layers, nextn = 0, interval = 4, d_inner = 0;
+    int rc;
+    if ((rc = get_u32(g, path, a, "nextn_predict_layers", false, 0, 0, blocks - 1, &nextn,
+                      err)) ||
+        (rc = get_u32(g, path, a, "full_attention_interval", false, 4, 1, 1u << 20, &interval,
+                      err)) ||
+        (rc = need_u32(g, path, a, "ssm.conv_kernel", 2, 64, &hp->ssm_conv, err)) ||
+        (rc = need_u32(g, path, a, "ssm.state_size", 1, 1024, &hp->ssm_head_dim, err)) ||
+        (rc = need_u32(g, path, a, "ssm.group_count", 1, 1024, &hp->ssm_k_heads, err)) ||
+        (rc = need_u32(g, path, a, "ssm.time_step_rank", 1, 1024, &hp->ssm_v_heads, err)) ||
+        (rc = need_u32(g, path, a, "ssm.inner_size", 1, 1u << 20, &d_inner, err)))
+        return rc;
+    if (hp->ssm_v_heads % hp->ssm_k_heads)
+        return FAIL(SB_ERR_FORMAT, "%s: %" PRIu32 " value heads ('%s.ssm.time_step_rank') are "
+                    "not a multiple of %" PRIu32 " key heads ('%s.ssm.group_count')", path,
+                    hp->ssm_v_heads, a, hp->ssm_k_heads, a);
+    if (d_inner != hp->ssm_v_heads * hp->ssm_head_dim)
+        return FAIL(SB_ERR_UNSUPPORTED, "%s: value heads of %" PRIu32 " values ('%s.ssm."
+                    "inner_size' %" PRIu32 " / %" PRIu32 " heads) and key heads of %" PRIu32
+                    " ('%s.ssm.state_size') are not supported (they must be equal)", path,
+                    d_inner / hp->ssm_v_heads, a, d_inner, hp->ssm_v_heads, hp->ssm_head_dim, a);
+    hp->n_layers = blocks - nextn;
+    hp->attn_gate = true;
+    m->layers = calloc(hp->n_layers, sizeof *m->layers);
+    uint32_t *rec = calloc(blocks, sizeof *rec);
+    if (!m->layers || !rec) {
+        free(rec);
+        return FAIL(SB_ERR_NOMEM, "%s: out of memory", path);
+    }
+    bool found;
+    arch_key(key, sizeof key, a, "attention.recurrent_layers");
+    if ((rc = get_u32_arr(g, path, key, blocks, rec, &found, err))) {
+        free(rec);
+        return rc;
+    }
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        sb_rt_layer *L = &m->layers[l];
+        L->rec = found ? rec[l] != 0 : (l + 1) % interval != 0;
+        L->slot = L->rec ? hp->n_rec++ : hp->n_attn++;
+    }
+    free(rec);
+    if (!hp->n_attn)
+        return FAIL(SB_ERR_UNSUPPORTED, "%s: every layer is recurrent: a hybrid model needs "
+                    "a full-attention layer here", path);
+    arch_key(key, sizeof key, a, "rope.dimension_sections");
+    if ((rc = get_u32_arr(g, path, key, 4, hp->rope_sections, &found, err)))
+        return rc;
+    if (found && !(hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] +
+                   hp->rope_sections[3]))
+        return FAIL(SB_ERR_FORMAT, "%s: '%s' is all zeros", path, key);
+    return SB_OK;
+}
+
 static int read_hparams(sb_rt_model *m, sb_rt_err *err)
 {
     const sb_rt_gguf *g = m->gguf;
@@ -202,7 +304,7 @@ static int read_hparams(sb_rt_model *m, sb_rt_err *err)
             ai = &arch_table[i];
     if (!ai)
         return FAIL(SB_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (llama, "
-                    "qwen2, qwen3)", path, (int)(arch_len > 64 ? 64 : arch_len), arch);
+                    "qwen2, qwen3, qwen35)", path, (int)(arch_len > 64 ? 64 : arch_len), arch);
     const char *a = ai->name;
     hp->arch = ai->arch;
     hp->rope_neox = ai->neox;
@@ -249,9 +351,18 @@ static int read_hparams(sb_rt_model *m, sb_rt_err *err)
                     path, kl);
     hp->head_dim = kl;
     arch_key(key, sizeof key, a, "rope.dimension_count");
-    if (sb_rt_gguf_get_u64(g, key, &v) == SB_OK && v != hp->head_dim)
-        return FAIL(SB_ERR_UNSUPPORTED, "%s: partial RoPE ('%s' = %" PRIu64 ", head size %"
-                    PRIu32 ") is not supported", path, key, v, hp->head_dim);
+    hp->n_rot = hp->head_dim;
+    if (sb_rt_gguf_get_u64(g, key, &v) == SB_OK && v != hp->head_dim) {
+        if (!ai->hybrid)
+            return FAIL(SB_ERR_UNSUPPORTED, "%s: partial RoPE ('%s' = %" PRIu64 ", head size %"
+                        PRIu32 ") is not supported", path, key, v, hp->head_dim);
+        if (v < 2 || v > hp->head_dim || v % 2)
+            return FAIL(SB_ERR_FORMAT, "%s: '%s' = %" PRIu64 " must be even and in [2, %"
+                        PRIu32 "] (the head size)", path, key, v, hp->head_dim);
+        hp->n_rot = (uint32_t)v;
+    }
+    if (ai->hybrid && (rc = read_hybrid(m, a, err)))
+        return rc;
     if ((rc = opt_f32(g, path, a, "rope.freq_base", 10000.0f, &hp->rope_base, err)) ||
         (rc = opt_f32(g, path, a, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->rms_eps, err)))
         return rc;
@@ -309,27 +420,90 @@ static int get_mat(loader *ld, const char *name, uint32_t in, uint32_t out, sb_r
     return SB_OK;
 }
 
-/* A vector tensor of n elements (any type quant.h lists; norms and biases
- * are F32 in files llama.cpp writes) into an owned float array; *out NULL
- * when optional and absent. */
-static int get_vec(loader *ld, const char *name, uint32_t n, bool optional, float **out,
-                   sb_rt_err *err)
+/* A small tensor of shape (n) when ne1 is 0, else (n, ne1), of any type
+ * quant.h lists (norms and biases are F32 in files llama.cpp writes), into
+ * an owned float array; *out NULL when optional and absent. */
+static int get_floats(loader *ld, const char *name, uint32_t n, uint32_t ne1, bool optional,
+                      float **out, sb_rt_err *err)
 {
     sb_rt_model *m = ld->m;
     *out = NULL;
     const sb_rt_gguf_tensor *t = take(ld, name);
     if (!t)
         return optional ? SB_OK : FAIL(SB_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
-    if (t->n_dims != 1 || t->ne[0] != n)
+    if (!ne1 && (t->n_dims != 1 || t->ne[0] != n))
         return FAIL(SB_ERR_FORMAT, "%s: tensor '%s' has %" PRIu64 " elements in %" PRIu32
                     " dimensions, expected (%" PRIu32 ")", m->path, name, t->ne[0], t->n_dims, n);
+    if (ne1 && (t->n_dims != 2 || t->ne[0] != n || t->ne[1] != ne1))
+        return FAIL(SB_ERR_FORMAT, "%s: tensor '%s' has shape (%" PRIu64 ", %" PRIu64 "%s), "
+                    "expected (%" PRIu32 ", %" PRIu32 ")", m->path, name, t->ne[0],
+                    t->n_dims > 1 ? t->ne[1] : 1, t->n_dims > 2 ? ", ..." : "", n, ne1);
     if (!sb_rt_dtype_known(t->type))
         return bad_type(m, t, err);
+    n *= ne1 ? ne1 : 1;
     float *v = malloc((size_t)n * sizeof *v);
     if (!v)
         return FAIL(SB_ERR_NOMEM, "%s: out of memory", m->path);
     sb_rt_dequant_row((sb_rt_dtype)t->type, t->data, v, n);
     *out = v;
+    return SB_OK;
+}
+
+/* A vector tensor of n elements into an owned float array; *out NULL when
+ * optional and absent. */
+static int get_vec(loader *ld, const char *name, uint32_t n, bool optional, float **out,
+                   sb_rt_err *err)
+{
+    return get_floats(ld, name, n, 0, optional, out, err);
+}
+
+/* A qwen35 layer (model.h): the norms and FFN of every layer, then a Gated
+ * DeltaNet's tensors or a gated attention's. */
+static int read_layer_qwen35(loader *ld, uint32_t l, sb_rt_err *err)
+{
+    sb_rt_model *m = ld->m;
+    const sb_rt_hparams *hp = &m->hp;
+    uint32_t qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
+    uint32_t kd = hp->ssm_k_heads * hp->ssm_head_dim, vd = hp->ssm_v_heads * hp->ssm_head_dim;
+    uint32_t nv = hp->ssm_v_heads;
+    sb_rt_layer *L = &m->layers[l];
+    char n[96];
+    int rc;
+#define NAME(s) (snprintf(n, sizeof n, "blk.%" PRIu32 ".%s", l, s), n)
+    if ((rc = get_vec(ld, NAME("attn_norm.weight"), hp->dim, false, &L->attn_norm, err)) ||
+        (rc = get_vec(ld, NAME("post_attention_norm.weight"), hp->dim, false, &L->ffn_norm,
+                      err)) ||
+        (rc = get_mat(ld, NAME("ffn_gate.weight"), hp->dim, hp->n_ff, &L->gate, err)) ||
+        (rc = get_mat(ld, NAME("ffn_up.weight"), hp->dim, hp->n_ff, &L->up, err)) ||
+        (rc = get_mat(ld, NAME("ffn_down.weight"), hp->n_ff, hp->dim, &L->down, err)))
+        return rc;
+    if (L->rec &&
+        ((rc = get_mat(ld, NAME("attn_qkv.weight"), hp->dim, 2 * kd + vd, &L->wqkv, err)) ||
+         (rc = get_mat(ld, NAME("attn_gate.weight"), hp->dim, vd, &L->wz, err)) ||
+         (rc = get_mat(ld, NAME("ssm_beta.weight"), hp->dim, nv, &L->wbeta, err)) ||
+         (rc = get_mat(ld, NAME("ssm_alpha.weight"), hp->dim, nv, &L->walpha, err)) ||
+         (rc = get_mat(ld, NAME("ssm_out.weight"), vd, hp->dim, &L->wout, err)) ||
+         (rc = get_floats(ld, NAME("ssm_conv1d.weight"), hp->ssm_conv, 2 * kd + vd, false,
+                          &L->conv, err)) ||
+         (rc = get_vec(ld, NAME("ssm_dt.bias"), nv, false, &L->dt_bias, err)) ||
+         (rc = get_vec(ld, NAME("ssm_a"), nv, false, &L->ssm_a, err)) ||
+         (rc = get_vec(ld, NAME("ssm_norm.weight"), hp->ssm_head_dim, false, &L->ssm_norm,
+                       err))))
+        return rc;
+    if (!L->rec &&
+        ((rc = get_mat(ld, NAME("attn_q.weight"), hp->dim, 2 * qd, &L->wq, err)) ||
+         (rc = get_mat(ld, NAME("attn_k.weight"), hp->dim, kvd, &L->wk, err)) ||
+         (rc = get_mat(ld, NAME("attn_v.weight"), hp->dim, kvd, &L->wv, err)) ||
+         (rc = get_mat(ld, NAME("attn_output.weight"), qd, hp->dim, &L->wo, err)) ||
+         (rc = get_vec(ld, NAME("attn_q_norm.weight"), hp->head_dim, false, &L->q_norm, err)) ||
+         (rc = get_vec(ld, NAME("attn_k_norm.weight"), hp->head_dim, false, &L->k_norm, err))))
+        return rc;
+    for (uint32_t i = 0; L->rec && i < nv; i++)
+        if (!(L->ssm_a[i] < 0) || !isfinite(L->ssm_a[i]))
+            return FAIL(SB_ERR_FORMAT, "%s: tensor '%s': element %" PRIu32 " is %g, not a "
+                        "negative number (-exp(A_log))", m->path, NAME("ssm_a"), i,
+                        (double)L->ssm_a[i]);
+#undef NAME
     return SB_OK;
 }
 
@@ -341,6 +515,7 @@ static int read_layer(loader *ld, uint32_t l, sb_rt_err *err)
     sb_rt_layer *L = &m->layers[l];
     char n[96];
     int rc;
+    L->slot = l;
 #define NAME(s) (snprintf(n, sizeof n, "blk.%" PRIu32 ".%s", l, s), n)
     if ((rc = get_vec(ld, NAME("attn_norm.weight"), hp->dim, false, &L->attn_norm, err)) ||
         (rc = get_vec(ld, NAME("ffn_norm.weight"), hp->dim, false, &L->ffn_norm, err)) ||
@@ -395,12 +570,25 @@ static int read_tensors(loader *ld, sb_rt_err *err)
         if (!(m->rope_freqs[j] > 0) || !isfinite(m->rope_freqs[j]))
             return FAIL(SB_ERR_FORMAT, "%s: tensor 'rope_freqs.weight': element %" PRIu32 " is "
                         "%g, not a positive number", m->path, j, (double)m->rope_freqs[j]);
-    m->layers = calloc(hp->n_layers, sizeof *m->layers);
+    if (!m->layers) /* qwen35 allocated them with the metadata */
+        m->layers = calloc(hp->n_layers, sizeof *m->layers);
     if (!m->layers)
         return FAIL(SB_ERR_NOMEM, "%s: out of memory", m->path);
-    for (uint32_t l = 0; l < hp->n_layers; l++)
-        if ((rc = read_layer(ld, l, err)))
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        rc = hp->arch == SB_RT_ARCH_QWEN35 ? read_layer_qwen35(ld, l, err)
+                                           : read_layer(ld, l, err);
+        if (rc)
             return rc;
+    }
+    /* qwen35's multi-token-prediction blocks after the trunk are not run
+     * (model.h): their tensors are left unread on purpose. */
+    for (size_t i = 0; hp->arch == SB_RT_ARCH_QWEN35 && i < sb_rt_gguf_n_tensors(m->gguf); i++) {
+        unsigned long b;
+        int len = 0;
+        if (sscanf(sb_rt_gguf_tensor_at(m->gguf, i)->name, "blk.%lu.%n", &b, &len) == 1 &&
+            len > 0 && b >= hp->n_layers)
+            ld->used[i] = 1;
+    }
     for (size_t i = 0; i < sb_rt_gguf_n_tensors(m->gguf); i++)
         if (!ld->used[i])
             return FAIL(SB_ERR_UNSUPPORTED, "%s: tensor '%s' is not used by architecture '%s' "
@@ -411,11 +599,24 @@ static int read_tensors(loader *ld, sb_rt_err *err)
 
 /* ---- RoPE table ----------------------------------------------------------------------- */
 
+/* Whether pair j of qwen35's interleaved M-RoPE turns with the text
+ * position (model.h): every pair without sections. */
+static bool mrope_text_pair(const sb_rt_hparams *hp, uint32_t j)
+{
+    const uint32_t *sec = hp->rope_sections;
+    uint32_t sum = sec[0] + sec[1] + sec[2] + sec[3];
+    if (!sum)
+        return true;
+    uint32_t s = j % sum;
+    return (s % 3 == 0 && s < 3 * sec[0]) || (s % 3 == 1 && s < 3 * sec[1]) ||
+           (s % 3 == 2 && s < 3 * sec[2]);
+}
+
 /* theta_j and the magnitude scale, as model.h defines them. */
 static int rope_table(sb_rt_model *m)
 {
     const sb_rt_hparams *hp = &m->hp;
-    uint32_t d = hp->head_dim, half = d / 2;
+    uint32_t d = hp->n_rot, half = d / 2;
     m->rope = malloc(half * sizeof *m->rope);
     if (!m->rope)
         return SB_ERR_NOMEM;
@@ -440,7 +641,7 @@ static int rope_table(sb_rt_model *m)
             double r = 1 - fmin(1.0, fmax(0.0, (j - lo) / fmax(0.001, hi - lo)));
             t = e / s * (1 - r) + e * r;
         }
-        m->rope[j] = t;
+        m->rope[j] = mrope_text_pair(hp, j) ? t : 0;
     }
     double ms = hp->rope_attn_factor;
     if (hp->rope_scaling == SB_RT_ROPE_YARN && s > 1)
@@ -469,7 +670,15 @@ static int identity(sb_rt_model *m)
     float f[] = { hp->rope_base, hp->rms_eps, m->rope_mscale };
     XXH3_128bits_update(s, f, sizeof f);
     /* the angles themselves: every scaling setting that moves K */
-    XXH3_128bits_update(s, m->rope, hp->head_dim / 2 * sizeof *m->rope);
+    XXH3_128bits_update(s, m->rope, hp->n_rot / 2 * sizeof *m->rope);
+    if (hp->arch == SB_RT_ARCH_QWEN35) { /* (the other identities stay as they were) */
+        uint32_t h[] = { hp->n_rot, hp->attn_gate, hp->n_rec, hp->n_attn, hp->ssm_conv,
+                         hp->ssm_k_heads, hp->ssm_v_heads, hp->ssm_head_dim, SB_RT_GDN_FORMAT,
+                         SB_RT_BOUNDARY_VERSION };
+        XXH3_128bits_update(s, h, sizeof h);
+        for (uint32_t l = 0; l < hp->n_layers; l++)
+            XXH3_128bits_update(s, &m->layers[l].rec, sizeof m->layers[l].rec);
+    }
     for (size_t i = 0; i < sb_rt_gguf_n_tensors(m->gguf); i++) {
         const sb_rt_gguf_tensor *t = sb_rt_gguf_tensor_at(m->gguf, i);
         XXH3_128bits_update(s, t->name, strlen(t->name) + 1);
@@ -500,6 +709,10 @@ void sb_rt_model_free(sb_rt_model *m)
             free(L->bv);
             free(L->q_norm);
             free(L->k_norm);
+            free(L->conv);
+            free(L->dt_bias);
+            free(L->ssm_a);
+            free(L->ssm_norm);
         }
     free(m->layers);
     free(m->out_norm);

@@ -11,6 +11,11 @@
  *          j + head_dim / 2).
  *   qwen3  Qwen3 dense: no biases, an RMSNorm of each head of q and of k
  *          (attn_q_norm, attn_k_norm: head_dim weights) before RoPE, NEOX.
+ *   qwen35 Qwen3.5 dense (hybrid): most layers are Gated DeltaNet layers
+ *          (deltanet.h says what they compute), the rest gated
+ *          full-attention layers: qwen3's attention with a per-head output
+ *          gate and RoPE on the first n_rot dimensions of each head only;
+ *          the FFN's norm is post_attention_norm. Listed below.
  *
  * Any other architecture is refused, named (SB_ERR_UNSUPPORTED). Q/K/V
  * biases are optional in every architecture (qwen2 files have them), as in
@@ -52,6 +57,29 @@
  * (Peng et al., "YaRN", 2023; llama.cpp's ggml_rope_yarn_corr_dims.) The
  * table theta_j is computed once, in double, at load (sb_rt_model.rope).
  *
+ * qwen35 (llama.cpp's converter, convert_hf_to_gguf.py, writes these):
+ *   block_count counts the trunk and nextn_predict_layers (default 0)
+ *       multi-token-prediction blocks after it; the MTP blocks (tensors
+ *       blk.N.* for N >= block_count - nextn_predict_layers) only draft
+ *       tokens for speculative decoding and are not run here
+ *   attention.recurrent_layers (bool or integer array, one per block):
+ *       which layers are Gated DeltaNet; without it full_attention_interval
+ *       (default 4): layer i is recurrent unless (i + 1) % interval == 0
+ *   ssm.conv_kernel (d_conv), ssm.state_size (d_k: the key head size),
+ *   ssm.group_count (n_k: key heads), ssm.time_step_rank (n_v: value
+ *       heads, a multiple of n_k), ssm.inner_size (n_v * d_v), all required;
+ *       d_v must equal d_k (as llama.cpp requires)
+ *   rope.dimension_count (n_rot, even, <= head_dim; default head_dim):
+ *       the rotated dimensions of each head, pairs (j, j + n_rot / 2)
+ *   rope.dimension_sections (4 integers; optional): interleaved M-RoPE's
+ *       sections. For text every section's position is the token's, except
+ *       the fourth, which llama.cpp sets to 0: pair j (j < n_rot / 2) has
+ *       sector s = j mod (sum of sections) and rotates by the position when
+ *       s mod 3 == 0 and s < 3 sec0, s mod 3 == 1 and s < 3 sec1, or
+ *       s mod 3 == 2 and s < 3 sec2, and by 0 (not at all) otherwise: its
+ *       theta_j is 0. (Qwen3.5's [11, 11, 10, 0] rotates every pair.)
+ *
+ *
  * Weight matrices are of any type the kernels run (quant.h: F32, F16,
  * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), each tensor its
  * own (Q4_K_M files mix them); norm weights, biases and rope_freqs are
@@ -75,6 +103,24 @@
  *   output_norm         (dim)
  *   output              (dim, n_vocab), or token_embd when absent (tied)
  *
+ * qwen35, every layer: attn_norm and post_attention_norm (dim; the latter
+ * is the FFN's norm, ffn_norm above), ffn_gate / ffn_up / ffn_down as
+ * above. Full-attention layers:
+ *   attn_q              (dim, 2 * q_dim)     per head, head_dim query values
+ *                                            then head_dim gate values
+ *   attn_k, attn_v      (dim, kv_dim)
+ *   attn_q_norm, attn_k_norm (head_dim), attn_output (q_dim, dim)
+ * Gated DeltaNet layers (key_dim = n_k * d_k, value_dim = n_v * d_v,
+ * conv_dim = 2 * key_dim + value_dim):
+ *   attn_qkv            (dim, conv_dim)      q | k | v, before the conv
+ *   attn_gate           (dim, value_dim)     the output gate z
+ *   ssm_conv1d          (d_conv, conv_dim)   a causal filter per channel
+ *   ssm_dt.bias         (n_v)
+ *   ssm_a               (n_v)                -exp(A_log) of the HF weights
+ *   ssm_beta, ssm_alpha (dim, n_v)
+ *   ssm_norm            (d_v)
+ *   ssm_out             (value_dim, dim)
+ *
  * Thread safety: a loaded model is immutable; any number of contexts on any
  * threads may use it at once.
  */
@@ -95,6 +141,7 @@ typedef enum sb_rt_arch {
     SB_RT_ARCH_LLAMA = 0,
     SB_RT_ARCH_QWEN2 = 1,
     SB_RT_ARCH_QWEN3 = 2,
+    SB_RT_ARCH_QWEN35 = 3,
 } sb_rt_arch;
 
 /* RoPE frequency scaling ({arch}.rope.scaling.type; see above). */
@@ -125,6 +172,19 @@ typedef struct sb_rt_hparams {
     float rope_scale;          /* scaling factor s (1 with SB_RT_ROPE_NONE) */
     uint32_t rope_ctx_orig;    /* YaRN's original context length */
     float rope_attn_factor;    /* rope.scaling.attn_factor */
+    uint32_t n_rot;            /* RoPE's rotated dimensions per head (even,
+                                * <= head_dim; head_dim but for qwen35) */
+    uint32_t rope_sections[4]; /* qwen35's M-RoPE sections (all 0: none) */
+    bool attn_gate;            /* attn_q also gives a sigmoid output gate
+                                * per head (qwen35) */
+    /* Hybrid models (qwen35); all 0 for the others. */
+    uint32_t n_rec;            /* Gated DeltaNet layers */
+    uint32_t n_attn;           /* full-attention layers: n_layers - n_rec
+                                * (the layers with K/V pages) */
+    uint32_t ssm_conv;         /* d_conv: the causal conv's width, >= 2 */
+    uint32_t ssm_k_heads;      /* n_k: query and key heads */
+    uint32_t ssm_v_heads;      /* n_v: value heads, a multiple of n_k */
+    uint32_t ssm_head_dim;     /* d_k = d_v: key and value head size */
 } sb_rt_hparams;
 
 /* A weight matrix: `out` rows of `in` elements of type `type`, borrowed from
@@ -136,14 +196,30 @@ typedef struct sb_rt_mat {
 } sb_rt_mat;
 
 typedef struct sb_rt_layer {
+    bool rec;                  /* a Gated DeltaNet layer (qwen35): the attention
+                                * members below are unset, the ssm ones set */
+    uint32_t slot;             /* index among the layers of its kind: the KV
+                                * tensors of a full-attention layer in the
+                                * bank's pages (kv.h), a recurrent layer's
+                                * state (deltanet.h) */
     float *attn_norm;          /* (dim), owned */
     sb_rt_mat wq, wk, wv, wo;
     float *bq, *bk, *bv;       /* biases (q_dim, kv_dim, kv_dim), owned; each
                                 * NULL when the file has none (qwen2 has them) */
     float *q_norm, *k_norm;    /* (head_dim) per-head RMSNorm weights of q and k,
                                 * owned; NULL unless qwen3 */
-    float *ffn_norm;           /* (dim), owned */
+    float *ffn_norm;           /* (dim), owned (qwen35: post_attention_norm) */
     sb_rt_mat gate, up, down;
+    /* Gated DeltaNet (deltanet.h); conv_dim = 2 * n_k * d_k + n_v * d_v */
+    sb_rt_mat wqkv;            /* (dim, conv_dim) attn_qkv */
+    sb_rt_mat wz;              /* (dim, n_v * d_v) attn_gate */
+    sb_rt_mat wbeta, walpha;   /* (dim, n_v) ssm_beta, ssm_alpha */
+    sb_rt_mat wout;            /* (n_v * d_v, dim) ssm_out */
+    float *conv;               /* (conv_dim, d_conv) ssm_conv1d: channel c's
+                                * taps at conv + c * d_conv, oldest first; owned */
+    float *dt_bias;            /* (n_v) ssm_dt.bias, owned */
+    float *ssm_a;              /* (n_v) ssm_a (negative), owned */
+    float *ssm_norm;           /* (d_v) ssm_norm, owned */
 } sb_rt_layer;
 
 typedef struct sb_rt_gguf sb_rt_gguf;
@@ -157,7 +233,7 @@ typedef struct sb_rt_model {
     sb_rt_mat output;          /* (dim, n_vocab); token_embd when tied */
     float *rope_freqs;         /* (head_dim / 2) rope_freqs.weight, owned; NULL
                                 * when absent (then every f_j is 1) */
-    double *rope;              /* (head_dim / 2) theta_j: the angle per position
+    double *rope;              /* (n_rot / 2) theta_j: the angle per position
                                 * of pair j, every scaling applied, owned */
     float rope_mscale;         /* cos and sin are multiplied by this: 1, or
                                 * attn_factor (* (1 + 0.1 ln s) with yarn) */
@@ -192,8 +268,8 @@ int sb_rt_model_load(const char *path, sb_rt_model **out, sb_rt_err *err);
 /* sb_rt_model_free -- unmap and free. NULL is a no-op. */
 void sb_rt_model_free(sb_rt_model *m);
 
-/* sb_rt_arch_name -- "llama", "qwen2", "qwen3" (a static string; "?" for a
- * value outside the enum). */
+/* sb_rt_arch_name -- "llama", "qwen2", "qwen3", "qwen35" (a static
+ * string; "?" for a value outside the enum). */
 const char *sb_rt_arch_name(sb_rt_arch arch);
 
 /* sb_rt_model_kv_dim -- n_kv_heads * head_dim: the K (or V) floats a token
@@ -201,6 +277,13 @@ const char *sb_rt_arch_name(sb_rt_arch arch);
 static inline uint32_t sb_rt_model_kv_dim(const sb_rt_model *m)
 {
     return m->hp.n_kv_heads * m->hp.head_dim;
+}
+
+/* sb_rt_model_kv_layers -- the layers with K/V rows in the bank's pages:
+ * every layer, or a hybrid model's full-attention layers. */
+static inline uint32_t sb_rt_model_kv_layers(const sb_rt_model *m)
+{
+    return m->hp.n_rec ? m->hp.n_attn : m->hp.n_layers;
 }
 
 #endif /* SB_RT_MODEL_H */

@@ -13,6 +13,9 @@
 
 #include "model/session.h"
 
+#include "model/boundary.h"
+#include "model/deltanet.h"
+
 struct sb_rt_session {
     const sb_rt_model *m;
     sb_rt_ctx *ctx;
@@ -35,6 +38,12 @@ struct sb_rt_session {
     double t0, t3;        /* begin; the first token pushed */
     double t_prefill;     /* when prefill started (after the restore) */
     sb_store *fg;         /* the store marked foreground for the turn, or NULL */
+    /* hybrid models (session.h, "boundaries") */
+    size_t point_bytes;   /* the layout's point state */
+    uint8_t *point;       /* a boundary being encoded (point_bytes) */
+    size_t grid, keep;    /* the policy: grid, grid boundaries per turn */
+    size_t marks[66];     /* the open turn's grid positions to record */
+    size_t n_marks, mark_i; /* ...how many, and the next one */
 };
 
 const char *sb_rt_cache_mode_name(sb_rt_cache_mode m)
@@ -84,15 +93,24 @@ int sb_rt_session_new(const sb_rt_model *m, sb_rt_ctx *ctx, sb_ns *ns, sb_rt_ses
         return SB_ERR_INVAL;
     *out = NULL;
     sb_ns_info info;
-    if (!m || !ctx || !ns || sb_ns_get_info(ns, &info) != SB_OK ||
-        info.point_bytes != (size_t)m->hp.n_vocab * sizeof(float))
+    if (!m || !ctx || !ns || sb_ns_get_info(ns, &info) != SB_OK)
+        return SB_ERR_INVAL;
+    size_t want = m->hp.n_rec ? sb_rt_boundary_bytes(m) : (size_t)m->hp.n_vocab * sizeof(float);
+    if (info.point_bytes != want)
         return SB_ERR_INVAL;
     sb_rt_session *s = calloc(1, sizeof *s);
     if (!s)
         return SB_ERR_NOMEM;
     s->m = m, s->ctx = ctx, s->ns = ns, s->page_bytes = info.page_bytes;
-    s->logits = malloc(info.point_bytes);
-    int rc = s->logits ? sb_rt_kv_init(&s->kv, m, ns) : SB_ERR_NOMEM;
+    s->point_bytes = info.point_bytes;
+    s->grid = SB_RT_BOUNDARY_GRID;
+    s->keep = SB_RT_BOUNDARY_KEEP;
+    s->logits = malloc((size_t)m->hp.n_vocab * sizeof(float));
+    if (m->hp.n_rec)
+        s->point = malloc(info.point_bytes);
+    int rc = s->logits && (s->point || !m->hp.n_rec) ? sb_rt_kv_init(&s->kv, m, ns)
+                                                     : SB_ERR_NOMEM;
+
     if (rc != SB_OK) {
         sb_rt_session_free(s);
         return rc;
@@ -114,7 +132,17 @@ void sb_rt_session_free(sb_rt_session *s)
     free(s->tok);
     free(s->prompt);
     free(s->logits);
+    free(s->point);
     free(s);
+}
+
+int sb_rt_session_set_boundaries(sb_rt_session *s, size_t grid, size_t max_bytes)
+{
+    if (!s || !s->m->hp.n_rec || grid % SB_RT_GDN_CHUNK)
+        return SB_ERR_INVAL;
+    s->grid = grid;
+    s->keep = max_bytes ? max_bytes / s->point_bytes : SB_RT_BOUNDARY_KEEP;
+    return SB_OK;
 }
 
 void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use)
@@ -272,6 +300,102 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
     sb_match_release(mt);
     if (rc != SB_OK)
         sb_rt_kv_reset(&s->kv);
+    else
+        rep->bank_bytes =
+            (rep->cached_tokens + s->kv.page_tokens - 1) / s->kv.page_tokens * s->page_bytes +
+            (rep->point_hit ? s->point_bytes : 0);
+    return rc;
+}
+
+/* Steps 2-3 of a hybrid model's turn: the longest prefix L with a
+ * boundary, all or nothing (the recurrent state exists at L only). Pages on
+ * disk are read when that is estimated faster than computing L tokens. On
+ * return the KV and its recurrent state are at cached_tokens (possibly 0);
+ * rep->point_hit says s->logits are filled. */
+static int restore_hybrid(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_turn *rep)
+{
+    sb_rt_kv_reset(&s->kv);
+    sb_match *mt = NULL;
+    int rc = sb_ns_match(s->ns, prompt, n, &mt);
+    if (rc != SB_OK)
+        return rc;
+    sb_match_info mi;
+    size_t pt = s->kv.page_tokens;
+    for (;;) {
+        if ((rc = sb_match_get_info(mt, &mi)) != SB_OK)
+            break;
+        size_t L = mi.n_tokens;
+        rep->matched_tokens = L;
+        rep->miss = mi.miss;
+        rep->disk_skipped = 0;
+        rep->cached_disk_tokens = 0;
+        if (!L)
+            break;
+        size_t pages = (L + pt - 1) / pt;
+        size_t disk_pages = pages > mi.n_pages_ram ? pages - mi.n_pages_ram : 0;
+        if (disk_pages) {
+            rep->est_read_s = s->rates.read_fixed_s +
+                              ((double)disk_pages * (double)s->page_bytes + (double)s->point_bytes) /
+                                  s->rates.read_bytes_s;
+            rep->est_recompute_s = (double)L / s->rates.prefill_tok_s;
+            if (s->disk_use == SB_RT_DISK_NEVER ||
+                (s->disk_use == SB_RT_DISK_READ && rep->est_read_s > rep->est_recompute_s)) {
+                rep->disk_skipped = 1;
+                break;
+            }
+        }
+        double t0 = now_s();
+        /* Pages and the boundary on disk are read in one batch (the
+         * boundary's record follows the last page's). */
+        rc = disk_pages && mi.has_point ? sb_match_load(mt, pages, 1) : SB_OK;
+        if (rc == SB_ERR_NO_POINT)
+            rc = SB_OK; /* (cannot be: pages covers the match) read them as they come */
+        if (rc == SB_OK)
+            rc = sb_rt_kv_adopt(&s->kv, mt, prompt, L);
+        const void *pnt = rc == SB_OK ? sb_match_point(mt) : NULL;
+        if (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO || (rc == SB_OK && !pnt)) {
+            /* a page or the boundary failed to read: the match shrank to
+             * what is left (sb_match_restore); choose again */
+            sb_rt_kv_reset(&s->kv);
+            sb_match_info now;
+            if ((rc = sb_match_get_info(mt, &now)) != SB_OK)
+                break;
+            if (now.n_tokens >= L)
+                break; /* no progress: compute everything */
+            continue;
+        }
+        if (rc != SB_OK)
+            break;
+        bool has = false;
+        if (sb_rt_boundary_decode(s->m, s->kv.gdn, pnt, L, s->logits, &has) != SB_OK ||
+            (L == n && !has)) {
+            /* not a boundary this runtime can resume from (or, at the end
+             * of the prompt, one without the logits it needs: the state
+             * cannot step back one token): compute everything */
+            sb_rt_kv_reset(&s->kv);
+            break;
+        }
+        rep->point_hit = L == n;
+        rep->cached_tokens = L;
+        rep->boundary_tokens = L;
+        rep->bank_bytes = pages * s->page_bytes + s->point_bytes;
+        if (disk_pages) {
+            rep->cached_disk_tokens = L - mi.n_pages_ram * pt;
+            rep->restore_bytes = disk_pages * s->page_bytes;
+            double dt = now_s() - t0;
+            if (dt > s->rates.read_fixed_s)
+                average(&s->rates.read_bytes_s, &s->rates.read_samples,
+                        (double)disk_pages * (double)s->page_bytes / (dt - s->rates.read_fixed_s));
+        }
+        break;
+    }
+    if (rc == SB_OK) {
+        size_t matched = mi.n_matched_tokens < n ? mi.n_matched_tokens : n;
+        rep->recomputed_tokens = matched > rep->cached_tokens ? matched - rep->cached_tokens : 0;
+    }
+    sb_match_release(mt);
+    if (rc != SB_OK)
+        sb_rt_kv_reset(&s->kv);
     return rc;
 }
 
@@ -286,6 +410,57 @@ static void merge_outcome(sb_write_outcome *turn, const sb_write_outcome *later)
     m.queued += turn->queued;
     m.written += turn->written;
     *turn = m;
+}
+
+/* Record a boundary at the KV's end (its logits: s->logits): the point
+ * state committed with the sequence so far. */
+static void record_boundary(sb_rt_session *s)
+{
+    sb_rt_turn *rep = &s->rep;
+    sb_write_outcome oc;
+    sb_rt_boundary_encode(s->m, s->kv.gdn, s->logits, s->point);
+    int rc = sb_rt_kv_commit(&s->kv, s->point, &oc);
+    if (rc == SB_OK) {
+        rep->boundaries_written++;
+        merge_outcome(&rep->disk, &oc);
+    } else if (rep->commit_rc == SB_OK) {
+        rep->commit_rc = rc;
+    }
+}
+
+/* The grid positions a hybrid prefill of (from, n) records (session.h's
+ * policy), ascending, into at (s->keep of them at most); returns the count. */
+static size_t grid_marks(const sb_rt_session *s, size_t from, size_t n, size_t *at)
+{
+    if (!s->grid || !s->keep || n <= from + 1)
+        return 0;
+    size_t first = from / s->grid + 1, last = (n - 1) / s->grid; /* in (from, n) */
+    if (last < first)
+        return 0;
+    size_t cnt = last - first + 1, k = 0;
+    if (cnt <= s->keep && cnt <= 64) { /* they all fit */
+        for (size_t g = first; g <= last; g++)
+            at[k++] = g * s->grid;
+        return k;
+    }
+    /* j counts back from the tail: j = 1 is grid point `last` */
+    for (size_t j = 1; j <= cnt && k < s->keep && k < 64; j = j == 1 ? 2 : j * 2) {
+        if (j == 1) {
+            at[k++] = last * s->grid;
+            if (cnt > 1 && k < s->keep)
+                at[k++] = first * s->grid; /* the oldest */
+            continue;
+        }
+        if (j < cnt) /* j == cnt is the oldest, kept already */
+            at[k++] = (last + 1 - j) * s->grid;
+    }
+    /* ascending */
+    for (size_t i = 1; i < k; i++)
+        for (size_t m = i; m > 0 && at[m - 1] > at[m]; m--) {
+            size_t t = at[m];
+            at[m] = at[m - 1], at[m - 1] = t;
+        }
+    return k;
 }
 
 /* ---- a turn, step by step ---------------------------------------------------------- */
@@ -309,7 +484,12 @@ static void prompt_done(sb_rt_session *s)
     if (rep->prefill_tokens >= 64)
         average(&s->rates.prefill_tok_s, &s->rates.prefill_samples,
                 (double)rep->prefill_tokens / rep->prefill_s);
-    rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits, &rep->disk);
+    if (s->m->hp.n_rec && !rep->point_hit)
+        record_boundary(s); /* the end of the prompt */
+    else if (s->m->hp.n_rec) /* its boundary is the one restored */
+        rep->commit_rc = sb_rt_kv_commit(&s->kv, NULL, &rep->disk);
+    else
+        rep->commit_rc = sb_rt_kv_commit(&s->kv, s->logits, &rep->disk);
     s->state = SB_RT_TURN_SAMPLE;
 }
 
@@ -341,7 +521,8 @@ int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input,
     uint64_t f0, f1;
     double c0 = thread_cpu_s(&f0);
     s->t0 = now_s();
-    if ((rc = restore(s, s->prompt, n, &s->rep)) != SB_OK) {
+    bool hybrid = s->m->hp.n_rec != 0;
+    if ((rc = (hybrid ? restore_hybrid : restore)(s, s->prompt, n, &s->rep)) != SB_OK) {
         if (s->fg)
             sb_store_foreground(s->fg, 0);
         s->fg = NULL;
@@ -356,6 +537,8 @@ int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input,
                     : r->cached_tokens    ? SB_RT_CACHE_WARM
                                           : SB_RT_CACHE_COLD;
     r->prefill_tokens = n - r->cached_tokens;
+    s->n_marks = hybrid && !r->point_hit ? grid_marks(s, r->cached_tokens, n, s->marks) : 0;
+    s->mark_i = 0;
     s->state = SB_RT_TURN_PREFILL;
     if (r->point_hit) /* the logits came with the match: nothing to compute */
         prompt_done(s);
@@ -373,11 +556,14 @@ size_t sb_rt_session_next(sb_rt_session *s, size_t max_rows, sb_rt_seq_step *ste
         step->tokens = &s->next_id;
         step->n = max_rows ? 1 : 0;
     } else if (s->state == SB_RT_TURN_PREFILL) {
-        size_t left = s->n_prompt - s->kv.n_tokens;
+        /* up to the prompt's end, or a hybrid model's next grid boundary
+         * (whose logits it records) */
+        size_t left = (s->mark_i < s->n_marks ? s->marks[s->mark_i] : s->n_prompt) -
+                      s->kv.n_tokens;
         step->tokens = s->prompt + s->kv.n_tokens;
         step->n = left < max_rows ? left : max_rows;
         if (step->n < left)
-            step->logits = NULL; /* only the prompt's last position's are kept */
+            step->logits = NULL; /* only the last position's are kept */
     }
     return step->n;
 }
@@ -386,10 +572,16 @@ int sb_rt_session_ran(sb_rt_session *s, const sb_rt_seq_step *step)
 {
     if (step->rc != SB_OK)
         return step->rc;
-    if (s->state == SB_RT_TURN_RUN)
+    if (s->state == SB_RT_TURN_RUN) {
         s->state = SB_RT_TURN_SAMPLE;
-    else if (s->state == SB_RT_TURN_PREFILL && s->kv.n_tokens == s->n_prompt)
-        prompt_done(s);
+    } else if (s->state == SB_RT_TURN_PREFILL) {
+        if (s->mark_i < s->n_marks && s->kv.n_tokens == s->marks[s->mark_i]) {
+            record_boundary(s); /* a grid boundary */
+            s->mark_i++;
+        }
+        if (s->kv.n_tokens == s->n_prompt)
+            prompt_done(s);
+    }
     return SB_OK;
 }
 
@@ -428,7 +620,9 @@ int sb_rt_session_end(sb_rt_session *s, sb_rt_turn *rep)
     /* 5. commit what was computed past the prompt's commit: the answer's
      *    positions (with the logits after the last one), or the prompt
      *    positions a stopped prefill got through */
-    if (s->kv.n_tokens > s->n_prompt) {
+    if (s->kv.n_tokens > s->n_prompt && s->m->hp.n_rec) {
+        record_boundary(s); /* the end of the turn */
+    } else if (s->kv.n_tokens > s->n_prompt) {
         sb_write_outcome oc;
         int crc = sb_rt_kv_commit(&s->kv, s->logits, &oc);
         if (r->commit_rc == SB_OK)

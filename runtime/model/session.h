@@ -31,7 +31,8 @@
  * compute the same bits.
  *
  * The point state of the runtime's layout is the last position's logits:
- * n_vocab little-endian float32 values (kv.h, sb_rt_kv_layout).
+ * n_vocab little-endian float32 values (kv.h, sb_rt_kv_layout); for a
+ * hybrid model it is a boundary (boundary.h, and "boundaries" below).
  *
  * Determinism: a turn computes the same logits and tokens whether its
  * prefix was restored from RAM, from disk, or computed (forward.h).
@@ -91,7 +92,8 @@ typedef struct sb_rt_turn {
     uint64_t restore_faults; /* minor page faults the restore took (its
                                 thread: buffers touched the first time) */
     size_t restore_bytes;    /* KV bytes read from disk (disk pages x page
-                                bytes; 0 when nothing came from disk) */
+                                bytes; 0 when nothing came from disk; a
+                                hybrid model's boundary is in bank_bytes) */
     double prefill_s;        /* computing the uncached prompt tokens */
     double ttft_s;           /* until the first generated token was known */
     double decode_s;         /* the decode steps */
@@ -101,12 +103,26 @@ typedef struct sb_rt_turn {
                                 completes; only the caching is lost) */
     sb_write_outcome disk;   /* what the bank's disk tier made of the turn's
                                 two commits (the prompt after prefill, then
-                                the answer): pages_new, points_new, queued
+                                the answer; a hybrid model's turn also
+                                commits each grid boundary): pages_new, points_new, queued
                                 and written added up over both; ticket,
                                 durable, deferred, dirty and denied as the
                                 last commit left the conversation's state
                                 (its ticket stands for all of it). Zeroes
                                 with a RAM-only bank (ticket 0) */
+    /* Hybrid models (boundaries, below); 0 for the others. */
+    size_t boundary_tokens;  /* the boundary the turn resumed from: its
+                                position (= cached_tokens); 0 when cold */
+    size_t recomputed_tokens;/* tokens past that boundary whose pages the
+                                bank held, recomputed because the prompt
+                                left the stored sequence (or the stored
+                                sequence ended) between boundaries */
+    size_t boundaries_written; /* boundaries this turn recorded (grid, end
+                                of prompt, end of turn; one already stored
+                                for the same tokens is kept, not rewritten) */
+    size_t bank_bytes;       /* bytes taken from the bank, from RAM or
+                                disk: the pages covering cached_tokens and
+                                the boundary (or point state) */
 } sb_rt_turn;
 
 /* Called with each generated token as soon as it is sampled. */
@@ -137,7 +153,8 @@ typedef struct sb_rt_session sb_rt_session;
  * are borrowed and must outlive the session.
  * On success *out is owned by the caller: free with sb_rt_session_free().
  * Returns: SB_OK; SB_ERR_INVAL (NULL, or ns of another shape or without the
- * logits point state); SB_ERR_NOMEM. */
+ * model's point state: logits, or a boundary for a hybrid model);
+ * SB_ERR_NOMEM. */
 int sb_rt_session_new(const sb_rt_model *m, sb_rt_ctx *ctx, sb_ns *ns, sb_rt_session **out);
 
 /* sb_rt_session_free -- drop the session's page references and free it.
@@ -151,6 +168,47 @@ void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use);
  * and decode as foreground phases of the store (sb_store_foreground), so
  * the disk tier's writer holds back during them (default on). */
 void sb_rt_session_set_foreground(sb_rt_session *s, int on);
+
+/* ---- boundaries (hybrid models) --------------------------------------------
+ *
+ * A hybrid model's recurrent layers resume only from a boundary: their
+ * state at exactly the restored length (boundary.h), the point state of
+ * the namespace. A turn of a hybrid session
+ *   - restores the longest prefix L of its prompt that has a boundary at L
+ *     (the bank's match, SB_LAYOUT_POINT_REQUIRED): K/V pages to L, the
+ *     recurrent state and, when L is the whole prompt, its logits from the
+ *     boundary; it reports L (boundary_tokens), the matched tokens past L
+ *     it recomputes (recomputed_tokens) and the bytes it read;
+ *   - records boundaries while it computes: on the grid of multiples of
+ *     `grid` tokens (absolute positions, so every sequence through a shared
+ *     prefix records the same boundaries there and the bank keeps one copy),
+ *     at the end of the prompt and at the end of the turn. Each carries the
+ *     logits of its last position, so a prompt ending on a boundary needs no
+ *     forward pass.
+ * The policy bounds the grid boundaries one turn records to
+ * max_bytes / sb_rt_boundary_bytes of them (the end-of-prompt and
+ * end-of-turn boundaries are always recorded: the next turn resumes from
+ them). When the grid positions the turn computes are more than that
+ * (or than 64), it thins them: counted back from the prompt's end (j = 1
+ * the last), it keeps j = 1, then the oldest, then j = 2, 4, 8, ... until
+ * the bound: newest kept, older ones thinned by distance from the tail, so
+ * a prompt that diverges d grid steps before the tail recomputes at most
+ * about d grid steps. Defaults: grid 256,
+ * max_bytes 8 boundaries' worth (the seed system's 8 per entry). Recorded
+ * boundaries are point states of the bank: they count against its RAM
+ * budget, go to the disk tier and are evicted like pages. Earlier turns'
+ * boundaries stay until the bank evicts them (least recently used). */
+
+#define SB_RT_BOUNDARY_GRID 256u     /* default grid */
+#define SB_RT_BOUNDARY_KEEP 8u       /* default bound, in boundaries */
+
+/* sb_rt_session_set_boundaries -- the boundary policy above: grid (a
+ * multiple of SB_RT_GDN_CHUNK = 16, deltanet.h; 0: no grid boundaries) and
+ * max_bytes (0: the default, SB_RT_BOUNDARY_KEEP boundaries; less than one
+ * boundary: none on the grid). It applies from the next turn begun.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL, grid not a multiple of 16, a model
+ * without recurrent layers: nothing changed). */
+int sb_rt_session_set_boundaries(sb_rt_session *s, size_t grid, size_t max_bytes);
 
 /* sb_rt_session_rates -- the rates the session estimates with, to read or
  * to seed (e.g. from an earlier process). Returns: a pointer into s. */

@@ -268,6 +268,14 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
         }
         sb_blk_touch(st, end->point);
     }
+    /* Point states a shorter commit left unoffered on this path (a
+     * recurrent model's boundaries recorded along a prefill): the path now
+     * reaches min_prefix_tokens, so they are offered like its pages, each
+     * after the page before it. */
+    if (offer)
+        for (sb_node *x = end ? end->parent : NULL; x; x = x->parent)
+            if (x->point && x->point->disk == SB_DISK_NONE && sb_node_end(x))
+                sb_tier_offer(st, x->point, path[regions(ns, sb_node_end(x)) - 1]);
     for (size_t r = 0; r < n_reg; r++)
         sb_blk_touch(st, path[r]);
     sb_blk *old_page = ns->newest_page, *old_point = ns->newest_point;

@@ -9,7 +9,8 @@ different prompt lengths run at once, streamed and not; metrics show passes
 holding several sequences. Server B (--parallel 1, its own bank) runs the
 same five requests one after another. Each request's text and token count
 are the same on both. Then the same with sampling at temperature 1 and a
-seed per request. The same comparison on the qwen3 architecture.
+seed per request. The same comparison on the qwen3 architecture and on
+the hybrid qwen35 (a recurrent state per sequence in the shared passes).
 
 And a prompt shared by requests that arrive together is computed once:
 four users send the same long system prompt at once (--batch 16, so the
@@ -99,6 +100,12 @@ class Batch(ServerTest):
         # qwen3: per-head q/k norms, head_dim 32 with q_dim != dim, NEOX RoPE
         path = make_model(os.path.join(self.dir, "qwen3.gguf"), preset="tiny-qwen3")
         self.compare(path, "qwen3", 1900)
+
+    def test_hybrid_architecture(self):
+        # qwen35: Gated DeltaNet layers whose recurrent state each sequence
+        # carries through the shared passes, boundaries on the grid
+        path = make_model(os.path.join(self.dir, "hybrid.gguf"), preset="tiny-hybrid")
+        self.compare(path, "hybrid", 1900)
 
 
 class SharedPrefix(ServerTest):

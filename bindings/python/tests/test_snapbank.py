@@ -301,10 +301,11 @@ class SessionTest(unittest.TestCase):
             self.assertEqual(cm.exception.code, -1)
 
     def test_every_architecture(self):
-        # llama with Llama 3 rope_freqs, qwen2 and qwen3: a second session
-        # asking the same gets the first one's answer from the bank
+        # llama with Llama 3 rope_freqs, qwen2, qwen3 and the hybrid qwen35:
+        # a second session asking the same gets the first one's answer from
+        # the bank (the hybrid's from the boundary at the prompt's end)
         prompt = "The bank keeps what a model has already read."
-        for preset in ("tiny-llama3", "tiny-qwen2", "tiny-qwen3"):
+        for preset in ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-hybrid"):
             path = snapbank.Model.make(os.path.join(self.dir, preset + ".gguf"), preset)
             with snapbank.Model(path) as m, snapbank.Store(ram_bytes=64 << 20) as st:
                 with snapbank.Session(st, m) as a:
@@ -314,6 +315,10 @@ class SessionTest(unittest.TestCase):
             self.assertEqual(cold.report["cache_mode"], "cold", preset)
             self.assertEqual(warm.report["cache_mode"], "warm_prefix", preset)
             self.assertEqual(warm.tokens, cold.tokens, preset)
+            hybrid = preset == "tiny-hybrid"
+            self.assertEqual(warm.report["boundary_tokens"],
+                             warm.report["cached_tokens"] if hybrid else 0, preset)
+            self.assertEqual(cold.report["boundaries_written"], 2 if hybrid else 0, preset)
         with self.assertRaises(snapbank.SnapbankError) as cm:
             snapbank.Model.make(os.path.join(self.dir, "x.gguf"), "llama4")
         self.assertIn("qwen3-0.6b", str(cm.exception))

@@ -1,0 +1,34 @@
+/* rt_ref.h -- pieces of the plain references the runtime's tests compare
+ * the forward pass with: weights dequantized to floats, products summed in
+ * double, norms in double, F16 rounding. No kernel of the runtime is used
+ * but the scalar F16 conversion.
+ *
+ * Thread safety: pure functions.
+ */
+#ifndef SB_TEST_RT_REF_H
+#define SB_TEST_RT_REF_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+
+/* rr_deq -- w's (out, in) elements as floats into out (out * in floats). */
+void rr_deq(const sb_rt_mat *w, float *out);
+
+/* rr_mv -- y = W x, double sums. Against Q8_0 weights x is first rounded
+ * to Q8_0 blocks as kernels.h says the matmul does, so only the summation
+ * order differs from the runtime's. */
+void rr_mv(const sb_rt_mat *w, const float *x, float *y);
+
+/* rr_rms -- y = x / sqrt(mean(x^2) + eps) * g over n values (g NULL: 1). */
+void rr_rms(float *y, const float *x, const float *g, uint32_t n, float eps);
+
+/* rr_f16 -- x rounded to F16 and back. */
+float rr_f16(float x);
+
+/* rr_max_rel_diff -- the largest difference between two runs' logits at
+ * any of n positions of V values, relative to that position's largest |a|
+ * + 1. */
+double rr_max_rel_diff(const float *a, const float *b, size_t n, size_t V);
+
+#endif /* SB_TEST_RT_REF_H */
