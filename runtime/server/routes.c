@@ -136,8 +136,10 @@ static double ms(double s)
     return round(s * 1e6) / 1e3;
 }
 
-/* The usage object: OpenAI's fields and snapbank's (under j->mu). */
-static json_t *usage_json(const srv_job *j)
+/* The usage object: OpenAI's fields and snapbank's (under j->mu); a
+ * hybrid model's (hybrid true) also says which boundary the prompt resumed
+ * from and what the turn recomputed past it. */
+static json_t *usage_json(const srv_job *j, bool hybrid)
 {
     const sb_rt_turn *r = &j->rep;
     size_t prompt = j->n_prompt, cached = j->started ? r->cached_tokens : 0;
@@ -164,6 +166,12 @@ static json_t *usage_json(const srv_job *j)
             "blocks_written", (json_int_t)d->written, "blocks_deferred",
             (json_int_t)d->deferred, "blocks_denied", (json_int_t)d->denied, "durable",
             d->durable));
+    if (u && hybrid)
+        json_object_set_new(u, "boundary", json_pack("{s:I, s:I, s:I, s:I}",
+            "resumed_at", (json_int_t)(j->started ? r->boundary_tokens : 0),
+            "recomputed_tokens", (json_int_t)(j->started ? r->recomputed_tokens : 0),
+            "written", (json_int_t)(j->started ? r->boundaries_written : 0),
+            "bank_bytes", (json_int_t)(j->started ? r->bank_bytes : 0)));
     return u;
 }
 
@@ -228,7 +236,7 @@ static bool poll_done(void *ctx, srv_hreq *r)
                                       finish_name(j->finish));
     if (o && choice) {
         json_object_set_new(o, "choices", json_pack("[o]", choice));
-        json_object_set_new(o, "usage", usage_json(j));
+        json_object_set_new(o, "usage", usage_json(j, c->srv->m->hp.n_rec != 0));
         srv_hreq_json(r, 200, o, NULL);
     } else {
         json_decref(o);
@@ -315,7 +323,7 @@ static bool next_event(req_ctx *c)
             json_t *o = head_json(c, chat ? "chat.completion.chunk" : "text_completion");
             if (o) {
                 json_object_set_new(o, "choices", json_array());
-                json_object_set_new(o, "usage", usage_json(j));
+                json_object_set_new(o, "usage", usage_json(j, c->srv->m->hp.n_rec != 0));
             }
             event(c, o);
             return true;

@@ -32,7 +32,7 @@ import re
 import subprocess
 import unittest
 
-from harness import ServerTest, chat, streamed_text, tiny
+from harness import ServerTest, chat, make_model, streamed_text, tiny
 
 M = "tiny"
 
@@ -313,6 +313,42 @@ class Api(ServerTest):
         self.assertEqual(vals, sorted(vals))
         self.assertEqual(m[h + '_bucket{le="+Inf"}'], m[h + "_count"])
         self.assertEqual(m[h + "_count"], 2)
+
+
+class HybridUsage(ServerTest):
+    """A hybrid model's usage says where its recurrent state came from: the
+    boundary the prompt resumed at (the default grid of 256 tokens), the
+    tokens recomputed past it, the boundaries the turn wrote."""
+
+    def test_boundary_fields(self):
+        path = make_model(os.path.join(self.dir, "hybrid.gguf"), preset="tiny-hybrid")
+        s = self.start(path, "--min-prefix", "1")
+        ids = [1] + [(i * 7) % 500 + 3 for i in range(299)]  # 300 tokens
+        body = {"model": "hybrid", "prompt": ids, "max_tokens": 1, "temperature": 0}
+        st, _, r = s.post("/v1/completions", body)
+        self.assertEqual(st, 200, r)
+        u = r["usage"]
+        self.assertEqual(u["cache_mode"], "cold", u)
+        b = u["boundary"]
+        self.assertEqual((b["resumed_at"], b["recomputed_tokens"]), (0, 0), u)
+        self.assertGreaterEqual(b["written"], 2, u)  # grid 256, end of prompt (and of turn)
+        # the same first 280 tokens, another tail: resumes at the grid's 256
+        other = ids[:280] + [(i * 11) % 500 + 3 for i in range(20)]
+        st, _, r = s.post("/v1/completions", dict(body, prompt=other))
+        self.assertEqual(st, 200, r)
+        u = r["usage"]
+        self.assertEqual(u["cache_mode"], "warm_prefix", u)
+        self.assertEqual(u["prompt_tokens_details"]["cached_tokens"], 256, u)
+        b = u["boundary"]
+        self.assertEqual((b["resumed_at"], b["recomputed_tokens"]), (256, 24), u)
+        self.assertGreater(b["bank_bytes"], 0, u)
+        # a dense model's usage has no boundary object
+        d = self.start(tiny(self.dir), "--min-prefix", "1", name="dense")
+        st, _, r = d.post("/v1/completions", {"model": "tiny", "prompt": "Hello", "max_tokens": 1})
+        self.assertEqual(st, 200, r)
+        self.assertNotIn("boundary", r["usage"])
+        self.assertEqual(s.stop(), 0)
+        self.assertEqual(d.stop(), 0)
 
 
 if __name__ == "__main__":
