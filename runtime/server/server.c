@@ -86,6 +86,12 @@ int srv_bank_open(srv_server *s, bool wipe)
             return rc;
         }
     }
+    /* One context's pages ready in the pool, as an engine allocates its KV
+     * cache at start: restores and prefills then take pages without page
+     * faults. Every tenant's namespace has the same layout, so the pages
+     * serve them all; a refusal only means they fault in as they are used. */
+    if (srv_tenants_count(s->tenants))
+        (void)sb_rt_kv_prefault(s->m, srv_tenants_at(s->tenants, 0)->ns, NULL);
     return SB_OK;
 }
 
