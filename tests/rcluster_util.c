@@ -77,15 +77,19 @@ static int split_args(char *buf, char **argv, int max)
 
 static pid_t spawn_server(tu_cluster *cl, int i)
 {
-    char port[16], conf[300], logf[300], extra[512];
+    char port[16], conf[300], logf[300], extra[512], rdb[64];
     snprintf(port, sizeof port, "%d", cl->ports[i]);
     snprintf(conf, sizeof conf, "nodes-%d.conf", cl->ports[i]);
+    /* Each server its own RDB file: a replica's full sync lands in a temp
+     * file renamed to dbfilename and then loaded, so servers sharing the
+     * directory and the default name could load one another's data. */
+    snprintf(rdb, sizeof rdb, "dump-%d.rdb", cl->ports[i]);
     snprintf(logf, sizeof logf, "%s/redis-%d.log", cl->dir, cl->ports[i]);
     snprintf(extra, sizeof extra, "%s", cl->extra);
     char *argv[64] = { "redis-server", "--port", port, "--bind", "127.0.0.1",
                        "--cluster-enabled", "yes", "--cluster-config-file", conf,
                        "--cluster-node-timeout", "1000", "--appendonly", "no",
-                       "--save", "", "--dir", cl->dir, "--logfile", logf,
+                       "--save", "", "--dir", cl->dir, "--dbfilename", rdb, "--logfile", logf,
                        "--daemonize", "no", "--protected-mode", "no",
                        "--cluster-replica-validity-factor", "0", NULL };
     int argc = 0;
@@ -369,7 +373,7 @@ void tu_cluster_stop(tu_cluster *cl)
 {
     for (int i = 0; i < cl->n; i++)
         tu_cluster_signal(cl, i, SIGKILL);
-    if (cl->dir[0] && strncmp(cl->dir, "/tmp/snapbank-rc-", 17) == 0)
+    if (cl->dir[0] && strncmp(cl->dir, "/tmp/snapbank-rc-", 17) == 0 && !getenv("SB_KEEP_RC"))
         remove_dir(cl->dir);
     cl->dir[0] = 0;
 }

@@ -36,7 +36,8 @@ bool tu_redis_present(void);
 int tu_cluster_start(tu_cluster *cl, int masters, int replicas, const char *extra);
 
 /* tu_cluster_stop -- SIGKILL every server still running, reap them, and
- * remove the scratch directory. */
+ * remove the scratch directory (kept, with the servers' logs, when the
+ * environment has SB_KEEP_RC set: for a failure's post-mortem). */
 void tu_cluster_stop(tu_cluster *cl);
 
 /* tu_cluster_signal -- send sig to server i (SIGKILL also reaps it and
