@@ -86,3 +86,32 @@ double rr_max_rel_diff(const float *a, const float *b, size_t n, size_t V)
     }
     return worst;
 }
+
+void rr_attend(const sb_rt_hparams *hp, const float *q, const float *k, const float *v,
+               float *Kl, float *Vl, size_t p, float *sc, float *att)
+{
+    uint32_t hd = hp->head_dim, kvd = hp->n_kv_heads * hd;
+    for (uint32_t i = 0; i < kvd; i++) {
+        Kl[p * kvd + i] = rr_f16(k[i]);
+        Vl[p * kvd + i] = rr_f16(v[i]);
+    }
+    for (uint32_t h = 0; h < hp->n_heads; h++) {
+        uint32_t kh = h / (hp->n_heads / hp->n_kv_heads);
+        double mx = -INFINITY, sum = 0;
+        for (size_t s = 0; s <= p; s++) {
+            double d = 0;
+            for (uint32_t i = 0; i < hd; i++)
+                d += (double)q[h * hd + i] * Kl[s * kvd + kh * hd + i];
+            sc[s] = (float)(d / sqrt((double)hd));
+            mx = sc[s] > mx ? sc[s] : mx;
+        }
+        for (size_t s = 0; s <= p; s++)
+            sum += exp(sc[s] - mx);
+        for (uint32_t i = 0; i < hd; i++) {
+            double a = 0;
+            for (size_t s = 0; s <= p; s++)
+                a += exp(sc[s] - mx) / sum * Vl[s * kvd + kh * hd + i];
+            att[h * hd + i] = (float)a;
+        }
+    }
+}

@@ -26,6 +26,15 @@ void rr_rms(float *y, const float *x, const float *g, uint32_t n, float eps);
 /* rr_f16 -- x rounded to F16 and back. */
 float rr_f16(float x);
 
+/* rr_attend -- attention at position p of one layer: k and v (n_kv_heads
+ * * head_dim floats each) rounded to F16, as the bank keeps them, into row
+ * p of Kl and Vl (rows of n_kv_heads * head_dim floats); then each query
+ * head of q against rows 0..p (its KV head h / (n_heads / n_kv_heads)),
+ * softmax of the scaled scores and the weighted V rows, in double. att
+ * receives n_heads * head_dim floats; sc is p + 1 floats of scratch. */
+void rr_attend(const sb_rt_hparams *hp, const float *q, const float *k, const float *v,
+               float *Kl, float *Vl, size_t p, float *sc, float *att);
+
 /* rr_max_rel_diff -- the largest difference between two runs' logits at
  * any of n positions of V values, relative to that position's largest |a|
  * + 1. */

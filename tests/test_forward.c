@@ -162,30 +162,8 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n, bool 
                         z[b] = (float)(ms * (x0 * sin(th) + x1 * cos(th)));
                     }
             }
-            float *Kl = K + (size_t)l * n * kvd, *Vl = Vv + (size_t)l * n * kvd;
-            for (uint32_t i = 0; i < kvd; i++) {
-                Kl[p * kvd + i] = rr_f16(k[i]);
-                Vl[p * kvd + i] = rr_f16(v[i]);
-            }
-            for (uint32_t h = 0; h < hp->n_heads; h++) {
-                uint32_t kh = h / (hp->n_heads / hp->n_kv_heads);
-                double mx = -INFINITY, sum = 0;
-                for (size_t s = 0; s <= p; s++) {
-                    double d = 0;
-                    for (uint32_t i = 0; i < hd; i++)
-                        d += (double)q[h * hd + i] * Kl[s * kvd + kh * hd + i];
-                    sc[s] = (float)(d / sqrt((double)hd));
-                    mx = sc[s] > mx ? sc[s] : mx;
-                }
-                for (size_t s = 0; s <= p; s++)
-                    sum += exp(sc[s] - mx);
-                for (uint32_t i = 0; i < hd; i++) {
-                    double a = 0;
-                    for (size_t s = 0; s <= p; s++)
-                        a += exp(sc[s] - mx) / sum * Vl[s * kvd + kh * hd + i];
-                    att[h * hd + i] = (float)a;
-                }
-            }
+            rr_attend(hp, q, k, v, K + (size_t)l * n * kvd, Vv + (size_t)l * n * kvd, p, sc,
+                      att);
             rr_mv(&L->wo, att, o);
             for (uint32_t i = 0; i < D; i++)
                 x[i] += o[i];

@@ -193,30 +193,10 @@ static float *reference(const sb_rt_model *m, const uint32_t *t, size_t n)
                             zz[h * hd + j + half] = (float)(x0 * sin(th) + x1 * cos(th));
                         }
                 }
-                float *Kl = Kc + (size_t)l * n * kvd, *Vl = Vc + (size_t)l * n * kvd;
-                for (uint32_t i = 0; i < kvd; i++) {
-                    Kl[p * kvd + i] = rr_f16(k[i]);
-                    Vl[p * kvd + i] = rr_f16(v[i]);
-                }
-                for (uint32_t h = 0; h < hp->n_heads; h++) {
-                    uint32_t kh = h / (hp->n_heads / hp->n_kv_heads);
-                    double mxs = -INFINITY, sum = 0;
-                    for (size_t s = 0; s <= p; s++) {
-                        double dd = 0;
-                        for (uint32_t i = 0; i < hd; i++)
-                            dd += (double)q[h * hd + i] * Kl[s * kvd + kh * hd + i];
-                        sc[s] = (float)(dd / sqrt((double)hd));
-                        mxs = sc[s] > mxs ? sc[s] : mxs;
-                    }
-                    for (size_t s = 0; s <= p; s++)
-                        sum += exp(sc[s] - mxs);
-                    for (uint32_t i = 0; i < hd; i++) {
-                        double a = 0;
-                        for (size_t s = 0; s <= p; s++)
-                            a += exp(sc[s] - mxs) / sum * Vl[s * kvd + kh * hd + i];
-                        att[h * hd + i] = (float)(a * sigm(qg[(2 * h + 1) * hd + i]));
-                    }
-                }
+                rr_attend(hp, q, k, v, Kc + (size_t)l * n * kvd, Vc + (size_t)l * n * kvd, p,
+                          sc, att);
+                for (uint32_t i = 0; i < hp->n_heads * hd; i++) /* the output gate */
+                    att[i] = (float)(att[i] * sigm(qg[(2 * (i / hd) + 1) * hd + i % hd]));
                 rr_mv(&Ly->wo, att, o);
             }
             for (uint32_t i = 0; i < D; i++)
