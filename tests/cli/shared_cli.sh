@@ -6,6 +6,7 @@
 #   - node B: the same prompt with its own, empty --bank-dir B: the prompt's
 #     full pages come from the pool (cache_mode=shared) and its logits and
 #     tokens are bit-identical to a cold run's (--logits-out);
+#   - `snapbank serve --shared` (RAM only): usage.cache_mode shared;
 #   - a tenant with another --scope finds nothing (cold);
 #   - credentials only from a file: a URL with a password and a
 #     --shared-auth file others may read are refused (ACL users confining
@@ -57,6 +58,32 @@ grep -q "(shared [1-9]" "$work/rB" || fail "node B does not say how many: $(cat 
     fail "cold run: $(cat "$work/rC")"
 cmp -s "$work/l.shared" "$work/l.cold" || fail "shared logits differ from cold logits"
 cmp -s "$work/oB" "$work/oC" || fail "shared tokens differ from cold tokens"
+
+# snapbank serve (RAM only) answers the same prompt from the pool:
+# usage.cache_mode shared
+"$bin" serve "$m" $t --port 0 --port-file "$work/pf" --shared "$url" --min-prefix 1 --quiet \
+    2> "$work/serve.log" &
+spid=$!
+k=0
+until [ -s "$work/pf" ]; do
+    k=$((k + 1))
+    [ $k -gt 100 ] && { kill $spid 2> /dev/null; fail "serve did not start: $(cat "$work/serve.log")"; }
+    sleep 0.1
+done
+python3 - "$(cat "$work/pf")" "$p" > "$work/usage" <<'PY' || { kill $spid; fail "serve: $(cat "$work/usage")"; }
+import json, sys, urllib.request
+port, prompt = sys.argv[1], sys.argv[2]
+req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % port,
+                             data=json.dumps({"model": "m", "prompt": prompt,
+                                              "max_tokens": 2}).encode(),
+                             headers={"Content-Type": "application/json"})
+u = json.load(urllib.request.urlopen(req, timeout=60))["usage"]
+print(json.dumps(u))
+assert u["cache_mode"] == "shared", u
+assert u["cached_tokens_shared"] > 0 and u["cached_tokens_shared"] % 16 == 0, u
+PY
+kill $spid
+wait $spid || fail "serve did not stop cleanly: $(cat "$work/serve.log")"
 
 # another tenant shares nothing
 "$bin" run "$m" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/D" --scope other \
