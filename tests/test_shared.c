@@ -9,7 +9,8 @@
  * and restores them bit-exact; a fetched page is not published back. A
  * poisoned value (a right key over a damaged payload) is refused and
  * counted, the good pages before it kept. Two tenants (scopes) share
- * nothing. Options that do not hold are refused at open. With the whole
+ * nothing. A layout that needs point states publishes nothing and is
+ * refused a fetch. Options that do not hold are refused at open. With the whole
  * cluster stopped, a fetch fails with SB_ERR_IO within its timeout and the
  * store works on from RAM and disk.
  */
@@ -272,6 +273,31 @@ static void test_tenants_apart(void **state)
     sb_store_close(b);
 }
 
+/* A layout that needs point states (a hybrid model's) restores nothing
+ * from pages alone: it publishes nothing and a fetch is refused. */
+static void test_point_layouts(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    static const tu_layout hyb = { .page_tokens = 16, .n_tensors = 1, .bpt = { 64 },
+                                   .point_bytes = 256, .flags = SB_LAYOUT_POINT_REQUIRED,
+                                   .model = "test-shared-hybrid" };
+    sb_store *a = open_store("a5", 5000);
+    sb_ns *na = tu_ns(a, &hyb, "h");
+    uint32_t tok[48];
+    tokens_of(tok, 48, 55);
+    tu_put(na, &hyb, tok, 48, true, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    sb_stats s;
+    sb_store_stats(a, &s);
+    assert_int_equal(s.shared_offered, 0);
+    size_t added = 3;
+    assert_int_equal(sb_ns_fetch_shared(na, tok, 48, &added), SB_ERR_UNSUPPORTED);
+    assert_int_equal(added, 0);
+    sb_ns_close(na);
+    sb_store_close(a);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -332,7 +358,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_refused), cmocka_unit_test(test_two_stores),
         cmocka_unit_test(test_poisoned),       cmocka_unit_test(test_tenants_apart),
-        cmocka_unit_test(test_cluster_gone),
+        cmocka_unit_test(test_point_layouts),  cmocka_unit_test(test_cluster_gone),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

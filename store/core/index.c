@@ -224,8 +224,9 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
 
     /* ...and its full resident pages not offered before to the shared
      * tier (collected now, handed to its publisher once the caller lets go
-     * of the lock: sb_shared_kick). */
-    if (offer && sb_shared_on(st))
+     * of the lock: sb_shared_kick). Not for a layout that needs point
+     * states: pages alone restore nothing there, and the pool keeps none. */
+    if (offer && sb_shared_on(st) && !(ns->flags & SB_LAYOUT_POINT_REQUIRED))
         for (size_t r = 0; r < n_reg; r++)
             if (region_tokens(ns, n, r) == pt)
                 sb_shared_offer(st, ns, path[r], tokens + r * pt);

@@ -1085,7 +1085,8 @@ SB_API void sb_match_release(sb_match *m);
  * page is held (it is not evicted) until it is written or dropped; the
  * queue holds at most a quarter of ram_bytes (and 256 MiB), beyond that an
  * offer is denied (shared_denied). Partial pages and point states are not
- * published: a page from the pool ends a restore at a page boundary.
+ * published: a page from the pool ends a restore at a page boundary, and
+ * a namespace whose layout needs point states publishes nothing.
  *
  * Restore order. sb_ns_match finds what RAM and the local disk hold;
  * sb_ns_fetch_shared extends the index with the pages the pool holds
