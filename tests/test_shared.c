@@ -138,6 +138,10 @@ static void test_config_refused(void **state)
     size_t added = 7;
     assert_int_equal(sb_ns_fetch_shared(ns, tok, 40, &added), SB_ERR_UNSUPPORTED);
     assert_int_equal(added, 0);
+    assert_int_equal(sb_ns_fetch_shared(NULL, tok, 40, &added), SB_ERR_INVAL);
+    assert_int_equal(sb_ns_fetch_shared(ns, NULL, 40, &added), SB_ERR_INVAL);
+    assert_int_equal(sb_ns_fetch_shared(ns, tok, 0, &added), SB_ERR_NO_TOKENS);
+    assert_int_equal(sb_ns_fetch_shared(ns, tok, (size_t)1 << 25, NULL), SB_ERR_TOO_MANY_TOKENS);
     assert_int_equal(sb_store_has_shared(st), 0);
     sb_ns_close(ns);
     sb_store_close(st);
