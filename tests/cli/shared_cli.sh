@@ -7,6 +7,8 @@
 #     full pages come from the pool (cache_mode=shared) and its logits and
 #     tokens are bit-identical to a cold run's (--logits-out);
 #   - `snapbank serve --shared` (RAM only): usage.cache_mode shared;
+#   - a model so small that recomputing is estimated faster: node B does
+#     not fetch (shared=skipped, cold);
 #   - a tenant with another --scope finds nothing (cold);
 #   - credentials only from a file: a URL with a password and a
 #     --shared-auth file others may read are refused (ACL users confining
@@ -84,6 +86,15 @@ assert u["cached_tokens_shared"] > 0 and u["cached_tokens_shared"] % 16 == 0, u
 PY
 kill $spid
 wait $spid || fail "serve did not stop cleanly: $(cat "$work/serve.log")"
+
+# a model so small that recomputing beats fetching: node B does not ask
+"$bin" make-model --preset tiny -o "$work/tiny.gguf" > /dev/null || fail "make-model tiny"
+"$bin" run "$work/tiny.gguf" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/TA" --shared "$url" \
+    > /dev/null 2> "$work/rTA" || fail "tiny node A: $(cat "$work/rTA")"
+"$bin" run "$work/tiny.gguf" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/TB" --shared "$url" \
+    > /dev/null 2> "$work/rTB" || fail "tiny node B: $(cat "$work/rTB")"
+grep -q "cache_mode=cold.*shared=skipped" "$work/rTB" ||
+    fail "tiny node B fetched although recomputing is faster: $(cat "$work/rTB")"
 
 # another tenant shares nothing
 "$bin" run "$m" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/D" --scope other \
