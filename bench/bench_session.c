@@ -44,6 +44,17 @@
  * conversation, against the seed system's per-entry copies of up to 8 on
  * the same trace (shared_sim).
  *
+ * --shared URL instead (redis://HOST:PORT[,...], a cluster the caller
+ * started, e.g. with scripts/local-cluster.sh): node B's first turn on node
+ * A's prompt of P tokens. Node A (its own bank directory) computes the
+ * prompt cold and publishes its pages (flushed); then, --reps times, a
+ * node B with a fresh, empty bank directory runs the same prompt: its
+ * pages come from the shared tier (cache_mode shared; the fetch's bytes,
+ * time and throughput from the store's counters). Beside it: a cold node
+ * (no bank to restore from), and node B again after a restart without the
+ * shared tier, reading what it kept on its own disk (ssd). TTFT each, with
+ * its ratio to cold.
+ *
  * Exit status: 0 success; 1 a call failed; 2 bad usage. Figures are printed,
  * never asserted. Issue 6's goals: warm_prefix >= 1000x faster than cold at
  * 8k, ssd >= 200x; decode speed lost while spilling <= 3 %. Issue 20's: an
@@ -88,6 +99,7 @@ typedef struct bench {
     size_t prefault_pages;     /* ...and the spare pages it left */
     int fio;                   /* run fio beside the ssd restores */
     size_t grid; /* hybrid models: the boundary grid (0: the default) */
+    const char *shared;        /* the shared tier's seeds (bank_open), or NULL */
 } bench;
 
 static void bank_open(bench *b, int fresh)
@@ -104,6 +116,8 @@ static void bank_open(bench *b, int fresh)
     cfg.ram_bytes = 6ull << 30;
     cfg.max_seq_tokens = 1u << 20; /* the spill snapshot is longer than the context */
     cfg.min_prefix_tokens = 1;     /* --quick's short prompts reach the disk too */
+    cfg.shared_seeds = b->shared;
+    cfg.shared_timeout_ms = 5000;  /* a fetch of 8000 tokens' pages is large */
     sb_layout layout;
     check(sb_rt_kv_layout(b->m, 16, b->bpt, &layout), "layout");
     check(sb_store_open(&cfg, &b->st), "sb_store_open");
@@ -391,6 +405,73 @@ static void ttft(bench *b, const uint32_t *tok, size_t P, int reps)
     free(alt);
 }
 
+/* --shared: node B's first turn on node A's prompt (see the top). */
+static void shared_nodes(bench *b, const char *seeds, const uint32_t *tok, size_t P, int reps)
+{
+    char base[4000]; /* b->dir with a suffix fits in b->dir */
+    snprintf(base, sizeof base, "%.3990s", b->dir);
+    printf("prompt of %zu tokens, shared tier on %s:\n", P, seeds);
+    /* Node A: cold, published. */
+    snprintf(b->dir, sizeof b->dir, "%s.A", base);
+    b->shared = seeds;
+    bank_open(b, 1);
+    sb_rt_turn a = turn(b, tok, P, 1);
+    double t0 = now_s();
+    check(sb_store_flush(b->st), "sb_store_flush");
+    sb_stats sa;
+    check(sb_store_stats(b->st, &sa), "stats");
+    row("node A (publishes)", &a, a.ttft_s);
+    printf("  %-34s %" PRIu64 " pages offered, %" PRIu64 " published (%.1f MiB), %" PRIu64
+           " already there; flush waited %.2f ms\n", "", sa.shared_offered, sa.shared_published,
+           (double)sa.shared_published_bytes / (1 << 20), sa.shared_dedup,
+           (now_s() - t0) * 1e3);
+    bank_close(b);
+    /* A cold node: nothing to restore from. */
+    snprintf(b->dir, sizeof b->dir, "%s.C", base);
+    b->shared = NULL;
+    bank_open(b, 1);
+    sb_rt_turn cold = turn(b, tok, P, 1);
+    row("cold node", &cold, cold.ttft_s);
+    bank_close(b);
+    /* Node B: fresh each time, its pages from the pool. */
+    snprintf(b->dir, sizeof b->dir, "%s.B", base);
+    double t[16];
+    for (int rep = 0; rep < reps; rep++) {
+        b->shared = seeds;
+        bank_open(b, 1);
+        sb_rt_turn r = turn(b, tok, P, 1);
+        sb_stats s;
+        check(sb_store_stats(b->st, &s), "stats");
+        row("node B, fresh bank (shared)", &r, cold.ttft_s);
+        double fs = (double)s.shared_fetch_ns / 1e9;
+        printf("  %-34s fetched %" PRIu64 " pages, %.1f MiB in %.2f ms (%.0f MB/s), %" PRIu64
+               " bad; estimate fetch %.1f ms against recompute %.1f ms\n", "",
+               s.shared_fetched_pages, (double)s.shared_fetched_bytes / (1 << 20), fs * 1e3,
+               fs > 0 ? (double)s.shared_fetched_bytes / fs / 1e6 : 0.0, s.shared_bad_values,
+               r.est_fetch_s * 1e3, r.est_fetch_recompute_s * 1e3);
+        t[rep] = r.ttft_s;
+        bank_close(b);
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    printf("  %-34s median TTFT of %d: %.2f ms, x%.1f faster than cold; load average %.2f\n",
+           "", reps, t[reps / 2] * 1e3, cold.ttft_s / t[reps / 2], load_average());
+    /* Node B again, restarted without the shared tier: its own disk. */
+    b->shared = NULL;
+    int dropped = drop_caches();
+    bank_open(b, 0);
+    sb_rt_turn own = turn(b, tok, P, 1);
+    row(dropped ? "node B restarted (own disk)" : "node B restarted (own disk, cache kept)", &own,
+        cold.ttft_s);
+    bank_close(b);
+    for (const char *suf = "ACB"; *suf; suf++) {
+        char cmd[4300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s.%c'", base, *suf);
+        if (system(cmd) != 0)
+            exit(1);
+    }
+    snprintf(b->dir, sizeof b->dir, "%s", base);
+}
+
 /* Decode tokens/s of np prompt tokens and nd new ones, quiet (spill 0) or
  * while the tier writes a snapshot of spill bytes of another namespace. */
 static double decode(bench *b, const uint32_t *tok, size_t np, size_t nd, size_t spill,
@@ -460,6 +541,7 @@ int main(int argc, char **argv)
 {
     const char *scratch = "/var/tmp", *llama = NULL;
     int quick = 0, reps = 3, do_ttft = 1, do_decode = 1, sim = 0;
+    const char *shared = NULL;
     const char *preset = NULL, *dtype = NULL;
     size_t prompt = 0;
     bench b = { .threads = 2, .marks = 1, .fio = 1 };
@@ -491,9 +573,11 @@ int main(int argc, char **argv)
             prompt = (size_t)atoi(v), i++;
         } else if (!strcmp(a, "--shared-sim")) {
             sim = 1, do_ttft = do_decode = 0;
+        } else if (!strcmp(a, "--shared") && v && !strncmp(v, "redis://", 8) && v[8]) {
+            shared = v + 8, do_ttft = do_decode = 0, i++;
         } else {
             fprintf(stderr, "usage: bench_session [--quick] [--ttft-only | --decode-only | "
-                            "--shared-sim] [--preset P] [--dtype T] [--grid N] [--prompt N] "
+                            "--shared-sim | --shared redis://H:P[,H:P...]] [--preset P] [--dtype T] [--grid N] [--prompt N] "
                             "[--threads N] [--reps N] [--dir D] [--no-fio] "
                             "[--llama-server PATH]\n");
             return 2;
@@ -553,6 +637,8 @@ int main(int argc, char **argv)
         n_p--;
     if (sim)
         shared_sim(&b, tok, sys, n_conv);
+    for (size_t k = 0; shared && k < n_p; k++)
+        shared_nodes(&b, shared, tok, P[k], reps);
     for (size_t k = 0; do_ttft && k < n_p; k++)
         ttft(&b, tok, P[k], reps);
     if (llama && do_ttft) /* llama.cpp's slot restore of the same model and prompts */

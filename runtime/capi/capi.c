@@ -220,7 +220,8 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     size_t len = 0;
     jput(report, report_cap, &len,
          "{\"cache_mode\":\"%s\",\"prompt_tokens\":%zu,\"cached_tokens\":%zu,"
-         "\"cached_disk_tokens\":%zu,\"prefill_tokens\":%zu,\"gen_tokens\":%zu,"
+         "\"cached_disk_tokens\":%zu,\"cached_shared_tokens\":%zu,\"prefill_tokens\":%zu,"
+         "\"gen_tokens\":%zu,"
          "\"matched_tokens\":%zu,\"miss\":\"%s\",\"point_hit\":%s,\"disk_skipped\":%s,"
          "\"est_read_s\":%.9g,\"est_recompute_s\":%.9g,\"restore_s\":%.9g,"
          "\"restore_cpu_s\":%.9g,\"restore_faults\":%llu,\"restore_bytes\":%zu,"
@@ -229,7 +230,8 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
          "\"boundary_tokens\":%zu,\"recomputed_tokens\":%zu,\"boundaries_written\":%zu,"
          "\"bank_bytes\":%zu,\"commit_error\":",
          sb_rt_cache_mode_name(r.cache_mode), r.prompt_tokens, r.cached_tokens,
-         r.cached_disk_tokens, r.prefill_tokens, r.gen_tokens, r.matched_tokens,
+         r.cached_disk_tokens, r.cached_shared_tokens, r.prefill_tokens, r.gen_tokens,
+         r.matched_tokens,
          sb_miss_name(r.miss), r.point_hit ? "true" : "false", r.disk_skipped ? "true" : "false",
          r.est_read_s, r.est_recompute_s, r.restore_s, r.restore_cpu_s,
          (unsigned long long)r.restore_faults, r.restore_bytes,

@@ -87,7 +87,7 @@ SBRT_API size_t sbrt_chat_tokens(const sbrt_chat *c, uint32_t *out, size_t cap);
  * stop_id (UINT32_MAX: never). The generated ids go to out (n_gen of room),
  * their count to *n_out; the turn's report to report as a JSON object
  * (cache_mode, prompt_tokens, cached_tokens, cached_disk_tokens,
- * prefill_tokens, gen_tokens, matched_tokens, miss, point_hit,
+ * cached_shared_tokens, prefill_tokens, gen_tokens, matched_tokens, miss, point_hit,
  * disk_skipped, est_read_s, est_recompute_s, restore_s, restore_cpu_s,
  * restore_faults, restore_bytes, prefill_s, ttft_s, decode_s,
  * prefill_tok_s, decode_tok_s, boundary_tokens, recomputed_tokens,

@@ -33,7 +33,11 @@
     X(salvaged) X(salvaged_segments) X(salvage_scanned_segments) X(salvage_skipped_files)    \
     X(salvage_dropped_records) X(salvage_dropped_bytes)                                      \
     X(pool_spare_bytes) X(pool_spare_pages) X(pool_chunks) X(pool_grown_bytes)                  \
-    X(pool_trimmed_bytes) X(disk_read_ios) X(disk_write_ios)
+    X(pool_trimmed_bytes) X(disk_read_ios) X(disk_write_ios)                                   \
+    X(shared_offered) X(shared_published) X(shared_published_bytes) X(shared_dedup)            \
+    X(shared_denied) X(shared_publish_failed) X(shared_probes) X(shared_probe_hits)            \
+    X(shared_fetched_pages) X(shared_fetched_bytes) X(shared_bad_values) X(shared_down)        \
+    X(shared_fetch_ns) X(shared_queued_bytes)
 #define SB_COUNT_FIELD(f) +1
 _Static_assert(sizeof(sb_stats) ==
                    (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +

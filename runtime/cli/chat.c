@@ -31,7 +31,7 @@ static void chat_usage(FILE *f)
             "turn restores what the bank holds of its prompt (the whole conversation so\n"
             "far) and computes only the rest. Messages come one per line from --script\n"
             "FILE (blank lines and lines starting with '#' skipped) or from stdin. After\n"
-            "each turn a line reports cache_mode (cold, warm_prefix, ssd), the cached\n"
+            "each turn a line reports cache_mode (cold, warm_prefix, ssd, shared), the cached\n"
             "tokens, the time to first token and the speeds.\n\n"
             "options:\n"
             "  --script FILE          read the user's messages from FILE\n"
@@ -39,9 +39,9 @@ static void chat_usage(FILE *f)
             "  --system-file FILE     ...read from FILE\n"
             "  --quiet                print the reports only, not the conversation\n"
             "  --table                reports as a table (implies --quiet)\n"
-            "%s\n"
+            "%s%s\n"
             "exit status: 0 success, 1 failure, 2 usage.\n",
-            rt_opts_help);
+            rt_opts_help, rt_shared_help);
 }
 
 typedef struct chat_opts {

@@ -2,7 +2,9 @@
  * `snapbank run` and `snapbank chat` (rtcli.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,6 +45,97 @@ const char rt_opts_help[] =
     "                         0: only at the ends of prompts and turns)\n"
     "  --boundary-kib N       hybrid models: KiB of grid boundaries a turn keeps\n"
     "                         (default: 8 boundaries' worth)\n";
+
+const char rt_shared_help[] =
+    "  --shared URL           share KV pages with other nodes through a Redis Cluster:\n"
+    "                         redis://HOST:PORT[,HOST:PORT...] (nodes to ask first).\n"
+    "                         Full pages of prompts of at least --min-prefix tokens\n"
+    "                         are published in the background; a prompt's pages past\n"
+    "                         what RAM and disk hold are fetched when that is\n"
+    "                         estimated faster than recomputing them (cache_mode\n"
+    "                         shared); every fetched page is checked\n"
+    "  --shared-auth FILE     the cluster's credentials: a file holding \"PASSWORD\"\n"
+    "                         or \"USER PASSWORD\", readable by its owner only (never\n"
+    "                         on the command line)\n";
+
+const char *rt_shared_seeds(const char *url, const char *cmd)
+{
+    static const char scheme[] = "redis://";
+    if (!strncmp(url, "rediss://", 9)) {
+        fprintf(stderr, "snapbank %s: --shared: TLS (rediss://) is not supported\n", cmd);
+        return NULL;
+    }
+    if (strncmp(url, scheme, sizeof scheme - 1) || !url[sizeof scheme - 1]) {
+        fprintf(stderr, "snapbank %s: --shared: want redis://HOST:PORT[,HOST:PORT...], not "
+                        "'%s'\n", cmd, url);
+        return NULL;
+    }
+    const char *seeds = url + sizeof scheme - 1;
+    if (strchr(seeds, '@')) {
+        fprintf(stderr, "snapbank %s: --shared: no credentials in the URL (they would show in "
+                        "the process list): put them in a file for --shared-auth\n", cmd);
+        return NULL;
+    }
+    return seeds;
+}
+
+int rt_shared_auth(const char *path, rt_auth *a, const char *cmd)
+{
+    memset(a, 0, sizeof *a);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        fprintf(stderr, "snapbank %s: --shared-auth %s: %s\n", cmd, path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    if (!S_ISREG(st.st_mode) || (st.st_mode & 077)) {
+        fprintf(stderr, "snapbank %s: --shared-auth %s: %s (chmod 600 it)\n", cmd, path,
+                S_ISREG(st.st_mode) ? "others may read or write it" : "not a regular file");
+        close(fd);
+        return 1;
+    }
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n < 0 || n == (ssize_t)sizeof buf - 1) {
+        fprintf(stderr, "snapbank %s: --shared-auth %s: %s\n", cmd, path,
+                n < 0 ? strerror(errno) : "too long");
+        return 1;
+    }
+    buf[n] = 0;
+    char *w[3] = { 0 };
+    int k = 0;
+    for (char *p = buf; *p && k < 3;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+            p++;
+        if (!*p)
+            break;
+        w[k++] = p;
+        while (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+            p++;
+        if (*p)
+            *p++ = 0;
+    }
+    int bad = k == 0 || k == 3;
+    if (!bad) {
+        const char *pw = w[k - 1], *user = k == 2 ? w[0] : "";
+        bad = strlen(user) >= sizeof a->user || strlen(pw) >= sizeof a->password;
+        if (!bad) {
+            strcpy(a->user, user);
+            strcpy(a->password, pw);
+        }
+    }
+    memset(buf, 0, sizeof buf);
+    if (bad) {
+        fprintf(stderr, "snapbank %s: --shared-auth %s: want one line \"PASSWORD\" or \"USER "
+                        "PASSWORD\"\n", cmd, path);
+        memset(a, 0, sizeof *a);
+        return 1;
+    }
+    return 0;
+}
 
 void rt_opts_default(rt_opts *o)
 {
@@ -123,6 +216,10 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
         bad = v ? (o->session = v, 0) : -1;
     else if (!strcmp(a, "--scope"))
         bad = v ? (o->scope = v, 0) : -1;
+    else if (!strcmp(a, "--shared"))
+        bad = v ? (o->shared = v, 0) : -1;
+    else if (!strcmp(a, "--shared-auth"))
+        bad = v ? (o->shared_auth = v, 0) : -1;
     else if (!strcmp(a, "--ssd-session-cache"))
         bad = parse_word(v, (const char *const[]){ "on", "off", "write-only" },
                          (const int[]){ RT_SSD_ON, RT_SSD_OFF, RT_SSD_WRITE_ONLY }, 3, &o->ssd);
@@ -193,6 +290,12 @@ int rt_opts_check(const rt_opts *o, const char *cmd)
             return 2;
         }
     }
+    if (o->shared_auth && !o->shared) {
+        fprintf(stderr, "snapbank %s: --shared-auth needs --shared\n", cmd);
+        return 2;
+    }
+    if (o->shared && !rt_shared_seeds(o->shared, cmd))
+        return 2;
     if (strlen(o->scope) > SB_SCOPE_MAX) {
         fprintf(stderr, "snapbank %s: --scope is longer than %u bytes\n", cmd, SB_SCOPE_MAX);
         return 2;
@@ -257,6 +360,14 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
     cfg.dir = o->bank_dir && o->ssd != RT_SSD_OFF ? store_dir : NULL;
     cfg.write_mode = o->ssd == RT_SSD_WRITE_ONLY ? SB_WRITE_ONLY : SB_WRITE_THROUGH;
     cfg.durability = (sb_durability)o->durability;
+    if (o->shared) {
+        if (!(cfg.shared_seeds = rt_shared_seeds(o->shared, cmd)))
+            goto fail;
+        if (o->shared_auth && rt_shared_auth(o->shared_auth, &e->auth, cmd))
+            goto fail;
+        cfg.shared_user = e->auth.user[0] ? e->auth.user : NULL;
+        cfg.shared_password = e->auth.password[0] ? e->auth.password : NULL;
+    }
     const char *what = "the bank";
     sb_layout layout;
     int rc = SB_ERR_NOMEM;
@@ -265,8 +376,11 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
         goto fail_rc;
     t0 = rt_now();
     if ((rc = sb_rt_kv_layout(e->m, (uint32_t)o->page_tokens, e->bpt, &layout)) != SB_OK ||
-        (rc = sb_store_open(&cfg, &e->st)) != SB_OK)
+        (rc = sb_store_open(&cfg, &e->st)) != SB_OK) {
+        memset(&e->auth, 0, sizeof e->auth); /* the store keeps its own copy */
         goto fail_rc;
+    }
+    memset(&e->auth, 0, sizeof e->auth);
     e->t_open = rt_now() - t0;
     if ((rc = sb_ns_open(e->st, &layout, o->scope, strlen(o->scope), &e->ns)) != SB_OK)
         goto fail_rc;
@@ -331,6 +445,9 @@ int rt_env_close(rt_env *e, const char *cmd, const rt_opts *o)
     sb_rt_sampler_fini(&e->smp);
     sb_rt_ctx_free(e->ctx);
     sb_ns_close(e->ns);
+    /* Publish what waits for the shared tier before it goes (close drops it). */
+    if (e->st && sb_store_has_shared(e->st))
+        sb_store_flush(e->st);
     int rc = sb_store_close(e->st);
     if (rc != SB_OK && cmd)
         fprintf(stderr, "snapbank %s: %s: closing the bank: %s (its last writes may be lost)\n",
@@ -375,6 +492,8 @@ void rt_report(FILE *f, const char *label, const sb_rt_turn *r)
             r->cached_tokens, r->prompt_tokens);
     if (r->cached_disk_tokens)
         fprintf(f, " (disk %zu)", r->cached_disk_tokens);
+    if (r->cached_shared_tokens)
+        fprintf(f, " (shared %zu)", r->cached_shared_tokens);
     fprintf(f, " prefill=%zu restore=%.1fms", r->prefill_tokens, r->restore_s * 1e3);
     if (r->restore_bytes)
         fprintf(f, " read=%.1fMiB", (double)r->restore_bytes / (1 << 20));
@@ -394,6 +513,11 @@ void rt_report(FILE *f, const char *label, const sb_rt_turn *r)
         fprintf(f, " disk=%s(read~%.1fms,recompute~%.1fms)",
                 r->disk_skipped ? "skipped" : "read", r->est_read_s * 1e3,
                 r->est_recompute_s * 1e3);
+    if (r->est_fetch_s > 0)
+        fprintf(f, " shared=%s(fetch~%.1fms,recompute~%.1fms%s%s)",
+                r->shared_skipped ? "skipped" : "asked", r->est_fetch_s * 1e3,
+                r->est_fetch_recompute_s * 1e3, r->shared_rc ? "," : "",
+                r->shared_rc ? sb_strerror(r->shared_rc) : "");
     if (r->commit_rc != SB_OK)
         fprintf(f, " commit=%s", sb_strerror(r->commit_rc));
     const sb_write_outcome *d = &r->disk;

@@ -32,7 +32,32 @@ typedef struct rt_opts {
     const char *bank_dir, *session, *scope;
     int ssd;        /* RT_SSD_* */
     int durability; /* sb_durability of the bank */
+    const char *shared;      /* --shared redis://HOST:PORT[,...], or NULL */
+    const char *shared_auth; /* --shared-auth FILE, or NULL */
 } rt_opts;
+
+/* Credentials for the shared tier, read from a file (rt_shared_auth). */
+typedef struct rt_auth {
+    char user[256];      /* "" : none (password only) */
+    char password[512];  /* "" : no AUTH */
+} rt_auth;
+
+/* The shared-tier options' help text (run, chat and serve print it). */
+extern const char rt_shared_help[];
+
+/* rt_shared_seeds -- the seeds of a --shared URL
+ * ("redis://HOST:PORT[,HOST:PORT...]"): a pointer into url past the
+ * scheme. A URL with credentials (user:password@) is refused: they would
+ * show in the process list; use --shared-auth. Prints the fault naming
+ * cmd. Returns: the seeds; NULL when refused. */
+const char *rt_shared_seeds(const char *url, const char *cmd);
+
+/* rt_shared_auth -- read path: one line holding "PASSWORD" or "USER
+ * PASSWORD" (separated by blanks; a trailing newline is ignored). A file
+ * that others may read or write (mode & 077) is refused, as ssh refuses
+ * a key file. Prints the fault naming cmd and the file. Returns: 0; 1
+ * refused or unreadable (*a zeroed). */
+int rt_shared_auth(const char *path, rt_auth *a, const char *cmd);
 
 /* The common options' help text, for a command's usage. */
 extern const char rt_opts_help[];
@@ -79,6 +104,7 @@ typedef struct rt_env {
     int resumed;          /* the session file held tokens */
     double t_load;        /* seconds to load the model */
     double t_open;        /* seconds to open the store (recovery) */
+    rt_auth auth;         /* --shared-auth's credentials (wiped after open) */
 } rt_env;
 
 /* rt_env_open -- load o->model, open the bank (creating the directories),

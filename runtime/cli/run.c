@@ -24,7 +24,7 @@ static void run_usage(FILE *f)
             "prompt the bank holds is restored instead of recomputed (from RAM, or from\n"
             "disk with --bank-dir), and the prompt and answer are stored for next time.\n"
             "Prints the generated text on stdout; the cache_mode (cold, warm_prefix,\n"
-            "ssd), cached tokens, time to first token and speeds on stderr.\n\n"
+            "ssd, shared), cached tokens, time to first token and speeds on stderr.\n\n"
             "options:\n"
             "  --prompt TEXT          the prompt, tokenized with the model's vocabulary\n"
             "                         (BOS first when the model asks for it and the\n"
@@ -32,9 +32,9 @@ static void run_usage(FILE *f)
             "  --prompt-tokens LIST   the prompt as token ids, comma-separated, used as given\n"
             "  --logits-out FILE      write the float32 logits of the last prompt\n"
             "                         position (n_vocab little-endian floats) to FILE\n"
-            "%s\n"
+            "%s%s\n"
             "exit status: 0 success, 1 failure, 2 usage.\n",
-            rt_opts_help);
+            rt_opts_help, rt_shared_help);
 }
 
 /* "1,2,3" into a fresh array. Returns the count, or 0 on a bad list. */

@@ -19,8 +19,8 @@ static void serve_usage(FILE *f)
         "/v1/completions (streamed or not), GET /v1/models, GET /health, GET /metrics\n"
         "(Prometheus), GET and DELETE /v1/sessions/ID, and behind the admin key GET\n"
         "/v1/bank/stats, POST /v1/bank/flush, POST /v1/bank/clear. Every response's\n"
-        "usage says where its prompt came from: cache_mode cold, warm_prefix (RAM) or\n"
-        "ssd (disk), the tokens from each, restore_ms, ttft_ms and the miss reason.\n"
+        "usage says where its prompt came from: cache_mode cold, warm_prefix (RAM),\n"
+        "ssd (disk) or shared (the shared tier), the tokens from each, restore_ms, ttft_ms and the miss reason.\n"
         "SIGTERM or SIGINT: stop accepting, finish what runs (--shutdown-timeout),\n"
         "flush the bank, exit 0.\n\n"
         "listening:\n"
@@ -76,9 +76,12 @@ static void serve_usage(FILE *f)
         "  --durability D           none, periodic (default) or commit\n"
         "  --max-sessions N         sessions kept in RAM (default 4096; more are read\n"
         "                           back from DIR/sessions)\n\n"
+        "the shared tier (pages shared with other nodes on a Redis Cluster):\n"
+        "%s\n"
         "  --quiet                  no log line per request\n"
         "  -h, --help               this help\n\n"
-        "exit status: 0 after a clean shutdown, 1 failure, 2 usage.\n");
+        "exit status: 0 after a clean shutdown, 1 failure, 2 usage.\n",
+        rt_shared_help);
 }
 
 static int dbl(const char *v, double lo, double hi, double *out)
@@ -98,6 +101,7 @@ int sb_cli_serve(int argc, char **argv)
 {
     srv_config c;
     srv_config_default(&c);
+    const char *shared_auth = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x = 0;
@@ -180,6 +184,10 @@ int sb_cli_serve(int argc, char **argv)
                 c.durability = SB_DURABILITY_COMMIT;
             else
                 bad = 1;
+        } else if (!strcmp(a, "--shared")) {
+            bad = !v || !(c.shared_seeds = rt_shared_seeds(v, "serve"));
+        } else if (!strcmp(a, "--shared-auth")) {
+            bad = !v, shared_auth = v;
         } else if (!strcmp(a, "--max-sessions")) {
             bad = rt_parse_u64(v, 1, 1u << 24, &x), c.max_sessions = (size_t)x;
         } else if (a[0] != '-' && !c.model) {
@@ -201,5 +209,19 @@ int sb_cli_serve(int argc, char **argv)
         serve_usage(stderr);
         return 2;
     }
-    return srv_run(&c);
+    if (shared_auth && !c.shared_seeds) {
+        fprintf(stderr, "snapbank serve: --shared-auth needs --shared\n");
+        return 2;
+    }
+    rt_auth auth;
+    if (shared_auth) {
+        if (rt_shared_auth(shared_auth, &auth, "serve"))
+            return 1;
+        c.shared_user = auth.user[0] ? auth.user : NULL;
+        c.shared_password = auth.password[0] ? auth.password : NULL;
+    }
+    int rc = srv_run(&c);
+    if (shared_auth)
+        memset(&auth, 0, sizeof auth);
+    return rc;
 }

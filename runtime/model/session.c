@@ -28,6 +28,7 @@ struct sb_rt_session {
     float *logits;        /* n_vocab */
     size_t page_bytes;
     sb_rt_disk_use disk_use;
+    sb_rt_disk_use shared_use;
     sb_rt_rates rates;
     int mark_fg;          /* mark prefill and decode as foreground */
     /* the open turn (sb_rt_session_begin .. _end or _abort) */
@@ -55,6 +56,8 @@ const char *sb_rt_cache_mode_name(sb_rt_cache_mode m)
         return "warm_prefix";
     case SB_RT_CACHE_SSD:
         return "ssd";
+    case SB_RT_CACHE_SHARED:
+        return "shared";
     }
     return "unknown";
 }
@@ -119,6 +122,8 @@ int sb_rt_session_new(const sb_rt_model *m, sb_rt_ctx *ctx, sb_ns *ns, sb_rt_ses
     s->rates.prefill_tok_s = 25e9 * sb_rt_ctx_threads(ctx) / model_flops_per_token(m);
     s->rates.read_bytes_s = 500e6;
     s->rates.read_fixed_s = 200e-6;
+    s->rates.shared_bytes_s = 50e6;
+    s->rates.shared_fixed_s = 2e-3;
     *out = s;
     return SB_OK;
 }
@@ -148,6 +153,11 @@ int sb_rt_session_set_boundaries(sb_rt_session *s, size_t grid, size_t max_bytes
 void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use)
 {
     s->disk_use = use;
+}
+
+void sb_rt_session_set_shared_use(sb_rt_session *s, sb_rt_disk_use use)
+{
+    s->shared_use = use;
 }
 
 void sb_rt_session_set_foreground(sb_rt_session *s, int on)
@@ -240,6 +250,53 @@ static size_t choose(sb_rt_session *s, const sb_match_info *mi, size_t n_prompt,
     return want;
 }
 
+/* The shared tier, after the match *mt found local tokens (RAM and disk):
+ * when the prompt has full pages past them and fetching them is estimated
+ * faster than recomputing them, fetch what the pool holds and match again
+ * (*mt replaced). *from receives where the fetched pages start, *added
+ * how many tokens they hold. The rates are measured here: a fetch that
+ * brought pages times the bytes, one that found none the fixed cost. A
+ * failed fetch is not an error of the turn (rep->shared_rc). */
+static int fetch_shared(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_match **mt,
+                        size_t local, sb_rt_turn *rep, size_t *from, size_t *added)
+{
+    *from = *added = 0;
+    size_t pt = s->kv.page_tokens;
+    if (s->shared_use == SB_RT_DISK_NEVER || !sb_store_has_shared(sb_ns_store(s->ns)))
+        return SB_OK;
+    size_t have = local / pt, full = n / pt;
+    if (full <= have)
+        return SB_OK;
+    size_t pages = full - have;
+    sb_rt_rates *r = &s->rates;
+    rep->est_fetch_s = r->shared_fixed_s + (double)pages * (double)s->page_bytes / r->shared_bytes_s;
+    rep->est_fetch_recompute_s = (double)(pages * pt) / r->prefill_tok_s;
+    if (s->shared_use == SB_RT_DISK_READ && rep->est_fetch_s > rep->est_fetch_recompute_s) {
+        rep->shared_skipped = 1;
+        return SB_OK;
+    }
+    double t0 = now_s();
+    size_t got = 0;
+    rep->shared_rc = sb_ns_fetch_shared(s->ns, prompt, n, &got);
+    double dt = now_s() - t0;
+    if (got) {
+        size_t bytes = got / pt * s->page_bytes;
+        rep->shared_bytes = bytes;
+        if (dt > r->shared_fixed_s)
+            average(&r->shared_bytes_s, &r->shared_samples,
+                    (double)bytes / (dt - r->shared_fixed_s));
+    } else if (rep->shared_rc == SB_OK) {
+        average(&r->shared_fixed_s, &r->shared_fixed_samples, dt);
+    }
+    if (!got)
+        return SB_OK;
+    *from = have * pt;
+    *added = got;
+    sb_match_release(*mt);
+    *mt = NULL;
+    return sb_ns_match(s->ns, prompt, n, mt);
+}
+
 /* Steps 2-3 of a turn: match, choose, adopt. On return the KV holds the
  * restored prefix (possibly none); rep->point_hit says s->logits are filled. */
 static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_turn *rep)
@@ -250,6 +307,14 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
     if (rc != SB_OK)
         return rc;
     sb_match_info mi;
+    size_t shared_from = 0, shared_added = 0;
+    if ((rc = sb_match_get_info(mt, &mi)) == SB_OK)
+        rc = fetch_shared(s, prompt, n, &mt, mi.n_matched_tokens, rep, &shared_from,
+                          &shared_added);
+    if (rc != SB_OK) {
+        sb_match_release(mt);
+        return rc;
+    }
     for (;;) {
         if ((rc = sb_match_get_info(mt, &mi)) != SB_OK)
             break;
@@ -298,6 +363,11 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
         break;
     }
     sb_match_release(mt);
+    if (rc == SB_OK && shared_added && rep->cached_tokens > shared_from) {
+        size_t end = shared_from + shared_added;
+        rep->cached_shared_tokens =
+            (rep->cached_tokens < end ? rep->cached_tokens : end) - shared_from;
+    }
     if (rc != SB_OK)
         sb_rt_kv_reset(&s->kv);
     else
@@ -533,7 +603,8 @@ int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input,
     r->restore_s = s->t_prefill - s->t0;
     r->restore_cpu_s = thread_cpu_s(&f1) - c0;
     r->restore_faults = f1 - f0;
-    r->cache_mode = r->cached_disk_tokens ? SB_RT_CACHE_SSD
+    r->cache_mode = r->cached_shared_tokens ? SB_RT_CACHE_SHARED
+                    : r->cached_disk_tokens ? SB_RT_CACHE_SSD
                     : r->cached_tokens    ? SB_RT_CACHE_WARM
                                           : SB_RT_CACHE_COLD;
     r->prefill_tokens = n - r->cached_tokens;

@@ -1,7 +1,8 @@
 /* session.h -- a conversation whose KV cache comes back from the bank: each
  * turn restores the longest stored prefix of its prompt instead of
- * recomputing it, from RAM pages by reference or from disk pages read into
- * fresh ones.
+ * recomputing it, from RAM pages by reference, from disk pages read into
+ * fresh ones, or from pages another node published to the bank's shared
+ * tier, fetched into fresh ones.
  *
  * A session keeps its committed tokens (every earlier prompt and answer).
  * One turn (sb_rt_session_turn):
@@ -9,7 +10,11 @@
  *   2. match the prompt in the session's namespace (its model and scope);
  *   3. choose how much of the match to take: RAM pages always (no copy);
  *      disk pages only when reading them is estimated faster than
- *      recomputing their tokens (measured rates, sb_rt_rates); when the
+ *      recomputing their tokens (measured rates, sb_rt_rates); with a
+ *      shared tier, the prompt's full pages past what RAM and disk hold
+ *      are fetched from it first (sb_ns_fetch_shared) when fetching them
+ *      is estimated faster than recomputing them (the network's rates
+ *      measured the same way), then the match is made again; when the
  *      whole prompt matched, its logits come from the point state stored
  *      with it, or else its last token is recomputed;
  *   4. prefill the rest, then commit the prompt's pages with the last
@@ -56,10 +61,13 @@ typedef enum sb_rt_cache_mode {
     SB_RT_CACHE_COLD = 0, /* nothing restored: the whole prompt computed */
     SB_RT_CACHE_WARM = 1, /* a prefix restored from RAM pages ("warm_prefix") */
     SB_RT_CACHE_SSD = 2,  /* a prefix restored with pages read from disk */
+    SB_RT_CACHE_SHARED = 3, /* a prefix restored with pages fetched from the
+                             shared tier this turn (others may have come
+                             from RAM or disk) */
 } sb_rt_cache_mode;
 
-/* sb_rt_cache_mode_name -- "cold", "warm_prefix", "ssd" ("unknown" when out
- * of range). Returns: a static string. */
+/* sb_rt_cache_mode_name -- "cold", "warm_prefix", "ssd", "shared"
+ * ("unknown" when out of range). Returns: a static string. */
 const char *sb_rt_cache_mode_name(sb_rt_cache_mode m);
 
 /* The speeds behind the restore-or-recompute choice. A session starts from
@@ -70,6 +78,14 @@ typedef struct sb_rt_rates {
     double read_bytes_s;  /* disk restore bytes per second (prior 500 MB/s) */
     double read_fixed_s;  /* fixed cost of a disk restore (prior 200 us) */
     unsigned prefill_samples, read_samples; /* measurements taken */
+    double shared_bytes_s; /* shared-tier fetch bytes per second (prior 50
+                              MB/s, conservative: a slow network makes a
+                              fetch lose to recomputing, never the reverse
+                              until measured) */
+    double shared_fixed_s; /* fixed cost of a fetch: the probe's round
+                              trip (prior 2 ms; measured on fetches that
+                              found nothing to fetch) */
+    unsigned shared_samples, shared_fixed_samples; /* measurements taken */
 } sb_rt_rates;
 
 /* What one turn did. Times in seconds, from the start of the call. */
@@ -78,6 +94,17 @@ typedef struct sb_rt_turn {
     size_t prompt_tokens;    /* the session's tokens + the input */
     size_t cached_tokens;    /* restored from the bank */
     size_t cached_disk_tokens; /* ...of them in pages read from disk */
+    size_t cached_shared_tokens; /* ...of them in pages fetched from the
+                                shared tier this turn */
+    int shared_skipped;      /* the shared tier may have held more pages but
+                                fetching was estimated slower than
+                                recomputing them: not asked */
+    int shared_rc;           /* SB_OK, or why the fetch failed (SB_ERR_IO:
+                                the cluster did not answer in time; the
+                                turn recomputed what it lacked) */
+    double est_fetch_s;      /* the estimates behind the shared-tier choice */
+    double est_fetch_recompute_s; /* (0 when there was nothing to ask for) */
+    size_t shared_bytes;     /* page bytes fetched from the shared tier */
     size_t prefill_tokens;   /* computed (prompt_tokens - cached_tokens) */
     size_t gen_tokens;       /* generated */
     size_t matched_tokens;   /* the bank's restorable prefix of the prompt */
@@ -163,6 +190,13 @@ void sb_rt_session_free(sb_rt_session *s);
 
 /* sb_rt_session_set_disk_use -- how turns use disk pages (default READ). */
 void sb_rt_session_set_disk_use(sb_rt_session *s, sb_rt_disk_use use);
+
+/* sb_rt_session_set_shared_use -- how turns use the bank's shared tier,
+ * when it has one (default READ: fetch when estimated faster than
+ * recomputing; NEVER: do not ask; ALWAYS: ask whatever the estimates).
+ * Hybrid models never ask: a restore needs their boundary, which the
+ * shared tier does not keep. */
+void sb_rt_session_set_shared_use(sb_rt_session *s, sb_rt_disk_use use);
 
 /* sb_rt_session_set_foreground -- whether turns mark their restore, prefill
  * and decode as foreground phases of the store (sb_store_foreground), so

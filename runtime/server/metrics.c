@@ -33,7 +33,7 @@ static const double seqs_le[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 };
 
 static const char *const finish_names[SRV_FINISH__COUNT] = { "stop", "length", "cancelled",
                                                              "error" };
-static const char *const modes[3] = { "cold", "warm_prefix", "ssd" };
+static const char *const modes[4] = { "cold", "warm_prefix", "ssd", "shared" };
 
 struct srv_metrics {
     pthread_mutex_t mu;
@@ -42,7 +42,7 @@ struct srv_metrics {
     labelled miss[MAX_LABELS]; /* tokens by reason */
     size_t n_miss;
     uint64_t finished[SRV_FINISH__COUNT];
-    uint64_t prompt, generated, queries, hit_ram, hit_disk, turns[3];
+    uint64_t prompt, generated, queries, hit_ram, hit_disk, turns[4];
     hist ttft, tpot, restore, seqs;
 };
 
@@ -114,7 +114,7 @@ void srv_metrics_turn(srv_metrics *mx, const srv_turn_figures *f)
     size_t missed = f->prompt_tokens - f->cached_ram - f->cached_disk;
     if (missed && f->miss_reason)
         bump(mx->miss, &mx->n_miss, f->miss_reason, 0, missed);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (f->cache_mode && !strcmp(f->cache_mode, modes[i]))
             mx->turns[i]++;
     if (f->ttft_s >= 0)
@@ -229,7 +229,7 @@ int srv_metrics_render(srv_metrics *mx, const srv_gauges *g, char **text, size_t
         pr(&o, "snapbank:prefix_cache_misses_total{reason=\"%s\"} %llu\n", mx->miss[i].a,
            (unsigned long long)mx->miss[i].v);
     head(&o, "snapbank:turns_total", "counter", "Finished requests by where their prompt came from.");
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         pr(&o, "snapbank:turns_total{cache_mode=\"%s\"} %llu\n", modes[i],
            (unsigned long long)mx->turns[i]);
     histogram(&o, "snapbank:time_to_first_token_seconds",

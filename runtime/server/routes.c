@@ -144,12 +144,14 @@ static json_t *usage_json(const srv_job *j, bool hybrid)
     const sb_rt_turn *r = &j->rep;
     size_t prompt = j->n_prompt, cached = j->started ? r->cached_tokens : 0;
     size_t disk = j->started ? r->cached_disk_tokens : 0;
-    json_t *u = json_pack("{s:I, s:I, s:I, s:{s:I}, s:s, s:I, s:I, s:I, s:f, s:f, s:f}",
+    size_t shared = j->started ? r->cached_shared_tokens : 0;
+    json_t *u = json_pack("{s:I, s:I, s:I, s:{s:I}, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f}",
         "prompt_tokens", (json_int_t)prompt, "completion_tokens", (json_int_t)j->n_gen,
         "total_tokens", (json_int_t)(prompt + j->n_gen), "prompt_tokens_details",
         "cached_tokens", (json_int_t)cached,
         "cache_mode", j->started ? sb_rt_cache_mode_name(r->cache_mode) : "cold",
-        "cached_tokens_ram", (json_int_t)(cached - disk), "cached_tokens_disk", (json_int_t)disk,
+        "cached_tokens_ram", (json_int_t)(cached - disk - shared),
+        "cached_tokens_disk", (json_int_t)disk, "cached_tokens_shared", (json_int_t)shared,
         "prefill_tokens", (json_int_t)(prompt - cached),
         "restore_ms", j->started ? ms(r->restore_s) : 0.0,
         "ttft_ms", j->n_gen ? ms(j->t_first - j->t_arrival) : 0.0,

@@ -263,6 +263,9 @@ static int start(srv_server *s)
     s->store_cfg.durability = c->durability;
     s->store_cfg.dir = c->bank_dir && c->ssd != SRV_SSD_OFF ? s->store_dir : NULL;
     s->store_cfg.write_mode = c->ssd == SRV_SSD_WRITE_ONLY ? SB_WRITE_ONLY : SB_WRITE_THROUGH;
+    s->store_cfg.shared_seeds = c->shared_seeds;
+    s->store_cfg.shared_user = c->shared_user;
+    s->store_cfg.shared_password = c->shared_password;
     if (c->disk_mib)
         s->store_cfg.disk_bytes = c->disk_mib << 20;
     if (c->write_budget_mib)
@@ -353,6 +356,9 @@ static int shut_down(srv_server *s, const sigset_t *set, int sig)
     /* 4 */
     size_t failed = 0, saved = srv_sessions_flush(s->sessions, &failed);
     int ret = 0;
+    if (!s->store_cfg.dir && s->st && sb_store_has_shared(s->st)) {
+        sb_store_flush(s->st); /* publish what waits for the shared tier */
+    }
     if (!s->store_cfg.dir) {
         fprintf(stderr, "snapbank serve: the bank is in RAM only (%s): nothing to flush; %zu "
                         "sessions written\n",
@@ -439,6 +445,9 @@ int srv_run(const srv_config *c)
                              : "",
             srv_tenants_count(s->tenants), srv_tenants_count(s->tenants) == 1 ? "" : "s",
             srv_tenants_keyed(s->tenants) ? " (API keys)" : " (no API keys)");
+    if (c->shared_seeds)
+        fprintf(stderr, "snapbank serve: shared tier on %s%s\n", c->shared_seeds,
+                c->shared_password ? " (AUTH from --shared-auth)" : "");
     fprintf(stderr, "snapbank serve: listening on http://%s%s%s:%u\n",
             strchr(c->host, ':') ? "[" : "", c->host, strchr(c->host, ':') ? "]" : "", port);
     if (c->port_file && write_port_file(c->port_file, port) != 0)

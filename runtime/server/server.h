@@ -59,6 +59,10 @@ typedef struct srv_config {
     bool allow_public;            /* listen beyond loopback without keys */
     double shutdown_timeout_s;
     bool log_requests;            /* a line per completion on stderr */
+    const char *shared_seeds;     /* the shared tier's "host:port[,...]" (NULL:
+                                     none; sb_config.shared_seeds) */
+    const char *shared_user;      /* its credentials (NULL: none), read from */
+    const char *shared_password;  /* a file by the caller */
 } srv_config;
 
 /* srv_config_default -- every option at its default. */

@@ -5,6 +5,7 @@
 #include "tier.h"
 #include "internal.h"
 #include "radix.h"
+#include "shared.h"
 
 struct sb_match {
     sb_ns *ns;                 /* holds ns (ns->holds) */
@@ -220,6 +221,15 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
         else if (r >= r0)
             sb_tier_offer_short(st, path[r]);
     }
+
+    /* ...and its full resident pages not offered before to the shared
+     * tier (collected now, handed to its publisher once the caller lets go
+     * of the lock: sb_shared_kick). Not for a layout that needs point
+     * states: pages alone restore nothing there, and the pool keeps none. */
+    if (offer && sb_shared_on(st) && !(ns->flags & SB_LAYOUT_POINT_REQUIRED))
+        for (size_t r = 0; r < n_reg; r++)
+            if (region_tokens(ns, n, r) == pt)
+                sb_shared_offer(st, ns, path[r], tokens + r * pt);
 
     /* 5 */
     if (!zero_copy) {
@@ -533,6 +543,7 @@ int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
     if (pb)
         sb_blk_unref(pb);
     pthread_mutex_unlock(&st->mu);
+    sb_shared_kick(st);
     sb_free(pages);
     if (n_stored)
         *n_stored = done;
@@ -678,6 +689,7 @@ int sb_ns_commit_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_page 
     if (pb)
         sb_blk_unref(pb);
     pthread_mutex_unlock(&st->mu);
+    sb_shared_kick(st);
     return rc;
 }
 

@@ -103,6 +103,8 @@ struct sb_page {
     uint8_t why;            /* [mu] why it waits in the disk tier's pool
                                (pool_at nonzero), or why it was not
                                written (FAILED): an sb_deny */
+    uint8_t shared;         /* [mu] offered to the shared tier, or
+                               fetched from it: never offered (again) */
     uint8_t cut;            /* [mu] reclamation took its record while it
                                was resident (reclaim.c): it may sit before
                                pages that are on disk only, so eviction
@@ -202,6 +204,13 @@ typedef struct sb_tier {
     void *state;                   /* [const] the tier's; NULL: RAM only */
 } sb_tier;
 
+/* The shared tier (shared.h): its operations and its own state
+ * (store/remote), opaque to core. */
+typedef struct sb_shared {
+    const struct sb_shared_ops *ops; /* [const] NULL: no shared tier */
+    void *state;                     /* [const] the tier's */
+} sb_shared;
+
 /* Evicted-page fingerprints, for SB_MISS_EVICTED (direct-mapped, lossy). */
 #define SB_EVICTED_SLOTS 4096u
 
@@ -237,6 +246,8 @@ struct sb_store {
     sb_stats stats;            /* [mu] counters (gauges filled on read) */
     sb_tier tier;              /* [const] the tier below the index (tier.h);
                                   tier.ops NULL: RAM only */
+    sb_shared shared;          /* [const] the shared tier (shared.h);
+                                  shared.ops NULL: none */
     uint32_t fg;               /* [mu] foreground marks (sb_store_foreground) */
     uint64_t disk_pages;       /* [mu] indexed pages with a record on disk */
     uint64_t disk_live_bytes;  /* [mu] bytes of the records of indexed blocks */

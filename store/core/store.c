@@ -4,8 +4,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "tier.h"
 #include "internal.h"
+#include "shared.h"
+#include "tier.h"
 
 unsigned sb_version(void)
 {
@@ -57,6 +58,8 @@ static int config_check(const sb_config *c)
         return SB_ERR_INVAL;
     if (c->durability > SB_DURABILITY_COMMIT || c->write_mode > SB_WRITE_ONLY)
         return SB_ERR_INVAL;
+    if (sb_shared_config_check(c) != SB_OK) /* the shared tier's options */
+        return SB_ERR_INVAL;
     return SB_OK;
 }
 
@@ -105,6 +108,14 @@ static int store_open(const sb_config *cfg, sb_io *io, sb_store **out)
             return rc;
         }
     }
+    if (cfg->shared_seeds && cfg->shared_seeds[0]) {
+        rc = sb_shared_open(st, cfg);
+        if (rc != SB_OK) {
+            sb_store_close(st);
+            return rc;
+        }
+    }
+    st->cfg.shared_seeds = st->cfg.shared_user = st->cfg.shared_password = NULL;
     *out = st;
     return SB_OK;
 }
@@ -123,6 +134,9 @@ int sb_store_open_io(const sb_config *cfg, sb_io *io, sb_store **out)
 
 static int store_free(sb_store *st, bool crash)
 {
+    /* The publisher first: its queued pages hold references into the
+     * index, which it drops as it goes. */
+    sb_shared_close(st);
     int rc = sb_tier_close(st, crash);
     pthread_mutex_lock(&st->mu);
     while (st->pins) {
@@ -157,6 +171,7 @@ int sb_store_flush(sb_store *st)
 {
     if (!st)
         return SB_ERR_INVAL;
+    sb_shared_flush(st);
     return sb_tier_flush(st);
 }
 
@@ -218,6 +233,7 @@ int sb_store_stats(sb_store *st, sb_stats *out)
     out->index_nodes = st->index_nodes;
     out->index_bytes_per_token = tokens ? (double)st->index_bytes / (double)tokens : 0.0;
     sb_tier_stats(st, out);
+    sb_shared_stats(st, out);
     pthread_mutex_unlock(&st->mu);
     return SB_OK;
 }

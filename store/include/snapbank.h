@@ -343,6 +343,26 @@ typedef struct sb_config {
     uint32_t open_flags;          /* SB_OPEN_* bits; other bits are refused
                                      (SB_ERR_INVAL). Default 0 */
 
+    /* --- shared tier (NULL shared_seeds: none) ----------------------------- *
+     * A pool of pages on a Redis Cluster that every store configured with
+     * it shares ("Shared tier" below). Strings are borrowed during
+     * sb_store_open only (the store keeps copies). */
+    const char *shared_seeds;     /* "host:port[,host:port...]": nodes of the
+                                     cluster to ask for its slot map first;
+                                     NULL or "": no shared tier */
+    const char *shared_user;      /* ACL user for AUTH; NULL: password only
+                                     (needs shared_password) */
+    const char *shared_password;  /* AUTH password; NULL: no AUTH. Read it
+                                     from a file, never a command line */
+    uint32_t shared_timeout_ms;   /* bound on one probe or fetch (the
+                                     publisher waits five times this);
+                                     0: 200, at most 60000 */
+    uint32_t shared_ttl_s;        /* expiry of each published page; 0: none
+                                     (the server's eviction policy bounds
+                                     the pool) */
+    uint64_t shared_publish_bytes_per_s; /* the publisher's budget, page bytes
+                                     per second; 0: 64 MiB/s */
+
     /* --- hooks ------------------------------------------------------------- */
     /* Monotonic clock in nanoseconds, for pin TTLs and write budgets. NULL:
      * CLOCK_MONOTONIC. Tests and benchmarks inject a fake clock here. Called
@@ -378,6 +398,11 @@ SB_API void sb_config_default(sb_config *cfg);
  * cfg is read during the call only. With cfg->dir NULL or "" the store lives
  * in RAM only.
  *
+ * With cfg->shared_seeds set the store also has a shared tier ("Shared
+ * tier" below): it connects to the cluster and starts a publisher thread.
+ * A cluster that does not answer yet is not an error (fetches fail with
+ * SB_ERR_IO until it does; the tier reconnects by itself).
+ *
  * With cfg->dir set the store has a disk tier in that directory (created
  * 0700 when absent; its files are 0600). A directory that holds a store is
  * recovered: every valid record is indexed again (as a disk page, read back
@@ -412,7 +437,10 @@ SB_API void sb_config_default(sb_config *cfg);
  *
  * On success *out is owned by the caller; close it with sb_store_close().
  * Returns: SB_OK; SB_ERR_INVAL (NULL argument, a zero budget, reserved0
- * nonzero or an unknown open_flags bit, compress_level over 22,
+ * nonzero or an unknown open_flags bit, a shared tier option that does
+ * not hold -- a seed that is not host:port, shared_user without
+ * shared_password, either without shared_seeds, shared_timeout_ms over
+ * 60000: a message naming it goes to stderr --, compress_level over 22,
  * max_seq_tokens 0 or above 2^31 - 1, durability or write_mode not one of
  * their enum's values, a disk setting out of range: queue_depth 0 or over
  * 4096, segment_bytes under 64 KiB or not a multiple of 4096 or over 1 TiB,
@@ -437,6 +465,9 @@ SB_API int sb_store_open(const sb_config *cfg, sb_store **out);
 
 /* sb_store_close -- close a store and free everything it holds.
  *
+ * With a shared tier, pages still waiting to be published are dropped
+ * (call sb_store_flush first to publish them); its connections close.
+ *
  * With a disk tier it first writes everything queued (under write-back,
  * every dirty page first), and pages waiting in the priority pool as far
  * as the write budget allows now (the rest are denied, RAM-only state that
@@ -457,7 +488,9 @@ SB_API int sb_store_open(const sb_config *cfg, sb_store **out);
 SB_API int sb_store_close(sb_store *st);
 
 /* sb_store_flush -- wait until every page and point state committed before
- * the call is written to the disk tier and synced (durable). Partial pages
+ * the call is written to the disk tier and synced (durable), and, with a
+ * shared tier, every page offered to it is published (or dropped: the
+ * cluster did not take it in time; the pool is a cache). Partial pages
  * waiting to be written late are written too, and under write-back every
  * dirty page; pages waiting in the priority pool are written as far as
  * the write budget allows now. SB_OK at once for a RAM-only store. For
@@ -778,6 +811,23 @@ typedef struct sb_stats {
     uint64_t disk_read_ios;      /* read requests of restores (one covers
                                     several adjacent records) */
     uint64_t disk_write_ios;     /* write requests of the writer */
+    /* the shared tier (zero without one) */
+    uint64_t shared_offered;     /* full pages offered for publishing */
+    uint64_t shared_published;   /* ...written to the pool by this store */
+    uint64_t shared_published_bytes; /* the bytes of their values */
+    uint64_t shared_dedup;       /* ...found in the pool already (one probe,
+                                    no upload) */
+    uint64_t shared_denied;      /* offers refused: the publish queue was full */
+    uint64_t shared_publish_failed; /* pages the cluster did not take */
+    uint64_t shared_probes;      /* pipelined EXISTS batches (fetches' probes) */
+    uint64_t shared_probe_hits;  /* pages the probes found */
+    uint64_t shared_fetched_pages; /* pages fetched, checked and indexed */
+    uint64_t shared_fetched_bytes; /* their bytes */
+    uint64_t shared_bad_values;  /* values refused by the checks (counted
+                                    misses, never served) */
+    uint64_t shared_down;        /* operations no node answered in time */
+    uint64_t shared_fetch_ns;    /* time spent fetching, nanoseconds */
+    uint64_t shared_queued_bytes;/* gauge: page bytes waiting to publish */
 } sb_stats;
 
 /* sb_store_stats -- snapshot the store's counters into *out.
@@ -1016,6 +1066,77 @@ SB_API int sb_match_load(sb_match *m, size_t n_pages, int point);
 /* sb_match_release -- unpin everything the match holds and free it.
  * NULL is a no-op. */
 SB_API void sb_match_release(sb_match *m);
+
+/* ============================================================================
+ * Shared tier
+ * ============================================================================
+ *
+ * A store opened with sb_config.shared_seeds shares full pages with every
+ * other store (on this machine or others) configured with the same Redis
+ * Cluster. Each page is kept under a key computed from its namespace
+ * (model identity and scope) and its content key, so a store finds, from a
+ * request's tokens alone, the pages another store published.
+ *
+ * Publishing. When a commit or put leaves a sequence of at least
+ * min_prefix_tokens indexed, its full pages not yet offered are queued
+ * for the pool (never blocking the call: a background thread writes them,
+ * shallowest first, within shared_publish_bytes_per_s, with SET NX so a
+ * page the pool holds costs one probe, not a second upload). A queued
+ * page is held (it is not evicted) until it is written or dropped; the
+ * queue holds at most a quarter of ram_bytes (and 256 MiB), beyond that an
+ * offer is denied (shared_denied). Partial pages and point states are not
+ * published: a page from the pool ends a restore at a page boundary, and
+ * a namespace whose layout needs point states publishes nothing.
+ *
+ * Restore order. sb_ns_match finds what RAM and the local disk hold;
+ * sb_ns_fetch_shared extends the index with the pages the pool holds
+ * past that, which later matches then find like any committed page.
+ *
+ * What is checked. A fetched value is used only when it is a page record
+ * of this namespace, at the position asked, with the content key asked
+ * (recomputed over its tokens), holding the request's tokens, with its
+ * checksums intact: anything else is a miss, counted (shared_bad_values),
+ * never served. The checks do not authenticate the writer: a client that
+ * may write the pool's keys can store a well-formed page of wrong state
+ * for tokens it knows. Give write access only to trusted nodes (one ACL
+ * user per tenant, confined to its key pattern sb1:<scope tag>:*).
+ */
+
+/* sb_ns_fetch_shared -- extend the index with pages of tokens[0, n_tokens)
+ * from the shared tier.
+ *
+ * The index (RAM and disk) is walked for the request: past its last full
+ * page that covers a prefix of the request, the keys of the request's
+ * following full pages are computed and probed in the pool (one pipelined
+ * EXISTS); the run of pages it holds is fetched (one pipelined GET),
+ * every value checked (see "Shared tier"), and the good run is indexed as
+ * if committed (they count against the RAM budgets, may go to the disk
+ * tier and are evicted like any page; they are not offered to the pool
+ * again). A layout that needs point states (SB_LAYOUT_POINT_REQUIRED)
+ * cannot restore from pages alone and is refused. tokens is read during
+ * the call only. *n_added (may be NULL) receives the tokens added to the
+ * restorable prefix (a multiple of page_tokens; 0 on every error).
+ * Thread-safe; it waits at most about twice shared_timeout_ms on the
+ * network.
+ *
+ * Returns: SB_OK (what the pool held past the index, possibly nothing, is
+ * indexed); SB_ERR_CORRUPT (a value failed its checks: the good pages
+ * before it are indexed, *n_added says how many tokens; the bad one is
+ * counted); SB_ERR_IO (no node answered in time -- the cluster is down,
+ * hung or unreachable: what came before is indexed, as above; the call
+ * can be retried and the tier reconnects by itself); SB_ERR_BUDGET (no
+ * RAM for the pages: those that fit are indexed, as above);
+ * SB_ERR_UNSUPPORTED (the store has no shared tier, or the layout needs
+ * point states: nothing changed); SB_ERR_INVAL (NULL ns);
+ * SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS; SB_ERR_NOMEM (nothing
+ * changed). A page that expired between probe and fetch ends the run
+ * without an error. */
+SB_API int sb_ns_fetch_shared(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                              size_t *n_added);
+
+/* sb_store_has_shared -- whether st was opened with a shared tier.
+ * Returns: 1 or 0 (0 for NULL). */
+SB_API int sb_store_has_shared(const sb_store *st);
 
 /* ============================================================================
  * Zero-copy mode

@@ -149,6 +149,7 @@ _DURABILITY = {"none": 0, "periodic": 1, "commit": 2}
 _WRITE_MODE = {"through": 0, "back": 1, "only": 2}
 _CONFIG_KEYS = {name for name, _ in _native.Config._fields_} - {
     "dir", "reserved0", "clock_ns", "clock_ctx"}
+_CONFIG_STRINGS = {"shared_seeds", "shared_user", "shared_password"}
 
 
 class Store(_Owned):
@@ -159,8 +160,11 @@ class Store(_Owned):
     "back" | "only", sync_bytes, sync_interval_ms, foreground_hold_ms,
     disk_free_floor_bytes, min_prefix_tokens, compress_level, open_flags
     (OPEN_SALVAGE: a store whose superblock cannot be used, refused with
-    ERR_SUPERBLOCK otherwise, is rebuilt from its segment files), ...); the
-    rest keep sb_config_default's values."""
+    ERR_SUPERBLOCK otherwise, is rebuilt from its segment files), the
+    shared tier's shared_seeds "host:port[,...]", shared_user and
+    shared_password (str), shared_timeout_ms, shared_ttl_s,
+    shared_publish_bytes_per_s, ...); the rest keep sb_config_default's
+    values."""
 
     def __init__(self, dir=None, **config):
         super().__init__()
@@ -175,6 +179,11 @@ class Store(_Owned):
                 value = _DURABILITY[value]
             if key == "write_mode" and isinstance(value, str):
                 value = _WRITE_MODE[value]
+            if key in _CONFIG_STRINGS:
+                if not isinstance(value, str):
+                    raise ValueError("Store: %s must be a str" % key)
+                setattr(cfg, key, value.encode())
+                continue
             if not isinstance(value, int) or value < 0:
                 raise ValueError("Store: %s must be a non-negative int" % key)
             setattr(cfg, key, value)
@@ -308,6 +317,17 @@ class Namespace(_Owned):
                           oc.points_new, oc.queued, oc.written, oc.deferred, oc.dirty,
                           oc.denied, {lib.sb_deny_name(i).decode(): oc.denied_by[i]
                                       for i in range(_native.N_DENY)})
+
+    def fetch_shared(self, tokens):
+        """sb_ns_fetch_shared: index the shared tier's pages of tokens past
+        what RAM and disk hold. Returns the tokens added (whole pages).
+        Raises SnapbankError (ERR_UNSUPPORTED without a shared tier; ERR_IO
+        when the cluster did not answer; ERR_CORRUPT for a refused value)."""
+        arr, n = _tokens(tokens)
+        added = ctypes.c_size_t()
+        _check(lib.sb_ns_fetch_shared(self._live(), arr, n, ctypes.byref(added)),
+               "sb_ns_fetch_shared")
+        return added.value
 
     def match(self, tokens):
         """The longest restorable prefix of tokens, pinned until the Match is

@@ -51,6 +51,8 @@ class Config(ctypes.Structure):
         ("durability", ip), ("write_mode", ip), ("sync_bytes", u64),
         ("sync_interval_ms", u32), ("foreground_hold_ms", u32),
         ("disk_free_floor_bytes", u64), ("compress_level", u32), ("open_flags", u32),
+        ("shared_seeds", cp), ("shared_user", cp), ("shared_password", cp),
+        ("shared_timeout_ms", u32), ("shared_ttl_s", u32), ("shared_publish_bytes_per_s", u64),
         ("clock_ns", vp), ("clock_ctx", vp), ("fault_alloc_nth", u64),
     ]
 
@@ -124,6 +126,7 @@ _proto("sb_ns_put_ex", ip, vp, P(u32), sz, P(vp), vp, P(sz), P(WriteOutcome))
 _proto("sb_store_wait_durable", ip, vp, u64, u32)
 _proto("sb_store_is_durable", ip, vp, u64)
 _proto("sb_ns_match", ip, vp, P(u32), sz, P(vp))
+_proto("sb_ns_fetch_shared", ip, vp, P(u32), sz, P(sz))
 _proto("sb_match_get_info", ip, vp, P(MatchInfo))
 _proto("sb_match_restore", ip, vp, sz, P(vp), vp)
 _proto("sb_match_point", vp, vp)

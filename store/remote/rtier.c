@@ -1,0 +1,278 @@
+/* rtier.c -- the shared tier as the RAM index sees it (store/core/shared.h):
+ * the hook table over the pool of remote.h, and its constructor.
+ *
+ * Publishing crosses two locks, never both at once. An offer comes from a
+ * commit under st->mu and must not wait: it takes a reference on the
+ * page, copies its tokens into a pending list (guarded by st->mu) and
+ * returns. The commit's caller, once it has let go of st->mu, kicks:
+ * the pending list is taken under st->mu and handed to sb_remote_offer
+ * unlocked. The pool releases every page it was handed exactly once (from
+ * its publisher thread, or at once when its queue is full, or at close),
+ * always without holding its own lock; the release takes st->mu and drops
+ * the reference. So a page waiting to be published stays resident (a page
+ * held by anyone but the index is never evicted) and the lock order is
+ * st->mu, then the pool's mutex, only ever in that order.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "remote.h"
+#include "shared.h"
+
+typedef struct pend {
+    sb_blk *b;          /* one reference, dropped by release */
+    sb_remote_page pg;  /* tokens: the copy below */
+    uint32_t *tokens;   /* (page_tokens) owned */
+} pend;
+
+typedef struct rtier {
+    sb_remote *r;
+    pend *pend;         /* [st->mu] offered, not yet handed to r */
+    size_t n_pend, cap_pend;
+    uint64_t lost;      /* [st->mu] offers dropped here: no memory */
+} rtier;
+
+static rtier *tier_of(const sb_store *st)
+{
+    return st->shared.state;
+}
+
+static sb_remote_ns remote_ns(const sb_ns *ns)
+{
+    return (sb_remote_ns){ .ns_id = ns->id, .scope_tag = ns->scope_hash,
+                           .page_tokens = ns->page_tokens,
+                           .page_bytes = (uint32_t)ns->page_bytes,
+                           .elem16 = (ns->flags & SB_LAYOUT_ELEM16) != 0 };
+}
+
+/* The pool is done with page ctx: drop the reference its offer took. */
+static void release_page(void *ctx)
+{
+    sb_blk *b = ctx;
+    sb_ns *ns = b->ns;
+    sb_store *st = ns->st;
+    pthread_mutex_lock(&st->mu);
+    sb_blk_unref(b);
+    sb_ns_maybe_free(ns);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* [mu] */
+static void rt_offer(sb_store *st, sb_ns *ns, sb_blk *b, const uint32_t *tokens)
+{
+    rtier *t = tier_of(st);
+    if (t->n_pend == t->cap_pend) {
+        size_t cap = t->cap_pend ? 2 * t->cap_pend : 64;
+        pend *p = realloc(t->pend, cap * sizeof *p);
+        if (!p) {
+            t->lost++;
+            return;
+        }
+        t->pend = p;
+        t->cap_pend = cap;
+    }
+    uint32_t *tok = malloc(4 * (size_t)ns->page_tokens);
+    if (!tok) {
+        t->lost++;
+        return;
+    }
+    memcpy(tok, tokens, 4 * (size_t)ns->page_tokens);
+    sb_blk_ref(b);
+    pend *p = &t->pend[t->n_pend++];
+    p->b = b;
+    p->tokens = tok;
+    p->pg = (sb_remote_page){ .ns = remote_ns(ns), .key = { b->key.lo, b->key.hi },
+                              .parent_key = { b->parent_key.lo, b->parent_key.hi },
+                              .position = b->region * ns->page_tokens, .tokens = tok,
+                              .data = b->data, .release = release_page, .ctx = b };
+}
+
+/* Unlocked. */
+static void rt_kick(sb_store *st)
+{
+    rtier *t = tier_of(st);
+    pthread_mutex_lock(&st->mu);
+    pend *list = t->pend;
+    size_t n = t->n_pend;
+    t->pend = NULL;
+    t->n_pend = t->cap_pend = 0;
+    pthread_mutex_unlock(&st->mu);
+    for (size_t i = 0; i < n; i++) {
+        sb_remote_offer(t->r, &list[i].pg); /* released now or later */
+        free(list[i].tokens);
+    }
+    free(list);
+}
+
+static int rt_probe(sb_ns *ns, const sb_key *keys, size_t n, size_t *n_present)
+{
+    rtier *t = tier_of(ns->st);
+    uint64_t(*k)[2] = malloc(n * sizeof *k);
+    if (!k)
+        return SB_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        k[i][0] = keys[i].lo, k[i][1] = keys[i].hi;
+    sb_remote_ns rns = remote_ns(ns);
+    int rc = sb_remote_probe(t->r, &rns, (const uint64_t(*)[2])k, n, n_present);
+    free(k);
+    return rc;
+}
+
+static int rt_fetch(sb_ns *ns, const sb_key *parent, const sb_key *keys, const uint32_t *tokens,
+                    uint32_t first_pos, size_t n, uint8_t **dst, size_t *n_ok)
+{
+    rtier *t = tier_of(ns->st);
+    sb_remote_want *w = malloc(n * sizeof *w);
+    if (!w)
+        return SB_ERR_NOMEM;
+    uint32_t pt = ns->page_tokens;
+    for (size_t i = 0; i < n; i++) {
+        const sb_key *pk = i ? &keys[i - 1] : parent;
+        w[i] = (sb_remote_want){ .key = { keys[i].lo, keys[i].hi },
+                                 .parent_key = { pk->lo, pk->hi },
+                                 .position = first_pos + (uint32_t)i * pt,
+                                 .tokens = tokens + i * pt, .dst = dst[i] };
+    }
+    sb_remote_ns rns = remote_ns(ns);
+    int rc = sb_remote_fetch(t->r, &rns, w, n, n_ok);
+    free(w);
+    return rc;
+}
+
+/* Unlocked. */
+static void rt_flush(sb_store *st)
+{
+    rt_kick(st);
+    sb_remote_flush(tier_of(st)->r);
+}
+
+/* [mu] */
+static void rt_stats(const sb_store *st, sb_stats *out)
+{
+    rtier *t = tier_of(st);
+    sb_remote_stats rs;
+    sb_remote_get_stats(t->r, &rs);
+    out->shared_offered = rs.offered + t->lost;
+    out->shared_published = rs.published;
+    out->shared_published_bytes = rs.published_bytes;
+    out->shared_dedup = rs.dedup;
+    out->shared_denied = rs.denied_queue + t->lost;
+    out->shared_publish_failed = rs.publish_failed;
+    out->shared_probes = rs.probes;
+    out->shared_probe_hits = rs.probe_hits;
+    out->shared_bad_values = rs.bad_values;
+    out->shared_down = rs.down;
+    out->shared_fetch_ns = rs.fetch_ns;
+    out->shared_queued_bytes = rs.queued_bytes;
+}
+
+/* Unlocked. */
+static void rt_close(sb_store *st)
+{
+    rtier *t = tier_of(st);
+    /* Offers never handed over hold references: drop them. */
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < t->n_pend; i++) {
+        sb_blk_unref(t->pend[i].b);
+        free(t->pend[i].tokens);
+    }
+    free(t->pend);
+    t->pend = NULL;
+    t->n_pend = 0;
+    pthread_mutex_unlock(&st->mu);
+    sb_remote_close(t->r); /* releases what it still queues */
+    free(t);
+    st->shared.ops = NULL;
+    st->shared.state = NULL;
+}
+
+static const sb_shared_ops remote_shared_ops = {
+    .offer = rt_offer,
+    .kick = rt_kick,
+    .probe = rt_probe,
+    .fetch = rt_fetch,
+    .flush = rt_flush,
+    .stats = rt_stats,
+    .close = rt_close,
+};
+
+/* Is s (n bytes) "host:port" with a port in 1..65535? */
+static bool seed_ok(const char *s, size_t n)
+{
+    const char *c = memchr(s, ':', n);
+    if (!c || c == s)
+        return false;
+    size_t pl = n - (size_t)(c + 1 - s);
+    if (pl == 0 || pl > 5)
+        return false;
+    unsigned port = 0;
+    for (size_t i = 0; i < pl; i++) {
+        char d = c[1 + i];
+        if (d < '0' || d > '9')
+            return false;
+        port = port * 10 + (unsigned)(d - '0');
+    }
+    return port >= 1 && port <= 65535;
+}
+
+int sb_shared_config_check(const sb_config *cfg)
+{
+    const char *seeds = cfg->shared_seeds;
+    bool on = seeds && seeds[0];
+    const char *why = NULL;
+    if (!on && (cfg->shared_user || cfg->shared_password))
+        why = "shared_user or shared_password without shared_seeds";
+    else if (on && cfg->shared_user && !cfg->shared_password)
+        why = "shared_user without shared_password";
+    else if (cfg->shared_timeout_ms > 60000)
+        why = "shared_timeout_ms over 60000";
+    else if (on) {
+        for (const char *p = seeds;;) {
+            const char *e = strchr(p, ',');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (!seed_ok(p, n)) {
+                why = "shared_seeds: each seed must be host:port (port 1..65535)";
+                break;
+            }
+            if (!e)
+                break;
+            p = e + 1;
+        }
+    }
+    if (why) {
+        fprintf(stderr, "snapbank: shared tier: %s\n", why);
+        return SB_ERR_INVAL;
+    }
+    return SB_OK;
+}
+
+int sb_shared_open(sb_store *st, const sb_config *cfg)
+{
+    rtier *t = calloc(1, sizeof *t);
+    if (!t)
+        return SB_ERR_NOMEM;
+    uint64_t queue = cfg->ram_bytes / 4;
+    if (queue > (256ull << 20))
+        queue = 256ull << 20;
+    if (queue == 0)
+        queue = 1;
+    sb_remote_config rc = { .seeds = cfg->shared_seeds, .user = cfg->shared_user,
+                            .password = cfg->shared_password,
+                            .timeout_ms = cfg->shared_timeout_ms,
+                            .publish_bytes_per_s = cfg->shared_publish_bytes_per_s,
+                            .queue_bytes = queue, .ttl_s = cfg->shared_ttl_s,
+                            .compress_level = cfg->compress_level };
+    char err[160] = "";
+    int e = sb_remote_open(&rc, &t->r, err, sizeof err);
+    if (e != SB_OK) {
+        if (e == SB_ERR_INVAL)
+            fprintf(stderr, "snapbank: shared tier: %s\n", err[0] ? err : "bad options");
+        free(t);
+        return e;
+    }
+    st->shared.state = t;
+    st->shared.ops = &remote_shared_ops;
+    return SB_OK;
+}

@@ -1,0 +1,129 @@
+#!/bin/sh
+# shared_cli.sh SNAPBANK WORKDIR -- two processes share a prompt through the
+# shared tier, as a user would run them: a local 3-node Redis Cluster
+# (scripts/local-cluster.sh, stopped by pid at the end), then
+#   - node A: `snapbank run MODEL --bank-dir A --shared redis://...` (cold);
+#   - node B: the same prompt with its own, empty --bank-dir B: the prompt's
+#     full pages come from the pool (cache_mode=shared) and its logits and
+#     tokens are bit-identical to a cold run's (--logits-out);
+#   - `snapbank serve --shared` (RAM only): usage.cache_mode shared;
+#   - a model so small that recomputing is estimated faster: node B does
+#     not fetch (shared=skipped, cold);
+#   - a tenant with another --scope finds nothing (cold);
+#   - credentials only from a file: a URL with a password and a
+#     --shared-auth file others may read are refused (ACL users confining
+#     tenants are test_remote's);
+#   - the cluster gone: node C answers anyway (cold, exit 0).
+# Skips (exit 77) with a message when redis-server is absent.
+set -eu
+bin=$1
+work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+lc=$here/../../scripts/local-cluster.sh
+fail() { echo "shared_cli: FAIL: $*" >&2; exit 1; }
+if ! command -v redis-server > /dev/null || ! command -v redis-cli > /dev/null; then
+    echo "shared_cli: skipped: redis-server / redis-cli not installed"
+    exit 77
+fi
+rm -rf "$work"
+mkdir -p "$work"
+cluster=$work/cluster
+trap 'sh "$lc" stop "$cluster" 2> /dev/null || true' EXIT INT TERM
+# ports below the ephemeral range, spread by pid so parallel runs rarely meet
+base=$((17000 + ($$ % 400) * 10))
+url=""
+for try in 1 2 3; do
+    if url=$(sh "$lc" start "$cluster" $base 3 2> "$work/lc.err"); then
+        break
+    fi
+    base=$((base + 4000))
+    url=""
+done
+[ -n "$url" ] || fail "local cluster: $(cat "$work/lc.err")"
+
+t="--threads 2"
+m=$work/m.gguf
+"$bin" make-model --preset tiny-llama3 --dim 512 --layers 4 --heads 8 --kv-heads 4 --head-dim 64 \
+    --ff 1536 --dtype f16 -o "$m" > /dev/null || fail "make-model"
+p="The bank keeps what a model has already read, so that the next node does not start from nothing at all."
+
+"$bin" run "$m" $t --prompt "$p" -n 4 --min-prefix 1 --bank-dir "$work/A" --shared "$url" \
+    > "$work/oA" 2> "$work/rA" || fail "node A: $(cat "$work/rA")"
+grep -q "cache_mode=cold" "$work/rA" || fail "node A not cold: $(cat "$work/rA")"
+
+"$bin" run "$m" $t --prompt "$p" -n 4 --min-prefix 1 --bank-dir "$work/B" --shared "$url" \
+    --logits-out "$work/l.shared" > "$work/oB" 2> "$work/rB" || fail "node B: $(cat "$work/rB")"
+grep -q "cache_mode=shared" "$work/rB" || fail "node B not shared: $(cat "$work/rB")"
+grep -q "(shared [1-9]" "$work/rB" || fail "node B does not say how many: $(cat "$work/rB")"
+
+"$bin" run "$m" $t --prompt "$p" -n 4 --logits-out "$work/l.cold" > "$work/oC" 2> "$work/rC" ||
+    fail "cold run: $(cat "$work/rC")"
+cmp -s "$work/l.shared" "$work/l.cold" || fail "shared logits differ from cold logits"
+cmp -s "$work/oB" "$work/oC" || fail "shared tokens differ from cold tokens"
+
+# snapbank serve (RAM only) answers the same prompt from the pool:
+# usage.cache_mode shared
+"$bin" serve "$m" $t --port 0 --port-file "$work/pf" --shared "$url" --min-prefix 1 --quiet \
+    2> "$work/serve.log" &
+spid=$!
+k=0
+until [ -s "$work/pf" ]; do
+    k=$((k + 1))
+    [ $k -gt 100 ] && { kill $spid 2> /dev/null; fail "serve did not start: $(cat "$work/serve.log")"; }
+    sleep 0.1
+done
+python3 - "$(cat "$work/pf")" "$p" > "$work/usage" <<'PY' || { kill $spid; fail "serve: $(cat "$work/usage")"; }
+import json, sys, urllib.request
+port, prompt = sys.argv[1], sys.argv[2]
+req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % port,
+                             data=json.dumps({"model": "m", "prompt": prompt,
+                                              "max_tokens": 2}).encode(),
+                             headers={"Content-Type": "application/json"})
+u = json.load(urllib.request.urlopen(req, timeout=60))["usage"]
+print(json.dumps(u))
+assert u["cache_mode"] == "shared", u
+assert u["cached_tokens_shared"] > 0 and u["cached_tokens_shared"] % 16 == 0, u
+PY
+kill $spid
+wait $spid || fail "serve did not stop cleanly: $(cat "$work/serve.log")"
+
+# a model so small that recomputing beats fetching: node B does not ask
+"$bin" make-model --preset tiny -o "$work/tiny.gguf" > /dev/null || fail "make-model tiny"
+"$bin" run "$work/tiny.gguf" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/TA" --shared "$url" \
+    > /dev/null 2> "$work/rTA" || fail "tiny node A: $(cat "$work/rTA")"
+"$bin" run "$work/tiny.gguf" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/TB" --shared "$url" \
+    > /dev/null 2> "$work/rTB" || fail "tiny node B: $(cat "$work/rTB")"
+grep -q "cache_mode=cold.*shared=skipped" "$work/rTB" ||
+    fail "tiny node B fetched although recomputing is faster: $(cat "$work/rTB")"
+
+# another tenant shares nothing
+"$bin" run "$m" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/D" --scope other \
+    --shared "$url" > /dev/null 2> "$work/rD" || fail "tenant: $(cat "$work/rD")"
+grep -q "cache_mode=cold" "$work/rD" || fail "another scope was not cold: $(cat "$work/rD")"
+
+# credentials: never on the command line; the file only its owner's
+set +e
+"$bin" run "$m" --prompt x -n 1 --shared "redis://u:secret@127.0.0.1:$base" > /dev/null 2> "$work/e1"
+rc=$?
+[ $rc -eq 2 ] && grep -q "shared-auth" "$work/e1" || fail "password in URL (exit $rc): $(cat "$work/e1")"
+printf 'secret\n' > "$work/auth"
+chmod 644 "$work/auth"
+"$bin" run "$m" --prompt x -n 1 --shared "$url" --shared-auth "$work/auth" > /dev/null 2> "$work/e2"
+rc=$?
+[ $rc -eq 1 ] && grep -q "chmod 600" "$work/e2" || fail "readable auth file (exit $rc): $(cat "$work/e2")"
+"$bin" run "$m" --prompt x -n 1 --shared-auth "$work/auth" > /dev/null 2> "$work/e3"
+rc=$?
+[ $rc -eq 2 ] || fail "--shared-auth without --shared (exit $rc): $(cat "$work/e3")"
+"$bin" run "$m" --prompt x -n 1 --shared "http://127.0.0.1:$base" > /dev/null 2> "$work/e4"
+rc=$?
+[ $rc -eq 2 ] && grep -q "redis://" "$work/e4" || fail "bad URL (exit $rc): $(cat "$work/e4")"
+set -e
+# the cluster gone: a node still answers, recomputing
+sh "$lc" stop "$cluster"
+"$bin" run "$m" $t --prompt "$p" -n 4 --min-prefix 1 --bank-dir "$work/F" --shared "$url" \
+    --logits-out "$work/l.down" > "$work/oF" 2> "$work/rF" || fail "cluster gone: $(cat "$work/rF")"
+grep -q "cache_mode=cold" "$work/rF" || fail "cluster gone, not cold: $(cat "$work/rF")"
+cmp -s "$work/l.down" "$work/l.cold" || fail "cluster gone: logits differ from cold"
+
+rm -rf "$work"
+echo "shared_cli: ok"

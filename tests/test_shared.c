@@ -1,0 +1,369 @@
+/* test_shared.c -- two stores sharing pages through the shared tier
+ * (sb_config.shared_seeds, sb_ns_fetch_shared) on a real local Redis
+ * Cluster (three masters, a replica each, started and stopped here;
+ * skipped with a message when redis-server is absent).
+ *
+ * Description: each store has its own directory and its own RAM. Store A
+ * commits a prefix; its publisher writes the full pages; store B, which
+ * knows only the tokens, fetches them past what its own RAM and disk hold
+ * and restores them bit-exact; a fetched page is not published back. A
+ * poisoned value (a right key over a damaged payload) is refused and
+ * counted, the good pages before it kept. Two tenants (scopes) share
+ * nothing. A layout that needs point states publishes nothing and is
+ * refused a fetch. Options that do not hold are refused at open. With the whole
+ * cluster stopped, a fetch fails with SB_ERR_IO within its timeout and the
+ * store works on from RAM and disk.
+ */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+#include "rcluster.h"
+#include "rcluster_util.h"
+#include "remote.h"
+#include "snapbank.h"
+#include "testutil.h"
+
+static tu_cluster cl;
+static bool have_cluster;
+static char tmp[256];
+
+static const tu_layout LAY = { .page_tokens = 16, .n_tensors = 2, .bpt = { 96, 160 },
+                               .model = "test-shared-model" };
+
+#define NEED_CLUSTER()     \
+    do {                   \
+        if (!have_cluster) \
+            skip();        \
+    } while (0)
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb, (void)flag, (void)f;
+    return remove(p);
+}
+
+/* A store on directory tmp/name with a shared tier on the test cluster. */
+static sb_store *open_store(const char *name, uint32_t timeout_ms)
+{
+    char dir[320];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    sb_config cfg;
+    sb_config_default(&cfg);
+    cfg.min_prefix_tokens = 1;
+    cfg.ram_bytes = 16 << 20;
+    cfg.segment_bytes = 1 << 20;
+    cfg.disk_bytes = 64 << 20;
+    cfg.disk_free_floor_bytes = 0;
+    cfg.dir = dir;
+    cfg.shared_seeds = cl.seeds;
+    cfg.shared_timeout_ms = timeout_ms;
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
+    assert_int_equal(sb_store_has_shared(st), 1);
+    return st;
+}
+
+static void tokens_of(uint32_t *tok, size_t n, uint64_t seed)
+{
+    uint64_t rng = seed;
+    tu_tokens(&rng, tok, n, 50000);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    snprintf(tmp, sizeof tmp, "/tmp/sb-test-shared-XXXXXX");
+    if (!mkdtemp(tmp))
+        return -1;
+    if (!tu_redis_present()) {
+        fprintf(stderr, "test_shared: skipped: redis-server / redis-cli not installed\n");
+        return 0;
+    }
+    have_cluster = tu_cluster_start(&cl, 3, 1, NULL) == 0;
+    return have_cluster ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (have_cluster)
+        tu_cluster_stop(&cl);
+    nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+/* Options that do not hold are refused at open, before anything connects. */
+static void test_config_refused(void **state)
+{
+    (void)state;
+    sb_config cfg;
+    sb_store *st = NULL;
+    const char *bad_seeds[] = { "localhost", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:70000",
+                                "127.0.0.1:6379,", ":6379", "127.0.0.1:63x9" };
+    for (size_t i = 0; i < sizeof bad_seeds / sizeof *bad_seeds; i++) {
+        sb_config_default(&cfg);
+        cfg.shared_seeds = bad_seeds[i];
+        assert_int_equal(sb_store_open(&cfg, &st), SB_ERR_INVAL);
+        assert_null(st);
+    }
+    sb_config_default(&cfg);
+    cfg.shared_password = "pw"; /* without seeds */
+    assert_int_equal(sb_store_open(&cfg, &st), SB_ERR_INVAL);
+    sb_config_default(&cfg);
+    cfg.shared_seeds = "127.0.0.1:1";
+    cfg.shared_user = "alice"; /* without a password */
+    assert_int_equal(sb_store_open(&cfg, &st), SB_ERR_INVAL);
+    sb_config_default(&cfg);
+    cfg.shared_seeds = "127.0.0.1:1";
+    cfg.shared_timeout_ms = 60001;
+    assert_int_equal(sb_store_open(&cfg, &st), SB_ERR_INVAL);
+    /* Without a shared tier a fetch is unsupported and changes nothing. */
+    st = tu_store(0);
+    sb_ns *ns = tu_ns(st, &LAY, "t");
+    uint32_t tok[40];
+    tokens_of(tok, 40, 1);
+    size_t added = 7;
+    assert_int_equal(sb_ns_fetch_shared(ns, tok, 40, &added), SB_ERR_UNSUPPORTED);
+    assert_int_equal(added, 0);
+    assert_int_equal(sb_ns_fetch_shared(NULL, tok, 40, &added), SB_ERR_INVAL);
+    assert_int_equal(sb_ns_fetch_shared(ns, NULL, 40, &added), SB_ERR_INVAL);
+    assert_int_equal(sb_ns_fetch_shared(ns, tok, 0, &added), SB_ERR_NO_TOKENS);
+    assert_int_equal(sb_ns_fetch_shared(ns, tok, (size_t)1 << 25, NULL), SB_ERR_TOO_MANY_TOKENS);
+    assert_int_equal(sb_store_has_shared(st), 0);
+    sb_ns_close(ns);
+    sb_store_close(st);
+}
+
+/* A commits a 4-page prefix (and a partial tail); B fetches the full pages
+ * and restores them bit-exact. */
+static void test_two_stores(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_store *a = open_store("a1", 5000), *b = open_store("b1", 5000);
+    sb_ns *na = tu_ns(a, &LAY, "tenant"), *nb = tu_ns(b, &LAY, "tenant");
+    uint32_t tok[4 * 16 + 5];
+    size_t n = sizeof tok / sizeof *tok;
+    tokens_of(tok, n, 11);
+    tu_put(na, &LAY, tok, n, false, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    sb_stats sa;
+    sb_store_stats(a, &sa);
+    assert_int_equal(sa.shared_offered, 4);
+    assert_int_equal(sa.shared_published + sa.shared_dedup, 4);
+    assert_int_equal(sa.shared_queued_bytes, 0);
+
+    assert_int_equal(tu_match_len(nb, tok, n), 0);
+    size_t added = 0;
+    assert_int_equal(sb_ns_fetch_shared(nb, tok, n, &added), SB_OK);
+    assert_int_equal(added, 64);
+    assert_int_equal(tu_match_verify(nb, &LAY, tok, n), 64);
+    sb_stats sbs;
+    sb_store_stats(b, &sbs);
+    assert_int_equal(sbs.shared_fetched_pages, 4);
+    assert_int_equal(sbs.shared_probe_hits, 4);
+    assert_int_equal(sbs.shared_bad_values, 0);
+    /* Again: the index holds them now, nothing is asked for. */
+    assert_int_equal(sb_ns_fetch_shared(nb, tok, n, &added), SB_OK);
+    assert_int_equal(added, 0);
+    /* B commits the whole sequence: its fetched pages are not offered back. */
+    tu_put(nb, &LAY, tok, n, false, SB_OK);
+    assert_int_equal(sb_store_flush(b), SB_OK);
+    sb_store_stats(b, &sbs);
+    assert_int_equal(sbs.shared_offered, 0);
+    assert_int_equal(sb_store_check(b), SB_OK);
+    assert_int_equal(sb_store_check(a), SB_OK);
+    sb_ns_close(na);
+    sb_ns_close(nb);
+    sb_store_close(a);
+    sb_store_close(b);
+    /* B's own disk holds them now: reopened, it restores without the pool. */
+    b = open_store("b1", 5000);
+    nb = tu_ns(b, &LAY, "tenant");
+    assert_int_equal(tu_match_verify(nb, &LAY, tok, n), n);
+    sb_ns_close(nb);
+    sb_store_close(b);
+}
+
+/* A value under a right key whose payload was damaged is refused and
+ * counted; the good pages before it are kept. */
+static void test_poisoned(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_store *a = open_store("a2", 5000), *b = open_store("b2", 5000);
+    sb_ns *na = tu_ns(a, &LAY, "poison"), *nb = tu_ns(b, &LAY, "poison");
+    uint32_t tok[4 * 16];
+    size_t n = 64;
+    tokens_of(tok, n, 22);
+    tu_put(na, &LAY, tok, n, false, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    /* Page 2's key, from the tokens alone (white box: the ns's root key). */
+    sb_key k = na->root_key;
+    for (int p = 0; p < 3; p++)
+        k = sb_key_chain(&k, tok + p * 16, 16);
+    sb_remote_ns rns = { .ns_id = na->id, .scope_tag = na->scope_hash };
+    char key[SB_REMOTE_KEY_LEN];
+    sb_remote_key(key, &rns, (const uint64_t[2]){ k.lo, k.hi });
+    sb_rc_config rcc = { .seeds = cl.seeds, .timeout_ms = 5000 };
+    sb_rc *rc = NULL;
+    assert_int_equal(sb_rc_open(&rcc, &rc, NULL, 0), SB_OK);
+    sb_rc_op op = { .kind = SB_RC_GET, .key = key, .key_len = SB_REMOTE_KEY_LEN };
+    assert_int_equal(sb_rc_exec(rc, &op, 1), SB_OK);
+    assert_int_equal(op.status, SB_RC_OK);
+    uint8_t *v = op.data;
+    v[op.len - 100] ^= 0x40; /* a payload byte */
+    sb_rc_op set = { .kind = SB_RC_SET, .key = key, .key_len = SB_REMOTE_KEY_LEN, .val = v,
+                     .val_len = op.len };
+    assert_int_equal(sb_rc_exec(rc, &set, 1), SB_OK);
+    assert_int_equal(set.status, SB_RC_OK);
+    free(v);
+    sb_rc_close(rc);
+
+    size_t added = 99;
+    assert_int_equal(sb_ns_fetch_shared(nb, tok, n, &added), SB_ERR_CORRUPT);
+    assert_int_equal(added, 32);
+    assert_int_equal(tu_match_verify(nb, &LAY, tok, n), 32);
+    sb_stats s;
+    sb_store_stats(b, &s);
+    assert_int_equal(s.shared_bad_values, 1);
+    assert_int_equal(s.shared_fetched_pages, 2);
+    assert_int_equal(sb_store_check(b), SB_OK);
+    sb_ns_close(na);
+    sb_ns_close(nb);
+    sb_store_close(a);
+    sb_store_close(b);
+}
+
+/* Two tenants with the same model and tokens share nothing. */
+static void test_tenants_apart(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_store *a = open_store("a3", 5000), *b = open_store("b3", 5000);
+    sb_ns *na = tu_ns(a, &LAY, "alice"), *nb = tu_ns(b, &LAY, "bob");
+    uint32_t tok[48];
+    tokens_of(tok, 48, 33);
+    tu_put(na, &LAY, tok, 48, false, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    size_t added = 1;
+    assert_int_equal(sb_ns_fetch_shared(nb, tok, 48, &added), SB_OK);
+    assert_int_equal(added, 0);
+    assert_int_equal(tu_match_len(nb, tok, 48), 0);
+    sb_stats s;
+    sb_store_stats(b, &s);
+    assert_int_equal(s.shared_probe_hits, 0);
+    /* ...while alice on B finds them. */
+    sb_ns *nab = tu_ns(b, &LAY, "alice");
+    assert_int_equal(sb_ns_fetch_shared(nab, tok, 48, &added), SB_OK);
+    assert_int_equal(added, 48);
+    sb_ns_close(nab);
+    sb_ns_close(na);
+    sb_ns_close(nb);
+    sb_store_close(a);
+    sb_store_close(b);
+}
+
+/* A layout that needs point states (a hybrid model's) restores nothing
+ * from pages alone: it publishes nothing and a fetch is refused. */
+static void test_point_layouts(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    static const tu_layout hyb = { .page_tokens = 16, .n_tensors = 1, .bpt = { 64 },
+                                   .point_bytes = 256, .flags = SB_LAYOUT_POINT_REQUIRED,
+                                   .model = "test-shared-hybrid" };
+    sb_store *a = open_store("a5", 5000);
+    sb_ns *na = tu_ns(a, &hyb, "h");
+    uint32_t tok[48];
+    tokens_of(tok, 48, 55);
+    tu_put(na, &hyb, tok, 48, true, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    sb_stats s;
+    sb_store_stats(a, &s);
+    assert_int_equal(s.shared_offered, 0);
+    size_t added = 3;
+    assert_int_equal(sb_ns_fetch_shared(na, tok, 48, &added), SB_ERR_UNSUPPORTED);
+    assert_int_equal(added, 0);
+    sb_ns_close(na);
+    sb_store_close(a);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The whole cluster gone: a fetch fails cleanly, B works on RAM and disk
+ * only, and its close does not hang on the publisher. (Last: it stops the
+ * cluster.) */
+static void test_cluster_gone(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_store *a = open_store("a4", 5000), *b = open_store("b4", 300);
+    sb_ns *na = tu_ns(a, &LAY, "gone"), *nb = tu_ns(b, &LAY, "gone");
+    uint32_t tok[64], own[40];
+    tokens_of(tok, 64, 44);
+    tokens_of(own, 40, 45);
+    tu_put(na, &LAY, tok, 64, false, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    tu_put(nb, &LAY, own, 40, false, SB_OK);
+    assert_int_equal(sb_store_flush(b), SB_OK);
+    sb_stats s0;
+    sb_store_stats(b, &s0);
+    tu_cluster_stop(&cl);
+    have_cluster = false;
+    size_t added = 5;
+    double t0 = now_s();
+    assert_int_equal(sb_ns_fetch_shared(nb, tok, 64, &added), SB_ERR_IO);
+    /* A generous bound (a loaded machine): the point is that it returns. */
+    assert_true(now_s() - t0 < 30.0);
+    assert_int_equal(added, 0);
+    assert_int_equal(tu_match_len(nb, tok, 64), 0);
+    sb_stats s;
+    sb_store_stats(b, &s);
+    assert_true(s.shared_down > 0);
+    /* RAM and disk work as before; what B commits is not published. */
+    assert_int_equal(tu_match_verify(nb, &LAY, own, 40), 40);
+    uint32_t more[80];
+    tokens_of(more, 80, 46);
+    tu_put(nb, &LAY, more, 80, false, SB_OK);
+    assert_int_equal(sb_store_flush(b), SB_OK);
+    assert_int_equal(tu_match_verify(nb, &LAY, more, 80), 80);
+    sb_store_stats(b, &s);
+    assert_int_equal(s.shared_published, s0.shared_published);
+    assert_int_equal(s.shared_publish_failed, s0.shared_publish_failed + 5);
+    assert_int_equal(s.shared_queued_bytes, 0);
+    assert_int_equal(sb_store_check(b), SB_OK);
+    sb_ns_close(na);
+    sb_ns_close(nb);
+    sb_store_close(a);
+    sb_store_close(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_refused), cmocka_unit_test(test_two_stores),
+        cmocka_unit_test(test_poisoned),       cmocka_unit_test(test_tenants_apart),
+        cmocka_unit_test(test_point_layouts),  cmocka_unit_test(test_cluster_gone),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
