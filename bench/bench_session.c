@@ -49,7 +49,7 @@
  * A's prompt of P tokens. Node A (its own bank directory) computes the
  * prompt cold and publishes its pages (flushed); then, --reps times, a
  * node B with a fresh, empty bank directory runs the same prompt: its
- * pages come from the shared tier (cache_mode shared; the fetch's bytes,
+ * pages come from the shared tier (cache_mode remote; the fetch's bytes,
  * time and throughput from the store's counters). Beside it: a cold node
  * (no bank to restore from), and node B again after a restart without the
  * shared tier, reading what it kept on its own disk (ssd). TTFT each, with

@@ -31,7 +31,7 @@ static void chat_usage(FILE *f)
             "turn restores what the bank holds of its prompt (the whole conversation so\n"
             "far) and computes only the rest. Messages come one per line from --script\n"
             "FILE (blank lines and lines starting with '#' skipped) or from stdin. After\n"
-            "each turn a line reports cache_mode (cold, warm_prefix, ssd, shared), the cached\n"
+            "each turn a line reports cache_mode (cold, warm_prefix, ssd, remote), the cached\n"
             "tokens, the time to first token and the speeds.\n\n"
             "options:\n"
             "  --script FILE          read the user's messages from FILE\n"

@@ -56,8 +56,8 @@ const char *sb_rt_cache_mode_name(sb_rt_cache_mode m)
         return "warm_prefix";
     case SB_RT_CACHE_SSD:
         return "ssd";
-    case SB_RT_CACHE_SHARED:
-        return "shared";
+    case SB_RT_CACHE_REMOTE:
+        return "remote";
     }
     return "unknown";
 }
@@ -603,7 +603,7 @@ int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input,
     r->restore_s = s->t_prefill - s->t0;
     r->restore_cpu_s = thread_cpu_s(&f1) - c0;
     r->restore_faults = f1 - f0;
-    r->cache_mode = r->cached_shared_tokens ? SB_RT_CACHE_SHARED
+    r->cache_mode = r->cached_shared_tokens ? SB_RT_CACHE_REMOTE
                     : r->cached_disk_tokens ? SB_RT_CACHE_SSD
                     : r->cached_tokens    ? SB_RT_CACHE_WARM
                                           : SB_RT_CACHE_COLD;

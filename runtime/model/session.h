@@ -61,12 +61,12 @@ typedef enum sb_rt_cache_mode {
     SB_RT_CACHE_COLD = 0, /* nothing restored: the whole prompt computed */
     SB_RT_CACHE_WARM = 1, /* a prefix restored from RAM pages ("warm_prefix") */
     SB_RT_CACHE_SSD = 2,  /* a prefix restored with pages read from disk */
-    SB_RT_CACHE_SHARED = 3, /* a prefix restored with pages fetched from the
+    SB_RT_CACHE_REMOTE = 3, /* a prefix restored with pages fetched from the
                              shared tier this turn (others may have come
                              from RAM or disk) */
 } sb_rt_cache_mode;
 
-/* sb_rt_cache_mode_name -- "cold", "warm_prefix", "ssd", "shared"
+/* sb_rt_cache_mode_name -- "cold", "warm_prefix", "ssd", "remote"
  * ("unknown" when out of range). Returns: a static string. */
 const char *sb_rt_cache_mode_name(sb_rt_cache_mode m);
 

@@ -33,7 +33,7 @@ static const double seqs_le[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 };
 
 static const char *const finish_names[SRV_FINISH__COUNT] = { "stop", "length", "cancelled",
                                                              "error" };
-static const char *const modes[4] = { "cold", "warm_prefix", "ssd", "shared" };
+static const char *const modes[4] = { "cold", "warm_prefix", "ssd", "remote" };
 
 struct srv_metrics {
     pthread_mutex_t mu;

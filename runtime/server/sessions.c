@@ -604,7 +604,7 @@ void srv_sessions_release(srv_sessions *r, srv_session *s, const srv_session_tur
 
 static const char *mode_name(uint64_t m)
 {
-    return m == 1 ? "warm_prefix" : m == 2 ? "ssd" : m == 3 ? "shared" : "cold";
+    return m == 1 ? "warm_prefix" : m == 2 ? "ssd" : m == 3 ? "remote" : "cold";
 }
 
 int srv_sessions_get(srv_sessions *r, const srv_tenant *t, const char *id, json_t **out,

@@ -4,9 +4,9 @@
 # (scripts/local-cluster.sh, stopped by pid at the end), then
 #   - node A: `snapbank run MODEL --bank-dir A --shared redis://...` (cold);
 #   - node B: the same prompt with its own, empty --bank-dir B: the prompt's
-#     full pages come from the pool (cache_mode=shared) and its logits and
+#     full pages come from the pool (cache_mode=remote) and its logits and
 #     tokens are bit-identical to a cold run's (--logits-out);
-#   - `snapbank serve --shared` (RAM only): usage.cache_mode shared;
+#   - `snapbank serve --shared` (RAM only): usage.cache_mode remote;
 #   - a model so small that recomputing is estimated faster: node B does
 #     not fetch (shared=skipped, cold);
 #   - a tenant with another --scope finds nothing (cold);
@@ -53,7 +53,7 @@ grep -q "cache_mode=cold" "$work/rA" || fail "node A not cold: $(cat "$work/rA")
 
 "$bin" run "$m" $t --prompt "$p" -n 4 --min-prefix 1 --bank-dir "$work/B" --shared "$url" \
     --logits-out "$work/l.shared" > "$work/oB" 2> "$work/rB" || fail "node B: $(cat "$work/rB")"
-grep -q "cache_mode=shared" "$work/rB" || fail "node B not shared: $(cat "$work/rB")"
+grep -q "cache_mode=remote" "$work/rB" || fail "node B not shared: $(cat "$work/rB")"
 grep -q "(shared [1-9]" "$work/rB" || fail "node B does not say how many: $(cat "$work/rB")"
 
 "$bin" run "$m" $t --prompt "$p" -n 4 --logits-out "$work/l.cold" > "$work/oC" 2> "$work/rC" ||
@@ -62,7 +62,7 @@ cmp -s "$work/l.shared" "$work/l.cold" || fail "shared logits differ from cold l
 cmp -s "$work/oB" "$work/oC" || fail "shared tokens differ from cold tokens"
 
 # snapbank serve (RAM only) answers the same prompt from the pool:
-# usage.cache_mode shared
+# usage.cache_mode remote
 "$bin" serve "$m" $t --port 0 --port-file "$work/pf" --shared "$url" --min-prefix 1 --quiet \
     2> "$work/serve.log" &
 spid=$!
@@ -81,7 +81,7 @@ req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % port,
                              headers={"Content-Type": "application/json"})
 u = json.load(urllib.request.urlopen(req, timeout=60))["usage"]
 print(json.dumps(u))
-assert u["cache_mode"] == "shared", u
+assert u["cache_mode"] == "remote", u
 assert u["cached_tokens_shared"] > 0 and u["cached_tokens_shared"] % 16 == 0, u
 PY
 kill $spid
