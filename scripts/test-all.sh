@@ -13,13 +13,13 @@
 #      of every harness over a scratch copy of its corpus.
 #
 # Builds go to build-ci/ (override with SB_BUILD_ROOT). SB_FUZZ_SECONDS sets
-# the fuzzing time per harness (default 120; 0 skips step 4).
+# the fuzzing time per harness (default 90; 0 skips step 4).
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${SB_BUILD_ROOT:-$ROOT/build-ci}
 JOBS=$(nproc 2>/dev/null || echo 2)
-FUZZ_SECONDS=${SB_FUZZ_SECONDS:-120}
+FUZZ_SECONDS=${SB_FUZZ_SECONDS:-90}
 start=$(date +%s)
 
 step() {
