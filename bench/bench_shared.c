@@ -43,7 +43,9 @@
  * Every run uses fresh scopes (time and pid), so pages of earlier runs are
  * never found; values carry a TTL of an hour. Figures are printed, never
  * asserted. Exit 0; 1 a call failed; 2 bad usage. --quick: 16 pages, 200
- * requests, 1 rep, 4 conversations of 2 turns on a 256-token prompt.
+ * requests, 1 rep, 4 conversations of 2 turns on a 256-token prompt; the
+ * ctest bench_shared_quick runs it on a cluster of its own
+ * (bench_shared_quick.sh; skipped without redis-server).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
