@@ -143,7 +143,13 @@ static void check_text(const sb_rt_chat_text *x, const sb_rt_chat_limits *lim, b
             FAIL("span %zu ends inside a character at %zu", s, i);
         if (cp >= 0x4E00 && cp <= 0x4E3F && !in)
             FAIL("content character U+%04X at byte %zu outside every span", cp, i);
-        if (in && !caller_char(cp))
+        /* Content through tojson is content still, JSON-escaped: \uXXXX
+         * for the private alphabet's characters (and for ' & < >, as Jinja
+         * escapes them), in any order a filter such as reverse leaves the
+         * characters: so a span may also hold '\\', 'u' and hex digits. */
+        bool escape = cp == '\\' || cp == 'u' || cp == 'U' ||
+                      ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'f');
+        if (in && !caller_char(cp) && !escape)
             FAIL("span %zu holds U+%04X at byte %zu, which the caller never gave", s, cp, i);
     }
 }
