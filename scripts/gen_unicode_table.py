@@ -13,10 +13,13 @@ usage: gen_unicode_table.py OUT.c          write the table
                                            here; not an error)
 
 The table is two-stage: stage1[cp >> 8] is the index of a block of 256
-bytes in stage2, one byte per code point: the general category (enum
-sb_rt_uni_cat in unicode.h, 0 = Cn unassigned) in the low 5 bits, and
-SB_RT_UNI_WS (0x80) when the code point has the White_Space property.
-Identical blocks are stored once.
+characters in stage2, one character per code point that encodes its
+general category (enum sb_rt_uni_cat in unicode.h, 0 = Cn unassigned) and
+whether it has the White_Space property: 0x60 + category without it, 0x40
++ category with it (sb_rt_uni_props decodes it: category | SB_RT_UNI_WS).
+Every such character is printable and none is a quote or a backslash, so a
+block is written as a string of 256 characters, four lines of 64, rather
+than 256 numbers. Identical blocks are stored once.
 
 White_Space (PropList.txt) is not in unicodedata. It is every code point
 of category Zs, Zl or Zp plus six controls, U+0009..U+000D and U+0085; the
@@ -56,6 +59,11 @@ def table():
     return stage1, stage2
 
 
+def encode(v):
+    """a props byte (category | WS_FLAG) as the printable character stored"""
+    return chr((0x40 if v & WS_FLAG else 0x60) + (v & 0x1F))
+
+
 def render():
     stage1, stage2 = table()
     out = []
@@ -73,12 +81,14 @@ def render():
         w("    " + ", ".join("%d" % x for x in stage1[i:i + 16]) + ",")
     w("};")
     w("")
-    w("/* stage2[block * 256 + (cp & 255)]: category | SB_RT_UNI_WS */")
-    w("const uint8_t sb_rt_uni_stage2[%d] = {" % (len(stage2) * BLOCK))
+    w("/* stage2[block][cp & 255]: 0x60 + category, or 0x40 + category for White_Space")
+    w(" * (unicode.h, sb_rt_uni_props) */")
+    w("const char sb_rt_uni_stage2[%d][%d] = {" % (len(stage2), BLOCK))
     for n, blk in enumerate(stage2):
         w("    /* block %d */" % n)
-        for i in range(0, BLOCK, 16):
-            w("    " + ", ".join("%d" % x for x in blk[i:i + 16]) + ",")
+        text = "".join(encode(x) for x in blk)
+        for i in range(0, BLOCK, 64):
+            w('    "%s"%s' % (text[i:i + 64], "," if i + 64 == BLOCK else ""))
     w("};")
     return "\n".join(out) + "\n"
 

@@ -96,7 +96,7 @@
  *   the str.
  *   Strings are Unicode: length, slicing and indexing count code points;
  *   upper, lower, title, capitalize, strip and split follow Python 3.11's
- *   Unicode tables (jinja_unicode.h, generated from Python's unicodedata),
+ *   Unicode tables (jinja_ucase.h, jinja_uclass.h, from Python's unicodedata),
  *   final sigma included.
  *   Refused: an unknown filter or test when the template is read, except in
  *   an `if` (jinja2's rule: there it fails when used); a filter, test, tag

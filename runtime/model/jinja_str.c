@@ -1,9 +1,10 @@
 /* jinja_str.c -- the interpreter's memory (arena, growing buffers) and its
  * strings: UTF-8 with a taint flag per byte (jinja.h), and the string
  * operations of Python that templates use, with Python 3.11's answers
- * (case tables from jinja_unicode.h). Every operation keeps the taint of
- * the bytes it copies; a converted character (upper, lower, escaped) takes
- * the taint of the character it came from. */
+ * (case mappings from jinja_ucase.h, character classes from
+ * jinja_uclass.h). Every operation keeps the taint of the bytes it copies;
+ * a converted character (upper, lower, escaped) takes the taint of the
+ * character it came from. */
 #define _GNU_SOURCE /* memmem: linear substring search */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -12,7 +13,8 @@
 #include <string.h>
 
 #include "model/jinja.h"
-#include "model/jinja_unicode.h"
+#include "model/jinja_ucase.h"
+#include "model/jinja_uclass.h"
 
 /* ---- arena --------------------------------------------------------------------------- */
 

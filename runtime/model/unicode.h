@@ -41,15 +41,19 @@ enum sb_rt_uni_cat {
 
 extern const char sb_rt_uni_version[];      /* "14.0.0": the table's Unicode version */
 extern const uint16_t sb_rt_uni_stage1[];   /* (0x110000 >> 8) block numbers */
-extern const uint8_t sb_rt_uni_stage2[];    /* (blocks, 256) category | SB_RT_UNI_WS */
+extern const char sb_rt_uni_stage2[][256];  /* (blocks, 256) characters: 0x60 +
+                                               category, or 0x40 + category
+                                               with White_Space */
 
 /* sb_rt_uni_props -- category | SB_RT_UNI_WS of cp; code points above
- * U+10FFFF are SB_RT_UNI_CN. */
+ * U+10FFFF are SB_RT_UNI_CN. (A stored character's bit 5 is clear exactly
+ * when the code point has White_Space; its low 5 bits are the category.) */
 static inline uint8_t sb_rt_uni_props(uint32_t cp)
 {
     if (cp >= 0x110000u)
         return SB_RT_UNI_CN;
-    return sb_rt_uni_stage2[(size_t)sb_rt_uni_stage1[cp >> 8] * 256u + (cp & 255u)];
+    unsigned c = (unsigned char)sb_rt_uni_stage2[sb_rt_uni_stage1[cp >> 8]][cp & 255u];
+    return (uint8_t)((c & SB_RT_UNI_CAT_MASK) | ((~c & 0x20u) << 2));
 }
 
 /* Classes of a props byte, as regular expressions name them. */
