@@ -17,18 +17,7 @@ rm -rf "$work"
 mkdir -p "$work"
 cluster=$work/cluster
 trap 'sh "$lc" stop "$cluster" 2> /dev/null || true' EXIT INT TERM
-# ports below the ephemeral range, spread by pid so parallel runs rarely meet
-# (shared_cli.sh's scheme, offset so the two do not pick the same base)
-base=$((17005 + ($$ % 400) * 10))
-url=""
-for _ in 1 2 3; do
-    if url=$(sh "$lc" start "$cluster" $base 3 2> "$work/lc.err"); then
-        break
-    fi
-    base=$((base + 4000))
-    url=""
-done
-if [ -z "$url" ]; then
+if ! url=$(sh "$lc" start "$cluster" auto 3 2> "$work/lc.err"); then
     echo "bench_shared_quick: FAIL: local cluster: $(cat "$work/lc.err")" >&2
     exit 1
 fi

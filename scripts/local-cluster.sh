@@ -9,6 +9,9 @@
 #       each also uses its cluster bus port, +10000), wait until the cluster
 #       says cluster_state:ok, and print the --shared URL:
 #       redis://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
+#       BASE_PORT `auto` (tests): a base below the ephemeral range spread by
+#       this process's pid, so that parallel runs rarely meet; when a port
+#       is taken, two more bases 4000 apart.
 #   scripts/local-cluster.sh stop DIR
 #       stop the servers started in DIR (by pid) and remove DIR.
 #
@@ -56,6 +59,19 @@ start) ;;
 esac
 base=${3:-7000}
 n=${4:-3}
+if [ "$base" = auto ]; then
+    b=$((17000 + ($$ % 400) * 10))
+    for _ in 1 2 3; do
+        if sh "$0" start "$dir" $b "$n" 2> "$dir.err"; then
+            rm -f "$dir.err"
+            exit 0
+        fi
+        b=$((b + 4000))
+    done
+    cat "$dir.err" >&2
+    rm -f "$dir.err"
+    exit 1
+fi
 command -v redis-server > /dev/null && command -v redis-cli > /dev/null || {
     echo "local-cluster: redis-server / redis-cli not installed (scripts/setup.sh)" >&2
     exit 1

@@ -247,6 +247,17 @@ static bool wait_ping(tu_cluster *cl, int i, int timeout_s)
     return false;
 }
 
+int tu_cluster_suite_start(tu_cluster *cl, const char *suite, bool *have)
+{
+    *have = false;
+    if (!tu_redis_present()) {
+        fprintf(stderr, "%s: skipped: redis-server / redis-cli not installed\n", suite);
+        return 0;
+    }
+    *have = tu_cluster_start(cl, 3, 1, NULL) == 0;
+    return *have ? 0 : -1;
+}
+
 int tu_cluster_start(tu_cluster *cl, int masters, int replicas, const char *extra)
 {
     memset(cl, 0, sizeof *cl);

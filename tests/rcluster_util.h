@@ -28,6 +28,12 @@ typedef struct tu_cluster {
 /* tu_redis_present -- whether redis-server and redis-cli are installed. */
 bool tu_redis_present(void);
 
+/* tu_cluster_suite_start -- the cluster a test suite runs on: 3 masters
+ * with a replica each (tu_cluster_start). Without redis-server or
+ * redis-cli, a line says `suite` is skipped and *have stays false.
+ * Returns 0 (*have says whether the cluster runs), -1 (it did not start). */
+int tu_cluster_suite_start(tu_cluster *cl, const char *suite, bool *have);
+
 /* tu_cluster_start -- start masters * (1 + replicas) servers and join them
  * into one cluster; extra (may be NULL) is appended to every server's
  * arguments (e.g. "--requirepass x --masterauth x"). Waits until every

@@ -222,12 +222,7 @@ static int group_setup(void **state)
     (void)state;
     for (int i = 0; i < N_KEYS; i++)
         snprintf(keys[i], sizeof keys[i], "sbtest:%d", i);
-    if (!tu_redis_present()) {
-        fprintf(stderr, "test_rcluster: skipped: redis-server / redis-cli not installed\n");
-        return 0;
-    }
-    have_cluster = tu_cluster_start(&cl, 3, 1, NULL) == 0;
-    return have_cluster ? 0 : -1;
+    return tu_cluster_suite_start(&cl, "test_rcluster", &have_cluster);
 }
 
 static int group_teardown(void **state)

@@ -117,12 +117,7 @@ static int fetch_verify(sb_remote *r, const seq *s, size_t n, size_t *n_ok)
 static int group_setup(void **state)
 {
     (void)state;
-    if (!tu_redis_present()) {
-        fprintf(stderr, "test_remote: skipped: redis-server / redis-cli not installed\n");
-        return 0;
-    }
-    have_cluster = tu_cluster_start(&cl, 3, 1, NULL) == 0;
-    return have_cluster ? 0 : -1;
+    return tu_cluster_suite_start(&cl, "test_remote", &have_cluster);
 }
 
 static int group_teardown(void **state)

@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -88,12 +87,7 @@ static int group_setup(void **state)
     snprintf(tmp, sizeof tmp, "/tmp/sb-test-shared-XXXXXX");
     if (!mkdtemp(tmp))
         return -1;
-    if (!tu_redis_present()) {
-        fprintf(stderr, "test_shared: skipped: redis-server / redis-cli not installed\n");
-        return 0;
-    }
-    have_cluster = tu_cluster_start(&cl, 3, 1, NULL) == 0;
-    return have_cluster ? 0 : -1;
+    return tu_cluster_suite_start(&cl, "test_shared", &have_cluster);
 }
 
 static int group_teardown(void **state)
@@ -302,13 +296,6 @@ static void test_point_layouts(void **state)
     sb_store_close(a);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The whole cluster gone: a fetch fails cleanly, B works on RAM and disk
  * only, and its close does not hang on the publisher. (Last: it stops the
  * cluster.) */
@@ -330,10 +317,9 @@ static void test_cluster_gone(void **state)
     tu_cluster_stop(&cl);
     have_cluster = false;
     size_t added = 5;
-    double t0 = now_s();
+    /* It returns (a hang would meet ctest's timeout; how long the fetch
+     * waits, shared_timeout_ms, is not a figure for a test to assert). */
     assert_int_equal(sb_ns_fetch_shared(nb, tok, 64, &added), SB_ERR_IO);
-    /* A generous bound (a loaded machine): the point is that it returns. */
-    assert_true(now_s() - t0 < 30.0);
     assert_int_equal(added, 0);
     assert_int_equal(tu_match_len(nb, tok, 64), 0);
     sb_stats s;

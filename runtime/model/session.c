@@ -297,6 +297,20 @@ static int fetch_shared(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_m
     return sb_ns_match(s->ns, prompt, n, mt);
 }
 
+/* A restore of rep->cached_tokens read disk_pages pages of the match mi
+ * from disk, from t0 until now: what the turn reports of them, and the
+ * read rate the next choice estimates with. */
+static void disk_read(sb_rt_session *s, const sb_match_info *mi, size_t disk_pages, double t0,
+                      sb_rt_turn *rep)
+{
+    rep->cached_disk_tokens = rep->cached_tokens - mi->n_pages_ram * s->kv.page_tokens;
+    rep->restore_bytes = disk_pages * s->page_bytes;
+    double dt = now_s() - t0;
+    if (dt > s->rates.read_fixed_s)
+        average(&s->rates.read_bytes_s, &s->rates.read_samples,
+                (double)rep->restore_bytes / (dt - s->rates.read_fixed_s));
+}
+
 /* Steps 2-3 of a turn: match, choose, adopt. On return the KV holds the
  * restored prefix (possibly none); rep->point_hit says s->logits are filled. */
 static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_turn *rep)
@@ -336,15 +350,8 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
         if (rc != SB_OK)
             break;
         rep->cached_tokens = k;
-        if (disk_pages) {
-            size_t first_disk = mi.n_pages_ram * s->kv.page_tokens;
-            rep->cached_disk_tokens = k - first_disk;
-            rep->restore_bytes = disk_pages * s->page_bytes;
-            double dt = now_s() - t0;
-            if (dt > s->rates.read_fixed_s)
-                average(&s->rates.read_bytes_s, &s->rates.read_samples,
-                        (double)disk_pages * (double)s->page_bytes / (dt - s->rates.read_fixed_s));
-        }
+        if (disk_pages)
+            disk_read(s, &mi, disk_pages, t0, rep);
         if (want_point) {
             const void *pt = sb_match_point(mt);
             if (pt) {
@@ -418,8 +425,6 @@ static int restore_hybrid(sb_rt_session *s, const uint32_t *prompt, size_t n, sb
         /* Pages and the boundary on disk are read in one batch (the
          * boundary's record follows the last page's). */
         rc = disk_pages && mi.has_point ? sb_match_load(mt, pages, 1) : SB_OK;
-        if (rc == SB_ERR_NO_POINT)
-            rc = SB_OK; /* (cannot be: pages covers the match) read them as they come */
         if (rc == SB_OK)
             rc = sb_rt_kv_adopt(&s->kv, mt, prompt, L);
         const void *pnt = rc == SB_OK ? sb_match_point(mt) : NULL;
@@ -449,14 +454,8 @@ static int restore_hybrid(sb_rt_session *s, const uint32_t *prompt, size_t n, sb
         rep->cached_tokens = L;
         rep->boundary_tokens = L;
         rep->bank_bytes = pages * s->page_bytes + s->point_bytes;
-        if (disk_pages) {
-            rep->cached_disk_tokens = L - mi.n_pages_ram * pt;
-            rep->restore_bytes = disk_pages * s->page_bytes;
-            double dt = now_s() - t0;
-            if (dt > s->rates.read_fixed_s)
-                average(&s->rates.read_bytes_s, &s->rates.read_samples,
-                        (double)disk_pages * (double)s->page_bytes / (dt - s->rates.read_fixed_s));
-        }
+        if (disk_pages)
+            disk_read(s, &mi, disk_pages, t0, rep);
         break;
     }
     if (rc == SB_OK) {

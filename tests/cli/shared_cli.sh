@@ -29,17 +29,10 @@ rm -rf "$work"
 mkdir -p "$work"
 cluster=$work/cluster
 trap 'sh "$lc" stop "$cluster" 2> /dev/null || true' EXIT INT TERM
-# ports below the ephemeral range, spread by pid so parallel runs rarely meet
-base=$((17000 + ($$ % 400) * 10))
-url=""
-for try in 1 2 3; do
-    if url=$(sh "$lc" start "$cluster" $base 3 2> "$work/lc.err"); then
-        break
-    fi
-    base=$((base + 4000))
-    url=""
-done
-[ -n "$url" ] || fail "local cluster: $(cat "$work/lc.err")"
+url=$(sh "$lc" start "$cluster" auto 3 2> "$work/lc.err") ||
+    fail "local cluster: $(cat "$work/lc.err")"
+first=${url#redis://}
+first=${first%%,*} # the first server's host:port
 
 t="--threads 2"
 m=$work/m.gguf
@@ -103,7 +96,7 @@ grep -q "cache_mode=cold" "$work/rD" || fail "another scope was not cold: $(cat 
 
 # credentials: never on the command line; the file only its owner's
 set +e
-"$bin" run "$m" --prompt x -n 1 --shared "redis://u:secret@127.0.0.1:$base" > /dev/null 2> "$work/e1"
+"$bin" run "$m" --prompt x -n 1 --shared "redis://u:secret@$first" > /dev/null 2> "$work/e1"
 rc=$?
 [ $rc -eq 2 ] && grep -q "shared-auth" "$work/e1" || fail "password in URL (exit $rc): $(cat "$work/e1")"
 printf 'secret\n' > "$work/auth"
@@ -114,7 +107,7 @@ rc=$?
 "$bin" run "$m" --prompt x -n 1 --shared-auth "$work/auth" > /dev/null 2> "$work/e3"
 rc=$?
 [ $rc -eq 2 ] || fail "--shared-auth without --shared (exit $rc): $(cat "$work/e3")"
-"$bin" run "$m" --prompt x -n 1 --shared "http://127.0.0.1:$base" > /dev/null 2> "$work/e4"
+"$bin" run "$m" --prompt x -n 1 --shared "http://$first" > /dev/null 2> "$work/e4"
 rc=$?
 [ $rc -eq 2 ] && grep -q "redis://" "$work/e4" || fail "bad URL (exit $rc): $(cat "$work/e4")"
 set -e
