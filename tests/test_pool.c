@@ -42,8 +42,14 @@
  *                            that record, bit-exact before it; its region of
  *                            the buffers is never written, later ones only
  *                            with their own checked state.
+ *   chunks_whole_huge_pages  the chunks sb_pool_grow maps are of equal
+ *                            size and end on a huge page's end (no tail
+ *                            of 4 KiB pages) where that wastes at most an
+ *                            eighth; sb_pool_plan fills a chunk's last
+ *                            huge page with slots.
  *   heads_scratch            sb_ns_prefault readies the disk tier's heads
- *                            scratch for its pages; a restore that fits
+ *                            scratch for its pages, in whole huge pages;
+ *                            a restore that fits
  *                            reuses it (no growth); one past its cap reads
  *                            its heads into its own buffer, exactly.
  */
@@ -706,6 +712,63 @@ static void test_pool_coalesced_damage_anywhere(void **state)
     damage_round(3, 341, DMG_HEAD);
 }
 
+/* Chunks: n slots of 192 KiB (a page of 16 tokens of 12 KiB) split into
+ * equal chunks of whole huge pages; the plan fills the last huge page. */
+static void test_pool_chunks_whole_huge_pages(void **state)
+{
+    (void)state;
+    enum { STRIDE = 192 << 10, HUGE = 2 << 20 };
+    sb_mem mem;
+    assert_int_equal(sb_mem_init(&mem, 0), SB_OK);
+    sb_pool p;
+    sb_pool_init(&p);
+    sb_pool_cls *c = sb_pool_class(&p, &mem, STRIDE, 4096, STRIDE, true);
+    assert_non_null(c);
+    /* 512 slots: 170 fit in SB_POOL_CHUNK_MAX, so 4 chunks of 128, each
+     * 24 MiB, no slack; 171: 2 chunks of 86 and 85, each rounded up to
+     * whole huge pages (slack under an eighth); 5: 960 KiB, under a huge
+     * page: 4 KiB pages, no slack. */
+    const size_t ns[] = { 512, 171, 5 };
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        size_t n = ns[t];
+        sb_pbuf *out = calloc(n, sizeof *out);
+        assert_non_null(out);
+        assert_int_equal(sb_pool_grow(&mem, c, n, out), SB_OK);
+        size_t chunks = 0, slots = 0, first = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i && out[i].chunk == out[i - 1].chunk)
+                continue;
+            sb_chunk *k = out[i].chunk;
+            size_t used = (size_t)k->n_slots * STRIDE;
+            assert_true(k->map_bytes >= used);
+            if (used >= HUGE) {
+                assert_int_equal(k->map_bytes % HUGE, 0);
+                assert_int_equal((uintptr_t)k->base % HUGE, 0);
+                assert_true(k->map_bytes - used <= used / 8);
+            } else {
+                assert_int_equal(k->map_bytes, used);
+            }
+            if (!chunks)
+                first = k->n_slots;
+            assert_true(k->n_slots == first || k->n_slots + 1 == first); /* equal */
+            chunks++;
+            slots += k->n_slots;
+            memset(out[i].data, 0xA5, used); /* the whole chunk is ours */
+        }
+        assert_int_equal(slots, n);
+        assert_int_equal(chunks, n == 512 ? 4 : n == 171 ? 2 : 1);
+        sb_pool_unmap(out, n);
+        free(out);
+    }
+    /* The plan: a class of 11 slots asks for 11 more (2 MiB + 64 KiB),
+     * filled to the end of the second huge page: 21 slots (4,032 KiB). */
+    c->n_slots = 11;
+    assert_int_equal(sb_pool_plan(c, 1), 21);
+    c->n_slots = 0;
+    assert_int_equal(sb_pool_plan(c, 3), 3); /* under a huge page: as asked */
+    sb_pool_fini(&p);
+    sb_mem_fini(&mem);
+}
 
 /* The record heads of a restore land in the disk tier's scratch, which
  * sb_ns_prefault makes ready and restores reuse (no fresh memory touched
@@ -728,11 +791,14 @@ static void test_pool_heads_scratch(void **state)
     assert_int_equal(sb_ns_prefault(ns, 64, &ready), SB_OK);
     assert_int_equal(ready, 64);
     assert_non_null(d->rd_heads);
-    assert_int_equal(d->rd_heads_cap, 65 * 4096); /* 64 pages and a point */
+    /* 64 pages and a point, in whole huge pages */
+    assert_true(d->rd_heads_cap >= 65 * 4096);
+    assert_int_equal(d->rd_heads_cap % (2u << 20), 0);
+    size_t cap = d->rd_heads_cap;
     uint8_t *heads = d->rd_heads;
     restore_exact(ns, &LP, tok, 64 * 8, false, false); /* its heads fit */
     assert_ptr_equal(d->rd_heads, heads);
-    assert_int_equal(d->rd_heads_cap, 65 * 4096);
+    assert_int_equal(d->rd_heads_cap, cap);
     restore_exact(ns, &LP, tok, LEN, false, true); /* beyond the scratch's cap */
     assert_true(d->rd_heads_cap <= SB_DISK_HEADS_KEEP);
     sb_stats s = tu_stats(st);
@@ -758,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_pool_load_with_point),
         cmocka_unit_test(test_pool_load_bad_point),
         cmocka_unit_test(test_pool_coalesced_damage_anywhere),
+        cmocka_unit_test(test_pool_chunks_whole_huge_pages),
         cmocka_unit_test(test_pool_heads_scratch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

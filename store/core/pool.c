@@ -124,7 +124,16 @@ size_t sb_pool_plan(const sb_pool_cls *c, size_t need)
     size_t want = c->n_slots < max ? c->n_slots : max;
     if (want < need)
         want = need;
-    return want ? want : 1;
+    if (!want)
+        want = 1;
+    /* Slots to the end of the last huge page, when there is room for more
+     * (they become spares if the budget has room). */
+    size_t bytes = want * c->stride;
+    if (bytes >= HUGE_BYTES && want < max) {
+        size_t fill = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES / c->stride;
+        want = fill < max ? fill : max;
+    }
+    return want;
 }
 
 void sb_pool_transit(sb_pool *p, sb_pool_cls *c, size_t n, int sign)
@@ -138,6 +147,20 @@ void sb_pool_transit(sb_pool *p, sb_pool_cls *c, size_t n, int sign)
         p->transit_bytes -= n * c->budget_bytes;
         p->transit_pages -= c->page ? n : 0;
     }
+}
+
+/* The bytes to map for a chunk of len bytes of slots: a chunk of at least
+ * one huge page ends on a huge page's end when that costs at most an
+ * eighth of it (a tail shorter than a huge page would get 4 KiB pages:
+ * each of those costs the pinning of an O_DIRECT read, and on a VM the
+ * first touch after the device wrote it, far more than a huge page's).
+ * Otherwise len rounded up to 4 KiB. */
+static size_t map_len(size_t len)
+{
+    size_t up = (len + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
+    if (len >= HUGE_BYTES && up - len <= len / 8)
+        return up;
+    return (len + 4095) / 4096 * 4096;
 }
 
 /* Map len bytes for slots: 2 MiB aligned and advised for huge pages when at
@@ -171,14 +194,28 @@ static uint8_t *map_populated(size_t len)
     return base;
 }
 
+void *sb_pool_map(size_t len, size_t *mapped)
+{
+    size_t up = (len + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
+    uint8_t *p = map_populated(up ? up : HUGE_BYTES);
+    *mapped = p ? (up ? up : HUGE_BYTES) : 0;
+    return p;
+}
+
 int sb_pool_grow(sb_mem *mem, sb_pool_cls *c, size_t n, sb_pbuf *out)
 {
+    /* As few chunks as SB_POOL_CHUNK_MAX allows, of equal size: 512 slots
+     * of 192 KiB are 4 chunks of 128 (24 MiB, 12 whole huge pages each),
+     * not 170 + 170 + 170 + 2 (three tails of 4 KiB pages and a chunk too
+     * short for a huge page). */
     size_t per = SB_POOL_CHUNK_MAX / c->stride, done = 0;
     if (per < 1)
         per = 1;
+    size_t chunks = (n + per - 1) / per;
+    per = chunks ? (n + chunks - 1) / chunks : 1;
     while (done < n) {
         size_t k = n - done < per ? n - done : per;
-        size_t len = (k * c->stride + 4095) / 4096 * 4096;
+        size_t len = map_len(k * c->stride);
         sb_chunk *ch = sb_calloc(mem, 1, sizeof *ch);
         uint8_t *base = ch ? map_populated(len) : NULL;
         if (!base) {

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -467,7 +468,8 @@ static void disk_free(sb_disk *d)
     pthread_cond_destroy(&d->work_cv);
     pthread_cond_destroy(&d->done_cv);
     pthread_mutex_destroy(&d->rd_mu);
-    free(d->rd_heads);
+    if (d->rd_heads)
+        munmap(d->rd_heads, d->rd_heads_cap);
     free(d);
 }
 

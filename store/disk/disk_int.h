@@ -105,8 +105,9 @@ struct sb_disk {
     sb_io *rio;                /* [rd] the readers' handle */
     bool direct;               /* [const] segment files take O_DIRECT */
     pthread_mutex_t rd_mu;
-    uint8_t *rd_heads;         /* [rd] the heads' scratch (dread.c), 4 KiB
-                                  aligned, faulted in; NULL until needed */
+    uint8_t *rd_heads;         /* [rd] the heads' scratch (dread.c): whole
+                                  huge pages (sb_pool_map), populated;
+                                  NULL until needed */
     size_t rd_heads_cap;       /* [rd] its bytes, <= SB_DISK_HEADS_KEEP */
     pthread_t thread;
     bool running;              /* [const after open] the thread exists */
