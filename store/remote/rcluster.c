@@ -7,7 +7,9 @@
  *      pipeline of the node that serves it now: its ASK target (after an
  *      ASKING), else its slot's master, else (a read whose master is down)
  *      the slot's replica (after READONLY on that connection). A node gets
- *      a connection (non-blocking connect, AUTH first) on first use.
+ *      a connection (non-blocking connect, AUTH first) on first use. A
+ *      node owes at most SB_RC_WINDOW replies: the rest of its operations
+ *      wait, and pump() sends them as replies make room.
  *   3. pump(): one poll() loop over every node with requests in flight:
  *      write what is buffered, read what arrives, and hand each reply to
  *      the entry at the head of that node's FIFO (an operation, or a
@@ -30,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
@@ -40,6 +43,11 @@
 
 /* FIFO entries: an operation index (>= 0) or a marker. */
 enum { MK_AUTH = -1, MK_ASKING = -2, MK_READONLY = -3, MK_SLOTS = -4 };
+
+/* One read() of a node's socket takes up to this much (hiredis' own
+ * redisBufferRead reads 16 KiB at a time: a page value of 192 KiB would
+ * take a dozen poll rounds). */
+#define RC_RBUF (256u << 10)
 
 typedef struct rc_node {
     char host[64];
@@ -63,6 +71,7 @@ struct sb_rc {
     bool refresh_due;
     redisReply *slots_reply;    /* the CLUSTER SLOTS answer being read */
     sb_rc_stats st;
+    unsigned char rbuf[RC_RBUF]; /* what one read() takes off a socket */
 };
 
 /* Per-operation scratch, alongside the caller's array. */
@@ -223,6 +232,10 @@ static bool node_connect(sb_rc *c, uint16_t idx)
         return false;
     }
     nd->ctx = ctx;
+    /* Keep the reader's buffer between replies (hiredis frees it whenever
+     * it empties with more than 16 KiB spare, then grows it again for the
+     * next value: page values would churn it). */
+    ctx->reader->maxbuf = 0;
     nd->fifo_head = nd->fifo_len = 0;
     if (c->password) {
         const char *argv[3] = { "AUTH", c->user ? c->user : c->password, c->password };
@@ -248,6 +261,7 @@ typedef struct rc_batch {
     rc_track *tr;
     size_t n;
     size_t n_round;  /* operations that must go round again */
+    bool held;       /* operations wait for room in their node's window */
 } rc_batch;
 
 static void op_settle(sb_rc_op *op, rc_track *t, sb_rc_status s)
@@ -410,6 +424,8 @@ static void on_marker(sb_rc *c, rc_batch *b, uint16_t idx, int mk, redisReply *r
 
 /* Step 3: service every node that owes replies until none does or the
  * deadline passes; then nodes still owing are failed as timed out. */
+static void dispatch(sb_rc *c, rc_batch *b, bool refill);
+
 static void pump(sb_rc *c, rc_batch *b, uint64_t deadline)
 {
     struct pollfd pfd[SB_RC_MAX_NODES];
@@ -417,6 +433,8 @@ static void pump(sb_rc *c, rc_batch *b, uint64_t deadline)
     for (uint32_t i = 0; i < c->n_nodes; i++)
         c->nodes[i].dead_in_pump = false;
     for (;;) {
+        if (b && b->held && !c->refresh_due)
+            dispatch(c, b, true); /* replies made room in a window */
         nfds_t n = 0;
         for (uint32_t i = 0; i < c->n_nodes; i++) {
             rc_node *nd = &c->nodes[i];
@@ -457,8 +475,12 @@ static void pump(sb_rc *c, rc_batch *b, uint64_t deadline)
                 c->st.bytes_out += before - sdslen(nd->ctx->obuf);
             }
             if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
-                if (redisBufferRead(nd->ctx) != REDIS_OK) {
-                    node_fail(c, b, idx, false);
+                ssize_t got = read(nd->ctx->fd, c->rbuf, sizeof c->rbuf);
+                if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+                    continue;
+                if (got <= 0 || redisReaderFeed(nd->ctx->reader, (const char *)c->rbuf,
+                                                (size_t)got) != REDIS_OK) {
+                    node_fail(c, b, idx, false); /* closed, failed, or a bad reply */
                     continue;
                 }
                 void *rep;
@@ -620,10 +642,14 @@ static bool append_marker(rc_node *nd, int mk)
 }
 
 /* Step 2: put every operation that has no answer and is not in flight on
- * its node's pipeline. */
-static void dispatch(sb_rc *c, rc_batch *b)
+ * its node's pipeline, at most RC_WINDOW replies owed per node; the rest
+ * are held (b->held). refill: called from pump as replies free room, for
+ * nodes already connected; an operation with nowhere to go waits for the
+ * next round. */
+static void dispatch(sb_rc *c, rc_batch *b, bool refill)
 {
     uint64_t now = rc_now(c);
+    b->held = false;
     for (size_t i = 0; i < b->n; i++) {
         rc_track *t = &b->tr[i];
         sb_rc_op *op = &b->ops[i];
@@ -640,6 +666,10 @@ static void dispatch(sb_rc *c, rc_batch *b)
                    node_up(c, c->replica[t->slot], now)) {
             idx = c->replica[t->slot];
         }
+        if (refill && (idx == RC_NONE || !c->nodes[idx].ctx)) {
+            b->held = true; /* for the next round, which may refresh */
+            continue;
+        }
         t->ask = RC_NONE;
         if (idx == RC_NONE || !node_connect(c, idx)) {
             /* Nobody to ask now: wait for a refresh, or give up. */
@@ -650,12 +680,18 @@ static void dispatch(sb_rc *c, rc_batch *b)
         rc_node *nd = &c->nodes[idx];
         if (!pre && c->owner[t->slot] != idx && !nd->readonly)
             pre = MK_READONLY;
+        if (nd->fifo_len && nd->fifo_len + 1 + (pre != 0) > SB_RC_WINDOW) {
+            b->held = true; /* its window is full: when replies make room */
+            continue;
+        }
         if ((pre && !append_marker(nd, pre)) || !append_op(nd, op) || !fifo_push(nd, (int)i)) {
             op_settle(op, t, SB_RC_NOMEM);
             node_fail(c, b, idx, false);
             continue;
         }
         t->in_flight = true;
+        if (nd->fifo_len > c->st.max_owed)
+            c->st.max_owed = (uint32_t)nd->fifo_len;
         c->st.ops++;
         c->st.bytes_out += 0; /* counted as written, in pump */
     }
@@ -696,7 +732,7 @@ int sb_rc_exec(sb_rc *c, sb_rc_op *ops, size_t n)
         if (c->refresh_due)
             refresh(c, deadline);
         b.n_round = 0;
-        dispatch(c, &b);
+        dispatch(c, &b, false);
         pump(c, &b, deadline);
         bool open = false;
         for (size_t i = 0; i < n && !open; i++)
