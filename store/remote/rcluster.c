@@ -262,6 +262,8 @@ typedef struct rc_batch {
     size_t n;
     size_t n_round;  /* operations that must go round again */
     bool held;       /* operations wait for room in their node's window */
+    sb_rc_got_fn got; /* a value arrived (may be NULL) */
+    void *got_ctx;
 } rc_batch;
 
 static void op_settle(sb_rc_op *op, rc_track *t, sb_rc_status s)
@@ -376,6 +378,8 @@ static void on_reply(sb_rc *c, rc_batch *b, uint16_t node, size_t i, redisReply 
             if (c->owner[t->slot] != node)
                 c->st.replica_reads++;
             op_settle(op, t, SB_RC_OK);
+            if (b->got)
+                b->got(b->got_ctx, i, op);
         } else {
             op_settle(op, t, r->type == REDIS_REPLY_NIL ? SB_RC_MISSING : SB_RC_REFUSED);
         }
@@ -699,6 +703,11 @@ static void dispatch(sb_rc *c, rc_batch *b, bool refill)
 
 int sb_rc_exec(sb_rc *c, sb_rc_op *ops, size_t n)
 {
+    return sb_rc_exec_each(c, ops, n, NULL, NULL);
+}
+
+int sb_rc_exec_each(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ctx)
+{
     if (!c || (!ops && n))
         return SB_ERR_INVAL;
     for (size_t i = 0; i < n; i++)
@@ -725,7 +734,7 @@ int sb_rc_exec(sb_rc *c, sb_rc_op *ops, size_t n)
         if (c->owner[tr[i].slot] == RC_NONE)
             unmapped = true;
     }
-    rc_batch b = { .ops = ops, .tr = tr, .n = n };
+    rc_batch b = { .ops = ops, .tr = tr, .n = n, .got = got, .got_ctx = ctx };
     if (unmapped)
         c->refresh_due = true;
     for (;;) {

@@ -140,6 +140,19 @@ void sb_rc_close(sb_rc *c);
  * SB_ERR_INVAL (NULL, a key over 1 KiB). */
 int sb_rc_exec(sb_rc *c, sb_rc_op *ops, size_t n);
 
+/* sb_rc_got_fn -- called by sb_rc_exec_each for a GET whose value arrived
+ * (op->status SB_RC_OK), as it arrives, on the calling thread: i is its
+ * index in ops. The callee may take op->data (free it, or keep it, and set
+ * op->data to NULL); what it leaves is the caller's after the batch as
+ * with sb_rc_exec. */
+typedef void (*sb_rc_got_fn)(void *ctx, size_t i, sb_rc_op *op);
+
+/* sb_rc_exec_each -- sb_rc_exec, with got (may be NULL) called for each
+ * value as it arrives: a caller that checks and stores each value there
+ * holds a window's values at a time, not the whole batch's. Returns as
+ * sb_rc_exec. */
+int sb_rc_exec_each(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ctx);
+
 /* sb_rc_refresh -- read the slot map now (also done by itself after
  * MOVED, a failed node, or when slots have no owner).
  * Returns: SB_OK; SB_ERR_IO (no node answered). */
