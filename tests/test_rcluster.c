@@ -3,7 +3,9 @@
  * three masters with a replica each, started and stopped by this test.
  *
  * Properties: every key reaches its slot's master and comes back intact
- * through pipelined batches; MOVED (a slot moved under the client) and ASK
+ * through pipelined batches, no node owing more than SB_RC_WINDOW replies;
+ * sb_rc_exec_each hands each value to its callback once, as it arrives;
+ * MOVED (a slot moved under the client) and ASK
  * (a slot being migrated) are followed; a master killed mid-run is read
  * from its replica and written again after the failover, with the map
  * refreshed by itself; a master that hangs costs one deadline and then is
@@ -332,6 +334,57 @@ static void test_roundtrip(void **state)
     sb_rc_close(c);
 }
 
+/* sb_rc_exec_each: the callback sees each value once, as it arrives, with
+ * its index; values it takes are gone from the batch, the others stay the
+ * caller's. */
+typedef struct each_seen {
+    int calls[64], base;
+} each_seen;
+
+static void each_got(void *ctx, size_t i, sb_rc_op *op)
+{
+    each_seen *e = ctx;
+    assert_true(i < 64);
+    assert_int_equal(op->status, SB_RC_OK);
+    if (!val_ok(op, e->base + (int)i, 1))
+        fail_msg("callback: GET %s returned a wrong value", keys[e->base + (int)i]);
+    e->calls[i]++;
+    if (i % 2 == 0) { /* take the even ones */
+        free(op->data);
+        op->data = NULL;
+    }
+}
+
+static void test_exec_each(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_rc *c = open_client(5000, 1000);
+    put_range(c, 0, 64, 1);
+    sb_rc_op ops[65];
+    for (int k = 0; k < 64; k++)
+        ops[k] = (sb_rc_op){ .kind = SB_RC_GET, .key = keys[k], .key_len = strlen(keys[k]) };
+    ops[64] = (sb_rc_op){ .kind = SB_RC_GET, .key = "sbtest:none", .key_len = 11 };
+    each_seen e = { .base = 0 };
+    assert_int_equal(sb_rc_exec_each(c, ops, 64, each_got, &e), SB_OK);
+    for (int k = 0; k < 64; k++) {
+        assert_int_equal(e.calls[k], 1);
+        assert_int_equal(ops[k].status, SB_RC_OK);
+        if (k % 2 == 0) {
+            assert_null(ops[k].data);
+        } else {
+            assert_true(val_ok(&ops[k], k, 1));
+            free(ops[k].data);
+        }
+    }
+    /* A missing value is no call. */
+    memset(&e, 0, sizeof e);
+    assert_int_equal(sb_rc_exec_each(c, &ops[64], 1, each_got, &e), SB_OK);
+    assert_int_equal(ops[64].status, SB_RC_MISSING);
+    assert_int_equal(e.calls[0], 0);
+    sb_rc_close(c);
+}
+
 /* Move the slot of key k from its master to another master, keys and all,
  * as redis-cli --cluster reshard does. Returns the new owner. */
 static int migrate_slot(const char *k, bool finish, const char *only_key)
@@ -557,7 +610,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slot_function), cmocka_unit_test(test_open_errors),
-        cmocka_unit_test(test_roundtrip),     cmocka_unit_test(test_moved),
+        cmocka_unit_test(test_roundtrip),     cmocka_unit_test(test_exec_each),
+        cmocka_unit_test(test_moved),
         cmocka_unit_test(test_ask),           cmocka_unit_test(test_failover),
         cmocka_unit_test(test_hang),          cmocka_unit_test(test_cluster_gone),
     };
