@@ -14,8 +14,9 @@
  *     qh has the fifth bit), X as signed: VPDPBUSD(W, X). Q4_0 and Q5_0
  *     start each lane at -8 (-16) times the lane's sum of X, so the sum is
  *     of (q - 8) * x; Q4_1 and Q5_1 add the lane's X sum times m.
- *   Q8_0: both signed. With VNNI: X ^ 0x80 is X + 128 unsigned, and each
- *     lane starts at -128 times the lane's sum of W; without: |W| unsigned
+ *   Q8_0: both signed. With VNNI: W ^ 0x80 is W + 128 unsigned, and each
+ *     lane starts at -128 times the lane's sum of X (once per token, not
+ *     per row); without: |W| unsigned
  *     times X with W's sign (|W| <= 128, |X| <= 127: no VPMADDUBSW
  *     saturation).
  * K types, one 256-value super-block per step in four 64-value chunks:
@@ -160,22 +161,24 @@ ALWAYS void qtile32(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq
                     jf[t] = _mm512_cvtepi32_ps(j4);
             }
 #if defined(SB_Q_VNNI)
-            if (T == SB_RT_Q8_0)
-                xv[t] = _mm512_xor_si512(xv[t], _mm512_set1_epi8((char)0x80));
+            if (T == SB_RT_Q8_0) /* -128 times the lane's sum of X */
+                cor[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                          DPBUSD(_mm512_setzero_si512(),
+                                                 _mm512_set1_epi8((char)0x80), xv[t]));
 #endif
         }
         for (unsigned r = 0; r < nr; r++) {
             const uint8_t *B = w + r * rb + b * bb;
-            if (NT == 1)
+            if (NT == 1) { /* both ends: a step is more than a cache line */
                 _mm_prefetch((const char *)(B + NR * rb), _MM_HINT_T0);
+                _mm_prefetch((const char *)(B + NR * rb + 2 * bb - 1), _MM_HINT_T0);
+            }
             __m512i wv = w32_pair(T, B, bb, two);
             __m512 dwv = pair_f16(B, bb, two);
             __m512 mwv = one ? pair_f16(B + 2, bb, two) : dwv;
 #if defined(SB_Q_VNNI)
-            __m512i init = _mm512_setzero_si512();
-            if (T == SB_RT_Q8_0)
-                init = _mm512_sub_epi32(init, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                                                  _mm512_set1_epi8((char)0x80), wv));
+            if (T == SB_RT_Q8_0) /* W + 128, unsigned */
+                wv = _mm512_xor_si512(wv, _mm512_set1_epi8((char)0x80));
 #else
             __m512i aw = wv;
             __mmask64 neg = 0;
@@ -188,7 +191,7 @@ ALWAYS void qtile32(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq
                 __m512i I;
                 if (T == SB_RT_Q8_0) {
 #if defined(SB_Q_VNNI)
-                    I = _mm512_dpbusd_epi32(init, xv[t], wv);
+                    I = _mm512_dpbusd_epi32(cor[t], wv, xv[t]);
 #else
                     __m512i xs = _mm512_mask_sub_epi8(xv[t], neg, _mm512_setzero_si512(), xv[t]);
                     I = _mm512_madd_epi16(_mm512_maddubs_epi16(aw, xs), _mm512_set1_epi16(1));
