@@ -419,7 +419,8 @@ static void v_qk_f16(float *s, size_t lds, const float *q, size_t ldq, size_t nq
 
 /* Weighted sums for up to 6 queries, 64 columns: o_i += s_i[t] * V row t for
  * t in order, each V row converted once; per element the FMAs of
- * v_axpys_f16. */
+ * v_axpys_f16. v_av_f16 inlines it with ni a constant for 6 queries and for
+ * a decode's 1, 2 or 3 (accumulators in registers). */
 static inline __attribute__((always_inline)) void
 av_tile(float *o, size_t ldo, const float *s, size_t lds, unsigned ni, const uint16_t *v,
         size_t ldv, size_t rows)
@@ -453,6 +454,12 @@ static void v_av_f16(float *o, size_t ldo, const float *s, size_t lds, size_t nq
             unsigned ni = (unsigned)(nq - i < 6 ? nq - i : 6);
             if (ni == 6)
                 av_tile(o + i * ldo + c, ldo, s + i * lds, lds, 6, v + c, ldv, rows);
+            else if (ni == 3) /* decode with 3 query heads per KV head */
+                av_tile(o + i * ldo + c, ldo, s + i * lds, lds, 3, v + c, ldv, rows);
+            else if (ni == 2)
+                av_tile(o + i * ldo + c, ldo, s + i * lds, lds, 2, v + c, ldv, rows);
+            else if (ni == 1)
+                av_tile(o + i * ldo + c, ldo, s + i * lds, lds, 1, v + c, ldv, rows);
             else
                 av_tile(o + i * ldo + c, ldo, s + i * lds, lds, ni, v + c, ldv, rows);
         }
