@@ -388,7 +388,9 @@ static void v_axpys_f16(float *y, const float *a, const uint16_t *x, size_t stri
 }
 
 /* Scores of nq queries against rows K rows: matmul tiles of 6 queries x 4
- * rows over the strided rows, each score the operations of v_dot_f16. */
+ * rows over the strided rows, each score the operations of v_dot_f16. The
+ * common query counts of a decode (the GQA group: 1, 2, 3) get a tile of
+ * their own constant shape, whose accumulators stay in registers. */
 static void v_qk_f16(float *s, size_t lds, const float *q, size_t ldq, size_t nq,
                      const uint16_t *k, size_t ldk, size_t rows, size_t n)
 {
@@ -399,17 +401,26 @@ static void v_qk_f16(float *s, size_t lds, const float *q, size_t ldq, size_t nq
             float *y = s + i * lds + j;
             const float *x = q + i * ldq;
             const uint16_t *w = k + j * ldk;
-            if (nt == 6 && nr == 4)
-                tile_f16_k(y, lds, x, ldq, w, n, ldk, 6, 4);
-            else
+            if (nr < 4)
                 tile_f16_k(y, lds, x, ldq, w, n, ldk, nt, nr);
+            else if (nt == 6)
+                tile_f16_k(y, lds, x, ldq, w, n, ldk, 6, 4);
+            else if (nt == 3) /* decode with 3 query heads per KV head */
+                tile_f16_k(y, lds, x, ldq, w, n, ldk, 3, 4);
+            else if (nt == 2)
+                tile_f16_k(y, lds, x, ldq, w, n, ldk, 2, 4);
+            else if (nt == 1)
+                tile_f16_k(y, lds, x, ldq, w, n, ldk, 1, 4);
+            else
+                tile_f16_k(y, lds, x, ldq, w, n, ldk, nt, 4);
         }
     }
 }
 
 /* Weighted sums for up to 6 queries, 64 columns: o_i += s_i[t] * V row t for
  * t in order, each V row converted once; per element the FMAs of
- * v_axpys_f16. */
+ * v_axpys_f16. v_av_f16 inlines it with ni a constant for 6 queries and for
+ * a decode's 1, 2 or 3 (accumulators in registers). */
 static inline __attribute__((always_inline)) void
 av_tile(float *o, size_t ldo, const float *s, size_t lds, unsigned ni, const uint16_t *v,
         size_t ldv, size_t rows)
@@ -443,6 +454,12 @@ static void v_av_f16(float *o, size_t ldo, const float *s, size_t lds, size_t nq
             unsigned ni = (unsigned)(nq - i < 6 ? nq - i : 6);
             if (ni == 6)
                 av_tile(o + i * ldo + c, ldo, s + i * lds, lds, 6, v + c, ldv, rows);
+            else if (ni == 3) /* decode with 3 query heads per KV head */
+                av_tile(o + i * ldo + c, ldo, s + i * lds, lds, 3, v + c, ldv, rows);
+            else if (ni == 2)
+                av_tile(o + i * ldo + c, ldo, s + i * lds, lds, 2, v + c, ldv, rows);
+            else if (ni == 1)
+                av_tile(o + i * ldo + c, ldo, s + i * lds, lds, 1, v + c, ldv, rows);
             else
                 av_tile(o + i * ldo + c, ldo, s + i * lds, lds, ni, v + c, ldv, rows);
         }

@@ -14,8 +14,9 @@
  *     qh has the fifth bit), X as signed: VPDPBUSD(W, X). Q4_0 and Q5_0
  *     start each lane at -8 (-16) times the lane's sum of X, so the sum is
  *     of (q - 8) * x; Q4_1 and Q5_1 add the lane's X sum times m.
- *   Q8_0: both signed. With VNNI: X ^ 0x80 is X + 128 unsigned, and each
- *     lane starts at -128 times the lane's sum of W; without: |W| unsigned
+ *   Q8_0: both signed. With VNNI: W ^ 0x80 is W + 128 unsigned, and each
+ *     lane starts at -128 times the lane's sum of X (once per token, not
+ *     per row); without: |W| unsigned
  *     times X with W's sign (|W| <= 128, |X| <= 127: no VPMADDUBSW
  *     saturation).
  * K types, one 256-value super-block per step in four 64-value chunks:
@@ -160,22 +161,24 @@ ALWAYS void qtile32(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq
                     jf[t] = _mm512_cvtepi32_ps(j4);
             }
 #if defined(SB_Q_VNNI)
-            if (T == SB_RT_Q8_0)
-                xv[t] = _mm512_xor_si512(xv[t], _mm512_set1_epi8((char)0x80));
+            if (T == SB_RT_Q8_0) /* -128 times the lane's sum of X */
+                cor[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                          DPBUSD(_mm512_setzero_si512(),
+                                                 _mm512_set1_epi8((char)0x80), xv[t]));
 #endif
         }
         for (unsigned r = 0; r < nr; r++) {
             const uint8_t *B = w + r * rb + b * bb;
-            if (NT == 1)
+            if (NT == 1) { /* both ends: a step is more than a cache line */
                 _mm_prefetch((const char *)(B + NR * rb), _MM_HINT_T0);
+                _mm_prefetch((const char *)(B + NR * rb + 2 * bb - 1), _MM_HINT_T0);
+            }
             __m512i wv = w32_pair(T, B, bb, two);
             __m512 dwv = pair_f16(B, bb, two);
             __m512 mwv = one ? pair_f16(B + 2, bb, two) : dwv;
 #if defined(SB_Q_VNNI)
-            __m512i init = _mm512_setzero_si512();
-            if (T == SB_RT_Q8_0)
-                init = _mm512_sub_epi32(init, _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                                                  _mm512_set1_epi8((char)0x80), wv));
+            if (T == SB_RT_Q8_0) /* W + 128, unsigned */
+                wv = _mm512_xor_si512(wv, _mm512_set1_epi8((char)0x80));
 #else
             __m512i aw = wv;
             __mmask64 neg = 0;
@@ -188,7 +191,7 @@ ALWAYS void qtile32(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq
                 __m512i I;
                 if (T == SB_RT_Q8_0) {
 #if defined(SB_Q_VNNI)
-                    I = _mm512_dpbusd_epi32(init, xv[t], wv);
+                    I = _mm512_dpbusd_epi32(cor[t], wv, xv[t]);
 #else
                     __m512i xs = _mm512_mask_sub_epi8(xv[t], neg, _mm512_setzero_si512(), xv[t]);
                     I = _mm512_madd_epi16(_mm512_maddubs_epi16(aw, xs), _mm512_set1_epi16(1));
@@ -233,12 +236,16 @@ static inline __m512i ldidx(const int16_t *p)
  * mins (quant.h's packing, four at a time). */
 static inline __m512i qk_scales(const uint8_t *s)
 {
-    uint32_t u0 = sb_rt_ld32(s), u1 = sb_rt_ld32(s + 4), u2 = sb_rt_ld32(s + 8);
-    uint32_t sc_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
-    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
-    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
-    __m128i b = _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)m_lo, (int)m_hi);
-    return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(b));
+    /* x = [u0, u1, u2, -] (the last 4 bytes are the block's first qs:
+     * within the block, unused); bytes of sc_hi = (u2 & 15) | (u0 >> 6) << 4
+     * = (u2 & 15) | (u0 >> 2) & 0x30, of m_hi the same of u2 >> 4 and u1 */
+    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
+    __m128i lo = _mm_srlv_epi32(_mm_shuffle_epi32(x, _MM_SHUFFLE(2, 1, 2, 0)),
+                                _mm_setr_epi32(0, 0, 0, 4));          /* u0, u2, u1, u2 >> 4 */
+    lo = _mm_and_si128(lo, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    __m128i hi = _mm_srli_epi32(_mm_shuffle_epi32(x, _MM_SHUFFLE(1, 1, 0, 0)), 2); /* u0, u0, u1, u1 */
+    hi = _mm_and_si128(hi, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_or_si128(lo, hi)));
 }
 
 /* Chunk c (64 values) of a K block's W as unsigned bytes. qhd: Q5_K's qh
@@ -270,6 +277,67 @@ ALWAYS __m512i wk_chunk(const sb_rt_dtype T, const uint8_t *B, unsigned c, __m51
     return v;
 }
 
+/* One super-block B (of W's row) times super-block s of nt X rows: adds
+ * its terms to a[t * as], t < nt (kernels.h's K rule for that block). xq,
+ * ldq, in: the quantized X rows as in qtilek; dx[t] and bs[t]: row t's
+ * super-block scale (all 16 lanes) and its 16-value sums. */
+ALWAYS void qk_super(const sb_rt_dtype T, const uint8_t *B, const uint8_t *xq, size_t ldq,
+                     size_t s, const __m512 *dx, const __m256i *bs, unsigned nt, __m512 *a,
+                     size_t as)
+{
+    __m512i sc, qhd = _mm512_setzero_si512();
+    float d, dmin = 0;
+    if (T == SB_RT_Q6_K) {
+        sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(
+            _mm_loadu_si128((const __m128i *)(const void *)(B + SB_RT_Q6_K_SC))));
+        d = h2f(B + SB_RT_Q6_K_D);
+    } else {
+        sc = qk_scales(B + SB_RT_QK_SCALES);
+        d = h2f(B);
+        dmin = h2f(B + 2);
+        if (T == SB_RT_Q5_K)
+            qhd = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256((const __m256i *)(const void *)(B + SB_RT_Q5_K_QH)));
+    }
+    __m512i I[4];
+    for (unsigned t = 0; t < nt; t++)
+        I[t] = _mm512_setzero_si512();
+    for (unsigned c = 0; c < 4; c++) {
+        if (T == SB_RT_Q6_K && c % 2 == 0)
+            qhd = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                (const __m256i *)(const void *)(B + SB_RT_Q6_K_QH + 32 * (c / 2))));
+        __m512i wv = wk_chunk(T, B, c, qhd);
+        __m512i scv = _mm512_permutexvar_epi16(
+            ldidx(T == SB_RT_Q6_K ? idx_q6k[c] : idx_q4k[c]), sc);
+        for (unsigned t = 0; t < nt; t++) {
+            __m512i xv = _mm512_loadu_si512((const void *)(xq + t * ldq + 256 * s + 64 * c));
+            I[t] = DPWSSD(I[t], _mm512_maddubs_epi16(wv, xv), scv);
+        }
+    }
+    const __m512 dv = _mm512_set1_ps(d), dminv = _mm512_set1_ps(dmin);
+    __m256i sc16 = _mm512_castsi512_si256(sc);
+    __m256i mins = T == SB_RT_Q6_K ? sc16
+                 : _mm512_castsi512_si256(_mm512_permutexvar_epi16(ldidx(idx_min), sc));
+    for (unsigned t = 0; t < nt; t++) {
+        __m512i Ii = I[t];
+        if (T == SB_RT_Q6_K)
+            Ii = _mm512_sub_epi32(Ii, _mm512_slli_epi32(
+                _mm512_zextsi256_si512(_mm256_madd_epi16(bs[t], sc16)), 5));
+        a[t * as] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Ii), _mm512_mul_ps(dv, dx[t]), a[t * as]);
+        if (T != SB_RT_Q6_K) {
+            __m256 M = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs[t], mins));
+            a[t * as] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(M), _mm512_mul_ps(dminv, dx[t]),
+                                         a[t * as]);
+        }
+    }
+}
+
+/* Prefill (NT > 1): super-block outer, each W block loaded once for the
+ * tile's tokens. Decode (NT == 1): row outer, the row's super-blocks in
+ * order with its accumulator in a register, so W streams in address order
+ * (a tile's rows are contiguous); the block NR rows further (the next
+ * tile's) is prefetched, every cache line it spans. Each element gets
+ * qk_super's operations in super-block order either way. */
 ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq, size_t ldq,
                    const uint8_t *w, size_t in, unsigned nt, unsigned nr, const unsigned NT,
                    const unsigned NR)
@@ -281,6 +349,24 @@ ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq,
     for (unsigned t = 0; t < NT; t++)
         for (unsigned r = 0; r < NR; r++)
             acc[t][r] = _mm512_setzero_ps();
+    if (NT == 1) {
+        for (unsigned r = 0; r < nr; r++) {
+            __m512 a = _mm512_setzero_ps();
+            for (size_t s = 0; s < nk; s++) {
+                const uint8_t *B = w + r * rb + s * bb;
+                for (size_t o = 0; o < bb; o += 64)
+                    _mm_prefetch((const char *)(B + NR * rb + o), _MM_HINT_T0);
+                _mm_prefetch((const char *)(B + NR * rb + bb - 1), _MM_HINT_T0);
+                const __m512 dx = _mm512_set1_ps(sb_rt_ldf(xq + in + 4 * s));
+                const __m256i bs =
+                    _mm256_loadu_si256((const __m256i *)(const void *)(xq + in + 4 * nk + 32 * s));
+                qk_super(T, B, xq, ldq, s, &dx, &bs, 1, &a, 1);
+            }
+            acc[0][r] = a;
+        }
+        store_tile(y, ldy, acc, nt, nr, NT, NR);
+        return;
+    }
     for (size_t s = 0; s < nk; s++) {
         __m512 dx[4];
         __m256i bs[4];
@@ -289,58 +375,8 @@ ALWAYS void qtilek(const sb_rt_dtype T, float *y, size_t ldy, const uint8_t *xq,
             dx[t] = _mm512_set1_ps(sb_rt_ldf(xr + in + 4 * s));
             bs[t] = _mm256_loadu_si256((const __m256i *)(const void *)(xr + in + 4 * nk + 32 * s));
         }
-        for (unsigned r = 0; r < nr; r++) {
-            const uint8_t *B = w + r * rb + s * bb;
-            if (NT == 1)
-                for (size_t o = 0; o < bb; o += 64)
-                    _mm_prefetch((const char *)(B + NR * rb + o), _MM_HINT_T0);
-            __m512i sc, qhd = _mm512_setzero_si512();
-            float d, dmin = 0;
-            if (T == SB_RT_Q6_K) {
-                sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(
-                    _mm_loadu_si128((const __m128i *)(const void *)(B + SB_RT_Q6_K_SC))));
-                d = h2f(B + SB_RT_Q6_K_D);
-            } else {
-                sc = qk_scales(B + SB_RT_QK_SCALES);
-                d = h2f(B);
-                dmin = h2f(B + 2);
-                if (T == SB_RT_Q5_K)
-                    qhd = _mm512_broadcast_i64x4(
-                        _mm256_loadu_si256((const __m256i *)(const void *)(B + SB_RT_Q5_K_QH)));
-            }
-            __m512i I[4];
-            for (unsigned t = 0; t < nt; t++)
-                I[t] = _mm512_setzero_si512();
-            for (unsigned c = 0; c < 4; c++) {
-                if (T == SB_RT_Q6_K && c % 2 == 0)
-                    qhd = _mm512_broadcast_i64x4(_mm256_loadu_si256(
-                        (const __m256i *)(const void *)(B + SB_RT_Q6_K_QH + 32 * (c / 2))));
-                __m512i wv = wk_chunk(T, B, c, qhd);
-                __m512i scv = _mm512_permutexvar_epi16(
-                    ldidx(T == SB_RT_Q6_K ? idx_q6k[c] : idx_q4k[c]), sc);
-                for (unsigned t = 0; t < nt; t++) {
-                    __m512i xv = _mm512_loadu_si512((const void *)(xq + t * ldq + 256 * s + 64 * c));
-                    I[t] = DPWSSD(I[t], _mm512_maddubs_epi16(wv, xv), scv);
-                }
-            }
-            const __m512 dv = _mm512_set1_ps(d), dminv = _mm512_set1_ps(dmin);
-            __m256i sc16 = _mm512_castsi512_si256(sc);
-            __m256i mins = T == SB_RT_Q6_K ? sc16
-                         : _mm512_castsi512_si256(_mm512_permutexvar_epi16(ldidx(idx_min), sc));
-            for (unsigned t = 0; t < nt; t++) {
-                __m512i Ii = I[t];
-                if (T == SB_RT_Q6_K)
-                    Ii = _mm512_sub_epi32(Ii, _mm512_slli_epi32(
-                        _mm512_zextsi256_si512(_mm256_madd_epi16(bs[t], sc16)), 5));
-                acc[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Ii), _mm512_mul_ps(dv, dx[t]),
-                                            acc[t][r]);
-                if (T != SB_RT_Q6_K) {
-                    __m256 M = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs[t], mins));
-                    acc[t][r] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(M),
-                                                 _mm512_mul_ps(dminv, dx[t]), acc[t][r]);
-                }
-            }
-        }
+        for (unsigned r = 0; r < nr; r++)
+            qk_super(T, w + r * rb + s * bb, xq, ldq, s, dx, bs, nt, &acc[0][r], 8);
     }
     store_tile(y, ldy, acc, nt, nr, NT, NR);
 }

@@ -243,6 +243,25 @@ static size_t att_tasks(const sb_rt_ctx *c, size_t n)
     return (n + ATT_GROUP - 1) / ATT_GROUP * c->m->hp.n_kv_heads;
 }
 
+/* Prefetch KV head kvh's slice of the K (which 0) or V (1) rows of the
+ * page run that starts at t, when t <= last: pages sit anywhere in memory
+ * and a run holds 16-odd rows 128 bytes of 512 apart, too short a stream
+ * for the hardware prefetcher to learn, so without this every run of a
+ * decode's attention starts with a stall on memory. */
+static void att_prefetch(const sb_rt_kv *kv, uint32_t layer, int which, uint32_t kvh,
+                         uint32_t hd, size_t t, size_t last)
+{
+    if (t > last)
+        return;
+    size_t n = kv->page_tokens - t % kv->page_tokens;
+    if (n > last + 1 - t)
+        n = last + 1 - t;
+    const char *p = (const char *)(sb_rt_kv_row(kv, layer, which, t) + (size_t)kvh * hd);
+    for (size_t i = 0; i < n; i++, p += (size_t)kv->kv_dim * 2u) /* rows of one page */
+        for (size_t b = 0; b < (size_t)hd * 2u; b += 64)
+            __builtin_prefetch(p + b);
+}
+
 /* Step 3 for up to ATT_GROUP positions of one sequence and the gqa query
  * heads of one KV head: the sequence's tasks follow those of the sequences
  * before it, and within it task = group * n_kv_heads + kv head. Query
@@ -277,8 +296,10 @@ static void att_task(void *ctx, size_t task, unsigned thread)
     size_t p_first = sq->pos0 + i0, p_last = p_first + ni - 1;
     /* scores against K rows 0..p_last, a page's run per call (rows past a
      * query's own position are computed and not used) */
+    att_prefetch(kv, layer, 0, kvh, hd, 0, p_last);
     for (size_t t = 0; t <= p_last;) {
         size_t run = pt - t % pt < p_last + 1 - t ? pt - t % pt : p_last + 1 - t;
+        att_prefetch(kv, layer, 0, kvh, hd, t + run, p_last);
         sb_rt_qk_f16(S + t, ctx_n, Q, hd, nq, sb_rt_kv_row(kv, layer, 0, t) + (size_t)kvh * hd,
                      stride, run, hd);
         t += run;
@@ -293,8 +314,10 @@ static void att_task(void *ctx, size_t task, unsigned thread)
     memset(O, 0, nq * hd * sizeof *O);
     /* V rows every query reads (0..p_first) for all at once, then each
      * query's rest in order: per output element the same FMAs, row by row */
+    att_prefetch(kv, layer, 1, kvh, hd, 0, p_first);
     for (size_t t = 0; t <= p_first;) {
         size_t run = pt - t % pt < p_first + 1 - t ? pt - t % pt : p_first + 1 - t;
+        att_prefetch(kv, layer, 1, kvh, hd, t + run, p_first);
         sb_rt_av_f16(O, hd, S + t, ctx_n, nq, sb_rt_kv_row(kv, layer, 1, t) + (size_t)kvh * hd,
                      stride, run, hd);
         t += run;
