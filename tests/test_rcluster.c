@@ -5,9 +5,10 @@
  * Properties: every key reaches its slot's master and comes back intact
  * through pipelined batches, no node owing more than SB_RC_WINDOW replies;
  * sb_rc_exec_each hands each value to its callback once, as it arrives;
- * MOVED (a slot moved under the client) and ASK
- * (a slot being migrated) are followed; a master killed mid-run is read
- * from its replica and written again after the failover, with the map
+ * MOVED (a slot moved under the client) and ASK (a slot being migrated)
+ * are followed, an ASK once per operation even when the operation waits
+ * for room in its node's window; a master killed mid-run is read from its
+ * replica and written again after the failover, with the map
  * refreshed by itself; a master that hangs costs one deadline and then is
  * read from its replica; with the whole cluster gone every operation ends
  * DOWN within its deadline, and when the cluster returns the same client
@@ -500,6 +501,42 @@ static void test_ask(void **state)
     sb_rc_stats s;
     sb_rc_get_stats(c, &s);
     assert_true(s.ask >= 1);
+    assert_int_equal(s.moved, 0);
+    /* Many ASKs to one node in one batch: more than its window holds (each
+     * is ASKING + op), so most wait for room, and each keeps its ASK target
+     * while it waits (else it would be redirected again and again, past
+     * max_redirects). New keys of a migrating slot are written on the
+     * importing node (the old master answers ASK), and read there. */
+    enum { NA = 24 };
+    char many[NA][24];
+    sb_rc_op mset[NA], mget[NA];
+    for (int k = 0; k < NA; k++) {
+        snprintf(many[k], sizeof many[k], "{sbask}:m%d", k);
+        mset[k] = (sb_rc_op){ .kind = SB_RC_SET, .key = many[k], .key_len = strlen(many[k]),
+                              .val = many[k], .val_len = strlen(many[k]) };
+        mget[k] = (sb_rc_op){ .kind = SB_RC_GET, .key = many[k], .key_len = strlen(many[k]) };
+    }
+    uint64_t ask0 = s.ask;
+    assert_int_equal(sb_rc_exec(c, mset, NA), SB_OK);
+    for (int k = 0; k < NA; k++)
+        if (mset[k].status != SB_RC_OK)
+            fail_msg("SET %s: %s %s", many[k], sb_rc_status_name(mset[k].status),
+                     mset[k].err_msg);
+    sb_rc_get_stats(c, &s);
+    assert_int_equal(s.ask - ask0, NA); /* one ASK each, none again */
+    ask0 = s.ask;
+    assert_int_equal(sb_rc_exec(c, mget, NA), SB_OK);
+    for (int k = 0; k < NA; k++) {
+        if (mget[k].status != SB_RC_OK)
+            fail_msg("GET %s: %s %s", many[k], sb_rc_status_name(mget[k].status),
+                     mget[k].err_msg);
+        assert_int_equal(mget[k].len, strlen(many[k]));
+        assert_memory_equal(mget[k].data, many[k], mget[k].len);
+        free(mget[k].data);
+    }
+    sb_rc_get_stats(c, &s);
+    assert_int_equal(s.ask - ask0, NA);
+    assert_true(s.max_owed <= SB_RC_WINDOW);
     assert_int_equal(s.moved, 0);
     /* Finish the migration (kb too), so later tests see a stable map. */
     migrate_slot(ka, true, NULL);

@@ -646,8 +646,8 @@ static bool append_marker(rc_node *nd, int mk)
 }
 
 /* Step 2: put every operation that has no answer and is not in flight on
- * its node's pipeline, at most RC_WINDOW replies owed per node; the rest
- * are held (b->held). refill: called from pump as replies free room, for
+ * its node's pipeline, at most SB_RC_WINDOW replies owed per node; the
+ * rest are held (b->held), an ASK target kept. refill: called from pump as replies free room, for
  * nodes already connected; an operation with nowhere to go waits for the
  * next round. */
 static void dispatch(sb_rc *c, rc_batch *b, bool refill)
@@ -686,6 +686,8 @@ static void dispatch(sb_rc *c, rc_batch *b, bool refill)
             pre = MK_READONLY;
         if (nd->fifo_len && nd->fifo_len + 1 + (pre != 0) > SB_RC_WINDOW) {
             b->held = true; /* its window is full: when replies make room */
+            if (pre == MK_ASKING)
+                t->ask = idx; /* still to be asked there */
             continue;
         }
         if ((pre && !append_marker(nd, pre)) || !append_op(nd, op) || !fifo_push(nd, (int)i)) {
