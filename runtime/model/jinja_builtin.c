@@ -628,7 +628,9 @@ static bool select_produce(jctx *c, jiter *it, jv *out)
             test = ja_dup(&c->arena, tn->s, tn->len);
             k++;
         }
-        jargs ta = { .n = a->n - k, .v = a->v + k, .n_kw = a->n_kw, .kw = a->kw, .kv = a->kv };
+        /* (no positional argument left: v may be NULL, and NULL + 0 is UB) */
+        jargs ta = { .n = a->n - k, .v = a->n > k ? a->v + k : NULL, .n_kw = a->n_kw,
+                     .kw = a->kw, .kv = a->kv };
         jv x = by_attr ? get_attr_or_index(c, item, attr) : item;
         bool r = test ? call_test(c, test, x, &ta) : jv_truth(x);
         if (r == want) {
