@@ -17,6 +17,12 @@
 
 #define HUGE_BYTES (2u << 20)  /* x86-64 transparent huge page */
 
+/* n rounded up to whole huge pages. */
+static size_t huge_up(size_t n)
+{
+    return (n + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
+}
+
 /* ASan does not see into our mappings by itself: a spare is poisoned, so a
  * block's data used after it went back to the pool is reported. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -130,7 +136,7 @@ size_t sb_pool_plan(const sb_pool_cls *c, size_t need)
      * (they become spares if the budget has room). */
     size_t bytes = want * c->stride;
     if (bytes >= HUGE_BYTES && want < max) {
-        size_t fill = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES / c->stride;
+        size_t fill = huge_up(bytes) / c->stride;
         want = fill < max ? fill : max;
     }
     return want;
@@ -157,7 +163,7 @@ void sb_pool_transit(sb_pool *p, sb_pool_cls *c, size_t n, int sign)
  * Otherwise len rounded up to 4 KiB. */
 static size_t map_len(size_t len)
 {
-    size_t up = (len + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
+    size_t up = huge_up(len);
     if (len >= HUGE_BYTES && up - len <= len / 8)
         return up;
     return (len + 4095) / 4096 * 4096;
@@ -196,9 +202,9 @@ static uint8_t *map_populated(size_t len)
 
 void *sb_pool_map(size_t len, size_t *mapped)
 {
-    size_t up = (len + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
-    uint8_t *p = map_populated(up ? up : HUGE_BYTES);
-    *mapped = p ? (up ? up : HUGE_BYTES) : 0;
+    size_t up = huge_up(len ? len : 1);
+    uint8_t *p = map_populated(up);
+    *mapped = p ? up : 0;
     return p;
 }
 

@@ -248,24 +248,19 @@ int sb_remote_fetch(sb_remote *r, const sb_remote_ns *ns, const sb_remote_want *
         return SB_OK;
     sb_rc_op *ops = calloc(n, sizeof *ops);
     char *names = malloc(n * SB_REMOTE_KEY_LEN);
-    if (!ops || !names) {
+    int *res = malloc(n * sizeof *res);
+    if (!ops || !names || !res) {
         free(ops);
         free(names);
+        free(res);
         return SB_ERR_NOMEM;
     }
     for (size_t i = 0; i < n; i++) {
         sb_remote_key(names + i * SB_REMOTE_KEY_LEN, ns, want[i].key);
         ops[i] = (sb_rc_op){ .kind = SB_RC_GET, .key = names + i * SB_REMOTE_KEY_LEN,
                              .key_len = SB_REMOTE_KEY_LEN };
-    }
-    int *res = malloc(n * sizeof *res);
-    if (!res) {
-        free(ops);
-        free(names);
-        return SB_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < n; i++)
         res[i] = SB_ERR_IO; /* until its value is checked */
+    }
     fetch_ctx fc = { ns, want, res };
     uint64_t t0 = now_ns(r);
     pthread_mutex_lock(&r->mu);
