@@ -321,6 +321,10 @@ def main():
         sys.exit("bench_server: the server's shutdown failed")
     if not any(r["mode"] == "ssd" for r in records):
         sys.exit("bench_server: no turn after the restart came from disk")
+    # The banks' segment files are preallocated (256 MiB each): a finished run
+    # leaves its logs and model, not its banks.
+    for level in levels:
+        shutil.rmtree(os.path.join(args.work, "bank-%d" % level), ignore_errors=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "records": all_records}, f, indent=1)

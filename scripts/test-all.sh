@@ -22,9 +22,17 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS=${SB_FUZZ_SECONDS:-90}
 start=$(date +%s)
 
+mkdir -p "$BUILD"
+# Free space where the builds and the tests' stores (/var/tmp) go, for the
+# step lines: a run that fails for want of space says so in its log.
+free_gib() {
+  df -Pk "$1" 2>/dev/null | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'
+}
+
 step() {
   echo
-  echo "==== $* ($(($(date +%s) - start)) s)"
+  echo "==== $* ($(($(date +%s) - start)) s; free: $(free_gib "$BUILD") GiB in the build" \
+       "root, $(free_gib /var/tmp) GiB in /var/tmp)"
 }
 
 build_and_test() {

@@ -213,6 +213,20 @@ class ServerTest(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = work_dir(cls.__name__)
 
+    @classmethod
+    def tearDownClass(cls):
+        """Everything but the servers' logs goes: a bank's segment files are
+        preallocated (256 MiB each), and three builds' suites in one CI run
+        must not fill the disk. The logs stay for a failure's post-mortem."""
+        for root, dirs, files in os.walk(cls.dir, topdown=False):
+            for f in files:
+                if not f.endswith(".log"):
+                    os.unlink(os.path.join(root, f))
+            for d in dirs:
+                p = os.path.join(root, d)
+                if not os.listdir(p):
+                    os.rmdir(p)
+
     def start(self, model, *args, **kw):
         s = Server(self.dir, model, *args, **kw)
         self.addCleanup(self._cleanup, s)
