@@ -183,8 +183,13 @@ class User:
                         "server_ttft_ms": usage["ttft_ms"]})
 
 
+def bank_dir(args, level):
+    """The bank of the run at `level` users (the restart reuses the last)."""
+    return os.path.join(args.work, "bank-%d" % level)
+
+
 def run_level(args, model, model_name, system, level):
-    bank = os.path.join(args.work, "bank-%d" % level)
+    bank = bank_dir(args, level)
     shutil.rmtree(bank, ignore_errors=True)
     srv = Server(args, bank, model, os.path.join(args.work, "server-%d.log" % level))
     users = [User(k, system, args) for k in range(args.users)]
@@ -307,7 +312,7 @@ def main():
     rc = srv.stop()
     if rc != 0:
         sys.exit("bench_server: the server's shutdown failed (%d)" % rc)
-    bank = os.path.join(args.work, "bank-%d" % levels[-1])
+    bank = bank_dir(args, levels[-1])
     srv = Server(args, bank, model, os.path.join(args.work, "server-restart.log"))
     records = []
     t0 = time.monotonic()
@@ -324,7 +329,7 @@ def main():
     # The banks' segment files are preallocated (256 MiB each): a finished run
     # leaves its logs and model, not its banks.
     for level in levels:
-        shutil.rmtree(os.path.join(args.work, "bank-%d" % level), ignore_errors=True)
+        shutil.rmtree(bank_dir(args, level), ignore_errors=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "records": all_records}, f, indent=1)

@@ -647,9 +647,9 @@ static bool append_marker(rc_node *nd, int mk)
 
 /* Step 2: put every operation that has no answer and is not in flight on
  * its node's pipeline, at most SB_RC_WINDOW replies owed per node; the
- * rest are held (b->held), an ASK target kept. refill: called from pump as replies free room, for
- * nodes already connected; an operation with nowhere to go waits for the
- * next round. */
+ * rest are held (b->held), keeping their ASK target. refill: called from
+ * pump as replies free room, for nodes already connected; an operation
+ * with nowhere to go waits for the next round. */
 static void dispatch(sb_rc *c, rc_batch *b, bool refill)
 {
     uint64_t now = rc_now(c);
