@@ -667,7 +667,11 @@ static int rebuild(rctx *c)
     for (size_t k = 0; k < n_order && rc == SB_OK; k++) {
         rrec *r = &c->r[order[k].i];
         bool leaf = k < first_point;
-        size_t need = (size_t)r->h.position + r->h.n_tokens + 1;
+        /* Tokens [0, end) and their pages: a page record ends at position
+         * + n_tokens; a point record's position is its L already (its
+         * n_tokens are the partial page's tail before L, not after it). */
+        size_t end = (size_t)r->h.position + (leaf ? r->h.n_tokens : 0);
+        size_t need = end + 1;
         if (need > st->cfg.max_seq_tokens + 1ull)
             continue;
         if (need > tok_cap) {
