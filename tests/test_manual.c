@@ -7,6 +7,9 @@
  *   point_past_limit     a durable point state at L with L + L % page_tokens
  *                        > max_seq_tokens came back from a reopen as an
  *                        orphan (recovery counted the point's tail twice)
+ *   wait_after_denial    a ticket wait that queued a write-back block the
+ *                        tier denied read the freed write set's ticket
+ *                        (heap use-after-free: fails under ASan)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,12 +77,42 @@ static void test_point_past_limit(void **state)
     sb_io_destroy(io);
 }
 
+static void test_wait_after_denial(void **state)
+{
+    (void)state;
+    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
+                                  .model = "manual-a" };
+    sb_io *io = mem_fs();
+    sb_config c = tu_small_disk_config();
+    c.write_mode = SB_WRITE_BACK;
+    c.min_prefix_tokens = 512; /* the default: 100 tokens are short */
+    sb_store *st = open_io(&c, io);
+    sb_ns *ns = tu_ns(st, &LA, "s");
+    uint32_t tok[100];
+    seq(tok, 100, 2);
+    size_t stored = 0;
+    sb_write_outcome oc;
+    assert_int_equal(tu_put_ex(ns, &LA, tok, 100, false, &stored, &oc), SB_OK);
+    assert_int_equal(stored, 100);
+    assert_int_equal(oc.durable, 0);
+    assert_int_not_equal(oc.ticket, 0);
+    /* Dirty, so pending; the wait queues its blocks, which are denied
+     * (short): the set is freed and the ticket fails. */
+    assert_int_equal(sb_store_wait_durable(st, oc.ticket, 1000), SB_ERR_NOT_DURABLE);
+    assert_int_equal(sb_store_is_durable(st, oc.ticket), SB_ERR_NOT_DURABLE);
+    assert_int_equal(tu_restore_exact(ns, &LA, tok, 100, NULL), 100);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
         cmocka_set_test_filter(argv[1]); /* one case: test_manual test_pin_on_disk */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_point_past_limit),
+        cmocka_unit_test(test_wait_after_denial),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -455,11 +455,12 @@ static int answer(const sb_disk *d, uint64_t id)
 static void push(sb_disk *d, sb_wset *ws)
 {
     sb_store *st = d->st;
+    uint64_t id = ws ? ws->id : 0;
     for (uint32_t i = 0; ws && i < ws->used; i++) {
         sb_blk *b = ws->nodes[i].b;
         if (b && b->disk == SB_DISK_NONE && !b->pool_at && sb_disk_write_back(st)) {
-            sb_disk_enqueue(st, b); /* may fail ws (denied): look it up again */
-            ws = find(d, ws->id) == ws ? ws : NULL;
+            sb_disk_enqueue(st, b);
+            ws = find(d, id);
         }
     }
     if (d->flush_ticket < d->next_ticket - 1)
