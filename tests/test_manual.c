@@ -10,6 +10,9 @@
  *   wait_after_denial    a ticket wait that queued a write-back block the
  *                        tier denied read the freed write set's ticket
  *                        (heap use-after-free: fails under ASan)
+ *   reinsert_ticket      reclamation queued a hot block again with a block
+ *                        ticket it never issued: a COMMIT put through it
+ *                        waited for a sync that never covers it (hangs)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +109,48 @@ static void test_wait_after_denial(void **state)
     sb_io_destroy(io);
 }
 
+static void test_reinsert_ticket(void **state)
+{
+    (void)state;
+    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
+                                  .model = "manual-a" };
+    sb_io *io = mem_fs();
+    sb_config c = tu_small_disk_config(); /* 64 KiB segments: 7 records */
+    c.disk_bytes = 4 * c.segment_bytes;
+    c.durability = SB_DURABILITY_COMMIT;
+    sb_store *st = open_io(&c, io);
+    sb_ns *ns = tu_ns(st, &LA, "s");
+    uint32_t p[28];
+    seq(p, 28, 3);
+    size_t stored = 0;
+    sb_write_outcome oc;
+    assert_int_equal(tu_put_ex(ns, &LA, p, 28, false, &stored, &oc), SB_OK);
+    assert_int_equal(oc.durable, 1);
+    /* One partial page per put: a partial page that does not fit waits
+     * on its own list while the writer seals and opens a segment, so the
+     * queue is empty when the reclamation that follows queues P's pages
+     * again (P is hot: matched each round). P's put again must come back
+     * durable, not wait for good. */
+    for (uint32_t i = 0; i < 40; i++) {
+        assert_int_equal(tu_match_len(ns, p, 28), 28);
+        uint32_t f[3];
+        seq(f, 3, 100 + i);
+        assert_int_equal(tu_put_ex(ns, &LA, f, 3, false, &stored, &oc), SB_OK);
+        assert_int_equal(tu_put_ex(ns, &LA, p, 28, false, &stored, &oc), SB_OK);
+        assert_int_equal(stored, 28);
+        assert_int_equal(oc.durable, 1);
+        assert_int_equal(sb_store_wait_durable(st, oc.ticket, SB_WAIT_FOREVER), SB_OK);
+    }
+    sb_stats s = tu_stats(st);
+    assert_true(s.disk_reclaimed_segments >= 4);
+    assert_true(s.disk_reclaim_kept >= 7);
+    assert_int_equal(tu_restore_exact(ns, &LA, p, 28, NULL), 28);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -113,6 +158,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_point_past_limit),
         cmocka_unit_test(test_wait_after_denial),
+        cmocka_unit_test(test_reinsert_ticket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -219,7 +219,7 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
 {
     sb_store *st = d->st;
     sb_blk *head = NULL, *tail = NULL, *c_head = NULL, *c_tail = NULL;
-    uint64_t ticket = d->q_head ? d->q_head->ticket : d->next_ticket;
+    uint64_t ticket = d->q_head ? d->q_head->ticket : d->next_ticket++;
     /* At most 3/4 of a segment is written again per segment reclaimed, so
      * every reclamation frees room, however much is hot. */
     uint64_t keep = d->seg_bytes / 4 * 3;
