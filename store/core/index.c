@@ -103,6 +103,9 @@ static void swap_in(sb_ns *ns, sb_blk *old, sb_blk *nu)
     }
     N->pages[j] = nu;
     sb_pins_supersede(ns->st, old, nu);
+    if (old->waits) /* durability tickets watch nu now */
+        sb_tier_supersede(ns->st, old, nu);
+    old->superseded = 1;
     sb_blk_touch(ns->st, nu);
     sb_blk_unindex(old);
     sb_blk_candidate(nu);

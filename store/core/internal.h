@@ -105,6 +105,9 @@ struct sb_page {
                                written (FAILED): an sb_deny */
     uint8_t shared;         /* [mu] offered to the shared tier, or
                                fetched from it: never offered (again) */
+    uint8_t superseded;     /* [mu] left the index for a page holding its
+                               tokens and more (a longer partial page, or
+                               a commit's own copy of it) */
     uint8_t cut;            /* [mu] reclamation took its record while it
                                was resident (reclaim.c): it may sit before
                                pages that are on disk only, so eviction

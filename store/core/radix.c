@@ -442,6 +442,7 @@ static void drop_partial(struct sb_ns *ns, sb_node *N, sb_blk *repl)
     if (N->n_pages > full_pages(pt, N->start, sb_node_end(N))) {
         sb_blk *old = N->pages[--N->n_pages];
         ns->st->stats.pages_superseded++;
+        old->superseded = 1;
         if (old->refs > 1)
             sb_pins_supersede(ns->st, old, repl);
         if (old->waits) /* durability tickets wait for repl now */

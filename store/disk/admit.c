@@ -474,8 +474,10 @@ void sb_disk_short(sb_store *st, sb_blk *b)
         return;
     /* (Write-back counts a short page when eviction or a flush would
      * write it; under COMMIT too, so it is counted once.) */
-    if (d->mode != SB_WRITE_BACK)
+    if (d->mode != SB_WRITE_BACK) {
         sb_disk_deny(d, SB_DENY_SHORT, b);
-    else
+    } else {
+        b->why = SB_DENY_SHORT; /* should a ticket count it unwritten */
         sb_tkt_short(d, b);
+    }
 }

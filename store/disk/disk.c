@@ -762,6 +762,8 @@ void sb_disk_unclean(sb_store *st, sb_blk *b, int state)
         sb_disk_count(st, b, -1);
     sb_disk_held(st, b, -1);
     b->disk = (uint8_t)state;
+    if (b->waits) /* tickets watching its record (ticket.c) */
+        sb_tkt_unclean(sb_disk_of(st), b);
 }
 
 void sb_disk_match(sb_store *st, sb_blk *b, int sign)

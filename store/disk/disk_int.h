@@ -369,6 +369,8 @@ int sb_disk_heads_ready(sb_disk *d, size_t bytes);
  *   sb_tkt_resolved  b was written (ok; its ticket field set), or will not
  *                    be (denied, its write failed, it left the index)
  *   sb_tkt_short     b, new, is not offered: its commit is too short
+ *   sb_tkt_unclean   CLEAN b stopped naming its record (reclamation): it
+ *                    is queued again, dirty again or in RAM only
  *   sb_tkt_synced    a sync ran: the queue's tickets up to synced_ticket
  *                    are synced when ok, else every ticket with a block
  *                    written after before (the last good synced_ticket)
@@ -377,6 +379,7 @@ int sb_disk_heads_ready(sb_disk *d, size_t bytes);
 void sb_tkt_queued(sb_disk *d, sb_blk *b);
 void sb_tkt_resolved(sb_disk *d, sb_blk *b, bool ok);
 void sb_tkt_short(sb_disk *d, sb_blk *b);
+void sb_tkt_unclean(sb_disk *d, sb_blk *b);
 void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok);
 void sb_tkt_free_all(sb_disk *d);
 

@@ -92,7 +92,9 @@ void sb_disk_drop(sb_ns *ns, sb_blk *b)
         sb_node *x = b->node;
         while (x->n_kids)
             x = x->kids[0].node;
-        sb_radix_evict_page(ns, x->pages[x->n_pages - 1]);
+        sb_blk *leaf = x->pages[x->n_pages - 1];
+        leaf->why = b->why; /* why the pages after b go too */
+        sb_radix_evict_page(ns, leaf);
     }
     if (prev && prev->indexed && sb_radix_is_leaf_page(prev))
         sb_blk_candidate(prev);
@@ -543,8 +545,10 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
         free(x[i].zbuf);
         sb_disk_unhold(st, x[i].seg);
     }
-    if (bad)
+    if (bad) {
+        bad->why = SB_DENY_ERROR; /* a ticket counts it (and what follows) unwritten */
         sb_disk_drop(ns, bad);
+    }
     pthread_mutex_unlock(&st->mu);
     free(x);
     *n_ok = limit;

@@ -219,7 +219,7 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
 {
     sb_store *st = d->st;
     sb_blk *head = NULL, *tail = NULL, *c_head = NULL, *c_tail = NULL;
-    uint64_t ticket = d->q_head ? d->q_head->ticket : d->next_ticket++;
+    uint64_t ticket = 0; /* the block ticket the rewritten blocks share */
     /* At most 3/4 of a segment is written again per segment reclaimed, so
      * every reclamation frees room, however much is hot. */
     uint64_t keep = d->seg_bytes / 4 * 3;
@@ -231,17 +231,24 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
             continue;
         }
         sb_ns *ns = b->ns;
+        bool denied = false;
         if (vs->hot[i] && (b->data || copies) && parent_kept(ns, b, v)) {
             uint64_t rec = sb_disk_rec_bytes(b);
             int why = rec > keep ? SB_DENY_CAPACITY : sb_disk_admit(d, b);
             if (why >= 0) {
                 sb_disk_deny(d, why, b);
+                denied = true;
             } else if ((keep -= rec, b->data)) {
+                /* The queue stays in ticket order: a ticket no later than
+                 * any queued, or, the queue empty, a ticket issued now (a
+                 * sync covers only issued tickets: a block holding
+                 * next_ticket unissued was never counted synced, and a
+                 * commit waiting for it waited for good). */
+                if (!ticket)
+                    ticket = d->q_head ? d->q_head->ticket : d->next_ticket++;
+                b->ticket = ticket;
                 sb_disk_unclean(st, b, SB_DISK_QUEUED);
                 b->reinsert = 1;
-                /* The queue stays in ticket order: a ticket no later than
-                 * any queued; nobody waits on these. */
-                b->ticket = ticket;
                 link(&head, &tail, b);
                 sb_disk_pending_add(d, b->bytes);
                 d->rc_kept++;
@@ -260,7 +267,10 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
          * it may not wait to become a leaf page: eviction may take it
          * with them (cut). On disk only: it leaves the index with every
          * page after it (a match holding one keeps its bytes or its
-         * segment). */
+         * segment). A ticket that needs it counts it unwritten for want
+         * of capacity. */
+        if (!denied)
+            b->why = SB_DENY_CAPACITY;
         if (b->data) {
             sb_disk_unclean(st, b, SB_DISK_NONE);
             if (b->kind == SB_BLK_PAGE && !sb_radix_is_leaf_page(b)) {

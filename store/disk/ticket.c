@@ -17,20 +17,32 @@
  *   not written       FAILED (denied, or its write failed), or left
  *                     unwritten by a commit shorter than min_prefix_tokens
  *
- * A block not written makes the ticket fail at once. For each queued,
- * deferred or dirty block the ticket's write set hangs a node on the
- * block's list (sb_blk.waits), so what happens to the block reaches every
- * ticket that needs it (several may: a chat's next turn needs the pages
- * its previous turn is still writing):
+ * A block not written makes the ticket fail at once. For every other
+ * block the ticket's write set hangs a node on the block's list
+ * (sb_blk.waits), so what happens to the block reaches every ticket that
+ * needs it (several may: a chat's next turn needs the pages its previous
+ * turn is still writing). A node on a queued, deferred or dirty block
+ * waits (counted in ws->waiting); a node on a written block watches: the
+ * record may still be taken (reclamation) before the ticket is durable,
+ * and the ticket must not then say durable for a state in RAM only. Once
+ * durable a ticket stays durable: what becomes of its blocks later is a
+ * decision of the cache (the manual says so), and lost() lets it go.
  *
  *   queued (admit.c)          counted, for a COMMIT call's wait
- *   written (writer.c)        node gone, max_t raised
- *   denied, its write failed, or it left the index unwritten
- *                             the ticket fails
- *   superseded (radix.c)      a partial page replaced by a longer one of
- *                             the same tokens: the nodes move to it
- *   a sync (writer.c)         tickets with no node left and max_t covered
- *                             are durable and leave the table; a failed
+ *   written (writer.c)        the node watches now, max_t raised
+ *   its record taken (reclaim.c, sb_tkt_unclean)
+ *                             queued again: the node waits again; dirty
+ *                             again under write-back: the same; in RAM
+ *                             only: the ticket fails
+ *   denied, its write failed, or it left the index (unwritten, or its
+ *   record dropped)           the ticket fails
+ *   superseded (radix.c, index.c)
+ *                             a partial page replaced by a longer one of
+ *                             the same tokens, or a commit's own copy put
+ *                             in its place: the nodes move to it
+ *   a sync (writer.c)         tickets with no waiting node left and max_t
+ *                             covered are durable and leave the table
+ *                             (their watching nodes with them); a failed
  *                             sync fails every ticket with a block written
  *                             since the last good one (what was written
  *                             may not be on the device)
@@ -79,6 +91,8 @@ typedef struct sb_wnode {
     sb_blk *b;                 /* the block, NULL once detached */
     struct sb_wnode *prev, *next; /* b->waits */
     bool q;                    /* counted in ws->queued */
+    bool clean;                /* watched: b is written (CLEAN); not counted
+                                  in ws->waiting */
 } sb_wnode;
 
 /* The blocks one ticket waits for. */
@@ -86,7 +100,7 @@ struct sb_wset {
     uint64_t id;               /* the ticket (0 until it is handed out) */
     uint32_t cap;              /* nodes allocated: the state's blocks */
     uint32_t used;             /* nodes handed out */
-    uint32_t waiting;          /* nodes attached */
+    uint32_t waiting;          /* nodes attached to blocks not yet written */
     uint32_t queued;           /* ...of them on QUEUED blocks */
     uint64_t max_t;            /* the highest block ticket written for it
                                   and not known synced when it was (0: none) */
@@ -200,15 +214,17 @@ static void detach(sb_wnode *x)
         b->waits = x->next;
     if (x->next)
         x->next->prev = x->prev;
-    x->ws->waiting--;
+    if (!x->clean)
+        x->ws->waiting--;
     if (x->q)
         x->ws->queued--;
     x->b = NULL;
     x->prev = x->next = NULL;
     x->q = false;
+    x->clean = false;
 }
 
-static void attach(sb_wset *ws, sb_wnode *x, sb_blk *b)
+static void link_node(sb_wset *ws, sb_wnode *x, sb_blk *b)
 {
     x->ws = ws;
     x->b = b;
@@ -217,18 +233,47 @@ static void attach(sb_wset *ws, sb_wnode *x, sb_blk *b)
     if (b->waits)
         b->waits->prev = x;
     b->waits = x;
+}
+
+/* x waits for b, not yet written. */
+static void attach(sb_wset *ws, sb_wnode *x, sb_blk *b)
+{
+    link_node(ws, x, b);
+    x->clean = false;
     x->q = b->disk == SB_DISK_QUEUED;
     ws->waiting++;
     ws->queued += x->q;
+}
+
+/* x watches b, CLEAN: ws needs a sync that covers b's ticket, and learns
+ * when b's record is lost before ws is durable. */
+static void watch(const sb_disk *d, sb_wset *ws, sb_wnode *x, sb_blk *b)
+{
+    link_node(ws, x, b);
+    x->clean = true;
+    x->q = false;
+    if (b->ticket > d->synced_ticket && b->ticket > ws->max_t)
+        ws->max_t = b->ticket;
+}
+
+static void detach_all(sb_wset *ws)
+{
+    for (uint32_t i = 0; i < ws->used; i++)
+        if (ws->nodes[i].b)
+            detach(&ws->nodes[i]);
+}
+
+/* ws's state is durable now (not yet swept). */
+static bool ws_durable(const sb_disk *d, const sb_wset *ws)
+{
+    return !ws->waiting && ws->max_t <= d->synced_ticket;
 }
 
 /* ws will never be durable: its nodes go, and (when it was handed out)
  * its ticket joins the failed runs and the set is freed. */
 static void fail(sb_disk *d, sb_wset *ws)
 {
-    for (uint32_t i = 0; i < ws->used; i++)
-        if (ws->nodes[i].b)
-            detach(&ws->nodes[i]);
+    detach_all(ws);
     ws->failed = true;
     if (!ws->id)
         return; /* still being built: sb_disk_outcome finishes it */
@@ -236,6 +281,29 @@ static void fail(sb_disk *d, sb_wset *ws)
     runs_add(d, ws->id);
     sb_free(ws);
     pthread_cond_broadcast(&d->done_cv);
+}
+
+/* Handed-out ws is durable: it leaves the table (its ticket answers
+ * SB_OK from now on). */
+static void release(sb_disk *d, sb_wset *ws)
+{
+    detach_all(ws);
+    table_remove(d, ws);
+    sb_free(ws);
+    pthread_cond_broadcast(&d->done_cv);
+}
+
+/* The block x waits for or watches will not be on disk (denied, its write
+ * failed, it left the index unwritten, or its record was taken): x's set
+ * fails, unless it is durable already (then what happens to its blocks
+ * later does not change that). */
+static void lost(sb_disk *d, sb_wnode *x)
+{
+    sb_wset *ws = x->ws;
+    if (ws->id && ws_durable(d, ws))
+        release(d, ws);
+    else
+        fail(d, ws);
 }
 
 /* Does a block not offered at its commit wait to be written (write-back
@@ -263,8 +331,10 @@ static void add(sb_disk *d, sb_wset *ws, sb_blk *b)
     case SB_DISK_CLEAN:
         if (suspect(d, b))
             fail(d, ws);
-        else if (b->ticket > d->synced_ticket && b->ticket > ws->max_t)
-            ws->max_t = b->ticket;
+        else if (ws->used < ws->cap)
+            watch(d, ws, &ws->nodes[ws->used++], b);
+        else
+            fail(d, ws); /* (not reached: a set has a node per block) */
         return;
     case SB_DISK_FAILED:
         fail(d, ws);
@@ -304,11 +374,38 @@ void sb_tkt_resolved(sb_disk *d, sb_blk *b, bool ok)
     for (sb_wnode *x = b->waits, *next; x; x = next) {
         next = x->next;
         sb_wset *ws = x->ws;
-        detach(x);
-        if (!ok)
-            fail(d, ws);
-        else if (b->ticket > ws->max_t)
+        if (!ok) {
+            lost(d, x);
+            continue;
+        }
+        if (!x->clean) { /* written: watched from now on */
+            x->clean = true;
+            ws->waiting--;
+            if (x->q)
+                ws->queued--;
+            x->q = false;
+        }
+        if (b->ticket > ws->max_t)
             ws->max_t = b->ticket;
+    }
+}
+
+void sb_tkt_unclean(sb_disk *d, sb_blk *b)
+{
+    for (sb_wnode *x = b->waits, *next; x; x = next) {
+        next = x->next;
+        if (!x->clean || b->disk == SB_DISK_CLEAN)
+            continue;
+        if (b->disk == SB_DISK_QUEUED || (b->disk == SB_DISK_NONE && dirty_ok(d))) {
+            /* written again (reclamation), or dirty again under
+             * write-back: waited for like any unwritten block */
+            x->clean = false;
+            x->q = b->disk == SB_DISK_QUEUED;
+            x->ws->waiting++;
+            x->ws->queued += x->q;
+        } else {
+            lost(d, x); /* in RAM only now */
+        }
     }
 }
 
@@ -319,12 +416,11 @@ void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok)
         sb_wset *ws = d->wsets[i];
         if (!ok && ws->max_t > before) { /* written, and the sync failed */
             runs_add(d, ws->id);
-            for (uint32_t j = 0; j < ws->used; j++)
-                if (ws->nodes[j].b)
-                    detach(&ws->nodes[j]);
+            detach_all(ws);
             sb_free(ws);
-        } else if (!ws->waiting && ws->max_t <= d->synced_ticket) {
-            sb_free(ws); /* durable */
+        } else if (ws_durable(d, ws)) {
+            detach_all(ws);
+            sb_free(ws);
         } else {
             d->wsets[k++] = ws;
         }
@@ -335,11 +431,8 @@ void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok)
 void sb_tkt_free_all(sb_disk *d)
 {
     for (size_t i = 0; i < d->n_wsets; i++) {
-        sb_wset *ws = d->wsets[i];
-        for (uint32_t j = 0; j < ws->used; j++)
-            if (ws->nodes[j].b)
-                detach(&ws->nodes[j]);
-        sb_free(ws);
+        detach_all(d->wsets[i]);
+        sb_free(d->wsets[i]);
     }
     sb_free(d->wsets);
     free(d->wruns);
@@ -374,12 +467,12 @@ void sb_disk_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
          * after (sb_disk_short fails the ticket if that commit is too
          * short to offer it). */
         if (repl->disk == SB_DISK_CLEAN && !suspect(d, repl)) {
-            if (repl->ticket > d->synced_ticket && repl->ticket > ws->max_t)
-                ws->max_t = repl->ticket;
+            watch(d, ws, x, repl);
         } else if (repl->disk == SB_DISK_QUEUED || repl->disk == SB_DISK_NONE) {
             attach(ws, x, repl);
         } else {
-            fail(d, ws);
+            x->ws = ws;
+            lost(d, x);
         }
     }
 }
@@ -426,12 +519,6 @@ void sb_disk_wset_unreserve(sb_store *st)
         sb_disk_of(st)->wsets_reserved--;
 }
 
-/* ws's state is durable now (not yet swept). */
-static bool ws_durable(const sb_disk *d, const sb_wset *ws)
-{
-    return !ws->waiting && ws->max_t <= d->synced_ticket;
-}
-
 /* What ticket id stands at: SB_OK, SB_ERR_PENDING, SB_ERR_NOT_DURABLE,
  * SB_ERR_RANGE (not handed out, or forgotten). */
 static int answer(const sb_disk *d, uint64_t id)
@@ -455,11 +542,11 @@ static int answer(const sb_disk *d, uint64_t id)
 static void push(sb_disk *d, sb_wset *ws)
 {
     sb_store *st = d->st;
-    uint64_t id = ws ? ws->id : 0;
+    uint64_t id = ws ? ws->id : 0; /* ws may be freed below: keep its ticket */
     for (uint32_t i = 0; ws && i < ws->used; i++) {
         sb_blk *b = ws->nodes[i].b;
         if (b && b->disk == SB_DISK_NONE && !b->pool_at && sb_disk_write_back(st)) {
-            sb_disk_enqueue(st, b);
+            sb_disk_enqueue(st, b); /* may fail and free ws (denied): look it up again */
             ws = find(d, id);
         }
     }
@@ -469,11 +556,18 @@ static void push(sb_disk *d, sb_wset *ws)
 }
 
 /* Count block b of a call's state into oc (t0: the first block ticket the
- * call could have queued). */
-static void tally(const sb_disk *d, const sb_blk *b, uint64_t t0, sb_write_outcome *oc)
+ * call could have queued; durable: the call's ticket is). */
+static void tally(const sb_disk *d, const sb_blk *b, uint64_t t0, bool durable,
+                  sb_write_outcome *oc)
 {
-    if (!b->indexed)
-        return; /* superseded or dropped meanwhile: no longer the state's */
+    if (!b->indexed) {
+        /* Superseded meanwhile: a longer page holds its tokens (its
+         * tickets moved there). Dropped (its record taken or found bad)
+         * before the state was durable: it will not be written. */
+        if (!b->superseded && !durable)
+            oc->denied_by[b->why < SB_DENY__COUNT ? b->why : SB_DENY_ERROR]++;
+        return;
+    }
     switch (b->disk) {
     case SB_DISK_CLEAN:
         if (suspect(d, b))
@@ -491,8 +585,8 @@ static void tally(const sb_disk *d, const sb_blk *b, uint64_t t0, sb_write_outco
             oc->deferred++;
         else if (dirty_ok(d))
             oc->dirty++;
-        else
-            oc->denied_by[SB_DENY_SHORT]++;
+        else /* never offered (short), or reclamation left it in RAM */
+            oc->denied_by[b->why == SB_DENY_CAPACITY ? SB_DENY_CAPACITY : SB_DENY_SHORT]++;
         break;
     default:
         oc->denied_by[b->why < SB_DENY__COUNT ? b->why : SB_DENY_ERROR]++;
@@ -503,9 +597,7 @@ static void tally(const sb_disk *d, const sb_blk *b, uint64_t t0, sb_write_outco
 /* Drop pending ws without an answer (nobody holds its ticket). */
 static void discard(sb_disk *d, sb_wset *ws)
 {
-    for (uint32_t i = 0; i < ws->used; i++)
-        if (ws->nodes[i].b)
-            detach(&ws->nodes[i]);
+    detach_all(ws);
     table_remove(d, ws);
     sb_free(ws);
 }
@@ -531,6 +623,7 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
         runs_add(d, ws->id);
         sb_free(ws);
     } else if (ws_durable(d, ws)) {
+        detach_all(ws); /* (its watched blocks) */
         sb_free(ws);
     } else {
         d->wsets[d->n_wsets++] = ws; /* its place was reserved */
@@ -553,11 +646,11 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
             pthread_cond_wait(&d->done_cv, &st->mu);
         }
     }
+    oc->durable = answer(d, oc->ticket) == SB_OK;
     for (size_t i = 0; i < n; i++)
-        tally(d, blocks[i], t0, oc);
+        tally(d, blocks[i], t0, oc->durable, oc);
     for (int r = 0; r < SB_DENY__COUNT; r++)
         oc->denied += oc->denied_by[r];
-    oc->durable = answer(d, oc->ticket) == SB_OK;
     if (d->durability == SB_DURABILITY_COMMIT && d->running)
         for (size_t i = 0; i < n; i++)
             sb_blk_unref(blocks[i]);
