@@ -18,6 +18,12 @@
  *                        denials), and a kill after it lost them
  *   ticket_reclaimed     the same under PERIODIC durability: the ticket
  *                        turned durable though the pages were in RAM only
+ *   write_only_evicted   under SB_WRITE_ONLY, a match over pages the RAM
+ *                        tier had evicted matched more than it restored
+ *                        (miss no_point on a layout without point states)
+ *   write_only_put_again under SB_WRITE_ONLY, a put over tokens indexed on
+ *                        disk only (after a reopen) said n_stored == n and
+ *                        left them unrestorable for good
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +267,88 @@ static void test_ticket_reclaimed(void **state)
     sb_io_destroy(io);
 }
 
+static void test_write_only_evicted(void **state)
+{
+    (void)state;
+    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
+                                  .model = "manual-a" };
+    sb_io *io = mem_fs();
+    sb_config c = tu_small_disk_config();
+    c.write_mode = SB_WRITE_ONLY;
+    c.ram_pages = 24;
+    sb_store *st = open_io(&c, io);
+    sb_ns *ns = tu_ns(st, &LA, "s");
+    uint32_t a[32];
+    seq(a, 32, 6);
+    tu_put(ns, &LA, a, 32, false, SB_OK);
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    for (uint32_t i = 0; i < 3; i++) { /* 24 pages more: A's go */
+        uint32_t f[32];
+        seq(f, 32, 300 + i);
+        tu_put(ns, &LA, f, 32, false, SB_OK);
+        assert_int_equal(sb_store_flush(st), SB_OK);
+    }
+    assert_true(tu_stats(st).evictions > 0);
+    sb_match *m = NULL;
+    assert_int_equal(sb_ns_match(ns, a, 32, &m), SB_OK);
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(m, &info), SB_OK);
+    sb_match_release(m);
+    assert_true(info.n_tokens < 32);
+    assert_int_equal(info.n_matched_tokens, info.n_tokens);
+    assert_int_equal(info.n_pages_disk, 0);
+    assert_int_equal(info.miss, SB_MISS_EVICTED);
+    assert_int_equal(tu_restore_exact(ns, &LA, a, 32, NULL), info.n_tokens);
+    /* Stored again, it is restorable again. */
+    size_t stored = 0;
+    sb_write_outcome oc;
+    assert_int_equal(tu_put_ex(ns, &LA, a, 32, false, &stored, &oc), SB_OK);
+    assert_int_equal(stored, 32);
+    assert_int_equal(tu_restore_exact(ns, &LA, a, 32, NULL), 32);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
+static void test_write_only_put_again(void **state)
+{
+    (void)state;
+    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
+                                  .model = "manual-a" };
+    sb_io *io = mem_fs();
+    sb_config c = tu_small_disk_config();
+    c.write_mode = SB_WRITE_ONLY;
+    sb_store *st = open_io(&c, io);
+    sb_ns *ns = tu_ns(st, &LA, "s");
+    uint32_t a[32];
+    seq(a, 32, 7);
+    tu_put(ns, &LA, a, 32, false, SB_OK);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    /* Reopened write-only: nothing is read back, so nothing matches... */
+    st = open_io(&c, io);
+    ns = tu_ns(st, &LA, "s");
+    assert_int_equal(tu_match_len(ns, a, 32), 0);
+    /* ...and a put stores the tokens again, restorable at once. */
+    size_t stored = 0;
+    sb_write_outcome oc;
+    assert_int_equal(tu_put_ex(ns, &LA, a, 32, false, &stored, &oc), SB_OK);
+    assert_int_equal(stored, 32);
+    assert_int_equal(tu_restore_exact(ns, &LA, a, 32, NULL), 32);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    /* The records serve an open that reads the tier. */
+    c.write_mode = SB_WRITE_THROUGH;
+    st = open_io(&c, io);
+    ns = tu_ns(st, &LA, "s");
+    assert_int_equal(tu_restore_exact(ns, &LA, a, 32, NULL), 32);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -271,6 +359,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reinsert_ticket),
         cmocka_unit_test(test_commit_reclaimed),
         cmocka_unit_test(test_ticket_reclaimed),
+        cmocka_unit_test(test_write_only_evicted),
+        cmocka_unit_test(test_write_only_put_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

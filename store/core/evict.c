@@ -90,7 +90,8 @@ void sb_pins_expire(sb_store *st)
  *   5. The newest page and point state of a namespace (its latest commit)
  *      are protected: park them too; a newer commit unparks them. Go to 1.
  *   6. Evict it. A clean block only loses its data: it stays in the index,
- *      on disk. Under write-back a dirty one is queued for writing (its
+ *      on disk (not under write-only, which never reads the disk tier: there
+ *      a clean block goes as a RAM-only one does). Under write-back a dirty one is queued for writing (its
  *      data goes once written and clean). Otherwise it leaves the index: a
  *      leaf page with the edge tail only it covered (sb_radix_evict_page),
  *      a point state alone, and a cut page that is not a leaf page with
@@ -112,7 +113,7 @@ void sb_pins_expire(sb_store *st)
 bool sb_blk_droppable(const sb_blk *b)
 {
     if (b->disk == SB_DISK_CLEAN)
-        return true;
+        return !sb_tier_write_only(b->ns->st); /* write-only reads nothing back */
     return b->disk == SB_DISK_NONE && sb_tier_write_back(b->ns->st);
 }
 
@@ -124,7 +125,7 @@ static bool is_protected(const sb_blk *b)
 static void evict(sb_store *st, sb_blk *b)
 {
     sb_ns *ns = b->ns;
-    if (b->disk == SB_DISK_CLEAN) { /* 6: its record stays indexed */
+    if (b->disk == SB_DISK_CLEAN && !sb_tier_write_only(st)) { /* 6: its record stays indexed */
         if (b->kind == SB_BLK_PAGE) {
             st->stats.evictions++;
             st->stats.evicted_bytes += b->bytes;

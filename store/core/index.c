@@ -774,17 +774,6 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     size_t n_pages = regions(ns, L);
     if (L % pt && (uint64_t)n_pages * pt > w.m)
         m->pages[n_pages - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_pages - 1));
-    if (sb_tier_write_only(st)) {
-        /* A store being warmed serves RAM only: cut at the first page on
-         * disk (and at 0 when the layout needs a point state there). */
-        for (size_t r = 0; r < n_pages; r++)
-            if (!m->pages[r]->data) {
-                L = ns->flags & SB_LAYOUT_POINT_REQUIRED ? 0 : r * pt;
-                n_pages = regions(ns, L);
-                point = NULL;
-                break;
-            }
-    }
     size_t on_disk = 0;
     for (size_t r = 0; r < n_pages; r++)
         on_disk += !m->pages[r]->data;

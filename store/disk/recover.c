@@ -923,7 +923,12 @@ int sb_disk_recover(sb_disk *d)
         if (c.r[i].h.seq > max_seq)
             max_seq = c.r[i].h.seq;
     d->next_seq = max_seq + 1;
-    if (rc == SB_OK)
+    /* Write-only never reads the tier: an index of records on disk only
+     * would serve nothing and hold the tokens a put must store again, so
+     * the store starts empty. The records stay for a later open in a mode
+     * that reads them (reclamation, finding them unindexed, takes their
+     * segments first when the cap needs room). */
+    if (rc == SB_OK && d->mode != SB_WRITE_ONLY)
         rc = rebuild(&c);
     for (size_t i = 0; i < c.n_ns; i++)
         sb_ns_close(c.ns[i].ns);

@@ -239,7 +239,14 @@ typedef enum sb_write_mode {
                              flush, at close, and when a ticket's wait asks
                              for them; under SB_DURABILITY_COMMIT when
                              committed, as write-through */
-    SB_WRITE_ONLY = 2,    /* written when committed, never restored from disk */
+    SB_WRITE_ONLY = 2,    /* written when committed, never read back: a
+                             store being warmed for a later open. Its
+                             index holds what is in RAM only (a page the
+                             RAM tier evicts leaves it, as in a RAM-only
+                             store, so a put of those tokens stores them
+                             again), and an open in this mode starts
+                             empty: the records on disk serve a later open
+                             in a mode that reads them */
 } sb_write_mode;
 
 /* Store configuration. Fill it with sb_config_default() and then change the
@@ -574,7 +581,8 @@ SB_API const char *sb_deny_name(int reason);
  * it left restorable (*n_stored for a put) and the point state it stored,
  * including pages earlier calls stored that are still being written. It
  * is durable once every one of them is written and synced: a crash (kill
- * -9, a power cut) and a reopen then restore that state whole. (Later
+ * -9, a power cut) and a reopen in a mode that reads the disk tier (not
+ * SB_WRITE_ONLY) then restore that state whole. (Later
  * decisions of the cache may still drop it: reclamation under the disk
  * cap, a record found damaged.) It is never durable when one
  * of them was denied (sb_deny: write budget, backlog, capacity, parent,
