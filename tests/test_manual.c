@@ -24,6 +24,9 @@
  *   write_only_put_again under SB_WRITE_ONLY, a put over tokens indexed on
  *                        disk only (after a reopen) said n_stored == n and
  *                        left them unrestorable for good
+ *   pin_on_disk          a pin (no TTL) over pages on disk only after a
+ *                        reopen did not keep them: reclamation took them
+ *                        and the pinned prefix stopped matching
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,6 +352,48 @@ static void test_write_only_put_again(void **state)
     sb_io_destroy(io);
 }
 
+static void test_pin_on_disk(void **state)
+{
+    (void)state;
+    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
+                                  .model = "manual-a" };
+    sb_io *io = mem_fs();
+    sb_config c = tu_small_disk_config();
+    c.disk_bytes = 4 * c.segment_bytes;
+    sb_store *st = open_io(&c, io);
+    sb_ns *ns = tu_ns(st, &LA, "s");
+    uint32_t p[28];
+    seq(p, 28, 8);
+    tu_put(ns, &LA, p, 28, false, SB_OK); /* the first segment */
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+
+    st = open_io(&c, io);
+    ns = tu_ns(st, &LA, "s");
+    uint64_t pin = 0;
+    size_t n_pinned = 0;
+    assert_int_equal(sb_ns_pin(ns, p, 28, 0, &pin, &n_pinned), SB_OK);
+    assert_int_equal(n_pinned, 28);
+    /* Sequences enough to reclaim every segment several times over. */
+    for (uint32_t i = 0; i < 12; i++) {
+        uint32_t f[28];
+        seq(f, 28, 400 + i);
+        tu_put(ns, &LA, f, 28, false, SB_OK);
+        assert_int_equal(sb_store_flush(st), SB_OK);
+    }
+    assert_true(tu_stats(st).disk_reclaimed_segments >= 4);
+    assert_int_equal(tu_restore_exact(ns, &LA, p, 28, NULL), 28);
+    uint32_t q[28]; /* shares P's first 4 tokens only */
+    seq(q, 28, 9);
+    memcpy(q, p, 4 * sizeof *q);
+    assert_int_equal(tu_match_len(ns, q, 28), 4);
+    tu_check(st);
+    assert_int_equal(sb_ns_unpin(ns, pin), SB_OK);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -361,6 +406,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ticket_reclaimed),
         cmocka_unit_test(test_write_only_evicted),
         cmocka_unit_test(test_write_only_put_again),
+        cmocka_unit_test(test_pin_on_disk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

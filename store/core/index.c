@@ -1048,13 +1048,42 @@ int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, uint64_t ttl_m
     st->tick++;
     sb_walk w;
     sb_radix_walk(ns, tokens, n_tokens, &w, pages);
-    size_t n_pages = regions(ns, w.m);
-    if (w.m % pt)
+    size_t m = w.m;
+    size_t n_pages = regions(ns, m);
+    if (m % pt)
         pages[n_pages - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_pages - 1));
-    if (w.point_node)
-        pages[n_pages++] = w.point_node->point;
-    for (size_t i = 0; i < n_pages; i++) {
+    sb_blk *point = w.point_node ? w.point_node->point : NULL;
+    size_t point_at = point ? sb_node_end(w.point_node) : 0;
+    if (point)
+        pages[n_pages] = point;
+    size_t nb = n_pages + (point != NULL);
+    bool cold = false;
+    for (size_t i = 0; i < nb; i++) {
         sb_blk_ref(pages[i]);
+        cold |= !pages[i]->data;
+    }
+    pthread_mutex_unlock(&st->mu);
+    /* Pinned pages are kept in RAM: what is on disk only is read first
+     * (reclamation may take a record on disk, never a resident page it
+     * cannot evict). What cannot be read ends the pin before it. */
+    if (cold) {
+        size_t ok = 0;
+        (void)sb_tier_load(ns, pages, nb, &ok, NULL, NULL);
+    }
+    pthread_mutex_lock(&st->mu);
+    size_t keep = 0; /* leading pages still indexed and resident */
+    while (keep < n_pages && pages[keep]->indexed && pages[keep]->data)
+        keep++;
+    if (keep < n_pages)
+        m = keep * pt;
+    bool with_point = point && point->indexed && point->data && point_at <= m;
+    for (size_t i = keep; i < nb; i++)
+        if (i < n_pages || !with_point)
+            sb_blk_unref(pages[i]);
+    if (with_point)
+        pages[keep] = point;
+    n_pages = keep + with_point;
+    for (size_t i = 0; i < n_pages; i++) {
         sb_blk_touch(st, pages[i]);
         pages[i]->pinned++;
     }
@@ -1070,7 +1099,7 @@ int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, uint64_t ttl_m
     *pin_id = p->id;
     pthread_mutex_unlock(&st->mu);
     if (n_pinned)
-        *n_pinned = w.m;
+        *n_pinned = m;
     return SB_OK;
 }
 

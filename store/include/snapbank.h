@@ -1281,7 +1281,10 @@ SB_API int sb_match_pages(sb_match *m, size_t first, size_t count,
  * prefix now; it does not grow with later puts, except that when a longer
  * page of the same tokens supersedes a partial page it holds, the pin holds
  * that page instead (so the pinned tokens stay restorable from the index).
- * Pinned pages count against the budgets.
+ * Pinned pages are kept in RAM: pages on disk only are read first (as a
+ * restore reads them), so the disk tier's reclamation cannot take them
+ * either; a page that cannot be read (damaged, or no room in the budgets)
+ * ends the pin before it. Pinned pages count against the budgets.
  *
  * *pin_id receives an id for sb_ns_unpin; *n_pinned (when not NULL) the
  * number of tokens pinned (0 is not an error: the pin then holds nothing).
