@@ -66,12 +66,12 @@ function(sb_target_defaults target)
   target_compile_definitions(${target} PRIVATE _POSIX_C_SOURCE=200809L)
 endfunction()
 
-# sb_add_test(NAME src... [LIBS lib...] [INTERNAL] [TIMEOUT s]) -- a test
-# program linked against the static library and registered with ctest
-# (TIMEOUT: ctest's bound for a hung test, default 300 s). INTERNAL tests may
-# include the store's private headers.
+# sb_add_test(NAME src... [LIBS lib...] [ARGS arg...] [INTERNAL] [TIMEOUT s])
+# -- a test program linked against the static library and registered with
+# ctest, run with ARGS (TIMEOUT: ctest's bound for a hung test, default
+# 300 s). INTERNAL tests may include the store's private headers.
 function(sb_add_test name)
-  cmake_parse_arguments(T "INTERNAL" "TIMEOUT" "LIBS" ${ARGN})
+  cmake_parse_arguments(T "INTERNAL" "TIMEOUT" "LIBS;ARGS" ${ARGN})
   add_executable(${name} ${T_UNPARSED_ARGUMENTS})
   sb_target_defaults(${name})
   target_link_libraries(${name} PRIVATE snapbank_static PkgConfig::CMOCKA ${T_LIBS})
@@ -79,7 +79,7 @@ function(sb_add_test name)
     target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/store/core ${PROJECT_SOURCE_DIR}/store/disk
                                ${PROJECT_SOURCE_DIR}/store/remote)
   endif()
-  add_test(NAME ${name} COMMAND ${name})
+  add_test(NAME ${name} COMMAND ${name} ${T_ARGS})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
