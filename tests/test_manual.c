@@ -36,6 +36,11 @@
 #include "tier.h"
 #include "testutil.h"
 
+/* 4 tokens x 1 KiB: 4 KiB pages, 8 KiB records; a 64 KiB segment holds a
+ * namespace record and 7 page records. */
+static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
+                              .model = "manual-a" };
+
 static sb_store *open_io(const sb_config *c, sb_io *io)
 {
     sb_store *st = NULL;
@@ -97,8 +102,6 @@ static void test_point_past_limit(void **state)
 static void test_wait_after_denial(void **state)
 {
     (void)state;
-    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
-                                  .model = "manual-a" };
     sb_io *io = mem_fs();
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_BACK;
@@ -126,8 +129,6 @@ static void test_wait_after_denial(void **state)
 static void test_reinsert_ticket(void **state)
 {
     (void)state;
-    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
-                                  .model = "manual-a" };
     sb_io *io = mem_fs();
     sb_config c = tu_small_disk_config(); /* 64 KiB segments: 7 records */
     c.disk_bytes = 4 * c.segment_bytes;
@@ -210,8 +211,6 @@ static size_t after_kill(sb_store *st, sb_ns *ns, sb_io *io, const tu_layout *l,
 static void test_commit_reclaimed(void **state)
 {
     (void)state;
-    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
-                                  .model = "manual-a" };
     sb_io *io = mem_fs();
     uint32_t tok[56];
     seq(tok, 56, 4);
@@ -248,8 +247,6 @@ static void test_commit_reclaimed(void **state)
 static void test_ticket_reclaimed(void **state)
 {
     (void)state;
-    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
-                                  .model = "manual-a" };
     sb_io *io = mem_fs();
     uint32_t tok[56];
     seq(tok, 56, 5);
@@ -273,8 +270,6 @@ static void test_ticket_reclaimed(void **state)
 static void test_write_only_evicted(void **state)
 {
     (void)state;
-    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
-                                  .model = "manual-a" };
     sb_io *io = mem_fs();
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_ONLY;
@@ -317,8 +312,6 @@ static void test_write_only_evicted(void **state)
 static void test_write_only_put_again(void **state)
 {
     (void)state;
-    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
-                                  .model = "manual-a" };
     sb_io *io = mem_fs();
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_ONLY;
@@ -355,8 +348,6 @@ static void test_write_only_put_again(void **state)
 static void test_pin_on_disk(void **state)
 {
     (void)state;
-    static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
-                                  .model = "manual-a" };
     sb_io *io = mem_fs();
     sb_config c = tu_small_disk_config();
     c.disk_bytes = 4 * c.segment_bytes;
