@@ -90,12 +90,13 @@ void sb_pins_expire(sb_store *st)
  *   5. The newest page and point state of a namespace (its latest commit)
  *      are protected: park them too; a newer commit unparks them. Go to 1.
  *   6. Evict it. A clean block only loses its data: it stays in the index,
- *      on disk (not under write-only, which never reads the disk tier: there
- *      a clean block goes as a RAM-only one does). Under write-back a dirty one is queued for writing (its
- *      data goes once written and clean). Otherwise it leaves the index: a
- *      leaf page with the edge tail only it covered (sb_radix_evict_page),
- *      a point state alone, and a cut page that is not a leaf page with
- *      every page and point state after it. (Reclamation cuts a resident
+ *      on disk (not under write-only, which never reads the disk tier:
+ *      there a clean block goes as a RAM-only one does). Under write-back
+ *      a dirty one is queued for writing (its data goes once written and
+ *      clean). Otherwise it leaves the index: a leaf page with the edge
+ *      tail only it covered (sb_radix_evict_page), a point state alone,
+ *      and a cut page that is not a leaf page with every page and point
+ *      state after it. (Reclamation cuts a resident
  *      page whose record it took: the pages after it may be on disk only,
  *      holding no RAM, so waiting for it to become a leaf page could hold
  *      it in RAM for good. Its stamp is at least as new as theirs -- a
