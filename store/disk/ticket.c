@@ -568,6 +568,8 @@ static void tally(const sb_disk *d, const sb_blk *b, uint64_t t0, bool durable,
             oc->denied_by[b->why < SB_DENY__COUNT ? b->why : SB_DENY_ERROR]++;
         return;
     }
+    if (durable && (b->disk == SB_DISK_NONE || b->disk == SB_DISK_FAILED))
+        return; /* its record taken after the state was durable: not the call's */
     switch (b->disk) {
     case SB_DISK_CLEAN:
         if (suspect(d, b))
