@@ -209,6 +209,8 @@ struct sb_disk {
 
     /* durability tickets [mu] (ticket.c) */
     uint64_t next_wt;          /* the next ticket handed out, from 1 */
+    uint64_t next_hidden;      /* the next hidden ticket (ticket.c): a call
+                                  that asked for no outcome */
     sb_wset **wsets;           /* (n_wsets) pending, ascending ticket */
     size_t n_wsets, wsets_cap;
     size_t wsets_reserved;     /* places taken by calls under way

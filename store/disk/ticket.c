@@ -58,8 +58,11 @@
  * and under write-back its dirty blocks queued. Past SB_TKT_PENDING_MAX
  * pending tickets the oldest is hurried the same way, so a store whose
  * durability syncs rarely (NONE) does not hold tickets for good. A call
- * that asked for no outcome (a COMMIT call's own wait) drops its ticket
- * when it returns: nobody can ask for it.
+ * that asked for no outcome (sb_ns_put and sb_ns_commit under COMMIT,
+ * for their own wait) gets a hidden ticket, SB_TKT_HIDDEN + n: numbered
+ * apart, so the tickets handed out stay 1, 2, 3... and one never handed
+ * out answers SB_ERR_RANGE; its set sits in the table only while the
+ * call runs, which then frees it.
  *
  * Pending write sets sit in d->wsets in ticket order (a ticket is handed
  * out when its set enters, so appending keeps the order). A failed set
@@ -84,6 +87,7 @@
 #define SB_TKT_RUNS_MAX 4096u  /* runs of failed tickets remembered */
 #define SB_TKT_PENDING_MAX 1024u /* pending tickets before the oldest is
                                     hurried */
+#define SB_TKT_HIDDEN (1ull << 63) /* hidden tickets: SB_TKT_HIDDEN + n */
 
 /* A block a ticket waits for: one node on the block's list. */
 typedef struct sb_wnode {
@@ -98,6 +102,9 @@ typedef struct sb_wnode {
 /* The blocks one ticket waits for. */
 struct sb_wset {
     uint64_t id;               /* the ticket (0 until it is handed out) */
+    bool hidden;               /* a call that asked for no outcome: its
+                                  ticket is never handed out, and the set
+                                  belongs to the call (it frees it) */
     uint32_t cap;              /* nodes allocated: the state's blocks */
     uint32_t used;             /* nodes handed out */
     uint32_t waiting;          /* nodes attached to blocks not yet written */
@@ -278,8 +285,10 @@ static void fail(sb_disk *d, sb_wset *ws)
     if (!ws->id)
         return; /* still being built: sb_disk_outcome finishes it */
     table_remove(d, ws);
-    runs_add(d, ws->id);
-    sb_free(ws);
+    if (!ws->hidden) {
+        runs_add(d, ws->id);
+        sb_free(ws);
+    }
     pthread_cond_broadcast(&d->done_cv);
 }
 
@@ -289,7 +298,8 @@ static void release(sb_disk *d, sb_wset *ws)
 {
     detach_all(ws);
     table_remove(d, ws);
-    sb_free(ws);
+    if (!ws->hidden)
+        sb_free(ws);
     pthread_cond_broadcast(&d->done_cv);
 }
 
@@ -415,12 +425,16 @@ void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok)
     for (size_t i = 0; i < d->n_wsets; i++) {
         sb_wset *ws = d->wsets[i];
         if (!ok && ws->max_t > before) { /* written, and the sync failed */
-            runs_add(d, ws->id);
             detach_all(ws);
-            sb_free(ws);
+            ws->failed = true;
+            if (!ws->hidden) {
+                runs_add(d, ws->id);
+                sb_free(ws);
+            }
         } else if (ws_durable(d, ws)) {
             detach_all(ws);
-            sb_free(ws);
+            if (!ws->hidden)
+                sb_free(ws);
         } else {
             d->wsets[k++] = ws;
         }
@@ -619,21 +633,32 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
     }
     for (size_t i = 0; i < n && !ws->failed; i++)
         add(d, ws, blocks[i]);
-    ws->id = d->next_wt++;
-    oc->ticket = ws->id;
+    ws->hidden = !keep;
+    uint64_t id = keep ? d->next_wt++ : SB_TKT_HIDDEN + d->next_hidden++;
+    ws->id = id;
+    oc->ticket = keep ? id : 0;
     if (ws->failed) {
-        runs_add(d, ws->id);
-        sb_free(ws);
+        if (keep)
+            runs_add(d, id);
     } else if (ws_durable(d, ws)) {
         detach_all(ws); /* (its watched blocks) */
-        sb_free(ws);
     } else {
-        d->wsets[d->n_wsets++] = ws; /* its place was reserved */
+        /* Its place was reserved. Hidden tickets number after every
+         * handed-out one, so the table stays in ticket order. */
+        size_t at = find_at(d, id);
+        memmove(d->wsets + at + 1, d->wsets + at, (d->n_wsets - at) * sizeof *d->wsets);
+        d->wsets[at] = ws;
+        d->n_wsets++;
         /* Pending tickets cost memory until their writes are made (under
          * NONE durability until a sync, under write-back until evicted):
          * past SB_TKT_PENDING_MAX the oldest is hurried, as a wait would. */
         if (d->n_wsets > SB_TKT_PENDING_MAX)
             push(d, d->wsets[0]);
+    }
+    bool pending = find(d, id) == ws;
+    if (!pending && keep) {
+        sb_free(ws); /* failed (remembered) or durable: the ticket says so */
+        ws = NULL;
     }
     /* COMMIT: wait until what the state has queued is written and synced
      * (not for the pool: it waits for the budget, maybe an hour). The
@@ -642,13 +667,17 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
         for (size_t i = 0; i < n; i++)
             sb_blk_ref(blocks[i]);
         sb_wset *w;
-        while (!d->abort && (w = find(d, oc->ticket)) &&
-               (w->queued || w->max_t > d->synced_ticket)) {
+        while (!d->abort && (w = find(d, id)) && (w->queued || w->max_t > d->synced_ticket)) {
             push(d, w);
             pthread_cond_wait(&d->done_cv, &st->mu);
         }
     }
-    oc->durable = answer(d, oc->ticket) == SB_OK;
+    if (keep) {
+        oc->durable = answer(d, id) == SB_OK;
+    } else { /* the set is the call's: pending, or out of the table */
+        pending = find(d, id) == ws;
+        oc->durable = pending ? ws_durable(d, ws) : !ws->failed;
+    }
     for (size_t i = 0; i < n; i++)
         tally(d, blocks[i], t0, oc->durable, oc);
     for (int r = 0; r < SB_DENY__COUNT; r++)
@@ -656,9 +685,12 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
     if (d->durability == SB_DURABILITY_COMMIT && d->running)
         for (size_t i = 0; i < n; i++)
             sb_blk_unref(blocks[i]);
-    sb_wset *left;
-    if (!keep && (left = find(d, oc->ticket)))
-        discard(d, left);
+    if (!keep) { /* nobody can ask for a hidden ticket: it goes */
+        if (pending)
+            discard(d, ws);
+        else
+            sb_free(ws);
+    }
 }
 
 /* ---- the public calls --------------------------------------------------------------- */
