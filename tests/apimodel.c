@@ -32,6 +32,12 @@ void am_fail(am *z, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+    if (!z->trace && z->ring_n) {
+        unsigned n = z->ring_n < AM_RING ? z->ring_n : AM_RING;
+        fprintf(stderr, "apimodel: the last %u trace lines:\n", n);
+        for (unsigned i = z->ring_n - n; i < z->ring_n; i++)
+            fprintf(stderr, "  %s\n", z->ring[i % AM_RING]);
+    }
     fprintf(stderr, "apimodel: write mode %d, durability %d, min_prefix %u, ram %" PRIu64
             " bytes / %" PRIu64 " pages, ns budget %" PRIu64 "\n",
             (int)z->cfg.write_mode, (int)z->cfg.durability, z->cfg.min_prefix_tokens,
@@ -54,14 +60,16 @@ void am_fail(am *z, const char *fmt, ...)
 
 void am_trace(am *z, const char *fmt, ...)
 {
-    if (!z->trace)
-        return;
+    char *line = z->ring[z->ring_n++ % AM_RING];
+    int k = snprintf(line, AM_RING_LINE, "[%u %s] ", z->op_no,
+                     z->op_name ? z->op_name : "setup");
     va_list ap;
-    fprintf(stderr, "[%u %s] ", z->op_no, z->op_name ? z->op_name : "setup");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    if (k > 0 && k < AM_RING_LINE)
+        vsnprintf(line + k, AM_RING_LINE - (size_t)k, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    if (z->trace)
+        fprintf(stderr, "%s\n", line);
 }
 
 const char *am_str(const uint32_t *tok, size_t n, char *buf, size_t cap)

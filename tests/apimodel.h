@@ -69,6 +69,8 @@ enum {
     AM_PINS = 8,           /* pin records */
     AM_RECENT = 16,        /* recent sequences per namespace, to derive from */
     AM_TICKETS = 64,       /* tickets followed */
+    AM_RING = 256,         /* trace lines kept for a failure's report */
+    AM_RING_LINE = 400,
 };
 
 typedef enum am_mode { AM_RAM = 0, AM_EXACT = 1, AM_LOOSE = 2 } am_mode;
@@ -198,6 +200,11 @@ typedef struct am {
     int fg;                /* foreground marks held */
     sb_stats last;         /* stats after the previous operation */
     pthread_mutex_t mu;    /* the threaded variant's model lock */
+    /* The last AM_RING trace lines, printed by am_fail when the run was not
+     * traced (a disk mode's run may not replay the same way: the writer's
+     * timing steers it). */
+    char ring[AM_RING][AM_RING_LINE];
+    unsigned ring_n;
     /* scratch */
     uint8_t buf[AM_MAX_TENSORS][AM_MAX_SEQ * AM_MAX_BPT];
     uint8_t out[AM_MAX_TENSORS][AM_MAX_SEQ * AM_MAX_BPT + 64];
@@ -228,7 +235,8 @@ void am_step(am *z);
  * world. */
 void am_finish(am *z);
 
-/* am_fail -- print seed, operation and message, dump the trees, abort. */
+/* am_fail -- print seed, operation and message, the last trace lines (when
+ * not tracing), dump the trees, abort. */
 void am_fail(am *z, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 /* ---- pieces the threaded variant shares (shared: z->mu held or not, as
