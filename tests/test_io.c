@@ -1136,7 +1136,14 @@ static void test_mem_share(void **state)
     assert_int_equal(sb_io_mem_crash(b, 1, 1.0, 0.0), 0);
     uint64_t n;
     assert_int_equal(b->ops->size(b, fb, &n), -EBADF);
-    assert_true(file_is(a, "f", "shared"));
+    /* The crash came through b: a is fenced (its process is gone), b and
+     * handles shared from it later go on. */
+    assert_int_equal(sb_io_open(a, "f", 0), -EIO);
+    assert_int_equal(a->ops->unlink(a, "f"), -EIO);
+    sb_io *c = NULL;
+    assert_int_equal(sb_io_mem_share(b, &c), 0);
+    assert_true(file_is(c, "f", "shared"));
+    sb_io_destroy(c);
     sb_io_destroy(a);
     assert_true(file_is(b, "f", "shared"));
     sb_io_destroy(b);

@@ -154,7 +154,10 @@ void sb_io_mem_fail_at(sb_io *io, uint64_t nth, int err);
  * reaped) are lost. seed makes it repeatable. Open handles become invalid
  * (later calls with them return -EBADF) and every lock is released: the
  * caller drops the store without closing it and reopens with the same
- * sb_io. Applies to every handle sharing the file system.
+ * sb_io. Applies to every handle sharing the file system; every handle but
+ * io is fenced besides (every later call returns -EIO), as a process the
+ * power cut stopped does nothing more: a store's threads still running
+ * until sb_store_crash change nothing on the file system that survived.
  * Returns: 0; -EINVAL (not a mem sb_io); -ENOMEM, nothing changed. */
 int sb_io_mem_crash(sb_io *io, uint64_t seed, double keep, double garble);
 

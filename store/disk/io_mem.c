@@ -26,7 +26,12 @@
  *      replayed (the same end state as both kept).
  *   3. Every handle on the file system loses its fds (later calls with them
  *      return -EBADF: fd numbers are not reused after a crash) and its
- *      queued requests; every lock is released.
+ *      queued requests; every lock is released. Every handle but the one
+ *      the crash came through is fenced: like the process that held it,
+ *      it changes nothing more (every call returns -EIO), so a store's
+ *      threads still running between the crash and sb_store_crash cannot
+ *      unlink or create files on the disk that survived. Handles shared
+ *      from the crashing one afterwards (a reopened store's) are not.
  *   4. Files no name, fd or log entry refers to are freed.
  *
  * Several handles may share one file system (sb_io_mem_share): like
@@ -127,6 +132,8 @@ typedef struct sb_io_mem {
     mem_fd *fds;        /* [fs->mu] n_fds slots; fd = fd_base + index */
     size_t n_fds;
     int fd_base;        /* [fs->mu] raised at each crash */
+    bool fenced;        /* [fs->mu] a crash through another handle ended
+                           this one: every call that begins returns -EIO */
     mem_req *q;         /* [fs->mu] ring of q_n queued requests from q_head */
     size_t q_head, q_n, q_cap;
 } sb_io_mem;
@@ -398,6 +405,8 @@ static int tick(mem_fs *fs)
 static int begin(sb_io_mem *m)
 {
     pthread_mutex_lock(&m->fs->mu);
+    if (m->fenced)
+        return -EIO; /* a crashed process's handle: it changes nothing more */
     int fault = tick(m->fs);
     return fault == MEM_SHORT ? 0 : fault;
 }
@@ -965,8 +974,10 @@ int sb_io_mem_crash(sb_io *io, uint64_t seed, double keep, double garble)
     fs->dur = d2;
     log_clear(fs);
     /* Step 3. */
-    for (unsigned h = 0; h < fs->refs; h++)
+    for (unsigned h = 0; h < fs->refs; h++) {
         handle_reset(fs->handles[h]);
+        fs->handles[h]->fenced = fs->handles[h] != mem_of(io);
+    }
     locks_release(fs, NULL);
     /* Step 4. */
     mem_gc(fs);
