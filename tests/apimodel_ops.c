@@ -294,8 +294,8 @@ static void op_commit(am *z)
         /* A committed page given for tokens other than its own. */
         for (int i = 0; i < z->n_page; i++) {
             am_page *hp = &z->page[i];
-            if (hp->xi != xi || sb_page_tokens(hp->p) == 0)
-                continue;
+            if (hp->xi != xi || sb_page_tokens(hp->p) == 0 || hp->kv < sb_page_tokens(hp->p))
+                continue; /* (a match's last page may hold tokens the model never saw) */
             size_t r = n_reg - 1;
             if (hp->region == r && hp->pre.n >= r * pt &&
                 am_lcp(hp->pre.tok, r * pt + sb_page_tokens(hp->p), s.tok, n) >=
