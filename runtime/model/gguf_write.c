@@ -84,14 +84,20 @@ static void key(sb_rt_gguf_writer *w, const char *k, uint32_t type)
 void sb_rt_gguf_add_raw(sb_rt_gguf_writer *w, const char *k, uint32_t type, const void *val,
                         size_t bytes)
 {
+    /* The file's alignment is what its general.alignment says, however the
+     * key was added (a reader lays the data out by it). */
+    if (!strcmp(k, "general.alignment") && type == SB_RT_GGUF_U32 && bytes == 4) {
+        uint32_t v;
+        memcpy(&v, val, 4);
+        if (v && !(v & (v - 1)))
+            w->align = v;
+    }
     key(w, k, type);
     put(w, val, bytes);
 }
 
 void sb_rt_gguf_add_u32(sb_rt_gguf_writer *w, const char *k, uint32_t v)
 {
-    if (!strcmp(k, "general.alignment") && v && !(v & (v - 1)))
-        w->align = v;
     sb_rt_gguf_add_raw(w, k, SB_RT_GGUF_U32, &v, 4);
 }
 

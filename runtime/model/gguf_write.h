@@ -3,7 +3,8 @@
  *
  * Key/values are appended in call order; tensors are laid out in call order
  * in the data section, each at the next multiple of the alignment (32, or
- * a general.alignment u32 given first).
+ * a general.alignment u32 given first, by sb_rt_gguf_add_u32 or
+ * sb_rt_gguf_add_raw).
  *
  * Thread safety: a writer belongs to one thread.
  */
