@@ -471,6 +471,12 @@ static void op_pin(am *z)
     }
     if (armed && rc == SB_ERR_NOMEM)
         return;
+    if (z->crashed && (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO)) {
+        /* A damaged record met reading the pages in: they left the index. */
+        AM_CHECK(z, np == 0, "a pin that failed (%s) pinned %zu", sb_strerror(rc), np);
+        am_damage(z, xi);
+        return;
+    }
     AM_CHECK(z, rc == SB_OK && np <= n, "pin of %s: %s, %zu pinned", AM_S(s.tok, n),
              sb_strerror(rc), np);
     sb_match_info info;

@@ -1065,10 +1065,20 @@ int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, uint64_t ttl_m
     pthread_mutex_unlock(&st->mu);
     /* Pinned pages are kept in RAM: what is on disk only is read first
      * (reclamation may take a record on disk, never a resident page it
-     * cannot evict). What cannot be read ends the pin before it. */
+     * cannot evict). No room ends the pin before the first page that did
+     * not fit; a damaged record fails the call, as a restore would. */
     if (cold) {
         size_t ok = 0;
-        (void)sb_tier_load(ns, pages, nb, &ok, NULL, NULL);
+        rc = sb_tier_load(ns, pages, nb, &ok, NULL, NULL);
+        if (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO) {
+            pthread_mutex_lock(&st->mu);
+            for (size_t i = 0; i < nb; i++)
+                sb_blk_unref(pages[i]);
+            pthread_mutex_unlock(&st->mu);
+            sb_free(p);
+            sb_free(pages);
+            return rc;
+        }
     }
     pthread_mutex_lock(&st->mu);
     size_t keep = 0; /* leading pages still indexed and resident */

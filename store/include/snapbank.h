@@ -1283,13 +1283,16 @@ SB_API int sb_match_pages(sb_match *m, size_t first, size_t count,
  * that page instead (so the pinned tokens stay restorable from the index).
  * Pinned pages are kept in RAM: pages on disk only are read first (as a
  * restore reads them), so the disk tier's reclamation cannot take them
- * either; a page that cannot be read (damaged, or no room in the budgets)
- * ends the pin before it. Pinned pages count against the budgets.
+ * either; no room for one in the budgets ends the pin before it. Pinned
+ * pages count against the budgets.
  *
  * *pin_id receives an id for sb_ns_unpin; *n_pinned (when not NULL) the
  * number of tokens pinned (0 is not an error: the pin then holds nothing).
  * Returns: SB_OK; SB_ERR_INVAL; SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS;
- * SB_ERR_NOMEM. */
+ * SB_ERR_NOMEM; SB_ERR_CORRUPT, SB_ERR_IO (a page on disk failed its
+ * read: it left the index with every page after it, as in
+ * sb_match_restore, and nothing was pinned; a second call pins what is
+ * left). */
 SB_API int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                      uint64_t ttl_ms, uint64_t *pin_id, size_t *n_pinned);
 
