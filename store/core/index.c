@@ -94,6 +94,7 @@ static void swap_in(sb_ns *ns, sb_blk *old, sb_blk *nu)
         nu->disk = SB_DISK_FAILED; /* the record is being reclaimed: RAM only */
     } else {
         nu->disk = SB_DISK_CLEAN;
+        nu->ticket = old->ticket; /* its record is synced when old's is */
         nu->seg = old->seg;
         nu->seg_id = old->seg_id;
         nu->rec_off = old->rec_off;
