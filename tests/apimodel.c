@@ -779,7 +779,19 @@ void am_follow(am *z, uint64_t t, int state, int xi, size_t ei)
         memmove(&z->tk[0], &z->tk[1], (AM_TICKETS - 1) * sizeof z->tk[0]);
         z->n_tk--;
     }
-    z->tk[z->n_tk++] = (am_ticket){ t, state, xi, ei };
+    z->tk[z->n_tk++] = (am_ticket){ t, state, xi, ei, am_bad_reads(z) };
+}
+
+uint64_t am_bad_reads(am *z)
+{
+    sb_stats s;
+    am_stats(z, &s);
+    return s.disk_checksum_failures + s.disk_read_errors;
+}
+
+bool am_ticket_may_fail(am *z, const am_ticket *k)
+{
+    return z->crashed && am_bad_reads(z) > k->bad;
 }
 
 /* Check an answer about followed ticket k against what was said before:

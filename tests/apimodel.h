@@ -155,6 +155,9 @@ typedef struct am_ticket {
                               SB_ERR_NOT_DURABLE */
     int xi;                /* the entry it stands for */
     size_t ei;
+    uint64_t bad;          /* damaged reads (checksum failures, read
+                              errors) when it was handed out: a damaged
+                              record met later may be one of its pages */
 } am_ticket;
 
 /* Where the draws come from: a seeded generator (the test), or the input

@@ -42,6 +42,12 @@ bool am_pin_live(const am *z, const am_pin *p);
 
 void am_follow(am *z, uint64_t t, int state, int xi, size_t ei);
 void am_ticket_answer(am *z, am_ticket *k, int rc, const char *what);
+/* Damaged reads so far (checksum failures and read errors), and whether
+ * followed ticket k may fail for one: a power cut left damaged records and
+ * a read met one since k was handed out (the page it holds leaves the
+ * index, and a ticket that needs it is never durable). */
+uint64_t am_bad_reads(am *z);
+bool am_ticket_may_fail(am *z, const am_ticket *k);
 
 void am_layout(const am *z, const am_ns *x, sb_layout *lay);
 void am_open_ns(am *z, int xi);
