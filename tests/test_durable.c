@@ -48,6 +48,7 @@
 #include "disk.h"
 #include "io.h"
 #include "testutil.h"
+#include "tu_io.h"
 
 /* 4 tokens of 112 bytes: 4 KiB pages, 8 KiB records. */
 static const tu_layout LA = { .page_tokens = 4, .n_tensors = 2, .bpt = { 64, 48 },
@@ -67,16 +68,6 @@ static sb_config config(sb_durability dur, sb_write_mode mode)
     return c;
 }
 
-static sb_store *open_mem(const sb_config *c, sb_io *io)
-{
-    sb_store *st = NULL;
-    int rc = sb_store_open_io(c, io, &st);
-    if (rc != SB_OK)
-        fprintf(stderr, "open: %s\n", sb_strerror(rc));
-    assert_int_equal(rc, SB_OK);
-    return st;
-}
-
 /* A power cut that keeps nothing unsynced, and the store dropped as a
  * killed process leaves it; then a reopen (write-through: serve the disk). */
 static sb_store *power_cut(sb_io *io, sb_store *st, sb_config c)
@@ -84,7 +75,7 @@ static sb_store *power_cut(sb_io *io, sb_store *st, sb_config c)
     assert_int_equal(sb_io_mem_crash(io, 1, 0.0, 0.0), 0);
     sb_store_crash(st);
     c.write_mode = SB_WRITE_THROUGH;
-    return open_mem(&c, io);
+    return tu_open_io(&c, io);
 }
 
 /* Restore tok[0, n) as far as it matches: bit-exact, with its point when
@@ -131,7 +122,7 @@ static void test_durable_commit_write_back(void **state)
     sb_io *io = NULL;
     assert_int_equal(sb_io_mem_new(&io), 0);
     sb_config c = config(SB_DURABILITY_COMMIT, SB_WRITE_BACK);
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "cwb");
     uint64_t rng = 3;
     uint32_t tok[6][40];
@@ -170,7 +161,7 @@ static void test_durable_commit_short(void **state)
     assert_int_equal(sb_io_mem_new(&io), 0);
     sb_config c = config(SB_DURABILITY_COMMIT, SB_WRITE_THROUGH);
     c.min_prefix_tokens = 512; /* the default */
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "short");
     uint64_t rng = 4;
     static uint32_t a[100], b[600];
@@ -200,7 +191,7 @@ static void test_durable_commit_short(void **state)
     assert_int_equal(sb_store_is_durable(st, oc.ticket), SB_ERR_NOT_DURABLE);
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);
-    st = open_mem(&c, io);
+    st = tu_open_io(&c, io);
     ns = tu_ns(st, &LA, "short");
     assert_int_equal(restored(ns, a, 100, false), 0);
     assert_int_equal(restored(ns, b, 600, false), 600);
@@ -215,7 +206,7 @@ static void wait_round(sb_config c, bool dirty)
 {
     sb_io *io = NULL;
     assert_int_equal(sb_io_mem_new(&io), 0);
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "w");
     uint64_t rng = 5;
     uint32_t tok[3][30];
@@ -287,7 +278,7 @@ static void test_durable_budget_never(void **state)
     sb_config c = config(SB_DURABILITY_COMMIT, SB_WRITE_THROUGH);
     c.write_budget_bytes_per_hour = 1u << 20;
     c.write_budget_burst_bytes = 64u << 10; /* a 68 KiB record never fits */
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LBIG, "never");
     uint32_t tok[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
     void **s = tu_state(&LBIG, tok, 8);
@@ -317,7 +308,7 @@ static void test_durable_budget_deferred(void **state)
     c.write_budget_burst_bytes = 256u << 10; /* 128 KiB for pages: 16 records */
     c.clock_ns = tu_fake_clock;
     c.clock_ctx = &g_clock;
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "def");
     uint64_t rng = 6;
     uint32_t tok[96];
@@ -356,7 +347,7 @@ static void test_durable_deferred_evicted(void **state)
     c.clock_ns = tu_fake_clock; /* it never moves: the budget never refills */
     c.clock_ctx = &g_clock;
     c.ram_pages = 48;
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "ev");
     uint64_t rng = 7;
     uint32_t a[96], b[40];
@@ -386,7 +377,7 @@ static void test_durable_supersede(void **state)
     sb_io *io = NULL;
     assert_int_equal(sb_io_mem_new(&io), 0);
     sb_config c = config(SB_DURABILITY_PERIODIC, SB_WRITE_THROUGH);
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "sup");
     uint32_t tok[13] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 };
     sb_write_outcome a, b;
@@ -415,7 +406,7 @@ static void test_durable_commit_ex(void **state)
     sb_io *io = NULL;
     assert_int_equal(sb_io_mem_new(&io), 0);
     sb_config c = config(SB_DURABILITY_COMMIT, SB_WRITE_BACK);
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "zc");
     uint32_t tok[18];
     uint64_t rng = 8;
@@ -464,7 +455,7 @@ static void test_durable_hurry(void **state)
     sb_config c = config(SB_DURABILITY_NONE, SB_WRITE_THROUGH);
     c.segment_bytes = 32 << 20; /* no seal (it syncs) in 1100 records */
     c.disk_bytes = 256 << 20;
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "hurry");
     uint64_t first = 0;
     for (uint32_t i = 0; i < 1100; i++) {
@@ -501,7 +492,7 @@ static void test_durable_forget(void **state)
     c.min_prefix_tokens = 8;
     c.segment_bytes = 1 << 20;
     c.disk_bytes = 1ull << 30;
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "forget");
     uint64_t first_short = 0, first_long = 0, last_short = 0, last_long = 0;
     for (uint32_t i = 0; i < 4200; i++) {
@@ -594,7 +585,7 @@ static void fault_sweep(sb_durability dur, int err)
     for (uint64_t n = 1; n <= total; n++) {
         assert_int_equal(sb_io_mem_new(&io), 0);
         fault_run(io, &c, tok, durable, n, err);
-        sb_store *st = open_mem(&c, io);
+        sb_store *st = tu_open_io(&c, io);
         sb_ns *ns = tu_ns(st, &LA, "f");
         for (int i = 0; i < F_SEQ; i++) {
             size_t L = restored(ns, tok[i], 24, true);
@@ -633,7 +624,7 @@ static void test_durable_nomem(void **state)
     sb_io *io = NULL;
     assert_int_equal(sb_io_mem_new(&io), 0);
     sb_config c = config(SB_DURABILITY_COMMIT, SB_WRITE_THROUGH);
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "nm");
     uint32_t tok[30];
     uint64_t rng = 10;
@@ -689,7 +680,7 @@ static void test_durable_ram_only(void **state)
     sb_io *io = NULL;
     assert_int_equal(sb_io_mem_new(&io), 0);
     sb_config c = config(SB_DURABILITY_PERIODIC, SB_WRITE_THROUGH);
-    st = open_mem(&c, io);
+    st = tu_open_io(&c, io);
     ns = tu_ns(st, &LA, "ram");
     assert_int_equal(sb_store_is_durable(st, 0), SB_ERR_NOT_DURABLE);
     assert_int_equal(sb_store_is_durable(st, 1), SB_ERR_RANGE);

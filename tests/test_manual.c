@@ -36,27 +36,18 @@
 #define _DEFAULT_SOURCE /* usleep */
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io.h"
 #include "tier.h"
 #include "testutil.h"
+#include "tu_io.h"
 
 /* 4 tokens x 1 KiB: 4 KiB pages, 8 KiB records; a 64 KiB segment holds a
  * namespace record and 7 page records. */
 static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
                               .model = "manual-a" };
-
-static sb_store *open_io(const sb_config *c, sb_io *io)
-{
-    sb_store *st = NULL;
-    int rc = sb_store_open_io(c, io, &st);
-    if (rc != SB_OK)
-        fprintf(stderr, "open: %s\n", sb_strerror(rc));
-    assert_int_equal(rc, SB_OK);
-    return st;
-}
 
 static sb_io *mem_fs(void)
 {
@@ -80,7 +71,7 @@ static void test_point_past_limit(void **state)
     sb_io *io = mem_fs();
     sb_config c = tu_small_disk_config();
     c.max_seq_tokens = 40;
-    sb_store *st = open_io(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LP, "s");
     uint32_t tok[39];
     seq(tok, 39, 1);
@@ -88,7 +79,7 @@ static void test_point_past_limit(void **state)
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);
 
-    st = open_io(&c, io);
+    st = tu_open_io(&c, io);
     sb_stats s = tu_stats(st);
     assert_int_equal(s.recovery_orphans, 0);
     assert_int_equal(s.recovered_points, 1);
@@ -113,7 +104,7 @@ static void test_wait_after_denial(void **state)
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_BACK;
     c.min_prefix_tokens = 512; /* the default: 100 tokens are short */
-    sb_store *st = open_io(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t tok[100];
     seq(tok, 100, 2);
@@ -140,7 +131,7 @@ static void test_reinsert_ticket(void **state)
     sb_config c = tu_small_disk_config(); /* 64 KiB segments: 7 records */
     c.disk_bytes = 4 * c.segment_bytes;
     c.durability = SB_DURABILITY_COMMIT;
-    sb_store *st = open_io(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t p[28];
     seq(p, 28, 3);
@@ -184,7 +175,7 @@ static sb_store *p_first(sb_io *io, sb_durability dur, sb_ns **ns, const tu_layo
     sb_config c = tu_small_disk_config();
     c.disk_bytes = 4 * c.segment_bytes;
     c.durability = dur;
-    sb_store *st = open_io(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     *ns = tu_ns(st, l, "s");
     tu_put(*ns, l, p, 28, false, SB_OK);
     for (uint32_t i = 0; i < 2; i++) {
@@ -207,12 +198,25 @@ static size_t after_kill(sb_store *st, sb_ns *ns, sb_io *io, const tu_layout *l,
     sb_store_crash(st);
     sb_config c = tu_small_disk_config();
     c.disk_bytes = 4 * c.segment_bytes;
-    st = open_io(&c, io);
+    st = tu_open_io(&c, io);
     ns = tu_ns(st, l, "s");
     size_t got = tu_restore_exact(ns, l, tok, n, NULL);
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);
     return got;
+}
+
+/* Put P and the 7 pages after it (tok[0, 56)) through one call: writing
+ * them opens the fourth segment, and reclamation takes P's records (before
+ * the call returns under COMMIT). Returns the call's outcome. */
+static sb_write_outcome put_past_p(sb_ns *ns, const tu_layout *l, const uint32_t *tok)
+{
+    size_t stored = 0;
+    sb_write_outcome oc;
+    assert_int_equal(tu_put_ex(ns, l, tok, 56, false, &stored, &oc), SB_OK);
+    assert_int_equal(stored, 56);
+    assert_int_not_equal(oc.ticket, 0);
+    return oc;
 }
 
 static void test_commit_reclaimed(void **state)
@@ -223,12 +227,7 @@ static void test_commit_reclaimed(void **state)
     seq(tok, 56, 4);
     sb_ns *ns = NULL;
     sb_store *st = p_first(io, SB_DURABILITY_COMMIT, &ns, &LA, tok);
-    /* P and 7 pages more: writing them opens the fourth segment, and
-     * reclamation takes P's records before the call returns. */
-    size_t stored = 0;
-    sb_write_outcome oc;
-    assert_int_equal(tu_put_ex(ns, &LA, tok, 56, false, &stored, &oc), SB_OK);
-    assert_int_equal(stored, 56);
+    sb_write_outcome oc = put_past_p(ns, &LA, tok);
     /* P's pages are hot when the call holds them by then (written again,
      * up to 3/4 of a segment: 6 of 7), cold when it does not yet (in RAM
      * only): either way some stay in RAM only, denied for capacity, and
@@ -259,11 +258,7 @@ static void test_ticket_reclaimed(void **state)
     seq(tok, 56, 5);
     sb_ns *ns = NULL;
     sb_store *st = p_first(io, SB_DURABILITY_PERIODIC, &ns, &LA, tok);
-    size_t stored = 0;
-    sb_write_outcome oc;
-    assert_int_equal(tu_put_ex(ns, &LA, tok, 56, false, &stored, &oc), SB_OK);
-    assert_int_equal(stored, 56);
-    assert_int_not_equal(oc.ticket, 0);
+    sb_write_outcome oc = put_past_p(ns, &LA, tok);
     /* Whenever the reclamation runs, before the wait or during it, P's
      * pages are in RAM only after it: the ticket is never durable. */
     assert_int_equal(sb_store_wait_durable(st, oc.ticket, SB_WAIT_FOREVER), SB_ERR_NOT_DURABLE);
@@ -281,7 +276,7 @@ static void test_write_only_evicted(void **state)
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_ONLY;
     c.ram_pages = 24;
-    sb_store *st = open_io(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[32];
     seq(a, 32, 6);
@@ -322,7 +317,7 @@ static void test_write_only_put_again(void **state)
     sb_io *io = mem_fs();
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_ONLY;
-    sb_store *st = open_io(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[32];
     seq(a, 32, 7);
@@ -330,7 +325,7 @@ static void test_write_only_put_again(void **state)
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);
     /* Reopened write-only: nothing is read back, so nothing matches... */
-    st = open_io(&c, io);
+    st = tu_open_io(&c, io);
     ns = tu_ns(st, &LA, "s");
     assert_int_equal(tu_match_len(ns, a, 32), 0);
     /* ...and a put stores the tokens again, restorable at once. */
@@ -344,7 +339,7 @@ static void test_write_only_put_again(void **state)
     assert_int_equal(sb_store_close(st), SB_OK);
     /* The records serve an open that reads the tier. */
     c.write_mode = SB_WRITE_THROUGH;
-    st = open_io(&c, io);
+    st = tu_open_io(&c, io);
     ns = tu_ns(st, &LA, "s");
     assert_int_equal(tu_restore_exact(ns, &LA, a, 32, NULL), 32);
     sb_ns_close(ns);
@@ -358,7 +353,7 @@ static void test_pin_on_disk(void **state)
     sb_io *io = mem_fs();
     sb_config c = tu_small_disk_config();
     c.disk_bytes = 4 * c.segment_bytes;
-    sb_store *st = open_io(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t p[28];
     seq(p, 28, 8);
@@ -366,7 +361,7 @@ static void test_pin_on_disk(void **state)
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);
 
-    st = open_io(&c, io);
+    st = tu_open_io(&c, io);
     ns = tu_ns(st, &LA, "s");
     uint64_t pin = 0;
     size_t n_pinned = 0;
@@ -408,7 +403,7 @@ static void test_commit_over_unsynced(void **state)
     sb_config c = tu_small_disk_config();
     c.durability = SB_DURABILITY_NONE; /* synced at a flush, a wait, a close */
     c.ram_pages = 4;
-    sb_store *st = open_io(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[8];
     seq(a, 8, 10);

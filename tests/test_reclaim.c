@@ -38,6 +38,7 @@
 #include "disk.h"
 #include "io.h"
 #include "testutil.h"
+#include "tu_io.h"
 
 /* 4 tokens x 1 KiB: 4 KiB pages, 8 KiB records; 64 KiB segments hold 7. */
 static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
@@ -73,16 +74,6 @@ static sb_config config(uint64_t cap_segs, uint64_t ram_pages)
     c.sync_interval_ms = 5;
     c.clock_ns = fake_clock;
     return c;
-}
-
-static sb_store *open_mem(const sb_config *c, sb_io *io)
-{
-    sb_store *st = NULL;
-    int rc = sb_store_open_io(c, io, &st);
-    if (rc != SB_OK)
-        fprintf(stderr, "open: %s\n", sb_strerror(rc));
-    assert_int_equal(rc, SB_OK);
-    return st;
 }
 
 /* Bytes of segment files in the file system. */
@@ -168,7 +159,7 @@ static void random_round(uint64_t seed)
         c.write_budget_bytes_per_hour = 1u << 20;
         c.write_budget_burst_bytes = (256u << 10) + (seed % 5) * SEG;
     }
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "r");
     static seq s[MAX_SEQ];
     memset(s, 0, sizeof s);
@@ -255,7 +246,7 @@ static void random_round(uint64_t seed)
     /* Reopen: what is on disk restores bit-exact; nothing was written
      * without its parent surviving beside it. */
     uint64_t dropped = stats.disk_reclaim_dropped + stats.disk_reclaim_ram_only;
-    st = open_mem(&c, io);
+    st = tu_open_io(&c, io);
     stats = tu_stats(st);
     /* Records after a page whose record reclamation took (dropped, or
      * kept in RAM only) are orphans now, found and dropped. */
@@ -302,7 +293,7 @@ static void test_reclaim_hot(void **state)
     sb_config c = config(4, 8);
     c.segment_bytes = 2 * SEG;
     c.disk_bytes = 4 * c.segment_bytes;
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "h");
     uint64_t rng = 11;
     uint32_t hot[32], cold[32];
@@ -357,7 +348,7 @@ static void test_reclaim_keeps_resident(void **state)
     assert_int_equal(sb_io_mem_new(&io), 0);
     /* 4 segments of 7 records; RAM for 600 pages (75 sequences). */
     sb_config c = config(4, 600);
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "k");
     uint64_t rng = 15;
     enum { N1 = 60, N2 = 60 };
@@ -415,7 +406,7 @@ static void test_reclaim_cut_evictable(void **state)
     assert_int_equal(sb_io_mem_new(&io), 0);
     sb_config c = config(4, 64); /* RAM: 64 + 16 pages */
     uint64_t budget_pages = c.ram_bytes / 4096;
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "cut");
     uint64_t rng = 21;
     /* P fills the first segment (a namespace record and 7 page records);
@@ -468,7 +459,7 @@ static void test_reclaim_nospc(void **state)
     assert_int_equal(sb_io_mem_new(&io), 0);
     sb_config c = config(64, 256); /* the cap is not what stops it */
     c.disk_free_floor_bytes = 0;
-    sb_store *st = open_mem(&c, io);
+    sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "n");
     /* Room for what is there (the superblock), three segments and their
      * summaries. */
@@ -506,7 +497,7 @@ static void test_reclaim_nospc(void **state)
     assert_int_equal(tu_stats(st).disk_pages, pages + 8);
     sb_ns_close(ns);
     sb_store_close(st);
-    st = open_mem(&c, io);
+    st = tu_open_io(&c, io);
     ns = tu_ns(st, &LA, "n");
     assert_int_equal(restore(ns, more, 32), 32);
     for (int i = 0; i < 12; i++)
@@ -525,12 +516,12 @@ static void test_reclaim_floor(void **state)
     sb_io_mem_set_space(io, 64u << 20);
     sb_config c = config(64, 256);
     uint64_t avail = 0;
-    sb_store *st = open_mem(&c, io); /* creates the superblock */
+    sb_store *st = tu_open_io(&c, io); /* creates the superblock */
     sb_store_close(st);
     assert_int_equal(io->ops->space(io, &avail), 0);
     /* Three segments fit above the floor, a fourth does not. */
     c.disk_free_floor_bytes = avail - 3 * SEG - SEG / 2;
-    st = open_mem(&c, io);
+    st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "f");
     uint64_t rng = 9;
     uint32_t tok[32];
