@@ -1106,7 +1106,6 @@ void *sb_writer_main(void *arg)
         /* Nothing in flight. */
         pthread_mutex_lock(&st->mu);
         bool damaged = d->cur != UINT32_MAX && d->segs[d->cur].damaged;
-        bool drained = !d->q_head && !d->t_head;
         uint32_t v = drain_done(&w);
         pthread_mutex_unlock(&st->mu);
         if (w.need_seal || damaged) {
@@ -1118,8 +1117,12 @@ void *sb_writer_main(void *arg)
         } else if (v != UINT32_MAX) {
             release_drained(&w); /* its copies are durable before it goes */
         } else {
+            /* The queues are looked at under the same hold as stop: a put
+             * just before close queues blocks and then close sets stop, so
+             * a look at the queues taken before that hold could leave
+             * them unwritten. (Once stop is set nothing more is queued.) */
             pthread_mutex_lock(&st->mu);
-            bool leave = d->stop && drained;
+            bool leave = d->stop && !d->q_head && !d->t_head;
             bool due = sync_due(&w) || leave;
             pthread_mutex_unlock(&st->mu);
             if (due)
@@ -1140,10 +1143,13 @@ void *sb_writer_main(void *arg)
     abandon_drain(d, &w); /* the draining segment stays whole */
     sb_blk *b;
     d->stop = true;
+    /* Queued blocks are left only by a crash (a clean stop writes them
+     * all); were one left at a clean stop it would fail, and close say so,
+     * rather than go unwritten in silence. */
     while ((b = d->q_head) || (b = d->t_head)) {
         sb_blk **head = d->q_head ? &d->q_head : &d->t_head;
         *head = b->wq_next;
-        resolve(d, b, 0, NULL);
+        resolve(d, b, crash ? 0 : -1, NULL);
     }
     d->q_tail = d->t_tail = NULL;
     pthread_cond_broadcast(&d->done_cv);
