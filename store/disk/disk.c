@@ -638,6 +638,25 @@ int sb_disk_close(sb_store *st, bool crash)
     return rc;
 }
 
+void sb_disk_writer_hook(sb_store *st, void (*fn)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&st->mu);
+    sb_disk *d = sb_disk_of(st);
+    if (d) {
+        d->gap_hook = fn;
+        d->gap_ctx = ctx;
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+bool sb_disk_stopping(sb_store *st)
+{
+    pthread_mutex_lock(&st->mu);
+    bool stop = sb_disk_of(st) && sb_disk_of(st)->stop;
+    pthread_mutex_unlock(&st->mu);
+    return stop;
+}
+
 /* ---- the RAM tier's calls ----------------------------------------------------------- */
 
 bool sb_disk_write_back(const sb_store *st)

@@ -238,6 +238,19 @@ int sb_disk_flush(sb_store *st);
 /* sb_disk_stats -- [mu] fill the disk tier's fields of *out. */
 void sb_disk_stats(const sb_store *st, sb_stats *out);
 
+/* ---- test hooks (the store's own: tier.h) ---- */
+
+/* sb_disk_writer_hook -- fn(ctx) is called by st's writer thread each time
+ * it has nothing in flight, between its look at the store and what it
+ * does next (seal, open, sync or leave), with st->mu not held: a test
+ * holds the writer there to order a race. fn NULL removes it. A no-op on
+ * a store without a disk tier. Locks st->mu. */
+void sb_disk_writer_hook(sb_store *st, void (*fn)(void *ctx), void *ctx);
+
+/* sb_disk_stopping -- whether a close has told st's writer to stop (false
+ * without a disk tier). Locks st->mu. */
+bool sb_disk_stopping(sb_store *st);
+
 /* The test hooks sb_store_open_io and sb_store_crash: tier.h. */
 
 #endif /* SB_DISK_H */

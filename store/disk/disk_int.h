@@ -143,6 +143,8 @@ struct sb_disk {
     int close_rc;              /* the first write, sync or seal error since
                                   closing began: what close returns */
     uint64_t hold_ns;          /* [const] longest single hold */
+    void (*gap_hook)(void *);  /* test hook (sb_disk_writer_hook), or NULL */
+    void *gap_ctx;
 
     /* the write budget [mu] (sb_config.write_budget_*; disk.c) */
     double bucket;             /* bytes that may be written now (may dip

@@ -1107,7 +1107,11 @@ void *sb_writer_main(void *arg)
         pthread_mutex_lock(&st->mu);
         bool damaged = d->cur != UINT32_MAX && d->segs[d->cur].damaged;
         uint32_t v = drain_done(&w);
+        void (*hook)(void *) = d->gap_hook;
+        void *hook_ctx = d->gap_ctx;
         pthread_mutex_unlock(&st->mu);
+        if (hook)
+            hook(hook_ctx);
         if (w.need_seal || damaged) {
             seal(&w);
             w.need_seal = false;
