@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/chat_tmpl.h"
+#include "template/chat_tmpl.h"
 
 #ifndef SB_BENCH_TEMPLATES
 #define SB_BENCH_TEMPLATES "tests/data/templates"

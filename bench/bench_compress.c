@@ -30,7 +30,7 @@
 
 #include "model/forward.h"
 #include "model/kv.h"
-#include "model/make_model.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
 
 #define BENCH_NAME "bench_compress"

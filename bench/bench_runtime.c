@@ -34,7 +34,7 @@
 #include "kernels/kernels.h"
 #include "model/forward.h"
 #include "model/kv.h"
-#include "model/make_model.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
 #include "model/sample.h"
 

@@ -72,10 +72,10 @@
 #include "model/boundary.h"
 #include "model/forward.h"
 #include "model/kv.h"
-#include "model/make_model.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
 #include "model/sample.h"
-#include "model/session.h"
+#include "session/session.h"
 
 #define BENCH_NAME "bench_session"
 #include "bench_fio.h"

@@ -22,8 +22,8 @@
 #include <sys/resource.h>
 
 #include "bench_util.h"
-#include "model/tokenizer.h"
-#include "model/vocab.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
 
 static double cpu_s(void)
 {

@@ -1,5 +1,5 @@
 /* fuzz_chat_tmpl.c -- libFuzzer harness: chat templates
- * (runtime/model/chat_tmpl.h) made from arbitrary text and rendered under
+ * (runtime/template/chat_tmpl.h) made from arbitrary text and rendered under
  * small limits, checked against a reference model of the spans.
  *
  * Property. sb_rt_chat_tmpl_new either refuses the template with a
@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/chat_tmpl.h"
+#include "template/chat_tmpl.h"
 #include "snapbank.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

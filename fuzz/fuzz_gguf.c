@@ -1,4 +1,4 @@
-/* fuzz_gguf.c -- libFuzzer harness: the GGUF reader (runtime/model/gguf.h)
+/* fuzz_gguf.c -- libFuzzer harness: the GGUF reader (runtime/gguf/gguf.h)
  * on arbitrary bytes, checked against the writer as a reference.
  *
  * Property. The reader either refuses the input with a documented code
@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
-#include "model/gguf_write.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_write.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

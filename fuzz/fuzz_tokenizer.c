@@ -1,5 +1,5 @@
 /* fuzz_tokenizer.c -- libFuzzer harness: the tokenizer
- * (runtime/model/tokenizer.h) on arbitrary text, flags and literal spans,
+ * (runtime/text/tokenizer.h) on arbitrary text, flags and literal spans,
  * over small vocabularies of both kinds built per input.
  *
  * Property. For any input:
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model/gguf_write.h"
-#include "model/make_model.h"
+#include "gguf/gguf_write.h"
+#include "make_model/make_model.h"
 
 int main(int argc, char **argv)
 {

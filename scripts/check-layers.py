@@ -5,12 +5,12 @@ include each other, directly or through others.
 Reads every .c and .h file under the source folders, resolves each
 `#include "x.h"` to the file it names (the including file's own folder
 first, then the include directories CMake gives each part), and builds a
-graph of folders (store/core, store/disk, runtime/model, bench/tool, ...)
+graph of folders (store/core, store/disk, runtime/model, tools/bench, ...)
 with an edge A -> B when a file in A includes a file in B. A cycle in that
 graph is an error: it names the folders and one include line per edge.
 
 It also checks the rules DESIGN.md states outright:
-  - nothing in store/ includes runtime/, bench/ or bindings/;
+  - nothing in store/ includes runtime/, tools/, bench/ or bindings/;
   - store/core includes nothing of store/disk or store/remote (the tiers
     sit below the index and are reached through store/core/tier.h).
 
@@ -28,17 +28,17 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
 # including file's own folder (what CMake's include directories say).
 PARTS = {
     "store": ["store/include", "store/core", "store/disk", "store/remote"],
-    "runtime": ["runtime", "runtime/core", "store/include", "bench/tool"],
-    "bench": ["bench", "bench/tool", "runtime", "runtime/core", "store/include",
+    "runtime": ["runtime", "runtime/core", "store/include", "tools", "tools/bench"],
+    "tools": ["tools", "tools/bench", "runtime", "runtime/core", "store/include"],
+    "bench": ["bench", "tools", "runtime", "runtime/core", "store/include",
               "store/core", "store/disk", "store/remote"],
     "tests": ["tests", "store/include", "store/core", "store/disk", "store/remote",
-              "runtime", "runtime/core"],
+              "runtime", "runtime/core", "tools"],
     "fuzz": ["fuzz", "store/include", "store/core", "store/disk", "store/remote",
-             "runtime", "runtime/core"],
+             "runtime", "runtime/core", "tools"],
 }
 # Folders whose files are test or benchmark drivers: they may reach into
-# any layer (white-box tests), but nothing may include them. (bench/tool,
-# `snapbank bench`'s code, is a layer of its own that the CLI calls.)
+# any layer (white-box tests), but nothing may include them.
 LEAVES = {"tests", "fuzz", "bench"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
@@ -67,7 +67,7 @@ def resolve(part, src, inc):
 def folder(path):
     rel = os.path.relpath(os.path.dirname(path), ROOT)
     top = rel.split(os.sep)[0]
-    if top in LEAVES and not rel.startswith("bench" + os.sep + "tool"):
+    if top in LEAVES:
         return top
     return rel
 
@@ -87,7 +87,7 @@ def main():
                     os.path.relpath(src, ROOT), line, m.group(1))
     bad = []
     for (a, b), where in sorted(edges.items()):
-        if a.startswith("store") and b.split(os.sep)[0] in ("runtime", "bench", "bindings"):
+        if a.startswith("store") and b.split(os.sep)[0] in ("runtime", "tools", "bench", "bindings"):
             bad.append("store must not include %s: %s" % (b, where))
         if a == "store/core" and b in ("store/disk", "store/remote"):
             bad.append("store/core must reach %s through tier.h only: %s" % (b, where))

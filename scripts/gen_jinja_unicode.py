@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """gen_jinja_unicode.py -- write the Unicode tables the template interpreter
 needs to give Python's answers, one header per job:
-  runtime/model/jinja_ucase.h   the case mappings: str.upper(), str.lower(),
+  runtime/template/jinja_ucase.h   the case mappings: str.upper(), str.lower(),
                                 str.title() (full, up to 3 code points);
-  runtime/model/jinja_uclass.h  the character classes: the Cased and
+  runtime/template/jinja_uclass.h  the character classes: the Cased and
                                 Case_Ignorable properties (title() and
                                 lower()'s final sigma), str.isupper() /
                                 str.islower() per character, the title-case
@@ -14,7 +14,7 @@ The tables come from this interpreter's own unicodedata, so they match the
 Python that runs jinja2 in the tests (Debian 12: Python 3.11, Unicode 14.0).
 Run it with that Python when it changes:
 
-    /usr/bin/python3 scripts/gen_jinja_unicode.py runtime/model
+    /usr/bin/python3 scripts/gen_jinja_unicode.py runtime/template
 
 usage: gen_jinja_unicode.py DIR            write both headers into DIR
        gen_jinja_unicode.py --check DIR    exit 0 when DIR's headers are what

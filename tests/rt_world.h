@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/make_model.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
 #include "snapbank.h"
 

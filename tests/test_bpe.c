@@ -1,4 +1,4 @@
-/* test_bpe.c -- byte-level BPE (runtime/model/bpe.h) and the `gpt2`
+/* test_bpe.c -- byte-level BPE (runtime/text/bpe.h) and the `gpt2`
  * vocabularies through the tokenizer.
  *
  * Description: the byte-to-unicode mapping is GPT-2's (a bijection; the
@@ -23,9 +23,9 @@
 
 #include <cmocka.h>
 
-#include "model/bpe.h"
-#include "model/gguf.h"
-#include "model/pretok.h"
+#include "text/bpe.h"
+#include "gguf/gguf.h"
+#include "text/pretok.h"
 #include "tokutil.h"
 
 /* ---- the mapping -------------------------------------------------------------------- */

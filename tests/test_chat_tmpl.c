@@ -1,5 +1,5 @@
-/* test_chat_tmpl.c -- chat templates (runtime/model/chat_tmpl.h) and the
- * interpreter's pieces (runtime/model/jinja.h).
+/* test_chat_tmpl.c -- chat templates (runtime/template/chat_tmpl.h) and the
+ * interpreter's pieces (runtime/template/jinja.h).
  *
  * Description: a table of small templates, each with the text jinja2 3.1
  * gives (checked against jinja2 when the table was written; compare.py
@@ -24,10 +24,10 @@
 
 #include <cmocka.h>
 
-#include "model/chat_tmpl.h"
-#include "model/gguf.h"
-#include "model/jinja.h"
-#include "model/make_model.h"
+#include "template/chat_tmpl.h"
+#include "gguf/gguf.h"
+#include "template/jinja.h"
+#include "make_model/make_model.h"
 #include "snapbank.h"
 #include "testutil.h"
 

@@ -47,7 +47,7 @@
 #include "kernels/quant.h"
 #include "model/forward.h"
 #include "model/kv.h"
-#include "model/make_model.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
 #include "rt_ref.h"
 #include "rt_world.h"

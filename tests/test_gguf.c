@@ -1,5 +1,5 @@
 /* test_gguf.c -- the GGUF reader and writer, and the model generator
- * (runtime/model/gguf.h, gguf_write.h, make_model.h).
+ * (runtime/gguf/gguf.h, gguf_write.h, make_model.h).
  *
  * Description: a file with every value type and the three tensor types
  * round-trips; malformed files are refused with the right code and a
@@ -28,11 +28,11 @@
 
 #include <cmocka.h>
 
-#include "model/gguf.h"
-#include "model/gguf_write.h"
-#include "model/make_model.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_write.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 static float g_f32[64];
 static uint16_t g_f16[32];

@@ -44,7 +44,7 @@
 #include "model/deltanet.h"
 #include "model/forward.h"
 #include "model/kv.h"
-#include "model/make_model.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
 #include "rt_ref.h"
 #include "rt_world.h"

@@ -1,5 +1,5 @@
 /* test_pretok.c -- the byte-level BPE pre-tokenizers
- * (runtime/model/pretok.h).
+ * (runtime/text/pretok.h).
  *
  * Description: per pattern, a table of texts and the words the pattern
  * gives them, case by case from its alternatives (contractions and their
@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "model/pretok.h"
+#include "text/pretok.h"
 #include "tokutil.h"
 
 typedef struct words {

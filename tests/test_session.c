@@ -1,5 +1,5 @@
 /* test_session.c -- sessions that restore warm prefixes from the bank
- * (runtime/model/session.h).
+ * (runtime/session/session.h).
  *
  * Description: on tiny generated models (F32 and F16; every architecture:
  * the presets tiny (llama), tiny-llama3, tiny-qwen2 and tiny-qwen3; and
@@ -38,10 +38,10 @@
 #include "model/boundary.h"
 #include "model/forward.h"
 #include "model/kv.h"
-#include "model/make_model.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
 #include "model/sample.h"
-#include "model/session.h"
+#include "session/session.h"
 
 #define N 100 /* prompt tokens: pages of 16 and a partial tail */
 

@@ -1,4 +1,4 @@
-/* test_tok_golden.c -- token ids from llama.cpp (runtime/model/tokenizer.h
+/* test_tok_golden.c -- token ids from llama.cpp (runtime/text/tokenizer.h
  * against tests/data/tokenizer/golden-*.txt).
  *
  * Description: for each vocabulary in tests/data/vocab, a few hundred
@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "tokutil.h"
 
 static int hexv(char c)

@@ -1,6 +1,6 @@
 /* test_tokenizer.c -- the tokenizer object: SentencePiece encoding,
  * special tokens, flags, decoding and the vocabulary's facts
- * (runtime/model/tokenizer.h).
+ * (runtime/text/tokenizer.h).
  *
  * Description: `llama` score order decides merges (a hand-built vocabulary
  * where "first pair wins" and "longest match" give other answers); byte
@@ -31,7 +31,7 @@
 
 #include <cmocka.h>
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "snapbank.h"
 #include "tokutil.h"
 

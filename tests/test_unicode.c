@@ -1,5 +1,5 @@
 /* test_unicode.c -- the generated Unicode table and UTF-8 decoding
- * (runtime/model/unicode.h).
+ * (runtime/text/unicode.h).
  *
  * Description: code points of every general category read back as that
  * category (letters of many scripts, the number kinds, marks, each
@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "model/unicode.h"
+#include "text/unicode.h"
 
 static int cat(uint32_t cp)
 {

@@ -1,5 +1,5 @@
 /* test_vocab.c -- tokenizers from GGUF metadata, vocabulary-only files,
- * copying the vocabulary, and `make-model --vocab` (runtime/model/vocab.h,
+ * copying the vocabulary, and `make-model --vocab` (runtime/text/vocab.h,
  * make_model.h).
  *
  * Description: every vocabulary in tests/data/vocab loads from its file
@@ -23,11 +23,11 @@
 
 #include <cmocka.h>
 
-#include "model/gguf.h"
-#include "model/gguf_write.h"
-#include "model/make_model.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_write.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
-#include "model/vocab.h"
+#include "text/vocab.h"
 #include "tokutil.h"
 
 static void every_file_loads(void **state)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/vocab.h"
+#include "text/vocab.h"
 
 const char *const tku_vocabs[5] = { "llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2" };
 

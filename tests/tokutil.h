@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 /* The five vocabularies of tests/data/vocab, by the name in their file
  * name: llama-spm, phi-3, llama-bpe, qwen2, gpt-2. */

@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "model/kv.h"
-#include "model/make_model.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
 #include "model/sample.h"
-#include "model/session.h"
-#include "model/tokenizer.h"
+#include "session/session.h"
+#include "text/tokenizer.h"
 
 static void put_err(char *err, size_t cap, const char *msg)
 {

@@ -60,7 +60,7 @@ SBRT_API int sbrt_detokenize(const sb_rt_model *m, const uint32_t *ids, size_t n
                              size_t cap, size_t *len);
 
 /* A session over a store: its namespace (the model's KV layout and a
- * scope), a forward context and the session (runtime/model/session.h). */
+ * scope), a forward context and the session (runtime/session/session.h). */
 typedef struct sbrt_chat sbrt_chat;
 
 /* sbrt_chat_open -- a session of model m in store st under scope (may be

@@ -20,7 +20,7 @@
 #include "cli.h"
 #include "cli/rtcli.h"
 #include "kernels/kernels.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 static void chat_usage(FILE *f)
 {

@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "model/make_model.h"
+#include "make_model/make_model.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 #define SYSTEM_MIN_TOKENS 2048
 

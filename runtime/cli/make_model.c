@@ -1,13 +1,13 @@
 /* make_model.c -- `snapbank make-model -o FILE [options]`: write a
- * llama-family GGUF model with random weights (runtime/model/make_model.h).
+ * llama-family GGUF model with random weights (tools/make_model/make_model.h).
  * Exit status: 0 written, 1 failure, 2 usage error. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "model/make_model.h"
-#include "model/vocab.h"
+#include "make_model/make_model.h"
+#include "text/vocab.h"
 
 static void mm_usage(FILE *f)
 {

@@ -13,7 +13,7 @@
 #include "cli/rtcli.h"
 #include "model/deltanet.h"
 #include "model/kv.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 const char rt_opts_help[] =
     "  -n N                   tokens to generate (default 32; 0: prefill only)\n"

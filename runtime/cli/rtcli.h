@@ -17,7 +17,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/sample.h"
-#include "model/session.h"
+#include "session/session.h"
 #include "snapbank.h"
 
 /* --ssd-session-cache */

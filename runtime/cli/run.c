@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "cli/rtcli.h"
 #include "kernels/kernels.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 static void run_usage(FILE *f)
 {

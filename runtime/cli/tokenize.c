@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "model/tokenizer.h"
-#include "model/vocab.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
 
 static void tok_usage(FILE *f)
 {

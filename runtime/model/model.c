@@ -23,10 +23,10 @@
 #include "kernels/quant.h"
 #include "model/boundary.h"
 #include "model/deltanet.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/kv.h"
-#include "model/tokenizer.h"
-#include "model/vocab.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
 
 #define FAIL(code, ...) sb_rt_fail(err, code, __VA_ARGS__)
 

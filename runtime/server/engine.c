@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 double srv_now(void)
 {

@@ -46,7 +46,7 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/sample.h"
-#include "model/session.h"
+#include "session/session.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/prompt.h"

@@ -1,5 +1,5 @@
 /* prompt.c -- chat templates and tokenization as the server uses them
- * (prompt.h): the model's tokenizer.chat_template through model/chat_tmpl.h,
+ * (prompt.h): the model's tokenizer.chat_template through template/chat_tmpl.h,
  * the text through the tokenizer's span-aware encoder. */
 #include "server/prompt.h"
 
@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/chat_tmpl.h"
-#include "model/gguf.h"
-#include "model/tokenizer.h"
+#include "template/chat_tmpl.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer.h"
 
 struct srv_prompt {
     const sb_rt_model *m;

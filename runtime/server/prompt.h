@@ -10,7 +10,7 @@
  * a control token's text gets ordinary tokens, never the control token.
  *
  * The template is the model's tokenizer.chat_template, read by
- * model/chat_tmpl.h (a family renderer where it recognises one, its Jinja
+ * template/chat_tmpl.h (a family renderer where it recognises one, its Jinja
  * interpreter otherwise), or the family --chat-template names; a model
  * without one needs --chat-template.
  *

@@ -1,4 +1,4 @@
-/* chat_tmpl_tool.c -- a driver for runtime/model/chat_tmpl.h that
+/* chat_tmpl_tool.c -- a driver for runtime/template/chat_tmpl.h that
  * compare.py talks to through a pipe: it reads requests on stdin, renders
  * them, and writes the results on stdout, so one process serves thousands
  * of renders.
@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/chat_tmpl.h"
-#include "model/jinja.h"
+#include "template/chat_tmpl.h"
+#include "template/jinja.h"
 
 typedef struct field {
     char *s;

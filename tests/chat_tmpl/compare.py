@@ -5,7 +5,7 @@ For every template in the fixture directory (tests/data/templates), renders
 many conversations with jinja2 configured as Hugging Face configures it
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols,
 raise_exception, tojson = json.dumps(ensure_ascii=False)) and with
-chat_tmpl_tool (runtime/model/chat_tmpl.h) twice: with the family detected
+chat_tmpl_tool (runtime/template/chat_tmpl.h) twice: with the family detected
 from the template (its built-in renderer) and with name "jinja" (the
 interpreter). Both must give jinja2's text, or fail where jinja2 fails
 (with the template's own message when it is a raise_exception).

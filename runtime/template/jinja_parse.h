@@ -1,0 +1,43 @@
+/* jinja_parse.h -- what the lexer (jinja_lex.c) and the parser
+ * (jinja_parse.c) share: tokens and the name table. Private to them. */
+#ifndef SB_RT_JINJA_PARSE_H
+#define SB_RT_JINJA_PARSE_H
+
+#include "template/jinja.h"
+
+typedef enum jt_kind {
+    JT_EOF, JT_DATA, JT_VAR_BEGIN, JT_VAR_END, JT_BLOCK_BEGIN, JT_BLOCK_END,
+    JT_NAME, JT_STRING, JT_INT, JT_FLOAT, JT_OP,
+} jt_kind;
+
+typedef struct jtok {
+    uint8_t kind;               /* jt_kind */
+    uint32_t line;
+    const char *s;              /* DATA: text; STRING: decoded value; NAME: interned; OP */
+    size_t len;
+    int64_t i;                  /* INT */
+    double f;                   /* FLOAT */
+} jtok;
+
+typedef struct jparser jparser;
+
+typedef struct jlexer {
+    jctx *c;
+    jarena *a;
+    jparser *p;                 /* for interning names */
+    const char *src;            /* normalized source */
+    size_t n_src;
+    jtok *toks;
+    size_t n, cap;
+    char *brackets;             /* a tag's open brackets (max_depth of them) */
+    size_t line_pos;            /* line_at's cache: line of line_pos */
+    uint32_t line_line;
+} jlexer;
+
+/* jlex -- tokenize source into L->toks (ending with JT_EOF); jfail on error. */
+void jlex(jlexer *L, const char *source, size_t len);
+
+/* jintern -- the one copy of name s[0, n) (NUL-terminated, in the arena). */
+const char *jintern(jparser *p, const char *s, size_t n);
+
+#endif /* SB_RT_JINJA_PARSE_H */
