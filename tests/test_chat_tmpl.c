@@ -48,12 +48,12 @@ static char *run_lim(const char *src, const char *vars, const sb_rt_chat_limits 
     sb_rt_err err = { 0 };
     char *out = malloc(1024 + (src ? strlen(src) : 0));
     assert_non_null(out);
-    int rc = jinja_parse(src, strlen(src), &l, &t, &err);
+    int rc = sb_rt_jinja_parse(src, strlen(src), &l, &t, &err);
     if (rc == 0) {
         jinja_input in = { .msgs = one_user, .n_msgs = 1, .vars_json = vars, .bos = "<s>",
                            .eos = "</s>" };
         sb_rt_chat_text x;
-        rc = jinja_render(t, &in, &x, &err);
+        rc = sb_rt_jinja_render(t, &in, &x, &err);
         if (rc == 0) {
             free(out);
             out = strdup(x.text);
@@ -62,7 +62,7 @@ static char *run_lim(const char *src, const char *vars, const sb_rt_chat_limits 
             else
                 sb_rt_chat_text_free(&x);
         }
-        jinja_free(t);
+        sb_rt_jinja_free(t);
     }
     if (rc != 0)
         sprintf(out, "ERR %d: %s", rc, err.msg);

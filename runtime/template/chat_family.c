@@ -35,27 +35,27 @@
 
 static void lit(jctx *c, const char *s)
 {
-    jbuf_put(c, c->out, s, strlen(s), false);
+    sb_rt_jbuf_put(c, c->out, s, strlen(s), false);
 }
 
 static void put(jctx *c, const jstr *s)
 {
-    jbuf_put_str(c, c->out, s);
+    sb_rt_jbuf_put_str(c, c->out, s);
 }
 
 static bool role_is(const cf_msg *m, const char *r)
 {
-    return js_eq(m->role, &(jstr){ .s = r, .len = strlen(r) });
+    return sb_rt_js_eq(m->role, &(jstr){ .s = r, .len = strlen(r) });
 }
 
 static jstr *trim(jctx *c, const jstr *s)
 {
-    return js_strip(c, s, NULL, 'b');
+    return sb_rt_js_strip(c, s, NULL, 'b');
 }
 
 _Noreturn static void raise(jctx *c, const char *msg)
 {
-    jfail(c, SB_ERR_INVAL, "\x01%s", msg);
+    sb_rt_jfail(c, SB_ERR_INVAL, "\x01%s", msg);
 }
 
 #define ALTERNATE "Conversation roles must alternate user/assistant/user/assistant/..."
@@ -147,7 +147,7 @@ static bool ends(const jstr *s, const char *p)
 
 static jstr *strip_chars(jctx *c, const jstr *s, const char *chars, char which)
 {
-    return js_strip(c, s, js_lit(c, chars), which);
+    return sb_rt_js_strip(c, s, sb_rt_js_lit(c, chars), which);
 }
 
 static void r_qwen3(jctx *c, const cf_in *in)
@@ -167,19 +167,19 @@ static void r_qwen3(jctx *c, const cf_in *in)
             break;
         }
     }
-    jstr *think_end = js_lit(c, "</think>"), *think = js_lit(c, "<think>");
+    jstr *think_end = sb_rt_js_lit(c, "</think>"), *think = sb_rt_js_lit(c, "<think>");
     for (size_t i = 0; i < in->n; i++) {
         const cf_msg *m = &in->m[i];
         if (role_is(m, "user") || (role_is(m, "system") && i > 0)) {
             chatml_turn(c, m);
         } else if (role_is(m, "assistant")) {
             const jstr *content = m->content;
-            jstr *reasoning = js_lit(c, "");
-            if (js_find(c, m->content, think_end, 0) >= 0) {
-                jlist *parts = js_split(c, m->content, think_end, -1, false);
+            jstr *reasoning = sb_rt_js_lit(c, "");
+            if (sb_rt_js_find(c, m->content, think_end, 0) >= 0) {
+                jlist *parts = sb_rt_js_split(c, m->content, think_end, -1, false);
                 content = strip_chars(c, parts->v[parts->n - 1].s, "\n", 'l');
                 jstr *r = strip_chars(c, parts->v[0].s, "\n", 'r');
-                jlist *p2 = js_split(c, r, think, -1, false);
+                jlist *p2 = sb_rt_js_split(c, r, think, -1, false);
                 reasoning = strip_chars(c, p2->v[p2->n - 1].s, "\n", 'l');
             }
             lit(c, "<|im_start|>");
@@ -250,7 +250,7 @@ static void r_llama31(jctx *c, const cf_in *in)
         if (role_is(m, "ipython") || role_is(m, "tool")) {
             /* a str is iterable, so the template writes it as JSON */
             lit(c, "<|start_header_id|>ipython<|end_header_id|>\n\n");
-            js_json(c, c->out, m->content, false);
+            sb_rt_js_json(c, c->out, m->content, false);
         } else {
             llama3_header(c, m->role);
             put(c, trim(c, m->content));
@@ -273,12 +273,12 @@ static void r_llama2(jctx *c, const cf_in *in)
             raise(c, ALTERNATE);
         const jstr *content = m->content;
         if (k == 0 && first) {
-            jbuf *b = jbuf_new(c);
-            jbuf_put(c, b, "<<SYS>>\n", 8, false);
-            jbuf_put_str(c, b, in->m[0].content);
-            jbuf_put(c, b, "\n<</SYS>>\n\n", 11, false);
-            jbuf_put_str(c, b, m->content);
-            content = jbuf_take(c, b);
+            jbuf *b = sb_rt_jbuf_new(c);
+            sb_rt_jbuf_put(c, b, "<<SYS>>\n", 8, false);
+            sb_rt_jbuf_put_str(c, b, in->m[0].content);
+            sb_rt_jbuf_put(c, b, "\n<</SYS>>\n\n", 11, false);
+            sb_rt_jbuf_put_str(c, b, m->content);
+            content = sb_rt_jbuf_take(c, b);
         }
         if (role_is(m, "user")) {
             lit(c, in->bos);
@@ -492,7 +492,8 @@ static void r_phi3_vision(jctx *c, const cf_in *in)
 
 /* ---- the table ----------------------------------------------------------------------- */
 
-const cf_variant cf_variants[] = { /* each family's first variant is its default */
+/* each family's first variant is its default */
+const cf_variant sb_rt_cf_variants[] = {
     { "chatml", "chatml", r_chatml },
     { "chatml", "qwen2", r_qwen2 },
     { "chatml", "smollm2", r_smollm2 },
@@ -514,7 +515,7 @@ const cf_variant cf_variants[] = { /* each family's first variant is its default
     { "phi3", "phi3-vision", r_phi3_vision },
 };
 
-const size_t cf_n_variants = sizeof cf_variants / sizeof cf_variants[0];
+const size_t sb_rt_cf_n_variants = sizeof sb_rt_cf_variants / sizeof sb_rt_cf_variants[0];
 
 /* signatures, in the order they are tried */
 static bool has(const char *src, const char *s)
@@ -522,7 +523,7 @@ static bool has(const char *src, const char *s)
     return strstr(src, s) != NULL;
 }
 
-const char *cf_detect(const char *src)
+const char *sb_rt_cf_detect(const char *src)
 {
     if (!src)
         return NULL;
@@ -541,10 +542,10 @@ const char *cf_detect(const char *src)
     return NULL;
 }
 
-bool cf_is_family(const char *name)
+bool sb_rt_cf_is_family(const char *name)
 {
-    for (size_t i = 0; i < cf_n_variants; i++)
-        if (!strcmp(cf_variants[i].family, name))
+    for (size_t i = 0; i < sb_rt_cf_n_variants; i++)
+        if (!strcmp(sb_rt_cf_variants[i].family, name))
             return true;
     return false;
 }
@@ -562,19 +563,19 @@ typedef struct cf_job {
 static void cf_body(jctx *c, void *arg)
 {
     const cf_job *j = arg;
-    cf_msg *m = ja_alloc(&c->arena, j->n * sizeof *m);
+    cf_msg *m = sb_rt_ja_alloc(&c->arena, j->n * sizeof *m);
     for (size_t i = 0; i < j->n; i++) {
-        m[i].role = jinja_input_str(c, j->msgs[i].role, "the role", i);
-        m[i].content = jinja_input_str(c, j->msgs[i].content, "the content", i);
+        m[i].role = sb_rt_jinja_input_str(c, j->msgs[i].role, "the role", i);
+        m[i].content = sb_rt_jinja_input_str(c, j->msgs[i].content, "the content", i);
     }
     cf_in in = { .m = m, .n = j->n, .gen = j->gen, .bos = j->bos, .eos = j->eos };
     j->v->render(c, &in);
 }
 
-int cf_render(const cf_variant *v, const sb_rt_chat_msg *msgs, size_t n, bool gen,
-              const char *bos, const char *eos, const sb_rt_chat_limits *lim,
-              sb_rt_chat_text *out, sb_rt_err *err)
+int sb_rt_cf_render(const cf_variant *v, const sb_rt_chat_msg *msgs, size_t n, bool gen,
+                    const char *bos, const char *eos, const sb_rt_chat_limits *lim,
+                    sb_rt_chat_text *out, sb_rt_err *err)
 {
     cf_job j = { .v = v, .msgs = msgs, .n = n, .gen = gen, .bos = bos, .eos = eos };
-    return jinja_run(lim, NULL, cf_body, &j, out, err);
+    return sb_rt_jinja_run(lim, NULL, cf_body, &j, out, err);
 }

@@ -6,7 +6,7 @@
  *   1. name "jinja": the interpreter, which must parse the source and render
  *      a user message, alone or after a system one (probes 0 and 1).
  *   2. Otherwise the family is the name, or the one whose signature the
- *      source carries (chat_family.c: cf_detect).
+ *      source carries (chat_family.c: sb_rt_cf_detect).
  *   3. With a family and a source the interpreter parses, every probe
  *      conversation below is rendered by the interpreter, and then by each
  *      of the family's variants in turn; the first variant that gives the
@@ -108,7 +108,7 @@ static int interp_render(const sb_rt_chat_tmpl *t, const sb_rt_chat_msg *msgs, s
                        .bos = t->bos, .eos = t->eos,
                        .msg_json = opts ? opts->msg_json : NULL,
                        .vars_json = opts ? opts->vars_json : NULL };
-    return jinja_render_lim(t->jt, &in, lim ? lim : &t->lim, out, err);
+    return sb_rt_jinja_render_lim(t->jt, &in, lim ? lim : &t->lim, out, err);
 }
 
 /* The probes' limits: every fixture template (tests/data/templates) renders
@@ -151,8 +151,8 @@ static const cf_variant *probe_variants(const sb_rt_chat_tmpl *t, const char *fa
     }
     *interp_ok = r[0].rc == SB_OK || r[2].rc == SB_OK; /* probes 0 and 1, with gen */
     const cf_variant *found = NULL;
-    for (size_t v = 0; v < cf_n_variants && !found && !*nomem; v++) {
-        const cf_variant *cv = &cf_variants[v];
+    for (size_t v = 0; v < sb_rt_cf_n_variants && !found && !*nomem; v++) {
+        const cf_variant *cv = &sb_rt_cf_variants[v];
         if (strcmp(cv->family, family))
             continue;
         bool agree = true;
@@ -161,7 +161,7 @@ static const cf_variant *probe_variants(const sb_rt_chat_tmpl *t, const char *fa
             if (r[i].rc == SB_ERR_RANGE || r[i].rc == SB_ERR_UNSUPPORTED)
                 continue; /* the interpreter cannot say; the others decide */
             sb_rt_chat_text out;
-            int rc = cf_render(cv, p->m, p->n, i % 2 == 0, t->bos, t->eos, &plim, &out, &e);
+            int rc = sb_rt_cf_render(cv, p->m, p->n, i % 2 == 0, t->bos, t->eos, &plim, &out, &e);
             if (rc == SB_ERR_NOMEM)
                 *nomem = 1;
             agree = same(&r[i], rc, &out);
@@ -179,9 +179,9 @@ static const cf_variant *probe_variants(const sb_rt_chat_tmpl *t, const char *fa
 
 static const cf_variant *first_variant(const char *family)
 {
-    for (size_t v = 0; v < cf_n_variants; v++)
-        if (!strcmp(cf_variants[v].family, family))
-            return &cf_variants[v];
+    for (size_t v = 0; v < sb_rt_cf_n_variants; v++)
+        if (!strcmp(sb_rt_cf_variants[v].family, family))
+            return &sb_rt_cf_variants[v];
     return NULL;
 }
 
@@ -191,7 +191,7 @@ void sb_rt_chat_tmpl_free(sb_rt_chat_tmpl *t)
 {
     if (!t)
         return;
-    jinja_free(t->jt);
+    sb_rt_jinja_free(t->jt);
     free(t->bos);
     free(t->eos);
     free(t);
@@ -209,7 +209,7 @@ int sb_rt_chat_tmpl_new_ex(const char *source, const char *name, const char *bos
     if (!out)
         return sb_rt_fail(err, SB_ERR_INVAL, "chat template: NULL argument");
     bool jinja = name && !strcmp(name, "jinja");
-    if (name && !jinja && !cf_is_family(name))
+    if (name && !jinja && !sb_rt_cf_is_family(name))
         return sb_rt_fail(err, SB_ERR_UNSUPPORTED, "chat template: unknown format '%s'; "
                           OPTION_HINT " or jinja", name);
     sb_rt_chat_tmpl *t = calloc(1, sizeof *t);
@@ -223,8 +223,8 @@ int sb_rt_chat_tmpl_new_ex(const char *source, const char *name, const char *bos
         rc = sb_rt_fail(err, SB_ERR_NOMEM, "chat template: out of memory");
         goto fail;
     }
-    if ((bos_text && !utf8_valid(bos_text, strlen(bos_text))) ||
-        (eos_text && !utf8_valid(eos_text, strlen(eos_text)))) {
+    if ((bos_text && !sb_rt_utf8_valid(bos_text, strlen(bos_text))) ||
+        (eos_text && !sb_rt_utf8_valid(eos_text, strlen(eos_text)))) {
         rc = sb_rt_fail(err, SB_ERR_INVAL, "chat template: the BOS or EOS text is not UTF-8");
         goto fail;
     }
@@ -236,18 +236,18 @@ int sb_rt_chat_tmpl_new_ex(const char *source, const char *name, const char *bos
                             "the limit of %zu (max_source_bytes)", len, t->lim.max_source_bytes);
             goto fail;
         }
-        if (!utf8_valid(source, len)) {
+        if (!sb_rt_utf8_valid(source, len)) {
             rc = sb_rt_fail(err, SB_ERR_INVAL, "chat template: the source is not valid UTF-8");
             goto fail;
         }
-        if (jinja_parse(source, len, &t->lim, &t->jt, &perr) == SB_ERR_NOMEM) {
+        if (sb_rt_jinja_parse(source, len, &t->lim, &t->jt, &perr) == SB_ERR_NOMEM) {
             rc = sb_rt_fail(err, SB_ERR_NOMEM, "chat template: out of memory");
             goto fail;
         }
     } else {
         sb_rt_fail(&perr, SB_ERR_UNSUPPORTED, "the model has no chat template");
     }
-    const char *family = jinja ? NULL : name ? name : cf_detect(source);
+    const char *family = jinja ? NULL : name ? name : sb_rt_cf_detect(source);
     if (family) {
         bool interp_ok = false;
         int nomem = 0;
@@ -325,7 +325,7 @@ int sb_rt_chat_render_ex(const sb_rt_chat_tmpl *t, const sb_rt_chat_msg *msgs, s
     }
     bool gen = opts && opts->add_generation_prompt;
     if (t->v && !extras)
-        return cf_render(t->v, msgs, n_msgs, gen, t->bos, t->eos, &t->lim, out, err);
+        return sb_rt_cf_render(t->v, msgs, n_msgs, gen, t->bos, t->eos, &t->lim, out, err);
     if (!t->jt)
         return sb_rt_fail(err, SB_ERR_UNSUPPORTED, "chat template: the built-in %s format "
                           "renders plain messages only, and the model's template cannot be "

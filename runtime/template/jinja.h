@@ -5,7 +5,7 @@
  * Files:
  *   jinja_lex.c     source -> tokens (jinja2's lexer rules, trim_blocks and
  *                   lstrip_blocks on, as Hugging Face renders templates)
- *   jinja_parse.c   tokens -> syntax tree (jnode); unknown filters and tests
+ *   sb_rt_jinja_parse.c   tokens -> syntax tree (jnode); unknown filters and tests
  *                   are refused here (outside an if), as jinja2 refuses them
  *                   when it compiles
  *   jinja_eval.c    the tree -> output, with scopes, loops, macros, limits
@@ -21,9 +21,9 @@
  * blocks) are malloc'd, listed on the context and freed with it. Both count
  * against the render's memory limit.
  *
- * Errors. A failure deep in the evaluator calls jfail(), which records the
- * code and message and longjmps to the entry point (jinja_run, under
- * jinja_render and the family renderers, or jinja_parse), the only
+ * Errors. A failure deep in the evaluator calls sb_rt_jfail(), which records the
+ * code and message and longjmps to the entry point (sb_rt_jinja_run, under
+ * sb_rt_jinja_render and the family renderers, or sb_rt_jinja_parse), the only
  * functions that call setjmp; their context lives on the heap, so nothing
  * it holds is lost to the jump. Between them nothing owns memory outside
  * the arena and the buffer list, so the jump leaks nothing. No function
@@ -65,16 +65,17 @@ typedef struct jctx jctx;
 typedef struct jarena {
     jchunk *head;       /* newest chunk first */
     size_t used;        /* bytes handed out plus chunk headers */
-    size_t limit;       /* jfail(SB_ERR_RANGE) past it; 0: no limit */
+    size_t limit;       /* sb_rt_jfail(SB_ERR_RANGE) past it; 0: no limit */
     jctx *ctx;          /* where failures go */
 } jarena;
 
-void *ja_alloc(jarena *a, size_t n);                 /* zeroed, 16-byte aligned */
-/* ja_grow -- an array of n_used elements of elem bytes at old, copied into a
+void *sb_rt_ja_alloc(jarena *a, size_t n); /* zeroed, 16-byte aligned */
+/* sb_rt_ja_grow -- an array of n_used elements of elem bytes at old, copied into a
  * new one of room for twice *cap (at least first) elements; *cap updated */
-void *ja_grow(jarena *a, const void *old, size_t n_used, size_t *cap, size_t first, size_t elem);
-void *ja_dup(jarena *a, const void *p, size_t n);
-void ja_free(jarena *a);
+void *sb_rt_ja_grow(jarena *a, const void *old, size_t n_used, size_t *cap, size_t first,
+                    size_t elem);
+void *sb_rt_ja_dup(jarena *a, const void *p, size_t n);
+void sb_rt_ja_free(jarena *a);
 
 /* ---- values -------------------------------------------------------------------------- */
 
@@ -281,59 +282,60 @@ struct jctx {
     uint32_t line;              /* the line being evaluated (messages) */
 };
 
-/* jfail -- record code and message (prefixed with the line) and jump out. */
-_Noreturn void jfail(jctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* jstep -- count n evaluation steps; jfail(SB_ERR_RANGE) past max_steps. */
-void jstep(jctx *c, uint64_t n);
+/* sb_rt_jfail -- record code and message (prefixed with the line) and jump out. */
+_Noreturn void sb_rt_jfail(jctx *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* sb_rt_jstep -- count n evaluation steps; sb_rt_jfail(SB_ERR_RANGE) past max_steps. */
+void sb_rt_jstep(jctx *c, uint64_t n);
 
 /* ---- buffers (jinja_str.c) ----------------------------------------------------------- */
 
-jbuf *jbuf_new(jctx *c);
-void jbuf_drop(jctx *c, jbuf *b);                  /* free one, unlink it */
-void jbuf_free_all(jctx *c);
-void jbuf_put(jctx *c, jbuf *b, const char *s, size_t n, bool tainted);
-void jbuf_put_str(jctx *c, jbuf *b, const jstr *s); /* keeps s's taint */
-void jbuf_put_range(jctx *c, jbuf *b, const jstr *s, size_t off, size_t n);
-void jbuf_putc(jctx *c, jbuf *b, char ch, bool tainted);
-jstr *jbuf_take(jctx *c, jbuf *b);                 /* copy into the arena, drop b */
+jbuf *sb_rt_jbuf_new(jctx *c);
+void sb_rt_jbuf_drop(jctx *c, jbuf *b); /* free one, unlink it */
+void sb_rt_jbuf_free_all(jctx *c);
+void sb_rt_jbuf_put(jctx *c, jbuf *b, const char *s, size_t n, bool tainted);
+void sb_rt_jbuf_put_str(jctx *c, jbuf *b, const jstr *s); /* keeps s's taint */
+void sb_rt_jbuf_put_range(jctx *c, jbuf *b, const jstr *s, size_t off, size_t n);
+void sb_rt_jbuf_putc(jctx *c, jbuf *b, char ch, bool tainted);
+jstr *sb_rt_jbuf_take(jctx *c, jbuf *b); /* copy into the arena, drop b */
 
 /* ---- strings (jinja_str.c) ----------------------------------------------------------- */
 
-jstr *js_new(jctx *c, const char *s, size_t n, bool tainted);
-jstr *js_lit(jctx *c, const char *s);              /* untainted NUL-terminated */
-jstr *js_sub(jctx *c, const jstr *s, size_t off, size_t n); /* bytes [off, off+n) */
-bool js_tainted_at(const jstr *s, size_t i);
-bool js_eq(const jstr *a, const jstr *b);
-int js_cmp(const jstr *a, const jstr *b);          /* by code point, like Python */
-size_t js_ncp(const jstr *s);                      /* code points */
-size_t js_cp_off(const jstr *s, size_t cp);        /* byte offset of code point cp */
-uint32_t utf8_dec(const char *s, size_t n, size_t *adv);
-size_t utf8_enc(uint32_t cp, char *out);
-bool utf8_valid(const char *s, size_t n);
-bool uc_isspace(uint32_t cp);
-bool uc_isprintable(uint32_t cp);
-bool uc_is_cased(uint32_t cp);
-bool js_isupper(const jstr *s);
-bool js_islower(const jstr *s);
+jstr *sb_rt_js_new(jctx *c, const char *s, size_t n, bool tainted);
+jstr *sb_rt_js_lit(jctx *c, const char *s);                       /* untainted NUL-terminated */
+jstr *sb_rt_js_sub(jctx *c, const jstr *s, size_t off, size_t n); /* bytes [off, off+n) */
+bool sb_rt_js_tainted_at(const jstr *s, size_t i);
+bool sb_rt_js_eq(const jstr *a, const jstr *b);
+int sb_rt_js_cmp(const jstr *a, const jstr *b);   /* by code point, like Python */
+size_t sb_rt_js_ncp(const jstr *s);               /* code points */
+size_t sb_rt_js_cp_off(const jstr *s, size_t cp); /* byte offset of code point cp */
+uint32_t sb_rt_utf8_dec(const char *s, size_t n, size_t *adv);
+size_t sb_rt_utf8_enc(uint32_t cp, char *out);
+bool sb_rt_utf8_valid(const char *s, size_t n);
+bool sb_rt_uc_isspace(uint32_t cp);
+bool sb_rt_uc_isprintable(uint32_t cp);
+bool sb_rt_uc_is_cased(uint32_t cp);
+bool sb_rt_js_isupper(const jstr *s);
+bool sb_rt_js_islower(const jstr *s);
 /* case conversions: 'u' upper, 'l' lower, 't' title, 'c' capitalize, 's' swapcase */
-jstr *js_case(jctx *c, const jstr *s, char how);
+jstr *sb_rt_js_case(jctx *c, const jstr *s, char how);
 /* strip: which 'l', 'r', 'b'; chars NULL: Unicode whitespace */
-jstr *js_strip(jctx *c, const jstr *s, const jstr *chars, char which);
-jstr *js_replace(jctx *c, const jstr *s, const jstr *old, const jstr *neu, int64_t count);
-jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool right);
-jlist *js_splitlines(jctx *c, const jstr *s, bool keepends);
+jstr *sb_rt_js_strip(jctx *c, const jstr *s, const jstr *chars, char which);
+jstr *sb_rt_js_replace(jctx *c, const jstr *s, const jstr *old, const jstr *neu, int64_t count);
+jlist *sb_rt_js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool right);
+jlist *sb_rt_js_splitlines(jctx *c, const jstr *s, bool keepends);
 /* the first match of sub at or after byte from, or -1 (counts steps) */
-int64_t js_find(jctx *c, const jstr *s, const jstr *sub, size_t from_byte);
-jstr *js_concat(jctx *c, const jstr *a, const jstr *b);
-jstr *js_repeat(jctx *c, const jstr *s, int64_t n);
-jstr *js_escape_html(jctx *c, const jstr *s);      /* markupsafe.escape */
+int64_t sb_rt_js_find(jctx *c, const jstr *s, const jstr *sub, size_t from_byte);
+jstr *sb_rt_js_concat(jctx *c, const jstr *a, const jstr *b);
+jstr *sb_rt_js_repeat(jctx *c, const jstr *s, int64_t n);
+jstr *sb_rt_js_escape_html(jctx *c, const jstr *s); /* markupsafe.escape */
 /* quote s as Python's repr() does, appending to b */
-void js_repr(jctx *c, jbuf *b, const jstr *s);
+void sb_rt_js_repr(jctx *c, jbuf *b, const jstr *s);
 /* a number as Python prints it (repr), appending to b (never tainted) */
-void jbuf_put_int(jctx *c, jbuf *b, int64_t i);
-void jbuf_put_float(jctx *c, jbuf *b, double f);
+void sb_rt_jbuf_put_int(jctx *c, jbuf *b, int64_t i);
+void sb_rt_jbuf_put_float(jctx *c, jbuf *b, double f);
 /* JSON string (ensure_ascii on or off), appending to b */
-void js_json(jctx *c, jbuf *b, const jstr *s, bool ensure_ascii);
+void sb_rt_js_json(jctx *c, jbuf *b, const jstr *s, bool ensure_ascii);
 
 /* ---- values (jinja_ops.c) ------------------------------------------------------------ */
 
@@ -346,46 +348,47 @@ static inline jv jv_str(jstr *s) { jv v = { .kind = JV_STR }; v.s = s; return v;
 static inline jv jv_list(jlist *l) { jv v = { .kind = JV_LIST }; v.l = l; return v; }
 static inline jv jv_dict(jdict *d) { jv v = { .kind = JV_DICT }; v.d = d; return v; }
 
-jlist *jl_new(jctx *c, size_t n, bool tuple);      /* n zeroed (undefined) items */
+jlist *sb_rt_jl_new(jctx *c, size_t n, bool tuple); /* n zeroed (undefined) items */
 /* append x to the growing array *v (*n items, room for *cap) */
-void jv_push(jctx *c, jv **v, size_t *n, size_t *cap, jv x);
-jdict *jd_new(jctx *c, size_t cap);
-void jd_set(jctx *c, jdict *d, jv k, jv v);        /* insert or replace */
-bool jd_get(jctx *c, const jdict *d, jv k, jv *out);
-void jv_check_hashable(jctx *c, jv k);             /* jfail for a list or dict key */
-jv jv_iter_new(jctx *c, jlist *items, const char *type);
-/* jit_next -- the iterator's next item into *out; false at its end */
-bool jit_next(jctx *c, jiter *it, jv *out);
+void sb_rt_jv_push(jctx *c, jv **v, size_t *n, size_t *cap, jv x);
+jdict *sb_rt_jd_new(jctx *c, size_t cap);
+void sb_rt_jd_set(jctx *c, jdict *d, jv k, jv v); /* insert or replace */
+bool sb_rt_jd_get(jctx *c, const jdict *d, jv k, jv *out);
+void sb_rt_jv_check_hashable(jctx *c, jv k); /* sb_rt_jfail for a list or dict key */
+jv sb_rt_jv_iter_new(jctx *c, jlist *items, const char *type);
+/* sb_rt_jit_next -- the iterator's next item into *out; false at its end */
+bool sb_rt_jit_next(jctx *c, jiter *it, jv *out);
 
-const char *jv_type_name(jv v);                    /* Python's: 'str', 'dict', ... */
-bool jv_truth(jv v);
-bool jv_eq(jctx *c, jv a, jv b);
-int jv_cmp(jctx *c, jv a, jv b);                   /* <, ==, > as -1, 0, 1; jfail if unordered */
-bool jv_contains(jctx *c, jv container, jv item);
-jv jv_binop(jctx *c, int op, jv a, jv b);
-jv jv_neg(jctx *c, jv a, bool neg);
+const char *sb_rt_jv_type_name(jv v); /* Python's: 'str', 'dict', ... */
+bool sb_rt_jv_truth(jv v);
+bool sb_rt_jv_eq(jctx *c, jv a, jv b);
+int sb_rt_jv_cmp(jctx *c, jv a, jv b); /* <, ==, > as -1, 0, 1; sb_rt_jfail if unordered */
+bool sb_rt_jv_contains(jctx *c, jv container, jv item);
+jv sb_rt_jv_binop(jctx *c, int op, jv a, jv b);
+jv sb_rt_jv_neg(jctx *c, jv a, bool neg);
 /* str(v) into b (what {{ v }} prints); repr(v) into b */
-void jv_str_into(jctx *c, jbuf *b, jv v);
-void jv_repr_into(jctx *c, jbuf *b, jv v);
-jstr *jv_to_str(jctx *c, jv v);                    /* str(v) as a value (soft_str) */
+void sb_rt_jv_str_into(jctx *c, jbuf *b, jv v);
+void sb_rt_jv_repr_into(jctx *c, jbuf *b, jv v);
+jstr *sb_rt_jv_to_str(jctx *c, jv v); /* str(v) as a value (soft_str) */
 /* the items of an iterable (consumes an iterator; a string gives its
- * characters, a dict its keys); jfail when v is not iterable */
-jlist *jv_iterate(jctx *c, jv v);
-int64_t jv_len(jctx *c, jv v);                     /* jfail when it has no len() */
-jv jv_getattr(jctx *c, jv obj, const char *name);  /* obj.name */
-jv jv_getitem(jctx *c, jv obj, jv key);            /* obj[key] */
-jv jv_slice(jctx *c, jv obj, jv start, jv stop, jv step);
-void jv_format_float(double f, char *out, size_t cap); /* Python's repr(float) */
+ * characters, a dict its keys); sb_rt_jfail when v is not iterable */
+jlist *sb_rt_jv_iterate(jctx *c, jv v);
+int64_t sb_rt_jv_len(jctx *c, jv v);                    /* sb_rt_jfail when it has no len() */
+jv sb_rt_jv_getattr(jctx *c, jv obj, const char *name); /* obj.name */
+jv sb_rt_jv_getitem(jctx *c, jv obj, jv key);           /* obj[key] */
+jv sb_rt_jv_slice(jctx *c, jv obj, jv start, jv stop, jv step);
+void sb_rt_jv_format_float(double f, char *out, size_t cap); /* Python's repr(float) */
 
 /* ---- JSON (jinja_json.c) ------------------------------------------------------------- */
 
-/* parse JSON text into a value; every string tainted. jfail(SB_ERR_INVAL) on bad JSON
+/* parse JSON text into a value; every string tainted. sb_rt_jfail(SB_ERR_INVAL) on bad JSON
  * (what names the input in the message). */
-jv jjson_parse(jctx *c, const char *text, size_t len, const char *what);
+jv sb_rt_jjson_parse(jctx *c, const char *text, size_t len, const char *what);
 /* tojson as Hugging Face's filter: json.dumps(v, ensure_ascii, indent, separators,
  * sort_keys); indent < 0: none; item_sep / key_sep NULL: json's defaults */
-void jjson_dump(jctx *c, jbuf *b, jv v, bool ensure_ascii, int64_t indent, const jstr *indent_str,
-                const jstr *item_sep, const jstr *key_sep, bool sort_keys);
+void sb_rt_jjson_dump(jctx *c, jbuf *b, jv v, bool ensure_ascii, int64_t indent,
+                      const jstr *indent_str, const jstr *item_sep, const jstr *key_sep,
+                      bool sort_keys);
 
 /* ---- builtins (jinja_builtin.c) ------------------------------------------------------ */
 
@@ -399,46 +402,47 @@ typedef struct jargs { /* evaluated call arguments */
 typedef jv (*jfilter_fn)(jctx *c, jv x, const jargs *a);
 typedef bool (*jtest_fn)(jctx *c, jv x, const jargs *a);
 
-const void *jb_filter(const char *name);           /* NULL: no such filter here */
-const void *jb_test(const char *name);
-bool jb_filter_known(const char *name);            /* jinja2 has it (we may not) */
-bool jb_test_known(const char *name);
-void jb_test_arity(jctx *c, const char *name, const jargs *a); /* jfail on a wrong count */
+const void *sb_rt_jb_filter(const char *name); /* NULL: no such filter here */
+const void *sb_rt_jb_test(const char *name);
+bool sb_rt_jb_filter_known(const char *name); /* jinja2 has it (we may not) */
+bool sb_rt_jb_test_known(const char *name);
+void sb_rt_jb_test_arity(jctx *c, const char *name,
+                         const jargs *a); /* sb_rt_jfail on a wrong count */
 /* globals: range, dict, namespace, raise_exception, cycler, joiner */
-bool jb_global(jctx *c, const char *name, jv *out);
+bool sb_rt_jb_global(jctx *c, const char *name, jv *out);
 /* obj.name as a bound method, when obj has such a method */
-bool jb_method(jctx *c, jv obj, const char *name, jv *out);
-jv jb_call(jctx *c, jv fn, const jargs *a);        /* builtins and methods (not macros) */
+bool sb_rt_jb_method(jctx *c, jv obj, const char *name, jv *out);
+jv sb_rt_jb_call(jctx *c, jv fn, const jargs *a); /* builtins and methods (not macros) */
 /* a callable of kind (jc_kind), named, bound to self; caller undefined */
-jv jcall_new(jctx *c, int kind, const char *name, jv self);
+jv sb_rt_jcall_new(jctx *c, int kind, const char *name, jv self);
 /* the argument helpers jinja_builtin.c and jinja_methods.c share: refuse
  * more than max_pos positional arguments or keywords outside names (NULL-
  * terminated); a str / an int argument or a TypeError naming what; s with
  * its Markup flag set to markup */
-void jb_check_args(jctx *c, const jargs *a, const char *what, size_t max_pos,
-                   const char *const *names);
-jstr *jb_want_str(jctx *c, jv v, const char *what);
-int64_t jb_want_int(jctx *c, jv v, const char *what);
-jstr *jb_markup(jctx *c, jstr *s, bool markup);
+void sb_rt_jb_check_args(jctx *c, const jargs *a, const char *what, size_t max_pos,
+                         const char *const *names);
+jstr *sb_rt_jb_want_str(jctx *c, jv v, const char *what);
+int64_t sb_rt_jb_want_int(jctx *c, jv v, const char *what);
+jstr *sb_rt_jb_markup(jctx *c, jstr *s, bool markup);
 /* one argument by position or keyword, or dflt when absent */
-jv jarg(const jargs *a, size_t pos, const char *kw, jv dflt);
-bool jarg_has(const jargs *a, size_t pos, const char *kw);
+jv sb_rt_jarg(const jargs *a, size_t pos, const char *kw, jv dflt);
+bool sb_rt_jarg_has(const jargs *a, size_t pos, const char *kw);
 
 /* ---- the evaluator (jinja_eval.c) ---------------------------------------------------- */
 
-jv jeval(jctx *c, jscope *s, const jnode *n);
-/* call a macro value (from jb_call, for caller() and map) */
-jv jeval_call_macro(jctx *c, jv fn, const jargs *a);
+jv sb_rt_jeval(jctx *c, jscope *s, const jnode *n);
+/* call a macro value (from sb_rt_jb_call, for caller() and map) */
+jv sb_rt_jeval_call_macro(jctx *c, jv fn, const jargs *a);
 
 /* ---- entry points -------------------------------------------------------------------- */
 
-/* jinja_parse -- parse source (len bytes, valid UTF-8) into *out (free with
- * jinja_free). Returns: SB_OK; SB_ERR_INVAL (a syntax error, an unknown
+/* sb_rt_jinja_parse -- parse source (len bytes, valid UTF-8) into *out (free with
+ * sb_rt_jinja_free). Returns: SB_OK; SB_ERR_INVAL (a syntax error, an unknown
  * filter or test: err says where); SB_ERR_RANGE (source or nesting over a
  * limit); SB_ERR_NOMEM. */
-int jinja_parse(const char *source, size_t len, const sb_rt_chat_limits *lim, jtmpl **out,
-                sb_rt_err *err);
-void jinja_free(jtmpl *t);
+int sb_rt_jinja_parse(const char *source, size_t len, const sb_rt_chat_limits *lim, jtmpl **out,
+                      sb_rt_err *err);
+void sb_rt_jinja_free(jtmpl *t);
 
 /* What a render gets: the messages and variables of chat_tmpl.h. */
 typedef struct jinja_input {
@@ -450,30 +454,30 @@ typedef struct jinja_input {
     const char *bos, *eos;        /* NULL: undefined */
 } jinja_input;
 
-/* jinja_render -- render t for in into *out (owned by the caller:
+/* sb_rt_jinja_render -- render t for in into *out (owned by the caller:
  * sb_rt_chat_text_free). Returns: SB_OK; SB_ERR_INVAL (the template failed:
  * raise_exception, an undefined used, a type error; or bad input: invalid
  * UTF-8, bad JSON); SB_ERR_RANGE (a limit); SB_ERR_UNSUPPORTED (something
  * jinja2 has that this interpreter does not); SB_ERR_NOMEM. On failure
  * *out is untouched. */
-int jinja_render(const jtmpl *t, const jinja_input *in, sb_rt_chat_text *out, sb_rt_err *err);
+int sb_rt_jinja_render(const jtmpl *t, const jinja_input *in, sb_rt_chat_text *out, sb_rt_err *err);
 
-/* jinja_render_lim -- jinja_render under other limits (the probes of
+/* sb_rt_jinja_render_lim -- sb_rt_jinja_render under other limits (the probes of
  * chat_tmpl.c run under smaller ones). */
-int jinja_render_lim(const jtmpl *t, const jinja_input *in, const sb_rt_chat_limits *lim,
-                     sb_rt_chat_text *out, sb_rt_err *err);
+int sb_rt_jinja_render_lim(const jtmpl *t, const jinja_input *in, const sb_rt_chat_limits *lim,
+                           sb_rt_chat_text *out, sb_rt_err *err);
 
-/* jinja_run -- the frame every render runs in: a context on the heap, the
- * setjmp that jfail returns to, the output buffer; body writes to c->out.
- * t may be NULL (family renderers). Returns as jinja_render. */
-int jinja_run(const sb_rt_chat_limits *lim, const jtmpl *t, void (*body)(jctx *c, void *arg),
-              void *arg, sb_rt_chat_text *out, sb_rt_err *err);
+/* sb_rt_jinja_run -- the frame every render runs in: a context on the heap, the
+ * setjmp that sb_rt_jfail returns to, the output buffer; body writes to c->out.
+ * t may be NULL (family renderers). Returns as sb_rt_jinja_render. */
+int sb_rt_jinja_run(const sb_rt_chat_limits *lim, const jtmpl *t, void (*body)(jctx *c, void *arg),
+                    void *arg, sb_rt_chat_text *out, sb_rt_err *err);
 
-/* a caller's string as a tainted value (borrowed); jfail(SB_ERR_INVAL)
+/* a caller's string as a tainted value (borrowed); sb_rt_jfail(SB_ERR_INVAL)
  * when it is not UTF-8 ("what of message i") */
-jstr *jinja_input_str(jctx *c, const char *s, const char *what, size_t i);
+jstr *sb_rt_jinja_input_str(jctx *c, const char *s, const char *what, size_t i);
 
 /* turn a buffer's taint into sorted, disjoint, merged spans; moves b's text into out */
-int jinja_text_from_buf(char *s, size_t len, const uint8_t *taint, sb_rt_chat_text *out);
+int sb_rt_jinja_text_from_buf(char *s, size_t len, const uint8_t *taint, sb_rt_chat_text *out);
 
 #endif /* SB_RT_JINJA_H */

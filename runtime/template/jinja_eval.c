@@ -32,7 +32,7 @@ enum { FLOW_NORMAL, FLOW_BREAK, FLOW_CONTINUE };
 
 /* ---- failures and counters ----------------------------------------------------------- */
 
-void jfail(jctx *c, int code, const char *fmt, ...)
+void sb_rt_jfail(jctx *c, int code, const char *fmt, ...)
 {
     char msg[SB_RT_ERR_MSG];
     va_list ap;
@@ -49,18 +49,19 @@ void jfail(jctx *c, int code, const char *fmt, ...)
     longjmp(c->jb, 1);
 }
 
-void jstep(jctx *c, uint64_t n)
+void sb_rt_jstep(jctx *c, uint64_t n)
 {
     c->steps += n;
     if (c->steps > c->lim->max_steps)
-        jfail(c, SB_ERR_RANGE, "evaluation over %" PRIu64 " steps (max_steps)", c->lim->max_steps);
+        sb_rt_jfail(c, SB_ERR_RANGE, "evaluation over %" PRIu64 " steps (max_steps)",
+                    c->lim->max_steps);
 }
 
 static void enter(jctx *c)
 {
     if (++c->depth > 10 * c->lim->max_depth)
-        jfail(c, SB_ERR_RANGE, "calls and blocks nest deeper than %u (10 x max_depth)",
-              10 * c->lim->max_depth);
+        sb_rt_jfail(c, SB_ERR_RANGE, "calls and blocks nest deeper than %u (10 x max_depth)",
+                    10 * c->lim->max_depth);
 }
 
 static void leave(jctx *c)
@@ -72,7 +73,7 @@ static void leave(jctx *c)
 
 static jscope *scope_new(jctx *c, jscope *parent)
 {
-    jscope *s = ja_alloc(&c->arena, sizeof *s);
+    jscope *s = sb_rt_ja_alloc(&c->arena, sizeof *s);
     s->parent = parent;
     return s;
 }
@@ -86,8 +87,8 @@ static void scope_set(jctx *c, jscope *s, const char *name, jv v)
         }
     if (s->n == s->cap) {
         size_t cap = s->cap;
-        s->names = ja_grow(&c->arena, s->names, s->n, &cap, 4, sizeof *s->names);
-        s->vals = ja_grow(&c->arena, s->vals, s->n, &s->cap, 4, sizeof *s->vals);
+        s->names = sb_rt_ja_grow(&c->arena, s->names, s->n, &cap, 4, sizeof *s->names);
+        s->vals = sb_rt_ja_grow(&c->arena, s->vals, s->n, &s->cap, 4, sizeof *s->vals);
     }
     s->names[s->n] = name;
     s->vals[s->n] = v;
@@ -110,9 +111,9 @@ static jv lookup(jctx *c, jscope *s, const char *name)
     jv v;
     if (scope_get(s, name, &v))
         return v;
-    if (jb_global(c, name, &v))
+    if (sb_rt_jb_global(c, name, &v))
         return v;
-    char *m = ja_alloc(&c->arena, strlen(name) + 32);
+    char *m = sb_rt_ja_alloc(&c->arena, strlen(name) + 32);
     sprintf(m, "'%s' is undefined", name);
     return jv_undef(m);
 }
@@ -128,16 +129,17 @@ static void assign(jctx *c, jscope *s, const jnode *t, jv v)
     if (t->kind == JN_NSREF) {
         jv ns = lookup(c, s, t->name);
         if (ns.kind != JV_NS)
-            jfail(c, SB_ERR_INVAL, "TemplateRuntimeError: cannot assign attribute on "
-                  "non-namespace object");
-        jd_set(c, ns.d, jv_str(js_lit(c, t->attr)), v);
+            sb_rt_jfail(c, SB_ERR_INVAL,
+                        "TemplateRuntimeError: cannot assign attribute on "
+                        "non-namespace object");
+        sb_rt_jd_set(c, ns.d, jv_str(sb_rt_js_lit(c, t->attr)), v);
         return;
     }
     /* a tuple of targets: unpack */
-    jlist *l = jv_iterate(c, v);
+    jlist *l = sb_rt_jv_iterate(c, v);
     if (l->n != t->n)
-        jfail(c, SB_ERR_INVAL, "ValueError: %s values to unpack (expected %u, got %zu)",
-              l->n > t->n ? "too many" : "not enough", t->n, l->n);
+        sb_rt_jfail(c, SB_ERR_INVAL, "ValueError: %s values to unpack (expected %u, got %zu)",
+                    l->n > t->n ? "too many" : "not enough", t->n, l->n);
     for (uint32_t k = 0; k < t->n; k++)
         assign(c, s, t->kids[k], l->v[k]);
 }
@@ -147,13 +149,13 @@ static void assign(jctx *c, jscope *s, const jnode *t, jv v)
 static jbuf *capture_begin(jctx *c)
 {
     jbuf *old = c->out;
-    c->out = jbuf_new(c);
+    c->out = sb_rt_jbuf_new(c);
     return old;
 }
 
 static jstr *capture_end(jctx *c, jbuf *old)
 {
-    jstr *s = jbuf_take(c, c->out);
+    jstr *s = sb_rt_jbuf_take(c, c->out);
     c->out = old;
     return s;
 }
@@ -170,17 +172,17 @@ static void eval_args(jctx *c, jscope *s, const jnode *n, uint32_t from, jargs *
         n->kids[k]->kind == JN_KWARG ? nk++ : np++;
     a->n = np;
     a->n_kw = nk;
-    a->v = np ? ja_alloc(&c->arena, np * sizeof *a->v) : NULL;
-    a->kw = nk ? ja_alloc(&c->arena, nk * sizeof *a->kw) : NULL;
-    a->kv = nk ? ja_alloc(&c->arena, nk * sizeof *a->kv) : NULL;
+    a->v = np ? sb_rt_ja_alloc(&c->arena, np * sizeof *a->v) : NULL;
+    a->kw = nk ? sb_rt_ja_alloc(&c->arena, nk * sizeof *a->kw) : NULL;
+    a->kv = nk ? sb_rt_ja_alloc(&c->arena, nk * sizeof *a->kv) : NULL;
     np = nk = 0;
     for (uint32_t k = from; k < n->n; k++) {
         const jnode *x = n->kids[k];
         if (x->kind == JN_KWARG) {
             a->kw[nk] = x->name;
-            a->kv[nk++] = jeval(c, s, x->kids[0]);
+            a->kv[nk++] = sb_rt_jeval(c, s, x->kids[0]);
         } else {
-            a->v[np++] = jeval(c, s, x);
+            a->v[np++] = sb_rt_jeval(c, s, x);
         }
     }
 }
@@ -190,7 +192,7 @@ static void eval_args(jctx *c, jscope *s, const jnode *n, uint32_t from, jargs *
 #define USES_KWARGS 2u
 #define USES_CALLER 4u
 
-jv jeval_call_macro(jctx *c, jv fn, const jargs *a)
+jv sb_rt_jeval_call_macro(jctx *c, jv fn, const jargs *a)
 {
     jcall *k = fn.c;
     const jnode *m = k->macro;
@@ -201,49 +203,54 @@ jv jeval_call_macro(jctx *c, jv fn, const jargs *a)
     enter(c);
     jscope *ms = scope_new(c, k->closure);
     uint32_t np = params->n, nd = defaults->n;
-    bool *bound = ja_alloc(&c->arena, (np + 1) * sizeof *bound);
+    bool *bound = sb_rt_ja_alloc(&c->arena, (np + 1) * sizeof *bound);
     if (a->n > np && !(m->op & USES_VARARGS))
-        jfail(c, SB_ERR_INVAL, "TypeError: macro '%s' takes not more than %u argument(s)", name,
-              np);
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: macro '%s' takes not more than %u argument(s)",
+                    name, np);
     for (uint32_t i = 0; i < np && i < a->n; i++) {
         scope_set(c, ms, params->kids[i]->name, a->v[i]);
         bound[i] = true;
     }
-    jdict *kw = jd_new(c, 4);
+    jdict *kw = sb_rt_jd_new(c, 4);
     for (size_t j = 0; j < a->n_kw; j++) {
         uint32_t i = 0;
         while (i < np && strcmp(params->kids[i]->name, a->kw[j]))
             i++;
         if (i < np) {
             if (bound[i])
-                jfail(c, SB_ERR_INVAL, "TypeError: macro '%s' got multiple values for argument "
-                      "'%s'", name, a->kw[j]);
+                sb_rt_jfail(c, SB_ERR_INVAL,
+                            "TypeError: macro '%s' got multiple values for argument "
+                            "'%s'",
+                            name, a->kw[j]);
             scope_set(c, ms, params->kids[i]->name, a->kv[j]);
             bound[i] = true;
         } else if (!strcmp(a->kw[j], "caller") && k->caller.kind == JV_UNDEF && !is_block) {
-            jfail(c, SB_ERR_INVAL, "TypeError: macro '%s' was invoked with two values for the "
-                  "special caller argument", name);
+            sb_rt_jfail(c, SB_ERR_INVAL,
+                        "TypeError: macro '%s' was invoked with two values for the "
+                        "special caller argument",
+                        name);
         } else if (m->op & USES_KWARGS) {
-            jd_set(c, kw, jv_str(js_lit(c, a->kw[j])), a->kv[j]);
+            sb_rt_jd_set(c, kw, jv_str(sb_rt_js_lit(c, a->kw[j])), a->kv[j]);
         } else {
-            jfail(c, SB_ERR_INVAL, "TypeError: macro '%s' takes no keyword argument '%s'", name,
-                  a->kw[j]);
+            sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: macro '%s' takes no keyword argument '%s'",
+                        name, a->kw[j]);
         }
     }
     for (uint32_t i = 0; i < np; i++) {
         if (bound[i])
             continue;
         if (i + nd >= np) {
-            scope_set(c, ms, params->kids[i]->name, jeval(c, ms, defaults->kids[i + nd - np]));
+            scope_set(c, ms, params->kids[i]->name,
+                      sb_rt_jeval(c, ms, defaults->kids[i + nd - np]));
         } else {
-            char *msg = ja_alloc(&c->arena, strlen(params->kids[i]->name) + 48);
+            char *msg = sb_rt_ja_alloc(&c->arena, strlen(params->kids[i]->name) + 48);
             sprintf(msg, "parameter '%s' was not provided", params->kids[i]->name);
             scope_set(c, ms, params->kids[i]->name, jv_undef(msg));
         }
     }
     if (m->op & USES_VARARGS) {
         size_t extra = a->n > np ? a->n - np : 0;
-        jlist *va = jl_new(c, extra, true);
+        jlist *va = sb_rt_jl_new(c, extra, true);
         for (size_t i = 0; i < extra; i++)
             va->v[i] = a->v[np + i];
         scope_set(c, ms, c->t->n_varargs, jv_list(va));
@@ -261,7 +268,7 @@ jv jeval_call_macro(jctx *c, jv fn, const jargs *a)
 
 static jv make_macro(jctx *c, jscope *s, const jnode *m)
 {
-    jv v = jcall_new(c, JC_MACRO, m->name, jv_none());
+    jv v = sb_rt_jcall_new(c, JC_MACRO, m->name, jv_none());
     v.c->macro = m;
     v.c->closure = s;
     return v;
@@ -272,16 +279,17 @@ static int exec_for(jctx *c, jscope *s, const jnode *n, jv iterable, uint32_t de
 /* evaluate a CALL node; caller: the caller() a call block passes (or undefined) */
 static jv eval_call(jctx *c, jscope *s, const jnode *n, jv caller)
 {
-    jv fn = jeval(c, s, n->kids[0]);
+    jv fn = sb_rt_jeval(c, s, n->kids[0]);
     jargs a;
     eval_args(c, s, n, 1, &a);
-    jstep(c, 1);
+    sb_rt_jstep(c, 1);
     if (fn.kind == JV_LOOP) {
         if (!(fn.loop->node->op & 1))
-            jfail(c, SB_ERR_INVAL, "TypeError: Tried to call non recursive loop.  Maybe you "
-                  "forgot the 'recursive' modifier.");
+            sb_rt_jfail(c, SB_ERR_INVAL,
+                        "TypeError: Tried to call non recursive loop.  Maybe you "
+                        "forgot the 'recursive' modifier.");
         if (a.n != 1 || a.n_kw)
-            jfail(c, SB_ERR_INVAL, "TypeError: loop() takes exactly one argument");
+            sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: loop() takes exactly one argument");
         enter(c);
         jbuf *old = capture_begin(c);
         exec_for(c, fn.loop->scope, fn.loop->node, a.v[0], fn.loop->depth0 + 1);
@@ -291,16 +299,16 @@ static jv eval_call(jctx *c, jscope *s, const jnode *n, jv caller)
     }
     if (fn.kind == JV_CALL && fn.c->kind == JC_MACRO) {
         if (caller.kind != JV_UNDEF) {
-            jcall *k = ja_alloc(&c->arena, sizeof *k);
+            jcall *k = sb_rt_ja_alloc(&c->arena, sizeof *k);
             *k = *fn.c;
             k->caller = caller;
             fn.c = k;
         }
-        return jeval_call_macro(c, fn, &a);
+        return sb_rt_jeval_call_macro(c, fn, &a);
     }
     if (caller.kind != JV_UNDEF)
-        jfail(c, SB_ERR_INVAL, "TypeError: a call block needs a macro to call");
-    return jb_call(c, fn, &a);
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: a call block needs a macro to call");
+    return sb_rt_jb_call(c, fn, &a);
 }
 
 /* ---- expressions --------------------------------------------------------------------- */
@@ -311,8 +319,9 @@ _Noreturn static void missing_fn(jctx *c, const jnode *n)
 {
     const char *what = n->kind == JN_FILTER ? "filter" : "test";
     if (n->op)
-        jfail(c, SB_ERR_INVAL, "TemplateRuntimeError: No %s named '%s' found.", what, n->name);
-    jfail(c, SB_ERR_UNSUPPORTED, "the '%s' %s is not supported", n->name, what);
+        sb_rt_jfail(c, SB_ERR_INVAL, "TemplateRuntimeError: No %s named '%s' found.", what,
+                    n->name);
+    sb_rt_jfail(c, SB_ERR_UNSUPPORTED, "the '%s' %s is not supported", n->name, what);
 }
 
 /* a filter node; hole is the input of a chain whose innermost input is NULL
@@ -322,7 +331,7 @@ static jv eval_filter(jctx *c, jscope *s, const jnode *n, const jv *hole)
     jv x;
     if (n->kids[0])
         x = n->kids[0]->kind == JN_FILTER && hole ? eval_filter(c, s, n->kids[0], hole)
-                                                  : jeval(c, s, n->kids[0]);
+                                                  : sb_rt_jeval(c, s, n->kids[0]);
     else
         x = *hole;
     jargs a;
@@ -336,36 +345,44 @@ static jv eval_filter(jctx *c, jscope *s, const jnode *n, const jv *hole)
 static bool compare(jctx *c, int op, jv a, jv b)
 {
     switch (op) {
-    case JOP_EQ: return jv_eq(c, a, b);
-    case JOP_NE: return !jv_eq(c, a, b);
-    case JOP_LT: return jv_cmp(c, a, b) < 0;
-    case JOP_LE: return jv_cmp(c, a, b) <= 0;
-    case JOP_GT: return jv_cmp(c, a, b) > 0;
-    case JOP_GE: return jv_cmp(c, a, b) >= 0;
-    case JOP_IN: return jv_contains(c, b, a);
-    default: return !jv_contains(c, b, a);
+    case JOP_EQ:
+        return sb_rt_jv_eq(c, a, b);
+    case JOP_NE:
+        return !sb_rt_jv_eq(c, a, b);
+    case JOP_LT:
+        return sb_rt_jv_cmp(c, a, b) < 0;
+    case JOP_LE:
+        return sb_rt_jv_cmp(c, a, b) <= 0;
+    case JOP_GT:
+        return sb_rt_jv_cmp(c, a, b) > 0;
+    case JOP_GE:
+        return sb_rt_jv_cmp(c, a, b) >= 0;
+    case JOP_IN:
+        return sb_rt_jv_contains(c, b, a);
+    default:
+        return !sb_rt_jv_contains(c, b, a);
     }
 }
 
 static jv eval_slice_or_item(jctx *c, jscope *s, const jnode *n)
 {
-    jv obj = jeval(c, s, n->kids[0]);
+    jv obj = sb_rt_jeval(c, s, n->kids[0]);
     const jnode *k = n->kids[1];
     if (k->kind == JN_SLICE) {
         jv p[3];
         for (int i = 0; i < 3; i++)
-            p[i] = k->kids[i] ? jeval(c, s, k->kids[i]) : jv_none();
+            p[i] = k->kids[i] ? sb_rt_jeval(c, s, k->kids[i]) : jv_none();
         c->line = n->line;
-        return jv_slice(c, obj, p[0], p[1], p[2]);
+        return sb_rt_jv_slice(c, obj, p[0], p[1], p[2]);
     }
-    jv key = jeval(c, s, k);
+    jv key = sb_rt_jeval(c, s, k);
     c->line = n->line;
-    return jv_getitem(c, obj, key);
+    return sb_rt_jv_getitem(c, obj, key);
 }
 
-jv jeval(jctx *c, jscope *s, const jnode *n)
+jv sb_rt_jeval(jctx *c, jscope *s, const jnode *n)
 {
-    jstep(c, 1);
+    sb_rt_jstep(c, 1);
     enter(c);
     jv r;
     switch (n->kind) {
@@ -376,9 +393,9 @@ jv jeval(jctx *c, jscope *s, const jnode *n)
         r = lookup(c, s, n->name);
         break;
     case JN_GETATTR: {
-        jv obj = jeval(c, s, n->kids[0]);
+        jv obj = sb_rt_jeval(c, s, n->kids[0]);
         c->line = n->line;
-        r = jv_getattr(c, obj, n->name);
+        r = sb_rt_jv_getattr(c, obj, n->name);
         break;
     }
     case JN_GETITEM:
@@ -391,47 +408,47 @@ jv jeval(jctx *c, jscope *s, const jnode *n)
         r = eval_filter(c, s, n, NULL);
         break;
     case JN_TEST: {
-        jv x = jeval(c, s, n->kids[0]);
+        jv x = sb_rt_jeval(c, s, n->kids[0]);
         jargs a;
         eval_args(c, s, n, 1, &a);
         c->line = n->line;
         if (!n->fn)
             missing_fn(c, n);
-        jb_test_arity(c, n->name, &a);
+        sb_rt_jb_test_arity(c, n->name, &a);
         r = jv_bool(((jtest_fn)n->fn)(c, x, &a));
         break;
     }
     case JN_NOT:
-        r = jv_bool(!jv_truth(jeval(c, s, n->kids[0])));
+        r = jv_bool(!sb_rt_jv_truth(sb_rt_jeval(c, s, n->kids[0])));
         break;
     case JN_NEG:
     case JN_POS: {
-        jv x = jeval(c, s, n->kids[0]);
+        jv x = sb_rt_jeval(c, s, n->kids[0]);
         c->line = n->line;
-        r = jv_neg(c, x, n->kind == JN_NEG);
+        r = sb_rt_jv_neg(c, x, n->kind == JN_NEG);
         break;
     }
     case JN_BIN: {
-        jv a = jeval(c, s, n->kids[0]), b = jeval(c, s, n->kids[1]);
+        jv a = sb_rt_jeval(c, s, n->kids[0]), b = sb_rt_jeval(c, s, n->kids[1]);
         c->line = n->line;
-        r = jv_binop(c, n->op, a, b);
+        r = sb_rt_jv_binop(c, n->op, a, b);
         break;
     }
     case JN_CONCAT: { /* str_join: str() of each, Markup or not */
-        jbuf *b = jbuf_new(c);
+        jbuf *b = sb_rt_jbuf_new(c);
         for (uint32_t k = 0; k < n->n; k++) {
-            jv x = jeval(c, s, n->kids[k]);
+            jv x = sb_rt_jeval(c, s, n->kids[k]);
             c->line = n->line;
-            jv_str_into(c, b, x);
+            sb_rt_jv_str_into(c, b, x);
         }
-        r = jv_str(jbuf_take(c, b));
+        r = jv_str(sb_rt_jbuf_take(c, b));
         break;
     }
     case JN_COMPARE: {
-        jv a = jeval(c, s, n->kids[0]);
+        jv a = sb_rt_jeval(c, s, n->kids[0]);
         bool ok = true;
         for (uint32_t k = 1; k < n->n && ok; k++) {
-            jv b = jeval(c, s, n->kids[k]->kids[0]);
+            jv b = sb_rt_jeval(c, s, n->kids[k]->kids[0]);
             c->line = n->line;
             ok = compare(c, n->kids[k]->op, a, b);
             a = b;
@@ -440,49 +457,49 @@ jv jeval(jctx *c, jscope *s, const jnode *n)
         break;
     }
     case JN_AND: {
-        jv a = jeval(c, s, n->kids[0]);
-        r = jv_truth(a) ? jeval(c, s, n->kids[1]) : a;
+        jv a = sb_rt_jeval(c, s, n->kids[0]);
+        r = sb_rt_jv_truth(a) ? sb_rt_jeval(c, s, n->kids[1]) : a;
         break;
     }
     case JN_OR: {
-        jv a = jeval(c, s, n->kids[0]);
-        r = jv_truth(a) ? a : jeval(c, s, n->kids[1]);
+        jv a = sb_rt_jeval(c, s, n->kids[0]);
+        r = sb_rt_jv_truth(a) ? a : sb_rt_jeval(c, s, n->kids[1]);
         break;
     }
     case JN_COND:
-        if (jv_truth(jeval(c, s, n->kids[1])))
-            r = jeval(c, s, n->kids[0]);
+        if (sb_rt_jv_truth(sb_rt_jeval(c, s, n->kids[1])))
+            r = sb_rt_jeval(c, s, n->kids[0]);
         else if (n->kids[2])
-            r = jeval(c, s, n->kids[2]);
+            r = sb_rt_jeval(c, s, n->kids[2]);
         else
             r = jv_undef("the inline if-expression evaluated to false and no else section "
                          "was defined.");
         break;
     case JN_LIST:
     case JN_TUPLE: {
-        jlist *l = jl_new(c, n->n, n->kind == JN_TUPLE);
+        jlist *l = sb_rt_jl_new(c, n->n, n->kind == JN_TUPLE);
         for (uint32_t k = 0; k < n->n; k++)
-            l->v[k] = jeval(c, s, n->kids[k]);
+            l->v[k] = sb_rt_jeval(c, s, n->kids[k]);
         r = jv_list(l);
         break;
     }
     case JN_DICT: {
-        jdict *d = jd_new(c, n->n / 2 + 1);
+        jdict *d = sb_rt_jd_new(c, n->n / 2 + 1);
         for (uint32_t k = 0; k + 1 < n->n; k += 2) {
-            jv key = jeval(c, s, n->kids[k]);
-            jv val = jeval(c, s, n->kids[k + 1]);
+            jv key = sb_rt_jeval(c, s, n->kids[k]);
+            jv val = sb_rt_jeval(c, s, n->kids[k + 1]);
             c->line = n->line;
-            jd_set(c, d, key, val);
+            sb_rt_jd_set(c, d, key, val);
         }
         r = jv_dict(d);
         break;
     }
     case JN_SLICE:
         c->line = n->line;
-        jfail(c, SB_ERR_INVAL, "a slice outside a subscript");
+        sb_rt_jfail(c, SB_ERR_INVAL, "a slice outside a subscript");
     default:
         c->line = n->line;
-        jfail(c, SB_ERR_INVAL, "this expression cannot be evaluated here");
+        sb_rt_jfail(c, SB_ERR_INVAL, "this expression cannot be evaluated here");
     }
     leave(c);
     return r;
@@ -494,21 +511,21 @@ static int exec_for(jctx *c, jscope *s, const jnode *n, jv iterable, uint32_t de
 {
     const jnode *target = n->kids[0], *test = n->kids[2], *body = n->kids[3], *els = n->kids[4];
     c->line = n->line;
-    jlist *items = jv_iterate(c, iterable);
+    jlist *items = sb_rt_jv_iterate(c, iterable);
     if (test) { /* the loop's `if`: filters before loop.length is known */
-        jlist *kept = jl_new(c, items->n, false);
+        jlist *kept = sb_rt_jl_new(c, items->n, false);
         size_t k = 0;
         for (size_t i = 0; i < items->n; i++) {
             jscope *ts = scope_new(c, s);
             assign(c, ts, target, items->v[i]);
-            if (jv_truth(jeval(c, ts, test)))
+            if (sb_rt_jv_truth(sb_rt_jeval(c, ts, test)))
                 kept->v[k++] = items->v[i];
         }
         kept->n = k;
         items = kept;
     }
     bool iterated = false; /* jinja2 runs `else` unless a body ran to its end */
-    jloop *lp = ja_alloc(&c->arena, sizeof *lp);
+    jloop *lp = sb_rt_ja_alloc(&c->arena, sizeof *lp);
     lp->length = items->n;
     lp->items = items;
     lp->depth0 = depth0;
@@ -516,10 +533,10 @@ static int exec_for(jctx *c, jscope *s, const jnode *n, jv iterable, uint32_t de
     lp->scope = s;
     for (size_t i = 0; i < items->n; i++) {
         if (++c->iterations > c->lim->max_iterations)
-            jfail(c, SB_ERR_RANGE, "loops ran over %" PRIu64 " iterations (max_iterations)",
-                  c->lim->max_iterations);
+            sb_rt_jfail(c, SB_ERR_RANGE, "loops ran over %" PRIu64 " iterations (max_iterations)",
+                        c->lim->max_iterations);
         jscope *is = scope_new(c, s);
-        jloop *li = ja_alloc(&c->arena, sizeof *li);
+        jloop *li = sb_rt_ja_alloc(&c->arena, sizeof *li);
         *li = *lp;
         li->index0 = i;
         jv lv = { .kind = JV_LOOP };
@@ -539,7 +556,7 @@ static int exec_for(jctx *c, jscope *s, const jnode *n, jv iterable, uint32_t de
 
 static int exec(jctx *c, jscope *s, const jnode *n)
 {
-    jstep(c, 1);
+    sb_rt_jstep(c, 1);
     enter(c);
     int flow = FLOW_NORMAL;
     switch (n->kind) {
@@ -548,19 +565,19 @@ static int exec(jctx *c, jscope *s, const jnode *n)
             flow = exec(c, s, n->kids[k]);
         break;
     case JN_DATA:
-        jbuf_put_str(c, c->out, n->val.s);
+        sb_rt_jbuf_put_str(c, c->out, n->val.s);
         break;
     case JN_OUTPUT: {
-        jv v = jeval(c, s, n->kids[0]);
+        jv v = sb_rt_jeval(c, s, n->kids[0]);
         c->line = n->line;
-        jv_str_into(c, c->out, v);
+        sb_rt_jv_str_into(c, c->out, v);
         break;
     }
     case JN_IF: {
         uint32_t k = 0;
         for (; k + 1 < n->n; k += 2) {
             c->line = n->kids[k]->line;
-            if (jv_truth(jeval(c, s, n->kids[k]))) {
+            if (sb_rt_jv_truth(sb_rt_jeval(c, s, n->kids[k]))) {
                 flow = exec(c, s, n->kids[k + 1]);
                 break;
             }
@@ -571,10 +588,10 @@ static int exec(jctx *c, jscope *s, const jnode *n)
     }
     case JN_FOR:
         c->line = n->line;
-        flow = exec_for(c, s, n, jeval(c, s, n->kids[1]), 0);
+        flow = exec_for(c, s, n, sb_rt_jeval(c, s, n->kids[1]), 0);
         break;
     case JN_SET: {
-        jv v = jeval(c, s, n->kids[1]);
+        jv v = sb_rt_jeval(c, s, n->kids[1]);
         c->line = n->line;
         assign(c, s, n->kids[0], v);
         break;
@@ -597,7 +614,7 @@ static int exec(jctx *c, jscope *s, const jnode *n)
         caller.c->name = "caller";
         c->line = n->line;
         jv r = eval_call(c, s, n->kids[2], caller);
-        jv_str_into(c, c->out, r);
+        sb_rt_jv_str_into(c, c->out, r);
         break;
     }
     case JN_FILTERBLOCK: {
@@ -605,15 +622,15 @@ static int exec(jctx *c, jscope *s, const jnode *n)
         exec(c, s, n->kids[1]);
         jv v = jv_str(capture_end(c, old));
         v = eval_filter(c, s, n->kids[0], &v);
-        jv_str_into(c, c->out, v);
+        sb_rt_jv_str_into(c, c->out, v);
         break;
     }
     case JN_WITH: {
         jscope *ws = scope_new(c, s);
         const jnode *t = n->kids[0], *v = n->kids[1];
-        jv *vals = ja_alloc(&c->arena, (t->n + 1) * sizeof *vals);
+        jv *vals = sb_rt_ja_alloc(&c->arena, (t->n + 1) * sizeof *vals);
         for (uint32_t k = 0; k < t->n; k++) /* values see the outer scope */
-            vals[k] = jeval(c, s, v->kids[k]);
+            vals[k] = sb_rt_jeval(c, s, v->kids[k]);
         for (uint32_t k = 0; k < t->n; k++)
             assign(c, ws, t->kids[k], vals[k]);
         flow = exec(c, ws, n->kids[2]);
@@ -627,7 +644,7 @@ static int exec(jctx *c, jscope *s, const jnode *n)
         break;
     default:
         c->line = n->line;
-        jfail(c, SB_ERR_INVAL, "this statement cannot be executed here");
+        sb_rt_jfail(c, SB_ERR_INVAL, "this statement cannot be executed here");
     }
     leave(c);
     return flow;
@@ -652,12 +669,12 @@ static const char *find_name(const jtmpl *t, const char *name)
     return NULL;
 }
 
-jstr *jinja_input_str(jctx *c, const char *s, const char *what, size_t i)
+jstr *sb_rt_jinja_input_str(jctx *c, const char *s, const char *what, size_t i)
 {
     size_t n = strlen(s);
-    if (!utf8_valid(s, n))
-        jfail(c, SB_ERR_INVAL, "%s of message %zu is not valid UTF-8", what, i);
-    jstr *r = ja_alloc(&c->arena, sizeof *r);
+    if (!sb_rt_utf8_valid(s, n))
+        sb_rt_jfail(c, SB_ERR_INVAL, "%s of message %zu is not valid UTF-8", what, i);
+    jstr *r = sb_rt_ja_alloc(&c->arena, sizeof *r);
     r->s = s; /* borrowed for the render */
     r->len = n;
     r->taint = n ? JT_ALL : NULL;
@@ -670,24 +687,25 @@ static const char *const reserved_vars[] = { "messages", "add_generation_prompt"
 static void bind_inputs(jctx *c, const jinja_input *in, jscope *g)
 {
     const jtmpl *t = c->t;
-    jlist *msgs = jl_new(c, in->n_msgs, false);
-    jv role_k = jv_str(js_lit(c, "role")), content_k = jv_str(js_lit(c, "content"));
+    jlist *msgs = sb_rt_jl_new(c, in->n_msgs, false);
+    jv role_k = jv_str(sb_rt_js_lit(c, "role")), content_k = jv_str(sb_rt_js_lit(c, "content"));
     for (size_t i = 0; i < in->n_msgs; i++) {
         const sb_rt_chat_msg *m = &in->msgs[i];
-        jdict *d = jd_new(c, 4);
-        jd_set(c, d, role_k, jv_str(jinja_input_str(c, m->role, "the role", i)));
-        jd_set(c, d, content_k,
-               m->content ? jv_str(jinja_input_str(c, m->content, "the content", i)) : jv_none());
+        jdict *d = sb_rt_jd_new(c, 4);
+        sb_rt_jd_set(c, d, role_k, jv_str(sb_rt_jinja_input_str(c, m->role, "the role", i)));
+        sb_rt_jd_set(c, d, content_k,
+                     m->content ? jv_str(sb_rt_jinja_input_str(c, m->content, "the content", i))
+                                : jv_none());
         if (in->msg_json && in->msg_json[i]) {
             char what[64];
             snprintf(what, sizeof what, "the extras of message %zu", i);
-            jv x = jjson_parse(c, in->msg_json[i], strlen(in->msg_json[i]), what);
+            jv x = sb_rt_jjson_parse(c, in->msg_json[i], strlen(in->msg_json[i]), what);
             if (x.kind != JV_DICT)
-                jfail(c, SB_ERR_INVAL, "%s: not a JSON object", what);
+                sb_rt_jfail(c, SB_ERR_INVAL, "%s: not a JSON object", what);
             for (size_t k = 0; k < x.d->n; k++) {
-                if (jv_eq(c, x.d->k[k], role_k))
-                    jfail(c, SB_ERR_INVAL, "%s: \"role\" cannot be set there", what);
-                jd_set(c, d, x.d->k[k], x.d->v[k]);
+                if (sb_rt_jv_eq(c, x.d->k[k], role_k))
+                    sb_rt_jfail(c, SB_ERR_INVAL, "%s: \"role\" cannot be set there", what);
+                sb_rt_jd_set(c, d, x.d->k[k], x.d->v[k]);
             }
         }
         msgs->v[i] = jv_dict(d);
@@ -698,28 +716,28 @@ static void bind_inputs(jctx *c, const jinja_input *in, jscope *g)
     if ((nm = find_name(t, "add_generation_prompt")))
         scope_set(c, g, nm, jv_bool(in->add_generation_prompt));
     if (in->bos && (nm = find_name(t, "bos_token")))
-        scope_set(c, g, nm, jv_str(js_new(c, in->bos, strlen(in->bos), false)));
+        scope_set(c, g, nm, jv_str(sb_rt_js_new(c, in->bos, strlen(in->bos), false)));
     if (in->eos && (nm = find_name(t, "eos_token")))
-        scope_set(c, g, nm, jv_str(js_new(c, in->eos, strlen(in->eos), false)));
+        scope_set(c, g, nm, jv_str(sb_rt_js_new(c, in->eos, strlen(in->eos), false)));
     if (in->vars_json) {
-        jv x = jjson_parse(c, in->vars_json, strlen(in->vars_json), "the template variables");
+        jv x = sb_rt_jjson_parse(c, in->vars_json, strlen(in->vars_json), "the template variables");
         if (x.kind != JV_DICT)
-            jfail(c, SB_ERR_INVAL, "the template variables: not a JSON object");
+            sb_rt_jfail(c, SB_ERR_INVAL, "the template variables: not a JSON object");
         for (size_t k = 0; k < x.d->n; k++) {
             jstr *key = x.d->k[k].s;
-            char *name = ja_dup(&c->arena, key->s, key->len);
+            char *name = sb_rt_ja_dup(&c->arena, key->s, key->len);
             for (size_t r = 0; r < sizeof reserved_vars / sizeof reserved_vars[0]; r++)
                 if (!strcmp(name, reserved_vars[r]))
-                    jfail(c, SB_ERR_INVAL, "the template variables: \"%s\" cannot be set there",
-                          name);
+                    sb_rt_jfail(c, SB_ERR_INVAL,
+                                "the template variables: \"%s\" cannot be set there", name);
             if (strlen(name) == key->len && (nm = find_name(t, name)))
                 scope_set(c, g, nm, x.d->v[k]);
         }
     }
 }
 
-int jinja_run(const sb_rt_chat_limits *lim, const jtmpl *t, void (*body)(jctx *c, void *arg),
-              void *arg, sb_rt_chat_text *out, sb_rt_err *err)
+int sb_rt_jinja_run(const sb_rt_chat_limits *lim, const jtmpl *t, void (*body)(jctx *c, void *arg),
+                    void *arg, sb_rt_chat_text *out, sb_rt_err *err)
 {
     /* on the heap: it is written between setjmp and longjmp, and read after */
     jctx *const c = calloc(1, sizeof *c);
@@ -732,27 +750,27 @@ int jinja_run(const sb_rt_chat_limits *lim, const jtmpl *t, void (*body)(jctx *c
     c->arena.limit = lim->max_memory_bytes;
     if (setjmp(c->jb)) {
         int code = c->code;
-        jbuf_free_all(c);
-        ja_free(&c->arena);
+        sb_rt_jbuf_free_all(c);
+        sb_rt_ja_free(&c->arena);
         free(c);
         return code;
     }
-    c->root = c->out = jbuf_new(c);
+    c->root = c->out = sb_rt_jbuf_new(c);
     body(c, arg);
     jbuf *o = c->root;
     if (!o->s) { /* nothing was written */
         o->s = malloc(1);
         o->taint = malloc(1);
         if (!o->s || !o->taint)
-            jfail(c, SB_ERR_NOMEM, "out of memory");
+            sb_rt_jfail(c, SB_ERR_NOMEM, "out of memory");
         o->s[0] = '\0';
     }
     sb_rt_chat_text r;
-    if (jinja_text_from_buf(o->s, o->len, o->taint, &r) != SB_OK)
-        jfail(c, SB_ERR_NOMEM, "out of memory");
+    if (sb_rt_jinja_text_from_buf(o->s, o->len, o->taint, &r) != SB_OK)
+        sb_rt_jfail(c, SB_ERR_NOMEM, "out of memory");
     o->s = NULL; /* now r's */
-    jbuf_free_all(c);
-    ja_free(&c->arena);
+    sb_rt_jbuf_free_all(c);
+    sb_rt_ja_free(&c->arena);
     free(c);
     *out = r;
     return SB_OK;
@@ -761,10 +779,10 @@ int jinja_run(const sb_rt_chat_limits *lim, const jtmpl *t, void (*body)(jctx *c
 static void render_body(jctx *c, void *arg)
 {
     const jinja_input *in = arg;
-    if (in->bos && !utf8_valid(in->bos, strlen(in->bos)))
-        jfail(c, SB_ERR_INVAL, "bos_token is not valid UTF-8");
-    if (in->eos && !utf8_valid(in->eos, strlen(in->eos)))
-        jfail(c, SB_ERR_INVAL, "eos_token is not valid UTF-8");
+    if (in->bos && !sb_rt_utf8_valid(in->bos, strlen(in->bos)))
+        sb_rt_jfail(c, SB_ERR_INVAL, "bos_token is not valid UTF-8");
+    if (in->eos && !sb_rt_utf8_valid(in->eos, strlen(in->eos)))
+        sb_rt_jfail(c, SB_ERR_INVAL, "eos_token is not valid UTF-8");
     jscope *g = scope_new(c, NULL);
     jbuf *root = c->out;
     bind_inputs(c, in, g);
@@ -772,13 +790,13 @@ static void render_body(jctx *c, void *arg)
     exec(c, g, c->t->root);
 }
 
-int jinja_render(const jtmpl *t, const jinja_input *in, sb_rt_chat_text *out, sb_rt_err *err)
+int sb_rt_jinja_render(const jtmpl *t, const jinja_input *in, sb_rt_chat_text *out, sb_rt_err *err)
 {
-    return jinja_run(&t->lim, t, render_body, (void *)in, out, err);
+    return sb_rt_jinja_run(&t->lim, t, render_body, (void *)in, out, err);
 }
 
-int jinja_render_lim(const jtmpl *t, const jinja_input *in, const sb_rt_chat_limits *lim,
-                     sb_rt_chat_text *out, sb_rt_err *err)
+int sb_rt_jinja_render_lim(const jtmpl *t, const jinja_input *in, const sb_rt_chat_limits *lim,
+                           sb_rt_chat_text *out, sb_rt_err *err)
 {
-    return jinja_run(lim, t, render_body, (void *)in, out, err);
+    return sb_rt_jinja_run(lim, t, render_body, (void *)in, out, err);
 }

@@ -23,7 +23,7 @@ typedef struct jp {
 
 _Noreturn static void jp_fail(jp *p, const char *why)
 {
-    jfail(p->c, SB_ERR_INVAL, "%s: invalid JSON at byte %zu: %s", p->what, p->i, why);
+    sb_rt_jfail(p->c, SB_ERR_INVAL, "%s: invalid JSON at byte %zu: %s", p->what, p->i, why);
 }
 
 static void jp_ws(jp *p)
@@ -52,7 +52,7 @@ static int jp_hex4(jp *p)
 static jstr *jp_string(jp *p)
 {
     p->i++; /* " */
-    jbuf *b = jbuf_new(p->c);
+    jbuf *b = sb_rt_jbuf_new(p->c);
     for (;;) {
         if (p->i >= p->n)
             jp_fail(p, "unterminated string");
@@ -67,9 +67,9 @@ static jstr *jp_string(jp *p)
             size_t j = p->i;
             while (j < p->n && p->s[j] != '"' && p->s[j] != '\\' && (unsigned char)p->s[j] >= 0x20)
                 j++;
-            if (!utf8_valid(p->s + p->i, j - p->i))
+            if (!sb_rt_utf8_valid(p->s + p->i, j - p->i))
                 jp_fail(p, "invalid UTF-8");
-            jbuf_put(p->c, b, p->s + p->i, j - p->i, true);
+            sb_rt_jbuf_put(p->c, b, p->s + p->i, j - p->i, true);
             p->i = j;
             continue;
         }
@@ -100,14 +100,14 @@ static jstr *jp_string(jp *p)
                 jp_fail(p, "a lone surrogate");
             }
             char u[4];
-            jbuf_put(p->c, b, u, utf8_enc(cp, u), true);
+            sb_rt_jbuf_put(p->c, b, u, sb_rt_utf8_enc(cp, u), true);
             continue;
         }
         default: jp_fail(p, "bad escape");
         }
-        jbuf_putc(p->c, b, out, true);
+        sb_rt_jbuf_putc(p->c, b, out, true);
     }
-    return jbuf_take(p->c, b);
+    return sb_rt_jbuf_take(p->c, b);
 }
 
 static jv jp_value(jp *p);
@@ -186,7 +186,7 @@ static jv jp_number(jp *p)
     errno = 0;
     long long v = strtoll(buf, &end, 10);
     if (errno)
-        jfail(p->c, SB_ERR_UNSUPPORTED, "%s: integer %s over 64 bits", p->what, buf);
+        sb_rt_jfail(p->c, SB_ERR_UNSUPPORTED, "%s: integer %s over 64 bits", p->what, buf);
     return jv_int(v);
 }
 
@@ -195,18 +195,18 @@ static jv jp_value(jp *p)
     jp_ws(p);
     if (p->i >= p->n)
         jp_fail(p, "unexpected end");
-    jstep(p->c, 1);
+    sb_rt_jstep(p->c, 1);
     char ch = p->s[p->i];
     if (ch == '"')
         return jv_str(jp_string(p));
     if (ch == '{' || ch == '[') {
         if (++p->depth > p->c->lim->max_depth)
-            jfail(p->c, SB_ERR_INVAL, "%s: JSON nests deeper than %u (max_depth)", p->what,
-                  p->c->lim->max_depth);
+            sb_rt_jfail(p->c, SB_ERR_INVAL, "%s: JSON nests deeper than %u (max_depth)", p->what,
+                        p->c->lim->max_depth);
         p->i++;
         jv r;
         if (ch == '{') {
-            jdict *d = jd_new(p->c, 4);
+            jdict *d = sb_rt_jd_new(p->c, 4);
             if (!jp_empty(p, '}'))
                 do {
                     jp_ws(p);
@@ -217,7 +217,7 @@ static jv jp_value(jp *p)
                     if (p->i >= p->n || p->s[p->i] != ':')
                         jp_fail(p, "expected ':'");
                     p->i++;
-                    jd_set(p->c, d, k, jp_value(p));
+                    sb_rt_jd_set(p->c, d, k, jp_value(p));
                 } while (jp_more(p, '}'));
             r = jv_dict(d);
         } else {
@@ -226,9 +226,9 @@ static jv jp_value(jp *p)
             if (!jp_empty(p, ']'))
                 do {
                     jv x = jp_value(p);
-                    jv_push(p->c, &v, &n, &cap, x);
+                    sb_rt_jv_push(p->c, &v, &n, &cap, x);
                 } while (jp_more(p, ']'));
-            jlist *l = jl_new(p->c, 0, false);
+            jlist *l = sb_rt_jl_new(p->c, 0, false);
             l->n = n;
             l->v = v;
             r = jv_list(l);
@@ -253,7 +253,7 @@ static jv jp_value(jp *p)
     jp_fail(p, "unexpected character");
 }
 
-jv jjson_parse(jctx *c, const char *text, size_t len, const char *what)
+jv sb_rt_jjson_parse(jctx *c, const char *text, size_t len, const char *what)
 {
     jp p = { .c = c, .s = text, .n = len, .what = what };
     jv v = jp_value(&p);
@@ -273,14 +273,14 @@ typedef struct jd_opts {
 
 static void put(jctx *c, jbuf *b, const char *s)
 {
-    jbuf_put(c, b, s, strlen(s), false);
+    sb_rt_jbuf_put(c, b, s, strlen(s), false);
 }
 
 static void newline_indent(jctx *c, jbuf *b, const jd_opts *o, uint32_t level)
 {
     put(c, b, "\n");
     for (uint32_t k = 0; k < level; k++)
-        jbuf_put_str(c, b, o->indent);
+        sb_rt_jbuf_put_str(c, b, o->indent);
 }
 
 static void dump_float(jctx *c, jbuf *b, double f)
@@ -290,25 +290,27 @@ static void dump_float(jctx *c, jbuf *b, double f)
     else if (isinf(f))
         put(c, b, f < 0 ? "-Infinity" : "Infinity");
     else
-        jbuf_put_float(c, b, f);
+        sb_rt_jbuf_put_float(c, b, f);
 }
 
 _Noreturn static void not_serializable(jctx *c, jv v)
 {
-    jfail(c, SB_ERR_INVAL, "TypeError: Object of type %s is not JSON serializable",
-          jv_type_name(v));
+    sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: Object of type %s is not JSON serializable",
+                sb_rt_jv_type_name(v));
 }
 
 /* a dict key as json.dumps writes it */
 static void dump_key(jctx *c, jbuf *b, jv k, const jd_opts *o)
 {
     switch (k.kind) {
-    case JV_STR: js_json(c, b, k.s, o->ensure_ascii); return;
+    case JV_STR:
+        sb_rt_js_json(c, b, k.s, o->ensure_ascii);
+        return;
     case JV_NONE: put(c, b, "\"null\""); return;
     case JV_BOOL: put(c, b, k.b ? "\"true\"" : "\"false\""); return;
     case JV_INT:
         put(c, b, "\"");
-        jbuf_put_int(c, b, k.i);
+        sb_rt_jbuf_put_int(c, b, k.i);
         put(c, b, "\"");
         return;
     case JV_FLOAT:
@@ -317,22 +319,27 @@ static void dump_key(jctx *c, jbuf *b, jv k, const jd_opts *o)
         put(c, b, "\"");
         return;
     default:
-        jfail(c, SB_ERR_INVAL, "TypeError: keys must be str, int, float, bool or None, not %s",
-              jv_type_name(k));
+        sb_rt_jfail(c, SB_ERR_INVAL,
+                    "TypeError: keys must be str, int, float, bool or None, not %s",
+                    sb_rt_jv_type_name(k));
     }
 }
 
 static void dump(jctx *c, jbuf *b, jv v, const jd_opts *o, uint32_t level)
 {
     if (level > c->lim->max_depth)
-        jfail(c, SB_ERR_RANGE, "values nest deeper than %u (max_depth)", c->lim->max_depth);
-    jstep(c, 1);
+        sb_rt_jfail(c, SB_ERR_RANGE, "values nest deeper than %u (max_depth)", c->lim->max_depth);
+    sb_rt_jstep(c, 1);
     switch (v.kind) {
     case JV_NONE: put(c, b, "null"); return;
     case JV_BOOL: put(c, b, v.b ? "true" : "false"); return;
-    case JV_INT: jbuf_put_int(c, b, v.i); return;
+    case JV_INT:
+        sb_rt_jbuf_put_int(c, b, v.i);
+        return;
     case JV_FLOAT: dump_float(c, b, v.f); return;
-    case JV_STR: js_json(c, b, v.s, o->ensure_ascii); return;
+    case JV_STR:
+        sb_rt_js_json(c, b, v.s, o->ensure_ascii);
+        return;
     case JV_LIST:
         if (v.l->wrap)
             not_serializable(c, v);
@@ -343,7 +350,7 @@ static void dump(jctx *c, jbuf *b, jv v, const jd_opts *o, uint32_t level)
         put(c, b, "[");
         for (size_t i = 0; i < v.l->n; i++) {
             if (i)
-                jbuf_put_str(c, b, o->item_sep);
+                sb_rt_jbuf_put_str(c, b, o->item_sep);
             if (o->indent)
                 newline_indent(c, b, o, level + 1);
             dump(c, b, v.l->v[i], o, level + 1);
@@ -357,14 +364,15 @@ static void dump(jctx *c, jbuf *b, jv v, const jd_opts *o, uint32_t level)
             put(c, b, "{}");
             return;
         }
-        size_t n = v.d->n, *ord = ja_alloc(&c->arena, n * sizeof *ord);
+        size_t n = v.d->n, *ord = sb_rt_ja_alloc(&c->arena, n * sizeof *ord);
         for (size_t i = 0; i < n; i++)
             ord[i] = i;
         if (o->sort_keys) /* insertion sort: stable, compares as Python's sorted(items) */
             for (size_t i = 1; i < n; i++)
                 for (size_t j = i; j > 0; j--) {
-                    int r = jv_cmp(c, v.d->k[ord[j - 1]], v.d->k[ord[j]]);
-                    if (r < 0 || (r == 0 && jv_cmp(c, v.d->v[ord[j - 1]], v.d->v[ord[j]]) <= 0))
+                    int r = sb_rt_jv_cmp(c, v.d->k[ord[j - 1]], v.d->k[ord[j]]);
+                    if (r < 0 ||
+                        (r == 0 && sb_rt_jv_cmp(c, v.d->v[ord[j - 1]], v.d->v[ord[j]]) <= 0))
                         break;
                     size_t t = ord[j];
                     ord[j] = ord[j - 1];
@@ -373,11 +381,11 @@ static void dump(jctx *c, jbuf *b, jv v, const jd_opts *o, uint32_t level)
         put(c, b, "{");
         for (size_t i = 0; i < n; i++) {
             if (i)
-                jbuf_put_str(c, b, o->item_sep);
+                sb_rt_jbuf_put_str(c, b, o->item_sep);
             if (o->indent)
                 newline_indent(c, b, o, level + 1);
             dump_key(c, b, v.d->k[ord[i]], o);
-            jbuf_put_str(c, b, o->key_sep);
+            sb_rt_jbuf_put_str(c, b, o->key_sep);
             dump(c, b, v.d->v[ord[i]], o, level + 1);
         }
         if (o->indent)
@@ -390,18 +398,19 @@ static void dump(jctx *c, jbuf *b, jv v, const jd_opts *o, uint32_t level)
     }
 }
 
-void jjson_dump(jctx *c, jbuf *b, jv v, bool ensure_ascii, int64_t indent, const jstr *indent_str,
-                const jstr *item_sep, const jstr *key_sep, bool sort_keys)
+void sb_rt_jjson_dump(jctx *c, jbuf *b, jv v, bool ensure_ascii, int64_t indent,
+                      const jstr *indent_str, const jstr *item_sep, const jstr *key_sep,
+                      bool sort_keys)
 {
     jd_opts o = { .ensure_ascii = ensure_ascii, .sort_keys = sort_keys };
     if (indent_str) {
         o.indent = indent_str;
     } else if (indent >= 0) {
         if ((uint64_t)indent > c->lim->max_memory_bytes)
-            jfail(c, SB_ERR_RANGE, "tojson indent %" PRId64 " too large", indent);
-        o.indent = js_repeat(c, js_lit(c, " "), indent);
+            sb_rt_jfail(c, SB_ERR_RANGE, "tojson indent %" PRId64 " too large", indent);
+        o.indent = sb_rt_js_repeat(c, sb_rt_js_lit(c, " "), indent);
     }
-    o.item_sep = item_sep ? item_sep : js_lit(c, o.indent ? "," : ", ");
-    o.key_sep = key_sep ? key_sep : js_lit(c, ": ");
+    o.item_sep = item_sep ? item_sep : sb_rt_js_lit(c, o.indent ? "," : ", ");
+    o.key_sep = key_sep ? key_sep : sb_rt_js_lit(c, ": ");
     dump(c, b, v, &o, 0);
 }

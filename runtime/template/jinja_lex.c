@@ -21,8 +21,8 @@
 
 static bool ws_at(const char *s, size_t n, size_t i, size_t *adv)
 {
-    uint32_t cp = utf8_dec(s + i, n - i, adv);
-    return uc_isspace(cp);
+    uint32_t cp = sb_rt_utf8_dec(s + i, n - i, adv);
+    return sb_rt_uc_isspace(cp);
 }
 
 static size_t skip_ws(const char *s, size_t n, size_t i)
@@ -70,7 +70,7 @@ static size_t strip_before(const char *text, size_t n, char sign, bool lstrip, b
 static void push(jlexer *L, jtok t)
 {
     if (L->n == L->cap)
-        L->toks = ja_grow(L->a, L->toks, L->n, &L->cap, 256, sizeof *L->toks);
+        L->toks = sb_rt_ja_grow(L->a, L->toks, L->n, &L->cap, 256, sizeof *L->toks);
     L->toks[L->n++] = t;
 }
 
@@ -87,7 +87,8 @@ static uint32_t line_at(jlexer *L, size_t pos)
     return L->line_line;
 }
 
-#define LFAIL(L, pos, code, ...) (L->c->line = line_at(L, pos), jfail(L->c, code, __VA_ARGS__))
+#define LFAIL(L, pos, code, ...)                                                                   \
+    (L->c->line = line_at(L, pos), sb_rt_jfail(L->c, code, __VA_ARGS__))
 
 static void push_data(jlexer *L, size_t pos, const char *s, size_t n)
 {
@@ -111,7 +112,7 @@ static int hexv(char ch)
 /* a string literal's value: Python's unicode-escape decoding of the body */
 static void decode_string(jlexer *L, size_t pos, const char *s, size_t n, jtok *t)
 {
-    char *o = ja_alloc(L->a, n + 1);
+    char *o = sb_rt_ja_alloc(L->a, n + 1);
     size_t k = 0;
     for (size_t i = 0; i < n;) {
         if (s[i] != '\\' || i + 1 == n) {
@@ -144,7 +145,7 @@ static void decode_string(jlexer *L, size_t pos, const char *s, size_t n, jtok *
                 cp = (uint32_t)(e - '0');
                 for (int j = 0; j < 2 && i < n && s[i] >= '0' && s[i] <= '7'; j++)
                     cp = cp * 8 + (uint32_t)(s[i++] - '0');
-                k += utf8_enc(cp, o + k);
+                k += sb_rt_utf8_enc(cp, o + k);
                 continue;
             }
             o[k++] = '\\'; /* unknown escapes stay as they are */
@@ -163,7 +164,7 @@ static void decode_string(jlexer *L, size_t pos, const char *s, size_t n, jtok *
             LFAIL(L, pos, SB_ERR_INVAL, "illegal Unicode character in a string literal");
         if (cp >= 0xD800 && cp < 0xE000)
             LFAIL(L, pos, SB_ERR_UNSUPPORTED, "a lone surrogate in a string literal");
-        k += utf8_enc(cp, o + k);
+        k += sb_rt_utf8_enc(cp, o + k);
     }
     t->s = o;
     t->len = k;
@@ -278,7 +279,7 @@ static size_t lex_tag(jlexer *L, size_t i, char kind, bool *line_starting)
     size_t n = L->n_src;
     size_t max = L->c->lim->max_depth, depth = 0;
     if (!L->brackets)
-        L->brackets = ja_alloc(L->a, max + 1);
+        L->brackets = sb_rt_ja_alloc(L->a, max + 1);
     char *stack = L->brackets; /* the closers still open */
     for (;;) {
         if (i >= n)
@@ -355,7 +356,7 @@ static size_t lex_tag(jlexer *L, size_t i, char kind, bool *line_starting)
                 LFAIL(L, i, SB_ERR_UNSUPPORTED, "non-ASCII names are not supported");
             t.kind = JT_NAME;
             t.len = j - i;
-            t.s = jintern(L->p, s + i, j - i);
+            t.s = sb_rt_jintern(L->p, s + i, j - i);
             push(L, t);
             i = j;
             continue;
@@ -442,10 +443,10 @@ static size_t raw_end(const char *s, size_t n, size_t p)
     return 0;
 }
 
-void jlex(jlexer *L, const char *source, size_t len)
+void sb_rt_jlex(jlexer *L, const char *source, size_t len)
 {
     /* 1. line breaks; one trailing \n dropped */
-    char *s = ja_alloc(L->a, len + 1);
+    char *s = sb_rt_ja_alloc(L->a, len + 1);
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
         if (source[i] == '\r') {

@@ -20,22 +20,22 @@
 
 /* ---- containers ---------------------------------------------------------------------- */
 
-jlist *jl_new(jctx *c, size_t n, bool tuple)
+jlist *sb_rt_jl_new(jctx *c, size_t n, bool tuple)
 {
-    jstep(c, n); /* before the work, not after */
-    jlist *l = ja_alloc(&c->arena, sizeof *l);
+    sb_rt_jstep(c, n); /* before the work, not after */
+    jlist *l = sb_rt_ja_alloc(&c->arena, sizeof *l);
     l->n = n;
-    l->v = n ? ja_alloc(&c->arena, n * sizeof *l->v) : NULL;
+    l->v = n ? sb_rt_ja_alloc(&c->arena, n * sizeof *l->v) : NULL;
     l->tuple = tuple;
     return l;
 }
 
-jdict *jd_new(jctx *c, size_t cap)
+jdict *sb_rt_jd_new(jctx *c, size_t cap)
 {
-    jdict *d = ja_alloc(&c->arena, sizeof *d);
+    jdict *d = sb_rt_ja_alloc(&c->arena, sizeof *d);
     d->cap = cap ? cap : 4;
-    d->k = ja_alloc(&c->arena, d->cap * sizeof *d->k);
-    d->v = ja_alloc(&c->arena, d->cap * sizeof *d->v);
+    d->k = sb_rt_ja_alloc(&c->arena, d->cap * sizeof *d->k);
+    d->v = sb_rt_ja_alloc(&c->arena, d->cap * sizeof *d->v);
     return d;
 }
 
@@ -44,32 +44,32 @@ jdict *jd_new(jctx *c, size_t cap)
 static bool key_eq(jctx *c, jv a, jv b)
 {
     if (a.kind == JV_STR && b.kind == JV_STR)
-        return js_eq(a.s, b.s);
+        return sb_rt_js_eq(a.s, b.s);
     if (a.kind == JV_STR || b.kind == JV_STR)
         return false;
-    return jv_eq(c, a, b);
+    return sb_rt_jv_eq(c, a, b);
 }
 
 static ptrdiff_t jd_find(jctx *c, const jdict *d, jv k)
 {
-    jstep(c, d->n / 8 + 1 + (k.kind == JV_STR ? k.s->len / 64 : 0));
+    sb_rt_jstep(c, d->n / 8 + 1 + (k.kind == JV_STR ? k.s->len / 64 : 0));
     for (size_t i = 0; i < d->n; i++)
         if (key_eq(c, d->k[i], k))
             return (ptrdiff_t)i;
     return -1;
 }
 
-void jv_check_hashable(jctx *c, jv k)
+void sb_rt_jv_check_hashable(jctx *c, jv k)
 {
     if (k.kind == JV_LIST && !k.l->tuple)
-        jfail(c, SB_ERR_INVAL, "TypeError: unhashable type: 'list'");
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: unhashable type: 'list'");
     if (k.kind == JV_DICT)
-        jfail(c, SB_ERR_INVAL, "TypeError: unhashable type: 'dict'");
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: unhashable type: 'dict'");
 }
 
-void jd_set(jctx *c, jdict *d, jv k, jv v)
+void sb_rt_jd_set(jctx *c, jdict *d, jv k, jv v)
 {
-    jv_check_hashable(c, k);
+    sb_rt_jv_check_hashable(c, k);
     ptrdiff_t at = jd_find(c, d, k);
     if (at >= 0) {
         d->v[at] = v;
@@ -77,15 +77,15 @@ void jd_set(jctx *c, jdict *d, jv k, jv v)
     }
     if (d->n == d->cap) {
         size_t cap = d->cap;
-        d->k = ja_grow(&c->arena, d->k, d->n, &cap, 4, sizeof *d->k);
-        d->v = ja_grow(&c->arena, d->v, d->n, &d->cap, 4, sizeof *d->v);
+        d->k = sb_rt_ja_grow(&c->arena, d->k, d->n, &cap, 4, sizeof *d->k);
+        d->v = sb_rt_ja_grow(&c->arena, d->v, d->n, &d->cap, 4, sizeof *d->v);
     }
     d->k[d->n] = k;
     d->v[d->n] = v;
     d->n++;
 }
 
-bool jd_get(jctx *c, const jdict *d, jv k, jv *out)
+bool sb_rt_jd_get(jctx *c, const jdict *d, jv k, jv *out)
 {
     if ((k.kind == JV_LIST && !k.l->tuple) || k.kind == JV_DICT)
         return false;
@@ -96,9 +96,9 @@ bool jd_get(jctx *c, const jdict *d, jv k, jv *out)
     return true;
 }
 
-bool jit_next(jctx *c, jiter *it, jv *out)
+bool sb_rt_jit_next(jctx *c, jiter *it, jv *out)
 {
-    jstep(c, 1);
+    sb_rt_jstep(c, 1);
     if (it->done)
         return false;
     if (it->produce) {
@@ -114,9 +114,9 @@ bool jit_next(jctx *c, jiter *it, jv *out)
     return false;
 }
 
-jv jv_iter_new(jctx *c, jlist *items, const char *type)
+jv sb_rt_jv_iter_new(jctx *c, jlist *items, const char *type)
 {
-    jiter *it = ja_alloc(&c->arena, sizeof *it);
+    jiter *it = sb_rt_ja_alloc(&c->arena, sizeof *it);
     it->items = items;
     it->type = type;
     jv v = { .kind = JV_ITER };
@@ -126,7 +126,7 @@ jv jv_iter_new(jctx *c, jlist *items, const char *type)
 
 /* ---- names and truth ----------------------------------------------------------------- */
 
-const char *jv_type_name(jv v)
+const char *sb_rt_jv_type_name(jv v)
 {
     switch (v.kind) {
     case JV_UNDEF: return "Undefined";
@@ -147,10 +147,10 @@ const char *jv_type_name(jv v)
 
 _Noreturn static void undefined_used(jctx *c, jv v)
 {
-    jfail(c, SB_ERR_INVAL, "UndefinedError: %s", v.undef ? v.undef : "undefined value");
+    sb_rt_jfail(c, SB_ERR_INVAL, "UndefinedError: %s", v.undef ? v.undef : "undefined value");
 }
 
-bool jv_truth(jv v)
+bool sb_rt_jv_truth(jv v)
 {
     switch (v.kind) {
     case JV_UNDEF:
@@ -185,8 +185,8 @@ static double as_f(jv v)
 static bool eq_depth(jctx *c, jv a, jv b, uint32_t depth)
 {
     if (depth > c->lim->max_depth)
-        jfail(c, SB_ERR_RANGE, "values nest deeper than %u (max_depth)", c->lim->max_depth);
-    jstep(c, 1);
+        sb_rt_jfail(c, SB_ERR_RANGE, "values nest deeper than %u (max_depth)", c->lim->max_depth);
+    sb_rt_jstep(c, 1);
     if (is_num(a) && is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT)
             return as_f(a) == as_f(b);
@@ -198,8 +198,8 @@ static bool eq_depth(jctx *c, jv a, jv b, uint32_t depth)
     case JV_UNDEF:
     case JV_NONE: return true;
     case JV_STR:
-        jstep(c, a.s->len / 64);
-        return js_eq(a.s, b.s);
+        sb_rt_jstep(c, a.s->len / 64);
+        return sb_rt_js_eq(a.s, b.s);
     case JV_LIST:
         if (a.l->tuple != b.l->tuple || a.l->n != b.l->n)
             return false;
@@ -212,7 +212,7 @@ static bool eq_depth(jctx *c, jv a, jv b, uint32_t depth)
             return false;
         for (size_t i = 0; i < a.d->n; i++) {
             jv x;
-            if (!jd_get(c, b.d, a.d->k[i], &x) || !eq_depth(c, a.d->v[i], x, depth + 1))
+            if (!sb_rt_jd_get(c, b.d, a.d->k[i], &x) || !eq_depth(c, a.d->v[i], x, depth + 1))
                 return false;
         }
         return true;
@@ -224,7 +224,7 @@ static bool eq_depth(jctx *c, jv a, jv b, uint32_t depth)
     }
 }
 
-bool jv_eq(jctx *c, jv a, jv b)
+bool sb_rt_jv_eq(jctx *c, jv a, jv b)
 {
     return eq_depth(c, a, b, 0);
 }
@@ -235,15 +235,15 @@ _Noreturn static void unordered(jctx *c, const char *op, jv a, jv b)
         undefined_used(c, a);
     if (b.kind == JV_UNDEF)
         undefined_used(c, b);
-    jfail(c, SB_ERR_INVAL, "TypeError: '%s' not supported between instances of '%s' and '%s'",
-          op, jv_type_name(a), jv_type_name(b));
+    sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: '%s' not supported between instances of '%s' and '%s'",
+                op, sb_rt_jv_type_name(a), sb_rt_jv_type_name(b));
 }
 
 static int cmp_depth(jctx *c, jv a, jv b, uint32_t depth)
 {
     if (depth > c->lim->max_depth)
-        jfail(c, SB_ERR_RANGE, "values nest deeper than %u (max_depth)", c->lim->max_depth);
-    jstep(c, 1);
+        sb_rt_jfail(c, SB_ERR_RANGE, "values nest deeper than %u (max_depth)", c->lim->max_depth);
+    sb_rt_jstep(c, 1);
     if (is_num(a) && is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT) {
             double x = as_f(a), y = as_f(b);
@@ -253,8 +253,8 @@ static int cmp_depth(jctx *c, jv a, jv b, uint32_t depth)
         return x < y ? -1 : x > y;
     }
     if (a.kind == JV_STR && b.kind == JV_STR) {
-        jstep(c, a.s->len / 64);
-        return js_cmp(a.s, b.s);
+        sb_rt_jstep(c, a.s->len / 64);
+        return sb_rt_js_cmp(a.s, b.s);
     }
     if (a.kind == JV_LIST && b.kind == JV_LIST && a.l->tuple == b.l->tuple) {
         size_t n = a.l->n < b.l->n ? a.l->n : b.l->n;
@@ -268,41 +268,43 @@ static int cmp_depth(jctx *c, jv a, jv b, uint32_t depth)
     unordered(c, "<", a, b);
 }
 
-int jv_cmp(jctx *c, jv a, jv b)
+int sb_rt_jv_cmp(jctx *c, jv a, jv b)
 {
     return cmp_depth(c, a, b, 0);
 }
 
-bool jv_contains(jctx *c, jv y, jv x)
+bool sb_rt_jv_contains(jctx *c, jv y, jv x)
 {
     switch (y.kind) {
     case JV_STR:
         if (x.kind != JV_STR)
-            jfail(c, SB_ERR_INVAL, "TypeError: 'in <string>' requires string as left operand, "
-                  "not %s", jv_type_name(x));
-        return js_find(c, y.s, x.s, 0) >= 0;
+            sb_rt_jfail(c, SB_ERR_INVAL,
+                        "TypeError: 'in <string>' requires string as left operand, "
+                        "not %s",
+                        sb_rt_jv_type_name(x));
+        return sb_rt_js_find(c, y.s, x.s, 0) >= 0;
     case JV_LIST:
         for (size_t i = 0; i < y.l->n; i++)
-            if (jv_eq(c, y.l->v[i], x))
+            if (sb_rt_jv_eq(c, y.l->v[i], x))
                 return true;
         return false;
     case JV_DICT: {
         jv dummy;
-        jv_check_hashable(c, x);
-        return jd_get(c, y.d, x, &dummy);
+        sb_rt_jv_check_hashable(c, x);
+        return sb_rt_jd_get(c, y.d, x, &dummy);
     }
     case JV_ITER: {
         jv v;
-        while (jit_next(c, y.it, &v))
-            if (jv_eq(c, v, x))
+        while (sb_rt_jit_next(c, y.it, &v))
+            if (sb_rt_jv_eq(c, v, x))
                 return true;
         return false;
     }
     case JV_UNDEF:
         return false;
     default:
-        jfail(c, SB_ERR_INVAL, "TypeError: argument of type '%s' is not iterable",
-              jv_type_name(y));
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: argument of type '%s' is not iterable",
+                    sb_rt_jv_type_name(y));
     }
 }
 
@@ -321,24 +323,24 @@ _Noreturn static void bad_operands(jctx *c, int op, jv a, jv b)
     if (b.kind == JV_UNDEF)
         undefined_used(c, b);
     if (op == JOP_ADD && a.kind == JV_STR)
-        jfail(c, SB_ERR_INVAL, "TypeError: can only concatenate str (not \"%s\") to str",
-              jv_type_name(b));
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: can only concatenate str (not \"%s\") to str",
+                    sb_rt_jv_type_name(b));
     if (op == JOP_ADD && a.kind == JV_LIST && !a.l->tuple)
-        jfail(c, SB_ERR_INVAL, "TypeError: can only concatenate list (not \"%s\") to list",
-              jv_type_name(b));
-    jfail(c, SB_ERR_INVAL, "TypeError: unsupported operand type(s) for %s: '%s' and '%s'",
-          op_sym(op), jv_type_name(a), jv_type_name(b));
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: can only concatenate list (not \"%s\") to list",
+                    sb_rt_jv_type_name(b));
+    sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: unsupported operand type(s) for %s: '%s' and '%s'",
+                op_sym(op), sb_rt_jv_type_name(a), sb_rt_jv_type_name(b));
 }
 
 _Noreturn static void overflow(jctx *c)
 {
-    jfail(c, SB_ERR_UNSUPPORTED, "integer arithmetic over 64 bits");
+    sb_rt_jfail(c, SB_ERR_UNSUPPORTED, "integer arithmetic over 64 bits");
 }
 
 static int64_t floordiv_i(jctx *c, int64_t a, int64_t b)
 {
     if (b == 0)
-        jfail(c, SB_ERR_INVAL, "ZeroDivisionError: integer division or modulo by zero");
+        sb_rt_jfail(c, SB_ERR_INVAL, "ZeroDivisionError: integer division or modulo by zero");
     if (a == INT64_MIN && b == -1)
         overflow(c);
     int64_t q = a / b;
@@ -350,7 +352,7 @@ static int64_t floordiv_i(jctx *c, int64_t a, int64_t b)
 static int64_t mod_i(jctx *c, int64_t a, int64_t b)
 {
     if (b == 0)
-        jfail(c, SB_ERR_INVAL, "ZeroDivisionError: integer division or modulo by zero");
+        sb_rt_jfail(c, SB_ERR_INVAL, "ZeroDivisionError: integer division or modulo by zero");
     if (b == -1)
         return 0;
     int64_t r = a % b;
@@ -362,7 +364,7 @@ static int64_t mod_i(jctx *c, int64_t a, int64_t b)
 static double mod_f(jctx *c, double a, double b)
 {
     if (b == 0)
-        jfail(c, SB_ERR_INVAL, "ZeroDivisionError: float modulo");
+        sb_rt_jfail(c, SB_ERR_INVAL, "ZeroDivisionError: float modulo");
     double r = fmod(a, b);
     if (r != 0) {
         if ((b < 0) != (r < 0))
@@ -376,17 +378,17 @@ static double mod_f(jctx *c, double a, double b)
 static jv seq_repeat(jctx *c, jv seq, int64_t n)
 {
     if (seq.kind == JV_STR) {
-        jstr *r = js_repeat(c, seq.s, n);
+        jstr *r = sb_rt_js_repeat(c, seq.s, n);
         r->markup = seq.s->markup;
         return jv_str(r);
     }
     size_t len = seq.l->n;
     if (n <= 0 || len == 0)
-        return jv_list(jl_new(c, 0, seq.l->tuple));
+        return jv_list(sb_rt_jl_new(c, 0, seq.l->tuple));
     if ((uint64_t)n > c->lim->max_memory_bytes / (len * sizeof(jv)))
-        jfail(c, SB_ERR_RANGE, "memory over the limit of %zu bytes (max_memory_bytes)",
-              c->lim->max_memory_bytes);
-    jlist *l = jl_new(c, len * (size_t)n, seq.l->tuple);
+        sb_rt_jfail(c, SB_ERR_RANGE, "memory over the limit of %zu bytes (max_memory_bytes)",
+                    c->lim->max_memory_bytes);
+    jlist *l = sb_rt_jl_new(c, len * (size_t)n, seq.l->tuple);
     for (int64_t i = 0; i < n; i++)
         jcopy(l->v + (size_t)i * len, seq.l->v, len * sizeof *l->v);
     return jv_list(l);
@@ -394,7 +396,7 @@ static jv seq_repeat(jctx *c, jv seq, int64_t n)
 
 static jv list_concat(jctx *c, jlist *a, jlist *b)
 {
-    jlist *l = jl_new(c, a->n + b->n, a->tuple);
+    jlist *l = sb_rt_jl_new(c, a->n + b->n, a->tuple);
     if (a->n)
         jcopy(l->v, a->v, a->n * sizeof *l->v);
     if (b->n)
@@ -402,7 +404,7 @@ static jv list_concat(jctx *c, jlist *a, jlist *b)
     return jv_list(l);
 }
 
-jv jv_binop(jctx *c, int op, jv a, jv b)
+jv sb_rt_jv_binop(jctx *c, int op, jv a, jv b)
 {
     if (is_num(a) && is_num(b)) {
         bool fl = a.kind == JV_FLOAT || b.kind == JV_FLOAT;
@@ -414,12 +416,12 @@ jv jv_binop(jctx *c, int op, jv a, jv b)
             case JOP_MUL: r = x * y; break;
             case JOP_DIV:
                 if (y == 0)
-                    jfail(c, SB_ERR_INVAL, "ZeroDivisionError: division by zero");
+                    sb_rt_jfail(c, SB_ERR_INVAL, "ZeroDivisionError: division by zero");
                 r = x / y;
                 break;
             case JOP_FLOORDIV:
                 if (y == 0)
-                    jfail(c, SB_ERR_INVAL, "ZeroDivisionError: float floor division by zero");
+                    sb_rt_jfail(c, SB_ERR_INVAL, "ZeroDivisionError: float floor division by zero");
                 { /* CPython's float_floor_div */
                     double m = fmod(x, y), d = (x - m) / y;
                     if (m != 0 && (y < 0) != (m < 0))
@@ -436,16 +438,18 @@ jv jv_binop(jctx *c, int op, jv a, jv b)
             case JOP_MOD: r = mod_f(c, x, y); break;
             default: /* pow */
                 if (x == 0 && y < 0)
-                    jfail(c, SB_ERR_INVAL, "ZeroDivisionError: 0.0 cannot be raised to a "
-                          "negative power");
+                    sb_rt_jfail(c, SB_ERR_INVAL,
+                                "ZeroDivisionError: 0.0 cannot be raised to a "
+                                "negative power");
                 if (x < 0 && y != floor(y))
-                    jfail(c, SB_ERR_UNSUPPORTED, "a negative number to a fractional power "
-                          "(complex result)");
+                    sb_rt_jfail(c, SB_ERR_UNSUPPORTED,
+                                "a negative number to a fractional power "
+                                "(complex result)");
                 r = pow(x, y);
                 break;
             }
             if (isinf(r) && !isinf(x) && !isinf(y) && (op == JOP_POW || op == JOP_MUL))
-                jfail(c, SB_ERR_INVAL, "OverflowError: numerical result out of range");
+                sb_rt_jfail(c, SB_ERR_INVAL, "OverflowError: numerical result out of range");
             return jv_float(r);
         }
         int64_t x = as_int(a), y = as_int(b), r;
@@ -467,8 +471,9 @@ jv jv_binop(jctx *c, int op, jv a, jv b)
         default: /* pow */
             if (y < 0) {
                 if (x == 0)
-                    jfail(c, SB_ERR_INVAL, "ZeroDivisionError: 0.0 cannot be raised to a "
-                          "negative power");
+                    sb_rt_jfail(c, SB_ERR_INVAL,
+                                "ZeroDivisionError: 0.0 cannot be raised to a "
+                                "negative power");
                 return jv_float(pow((double)x, (double)y));
             }
             r = 1;
@@ -486,12 +491,12 @@ jv jv_binop(jctx *c, int op, jv a, jv b)
             const jstr *x = a.s, *y = b.s;
             bool m = x->markup || y->markup;
             if (m && !x->markup)
-                x = js_escape_html(c, x);
+                x = sb_rt_js_escape_html(c, x);
             if (m && !y->markup)
-                y = js_escape_html(c, y);
-            jstr *r = js_concat(c, x, y);
+                y = sb_rt_js_escape_html(c, y);
+            jstr *r = sb_rt_js_concat(c, x, y);
             if (m && r->markup != m) {
-                jstr *cp = ja_alloc(&c->arena, sizeof *cp);
+                jstr *cp = sb_rt_ja_alloc(&c->arena, sizeof *cp);
                 *cp = *r;
                 cp->markup = m;
                 r = cp;
@@ -511,11 +516,11 @@ jv jv_binop(jctx *c, int op, jv a, jv b)
             return seq_repeat(c, b, as_int(a));
     }
     if (op == JOP_MOD && a.kind == JV_STR)
-        jfail(c, SB_ERR_UNSUPPORTED, "printf-style formatting (str %% x) is not supported");
+        sb_rt_jfail(c, SB_ERR_UNSUPPORTED, "printf-style formatting (str %% x) is not supported");
     bad_operands(c, op, a, b);
 }
 
-jv jv_neg(jctx *c, jv a, bool neg)
+jv sb_rt_jv_neg(jctx *c, jv a, bool neg)
 {
     if (a.kind == JV_FLOAT)
         return jv_float(neg ? -a.f : a.f);
@@ -527,13 +532,13 @@ jv jv_neg(jctx *c, jv a, bool neg)
     }
     if (a.kind == JV_UNDEF)
         undefined_used(c, a);
-    jfail(c, SB_ERR_INVAL, "TypeError: bad operand type for unary %c: '%s'", neg ? '-' : '+',
-          jv_type_name(a));
+    sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: bad operand type for unary %c: '%s'", neg ? '-' : '+',
+                sb_rt_jv_type_name(a));
 }
 
 /* ---- str and repr -------------------------------------------------------------------- */
 
-void jv_format_float(double f, char *out, size_t cap)
+void sb_rt_jv_format_float(double f, char *out, size_t cap)
 {
     if (isnan(f)) {
         snprintf(out, cap, "nan");
@@ -595,7 +600,7 @@ void jv_format_float(double f, char *out, size_t cap)
 
 static void put_lit(jctx *c, jbuf *b, const char *s)
 {
-    jbuf_put(c, b, s, strlen(s), false);
+    sb_rt_jbuf_put(c, b, s, strlen(s), false);
 }
 
 static void repr_depth(jctx *c, jbuf *b, jv v, bool top_str, uint32_t depth);
@@ -630,8 +635,8 @@ static void dict_repr(jctx *c, jbuf *b, const jdict *d, uint32_t depth)
 static void repr_depth(jctx *c, jbuf *b, jv v, bool top_str, uint32_t depth)
 {
     if (depth > c->lim->max_depth)
-        jfail(c, SB_ERR_RANGE, "values nest deeper than %u (max_depth)", c->lim->max_depth);
-    jstep(c, 1);
+        sb_rt_jfail(c, SB_ERR_RANGE, "values nest deeper than %u (max_depth)", c->lim->max_depth);
+    sb_rt_jstep(c, 1);
     char num[64];
     switch (v.kind) {
     case JV_UNDEF:
@@ -641,20 +646,20 @@ static void repr_depth(jctx *c, jbuf *b, jv v, bool top_str, uint32_t depth)
     case JV_NONE: put_lit(c, b, "None"); return;
     case JV_BOOL: put_lit(c, b, v.b ? "True" : "False"); return;
     case JV_INT:
-        jbuf_put_int(c, b, v.i);
+        sb_rt_jbuf_put_int(c, b, v.i);
         return;
     case JV_FLOAT:
-        jbuf_put_float(c, b, v.f);
+        sb_rt_jbuf_put_float(c, b, v.f);
         return;
     case JV_STR:
         if (top_str)
-            jbuf_put_str(c, b, v.s);
+            sb_rt_jbuf_put_str(c, b, v.s);
         else if (v.s->markup) {
             put_lit(c, b, "Markup(");
-            js_repr(c, b, v.s);
+            sb_rt_js_repr(c, b, v.s);
             put_lit(c, b, ")");
         } else
-            js_repr(c, b, v.s);
+            sb_rt_js_repr(c, b, v.s);
         return;
     case JV_LIST:
         if (v.l->wrap && !strcmp(v.l->wrap, "range")) {
@@ -688,80 +693,83 @@ static void repr_depth(jctx *c, jbuf *b, jv v, bool top_str, uint32_t depth)
         put_lit(c, b, num);
         return;
     default:
-        jfail(c, SB_ERR_UNSUPPORTED, "printing a %s (Python prints its address)",
-              jv_type_name(v));
+        sb_rt_jfail(c, SB_ERR_UNSUPPORTED, "printing a %s (Python prints its address)",
+                    sb_rt_jv_type_name(v));
     }
 }
 
-void jv_str_into(jctx *c, jbuf *b, jv v)
+void sb_rt_jv_str_into(jctx *c, jbuf *b, jv v)
 {
     repr_depth(c, b, v, true, 0);
 }
 
-void jv_repr_into(jctx *c, jbuf *b, jv v)
+void sb_rt_jv_repr_into(jctx *c, jbuf *b, jv v)
 {
     repr_depth(c, b, v, false, 0);
 }
 
-jstr *jv_to_str(jctx *c, jv v)
+jstr *sb_rt_jv_to_str(jctx *c, jv v)
 {
     if (v.kind == JV_STR)
         return v.s;
-    jbuf *b = jbuf_new(c);
-    jv_str_into(c, b, v);
-    return jbuf_take(c, b);
+    jbuf *b = sb_rt_jbuf_new(c);
+    sb_rt_jv_str_into(c, b, v);
+    return sb_rt_jbuf_take(c, b);
 }
 
 /* ---- len and iteration --------------------------------------------------------------- */
 
-int64_t jv_len(jctx *c, jv v)
+int64_t sb_rt_jv_len(jctx *c, jv v)
 {
     switch (v.kind) {
     case JV_UNDEF: return 0;
     case JV_STR:
-        jstep(c, v.s->len / 64);
-        return (int64_t)js_ncp(v.s);
+        sb_rt_jstep(c, v.s->len / 64);
+        return (int64_t)sb_rt_js_ncp(v.s);
     case JV_LIST: return (int64_t)v.l->n;
     case JV_DICT: return (int64_t)v.d->n;
     case JV_LOOP: return (int64_t)v.loop->length;
     default:
-        jfail(c, SB_ERR_INVAL, "TypeError: object of type '%s' has no len()", jv_type_name(v));
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: object of type '%s' has no len()",
+                    sb_rt_jv_type_name(v));
     }
 }
 
-jlist *jv_iterate(jctx *c, jv v)
+jlist *sb_rt_jv_iterate(jctx *c, jv v)
 {
     switch (v.kind) {
-    case JV_UNDEF: return jl_new(c, 0, false);
+    case JV_UNDEF:
+        return sb_rt_jl_new(c, 0, false);
     case JV_LIST: return v.l;
     case JV_STR: {
-        size_t n = js_ncp(v.s);
-        jlist *l = jl_new(c, n, false);
+        size_t n = sb_rt_js_ncp(v.s);
+        jlist *l = sb_rt_jl_new(c, n, false);
         for (size_t i = 0, off = 0, adv; i < n; i++, off += adv) {
-            utf8_dec(v.s->s + off, v.s->len - off, &adv);
-            jstr *ch = js_sub(c, v.s, off, adv);
+            sb_rt_utf8_dec(v.s->s + off, v.s->len - off, &adv);
+            jstr *ch = sb_rt_js_sub(c, v.s, off, adv);
             ch->markup = false; /* iterating a Markup gives plain characters */
             l->v[i] = jv_str(ch);
         }
         return l;
     }
     case JV_DICT: {
-        jlist *l = jl_new(c, v.d->n, false);
+        jlist *l = sb_rt_jl_new(c, v.d->n, false);
         jcopy(l->v, v.d->k, v.d->n * sizeof *l->v);
         return l;
     }
     case JV_ITER: {
         jv *vals = NULL, x;
         size_t n = 0, cap = 0;
-        while (jit_next(c, v.it, &x))
-            jv_push(c, &vals, &n, &cap, x);
-        jlist *l = jl_new(c, 0, false);
+        while (sb_rt_jit_next(c, v.it, &x))
+            sb_rt_jv_push(c, &vals, &n, &cap, x);
+        jlist *l = sb_rt_jl_new(c, 0, false);
         l->n = n;
         l->v = vals;
         return l;
     }
     default:
-        jfail(c, SB_ERR_INVAL, "TypeError: '%s' object is not iterable", jv_type_name(v));
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: '%s' object is not iterable",
+                    sb_rt_jv_type_name(v));
     }
 }
 
@@ -769,16 +777,16 @@ jlist *jv_iterate(jctx *c, jv v)
 
 static jv no_attr(jctx *c, jv obj, const char *name)
 {
-    char *m = ja_alloc(&c->arena, strlen(name) + 64);
-    sprintf(m, "'%s object' has no attribute '%s'", jv_type_name(obj), name);
+    char *m = sb_rt_ja_alloc(&c->arena, strlen(name) + 64);
+    sprintf(m, "'%s object' has no attribute '%s'", sb_rt_jv_type_name(obj), name);
     return jv_undef(m);
 }
 
 static jv loop_attr(jctx *c, jloop *l, const char *name, bool *found);
 
-jv jv_getattr(jctx *c, jv obj, const char *name)
+jv sb_rt_jv_getattr(jctx *c, jv obj, const char *name)
 {
-    jstep(c, 1);
+    sb_rt_jstep(c, 1);
     if (obj.kind == JV_UNDEF)
         undefined_used(c, obj);
     jv m;
@@ -788,11 +796,11 @@ jv jv_getattr(jctx *c, jv obj, const char *name)
         if (found)
             return r;
     }
-    if (jb_method(c, obj, name, &m))
+    if (sb_rt_jb_method(c, obj, name, &m))
         return m;
     if (obj.kind == JV_DICT || obj.kind == JV_NS) {
         jv r;
-        if (jd_get(c, obj.d, jv_str(js_lit(c, name)), &r))
+        if (sb_rt_jd_get(c, obj.d, jv_str(sb_rt_js_lit(c, name)), &r))
             return r;
     }
     return no_attr(c, obj, name);
@@ -810,9 +818,9 @@ static bool index_of(jctx *c, jv key, size_t n, size_t *at)
     return true;
 }
 
-jv jv_getitem(jctx *c, jv obj, jv key)
+jv sb_rt_jv_getitem(jctx *c, jv obj, jv key)
 {
-    jstep(c, 1);
+    sb_rt_jstep(c, 1);
     if (obj.kind == JV_UNDEF)
         undefined_used(c, obj);
     bool int_key = key.kind == JV_INT || key.kind == JV_BOOL;
@@ -821,7 +829,7 @@ jv jv_getitem(jctx *c, jv obj, jv key)
     case JV_DICT:
     case JV_NS: {
         jv r;
-        if (obj.kind == JV_DICT && jd_get(c, obj.d, key, &r))
+        if (obj.kind == JV_DICT && sb_rt_jd_get(c, obj.d, key, &r))
             return r;
         break;
     }
@@ -834,13 +842,13 @@ jv jv_getitem(jctx *c, jv obj, jv key)
         break;
     case JV_STR:
         if (int_key) {
-            jstep(c, obj.s->len / 64);
-            size_t n = js_ncp(obj.s);
+            sb_rt_jstep(c, obj.s->len / 64);
+            size_t n = sb_rt_js_ncp(obj.s);
             if (!index_of(c, key, n, &at))
                 return jv_undef("string index out of range");
-            size_t off = js_cp_off(obj.s, at), adv;
-            utf8_dec(obj.s->s + off, obj.s->len - off, &adv);
-            return jv_str(js_sub(c, obj.s, off, adv));
+            size_t off = sb_rt_js_cp_off(obj.s, at), adv;
+            sb_rt_utf8_dec(obj.s->s + off, obj.s->len - off, &adv);
+            return jv_str(sb_rt_js_sub(c, obj.s, off, adv));
         }
         break;
     default:
@@ -848,7 +856,7 @@ jv jv_getitem(jctx *c, jv obj, jv key)
     }
     if (key.kind == JV_STR) { /* the attribute of that name */
         jv m;
-        const char *name = ja_dup(&c->arena, key.s->s, key.s->len);
+        const char *name = sb_rt_ja_dup(&c->arena, key.s->s, key.s->len);
         if (obj.kind == JV_LOOP) {
             bool found;
             jv r = loop_attr(c, obj.loop, name, &found);
@@ -857,10 +865,10 @@ jv jv_getitem(jctx *c, jv obj, jv key)
         }
         if (obj.kind == JV_NS) {
             jv r;
-            if (jd_get(c, obj.d, key, &r))
+            if (sb_rt_jd_get(c, obj.d, key, &r))
                 return r;
         }
-        if (jb_method(c, obj, name, &m))
+        if (sb_rt_jb_method(c, obj, name, &m))
             return m;
         return no_attr(c, obj, name);
     }
@@ -872,28 +880,29 @@ static int64_t slice_arg(jctx *c, jv v, int64_t dflt)
     if (v.kind == JV_NONE || v.kind == JV_UNDEF)
         return dflt;
     if (v.kind != JV_INT && v.kind != JV_BOOL)
-        jfail(c, SB_ERR_INVAL, "TypeError: slice indices must be integers or None");
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: slice indices must be integers or None");
     return as_int(v);
 }
 
 /* Python's slice.indices(): the positions taken, in order */
-jv jv_slice(jctx *c, jv obj, jv start, jv stop, jv step)
+jv sb_rt_jv_slice(jctx *c, jv obj, jv start, jv stop, jv step)
 {
     if (obj.kind == JV_UNDEF)
         undefined_used(c, obj);
     /* jinja2 compiles a slice as a plain Python subscript: no undefined for errors */
     if (obj.kind == JV_DICT)
-        jfail(c, SB_ERR_INVAL, "TypeError: unhashable type: 'slice'");
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: unhashable type: 'slice'");
     if (obj.kind != JV_STR && obj.kind != JV_LIST)
-        jfail(c, SB_ERR_INVAL, "TypeError: '%s' object is not subscriptable", jv_type_name(obj));
+        sb_rt_jfail(c, SB_ERR_INVAL, "TypeError: '%s' object is not subscriptable",
+                    sb_rt_jv_type_name(obj));
     int64_t st = slice_arg(c, step, 1);
     if (st == 0)
-        jfail(c, SB_ERR_INVAL, "ValueError: slice step cannot be zero");
+        sb_rt_jfail(c, SB_ERR_INVAL, "ValueError: slice step cannot be zero");
     if (st == INT64_MIN)
         st = -INT64_MAX;
     if (obj.kind == JV_STR)
-        jstep(c, obj.s->len / 64);
-    int64_t n = obj.kind == JV_STR ? (int64_t)js_ncp(obj.s) : (int64_t)obj.l->n;
+        sb_rt_jstep(c, obj.s->len / 64);
+    int64_t n = obj.kind == JV_STR ? (int64_t)sb_rt_js_ncp(obj.s) : (int64_t)obj.l->n;
     int64_t lo = st < 0 ? -1 : 0, hi = st < 0 ? n - 1 : n;
     int64_t a = slice_arg(c, start, st < 0 ? hi : lo), z = slice_arg(c, stop, st < 0 ? lo : hi);
     if (start.kind == JV_INT || start.kind == JV_BOOL) {
@@ -913,28 +922,29 @@ jv jv_slice(jctx *c, jv obj, jv start, jv stop, jv step)
         cnt = (size_t)((z - a - 1) / st + 1);
     else if (st < 0 && a > z)
         cnt = (size_t)((a - z - 1) / -st + 1);
-    jstep(c, cnt);
+    sb_rt_jstep(c, cnt);
     if (obj.kind == JV_LIST) {
-        jlist *l = jl_new(c, cnt, obj.l->tuple);
+        jlist *l = sb_rt_jl_new(c, cnt, obj.l->tuple);
         for (size_t i = 0; i < cnt; i++)
             l->v[i] = obj.l->v[a + (int64_t)i * st];
         return jv_list(l);
     }
     if (st == 1) {
-        size_t b0 = js_cp_off(obj.s, (size_t)a), b1 = cnt ? js_cp_off(obj.s, (size_t)z) : b0;
-        return jv_str(js_sub(c, obj.s, b0, b1 - b0));
+        size_t b0 = sb_rt_js_cp_off(obj.s, (size_t)a),
+               b1 = cnt ? sb_rt_js_cp_off(obj.s, (size_t)z) : b0;
+        return jv_str(sb_rt_js_sub(c, obj.s, b0, b1 - b0));
     }
     /* code point offsets, then gather */
-    size_t *off = ja_alloc(&c->arena, ((size_t)n + 1) * sizeof *off), k = 0;
+    size_t *off = sb_rt_ja_alloc(&c->arena, ((size_t)n + 1) * sizeof *off), k = 0;
     for (size_t i = 0; i <= obj.s->len; i++)
         if (i == obj.s->len || ((unsigned char)obj.s->s[i] & 0xC0) != 0x80)
             off[k++] = i;
-    jbuf *b = jbuf_new(c);
+    jbuf *b = sb_rt_jbuf_new(c);
     for (size_t i = 0; i < cnt; i++) {
         int64_t cp = a + (int64_t)i * st;
-        jbuf_put_range(c, b, obj.s, off[cp], off[cp + 1] - off[cp]);
+        sb_rt_jbuf_put_range(c, b, obj.s, off[cp], off[cp + 1] - off[cp]);
     }
-    jstr *r = jbuf_take(c, b);
+    jstr *r = sb_rt_jbuf_take(c, b);
     r->markup = obj.s->markup;
     return jv_str(r);
 }

@@ -1,4 +1,4 @@
-/* jinja_parse.c -- tokens to the syntax tree (jinja.h: jnode), by jinja2
+/* sb_rt_jinja_parse.c -- tokens to the syntax tree (jinja.h: jnode), by jinja2
  * 3.1's grammar. Operator precedence, loosest first:
  *
  *     a if b else c                       (conditional)
@@ -43,11 +43,11 @@ static uint64_t hash_name(const char *s, size_t n)
     return h;
 }
 
-const char *jintern(jparser *p, const char *s, size_t n)
+const char *sb_rt_jintern(jparser *p, const char *s, size_t n)
 {
     if (p->n_names * 2 >= p->cap_names) {
         size_t nc = p->cap_names ? p->cap_names * 2 : 256;
-        const char **nt = ja_alloc(p->a, nc * sizeof *nt);
+        const char **nt = sb_rt_ja_alloc(p->a, nc * sizeof *nt);
         for (size_t k = 0; k < p->cap_names; k++) {
             const char *x = p->names[k];
             if (!x)
@@ -66,7 +66,7 @@ const char *jintern(jparser *p, const char *s, size_t n)
             return p->names[h];
         h = (h + 1) & (p->cap_names - 1);
     }
-    const char *x = ja_dup(p->a, s, n);
+    const char *x = sb_rt_ja_dup(p->a, s, n);
     p->names[h] = x;
     p->n_names++;
     return x;
@@ -118,7 +118,7 @@ static const char *describe(const jtok *t)
     }
 }
 
-#define PFAIL(p, code, ...) ((p)->c->line = cur(p)->line, jfail((p)->c, code, __VA_ARGS__))
+#define PFAIL(p, code, ...) ((p)->c->line = cur(p)->line, sb_rt_jfail((p)->c, code, __VA_ARGS__))
 
 static void expect_op(jparser *p, const char *op)
 {
@@ -156,11 +156,11 @@ static void leave(jparser *p)
 
 static jnode *mk(jparser *p, int kind, uint32_t line, uint32_t n)
 {
-    jnode *x = ja_alloc(p->a, sizeof *x);
+    jnode *x = sb_rt_ja_alloc(p->a, sizeof *x);
     x->kind = (uint16_t)kind;
     x->line = line;
     x->n = n;
-    x->kids = n ? ja_alloc(p->a, n * sizeof *x->kids) : NULL;
+    x->kids = n ? sb_rt_ja_alloc(p->a, n * sizeof *x->kids) : NULL;
     return x;
 }
 
@@ -186,7 +186,7 @@ typedef struct nvec {
 static void nv_push(jparser *p, nvec *v, jnode *x)
 {
     if (v->n == v->cap)
-        v->v = ja_grow(p->a, v->v, v->n, &v->cap, 8, sizeof *v->v);
+        v->v = sb_rt_ja_grow(p->a, v->v, v->n, &v->cap, 8, sizeof *v->v);
     v->v[v->n++] = x;
 }
 
@@ -480,7 +480,7 @@ static jnode *parse_primary(jparser *p)
         size_t len = t->len, k = p->i;
         while (p->t[k].kind == JT_STRING)
             len += p->t[k++].len;
-        char *s = ja_alloc(p->a, len + 1);
+        char *s = sb_rt_ja_alloc(p->a, len + 1);
         jcopy(s, t->s, t->len);
         size_t o = t->len;
         while (cur(p)->kind == JT_STRING) {
@@ -488,7 +488,7 @@ static jnode *parse_primary(jparser *p)
             o += cur(p)->len;
             adv(p);
         }
-        jstr *js = ja_alloc(p->a, sizeof *js);
+        jstr *js = sb_rt_ja_alloc(p->a, sizeof *js);
         js->s = s;
         js->len = len;
         return konst(p, t->line, jv_str(js));
@@ -668,7 +668,7 @@ static const char *dotted_name(jparser *p)
         size_t l = strlen(buf);
         snprintf(buf + l, sizeof buf - l, ".%s", expect_name(p));
     }
-    return jintern(p, buf, strlen(buf));
+    return sb_rt_jintern(p, buf, strlen(buf));
 }
 
 static jnode *parse_filter(jparser *p, jnode *x, bool start_inline)
@@ -678,7 +678,7 @@ static jnode *parse_filter(jparser *p, jnode *x, bool start_inline)
             adv(p);
         uint32_t line = cur(p)->line;
         const char *name = dotted_name(p);
-        const void *fn = jb_filter(name);
+        const void *fn = sb_rt_jb_filter(name);
         nvec v = { 0 };
         nv_push(p, &v, x);
         if (is_op(cur(p), "("))
@@ -687,7 +687,7 @@ static jnode *parse_filter(jparser *p, jnode *x, bool start_inline)
         jcopy(f->kids, v.v, v.n * sizeof *f->kids);
         f->name = name;
         f->fn = fn;
-        f->op = !fn && !jb_filter_known(name); /* unknown: see check_names */
+        f->op = !fn && !sb_rt_jb_filter_known(name); /* unknown: see check_names */
         x = fin(p, f);
         start_inline = false;
     }
@@ -703,7 +703,7 @@ static jnode *parse_test(jparser *p, jnode *x)
         negated = true;
     }
     const char *name = dotted_name(p);
-    const void *fn = jb_test(name);
+    const void *fn = sb_rt_jb_test(name);
     nvec v = { 0 };
     nv_push(p, &v, x);
     jtok *t = cur(p);
@@ -720,7 +720,7 @@ static jnode *parse_test(jparser *p, jnode *x)
     jcopy(n->kids, v.v, v.n * sizeof *n->kids);
     n->name = name;
     n->fn = fn;
-    n->op = !fn && !jb_test_known(name); /* unknown: see check_names */
+    n->op = !fn && !sb_rt_jb_test_known(name); /* unknown: see check_names */
     n = fin(p, n);
     return negated ? mk1(p, JN_NOT, line, n) : n;
 }
@@ -1053,7 +1053,7 @@ static jnode *subparse(jparser *p, const char *const *end)
         if (t->kind == JT_EOF)
             break;
         if (t->kind == JT_DATA) {
-            jstr *s = ja_alloc(p->a, sizeof *s);
+            jstr *s = sb_rt_ja_alloc(p->a, sizeof *s);
             s->s = t->s;
             s->len = t->len;
             jnode *x = mk(p, JN_DATA, t->line, 0);
@@ -1091,8 +1091,8 @@ static void check_names(jparser *p, const jnode *x, bool soft)
         return;
     if ((x->kind == JN_FILTER || x->kind == JN_TEST) && x->op && !soft) {
         p->c->line = x->line;
-        jfail(p->c, SB_ERR_INVAL, "No %s named '%s'.", x->kind == JN_FILTER ? "filter" : "test",
-              x->name);
+        sb_rt_jfail(p->c, SB_ERR_INVAL, "No %s named '%s'.",
+                    x->kind == JN_FILTER ? "filter" : "test", x->name);
     }
     switch (x->kind) {
     case JN_IF:
@@ -1133,8 +1133,8 @@ static int cmp_names(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int jinja_parse(const char *source, size_t len, const sb_rt_chat_limits *lim, jtmpl **out,
-                sb_rt_err *err)
+int sb_rt_jinja_parse(const char *source, size_t len, const sb_rt_chat_limits *lim, jtmpl **out,
+                      sb_rt_err *err)
 {
     jtmpl *const t = calloc(1, sizeof *t);
     /* on the heap: written between setjmp and longjmp, read after */
@@ -1155,49 +1155,51 @@ int jinja_parse(const char *source, size_t len, const sb_rt_chat_limits *lim, jt
     t->arena.limit = lim->max_memory_bytes;
     if (setjmp(cp->jb)) {
         int code = cp->code;
-        ja_free(&t->arena);
+        sb_rt_ja_free(&t->arena);
         free(t);
         free(cp);
         return code;
     }
     if (len > lim->max_source_bytes)
-        jfail(c, SB_ERR_RANGE, "the source is %zu bytes, over the limit of %zu "
-              "(max_source_bytes)", len, lim->max_source_bytes);
+        sb_rt_jfail(c, SB_ERR_RANGE,
+                    "the source is %zu bytes, over the limit of %zu "
+                    "(max_source_bytes)",
+                    len, lim->max_source_bytes);
     p.c = c;
     p.a = &t->arena;
     p.max_depth = lim->max_depth;
     static const char *const pre[] = { "loop", "caller", "varargs", "kwargs", "messages",
                                        "add_generation_prompt", "bos_token", "eos_token" };
     for (size_t k = 0; k < sizeof pre / sizeof pre[0]; k++)
-        jintern(&p, pre[k], strlen(pre[k]));
+        sb_rt_jintern(&p, pre[k], strlen(pre[k]));
     L.c = c;
     L.a = &t->arena;
     L.p = &p;
-    jlex(&L, source, len);
+    sb_rt_jlex(&L, source, len);
     p.t = L.toks;
     t->root = subparse(&p, NULL);
     if (cur(&p)->kind != JT_EOF)
         PFAIL(&p, SB_ERR_INVAL, "unexpected '%s'", describe(cur(&p)));
     check_names(&p, t->root, false);
-    t->names = ja_alloc(&t->arena, (p.n_names + 1) * sizeof *t->names);
+    t->names = sb_rt_ja_alloc(&t->arena, (p.n_names + 1) * sizeof *t->names);
     for (size_t k = 0; k < p.cap_names; k++)
         if (p.names[k])
             t->names[t->n_names++] = p.names[k];
     qsort(t->names, t->n_names, sizeof *t->names, cmp_names);
-    t->n_loop = jintern(&p, "loop", 4);
-    t->n_varargs = jintern(&p, "varargs", 7);
-    t->n_kwargs = jintern(&p, "kwargs", 6);
-    t->n_caller = jintern(&p, "caller", 6);
+    t->n_loop = sb_rt_jintern(&p, "loop", 4);
+    t->n_varargs = sb_rt_jintern(&p, "varargs", 7);
+    t->n_kwargs = sb_rt_jintern(&p, "kwargs", 6);
+    t->n_caller = sb_rt_jintern(&p, "caller", 6);
     t->arena.ctx = NULL;
     free(cp);
     *out = t;
     return SB_OK;
 }
 
-void jinja_free(jtmpl *t)
+void sb_rt_jinja_free(jtmpl *t)
 {
     if (!t)
         return;
-    ja_free(&t->arena);
+    sb_rt_ja_free(&t->arena);
     free(t);
 }

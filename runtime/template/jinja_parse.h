@@ -1,5 +1,5 @@
-/* jinja_parse.h -- what the lexer (jinja_lex.c) and the parser
- * (jinja_parse.c) share: tokens and the name table. Private to them. */
+/* sb_rt_jinja_parse.h -- what the lexer (jinja_lex.c) and the parser
+ * (sb_rt_jinja_parse.c) share: tokens and the name table. Private to them. */
 #ifndef SB_RT_JINJA_PARSE_H
 #define SB_RT_JINJA_PARSE_H
 
@@ -34,10 +34,10 @@ typedef struct jlexer {
     uint32_t line_line;
 } jlexer;
 
-/* jlex -- tokenize source into L->toks (ending with JT_EOF); jfail on error. */
-void jlex(jlexer *L, const char *source, size_t len);
+/* sb_rt_jlex -- tokenize source into L->toks (ending with JT_EOF); sb_rt_jfail on error. */
+void sb_rt_jlex(jlexer *L, const char *source, size_t len);
 
-/* jintern -- the one copy of name s[0, n) (NUL-terminated, in the arena). */
-const char *jintern(jparser *p, const char *s, size_t n);
+/* sb_rt_jintern -- the one copy of name s[0, n) (NUL-terminated, in the arena). */
+const char *sb_rt_jintern(jparser *p, const char *s, size_t n);
 
 #endif /* SB_RT_JINJA_PARSE_H */

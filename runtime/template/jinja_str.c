@@ -26,7 +26,7 @@ struct jchunk {
 
 #define JA_CHUNK (64u << 10)
 
-void *ja_alloc(jarena *a, size_t n)
+void *sb_rt_ja_alloc(jarena *a, size_t n)
 {
     n = (n + 15) & ~(size_t)15;
     if (n == 0)
@@ -35,11 +35,11 @@ void *ja_alloc(jarena *a, size_t n)
     if (!h || h->cap - h->used < n) {
         size_t cap = n > JA_CHUNK / 4 ? n : JA_CHUNK;
         if (a->limit && a->used + cap + sizeof *h > a->limit)
-            jfail(a->ctx, SB_ERR_RANGE, "memory over the limit of %zu bytes (max_memory_bytes)",
-                  a->limit);
+            sb_rt_jfail(a->ctx, SB_ERR_RANGE,
+                        "memory over the limit of %zu bytes (max_memory_bytes)", a->limit);
         jchunk *nc = malloc(sizeof *nc + cap);
         if (!nc)
-            jfail(a->ctx, SB_ERR_NOMEM, "out of memory");
+            sb_rt_jfail(a->ctx, SB_ERR_NOMEM, "out of memory");
         nc->cap = cap;
         nc->used = 0;
         a->used += cap + sizeof *nc;
@@ -58,24 +58,25 @@ void *ja_alloc(jarena *a, size_t n)
     return p;
 }
 
-void *ja_grow(jarena *a, const void *old, size_t n_used, size_t *cap, size_t first, size_t elem)
+void *sb_rt_ja_grow(jarena *a, const void *old, size_t n_used, size_t *cap, size_t first,
+                    size_t elem)
 {
     size_t nc = *cap ? *cap * 2 : first;
-    void *p = ja_alloc(a, nc * elem);
+    void *p = sb_rt_ja_alloc(a, nc * elem);
     jcopy(p, old, n_used * elem);
     *cap = nc;
     return p;
 }
 
-void *ja_dup(jarena *a, const void *p, size_t n)
+void *sb_rt_ja_dup(jarena *a, const void *p, size_t n)
 {
-    void *q = ja_alloc(a, n + 1);
+    void *q = sb_rt_ja_alloc(a, n + 1);
     if (n)
         jcopy(q, p, n);
     return q;
 }
 
-void ja_free(jarena *a)
+void sb_rt_ja_free(jarena *a)
 {
     for (jchunk *h = a->head, *nx; h; h = nx) {
         nx = h->next;
@@ -91,14 +92,14 @@ static void mem_check(jctx *c, size_t more)
 {
     size_t lim = c->lim->max_memory_bytes;
     if (c->arena.used + c->buf_bytes + more > lim)
-        jfail(c, SB_ERR_RANGE, "memory over the limit of %zu bytes (max_memory_bytes)", lim);
+        sb_rt_jfail(c, SB_ERR_RANGE, "memory over the limit of %zu bytes (max_memory_bytes)", lim);
 }
 
-jbuf *jbuf_new(jctx *c)
+jbuf *sb_rt_jbuf_new(jctx *c)
 {
     jbuf *b = calloc(1, sizeof *b);
     if (!b)
-        jfail(c, SB_ERR_NOMEM, "out of memory");
+        sb_rt_jfail(c, SB_ERR_NOMEM, "out of memory");
     b->next_live = c->live;
     if (c->live)
         c->live->prev_live = b;
@@ -106,7 +107,7 @@ jbuf *jbuf_new(jctx *c)
     return b;
 }
 
-void jbuf_drop(jctx *c, jbuf *b)
+void sb_rt_jbuf_drop(jctx *c, jbuf *b)
 {
     if (b->prev_live)
         b->prev_live->next_live = b->next_live;
@@ -120,17 +121,17 @@ void jbuf_drop(jctx *c, jbuf *b)
     free(b);
 }
 
-void jbuf_free_all(jctx *c)
+void sb_rt_jbuf_free_all(jctx *c)
 {
     while (c->live)
-        jbuf_drop(c, c->live);
+        sb_rt_jbuf_drop(c, c->live);
 }
 
 static void jbuf_grow(jctx *c, jbuf *b, size_t more)
 {
     if (b == c->root && b->len + more > c->lim->max_output_bytes)
-        jfail(c, SB_ERR_RANGE, "output over the limit of %zu bytes (max_output_bytes)",
-              c->lim->max_output_bytes);
+        sb_rt_jfail(c, SB_ERR_RANGE, "output over the limit of %zu bytes (max_output_bytes)",
+                    c->lim->max_output_bytes);
     if (b->len + more + 1 <= b->cap)
         return;
     size_t cap = b->cap ? b->cap : 64;
@@ -139,17 +140,17 @@ static void jbuf_grow(jctx *c, jbuf *b, size_t more)
     mem_check(c, (cap - b->cap) * 2);
     char *s = realloc(b->s, cap);
     if (!s)
-        jfail(c, SB_ERR_NOMEM, "out of memory");
+        sb_rt_jfail(c, SB_ERR_NOMEM, "out of memory");
     b->s = s;
     uint8_t *t = realloc(b->taint, cap);
     if (!t)
-        jfail(c, SB_ERR_NOMEM, "out of memory");
+        sb_rt_jfail(c, SB_ERR_NOMEM, "out of memory");
     b->taint = t;
     c->buf_bytes += (cap - b->cap) * 2;
     b->cap = cap;
 }
 
-void jbuf_put(jctx *c, jbuf *b, const char *s, size_t n, bool tainted)
+void sb_rt_jbuf_put(jctx *c, jbuf *b, const char *s, size_t n, bool tainted)
 {
     if (!n)
         return;
@@ -160,12 +161,12 @@ void jbuf_put(jctx *c, jbuf *b, const char *s, size_t n, bool tainted)
     b->s[b->len] = '\0';
 }
 
-void jbuf_putc(jctx *c, jbuf *b, char ch, bool tainted)
+void sb_rt_jbuf_putc(jctx *c, jbuf *b, char ch, bool tainted)
 {
-    jbuf_put(c, b, &ch, 1, tainted);
+    sb_rt_jbuf_put(c, b, &ch, 1, tainted);
 }
 
-void jbuf_put_range(jctx *c, jbuf *b, const jstr *s, size_t off, size_t n)
+void sb_rt_jbuf_put_range(jctx *c, jbuf *b, const jstr *s, size_t off, size_t n)
 {
     if (!n)
         return;
@@ -179,9 +180,9 @@ void jbuf_put_range(jctx *c, jbuf *b, const jstr *s, size_t off, size_t n)
     b->s[b->len] = '\0';
 }
 
-void jbuf_put_str(jctx *c, jbuf *b, const jstr *s)
+void sb_rt_jbuf_put_str(jctx *c, jbuf *b, const jstr *s)
 {
-    jbuf_put_range(c, b, s, 0, s->len);
+    sb_rt_jbuf_put_range(c, b, s, 0, s->len);
 }
 
 /* the taint of bytes [0, n) as NULL (none), JT_ALL or a copy in the arena */
@@ -194,61 +195,61 @@ static const uint8_t *taint_pack(jctx *c, const uint8_t *t, size_t n)
         return NULL;
     if (ones == n)
         return JT_ALL;
-    return ja_dup(&c->arena, t, n);
+    return sb_rt_ja_dup(&c->arena, t, n);
 }
 
-jstr *jbuf_take(jctx *c, jbuf *b)
+jstr *sb_rt_jbuf_take(jctx *c, jbuf *b)
 {
-    jstr *s = ja_alloc(&c->arena, sizeof *s);
+    jstr *s = sb_rt_ja_alloc(&c->arena, sizeof *s);
     s->len = b->len;
-    s->s = ja_dup(&c->arena, b->s ? b->s : "", b->len);
+    s->s = sb_rt_ja_dup(&c->arena, b->s ? b->s : "", b->len);
     s->taint = b->len ? taint_pack(c, b->taint, b->len) : NULL;
-    jbuf_drop(c, b);
+    sb_rt_jbuf_drop(c, b);
     return s;
 }
 
 /* ---- strings ------------------------------------------------------------------------- */
 
-jstr *js_new(jctx *c, const char *s, size_t n, bool tainted)
+jstr *sb_rt_js_new(jctx *c, const char *s, size_t n, bool tainted)
 {
-    jstr *r = ja_alloc(&c->arena, sizeof *r);
-    r->s = ja_dup(&c->arena, s, n);
+    jstr *r = sb_rt_ja_alloc(&c->arena, sizeof *r);
+    r->s = sb_rt_ja_dup(&c->arena, s, n);
     r->len = n;
     r->taint = tainted && n ? JT_ALL : NULL;
     return r;
 }
 
-jstr *js_lit(jctx *c, const char *s)
+jstr *sb_rt_js_lit(jctx *c, const char *s)
 {
-    return js_new(c, s, strlen(s), false);
+    return sb_rt_js_new(c, s, strlen(s), false);
 }
 
-jstr *js_sub(jctx *c, const jstr *s, size_t off, size_t n)
+jstr *sb_rt_js_sub(jctx *c, const jstr *s, size_t off, size_t n)
 {
-    jstr *r = ja_alloc(&c->arena, sizeof *r);
+    jstr *r = sb_rt_ja_alloc(&c->arena, sizeof *r);
     r->s = s->s + off;
     r->len = n;
     r->markup = s->markup;
     if (!s->taint || s->taint == JT_ALL || !n) {
         r->taint = n ? s->taint : NULL;
     } else {
-        jstep(c, n / 64);
+        sb_rt_jstep(c, n / 64);
         r->taint = taint_pack(c, s->taint + off, n);
     }
     return r;
 }
 
-bool js_tainted_at(const jstr *s, size_t i)
+bool sb_rt_js_tainted_at(const jstr *s, size_t i)
 {
     return s->taint == JT_ALL || (s->taint && s->taint[i]);
 }
 
-bool js_eq(const jstr *a, const jstr *b)
+bool sb_rt_js_eq(const jstr *a, const jstr *b)
 {
     return a->len == b->len && !memcmp(a->s, b->s, a->len);
 }
 
-int js_cmp(const jstr *a, const jstr *b)
+int sb_rt_js_cmp(const jstr *a, const jstr *b)
 { /* UTF-8 byte order is code point order */
     size_t n = a->len < b->len ? a->len : b->len;
     int r = memcmp(a->s, b->s, n);
@@ -257,7 +258,7 @@ int js_cmp(const jstr *a, const jstr *b)
     return a->len < b->len ? -1 : a->len > b->len;
 }
 
-uint32_t utf8_dec(const char *s, size_t n, size_t *adv)
+uint32_t sb_rt_utf8_dec(const char *s, size_t n, size_t *adv)
 {
     const unsigned char *u = (const unsigned char *)s;
     if (u[0] < 0x80 || n < 2) {
@@ -277,7 +278,7 @@ uint32_t utf8_dec(const char *s, size_t n, size_t *adv)
            ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
 }
 
-size_t utf8_enc(uint32_t cp, char *o)
+size_t sb_rt_utf8_enc(uint32_t cp, char *o)
 {
     if (cp < 0x80) {
         o[0] = (char)cp;
@@ -301,7 +302,7 @@ size_t utf8_enc(uint32_t cp, char *o)
     return 4;
 }
 
-bool utf8_valid(const char *str, size_t n)
+bool sb_rt_utf8_valid(const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
@@ -335,7 +336,7 @@ bool utf8_valid(const char *str, size_t n)
     return true;
 }
 
-size_t js_ncp(const jstr *s)
+size_t sb_rt_js_ncp(const jstr *s)
 {
     size_t n = 0;
     for (size_t i = 0; i < s->len; i++)
@@ -343,7 +344,7 @@ size_t js_ncp(const jstr *s)
     return n;
 }
 
-size_t js_cp_off(const jstr *s, size_t cp)
+size_t sb_rt_js_cp_off(const jstr *s, size_t cp)
 {
     size_t i = 0;
     while (i < s->len && cp) {
@@ -391,19 +392,19 @@ static const uint32_t *map_find(const uint32_t (*m)[4], size_t n, uint32_t cp)
 
 #define MAP(tbl, cp) map_find(tbl, sizeof tbl / sizeof tbl[0], cp)
 
-bool uc_isspace(uint32_t cp)
+bool sb_rt_uc_isspace(uint32_t cp)
 { /* str.isspace(): Python's whitespace (bidirectional WS/B/S or Zs) */
     return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 ||
            cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
            cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
-bool uc_isprintable(uint32_t cp)
+bool sb_rt_uc_isprintable(uint32_t cp)
 {
     return IN(uc_printable, cp);
 }
 
-bool uc_is_cased(uint32_t cp)
+bool sb_rt_uc_is_cased(uint32_t cp)
 {
     return IN(uc_cased, cp);
 }
@@ -417,13 +418,13 @@ static bool case_ignorable(uint32_t cp)
 static uint32_t *cps_of(jctx *c, const jstr *s, size_t *n, size_t **boff)
 {
     size_t cap = s->len + 1;
-    uint32_t *cp = ja_alloc(&c->arena, cap * sizeof *cp);
-    size_t *off = boff ? ja_alloc(&c->arena, cap * sizeof *off) : NULL;
+    uint32_t *cp = sb_rt_ja_alloc(&c->arena, cap * sizeof *cp);
+    size_t *off = boff ? sb_rt_ja_alloc(&c->arena, cap * sizeof *off) : NULL;
     size_t k = 0;
     for (size_t i = 0, adv; i < s->len; i += adv) {
         if (off)
             off[k] = i;
-        cp[k++] = utf8_dec(s->s + i, s->len - i, &adv);
+        cp[k++] = sb_rt_utf8_dec(s->s + i, s->len - i, &adv);
     }
     if (off)
         off[k] = s->len;
@@ -439,7 +440,7 @@ static bool js_is_case(const jstr *s, bool upper)
 {
     bool cased = false;
     for (size_t i = 0, adv; i < s->len; i += adv) {
-        uint32_t cp = utf8_dec(s->s + i, s->len - i, &adv);
+        uint32_t cp = sb_rt_utf8_dec(s->s + i, s->len - i, &adv);
         bool up = IN(uc_isupper, cp), low = IN(uc_islower, cp);
         if ((upper ? low : up) || IN(uc_istitle, cp))
             return false;
@@ -448,12 +449,12 @@ static bool js_is_case(const jstr *s, bool upper)
     return cased;
 }
 
-bool js_isupper(const jstr *s)
+bool sb_rt_js_isupper(const jstr *s)
 {
     return js_is_case(s, true);
 }
 
-bool js_islower(const jstr *s)
+bool sb_rt_js_islower(const jstr *s)
 {
     return js_is_case(s, false);
 }
@@ -477,12 +478,12 @@ static size_t lower_at(const uint32_t *cps, size_t n, size_t i, uint32_t out[3])
         size_t j = i;
         while (j > 0 && case_ignorable(cps[j - 1]))
             j--;
-        bool final = j > 0 && uc_is_cased(cps[j - 1]);
+        bool final = j > 0 && sb_rt_uc_is_cased(cps[j - 1]);
         if (final && i + 1 < n) {
             size_t k = i + 1;
             while (k < n && case_ignorable(cps[k]))
                 k++;
-            final = k == n || !uc_is_cased(cps[k]);
+            final = k == n || !sb_rt_uc_is_cased(cps[k]);
         }
         out[0] = final ? 0x03C2 : 0x03C3;
         return 1;
@@ -501,12 +502,12 @@ static size_t title_of(uint32_t cp, uint32_t out[3])
     return m ? mapped(m, cp, out) : upper_of(cp, out);
 }
 
-jstr *js_case(jctx *c, const jstr *s, char how)
+jstr *sb_rt_js_case(jctx *c, const jstr *s, char how)
 {
-    jstep(c, s->len / 16 + 1);
+    sb_rt_jstep(c, s->len / 16 + 1);
     size_t n, *off;
     uint32_t *cps = cps_of(c, s, &n, &off);
-    jbuf *b = jbuf_new(c);
+    jbuf *b = sb_rt_jbuf_new(c);
     bool prev_cased = false;
     for (size_t i = 0; i < n; i++) {
         uint32_t m[3];
@@ -520,7 +521,7 @@ jstr *js_case(jctx *c, const jstr *s, char how)
             break;
         case 't': /* str.title() */
             k = prev_cased ? lower_at(cps, n, i, m) : title_of(cps[i], m);
-            prev_cased = uc_is_cased(cps[i]);
+            prev_cased = sb_rt_uc_is_cased(cps[i]);
             break;
         default: /* 'c': str.capitalize() */
             k = i == 0 ? title_of(cps[i], m) : lower_at(cps, n, i, m);
@@ -528,13 +529,13 @@ jstr *js_case(jctx *c, const jstr *s, char how)
         }
         bool t = false;
         for (size_t j = off[i]; j < off[i + 1]; j++)
-            t |= js_tainted_at(s, j);
+            t |= sb_rt_js_tainted_at(s, j);
         for (size_t j = 0; j < k; j++) {
             char e[4];
-            jbuf_put(c, b, e, utf8_enc(m[j], e), t);
+            sb_rt_jbuf_put(c, b, e, sb_rt_utf8_enc(m[j], e), t);
         }
     }
-    jstr *r = jbuf_take(c, b);
+    jstr *r = sb_rt_jbuf_take(c, b);
     r->markup = s->markup;
     return r;
 }
@@ -544,21 +545,21 @@ jstr *js_case(jctx *c, const jstr *s, char how)
 static bool in_chars(jctx *c, const jstr *chars, uint32_t cp)
 {
     if (!chars)
-        return uc_isspace(cp);
-    jstep(c, chars->len / 64 + 1);
+        return sb_rt_uc_isspace(cp);
+    sb_rt_jstep(c, chars->len / 64 + 1);
     for (size_t i = 0, adv; i < chars->len; i += adv)
-        if (utf8_dec(chars->s + i, chars->len - i, &adv) == cp)
+        if (sb_rt_utf8_dec(chars->s + i, chars->len - i, &adv) == cp)
             return true;
     return false;
 }
 
-jstr *js_strip(jctx *c, const jstr *s, const jstr *chars, char which)
+jstr *sb_rt_js_strip(jctx *c, const jstr *s, const jstr *chars, char which)
 {
     size_t a = 0, z = s->len, adv;
-    jstep(c, s->len / 64 + 1);
+    sb_rt_jstep(c, s->len / 64 + 1);
     if (which != 'r')
         while (a < z) {
-            uint32_t cp = utf8_dec(s->s + a, z - a, &adv);
+            uint32_t cp = sb_rt_utf8_dec(s->s + a, z - a, &adv);
             if (!in_chars(c, chars, cp))
                 break;
             a += adv;
@@ -568,19 +569,19 @@ jstr *js_strip(jctx *c, const jstr *s, const jstr *chars, char which)
             size_t p = z - 1;
             while (p > a && ((unsigned char)s->s[p] & 0xC0) == 0x80)
                 p--;
-            uint32_t cp = utf8_dec(s->s + p, z - p, &adv);
+            uint32_t cp = sb_rt_utf8_dec(s->s + p, z - p, &adv);
             if (!in_chars(c, chars, cp))
                 break;
             z = p;
         }
-    return js_sub(c, s, a, z - a);
+    return sb_rt_js_sub(c, s, a, z - a);
 }
 
-int64_t js_find(jctx *c, const jstr *s, const jstr *sub, size_t from)
+int64_t sb_rt_js_find(jctx *c, const jstr *s, const jstr *sub, size_t from)
 {
     if (from > s->len)
         return -1;
-    jstep(c, (s->len - from) / 64 + 1);
+    sb_rt_jstep(c, (s->len - from) / 64 + 1);
     if (sub->len == 0)
         return (int64_t)from;
     const char *at = memmem(s->s + from, s->len - from, sub->s, sub->len);
@@ -591,14 +592,15 @@ static int64_t js_rfind(jctx *c, const jstr *s, const jstr *sub, size_t end)
 { /* last match lying wholly in [0, end) */
     jstr w = { .s = s->s, .len = end };
     int64_t last = -1;
-    for (int64_t at = js_find(c, &w, sub, 0); at >= 0; at = js_find(c, &w, sub, (size_t)at + 1))
+    for (int64_t at = sb_rt_js_find(c, &w, sub, 0); at >= 0;
+         at = sb_rt_js_find(c, &w, sub, (size_t)at + 1))
         last = at;
     return last;
 }
 
-jstr *js_replace(jctx *c, const jstr *s, const jstr *old, const jstr *neu, int64_t count)
+jstr *sb_rt_js_replace(jctx *c, const jstr *s, const jstr *old, const jstr *neu, int64_t count)
 {
-    jbuf *b = jbuf_new(c);
+    jbuf *b = sb_rt_jbuf_new(c);
     if (count < 0)
         count = INT64_MAX;
     if (old->len == 0) { /* new before every character and at the end */
@@ -606,46 +608,46 @@ jstr *js_replace(jctx *c, const jstr *s, const jstr *old, const jstr *neu, int64
         int64_t k = 0;
         while (i <= s->len) {
             if (k < count) {
-                jbuf_put_str(c, b, neu);
+                sb_rt_jbuf_put_str(c, b, neu);
                 k++;
             }
             if (i == s->len)
                 break;
-            utf8_dec(s->s + i, s->len - i, &adv);
-            jbuf_put_range(c, b, s, i, adv);
+            sb_rt_utf8_dec(s->s + i, s->len - i, &adv);
+            sb_rt_jbuf_put_range(c, b, s, i, adv);
             i += adv;
         }
     } else {
         size_t i = 0;
         int64_t k = 0;
         while (k < count) {
-            int64_t at = js_find(c, s, old, i);
+            int64_t at = sb_rt_js_find(c, s, old, i);
             if (at < 0)
                 break;
-            jbuf_put_range(c, b, s, i, (size_t)at - i);
-            jbuf_put_str(c, b, neu);
+            sb_rt_jbuf_put_range(c, b, s, i, (size_t)at - i);
+            sb_rt_jbuf_put_str(c, b, neu);
             i = (size_t)at + old->len;
             k++;
-            jstep(c, 1);
+            sb_rt_jstep(c, 1);
         }
-        jbuf_put_range(c, b, s, i, s->len - i);
+        sb_rt_jbuf_put_range(c, b, s, i, s->len - i);
     }
-    jstr *r = jbuf_take(c, b);
+    jstr *r = sb_rt_jbuf_take(c, b);
     r->markup = s->markup;
     return r;
 }
 
-void jv_push(jctx *c, jv **v, size_t *n, size_t *cap, jv x)
+void sb_rt_jv_push(jctx *c, jv **v, size_t *n, size_t *cap, jv x)
 {
     if (*n == *cap)
-        *v = ja_grow(&c->arena, *v, *n, cap, 8, sizeof **v);
+        *v = sb_rt_ja_grow(&c->arena, *v, *n, cap, 8, sizeof **v);
     (*v)[(*n)++] = x;
-    jstep(c, 1);
+    sb_rt_jstep(c, 1);
 }
 
 static jlist *list_of(jctx *c, jv *v, size_t n)
 {
-    jlist *l = ja_alloc(&c->arena, sizeof *l);
+    jlist *l = sb_rt_ja_alloc(&c->arena, sizeof *l);
     l->n = n;
     l->v = v;
     return l;
@@ -660,26 +662,26 @@ static void reverse_jv(jv *v, size_t n)
     }
 }
 
-jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool right)
+jlist *sb_rt_js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool right)
 {
-    jstep(c, s->len / 64 + 1);
+    sb_rt_jstep(c, s->len / 64 + 1);
     jv *v = NULL;
     size_t n = 0, cap = 0;
     if (maxsplit < 0)
         maxsplit = INT64_MAX;
     if (sep && sep->len == 0)
-        jfail(c, SB_ERR_INVAL, "ValueError: empty separator");
+        sb_rt_jfail(c, SB_ERR_INVAL, "ValueError: empty separator");
     if (sep) {
         if (!right) {
             size_t i = 0;
             while ((int64_t)n < maxsplit) {
-                int64_t at = js_find(c, s, sep, i);
+                int64_t at = sb_rt_js_find(c, s, sep, i);
                 if (at < 0)
                     break;
-                jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, i, (size_t)at - i)));
+                sb_rt_jv_push(c, &v, &n, &cap, jv_str(sb_rt_js_sub(c, s, i, (size_t)at - i)));
                 i = (size_t)at + sep->len;
             }
-            jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, i, s->len - i)));
+            sb_rt_jv_push(c, &v, &n, &cap, jv_str(sb_rt_js_sub(c, s, i, s->len - i)));
         } else {
             size_t end = s->len;
             while ((int64_t)n < maxsplit) {
@@ -687,10 +689,10 @@ jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool 
                 if (at < 0)
                     break;
                 size_t from = (size_t)at + sep->len;
-                jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, from, end - from)));
+                sb_rt_jv_push(c, &v, &n, &cap, jv_str(sb_rt_js_sub(c, s, from, end - from)));
                 end = (size_t)at;
             }
-            jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, 0, end)));
+            sb_rt_jv_push(c, &v, &n, &cap, jv_str(sb_rt_js_sub(c, s, 0, end)));
             reverse_jv(v, n);
         }
         return list_of(c, v, n);
@@ -701,36 +703,36 @@ jlist *js_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, bool 
     if (!right) {
         size_t i = 0;
         while (i < nc) {
-            while (i < nc && uc_isspace(cps[i]))
+            while (i < nc && sb_rt_uc_isspace(cps[i]))
                 i++;
             if (i == nc)
                 break;
             if ((int64_t)n == maxsplit) { /* the rest, leading whitespace gone */
                 size_t z = nc;
-                jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, off[i], off[z] - off[i])));
+                sb_rt_jv_push(c, &v, &n, &cap, jv_str(sb_rt_js_sub(c, s, off[i], off[z] - off[i])));
                 break;
             }
             size_t j = i;
-            while (j < nc && !uc_isspace(cps[j]))
+            while (j < nc && !sb_rt_uc_isspace(cps[j]))
                 j++;
-            jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, off[i], off[j] - off[i])));
+            sb_rt_jv_push(c, &v, &n, &cap, jv_str(sb_rt_js_sub(c, s, off[i], off[j] - off[i])));
             i = j;
         }
     } else {
         size_t i = nc;
         while (i > 0) {
-            while (i > 0 && uc_isspace(cps[i - 1]))
+            while (i > 0 && sb_rt_uc_isspace(cps[i - 1]))
                 i--;
             if (i == 0)
                 break;
             if ((int64_t)n == maxsplit) {
-                jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, 0, off[i])));
+                sb_rt_jv_push(c, &v, &n, &cap, jv_str(sb_rt_js_sub(c, s, 0, off[i])));
                 break;
             }
             size_t j = i;
-            while (j > 0 && !uc_isspace(cps[j - 1]))
+            while (j > 0 && !sb_rt_uc_isspace(cps[j - 1]))
                 j--;
-            jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, off[j], off[i] - off[j])));
+            sb_rt_jv_push(c, &v, &n, &cap, jv_str(sb_rt_js_sub(c, s, off[j], off[i] - off[j])));
             i = j;
         }
         reverse_jv(v, n);
@@ -744,12 +746,12 @@ static bool is_linebreak(uint32_t cp)
            cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
 }
 
-jlist *js_splitlines(jctx *c, const jstr *s, bool keepends)
+jlist *sb_rt_js_splitlines(jctx *c, const jstr *s, bool keepends)
 {
     jv *v = NULL;
     size_t n = 0, cap = 0, start = 0, i = 0, adv;
     while (i < s->len) {
-        uint32_t cp = utf8_dec(s->s + i, s->len - i, &adv);
+        uint32_t cp = sb_rt_utf8_dec(s->s + i, s->len - i, &adv);
         if (!is_linebreak(cp)) {
             i += adv;
             continue;
@@ -757,41 +759,42 @@ jlist *js_splitlines(jctx *c, const jstr *s, bool keepends)
         size_t eol = i + adv;
         if (cp == '\r' && eol < s->len && s->s[eol] == '\n')
             eol++;
-        jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, start, (keepends ? eol : i) - start)));
+        sb_rt_jv_push(c, &v, &n, &cap,
+                      jv_str(sb_rt_js_sub(c, s, start, (keepends ? eol : i) - start)));
         start = i = eol;
     }
     if (start < s->len)
-        jv_push(c, &v, &n, &cap, jv_str(js_sub(c, s, start, s->len - start)));
+        sb_rt_jv_push(c, &v, &n, &cap, jv_str(sb_rt_js_sub(c, s, start, s->len - start)));
     return list_of(c, v, n);
 }
 
-jstr *js_concat(jctx *c, const jstr *a, const jstr *b)
+jstr *sb_rt_js_concat(jctx *c, const jstr *a, const jstr *b)
 {
     if (!a->len && a->markup == b->markup)
         return (jstr *)b;
     if (!b->len && a->markup == b->markup)
         return (jstr *)a;
-    jbuf *o = jbuf_new(c);
-    jbuf_put_str(c, o, a);
-    jbuf_put_str(c, o, b);
-    return jbuf_take(c, o);
+    jbuf *o = sb_rt_jbuf_new(c);
+    sb_rt_jbuf_put_str(c, o, a);
+    sb_rt_jbuf_put_str(c, o, b);
+    return sb_rt_jbuf_take(c, o);
 }
 
-jstr *js_repeat(jctx *c, const jstr *s, int64_t n)
+jstr *sb_rt_js_repeat(jctx *c, const jstr *s, int64_t n)
 {
     if (n > 0 && s->len && (uint64_t)n > c->lim->max_memory_bytes / s->len)
-        jfail(c, SB_ERR_RANGE, "memory over the limit of %zu bytes (max_memory_bytes)",
-              c->lim->max_memory_bytes);
-    jstep(c, n > 0 ? (uint64_t)n : 0); /* before the work, not after */
-    jbuf *o = jbuf_new(c);
+        sb_rt_jfail(c, SB_ERR_RANGE, "memory over the limit of %zu bytes (max_memory_bytes)",
+                    c->lim->max_memory_bytes);
+    sb_rt_jstep(c, n > 0 ? (uint64_t)n : 0); /* before the work, not after */
+    jbuf *o = sb_rt_jbuf_new(c);
     for (int64_t i = 0; i < n; i++)
-        jbuf_put_str(c, o, s);
-    return jbuf_take(c, o);
+        sb_rt_jbuf_put_str(c, o, s);
+    return sb_rt_jbuf_take(c, o);
 }
 
-jstr *js_escape_html(jctx *c, const jstr *s)
+jstr *sb_rt_js_escape_html(jctx *c, const jstr *s)
 {
-    jbuf *o = jbuf_new(c);
+    jbuf *o = sb_rt_jbuf_new(c);
     for (size_t i = 0; i < s->len; i++) {
         const char *e = NULL;
         switch (s->s[i]) {
@@ -803,53 +806,53 @@ jstr *js_escape_html(jctx *c, const jstr *s)
         default: break;
         }
         if (e)
-            jbuf_put(c, o, e, strlen(e), js_tainted_at(s, i));
+            sb_rt_jbuf_put(c, o, e, strlen(e), sb_rt_js_tainted_at(s, i));
         else
-            jbuf_put_range(c, o, s, i, 1);
+            sb_rt_jbuf_put_range(c, o, s, i, 1);
     }
-    jstr *r = jbuf_take(c, o);
+    jstr *r = sb_rt_jbuf_take(c, o);
     r->markup = true;
     return r;
 }
 
 /* ---- repr and JSON ------------------------------------------------------------------- */
 
-void js_repr(jctx *c, jbuf *b, const jstr *s)
+void sb_rt_js_repr(jctx *c, jbuf *b, const jstr *s)
 {
     bool sq = memchr(s->s, '\'', s->len) != NULL, dq = memchr(s->s, '"', s->len) != NULL;
     char q = sq && !dq ? '"' : '\'';
-    jbuf_putc(c, b, q, false);
+    sb_rt_jbuf_putc(c, b, q, false);
     for (size_t i = 0, adv; i < s->len; i += adv) {
-        uint32_t cp = utf8_dec(s->s + i, s->len - i, &adv);
-        bool t = js_tainted_at(s, i);
+        uint32_t cp = sb_rt_utf8_dec(s->s + i, s->len - i, &adv);
+        bool t = sb_rt_js_tainted_at(s, i);
         char e[16];
         if (cp == (uint32_t)q || cp == '\\') {
             e[0] = '\\', e[1] = (char)cp;
-            jbuf_put(c, b, e, 2, t);
+            sb_rt_jbuf_put(c, b, e, 2, t);
         } else if (cp == '\t' || cp == '\n' || cp == '\r') {
             e[0] = '\\', e[1] = cp == '\t' ? 't' : cp == '\n' ? 'n' : 'r';
-            jbuf_put(c, b, e, 2, t);
+            sb_rt_jbuf_put(c, b, e, 2, t);
         } else if (cp < 0x20 || cp == 0x7F) {
             snprintf(e, sizeof e, "\\x%02x", cp);
-            jbuf_put(c, b, e, 4, t);
-        } else if (cp < 0x7F || uc_isprintable(cp)) {
-            jbuf_put_range(c, b, s, i, adv);
+            sb_rt_jbuf_put(c, b, e, 4, t);
+        } else if (cp < 0x7F || sb_rt_uc_isprintable(cp)) {
+            sb_rt_jbuf_put_range(c, b, s, i, adv);
         } else {
             int k = cp <= 0xFF ? snprintf(e, sizeof e, "\\x%02x", cp)
                     : cp <= 0xFFFF ? snprintf(e, sizeof e, "\\u%04x", cp)
                                    : snprintf(e, sizeof e, "\\U%08x", cp);
-            jbuf_put(c, b, e, (size_t)k, t);
+            sb_rt_jbuf_put(c, b, e, (size_t)k, t);
         }
     }
-    jbuf_putc(c, b, q, false);
+    sb_rt_jbuf_putc(c, b, q, false);
 }
 
-void js_json(jctx *c, jbuf *b, const jstr *s, bool ensure_ascii)
+void sb_rt_js_json(jctx *c, jbuf *b, const jstr *s, bool ensure_ascii)
 {
-    jbuf_putc(c, b, '"', false);
+    sb_rt_jbuf_putc(c, b, '"', false);
     for (size_t i = 0, adv; i < s->len; i += adv) {
-        uint32_t cp = utf8_dec(s->s + i, s->len - i, &adv);
-        bool t = js_tainted_at(s, i);
+        uint32_t cp = sb_rt_utf8_dec(s->s + i, s->len - i, &adv);
+        bool t = sb_rt_js_tainted_at(s, i);
         char e[16];
         int k = 0;
         switch (cp) {
@@ -869,30 +872,30 @@ void js_json(jctx *c, jbuf *b, const jstr *s, bool ensure_ascii)
             break;
         }
         if (k)
-            jbuf_put(c, b, e, (size_t)k, t);
+            sb_rt_jbuf_put(c, b, e, (size_t)k, t);
         else
-            jbuf_put_range(c, b, s, i, adv);
+            sb_rt_jbuf_put_range(c, b, s, i, adv);
     }
-    jbuf_putc(c, b, '"', false);
+    sb_rt_jbuf_putc(c, b, '"', false);
 }
 
-void jbuf_put_int(jctx *c, jbuf *b, int64_t i)
+void sb_rt_jbuf_put_int(jctx *c, jbuf *b, int64_t i)
 {
     char num[32];
     int k = snprintf(num, sizeof num, "%" PRId64, i);
-    jbuf_put(c, b, num, (size_t)k, false);
+    sb_rt_jbuf_put(c, b, num, (size_t)k, false);
 }
 
-void jbuf_put_float(jctx *c, jbuf *b, double f)
+void sb_rt_jbuf_put_float(jctx *c, jbuf *b, double f)
 {
     char num[64];
-    jv_format_float(f, num, sizeof num);
-    jbuf_put(c, b, num, strlen(num), false);
+    sb_rt_jv_format_float(f, num, sizeof num);
+    sb_rt_jbuf_put(c, b, num, strlen(num), false);
 }
 
 /* ---- spans --------------------------------------------------------------------------- */
 
-int jinja_text_from_buf(char *s, size_t len, const uint8_t *taint, sb_rt_chat_text *out)
+int sb_rt_jinja_text_from_buf(char *s, size_t len, const uint8_t *taint, sb_rt_chat_text *out)
 {
     size_t n = 0;
     for (size_t i = 0; i < len; i++)

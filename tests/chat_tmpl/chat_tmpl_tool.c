@@ -123,7 +123,7 @@ int main(void)
                 !field_eq(&limits, &made_limits)) {
                 sb_rt_chat_tmpl_free(t);
                 t = NULL;
-                jinja_free(raw);
+                sb_rt_jinja_free(raw);
                 raw = NULL;
                 char *src = source.set ? dup_field(&source) : NULL;
                 char *nm = name.set && name.n ? dup_field(&name) : NULL;
@@ -145,7 +145,8 @@ int main(void)
                 if (nm && !strcmp(nm, "raw")) {
                     sb_rt_chat_limits full;
                     sb_rt_chat_limits_default(&full);
-                    made_rc = src ? jinja_parse(src, strlen(src), &full, &raw, &made_err) : -1;
+                    made_rc =
+                        src ? sb_rt_jinja_parse(src, strlen(src), &full, &raw, &made_err) : -1;
                 } else {
                     made_rc = sb_rt_chat_tmpl_new_ex(src, nm, b, e, &lim, &t, &made_err);
                 }
@@ -178,7 +179,7 @@ int main(void)
                     jinja_input in = { .msgs = msgs, .n_msgs = n, .add_generation_prompt = gen,
                                        .msg_json = o.msg_json, .vars_json = o.vars_json,
                                        .bos = bos.set ? bos.s : "", .eos = eos.set ? eos.s : "" };
-                    rc = n ? jinja_render(raw, &in, &x, &err) : -1;
+                    rc = n ? sb_rt_jinja_render(raw, &in, &x, &err) : -1;
                 } else {
                     rc = sb_rt_chat_render_ex(t, msgs, n, &o, &x, &err);
                 }
@@ -211,7 +212,7 @@ int main(void)
         }
     }
     sb_rt_chat_tmpl_free(t);
-    jinja_free(raw);
+    sb_rt_jinja_free(raw);
     field *all[] = { &source, &name, &bos, &eos, &vars, &limits, &made_source, &made_name,
                      &made_bos, &made_eos, &made_limits };
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
