@@ -1,5 +1,5 @@
-/* capi.c -- the flat C API for bindings (capi.h). */
-#include "capi/capi.h"
+/* capi.c -- the flat C API for bindings (snapbank_rt.h). */
+#include "snapbank_rt.h"
 #include "capi/stats_fields.h"
 
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* capi.h -- a flat C API over the runtime for language bindings (the
+/* snapbank_rt.h -- a flat C API over the runtime for language bindings (the
  * Python package in bindings/python calls it through ctypes): plain types,
  * error text into caller buffers, reports and stats as JSON. It is exported
  * by libsnapbank_rt.so, which also exports the store's API (snapbank.h).
