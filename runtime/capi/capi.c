@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "model/kv.h"
-#include "make_model/make_model.h"
 #include "model/model.h"
 #include "model/sample.h"
 #include "session/session.h"
@@ -54,27 +53,6 @@ uint32_t sbrt_model_n_ctx(const sb_rt_model *m)
 uint32_t sbrt_model_eos(const sb_rt_model *m)
 {
     return m && m->tok ? sb_rt_tok_eos(m->tok) : UINT32_MAX;
-}
-
-int sbrt_make_model(const char *preset, const char *dtype, uint64_t seed, const char *path,
-                    char *err, size_t cap)
-{
-    sb_rt_make_opts o;
-    if (!preset || !path || sb_rt_make_opts_preset(&o, preset) != SB_OK) {
-        put_err(err, cap, "preset must be one of " SB_RT_MAKE_PRESETS);
-        return SB_ERR_INVAL;
-    }
-    if (dtype && sb_rt_make_opts_set(&o, "dtype", dtype) != SB_OK) {
-        put_err(err, cap, "dtype must be one of f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
-                          "q4_k, q5_k, q6_k, q4_k_m, q5_k_m");
-        return SB_ERR_INVAL;
-    }
-    o.seed = seed;
-    sb_rt_err e = { 0 };
-    int rc = sb_rt_make_model(&o, path, &e);
-    if (rc != SB_OK)
-        put_err(err, cap, e.msg);
-    return rc;
 }
 
 int sbrt_tokenize(const sb_rt_model *m, const char *text, size_t len, int bos, uint32_t *ids,

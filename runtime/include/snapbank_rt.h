@@ -1,15 +1,17 @@
-/* snapbank_rt.h -- a flat C API over the runtime for language bindings (the
- * Python package in bindings/python calls it through ctypes): plain types,
- * error text into caller buffers, reports and stats as JSON. It is exported
- * by libsnapbank_rt.so, which also exports the store's API (snapbank.h).
+/* snapbank_rt.h -- the runtime's public header: a flat C API over the CPU
+ * inference runtime for programs and language bindings (the Python package
+ * in bindings/python calls it through ctypes): plain types, error text into
+ * caller buffers, reports and stats as JSON. It is exported by
+ * libsnapbank_rt.so (pkg-config snapbank_rt), which also exports the
+ * store's API (snapbank.h); installed beside snapbank.h.
  *
  * Ownership: every object returned is freed by its *_free / *_close call;
  * buffers passed in are borrowed for the call only.
  * Thread safety: an sbrt_chat is used by one thread at a time; models may
  * be shared by chats on different threads (they are read-only).
  */
-#ifndef SB_RT_CAPI_H
-#define SB_RT_CAPI_H
+#ifndef SNAPBANK_RT_H
+#define SNAPBANK_RT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -115,4 +117,4 @@ SBRT_API int sbrt_stats_json(sb_store *st, char *buf, size_t cap);
  * else. */
 SBRT_API size_t sbrt_sizeof(int which);
 
-#endif /* SB_RT_CAPI_H */
+#endif /* SNAPBANK_RT_H */

@@ -2,7 +2,9 @@
 # Description: install test. Installs the build tree at $1 into a scratch
 # prefix under $2, then builds tests/install/consumer.c against that copy
 # four ways -- pkg-config (shared and --static) and find_package (the
-# snapbank::snapbank and snapbank::snapbank_static targets) -- and runs each.
+# snapbank::snapbank and snapbank::snapbank_static targets) -- and runs each;
+# then tests/install/rt_consumer.c against the runtime's installed header
+# and library (pkg-config snapbank_rt).
 set -eu
 BUILD=$1
 WORK=$2
@@ -30,4 +32,8 @@ cmake -S "$SRC" -B "$WORK/cmake" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
 cmake --build "$WORK/cmake" >/dev/null
 LD_LIBRARY_PATH="$LIBDIR" "$WORK/cmake/consumer_shared"
 "$WORK/cmake/consumer_static"
-echo "install: ok (pkg-config shared and static, find_package shared and static)"
+test -f "$PREFIX/include/snapbank_rt.h" || { echo "install: snapbank_rt.h missing"; exit 1; }
+# shellcheck disable=SC2046
+$CC -std=c11 -o "$WORK/rt_consumer" "$SRC/rt_consumer.c" $(pkg-config --cflags --libs snapbank_rt)
+LD_LIBRARY_PATH="$LIBDIR" "$WORK/rt_consumer" "$WORK/rt.gguf"
+echo "install: ok (pkg-config shared and static, find_package shared and static; the runtime's header and library)"
