@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/rt.h"
 #include "cli.h"
 #include "snapbank_fsck.h"
 
@@ -58,18 +59,11 @@ typedef struct bar {
     bool drawn;              /* something is on the line */
 } bar;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Redrawn at most ten times a second, and at the end. */
 static void draw_bar(void *ctx, uint64_t done, uint64_t total)
 {
     bar *b = ctx;
-    double t = now_s();
+    double t = sb_rt_now_s();
     if (done < total && b->drawn && t - b->last < 0.1)
         return;
     b->last = t;

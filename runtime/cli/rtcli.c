@@ -303,13 +303,6 @@ int rt_opts_check(const rt_opts *o, const char *cmd)
     return 0;
 }
 
-double rt_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* mkdir that accepts an existing directory. */
 static int ensure_dir(const char *path, const char *cmd)
 {
@@ -328,12 +321,12 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
 {
     memset(e, 0, sizeof *e);
     sb_rt_err err = { 0 };
-    double t0 = rt_now();
+    double t0 = sb_rt_now_s();
     if (sb_rt_model_load(o->model, &e->m, &err) != SB_OK) {
         fprintf(stderr, "snapbank %s: %s\n", cmd, err.msg);
         return 1;
     }
-    e->t_load = rt_now() - t0;
+    e->t_load = sb_rt_now_s() - t0;
     char store_dir[4096] = "";
     if (o->bank_dir) {
         char sess_dir[4096];
@@ -374,14 +367,14 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
     e->bpt = malloc(2 * e->m->hp.n_layers * sizeof *e->bpt);
     if (!e->bpt)
         goto fail_rc;
-    t0 = rt_now();
+    t0 = sb_rt_now_s();
     if ((rc = sb_rt_kv_layout(e->m, (uint32_t)o->page_tokens, e->bpt, &layout)) != SB_OK ||
         (rc = sb_store_open(&cfg, &e->st)) != SB_OK) {
         memset(&e->auth, 0, sizeof e->auth); /* the store keeps its own copy */
         goto fail_rc;
     }
     memset(&e->auth, 0, sizeof e->auth);
-    e->t_open = rt_now() - t0;
+    e->t_open = sb_rt_now_s() - t0;
     if ((rc = sb_ns_open(e->st, &layout, o->scope, strlen(o->scope), &e->ns)) != SB_OK)
         goto fail_rc;
     /* One context's pages ready in the pool (a refusal only means they

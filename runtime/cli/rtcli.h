@@ -148,7 +148,5 @@ void rt_table_row(FILE *f, const char *session, int turn, const sb_rt_turn *r);
  * disk tier). Returns: a static string. */
 const char *rt_durable_word(const sb_write_outcome *d);
 
-/* rt_now -- CLOCK_MONOTONIC seconds. */
-double rt_now(void);
 
 #endif /* SB_RTCLI_H */

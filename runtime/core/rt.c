@@ -1,6 +1,8 @@
-/* rt.c -- error reports shared by the runtime modules (rt.h). */
+/* rt.c -- error reports and the clock shared by the runtime modules (rt.h). */
+#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "rt.h"
 
@@ -22,4 +24,11 @@ void sb_rt_err_clear(sb_rt_err *e)
         e->code = 0;
         e->msg[0] = '\0';
     }
+}
+
+double sb_rt_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }

@@ -1,4 +1,4 @@
-/* rt.h -- what every runtime module shares: error reports.
+/* rt.h -- what every runtime module shares: error reports and the clock.
  *
  * The runtime (GGUF models, tokenizer, kernels, forward pass, sessions)
  * returns snapbank's error codes (enum sb_err in snapbank.h: 0 success,
@@ -34,5 +34,9 @@ int sb_rt_fail(sb_rt_err *e, int code, const char *fmt, ...)
 
 /* sb_rt_err_clear -- reset e to "no failure" (e may be NULL). */
 void sb_rt_err_clear(sb_rt_err *e);
+
+/* sb_rt_now_s -- CLOCK_MONOTONIC seconds: the clock of every duration the
+ * runtime, its server and its CLI report. */
+double sb_rt_now_s(void);
 
 #endif /* SB_RT_H */

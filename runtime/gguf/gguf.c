@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/le.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "snapbank.h"
@@ -73,7 +74,7 @@ static int rd32(cur *c, uint32_t *v, const char *what)
 {
     int rc = need(c, 4, what);
     if (rc == SB_OK) {
-        memcpy(v, c->p + c->off, 4);
+        *v = sb_rt_get_le32(c->p + c->off);
         c->off += 4;
     }
     return rc;
@@ -83,7 +84,7 @@ static int rd64(cur *c, uint64_t *v, const char *what)
 {
     int rc = need(c, 8, what);
     if (rc == SB_OK) {
-        memcpy(v, c->p + c->off, 8);
+        *v = sb_rt_get_le64(c->p + c->off);
         c->off += 8;
     }
     return rc;

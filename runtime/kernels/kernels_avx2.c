@@ -18,6 +18,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/f16.h"
 #include "kernels/kernels_isa.h"
 #include "kernels/simd_avx2.h"
 

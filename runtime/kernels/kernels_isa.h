@@ -108,10 +108,6 @@ void sb_rt_xq_quant_avx2(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n);
 void sb_rt_xq_quant_avx512(sb_rt_dtype t, const float *x, uint8_t *xq, size_t n);
 #endif
 
-/* Scalar f16 <-> f32 of one value (kernels_ref.c). */
-float sb_rt_f16_to_f32_1(uint16_t h);
-uint16_t sb_rt_f32_to_f16_1(float f);
-
 /* The per-ISA tables (kernels_ref.c, kernels_avx2.c, kernels_avx512.c). */
 extern const sb_rt_kernels sb_rt_kernels_ref;
 #if defined(SB_RT_KERNELS_X86)

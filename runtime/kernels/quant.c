@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/f16.h"
 #include "kernels/kernels_isa.h"
 #include "snapbank.h"
 

@@ -4,30 +4,9 @@
 #include <string.h>
 
 #include "model/deltanet.h"
+#include "core/le.h"
 
 #define MAGIC "SBBOUND"
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 size_t sb_rt_boundary_bytes(const sb_rt_model *m)
 {
@@ -43,10 +22,10 @@ void sb_rt_boundary_encode(const sb_rt_model *m, const sb_rt_gdn *g, const float
     size_t G = sb_rt_gdn_bytes(m), V = (size_t)m->hp.n_vocab * sizeof(float);
     memset(p, 0, SB_RT_BOUNDARY_HEAD);
     memcpy(p, MAGIC, 8);
-    put32(p + 8, SB_RT_BOUNDARY_VERSION);
-    put32(p + 12, logits ? SB_RT_BOUNDARY_LOGITS : 0);
-    put64(p + 16, sb_rt_gdn_pos(g));
-    put64(p + 24, G);
+    sb_rt_put_le32(p + 8, SB_RT_BOUNDARY_VERSION);
+    sb_rt_put_le32(p + 12, logits ? SB_RT_BOUNDARY_LOGITS : 0);
+    sb_rt_put_le64(p + 16, sb_rt_gdn_pos(g));
+    sb_rt_put_le64(p + 24, G);
     sb_rt_gdn_save(g, p + SB_RT_BOUNDARY_HEAD);
     if (logits)
         memcpy(p + SB_RT_BOUNDARY_HEAD + G, logits, V);
@@ -59,9 +38,9 @@ int sb_rt_boundary_decode(const sb_rt_model *m, sb_rt_gdn *g, const void *pv, si
 {
     const uint8_t *p = pv;
     size_t G = sb_rt_gdn_bytes(m);
-    uint32_t flags = get32(p + 12);
-    if (memcmp(p, MAGIC, 8) || get32(p + 8) != SB_RT_BOUNDARY_VERSION ||
-        (flags & ~SB_RT_BOUNDARY_LOGITS) || get64(p + 16) != pos || get64(p + 24) != G)
+    uint32_t flags = sb_rt_get_le32(p + 12);
+    if (memcmp(p, MAGIC, 8) || sb_rt_get_le32(p + 8) != SB_RT_BOUNDARY_VERSION ||
+        (flags & ~SB_RT_BOUNDARY_LOGITS) || sb_rt_get_le64(p + 16) != pos || sb_rt_get_le64(p + 24) != G)
         return SB_ERR_FORMAT;
     int rc = sb_rt_gdn_load(g, p + SB_RT_BOUNDARY_HEAD, pos);
     if (rc != SB_OK)

@@ -10,13 +10,6 @@
 
 #include "text/tokenizer.h"
 
-double srv_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 const char *srv_miss_reason(const sb_rt_turn *r)
 {
     if (r->cached_tokens >= r->prompt_tokens)
@@ -269,7 +262,7 @@ static void finish(srv_engine *e, srv_job *j, srv_finish why, int err)
     pthread_mutex_lock(&j->mu);
     j->finish = why;
     j->error = err;
-    j->t_end = srv_now();
+    j->t_end = sb_rt_now_s();
     pthread_mutex_unlock(&j->mu);
     if (j->on_end)
         j->on_end(j, j->end_ctx);
@@ -423,7 +416,7 @@ static void begin(srv_engine *e, slot *sl)
     pthread_mutex_lock(&j->mu);
     j->rep = rep;
     j->started = true;
-    j->t_start = srv_now();
+    j->t_start = sb_rt_now_s();
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -438,7 +431,7 @@ static void sample_one(srv_engine *e, slot *sl)
     if (!eog && srv_prompt_piece(e->cfg.prompt, id, sl->prev, piece, sizeof piece, &n) != SB_OK)
         n = 0;
     sl->prev = id;
-    double now = srv_now();
+    double now = sb_rt_now_s();
     bool stop = eog;
     pthread_mutex_lock(&j->mu);
     if (j->n_gen++ == 0)

@@ -173,7 +173,5 @@ void srv_engine_free(srv_engine *e);
  * when it did. */
 const char *srv_miss_reason(const sb_rt_turn *r);
 
-/* srv_now -- CLOCK_MONOTONIC seconds. */
-double srv_now(void);
 
 #endif /* SB_SRV_ENGINE_H */

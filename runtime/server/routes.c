@@ -439,7 +439,7 @@ static int encode(srv_server *s, turn_ctx *t, uint32_t **ids, size_t *n)
 /* POST /v1/chat/completions and /v1/completions. */
 static void completion(srv_server *s, srv_hreq *r, srv_api_kind kind)
 {
-    double t_arrival = srv_now();
+    double t_arrival = sb_rt_now_s();
     srv_tenant *tenant = authorize(s, r);
     if (!tenant)
         return;

@@ -127,7 +127,7 @@ static void hour_sample(srv_server *s, double now)
 
 uint64_t srv_written_last_hour(srv_server *s, const sb_stats *st)
 {
-    double now = srv_now();
+    double now = sb_rt_now_s();
     uint64_t base = 0;
     pthread_mutex_lock(&s->hour_mu);
     /* the oldest sample no older than an hour (else the newest before it) */
@@ -328,14 +328,14 @@ static int shut_down(srv_server *s, const sigset_t *set, int sig)
     srv_http_quiesce(s->http);
     srv_engine_close(s->engine);
     /* 2 */
-    double deadline = srv_now() + s->cfg.shutdown_timeout_s;
+    double deadline = sb_rt_now_s() + s->cfg.shutdown_timeout_s;
     bool cancelled = false;
     const struct timespec zero = { 0, 0 };
     while (!srv_engine_wait_idle(s->engine, 0.05)) {
         if (cancelled)
             continue;
         bool again = sigtimedwait(set, NULL, &zero) > 0;
-        if (again || srv_now() >= deadline) {
+        if (again || sb_rt_now_s() >= deadline) {
             srv_engine_counts(s->engine, &running, &waiting);
             fprintf(stderr, "snapbank serve: %s: cancelling %zu requests (what they computed "
                             "is kept)\n", again ? "second signal" : "shutdown timeout",
@@ -346,8 +346,8 @@ static int shut_down(srv_server *s, const sigset_t *set, int sig)
     }
     /* 3: let the last answers go out (bounded: a client that stopped
      *    reading does not hold the shutdown) */
-    double out_by = srv_now() + 5;
-    while (srv_http_open_requests(s->http) && srv_now() < out_by) {
+    double out_by = sb_rt_now_s() + 5;
+    while (srv_http_open_requests(s->http) && sb_rt_now_s() < out_by) {
         struct timespec t = { 0, 10 * 1000 * 1000 };
         nanosleep(&t, NULL);
     }
@@ -453,7 +453,7 @@ int srv_run(const srv_config *c)
     if (c->port_file && write_port_file(c->port_file, port) != 0)
         fprintf(stderr, "snapbank serve: --port-file %s: cannot write it: %s\n", c->port_file,
                 strerror(errno));
-    double t = srv_now(), last = -1e9;
+    double t = sb_rt_now_s(), last = -1e9;
     int sig;
     for (;;) {
         if (t - last >= 60) { /* a minute's sample of the disk bytes written */
@@ -462,7 +462,7 @@ int srv_run(const srv_config *c)
         }
         struct timespec wait = { 10, 0 };
         sig = sigtimedwait(&set, NULL, &wait);
-        t = srv_now();
+        t = sb_rt_now_s();
         if (sig == SIGTERM || sig == SIGINT)
             break;
     }

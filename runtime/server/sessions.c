@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "model/model.h"
+#include "core/le.h"
 
 #define MAGIC "SBSRVSES"
 #define HEAD 128u
@@ -90,20 +91,6 @@ static void session_free(srv_session *s)
 
 /* ---- the file ---------------------------------------------------------------------- */
 
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* The file's bytes for s (malloc'd) into *out, *len. */
 static int serialize(const srv_sessions *r, const srv_session *s, uint8_t **out, size_t *len)
 {
@@ -114,25 +101,24 @@ static int serialize(const srv_sessions *r, const srv_session *s, uint8_t **out,
     memcpy(b, MAGIC, 8);
     b[8] = SRV_SESSION_FILE_VERSION;
     memcpy(b + 16, r->model_id, SB_RT_ID_BYTES);
-    put64(b + 32, s->n_tokens);
-    put64(b + 40, s->n_marks);
-    put64(b + 48, s->text_len);
-    put64(b + 56, s->turns);
-    put64(b + 64, s->created);
-    put64(b + 72, s->updated);
+    sb_rt_put_le64(b + 32, s->n_tokens);
+    sb_rt_put_le64(b + 40, s->n_marks);
+    sb_rt_put_le64(b + 48, s->text_len);
+    sb_rt_put_le64(b + 56, s->turns);
+    sb_rt_put_le64(b + 64, s->created);
+    sb_rt_put_le64(b + 72, s->updated);
     for (int i = 0; i < 6; i++)
-        put64(b + 80 + 8 * i, s->last[i]);
+        sb_rt_put_le64(b + 80 + 8 * i, s->last[i]);
     uint8_t *p = b + HEAD;
     for (size_t i = 0; i < s->n_tokens; i++, p += 4)
-        for (int k = 0; k < 4; k++)
-            p[k] = (uint8_t)(s->tokens[i] >> (8 * k));
+        sb_rt_put_le32(p, s->tokens[i]);
     for (size_t i = 0; i < s->n_marks; i++, p += 16) {
-        put64(p, s->marks[i].n);
-        put64(p + 8, s->marks[i].text_len);
+        sb_rt_put_le64(p, s->marks[i].n);
+        sb_rt_put_le64(p + 8, s->marks[i].text_len);
     }
     if (s->text_len)
         memcpy(p, s->text, s->text_len);
-    put64(b + bytes - 8, XXH3_64bits(b, bytes - 8));
+    sb_rt_put_le64(b + bytes - 8, XXH3_64bits(b, bytes - 8));
     *out = b, *len = bytes;
     return SB_OK;
 }
@@ -161,13 +147,13 @@ static int load(const srv_sessions *r, srv_session *s, const char *path)
     }
     fclose(f);
     if (rc == SB_OK) {
-        uint64_t n = get64(b + 32), m = get64(b + 40), t = get64(b + 48);
+        uint64_t n = sb_rt_get_le64(b + 32), m = sb_rt_get_le64(b + 40), t = sb_rt_get_le64(b + 48);
         rc = SB_ERR_FORMAT;
         if (memcmp(b, MAGIC, 8))
             why = "not a session file";
-        else if (get64(b + 8) != SRV_SESSION_FILE_VERSION)
+        else if (sb_rt_get_le64(b + 8) != SRV_SESSION_FILE_VERSION)
             why = "unknown version";
-        else if (get64(b + bytes - 8) != XXH3_64bits(b, bytes - 8))
+        else if (sb_rt_get_le64(b + bytes - 8) != XXH3_64bits(b, bytes - 8))
             why = "checksum mismatch";
         else if (memcmp(b + 16, r->model_id, SB_RT_ID_BYTES))
             why = "made with another model";
@@ -185,22 +171,21 @@ static int load(const srv_sessions *r, srv_session *s, const char *path)
             } else {
                 const uint8_t *p = b + HEAD;
                 for (size_t i = 0; i < n; i++, p += 4)
-                    s->tokens[i] = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-                                   (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+                    s->tokens[i] = sb_rt_get_le32(p);
                 for (size_t i = 0; i < m; i++, p += 16) {
-                    s->marks[i].n = get64(p);
-                    s->marks[i].text_len = get64(p + 8);
+                    s->marks[i].n = sb_rt_get_le64(p);
+                    s->marks[i].text_len = sb_rt_get_le64(p + 8);
                     if ((s->marks[i].n & ~PROMPT_END) > n || s->marks[i].text_len > t)
                         rc = SB_ERR_FORMAT, why = "a mark past the end";
                 }
                 memcpy(s->text, p, t);
                 s->text[t] = 0;
                 s->n_tokens = n, s->n_marks = m, s->text_len = t;
-                s->turns = get64(b + 56);
-                s->created = get64(b + 64);
-                s->updated = get64(b + 72);
+                s->turns = sb_rt_get_le64(b + 56);
+                s->created = sb_rt_get_le64(b + 64);
+                s->updated = sb_rt_get_le64(b + 72);
                 for (int i = 0; i < 6; i++)
-                    s->last[i] = get64(b + 80 + 8 * i);
+                    s->last[i] = sb_rt_get_le64(b + 80 + 8 * i);
             }
         }
     }

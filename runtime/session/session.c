@@ -15,6 +15,7 @@
 
 #include "model/boundary.h"
 #include "model/deltanet.h"
+#include "core/le.h"
 
 struct sb_rt_session {
     const sb_rt_model *m;
@@ -60,13 +61,6 @@ const char *sb_rt_cache_mode_name(sb_rt_cache_mode m)
         return "remote";
     }
     return "unknown";
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* CPU seconds and minor page faults of the calling thread (a restore runs
@@ -275,10 +269,10 @@ static int fetch_shared(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_m
         rep->shared_skipped = 1;
         return SB_OK;
     }
-    double t0 = now_s();
+    double t0 = sb_rt_now_s();
     size_t got = 0;
     rep->shared_rc = sb_ns_fetch_shared(s->ns, prompt, n, &got);
-    double dt = now_s() - t0;
+    double dt = sb_rt_now_s() - t0;
     if (got) {
         size_t bytes = got / pt * s->page_bytes;
         rep->shared_bytes = bytes;
@@ -305,7 +299,7 @@ static void disk_read(sb_rt_session *s, const sb_match_info *mi, size_t disk_pag
 {
     rep->cached_disk_tokens = rep->cached_tokens - mi->n_pages_ram * s->kv.page_tokens;
     rep->restore_bytes = disk_pages * s->page_bytes;
-    double dt = now_s() - t0;
+    double dt = sb_rt_now_s() - t0;
     if (dt > s->rates.read_fixed_s)
         average(&s->rates.read_bytes_s, &s->rates.read_samples,
                 (double)rep->restore_bytes / (dt - s->rates.read_fixed_s));
@@ -338,7 +332,7 @@ static int restore(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_rt_tur
         size_t k = mi.n_tokens ? choose(s, &mi, n, rep) : 0;
         size_t pages = (k + s->kv.page_tokens - 1) / s->kv.page_tokens;
         size_t disk_pages = pages > mi.n_pages_ram ? pages - mi.n_pages_ram : 0;
-        double t0 = now_s();
+        double t0 = sb_rt_now_s();
         /* The whole prompt restored with its point state: read the pages
          * and the point together (its record follows the last page's). */
         bool want_point = k == n && k == mi.n_tokens && mi.has_point;
@@ -421,7 +415,7 @@ static int restore_hybrid(sb_rt_session *s, const uint32_t *prompt, size_t n, sb
                 break;
             }
         }
-        double t0 = now_s();
+        double t0 = sb_rt_now_s();
         /* Pages and the boundary on disk are read in one batch (the
          * boundary's record follows the last page's). */
         rc = disk_pages && mi.has_point ? sb_match_load(mt, pages, 1) : SB_OK;
@@ -549,7 +543,7 @@ const sb_rt_turn *sb_rt_session_report(const sb_rt_session *s)
 static void prompt_done(sb_rt_session *s)
 {
     sb_rt_turn *rep = &s->rep;
-    rep->prefill_s = now_s() - s->t_prefill;
+    rep->prefill_s = sb_rt_now_s() - s->t_prefill;
     if (rep->prefill_tokens >= 64)
         average(&s->rates.prefill_tok_s, &s->rates.prefill_samples,
                 (double)rep->prefill_tokens / rep->prefill_s);
@@ -589,7 +583,7 @@ int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input,
     /* 2-3. match, choose, adopt */
     uint64_t f0, f1;
     double c0 = thread_cpu_s(&f0);
-    s->t0 = now_s();
+    s->t0 = sb_rt_now_s();
     bool hybrid = s->m->hp.n_rec != 0;
     if ((rc = (hybrid ? restore_hybrid : restore)(s, s->prompt, n, &s->rep)) != SB_OK) {
         if (s->fg)
@@ -597,7 +591,7 @@ int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input,
         s->fg = NULL;
         return rc;
     }
-    s->t_prefill = now_s();
+    s->t_prefill = sb_rt_now_s();
     sb_rt_turn *r = &s->rep;
     r->restore_s = s->t_prefill - s->t0;
     r->restore_cpu_s = thread_cpu_s(&f1) - c0;
@@ -662,7 +656,7 @@ int sb_rt_session_push(sb_rt_session *s, uint32_t id)
     if (s->kv.n_tokens + 1 > s->kv.max_tokens)
         return SB_ERR_TOO_MANY_TOKENS;
     if (s->rep.gen_tokens++ == 0) {
-        s->t3 = now_s();
+        s->t3 = sb_rt_now_s();
         s->rep.ttft_s = s->t3 - s->t0;
     }
     s->next_id = id;
@@ -686,7 +680,7 @@ int sb_rt_session_end(sb_rt_session *s, sb_rt_turn *rep)
     if (!s || s->state == SB_RT_TURN_NONE)
         return SB_ERR_INVAL;
     sb_rt_turn *r = &s->rep;
-    double t = now_s();
+    double t = sb_rt_now_s();
     /* 5. commit what was computed past the prompt's commit: the answer's
      *    positions (with the logits after the last one), or the prompt
      *    positions a stopped prefill got through */
@@ -775,28 +769,6 @@ int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
 #define SESS_MAGIC "SBSESSN"
 #define SESS_HEAD 40u
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 int sb_rt_session_save(const sb_rt_session *s, const char *path, sb_rt_err *err)
 {
     size_t bytes = SESS_HEAD + 4 * s->n_tok + 8;
@@ -804,12 +776,12 @@ int sb_rt_session_save(const sb_rt_session *s, const char *path, sb_rt_err *err)
     if (!b)
         return sb_rt_fail(err, SB_ERR_NOMEM, "%s: out of memory", path);
     memcpy(b, SESS_MAGIC, 8);
-    put32(b + 8, SB_RT_SESSION_FILE_VERSION);
+    sb_rt_put_le32(b + 8, SB_RT_SESSION_FILE_VERSION);
     memcpy(b + 16, s->m->id, SB_RT_ID_BYTES);
-    put64(b + 32, s->n_tok);
+    sb_rt_put_le64(b + 32, s->n_tok);
     for (size_t i = 0; i < s->n_tok; i++)
-        put32(b + SESS_HEAD + 4 * i, s->tok[i]);
-    put64(b + bytes - 8, XXH3_64bits(b, bytes - 8));
+        sb_rt_put_le32(b + SESS_HEAD + 4 * i, s->tok[i]);
+    sb_rt_put_le64(b + bytes - 8, XXH3_64bits(b, bytes - 8));
     char tmp[4096];
     int rc = SB_OK;
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
@@ -875,21 +847,21 @@ int sb_rt_session_load(const sb_rt_model *m, const char *path, uint32_t **tokens
     size_t got = fread(b, 1, bytes, f);
     fclose(f);
     int rc = SB_OK;
-    uint64_t cnt = get64(b + 32);
+    uint64_t cnt = sb_rt_get_le64(b + 32);
     if (got != bytes)
         rc = sb_rt_fail(err, SB_ERR_IO, "%s: short read", path);
     else if (memcmp(b, SESS_MAGIC, 8) != 0)
         rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: not a session file (bad magic)", path);
-    else if (get32(b + 8) != SB_RT_SESSION_FILE_VERSION)
+    else if (sb_rt_get_le32(b + 8) != SB_RT_SESSION_FILE_VERSION)
         rc = sb_rt_fail(err, SB_ERR_VERSION, "%s: session file version %u, this build reads %u",
-                        path, get32(b + 8), SB_RT_SESSION_FILE_VERSION);
+                        path, sb_rt_get_le32(b + 8), SB_RT_SESSION_FILE_VERSION);
     else if (cnt != (bytes - SESS_HEAD - 8) / 4 || (bytes - SESS_HEAD - 8) % 4)
         rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: %llu tokens recorded but the file holds %zu "
                         "bytes of tokens", path, (unsigned long long)cnt, bytes - SESS_HEAD - 8);
-    else if (get64(b + bytes - 8) != XXH3_64bits(b, bytes - 8))
+    else if (sb_rt_get_le64(b + bytes - 8) != XXH3_64bits(b, bytes - 8))
         rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: checksum mismatch (damaged)", path);
-    else if (get32(b + 12) != 0)
-        rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: unknown flags %#x", path, get32(b + 12));
+    else if (sb_rt_get_le32(b + 12) != 0)
+        rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: unknown flags %#x", path, sb_rt_get_le32(b + 12));
     else if (memcmp(b + 16, m->id, SB_RT_ID_BYTES) != 0)
         rc = sb_rt_fail(err, SB_ERR_LAYOUT_MISMATCH,
                         "%s: the session was made with another model", path);
@@ -897,7 +869,7 @@ int sb_rt_session_load(const sb_rt_model *m, const char *path, uint32_t **tokens
         rc = sb_rt_fail(err, SB_ERR_NOMEM, "%s: out of memory", path);
     if (rc == SB_OK) {
         for (size_t i = 0; i < cnt; i++) {
-            (*tokens)[i] = get32(b + SESS_HEAD + 4 * i);
+            (*tokens)[i] = sb_rt_get_le32(b + SESS_HEAD + 4 * i);
             if ((*tokens)[i] >= m->hp.n_vocab) {
                 rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: token %zu is %u, not below the "
                                 "vocabulary size %u", path, i, (*tokens)[i], m->hp.n_vocab);

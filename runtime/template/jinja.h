@@ -5,7 +5,7 @@
  * Files:
  *   jinja_lex.c     source -> tokens (jinja2's lexer rules, trim_blocks and
  *                   lstrip_blocks on, as Hugging Face renders templates)
- *   sb_rt_jinja_parse.c   tokens -> syntax tree (jnode); unknown filters and tests
+ *   jinja_parse.c   tokens -> syntax tree (jnode); unknown filters and tests
  *                   are refused here (outside an if), as jinja2 refuses them
  *                   when it compiles
  *   jinja_eval.c    the tree -> output, with scopes, loops, macros, limits

@@ -19,6 +19,47 @@
 
 #include "template/jinja_parse.h"
 
+/* ---- names --------------------------------------------------------------------------- */
+
+static uint64_t hash_name(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+const char *sb_rt_jintern(jnames *p, const char *s, size_t n)
+{
+    if (p->n_names * 2 >= p->cap_names) {
+        size_t nc = p->cap_names ? p->cap_names * 2 : 256;
+        const char **nt = sb_rt_ja_alloc(p->a, nc * sizeof *nt);
+        for (size_t k = 0; k < p->cap_names; k++) {
+            const char *x = p->names[k];
+            if (!x)
+                continue;
+            size_t h = hash_name(x, strlen(x)) & (nc - 1);
+            while (nt[h])
+                h = (h + 1) & (nc - 1);
+            nt[h] = x;
+        }
+        p->names = nt;
+        p->cap_names = nc;
+    }
+    size_t h = hash_name(s, n) & (p->cap_names - 1);
+    while (p->names[h]) {
+        if (!strncmp(p->names[h], s, n) && p->names[h][n] == '\0')
+            return p->names[h];
+        h = (h + 1) & (p->cap_names - 1);
+    }
+    const char *x = sb_rt_ja_dup(p->a, s, n);
+    p->names[h] = x;
+    p->n_names++;
+    return x;
+}
+
+/* ---- text ----------------------------------------------------------------------------- */
+
 static bool ws_at(const char *s, size_t n, size_t i, size_t *adv)
 {
     uint32_t cp = sb_rt_utf8_dec(s + i, n - i, adv);
@@ -356,7 +397,7 @@ static size_t lex_tag(jlexer *L, size_t i, char kind, bool *line_starting)
                 LFAIL(L, i, SB_ERR_UNSUPPORTED, "non-ASCII names are not supported");
             t.kind = JT_NAME;
             t.len = j - i;
-            t.s = sb_rt_jintern(L->p, s + i, j - i);
+            t.s = sb_rt_jintern(L->names, s + i, j - i);
             push(L, t);
             i = j;
             continue;

@@ -1,4 +1,4 @@
-/* sb_rt_jinja_parse.c -- tokens to the syntax tree (jinja.h: jnode), by jinja2
+/* jinja_parse.c -- tokens to the syntax tree (jinja.h: jnode), by jinja2
  * 3.1's grammar. Operator precedence, loosest first:
  *
  *     a if b else c                       (conditional)
@@ -21,7 +21,7 @@
 
 #include "template/jinja_parse.h"
 
-struct jparser {
+typedef struct jparser {
     jctx *c;
     jarena *a;
     jtok *t;                    /* the token array, ending with JT_EOF */
@@ -29,48 +29,8 @@ struct jparser {
     uint32_t depth;             /* recursion now */
     uint32_t max_depth;
     int loops;                  /* enclosing for loops (break / continue) */
-    const char **names;         /* intern table: open addressing */
-    size_t n_names, cap_names;
-};
-
-/* ---- names --------------------------------------------------------------------------- */
-
-static uint64_t hash_name(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-const char *sb_rt_jintern(jparser *p, const char *s, size_t n)
-{
-    if (p->n_names * 2 >= p->cap_names) {
-        size_t nc = p->cap_names ? p->cap_names * 2 : 256;
-        const char **nt = sb_rt_ja_alloc(p->a, nc * sizeof *nt);
-        for (size_t k = 0; k < p->cap_names; k++) {
-            const char *x = p->names[k];
-            if (!x)
-                continue;
-            size_t h = hash_name(x, strlen(x)) & (nc - 1);
-            while (nt[h])
-                h = (h + 1) & (nc - 1);
-            nt[h] = x;
-        }
-        p->names = nt;
-        p->cap_names = nc;
-    }
-    size_t h = hash_name(s, n) & (p->cap_names - 1);
-    while (p->names[h]) {
-        if (!strncmp(p->names[h], s, n) && p->names[h][n] == '\0')
-            return p->names[h];
-        h = (h + 1) & (p->cap_names - 1);
-    }
-    const char *x = sb_rt_ja_dup(p->a, s, n);
-    p->names[h] = x;
-    p->n_names++;
-    return x;
-}
+    jnames names;               /* the name table (the lexer's too) */
+} jparser;
 
 /* ---- tokens -------------------------------------------------------------------------- */
 
@@ -668,7 +628,7 @@ static const char *dotted_name(jparser *p)
         size_t l = strlen(buf);
         snprintf(buf + l, sizeof buf - l, ".%s", expect_name(p));
     }
-    return sb_rt_jintern(p, buf, strlen(buf));
+    return sb_rt_jintern(&p->names, buf, strlen(buf));
 }
 
 static jnode *parse_filter(jparser *p, jnode *x, bool start_inline)
@@ -1167,29 +1127,30 @@ int sb_rt_jinja_parse(const char *source, size_t len, const sb_rt_chat_limits *l
                     len, lim->max_source_bytes);
     p.c = c;
     p.a = &t->arena;
+    p.names.a = &t->arena;
     p.max_depth = lim->max_depth;
     static const char *const pre[] = { "loop", "caller", "varargs", "kwargs", "messages",
                                        "add_generation_prompt", "bos_token", "eos_token" };
     for (size_t k = 0; k < sizeof pre / sizeof pre[0]; k++)
-        sb_rt_jintern(&p, pre[k], strlen(pre[k]));
+        sb_rt_jintern(&p.names, pre[k], strlen(pre[k]));
     L.c = c;
     L.a = &t->arena;
-    L.p = &p;
+    L.names = &p.names;
     sb_rt_jlex(&L, source, len);
     p.t = L.toks;
     t->root = subparse(&p, NULL);
     if (cur(&p)->kind != JT_EOF)
         PFAIL(&p, SB_ERR_INVAL, "unexpected '%s'", describe(cur(&p)));
     check_names(&p, t->root, false);
-    t->names = sb_rt_ja_alloc(&t->arena, (p.n_names + 1) * sizeof *t->names);
-    for (size_t k = 0; k < p.cap_names; k++)
-        if (p.names[k])
-            t->names[t->n_names++] = p.names[k];
+    t->names = sb_rt_ja_alloc(&t->arena, (p.names.n_names + 1) * sizeof *t->names);
+    for (size_t k = 0; k < p.names.cap_names; k++)
+        if (p.names.names[k])
+            t->names[t->n_names++] = p.names.names[k];
     qsort(t->names, t->n_names, sizeof *t->names, cmp_names);
-    t->n_loop = sb_rt_jintern(&p, "loop", 4);
-    t->n_varargs = sb_rt_jintern(&p, "varargs", 7);
-    t->n_kwargs = sb_rt_jintern(&p, "kwargs", 6);
-    t->n_caller = sb_rt_jintern(&p, "caller", 6);
+    t->n_loop = sb_rt_jintern(&p.names, "loop", 4);
+    t->n_varargs = sb_rt_jintern(&p.names, "varargs", 7);
+    t->n_kwargs = sb_rt_jintern(&p.names, "kwargs", 6);
+    t->n_caller = sb_rt_jintern(&p.names, "caller", 6);
     t->arena.ctx = NULL;
     free(cp);
     *out = t;

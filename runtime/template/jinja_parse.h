@@ -1,5 +1,5 @@
-/* sb_rt_jinja_parse.h -- what the lexer (jinja_lex.c) and the parser
- * (sb_rt_jinja_parse.c) share: tokens and the name table. Private to them. */
+/* jinja_parse.h -- what the lexer (jinja_lex.c) and the parser
+ * (jinja_parse.c) share: tokens and the name table. Private to them. */
 #ifndef SB_RT_JINJA_PARSE_H
 #define SB_RT_JINJA_PARSE_H
 
@@ -19,12 +19,18 @@ typedef struct jtok {
     double f;                   /* FLOAT */
 } jtok;
 
-typedef struct jparser jparser;
+/* The name table: one copy of each name a template uses (interned, so
+ * names compare by pointer), in the parse's arena. Zeroed is empty. */
+typedef struct jnames {
+    jarena *a;
+    const char **names;         /* open addressing */
+    size_t n_names, cap_names;
+} jnames;
 
 typedef struct jlexer {
     jctx *c;
     jarena *a;
-    jparser *p;                 /* for interning names */
+    jnames *names;              /* where names are interned */
     const char *src;            /* normalized source */
     size_t n_src;
     jtok *toks;
@@ -37,7 +43,8 @@ typedef struct jlexer {
 /* sb_rt_jlex -- tokenize source into L->toks (ending with JT_EOF); sb_rt_jfail on error. */
 void sb_rt_jlex(jlexer *L, const char *source, size_t len);
 
-/* sb_rt_jintern -- the one copy of name s[0, n) (NUL-terminated, in the arena). */
-const char *sb_rt_jintern(jparser *p, const char *s, size_t n);
+/* sb_rt_jintern -- the one copy of name s[0, n) in t (NUL-terminated, in
+ * t's arena; jinja_lex.c, which interns every name it reads). */
+const char *sb_rt_jintern(jnames *t, const char *s, size_t n);
 
 #endif /* SB_RT_JINJA_PARSE_H */

@@ -26,7 +26,7 @@ struct bd_decode {
     /* the thread */
     pthread_t th;
     sb_store *st;
-    br_lat *lat;
+    bl_lat *lat;
     _Atomic int stop;
     uint64_t tokens;
     double secs;
@@ -84,11 +84,11 @@ static void decode_loop(bd_decode *d, double secs)
         have_kv = true;
     if (rc == SB_OK && (rc = sb_rt_sampler_init(&s, &greedy, d->m->hp.n_vocab)) == SB_OK)
         have_s = true;
-    uint64_t t0 = br_now_ns(), n = 0;
+    uint64_t t0 = bl_now_ns(), n = 0;
     size_t len = 0;
     bool fg = d->j->foreground;
     while (rc == SB_OK && !atomic_load(&d->stop) &&
-           (secs <= 0 || (double)(br_now_ns() - t0) / 1e9 < secs)) {
+           (secs <= 0 || (double)(bl_now_ns() - t0) / 1e9 < secs)) {
         if (!len || len + 1 >= d->m->hp.n_ctx) { /* (again) from the prompt */
             sb_rt_kv_reset(&kv);
             rc = sb_rt_forward(d->ctx, &kv, d->prompt, PROMPT, SB_RT_LOGITS_LAST, d->logits);
@@ -96,19 +96,19 @@ static void decode_loop(bd_decode *d, double secs)
             continue;
         }
         uint32_t id = sb_rt_sample(&s, d->logits);
-        uint64_t t = br_now_ns();
+        uint64_t t = bl_now_ns();
         if (fg)
             sb_store_foreground(d->st, 1);
         rc = sb_rt_forward(d->ctx, &kv, &id, 1, SB_RT_LOGITS_LAST, d->logits);
         if (fg)
             sb_store_foreground(d->st, 0);
-        t = br_now_ns() - t;
+        t = bl_now_ns() - t;
         if (d->lat)
-            br_lat_add(d->lat, t);
+            bl_add(d->lat, t);
         len++;
         n++;
     }
-    d->secs = (double)(br_now_ns() - t0) / 1e9;
+    d->secs = (double)(bl_now_ns() - t0) / 1e9;
     d->tokens = n;
     if (rc != SB_OK) {
         fprintf(stderr, "snapbank bench: job '%s': decoding: %s\n", d->j->name, sb_strerror(rc));
@@ -138,7 +138,7 @@ static void *decode_main(void *arg)
     return NULL;
 }
 
-int bd_start(bd_decode *d, sb_store *st, br_lat *lat)
+int bd_start(bd_decode *d, sb_store *st, bl_lat *lat)
 {
     d->st = st;
     d->lat = lat;

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "bench_job.h"
-#include "bench_run.h"
+#include "bench_lat.h"
 #include "snapbank.h"
 
 typedef struct bd_decode bd_decode;
@@ -30,7 +30,7 @@ double bd_alone(bd_decode *d, sb_store *st, double secs);
 /* bd_start / bd_stop -- decode on st in a thread of its own from start to
  * stop, every step's latency into lat. stop returns tokens per second, 0
  * on failure (printed). */
-int bd_start(bd_decode *d, sb_store *st, br_lat *lat);
+int bd_start(bd_decode *d, sb_store *st, bl_lat *lat);
 double bd_stop(bd_decode *d);
 
 void bd_close(bd_decode *d);

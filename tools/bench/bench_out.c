@@ -89,12 +89,12 @@ static void normal_side(FILE *f, const char *name, br_side *s, double secs)
     for (size_t i = 0; i < s->lat.n; i++)
         sum += (double)s->lat.ns[i];
     fprintf(f, "    clat (usec): min=%.1f, max=%.1f, avg=%.1f\n",
-            (double)br_percentile(&s->lat, 0) / 1e3, (double)br_percentile(&s->lat, 100) / 1e3,
+            (double)bl_percentile(&s->lat, 0) / 1e3, (double)bl_percentile(&s->lat, 100) / 1e3,
             s->lat.n ? sum / (double)s->lat.n / 1e3 : 0);
     fprintf(f, "    clat percentiles (usec):");
     for (size_t i = 0; i < N_PCTS; i++)
         fprintf(f, "%s %.2fth=[%.0f]", i ? "," : "", PCTS[i],
-                (double)br_percentile(&s->lat, PCTS[i]) / 1e3);
+                (double)bl_percentile(&s->lat, PCTS[i]) / 1e3);
     fprintf(f, "\n");
 }
 
@@ -158,8 +158,8 @@ static void normal_job(FILE *f, const bj_job *j, br_result *r)
                    "alone, %.1f during the job (%.3f); step p50 %.0f us, p99 %.0f us\n",
                 j->decode, j->decode_threads, j->foreground ? "on" : "off", r->decode_alone,
                 r->decode_during, r->decode_during / r->decode_alone,
-                (double)br_percentile(&r->decode_lat, 50) / 1e3,
-                (double)br_percentile(&r->decode_lat, 99) / 1e3);
+                (double)bl_percentile(&r->decode_lat, 50) / 1e3,
+                (double)bl_percentile(&r->decode_lat, 99) / 1e3);
     if (r->fio_write > 0 || r->fio_read > 0) {
         bool wr = r->fio_write > 0;
         double fio = wr ? r->fio_write : r->fio_read;
@@ -186,10 +186,10 @@ static void json_side(FILE *f, const char *name, br_side *s, double secs)
             "        \"clat_ns\": {\"min\": %" PRIu64 ", \"max\": %" PRIu64 ", \"mean\": %.1f, "
             "\"percentile\": {",
             name, s->bytes, side_bw(s, secs), secs > 0 ? (double)s->ops / secs : 0, s->ops,
-            secs * 1000, br_percentile(&s->lat, 0), br_percentile(&s->lat, 100),
+            secs * 1000, bl_percentile(&s->lat, 0), bl_percentile(&s->lat, 100),
             s->lat.n ? sum / (double)s->lat.n : 0);
     for (size_t i = 0; i < N_PCTS; i++)
-        fprintf(f, "%s\"%f\": %" PRIu64, i ? ", " : "", PCTS[i], br_percentile(&s->lat, PCTS[i]));
+        fprintf(f, "%s\"%f\": %" PRIu64, i ? ", " : "", PCTS[i], bl_percentile(&s->lat, PCTS[i]));
     fprintf(f, "}}}");
 }
 
@@ -248,7 +248,7 @@ static void json_job(FILE *f, const bj_job *j, br_result *r)
                    "\"tokens_per_s_during\": %.3f, \"step_p50_ns\": %" PRIu64
                    ", \"step_p99_ns\": %" PRIu64 ", \"foreground\": %s},\n",
                 j->decode, r->decode_alone, r->decode_during,
-                br_percentile(&r->decode_lat, 50), br_percentile(&r->decode_lat, 99),
+                bl_percentile(&r->decode_lat, 50), bl_percentile(&r->decode_lat, 99),
                 j->foreground ? "true" : "false");
     fprintf(f, "      \"fio\": {\"write_bw_bytes\": %.0f, \"read_bw_bytes\": %.0f, "
                "\"write_iops\": %.1f, \"read_iops\": %.1f, \"snapbank_over_fio\": %.4f, "
@@ -268,7 +268,7 @@ static void terse_job(FILE *f, const bj_job *j, br_result *r)
     for (int k = 0; k < 2; k++)
         fprintf(f, ";%" PRIu64 ";%.0f;%.3f;%" PRIu64 ";%" PRIu64, sides[k]->bytes,
                 side_bw(sides[k], r->secs), r->secs > 0 ? (double)sides[k]->ops / r->secs : 0,
-                br_percentile(&sides[k]->lat, 50), br_percentile(&sides[k]->lat, 99));
+                bl_percentile(&sides[k]->lat, 50), bl_percentile(&sides[k]->lat, 99));
     fprintf(f, ";%" PRIu64 ";%" PRIu64 ";%.4f;%.4f;%.0f;%.0f\n", s->disk_write_bytes,
             s->disk_logical_bytes, s->disk_write_amplification, wear_of(j, r).dwpd,
             r->fio_write, r->fio_read);
@@ -339,7 +339,7 @@ int bo_csv(const char *dir, const bj_job *j, br_result *r)
     fprintf(f, "percentile,write_ns,read_ns\n");
     for (int p = 0; p <= 1000; p++)
         fprintf(f, "%.1f,%" PRIu64 ",%" PRIu64 "\n", p / 10.0,
-                br_percentile(&r->write.lat, p / 10.0), br_percentile(&r->read.lat, p / 10.0));
+                bl_percentile(&r->write.lat, p / 10.0), bl_percentile(&r->read.lat, p / 10.0));
     rc |= fclose(f) ? -1 : 0;
     return rc;
 }

@@ -24,13 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-uint64_t br_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t mix(uint64_t x)
 {
     x += 0x9E3779B97F4A7C15ull;
@@ -88,7 +81,7 @@ struct run {
 /* Store ns since t0: real time, or warped and stopped at end_ns. */
 static double warped_ns(const run *r)
 {
-    double t = (double)(br_now_ns() - r->t0);
+    double t = (double)(bl_now_ns() - r->t0);
     if (!r->warp)
         return t;
     t *= r->warp;
@@ -162,20 +155,6 @@ void br_durability_add(br_durability *d, const sb_write_outcome *oc)
     d->denied += oc->denied;
 }
 
-void br_lat_add(br_lat *l, uint64_t ns)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 1024;
-        uint64_t *p = realloc(l->ns, cap * sizeof *p);
-        if (!p)
-            return; /* a latency lost, not the run */
-        l->ns = p;
-        l->cap = cap;
-    }
-    l->ns[l->n++] = ns;
-    l->sorted = false;
-}
-
 static void fail(worker *w, const char *what, int rc)
 {
     fprintf(stderr, "snapbank bench: job '%s': %s: %s\n", w->r->j->name, what,
@@ -208,7 +187,7 @@ static bool over(run *r)
         return true;
     if (j->size && atomic_load(&r->written) >= j->size)
         return true;
-    double t = r->warp ? sim_hours(r) * 3600 : (double)(br_now_ns() - r->t0) / 1e9;
+    double t = r->warp ? sim_hours(r) * 3600 : (double)(bl_now_ns() - r->t0) / 1e9;
     return j->runtime_s && t >= j->runtime_s;
 }
 
@@ -220,9 +199,9 @@ static int put_tokens(worker *w, uint32_t n, uint32_t fresh, br_side *side)
     fill(r, w->tok, 0, n, w->buf);
     const void *in[1] = { w->buf };
     sb_write_outcome oc;
-    uint64_t t = br_now_ns();
+    uint64_t t = bl_now_ns();
     int rc = sb_ns_put_ex(r->ns, w->tok, n, in, NULL, NULL, &oc);
-    t = br_now_ns() - t;
+    t = bl_now_ns() - t;
     if (rc != SB_OK && rc != SB_ERR_BUDGET) { /* BUDGET: RAM full, partly stored */
         fail(w, "put", rc);
         return -1;
@@ -232,7 +211,7 @@ static int put_tokens(worker *w, uint32_t n, uint32_t fresh, br_side *side)
     if (side) {
         side->bytes += bytes;
         side->ops++;
-        br_lat_add(&side->lat, t);
+        bl_add(&side->lat, t);
         atomic_fetch_add(&r->wbytes, bytes);
         br_durability_add(&w->dur, &oc);
     }
@@ -267,7 +246,7 @@ static int put_snap(worker *w, uint32_t n, br_side *side)
 static long restore(worker *w, uint32_t n, br_side *side)
 {
     run *r = w->r;
-    uint64_t t = br_now_ns();
+    uint64_t t = bl_now_ns();
     sb_match *m = NULL;
     int rc = sb_ns_match(r->ns, w->tok, n, &m);
     if (rc != SB_OK) {
@@ -285,7 +264,7 @@ static long restore(worker *w, uint32_t n, br_side *side)
         rc = L ? sb_match_restore(m, L, out, NULL) : SB_OK;
     }
     sb_match_release(m);
-    t = br_now_ns() - t;
+    t = bl_now_ns() - t;
     if (rc != SB_OK) {
         fail(w, "restore", rc);
         return -1;
@@ -297,7 +276,7 @@ static long restore(worker *w, uint32_t n, br_side *side)
     uint64_t bytes = (uint64_t)L * r->bpt;
     side->bytes += bytes;
     side->ops++;
-    br_lat_add(&side->lat, t);
+    bl_add(&side->lat, t);
     atomic_fetch_add(&r->rbytes, bytes);
     return (long)L;
 }
@@ -456,7 +435,7 @@ static void sample(run *r, uint64_t *last_host, double *next_series, br_progress
     sb_stats s;
     if (sb_store_stats(r->st, &s) != SB_OK)
         return;
-    double h = sim_hours(r), t = (double)(br_now_ns() - r->t0) / 1e9;
+    double h = sim_hours(r), t = (double)(bl_now_ns() - r->t0) / 1e9;
     size_t hour = hour_of(r, h);
     if (hour < res->n_hours)
         res->hour_bytes[hour] += s.disk_write_bytes - *last_host;
@@ -652,7 +631,7 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
     atomic_store(&r.next_id, 1);
     if (rc != 0)
         fprintf(stderr, "snapbank bench: out of memory\n");
-    r.t0 = br_now_ns();
+    r.t0 = bl_now_ns();
     if (rc == 0)
         rc = open_store(&r, dir);
     if (rc == 0 && (j->rw == BJ_READ || j->rw == BJ_RANDREAD)) {
@@ -675,7 +654,7 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
     }
     if (rc == 0) {
         r.timed = true;
-        r.t0 = br_now_ns();
+        r.t0 = bl_now_ns();
         sb_stats before;
         sb_store_stats(r.st, &before);
         bool decoding = dec && bd_start(dec, r.st, &res->decode_lat) == 0;
@@ -690,7 +669,7 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
             fprintf(stderr, "snapbank bench: job '%s': flush: %s\n", j->name, sb_strerror(frc));
             rc = -1;
         }
-        res->secs = (double)(br_now_ns() - r.t0) / 1e9;
+        res->secs = (double)(bl_now_ns() - r.t0) / 1e9;
         res->sim_hours = sim_hours(&r);
         uint64_t last = 0;
         for (size_t h = 0; h < res->n_hours; h++)
@@ -713,7 +692,7 @@ int br_run(const bj_job *j, br_result *res, br_progress progress, void *ctx)
             into[k]->bytes += sides[k]->bytes;
             into[k]->ops += sides[k]->ops;
             for (size_t x = 0; x < sides[k]->lat.n; x++)
-                br_lat_add(&into[k]->lat, sides[k]->lat.ns[x]);
+                bl_add(&into[k]->lat, sides[k]->lat.ns[x]);
             free(sides[k]->lat.ns);
         }
         br_durability *d = &res->dur, *e = &ws[i].dur;
@@ -812,23 +791,6 @@ int br_fio(const bj_job *j, br_result *r)
 }
 
 /* ---- results ------------------------------------------------------------------- */
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-uint64_t br_percentile(br_lat *lat, double p)
-{
-    if (!lat->n)
-        return 0;
-    if (!lat->sorted)
-        qsort(lat->ns, lat->n, sizeof *lat->ns, cmp_u64);
-    lat->sorted = true;
-    size_t i = (size_t)ceil(p / 100.0 * (double)lat->n);
-    return lat->ns[i ? i - 1 : 0];
-}
 
 void br_free(br_result *r)
 {

@@ -15,14 +15,8 @@
 #include <stdint.h>
 
 #include "bench_job.h"
+#include "bench_lat.h"
 #include "snapbank.h"
-
-/* Latencies of one side's operations, ns. */
-typedef struct br_lat {
-    uint64_t *ns;
-    size_t n, cap;
-    bool sorted;
-} br_lat;
 
 /* One point of the per-second series (real seconds). */
 typedef struct br_sample {
@@ -35,7 +29,7 @@ typedef struct br_sample {
 
 typedef struct br_side {
     uint64_t bytes, ops;
-    br_lat lat;
+    bl_lat lat;
 } br_side;
 
 /* What the disk tier made of the job's puts, from each put's outcome
@@ -71,7 +65,7 @@ typedef struct br_result {
     unsigned loop, loops;      /* which run of the job this is (from 1), of how many */
     double ratio_median, ratio_min, ratio_max; /* the last loop: over every
                                   loop's snapbank/fio; < 0 when not run */
-    br_lat decode_lat;         /* decode step latencies during the job */
+    bl_lat decode_lat;         /* decode step latencies during the job */
     char fio_cmd[2][4096];     /* the commands run */
 } br_result;
 
@@ -89,16 +83,6 @@ int br_run(const bj_job *j, br_result *r, br_progress progress, void *ctx);
  * r->fio_*. Returns 0, 1 when fio is not installed or the job has no
  * baseline, -1 when fio failed (printed). */
 int br_fio(const bj_job *j, br_result *r);
-
-/* br_now_ns -- CLOCK_MONOTONIC, ns: what latencies are measured on. */
-uint64_t br_now_ns(void);
-
-/* br_lat_add -- one more latency (lost, not fatal, when out of memory). */
-void br_lat_add(br_lat *lat, uint64_t ns);
-
-/* br_percentile -- the p-th percentile (0-100) of lat, ns (0 when empty;
- * sorts lat). */
-uint64_t br_percentile(br_lat *lat, double p);
 
 void br_free(br_result *r);
 
