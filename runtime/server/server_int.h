@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "model/model.h"
-#include "server/engine.h"
+#include "batch/batch.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/prompt.h"

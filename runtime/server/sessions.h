@@ -64,7 +64,7 @@
 #include <jansson.h>
 
 #include "core/rt.h"
-#include "server/engine.h"
+#include "batch/batch.h"
 #include "server/tenants.h"
 
 #define SRV_SESSION_FILE_VERSION 1u

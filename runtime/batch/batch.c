@@ -1,7 +1,7 @@
 /* engine.c -- the engine thread: slots, the queue, batched forward passes
  * (engine.h; the step numbers are engine.h's). */
 #define _POSIX_C_SOURCE 200809L
-#include "server/engine.h"
+#include "batch/batch.h"
 
 #include <errno.h>
 #include <stdlib.h>
