@@ -1,5 +1,5 @@
-/* engine.c -- the engine thread: slots, the queue, batched forward passes
- * (engine.h; the step numbers are engine.h's). */
+/* batch.c -- the engine thread: slots, the queue, batched forward passes
+ * (batch.h; the step numbers are batch.h's). */
 #define _POSIX_C_SOURCE 200809L
 #include "batch/batch.h"
 
@@ -10,37 +10,32 @@
 
 #include "text/tokenizer.h"
 
-const char *srv_miss_reason(const sb_rt_turn *r)
-{
-    if (r->cached_tokens >= r->prompt_tokens)
-        return NULL;
-    if (r->disk_skipped)
-        return "recompute_faster"; /* disk pages matched; reading was slower */
-    if (r->miss == SB_MISS_NONE)
-        return "last_position";    /* all matched, no logits stored: recomputed */
-    return sb_miss_name(r->miss);
-}
-
 /* ---- jobs -------------------------------------------------------------------------- */
 
-srv_job *srv_job_new(void)
+sb_rt_job *sb_rt_job_new(size_t app_bytes)
 {
-    srv_job *j = calloc(1, sizeof *j);
+    /* the caller's area follows the job, aligned as malloc aligns */
+    size_t head = (sizeof(sb_rt_job) + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1);
+    if (app_bytes > SIZE_MAX - head)
+        return NULL;
+    sb_rt_job *j = calloc(1, head + app_bytes);
     if (!j)
         return NULL;
     pthread_mutex_init(&j->mu, NULL);
-    j->link.mu = &j->mu;
+    j->app = app_bytes ? (char *)j + head : NULL;
+    j->eog_stops = true;
+    j->stop_token = SB_RT_TOK_NONE;
     atomic_init(&j->cancel, 0);
     atomic_init(&j->refs, 1);
     return j;
 }
 
-void srv_job_ref(srv_job *j)
+void sb_rt_job_ref(sb_rt_job *j)
 {
     atomic_fetch_add(&j->refs, 1);
 }
 
-void srv_job_unref(srv_job *j)
+void sb_rt_job_unref(sb_rt_job *j)
 {
     if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
         return;
@@ -51,6 +46,7 @@ void srv_job_unref(srv_job *j)
     free(j->tokens);
     free(j->stext);
     free(j->marks);
+    free(j->gen);
     free(j->out);
     pthread_mutex_destroy(&j->mu);
     free(j);
@@ -59,7 +55,7 @@ void srv_job_unref(srv_job *j)
 /* ---- the engine -------------------------------------------------------------------- */
 
 typedef struct slot {
-    srv_job *j;                /* NULL: free */
+    sb_rt_job *j;                /* NULL: free */
     sb_rt_session *s;
     sb_rt_sampler smp;
     bool has_smp;
@@ -71,22 +67,22 @@ typedef struct slot {
     bool cut;                  /* the text was cut at a stop string */
     bool held;                 /* admitted, its turn not begun: it waits for
                                   another job's prompt sharing its prefix */
-    srv_finish finish;         /* ...for this reason */
+    sb_rt_finish finish;         /* ...for this reason */
     double t_last;             /* when the last token came */
     size_t order;              /* admission order (prompt chunks go first come) */
     int ix;                    /* its step in this pass, -1 none */
 } slot;
 
-struct srv_engine {
+struct sb_rt_batch {
     const sb_rt_model *m;
-    srv_engine_cfg cfg;
+    sb_rt_batch_cfg cfg;
     sb_rt_ctx *ctx;
     pthread_t th;
     bool th_started;
     pthread_mutex_t mu;        /* guards everything below */
     pthread_cond_t cv;         /* work arrived, or quit */
     pthread_cond_t idle_cv;    /* nothing runs or waits */
-    srv_job **q;               /* (max_queue) ring */
+    sb_rt_job **q;               /* (max_queue) ring */
     size_t q_head, q_len;
     size_t n_active;           /* jobs in slots */
     bool closed, quit;
@@ -97,7 +93,7 @@ struct srv_engine {
     sb_rt_rates rates;         /* learned restore-or-recompute rates */
     bool have_rates;
     sb_rt_seq_step *steps;     /* (slots) one pass's steps */
-    srv_job **admit;           /* (slots) jobs admitted in one iteration */
+    sb_rt_job **admit;           /* (slots) jobs admitted in one iteration */
 };
 
 static bool utf8_lead(unsigned char c, size_t *need)
@@ -146,7 +142,7 @@ static int grow_text(char **b, size_t *cap, size_t need)
 }
 
 /* Append p[0, n) to the job's out and stext (under j->mu). */
-static void emit(srv_job *j, const char *p, size_t n)
+static void emit(sb_rt_job *j, const char *p, size_t n)
 {
     if (!n)
         return;
@@ -165,7 +161,7 @@ static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
 /* Feed raw bytes through the slot's UTF-8 repair into the job's text. */
 static void feed(slot *sl, const unsigned char *p, size_t n)
 {
-    srv_job *j = sl->j;
+    sb_rt_job *j = sl->j;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = p[i];
         if (sl->n_pend) {
@@ -194,7 +190,7 @@ static void feed(slot *sl, const unsigned char *p, size_t n)
  * or hold back the longest tail that could still begin one. */
 static bool check_stops(slot *sl, size_t old_len)
 {
-    srv_job *j = sl->j;
+    sb_rt_job *j = sl->j;
     size_t from = old_len > sl->max_stop ? old_len - sl->max_stop : 0;
     size_t cut = SIZE_MAX;
     for (size_t k = 0; k < j->n_stop; k++) {
@@ -225,12 +221,12 @@ static bool check_stops(slot *sl, size_t old_len)
 
 static void *engine_main(void *arg);
 
-int srv_engine_new(const sb_rt_model *m, const srv_engine_cfg *cfg, srv_engine **out)
+int sb_rt_batch_new(const sb_rt_model *m, const sb_rt_batch_cfg *cfg, sb_rt_batch **out)
 {
     *out = NULL;
-    if (!cfg->slots || !cfg->max_queue)
+    if (!cfg->slots || !cfg->max_queue || !cfg->batch || !m->tok)
         return SB_ERR_INVAL;
-    srv_engine *e = calloc(1, sizeof *e);
+    sb_rt_batch *e = calloc(1, sizeof *e);
     if (!e)
         return SB_ERR_NOMEM;
     e->m = m, e->cfg = *cfg;
@@ -248,7 +244,7 @@ int srv_engine_new(const sb_rt_model *m, const srv_engine_cfg *cfg, srv_engine *
         rc = SB_ERR_NOMEM;
     e->th_started = rc == SB_OK;
     if (rc != SB_OK) {
-        srv_engine_free(e);
+        sb_rt_batch_free(e);
         return rc;
     }
     *out = e;
@@ -257,7 +253,7 @@ int srv_engine_new(const sb_rt_model *m, const srv_engine_cfg *cfg, srv_engine *
 
 /* A job is over (under no lock): its reason recorded, the end hook, then
  * done and woken. */
-static void finish(srv_engine *e, srv_job *j, srv_finish why, int err)
+static void finish(sb_rt_batch *e, sb_rt_job *j, sb_rt_finish why, int err)
 {
     pthread_mutex_lock(&j->mu);
     j->finish = why;
@@ -270,28 +266,18 @@ static void finish(srv_engine *e, srv_job *j, srv_finish why, int err)
     j->visible = j->out_len; /* a tail held back for a stop string that never
                                 came is the answer's after all */
     j->done = true;
-    srv_link_wake(&j->link);
+    if (j->wake)
+        j->wake(j);
     pthread_mutex_unlock(&j->mu);
-    if (j->kind == SRV_JOB_GENERATE) {
-        const sb_rt_turn *r = &j->rep;
-        size_t ram = r->cached_tokens - r->cached_disk_tokens;
-        const char *reason = srv_miss_reason(r);
-        srv_turn_figures f = {
-            .prompt_tokens = j->started ? r->prompt_tokens : 0, .cached_ram = ram,
-            .cached_disk = r->cached_disk_tokens, .generated = j->n_gen, .miss_reason = reason ? reason : "none",
-            .cache_mode = j->started ? sb_rt_cache_mode_name(r->cache_mode) : NULL,
-            .finish = why, .ttft_s = j->n_gen ? j->t_first - j->t_arrival : -1,
-            .restore_s = j->started ? r->restore_s : -1,
-        };
-        srv_metrics_turn(e->cfg.mx, &f);
-    }
-    srv_job_unref(j);
+    if (j->kind == SB_RT_JOB_GENERATE && e->cfg.obs.turn)
+        e->cfg.obs.turn(e->cfg.obs.ctx, j);
+    sb_rt_job_unref(j);
 }
 
 /* End a slot's turn: commit what was computed, keep the tokens, free it. */
-static void end_slot(srv_engine *e, slot *sl, srv_finish why, int err)
+static void end_slot(sb_rt_batch *e, slot *sl, sb_rt_finish why, int err)
 {
-    srv_job *j = sl->j;
+    sb_rt_job *j = sl->j;
     sb_rt_turn rep = j->rep;
     int rc = sl->held ? SB_ERR_INVAL : sb_rt_session_end(sl->s, &rep);
     size_t n = 0;
@@ -322,7 +308,7 @@ static void end_slot(srv_engine *e, slot *sl, srv_finish why, int err)
 }
 
 /* Step 1 for one job: a slot, a session, the turn begun. */
-static void start(srv_engine *e, srv_job *j)
+static void start(sb_rt_batch *e, sb_rt_job *j)
 {
     slot *sl = NULL;
     for (size_t i = 0; i < e->cfg.slots && !sl; i++)
@@ -341,7 +327,7 @@ static void start(srv_engine *e, srv_job *j)
         for (size_t k = 0; k < j->n_stop; k++)
             if (strlen(j->stop[k]) > sl->max_stop)
                 sl->max_stop = strlen(j->stop[k]);
-        rc = sb_rt_session_new(e->m, e->ctx, j->tenant->ns, &sl->s);
+        rc = sb_rt_session_new(e->m, e->ctx, j->ns, &sl->s);
         if (rc == SB_OK) {
             sb_rt_session_set_disk_use(sl->s, e->cfg.disk_use);
             if (e->have_rates)
@@ -360,57 +346,57 @@ static void start(srv_engine *e, srv_job *j)
             sb_rt_sampler_fini(&sl->smp);
         memset(sl, 0, sizeof *sl);
     }
-    finish(e, j, rc == -1 ? SRV_FINISH_CANCELLED : SRV_FINISH_ERROR, rc == -1 ? SB_OK : rc);
+    finish(e, j, rc == -1 ? SB_RT_FINISH_CANCELLED : SB_RT_FINISH_ERROR, rc == -1 ? SB_OK : rc);
     pthread_mutex_lock(&e->mu);
     e->n_active--;
     pthread_mutex_unlock(&e->mu);
 }
 
-static void add_mark(srv_job *j, size_t n, size_t text_len)
+static void add_mark(sb_rt_job *j, size_t n, size_t text_len)
 {
     if (j->n_marks == j->marks_cap) {
         size_t c = j->marks_cap ? 2 * j->marks_cap : 64;
-        srv_gen_mark *m = realloc(j->marks, c * sizeof *m);
+        sb_rt_gen_mark *m = realloc(j->marks, c * sizeof *m);
         if (!m)
             return; /* fewer marks: a session continues from an earlier one */
         j->marks = m, j->marks_cap = c;
     }
-    j->marks[j->n_marks++] = (srv_gen_mark){ n, text_len };
+    j->marks[j->n_marks++] = (sb_rt_gen_mark){ n, text_len };
 }
 
 /* Step 1b: whether a job that began before sl's and is still computing
- * its prompt shares more than SRV_SHARE_MIN tokens of sl's prompt beyond
+ * its prompt shares more than SHARE_MIN tokens of sl's prompt beyond
  * what it restored from the bank. Then sl waits for that prompt to be
  * committed, and restores the shared part instead of computing it a
  * second time beside it (users of one system prompt arriving together). */
-#define SRV_SHARE_MIN 32
-static bool shares_pending(srv_engine *e, const slot *sl)
+#define SHARE_MIN 32
+static bool shares_pending(sb_rt_batch *e, const slot *sl)
 {
-    const srv_job *j = sl->j;
+    const sb_rt_job *j = sl->j;
     for (size_t i = 0; i < e->cfg.slots; i++) {
         const slot *o = &e->slots[i];
         if (o == sl || !o->j || o->held || o->order > sl->order ||
             sb_rt_session_state(o->s) != SB_RT_TURN_PREFILL ||
-            o->j->tenant != j->tenant)
+            o->j->ns != j->ns)
             continue;
         size_t n = o->j->n_prompt < j->n_prompt ? o->j->n_prompt : j->n_prompt, c = 0;
         while (c < n && o->j->prompt[c] == j->prompt[c])
             c++;
-        if (c > sb_rt_session_report(o->s)->cached_tokens + SRV_SHARE_MIN)
+        if (c > sb_rt_session_report(o->s)->cached_tokens + SHARE_MIN)
             return true;
     }
     return false;
 }
 
 /* Step 1b for one slot: begin its turn (match, restore). */
-static void begin(srv_engine *e, slot *sl)
+static void begin(sb_rt_batch *e, slot *sl)
 {
-    srv_job *j = sl->j;
+    sb_rt_job *j = sl->j;
     sb_rt_turn rep;
     int rc = sb_rt_session_begin(sl->s, j->prompt, j->n_prompt, j->max_gen, &rep);
     sl->held = false;
     if (rc != SB_OK) {
-        end_slot(e, sl, SRV_FINISH_ERROR, rc);
+        end_slot(e, sl, SB_RT_FINISH_ERROR, rc);
         return;
     }
     pthread_mutex_lock(&j->mu);
@@ -420,31 +406,56 @@ static void begin(srv_engine *e, slot *sl)
     pthread_mutex_unlock(&j->mu);
 }
 
-/* Step 3 for one slot whose logits are ready. */
-static void sample_one(srv_engine *e, slot *sl)
+/* The text of end-of-generation token id as the chat template writes it
+ * after an answer (cfg.turn_end_text begins with it, and it is a control
+ * token), so that stext and the tokens stay in step with the next turn's
+ * rendering; "" (*len 0) for any other token. */
+static const char *turn_end_token_text(const sb_rt_batch *e, uint32_t id, size_t *len)
 {
-    srv_job *j = sl->j;
+    const sb_rt_tok *tok = e->m->tok;
+    const char *s = sb_rt_tok_text(tok, id, len);
+    if (!s || !*len || !e->cfg.turn_end_text ||
+        sb_rt_tok_type(tok, id) != SB_RT_TOK_CONTROL || strncmp(e->cfg.turn_end_text, s, *len)) {
+        *len = 0;
+        return "";
+    }
+    return s;
+}
+
+/* Step 3 for one slot whose logits are ready. */
+static void sample_one(sb_rt_batch *e, slot *sl)
+{
+    sb_rt_job *j = sl->j;
     uint32_t id = sb_rt_sample(&sl->smp, sb_rt_session_logits(sl->s));
-    bool eog = srv_prompt_is_eog(e->cfg.prompt, id);
+    const sb_rt_tok *tok = e->m->tok;
+    bool eog = sb_rt_tok_is_eog(tok, id);
     char piece[512];
     size_t n = 0;
-    if (!eog && srv_prompt_piece(e->cfg.prompt, id, sl->prev, piece, sizeof piece, &n) != SB_OK)
+    if (!eog && sb_rt_tok_piece(tok, id, sl->prev, piece, sizeof piece, &n) != SB_OK)
         n = 0;
     sl->prev = id;
     double now = sb_rt_now_s();
-    bool stop = eog;
+    bool stop = (eog && j->eog_stops) || id == j->stop_token;
+    if (j->n_gen && e->cfg.obs.token_gap)
+        e->cfg.obs.token_gap(e->cfg.obs.ctx, now - sl->t_last);
+    sl->t_last = now;
     pthread_mutex_lock(&j->mu);
+    if (j->n_gen == j->gen_cap) { /* out of memory: the ids are not kept */
+        size_t c = j->gen_cap ? 2 * j->gen_cap : 64;
+        uint32_t *g = realloc(j->gen, c * sizeof *g);
+        if (g)
+            j->gen = g, j->gen_cap = c;
+    }
+    if (j->n_gen < j->gen_cap)
+        j->gen[j->n_gen] = id;
     if (j->n_gen++ == 0)
         j->t_first = now;
-    else
-        srv_metrics_token_gap(e->cfg.mx, now - sl->t_last);
-    sl->t_last = now;
     size_t old = j->out_len;
     feed(sl, (const unsigned char *)piece, n);
     bool whole = true; /* the session's text spells every token so far */
     if (eog) {
         size_t tl;
-        const char *tt = srv_prompt_token_text(e->cfg.prompt, id, &tl);
+        const char *tt = turn_end_token_text(e, id, &tl);
         whole = tl && grow_text(&j->stext, &j->stext_cap, j->stext_len + tl + 1) == SB_OK;
         if (whole) {
             memcpy(j->stext + j->stext_len, tt, tl);
@@ -455,14 +466,15 @@ static void sample_one(srv_engine *e, slot *sl)
         stop = sl->cut = check_stops(sl, old);
     else if (!j->n_stop)
         j->visible = j->out_len;
-    srv_link_wake(&j->link);
+    if (j->wake)
+        j->wake(j);
     pthread_mutex_unlock(&j->mu);
     /* a mark where the text is whole: a session may continue from here (not
      * after an end token the template does not write: the next turn's
      * rendering would not have it) */
     if (!sl->n_pend && whole)
         add_mark(j, j->n_gen, j->stext_len);
-    srv_finish why = stop ? SRV_FINISH_STOP : SRV_FINISH_LENGTH;
+    sb_rt_finish why = stop ? SB_RT_FINISH_STOP : SB_RT_FINISH_LENGTH;
     bool last = stop || j->n_gen >= j->max_gen;
     if (sb_rt_session_push(sl->s, id) != SB_OK) { /* the context is full */
         end_slot(e, sl, why, SB_OK);
@@ -473,13 +485,13 @@ static void sample_one(srv_engine *e, slot *sl)
 }
 
 /* One iteration (steps 2-5) over the jobs in slots. */
-static void step(srv_engine *e, bool cancel_running)
+static void step(sb_rt_batch *e, bool cancel_running)
 {
     size_t S = e->cfg.slots;
     /* 2. the cancelled */
     for (size_t i = 0; i < S; i++)
         if (e->slots[i].j && (cancel_running || atomic_load(&e->slots[i].j->cancel)))
-            end_slot(e, &e->slots[i], SRV_FINISH_CANCELLED, SB_OK);
+            end_slot(e, &e->slots[i], SB_RT_FINISH_CANCELLED, SB_OK);
     /* 1b. begin the turns that need not wait for another's prompt (oldest
      *     first, so one that began may let the next wait for it) */
     for (;;) {
@@ -531,7 +543,8 @@ static void step(srv_engine *e, bool cancel_running)
     if (!n)
         return;
     sb_rt_forward_multi(e->ctx, e->steps, n);
-    srv_metrics_pass(e->cfg.mx, n);
+    if (e->cfg.obs.pass)
+        e->cfg.obs.pass(e->cfg.obs.ctx, n);
     /* 5. each step back to its session */
     for (size_t i = 0; i < S; i++) {
         slot *sl = &e->slots[i];
@@ -539,14 +552,14 @@ static void step(srv_engine *e, bool cancel_running)
             continue;
         int rc = sb_rt_session_ran(sl->s, &e->steps[sl->ix]);
         if (rc != SB_OK)
-            end_slot(e, sl, SRV_FINISH_ERROR, rc);
+            end_slot(e, sl, SB_RT_FINISH_ERROR, rc);
     }
 }
 
 static void *engine_main(void *arg)
 {
-    srv_engine *e = arg;
-    srv_job **admit = e->admit;
+    sb_rt_batch *e = arg;
+    sb_rt_job **admit = e->admit;
     for (;;) {
         pthread_mutex_lock(&e->mu);
         while (e->n_active == 0 && e->q_len == 0) {
@@ -559,15 +572,15 @@ static void *engine_main(void *arg)
         }
         /* 1. admit: first come, a barrier only into an empty engine */
         size_t n_admit = 0;
-        srv_job *barrier = NULL;
+        sb_rt_job *barrier = NULL;
         while (e->q_len && e->n_active < e->cfg.slots) {
-            srv_job *j = e->q[e->q_head];
-            if (j->kind == SRV_JOB_BARRIER && e->n_active)
+            sb_rt_job *j = e->q[e->q_head];
+            if (j->kind == SB_RT_JOB_BARRIER && e->n_active)
                 break;
             e->q_head = (e->q_head + 1) % e->cfg.max_queue;
             e->q_len--;
             e->n_active++;
-            if (j->kind == SRV_JOB_BARRIER) {
+            if (j->kind == SB_RT_JOB_BARRIER) {
                 barrier = j;
                 break;
             }
@@ -578,8 +591,8 @@ static void *engine_main(void *arg)
         if (barrier) {
             if (!atomic_load(&barrier->cancel))
                 barrier->barrier(barrier->barrier_ctx);
-            finish(e, barrier, atomic_load(&barrier->cancel) ? SRV_FINISH_CANCELLED
-                                                             : SRV_FINISH_STOP, SB_OK);
+            finish(e, barrier, atomic_load(&barrier->cancel) ? SB_RT_FINISH_CANCELLED
+                                                             : SB_RT_FINISH_STOP, SB_OK);
             pthread_mutex_lock(&e->mu);
             e->n_active--;
             pthread_mutex_unlock(&e->mu);
@@ -591,14 +604,18 @@ static void *engine_main(void *arg)
     }
 }
 
-int srv_engine_submit(srv_engine *e, srv_job *j)
+int sb_rt_batch_submit(sb_rt_batch *e, sb_rt_job *j)
 {
+    if (j->kind == SB_RT_JOB_GENERATE && (!j->ns || !j->prompt || !j->n_prompt || !j->max_gen))
+        return SB_ERR_INVAL;
+    if (j->kind == SB_RT_JOB_BARRIER && !j->barrier)
+        return SB_ERR_INVAL;
     pthread_mutex_lock(&e->mu);
     int rc = e->closed ? SB_ERR_LOCKED
              : e->q_len == e->cfg.max_queue ? SB_ERR_BUDGET
                                             : SB_OK;
     if (rc == SB_OK) {
-        srv_job_ref(j);
+        sb_rt_job_ref(j);
         e->q[(e->q_head + e->q_len) % e->cfg.max_queue] = j;
         e->q_len++;
         pthread_cond_signal(&e->cv);
@@ -607,12 +624,12 @@ int srv_engine_submit(srv_engine *e, srv_job *j)
     return rc;
 }
 
-unsigned srv_engine_threads(const srv_engine *e)
+unsigned sb_rt_batch_threads(const sb_rt_batch *e)
 {
     return sb_rt_ctx_threads(e->ctx);
 }
 
-void srv_engine_counts(srv_engine *e, size_t *running, size_t *waiting)
+void sb_rt_batch_counts(sb_rt_batch *e, size_t *running, size_t *waiting)
 {
     pthread_mutex_lock(&e->mu);
     *running = e->n_active;
@@ -620,14 +637,14 @@ void srv_engine_counts(srv_engine *e, size_t *running, size_t *waiting)
     pthread_mutex_unlock(&e->mu);
 }
 
-void srv_engine_close(srv_engine *e)
+void sb_rt_batch_close(sb_rt_batch *e)
 {
     pthread_mutex_lock(&e->mu);
     e->closed = true;
     pthread_mutex_unlock(&e->mu);
 }
 
-void srv_engine_cancel_all(srv_engine *e)
+void sb_rt_batch_cancel_all(sb_rt_batch *e)
 {
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < e->q_len; i++)
@@ -641,7 +658,7 @@ void srv_engine_cancel_all(srv_engine *e)
     pthread_mutex_unlock(&e->mu);
 }
 
-bool srv_engine_wait_idle(srv_engine *e, double timeout_s)
+bool sb_rt_batch_wait_idle(sb_rt_batch *e, double timeout_s)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -662,13 +679,13 @@ bool srv_engine_wait_idle(srv_engine *e, double timeout_s)
     return idle;
 }
 
-void srv_engine_free(srv_engine *e)
+void sb_rt_batch_free(sb_rt_batch *e)
 {
     if (!e)
         return;
     if (e->th_started) {
-        srv_engine_close(e);
-        srv_engine_cancel_all(e);
+        sb_rt_batch_close(e);
+        sb_rt_batch_cancel_all(e);
         pthread_mutex_lock(&e->mu);
         e->quit = true;
         pthread_cond_signal(&e->cv);

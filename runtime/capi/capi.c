@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch/batch.h"
+#include "model/forward.h"
 #include "model/kv.h"
 #include "model/model.h"
 #include "model/sample.h"
@@ -175,6 +177,51 @@ static void gen_token(void *ctx, uint32_t id)
         g->out[g->n++] = id;
 }
 
+/* The JSON report of turn r into report[0, cap) (sbrt_chat_turn's form).
+ * Returns: SB_OK; SB_ERR_RANGE (cap too small). */
+static int turn_report(const sb_rt_turn *r, char *report, size_t report_cap)
+{
+    size_t len = 0;
+    jput(report, report_cap, &len,
+         "{\"cache_mode\":\"%s\",\"prompt_tokens\":%zu,\"cached_tokens\":%zu,"
+         "\"cached_disk_tokens\":%zu,\"cached_shared_tokens\":%zu,\"prefill_tokens\":%zu,"
+         "\"gen_tokens\":%zu,"
+         "\"matched_tokens\":%zu,\"miss\":\"%s\",\"point_hit\":%s,\"disk_skipped\":%s,"
+         "\"est_read_s\":%.9g,\"est_recompute_s\":%.9g,\"restore_s\":%.9g,"
+         "\"restore_cpu_s\":%.9g,\"restore_faults\":%llu,\"restore_bytes\":%zu,"
+         "\"prefill_s\":%.9g,"
+         "\"ttft_s\":%.9g,\"decode_s\":%.9g,\"prefill_tok_s\":%.9g,\"decode_tok_s\":%.9g,"
+         "\"boundary_tokens\":%zu,\"recomputed_tokens\":%zu,\"boundaries_written\":%zu,"
+         "\"bank_bytes\":%zu,\"commit_error\":",
+         sb_rt_cache_mode_name(r->cache_mode), r->prompt_tokens, r->cached_tokens,
+         r->cached_disk_tokens, r->cached_shared_tokens, r->prefill_tokens, r->gen_tokens,
+         r->matched_tokens,
+         sb_miss_name(r->miss), r->point_hit ? "true" : "false", r->disk_skipped ? "true" : "false",
+         r->est_read_s, r->est_recompute_s, r->restore_s, r->restore_cpu_s,
+         (unsigned long long)r->restore_faults, r->restore_bytes,
+         r->prefill_s, r->ttft_s, r->decode_s,
+         r->prefill_tok_s, r->decode_tok_s, r->boundary_tokens, r->recomputed_tokens,
+         r->boundaries_written, r->bank_bytes);
+    if (r->commit_rc == SB_OK)
+        jput(report, report_cap, &len, "null");
+    else
+        jput(report, report_cap, &len, "\"%s\"", sb_strerror(r->commit_rc));
+    const sb_write_outcome *d = &r->disk;
+    const char *durable = !d->ticket ? "null" : d->durable ? "\"yes\""
+                          : d->denied ? "\"no\"" : "\"pending\"";
+    jput(report, report_cap, &len,
+         ",\"durable\":%s,\"disk\":{\"ticket\":%llu,\"pages_new\":%u,\"points_new\":%u,"
+         "\"queued\":%u,\"written\":%u,\"deferred\":%u,\"dirty\":%u,\"denied\":%u",
+         durable, (unsigned long long)d->ticket, d->pages_new, d->points_new, d->queued,
+         d->written, d->deferred, d->dirty, d->denied);
+    uint64_t by[SB_DENY__COUNT];
+    for (int i = 0; i < SB_DENY__COUNT; i++)
+        by[i] = d->denied_by[i];
+    by_reason(report, report_cap, &len, "denied_by", sb_deny_name, by, SB_DENY__COUNT);
+    jput(report, report_cap, &len, "}}");
+    return len < report_cap ? SB_OK : SB_ERR_RANGE;
+}
+
 int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_gen, float temp,
                    uint32_t top_k, float top_p, uint64_t seed, uint32_t stop_id, uint32_t *out,
                    size_t *n_out, char *report, size_t report_cap)
@@ -195,45 +242,110 @@ int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_ge
     if (rc != SB_OK)
         return rc;
     *n_out = sink.n;
-    size_t len = 0;
-    jput(report, report_cap, &len,
-         "{\"cache_mode\":\"%s\",\"prompt_tokens\":%zu,\"cached_tokens\":%zu,"
-         "\"cached_disk_tokens\":%zu,\"cached_shared_tokens\":%zu,\"prefill_tokens\":%zu,"
-         "\"gen_tokens\":%zu,"
-         "\"matched_tokens\":%zu,\"miss\":\"%s\",\"point_hit\":%s,\"disk_skipped\":%s,"
-         "\"est_read_s\":%.9g,\"est_recompute_s\":%.9g,\"restore_s\":%.9g,"
-         "\"restore_cpu_s\":%.9g,\"restore_faults\":%llu,\"restore_bytes\":%zu,"
-         "\"prefill_s\":%.9g,"
-         "\"ttft_s\":%.9g,\"decode_s\":%.9g,\"prefill_tok_s\":%.9g,\"decode_tok_s\":%.9g,"
-         "\"boundary_tokens\":%zu,\"recomputed_tokens\":%zu,\"boundaries_written\":%zu,"
-         "\"bank_bytes\":%zu,\"commit_error\":",
-         sb_rt_cache_mode_name(r.cache_mode), r.prompt_tokens, r.cached_tokens,
-         r.cached_disk_tokens, r.cached_shared_tokens, r.prefill_tokens, r.gen_tokens,
-         r.matched_tokens,
-         sb_miss_name(r.miss), r.point_hit ? "true" : "false", r.disk_skipped ? "true" : "false",
-         r.est_read_s, r.est_recompute_s, r.restore_s, r.restore_cpu_s,
-         (unsigned long long)r.restore_faults, r.restore_bytes,
-         r.prefill_s, r.ttft_s, r.decode_s,
-         r.prefill_tok_s, r.decode_tok_s, r.boundary_tokens, r.recomputed_tokens,
-         r.boundaries_written, r.bank_bytes);
-    if (r.commit_rc == SB_OK)
-        jput(report, report_cap, &len, "null");
-    else
-        jput(report, report_cap, &len, "\"%s\"", sb_strerror(r.commit_rc));
-    const sb_write_outcome *d = &r.disk;
-    const char *durable = !d->ticket ? "null" : d->durable ? "\"yes\""
-                          : d->denied ? "\"no\"" : "\"pending\"";
-    jput(report, report_cap, &len,
-         ",\"durable\":%s,\"disk\":{\"ticket\":%llu,\"pages_new\":%u,\"points_new\":%u,"
-         "\"queued\":%u,\"written\":%u,\"deferred\":%u,\"dirty\":%u,\"denied\":%u",
-         durable, (unsigned long long)d->ticket, d->pages_new, d->points_new, d->queued,
-         d->written, d->deferred, d->dirty, d->denied);
-    uint64_t by[SB_DENY__COUNT];
-    for (int i = 0; i < SB_DENY__COUNT; i++)
-        by[i] = d->denied_by[i];
-    by_reason(report, report_cap, &len, "denied_by", sb_deny_name, by, SB_DENY__COUNT);
-    jput(report, report_cap, &len, "}}");
-    return len < report_cap ? SB_OK : SB_ERR_RANGE;
+    return turn_report(&r, report, report_cap);
+}
+
+/* One chat's job of a batched turn: its prompt is the chat's tokens and
+ * then the input. Returns: SB_OK; SB_ERR_NOMEM. */
+static int batch_job(sbrt_chat *c, const uint32_t *input, size_t n_in, size_t n_gen,
+                     const sb_rt_sampling *so, uint32_t stop_id, sb_rt_job **out)
+{
+    size_t n_hist = 0;
+    const uint32_t *hist = sb_rt_session_tokens(c->s, &n_hist);
+    sb_rt_job *j = sb_rt_job_new(0);
+    if (!j || !(j->prompt = malloc((n_hist + n_in) * sizeof *j->prompt))) {
+        sb_rt_job_unref(j);
+        return SB_ERR_NOMEM;
+    }
+    if (n_hist)
+        memcpy(j->prompt, hist, n_hist * sizeof *hist);
+    memcpy(j->prompt + n_hist, input, n_in * sizeof *input);
+    j->n_prompt = n_hist + n_in;
+    j->kind = SB_RT_JOB_GENERATE;
+    j->ns = c->ns;
+    j->max_gen = n_gen;
+    j->sampling = *so;
+    j->eog_stops = false; /* as sbrt_chat_turn: only stop_id stops */
+    j->stop_token = stop_id;
+    j->t_arrival = sb_rt_now_s();
+    *out = j;
+    return SB_OK;
+}
+
+int sbrt_chat_turn_batch(sbrt_chat *const *chats, size_t n, const uint32_t *const *inputs,
+                         const size_t *n_in, size_t n_gen, float temp, uint32_t top_k,
+                         float top_p, const uint64_t *seeds, uint32_t stop_id,
+                         uint32_t *const *outs, size_t *n_outs, int *rcs, char *const *reports,
+                         size_t report_cap)
+{
+    if (!chats || !n || !inputs || !n_in || !n_gen || !seeds || !outs || !n_outs ||
+        (reports && !report_cap))
+        return SB_ERR_INVAL;
+    for (size_t k = 0; k < n; k++) {
+        if (!chats[k] || chats[k]->m != chats[0]->m || !outs[k] || (n_in[k] && !inputs[k]) ||
+            (reports && !reports[k]))
+            return SB_ERR_INVAL;
+        for (size_t i = 0; i < k; i++)
+            if (chats[i] == chats[k])
+                return SB_ERR_INVAL;
+        size_t n_hist = 0;
+        (void)sb_rt_session_tokens(chats[k]->s, &n_hist);
+        if (!n_hist && !n_in[k])
+            return SB_ERR_INVAL; /* no prompt at all */
+    }
+    for (size_t k = 0; k < n; k++) {
+        n_outs[k] = 0;
+        if (rcs)
+            rcs[k] = SB_OK;
+    }
+    const sb_rt_model *m = chats[0]->m;
+    sb_rt_batch_cfg cfg = { .slots = n, .max_queue = n,
+                            .threads = sb_rt_ctx_threads(chats[0]->ctx), .batch = 512,
+                            .disk_use = SB_RT_DISK_READ };
+    sb_rt_batch *b = NULL;
+    sb_rt_job **jobs = calloc(n, sizeof *jobs);
+    int rc = jobs ? sb_rt_batch_new(m, &cfg, &b) : SB_ERR_NOMEM;
+    for (size_t k = 0; k < n && rc == SB_OK; k++) {
+        sb_rt_sampling so = { temp, top_k, top_p, seeds[k] };
+        rc = batch_job(chats[k], inputs[k], n_in[k], n_gen, &so, stop_id, &jobs[k]);
+        if (rc == SB_OK)
+            rc = sb_rt_batch_submit(b, jobs[k]);
+    }
+    if (rc != SB_OK) { /* nothing ran: what was queued is cancelled */
+        sb_rt_batch_free(b);
+        for (size_t k = 0; jobs && k < n; k++)
+            sb_rt_job_unref(jobs[k]);
+        free(jobs);
+        return rc;
+    }
+    sb_rt_batch_wait_idle(b, -1);
+    sb_rt_batch_free(b);
+    int first = SB_OK;
+    for (size_t k = 0; k < n; k++) {
+        sb_rt_job *j = jobs[k];
+        int r = j->finish == SB_RT_FINISH_ERROR ? j->error : SB_OK;
+        /* the generated tokens that ran (a last one the context had no room
+           for did not, as with sbrt_chat_turn) */
+        size_t ran = j->n_tokens > j->n_prompt ? j->n_tokens - j->n_prompt : 0;
+        if (r == SB_OK && !j->n_tokens)
+            r = SB_ERR_NOMEM; /* the committed sequence could not be kept */
+        if (r == SB_OK && (ran > j->n_gen || j->gen_cap < ran))
+            r = SB_ERR_NOMEM; /* the generated ids could not be kept */
+        if (r == SB_OK) {
+            memcpy(outs[k], j->gen, ran * sizeof *j->gen);
+            n_outs[k] = ran;
+            r = sb_rt_session_resume(chats[k]->s, j->tokens, j->n_tokens);
+        }
+        if (r == SB_OK && reports)
+            r = turn_report(&j->rep, reports[k], report_cap);
+        if (rcs)
+            rcs[k] = r;
+        if (first == SB_OK)
+            first = r;
+        sb_rt_job_unref(j);
+    }
+    free(jobs);
+    return first;
 }
 
 int sbrt_stats_json(sb_store *st, char *buf, size_t cap)

@@ -105,6 +105,34 @@ SBRT_API int sbrt_chat_turn(sbrt_chat *c, const uint32_t *input, size_t n_in, si
                             uint32_t stop_id, uint32_t *out, size_t *n_out, char *report,
                             size_t report_cap);
 
+/* sbrt_chat_turn_batch -- one turn for each of chats[0, n) at once, their
+ * prompt chunks and decode steps sharing forward passes (continuous
+ * batching, runtime/batch): chat k's input is inputs[k][0, n_in[k]), then
+ * up to n_gen (>= 1) tokens are sampled with (temp, top_k, top_p,
+ * seeds[k]), stopping after stop_id (UINT32_MAX: never). Batching never
+ * changes an answer: chat k gets the ids its own sbrt_chat_turn would give
+ * (into outs[k], n_gen of room; their count into n_outs[k]), and its
+ * session continues after them. The chats must be distinct and of one
+ * model; each turn runs in its chat's namespace; the passes run on the
+ * first chat's threads. rcs (may be NULL) receives each chat's outcome;
+ * reports (may be NULL) n buffers of report_cap bytes for each chat's
+ * report (sbrt_chat_turn's JSON). A turn that reaches the end of the
+ * context ends there (SB_OK, fewer ids).
+ * Returns: SB_OK (every turn ran); SB_ERR_INVAL (a NULL argument, n or
+ * n_gen 0, a chat twice, chats of different models, a chat without
+ * tokens and an empty input: nothing ran); SB_ERR_NOMEM (nothing ran, or
+ * in rcs: that chat's result could not be kept); otherwise the first
+ * chat's error in rcs order: the errors of sb_rt_session_begin and of a
+ * forward pass (that chat keeps the tokens it had), SB_ERR_RANGE
+ * (report_cap too small: the turn ran). A chat whose rcs is SB_OK ran its
+ * turn and continues after it. */
+SBRT_API int sbrt_chat_turn_batch(sbrt_chat *const *chats, size_t n,
+                                  const uint32_t *const *inputs, const size_t *n_in,
+                                  size_t n_gen, float temp, uint32_t top_k, float top_p,
+                                  const uint64_t *seeds, uint32_t stop_id,
+                                  uint32_t *const *outs, size_t *n_outs, int *rcs,
+                                  char *const *reports, size_t report_cap);
+
 /* sbrt_stats_json -- the store's stats (sb_store_stats) as a JSON object
  * with sb_stats' field names; misses by reason as objects keyed by
  * sb_miss_name, disk_denials and disk_denied_bytes keyed by sb_deny_name. Returns: SB_OK; SB_ERR_RANGE (cap too small: 8192 is

@@ -31,7 +31,7 @@ static const double restore_le[] = { 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 
                                      0.25, 0.5, 1.0, 2.5, 5.0 };
 static const double seqs_le[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 };
 
-static const char *const finish_names[SRV_FINISH__COUNT] = { "stop", "length", "cancelled",
+static const char *const finish_names[SB_RT_FINISH__COUNT] = { "stop", "length", "cancelled",
                                                              "error" };
 static const char *const modes[4] = { "cold", "warm_prefix", "ssd", "remote" };
 
@@ -41,7 +41,7 @@ struct srv_metrics {
     size_t n_req;
     labelled miss[MAX_LABELS]; /* tokens by reason */
     size_t n_miss;
-    uint64_t finished[SRV_FINISH__COUNT];
+    uint64_t finished[SB_RT_FINISH__COUNT];
     uint64_t prompt, generated, queries, hit_ram, hit_disk, turns[4];
     hist ttft, tpot, restore, seqs;
 };
@@ -208,7 +208,7 @@ int srv_metrics_render(srv_metrics *mx, const srv_gauges *g, char **text, size_t
            mx->req[i].b, (unsigned long long)mx->req[i].v);
     head(&o, "snapbank:requests_finished_total", "counter",
          "Completions finished, by why (stop, length, cancelled, error).");
-    for (int i = 0; i < SRV_FINISH__COUNT; i++)
+    for (int i = 0; i < SB_RT_FINISH__COUNT; i++)
         pr(&o, "snapbank:requests_finished_total{finished_reason=\"%s\"} %llu\n", finish_names[i],
            (unsigned long long)mx->finished[i]);
     scalar(&o, "snapbank:prompt_tokens_total", "counter", "Prompt tokens of finished requests.",

@@ -27,18 +27,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "batch/batch.h"
 #include "snapbank.h"
 
 typedef struct srv_metrics srv_metrics;
-
-/* Why a request finished. */
-typedef enum srv_finish {
-    SRV_FINISH_STOP = 0,      /* an end-of-generation token or a stop string */
-    SRV_FINISH_LENGTH = 1,    /* max_tokens or the context */
-    SRV_FINISH_CANCELLED = 2, /* the client left, or shutdown */
-    SRV_FINISH_ERROR = 3,
-    SRV_FINISH__COUNT = 4
-} srv_finish;
 
 /* The moment's gauges, gathered by the server when /metrics is asked. */
 typedef struct srv_gauges {
@@ -62,7 +54,7 @@ typedef struct srv_turn_figures {
     size_t prompt_tokens, cached_ram, cached_disk, generated;
     const char *miss_reason;  /* why prompt > cached ("none" otherwise) */
     const char *cache_mode;   /* "cold", "warm_prefix", "ssd" */
-    srv_finish finish;
+    sb_rt_finish finish;
     double ttft_s, restore_s; /* < 0: not measured */
 } srv_turn_figures;
 

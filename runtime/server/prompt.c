@@ -193,24 +193,7 @@ int srv_prompt_encode(const srv_prompt *p, const char *text, size_t len, const s
     return SB_OK;
 }
 
-bool srv_prompt_is_eog(const srv_prompt *p, uint32_t id)
+const char *srv_prompt_turn_end(const srv_prompt *p)
 {
-    return sb_rt_tok_is_eog(p->tok, id);
-}
-
-int srv_prompt_piece(const srv_prompt *p, uint32_t id, uint32_t prev, char *buf, size_t cap,
-                     size_t *n)
-{
-    return sb_rt_tok_piece(p->tok, id, prev, buf, cap, n);
-}
-
-const char *srv_prompt_token_text(const srv_prompt *p, uint32_t id, size_t *len)
-{
-    const char *s = sb_rt_tok_text(p->tok, id, len);
-    if (!s || !*len || sb_rt_tok_type(p->tok, id) != SB_RT_TOK_CONTROL ||
-        strncmp(p->after, s, *len)) {
-        *len = 0;
-        return "";
-    }
-    return s;
+    return p->after;
 }

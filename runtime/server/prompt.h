@@ -91,24 +91,12 @@ void srv_text_free(srv_text *t);
 int srv_prompt_encode(const srv_prompt *p, const char *text, size_t len, const srv_span *lit,
                       size_t n_lit, unsigned flags, uint32_t **ids, size_t *n);
 
-/* srv_prompt_is_eog -- id ends a generation (EOS, EOT and the like). */
-bool srv_prompt_is_eog(const srv_prompt *p, uint32_t id);
-
-/* srv_prompt_piece -- the text token id adds after token prev
- * (SB_RT_TOK_NONE at the start), into buf (cap bytes, *n written; control
- * tokens add nothing). Returns: SB_OK; SB_ERR_RANGE (id out of range or
- * cap too small). */
-int srv_prompt_piece(const srv_prompt *p, uint32_t id, uint32_t prev, char *buf, size_t cap,
-                     size_t *n);
-
-/* srv_prompt_token_text -- the text of an end-of-turn control token as
- * the template spells it after an assistant message (e.g. "<|im_end|>"
- * for ChatML, "<|eot_id|>" for Llama 3), so that a session's text and
- * tokens stay in step with the next turn's rendering; "" for any other
- * token (a template that does not write the token's text after an answer,
- * such as ChatML over a vocabulary whose EOS is "</s>": the token is then
- * not part of what the next turn can reuse). *len receives its length.
- * Borrowed for p's life. */
-const char *srv_prompt_token_text(const srv_prompt *p, uint32_t id, size_t *len);
+/* srv_prompt_turn_end -- what the template writes right after an
+ * assistant message's content (e.g. "<|im_end|>\n" for ChatML, "<|eot_id|>"
+ * for Llama 3): the engine spells an end-of-generation control token whose
+ * text begins it into the session's text (sb_rt_batch_cfg.turn_end_text),
+ * so the session's text and tokens stay in step with the next turn's
+ * rendering. Borrowed for p's life. */
+const char *srv_prompt_turn_end(const srv_prompt *p);
 
 #endif /* SB_SRV_PROMPT_H */

@@ -83,10 +83,32 @@ typedef struct turn_ctx {
 
 enum { PH_ROLE, PH_TEXT, PH_USAGE, PH_DONE, PH_END };
 
+/* A job's link to the connection waiting on it lives in the job's own area
+ * (so it lives as long as the job), and the engine's wake resumes it. */
+static srv_link *job_link(sb_rt_job *j)
+{
+    return j->app;
+}
+
+static void job_wake(sb_rt_job *j)
+{
+    srv_link_wake(job_link(j));
+}
+
+static sb_rt_job *job_new(void)
+{
+    sb_rt_job *j = sb_rt_job_new(sizeof(srv_link));
+    if (j) {
+        job_link(j)->mu = &j->mu;
+        j->wake = job_wake;
+    }
+    return j;
+}
+
 /* The HTTP side of a completion request. */
 typedef struct req_ctx {
     srv_server *srv;
-    srv_job *j;               /* a reference */
+    sb_rt_job *j;               /* a reference */
     srv_api_kind kind;
     bool stream, include_usage;
     char id[48];
@@ -103,7 +125,7 @@ static void req_unref(req_ctx *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
-    srv_job_unref(c->j);
+    sb_rt_job_unref(c->j);
     free(c->pend);
     free(c);
 }
@@ -119,15 +141,15 @@ static void req_closed(void *ctx, bool aborted)
     if (aborted) /* the client left: stop its generation */
         atomic_store(&c->j->cancel, 1);
     pthread_mutex_lock(&c->j->mu);
-    c->j->link.parked = false; /* never resume a connection that is gone */
-    c->j->link.conn = NULL;
+    job_link(c->j)->parked = false; /* never resume a connection that is gone */
+    job_link(c->j)->conn = NULL;
     pthread_mutex_unlock(&c->j->mu);
     req_unref(c);
 }
 
-static const char *finish_name(srv_finish f)
+static const char *finish_name(sb_rt_finish f)
 {
-    return f == SRV_FINISH_STOP ? "stop" : "length";
+    return f == SB_RT_FINISH_STOP ? "stop" : "length";
 }
 
 /* Milliseconds from seconds, to the microsecond. */
@@ -139,7 +161,7 @@ static double ms(double s)
 /* The usage object: OpenAI's fields and snapbank's (under j->mu); a
  * hybrid model's (hybrid true) also says which boundary the prompt resumed
  * from and what the turn recomputed past it. */
-static json_t *usage_json(const srv_job *j, bool hybrid)
+static json_t *usage_json(const sb_rt_job *j, bool hybrid)
 {
     const sb_rt_turn *r = &j->rep;
     size_t prompt = j->n_prompt, cached = j->started ? r->cached_tokens : 0;
@@ -156,7 +178,7 @@ static json_t *usage_json(const srv_job *j, bool hybrid)
         "restore_ms", j->started ? ms(r->restore_s) : 0.0,
         "ttft_ms", j->n_gen ? ms(j->t_first - j->t_arrival) : 0.0,
         "queue_ms", j->started ? ms(j->t_start - j->t_arrival) : 0.0);
-    const char *why = j->started ? srv_miss_reason(r) : "no_prefix";
+    const char *why = j->started ? sb_rt_turn_miss_reason(r) : "no_prefix";
     if (u && why)
         json_object_set_new(u, "miss_reason", json_string(why));
     /* what the bank's disk tier made of the turn's commits (sb_write_outcome):
@@ -188,18 +210,18 @@ static json_t *head_json(const req_ctx *c, const char *object)
     return o;
 }
 
-static json_t *text_json(const srv_job *j, size_t from, size_t to)
+static json_t *text_json(const sb_rt_job *j, size_t from, size_t to)
 {
     json_t *t = json_stringn(j->out + from, to - from);
     return t ? t : json_string(""); /* cannot be: out is valid UTF-8 */
 }
 
 /* An answer that did not complete: its HTTP status and OpenAI error object. */
-static json_t *job_error(const srv_job *j, unsigned *status)
+static json_t *job_error(const sb_rt_job *j, unsigned *status)
 {
     const char *type = "server_error", *code = NULL;
     char msg[256];
-    if (j->finish == SRV_FINISH_CANCELLED) {
+    if (j->finish == SB_RT_FINISH_CANCELLED) {
         *status = 503, type = "service_unavailable_error", code = "server_shutting_down";
         snprintf(msg, sizeof msg, "The server is shutting down; the request was stopped.");
     } else if (j->error == SB_ERR_BUDGET || j->error == SB_ERR_NOMEM) {
@@ -218,10 +240,10 @@ static json_t *job_error(const srv_job *j, unsigned *status)
 static bool poll_done(void *ctx, srv_hreq *r)
 {
     req_ctx *c = ctx;
-    srv_job *j = c->j;
+    sb_rt_job *j = c->j;
     if (!j->done)
         return false;
-    if (j->finish == SRV_FINISH_CANCELLED || j->finish == SRV_FINISH_ERROR) {
+    if (j->finish == SB_RT_FINISH_CANCELLED || j->finish == SB_RT_FINISH_ERROR) {
         unsigned status;
         json_t *e = job_error(j, &status);
         srv_hreq_json(r, status, e, status == 503 ? retry1 : NULL);
@@ -291,7 +313,7 @@ static json_t *chunk(req_ctx *c, json_t *delta_or_text, const char *finish)
 /* The stream's next event into c->pend; false when there is none now. */
 static bool next_event(req_ctx *c)
 {
-    srv_job *j = c->j;
+    sb_rt_job *j = c->j;
     bool chat = c->kind == SRV_API_CHAT;
     switch (c->phase) {
     case PH_ROLE:
@@ -310,7 +332,7 @@ static bool next_event(req_ctx *c)
         }
         if (!j->done)
             return false;
-        if (j->finish == SRV_FINISH_CANCELLED || j->finish == SRV_FINISH_ERROR) {
+        if (j->finish == SB_RT_FINISH_CANCELLED || j->finish == SB_RT_FINISH_ERROR) {
             unsigned status;
             event(c, job_error(j, &status));
             c->phase = PH_DONE;
@@ -363,7 +385,7 @@ static ssize_t read_stream(void *ctx, char *buf, size_t max)
 }
 
 /* The engine's end hook: the session takes the turn, a log line. */
-static void turn_end(srv_job *j, void *ctx)
+static void turn_end(sb_rt_job *j, void *ctx)
 {
     turn_ctx *t = ctx;
     srv_server *s = t->srv;
@@ -466,7 +488,7 @@ static void completion(srv_server *s, srv_hreq *r, srv_api_kind kind)
     turn_ctx *t = NULL;
     uint32_t *ids = NULL;
     size_t n = 0;
-    srv_job *j = NULL;
+    sb_rt_job *j = NULL;
     if (strcmp(q.model, s->name) != 0) {
         srv_hreq_error(r, 404, "invalid_request_error", "model_not_found", "model", NULL,
                        "The model `%s` does not exist or you do not have access to it.", q.model);
@@ -549,10 +571,10 @@ static void completion(srv_server *s, srv_hreq *r, srv_api_kind kind)
                            "%s.", C, pname, n, pname);
         goto out;
     }
-    if (!(j = srv_job_new()))
+    if (!(j = job_new()))
         goto oom;
-    j->kind = SRV_JOB_GENERATE;
-    j->tenant = tenant;
+    j->kind = SB_RT_JOB_GENERATE;
+    j->ns = tenant->ns;
     j->prompt = ids, j->n_prompt = n;
     ids = NULL;
     size_t room = C - n;
@@ -581,7 +603,7 @@ static void completion(srv_server *s, srv_hreq *r, srv_api_kind kind)
                                   (unsigned long long)c->created));
     snprintf(c->session_id, sizeof c->session_id, "%s", sid ? sid : "");
     atomic_init(&c->refs, 1);
-    rc = srv_engine_submit(s->engine, j);
+    rc = sb_rt_batch_submit(s->engine, j);
     if (rc != SB_OK) {
         free(c);
         if (rc == SB_ERR_BUDGET)
@@ -596,9 +618,9 @@ static void completion(srv_server *s, srv_hreq *r, srv_api_kind kind)
     srv_hreq_on_close(r, req_closed, c);
     if (q.stream) {
         atomic_fetch_add(&c->refs, 1);
-        srv_hreq_stream(r, &j->link, read_stream, req_release, c);
+        srv_hreq_stream(r, job_link(j), read_stream, req_release, c);
     } else {
-        srv_hreq_wait(r, &j->link, poll_done, c);
+        srv_hreq_wait(r, job_link(j), poll_done, c);
     }
     j = NULL;
     srv_api_req_free(&q);
@@ -608,7 +630,7 @@ oom:
 out:
     if (j)
         j->on_end = NULL;
-    srv_job_unref(j);
+    sb_rt_job_unref(j);
     free(ids);
     if (t) {
         if (t->sess)
@@ -649,7 +671,7 @@ static void models(srv_server *s, srv_hreq *r, const char *id)
 static void health(srv_server *s, srv_hreq *r)
 {
     size_t running, waiting;
-    srv_engine_counts(s->engine, &running, &waiting);
+    sb_rt_batch_counts(s->engine, &running, &waiting);
     bool draining = atomic_load(&s->draining);
     srv_hreq_json(r, draining ? 503 : 200,
                   json_pack("{s:s, s:s, s:I, s:I, s:I}", "status",
@@ -662,7 +684,7 @@ static void health(srv_server *s, srv_hreq *r)
 static void metrics(srv_server *s, srv_hreq *r)
 {
     srv_gauges g = { 0 };
-    srv_engine_counts(s->engine, &g.running, &g.waiting);
+    sb_rt_batch_counts(s->engine, &g.running, &g.waiting);
     g.queue_cap = s->cfg.max_queue;
     g.slots = s->cfg.parallel;
     g.sessions = srv_sessions_count(s->sessions);
@@ -781,7 +803,7 @@ static json_t *stats_json(srv_server *s)
     }
     json_object_set_new(o, "tenants", ts);
     size_t running, waiting;
-    srv_engine_counts(s->engine, &running, &waiting);
+    sb_rt_batch_counts(s->engine, &running, &waiting);
     json_object_set_new(o, "server", json_pack("{s:I, s:I, s:I, s:I, s:s, s:b}", "slots",
                                                (json_int_t)s->cfg.parallel, "running",
                                                (json_int_t)running, "waiting",
@@ -849,7 +871,7 @@ static void clear_barrier(void *ctx)
 /* Held by the request (released when it closes, with its job reference)
  * and by the job (released by its end hook, after the barrier ran). */
 typedef struct clear_req {
-    srv_job *j;
+    sb_rt_job *j;
     clear_ctx c;
     atomic_int refs;
 } clear_req;
@@ -865,7 +887,7 @@ static bool poll_clear(void *ctx, srv_hreq *r)
     clear_req *q = ctx;
     if (!q->j->done)
         return false;
-    if (q->j->finish == SRV_FINISH_CANCELLED)
+    if (q->j->finish == SB_RT_FINISH_CANCELLED)
         srv_hreq_error(r, 503, "service_unavailable_error", "server_shutting_down", NULL, retry1,
                        "The server is shutting down.");
     else if (q->c.rc != SB_OK)
@@ -885,14 +907,14 @@ static void clear_closed(void *ctx, bool aborted)
     (void)aborted; /* a clear goes on without its client */
     clear_req *q = ctx;
     pthread_mutex_lock(&q->j->mu);
-    q->j->link.parked = false;
-    q->j->link.conn = NULL;
+    job_link(q->j)->parked = false;
+    job_link(q->j)->conn = NULL;
     pthread_mutex_unlock(&q->j->mu);
-    srv_job_unref(q->j);
+    sb_rt_job_unref(q->j);
     clear_unref(q);
 }
 
-static void clear_end(srv_job *j, void *ctx)
+static void clear_end(sb_rt_job *j, void *ctx)
 {
     (void)j;
     clear_unref(ctx);
@@ -901,7 +923,7 @@ static void clear_end(srv_job *j, void *ctx)
 static void bank_clear(srv_server *s, srv_hreq *r)
 {
     clear_req *q = calloc(1, sizeof *q);
-    srv_job *j = q ? srv_job_new() : NULL;
+    sb_rt_job *j = q ? job_new() : NULL;
     if (!j) {
         free(q);
         srv_hreq_error(r, 500, "server_error", NULL, NULL, NULL, "out of memory");
@@ -910,12 +932,12 @@ static void bank_clear(srv_server *s, srv_hreq *r)
     q->j = j;
     q->c.srv = s;
     atomic_init(&q->refs, 2);
-    j->kind = SRV_JOB_BARRIER;
+    j->kind = SB_RT_JOB_BARRIER;
     j->barrier = clear_barrier, j->barrier_ctx = &q->c;
     j->on_end = clear_end, j->end_ctx = q;
-    int rc = srv_engine_submit(s->engine, j);
+    int rc = sb_rt_batch_submit(s->engine, j);
     if (rc != SB_OK) {
-        srv_job_unref(j);
+        sb_rt_job_unref(j);
         free(q);
         overloaded(r, rc == SB_ERR_BUDGET ? "server_is_overloaded" : "server_shutting_down",
                    rc == SB_ERR_BUDGET ? "The queue is full; retry shortly."
@@ -923,7 +945,7 @@ static void bank_clear(srv_server *s, srv_hreq *r)
         return;
     }
     srv_hreq_on_close(r, clear_closed, q);
-    srv_hreq_wait(r, &j->link, poll_clear, q);
+    srv_hreq_wait(r, job_link(j), poll_clear, q);
 }
 
 /* ---- the router --------------------------------------------------------------------- */

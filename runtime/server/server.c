@@ -198,6 +198,34 @@ static void status_hook(void *app, const char *route, unsigned status)
     srv_metrics_request(s->mx, route, status);
 }
 
+/* The engine's observer: each finished turn, token gap and pass counted in
+ * the metrics (ctx). */
+static void obs_turn(void *ctx, const sb_rt_job *j)
+{
+    const sb_rt_turn *r = &j->rep;
+    const char *reason = sb_rt_turn_miss_reason(r);
+    srv_turn_figures f = {
+        .prompt_tokens = j->started ? r->prompt_tokens : 0,
+        .cached_ram = r->cached_tokens - r->cached_disk_tokens,
+        .cached_disk = r->cached_disk_tokens, .generated = j->n_gen,
+        .miss_reason = reason ? reason : "none",
+        .cache_mode = j->started ? sb_rt_cache_mode_name(r->cache_mode) : NULL,
+        .finish = j->finish, .ttft_s = j->n_gen ? j->t_first - j->t_arrival : -1,
+        .restore_s = j->started ? r->restore_s : -1,
+    };
+    srv_metrics_turn(ctx, &f);
+}
+
+static void obs_token_gap(void *ctx, double s)
+{
+    srv_metrics_token_gap(ctx, s);
+}
+
+static void obs_pass(void *ctx, size_t sequences)
+{
+    srv_metrics_pass(ctx, sequences);
+}
+
 /* Everything but the HTTP side. Returns an exit status (0 ok). */
 static int start(srv_server *s)
 {
@@ -285,13 +313,15 @@ static int start(srv_server *s)
     }
     if (!(s->mx = srv_metrics_new()))
         return 1;
-    srv_engine_cfg ec = { .slots = c->parallel, .max_queue = c->max_queue,
-                          .threads = c->threads, .batch = c->batch,
-                          .disk_use = c->ssd != SRV_SSD_ON ? SB_RT_DISK_NEVER
-                                      : c->disk_always      ? SB_RT_DISK_ALWAYS
-                                                            : SB_RT_DISK_READ,
-                          .prompt = s->prompt, .mx = s->mx };
-    int rc = srv_engine_new(s->m, &ec, &s->engine);
+    sb_rt_batch_cfg ec = { .slots = c->parallel, .max_queue = c->max_queue,
+                           .threads = c->threads, .batch = c->batch,
+                           .disk_use = c->ssd != SRV_SSD_ON ? SB_RT_DISK_NEVER
+                                       : c->disk_always      ? SB_RT_DISK_ALWAYS
+                                                             : SB_RT_DISK_READ,
+                           .turn_end_text = srv_prompt_turn_end(s->prompt),
+                           .obs = { .ctx = s->mx, .turn = obs_turn, .token_gap = obs_token_gap,
+                                    .pass = obs_pass } };
+    int rc = sb_rt_batch_new(s->m, &ec, &s->engine);
     if (rc != SB_OK) {
         fprintf(stderr, "snapbank serve: cannot start the engine: %s\n", sb_strerror(rc));
         return 1;
@@ -319,28 +349,28 @@ static const char *human(uint64_t b, char *buf, size_t cap)
 static int shut_down(srv_server *s, const sigset_t *set, int sig)
 {
     size_t running, waiting;
-    srv_engine_counts(s->engine, &running, &waiting);
+    sb_rt_batch_counts(s->engine, &running, &waiting);
     fprintf(stderr, "snapbank serve: %s: shutting down: no new requests; %zu in flight, %zu "
                     "waiting (at most %.0f s to finish)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", running, waiting, s->cfg.shutdown_timeout_s);
     /* 1 */
     atomic_store(&s->draining, 1);
     srv_http_quiesce(s->http);
-    srv_engine_close(s->engine);
+    sb_rt_batch_close(s->engine);
     /* 2 */
     double deadline = sb_rt_now_s() + s->cfg.shutdown_timeout_s;
     bool cancelled = false;
     const struct timespec zero = { 0, 0 };
-    while (!srv_engine_wait_idle(s->engine, 0.05)) {
+    while (!sb_rt_batch_wait_idle(s->engine, 0.05)) {
         if (cancelled)
             continue;
         bool again = sigtimedwait(set, NULL, &zero) > 0;
         if (again || sb_rt_now_s() >= deadline) {
-            srv_engine_counts(s->engine, &running, &waiting);
+            sb_rt_batch_counts(s->engine, &running, &waiting);
             fprintf(stderr, "snapbank serve: %s: cancelling %zu requests (what they computed "
                             "is kept)\n", again ? "second signal" : "shutdown timeout",
                     running + waiting);
-            srv_engine_cancel_all(s->engine);
+            sb_rt_batch_cancel_all(s->engine);
             cancelled = true;
         }
     }
@@ -390,7 +420,7 @@ static int shut_down(srv_server *s, const sigset_t *set, int sig)
 static void server_free(srv_server *s)
 {
     srv_http_stop(s->http);
-    srv_engine_free(s->engine);
+    sb_rt_batch_free(s->engine);
     srv_sessions_free(s->sessions);
     srv_bank_close(s);
     srv_metrics_free(s->mx);
@@ -438,7 +468,7 @@ int srv_run(const srv_config *c)
     fprintf(stderr, "snapbank serve: %s as \"%s\" (context %u, chat template %s), %zu slots, %u "
                     "threads, %s kernels; bank %s (RAM %llu MiB%s), %zu tenant%s%s\n",
             c->model, s->name, s->ctx_limit, srv_prompt_template(s->prompt), c->parallel,
-            srv_engine_threads(s->engine), sb_rt_kernels_best()->name,
+            sb_rt_batch_threads(s->engine), sb_rt_kernels_best()->name,
             s->store_cfg.dir ? s->store_cfg.dir : "in RAM", (unsigned long long)c->ram_mib,
             s->store_cfg.dir ? (c->ssd == SRV_SSD_WRITE_ONLY ? ", disk tier write-only"
                                                              : ", disk tier on")

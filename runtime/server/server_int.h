@@ -40,7 +40,7 @@ typedef struct srv_server {
     sb_store *st;
     srv_sessions *sessions;
     srv_metrics *mx;
-    srv_engine *engine;
+    sb_rt_batch *engine;
     srv_http *http;
     atomic_int draining;          /* shutting down: no new completions */
     atomic_ullong ids;            /* response ids */

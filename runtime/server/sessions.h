@@ -117,7 +117,7 @@ typedef struct srv_session_turn {
     size_t kept_text, kept_tokens; /* the session prefix the prompt began
                                  with (srv_session_prefix), 0 when none */
     const char *answer_text;  /* the answer's text as the tokens spell it */
-    const srv_gen_mark *marks;/* marks in the answer (tokens after the prompt) */
+    const sb_rt_gen_mark *marks;/* marks in the answer (tokens after the prompt) */
     size_t n_marks;
     size_t cached_tokens, cached_disk_tokens, completion_tokens;
     int cache_mode;           /* sb_rt_cache_mode */

@@ -63,6 +63,17 @@ const char *sb_rt_cache_mode_name(sb_rt_cache_mode m)
     return "unknown";
 }
 
+const char *sb_rt_turn_miss_reason(const sb_rt_turn *r)
+{
+    if (r->cached_tokens >= r->prompt_tokens)
+        return NULL;
+    if (r->disk_skipped)
+        return "recompute_faster"; /* disk pages matched; reading was slower */
+    if (r->miss == SB_MISS_NONE)
+        return "last_position";    /* all matched, no logits stored: recomputed */
+    return sb_miss_name(r->miss);
+}
+
 /* CPU seconds and minor page faults of the calling thread (a restore runs
  * on it: its reads are submitted, reaped and checked there, into buffers
  * it may touch for the first time). */

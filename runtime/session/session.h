@@ -152,6 +152,14 @@ typedef struct sb_rt_turn {
                                 the boundary (or point state) */
 } sb_rt_turn;
 
+/* sb_rt_turn_miss_reason -- why a turn did not restore its whole prompt:
+ * the bank's miss reason (sb_miss_name: "no_prefix", "evicted", ...),
+ * "recompute_faster" (disk pages matched and recomputing was estimated
+ * faster than reading them), "last_position" (everything matched but no
+ * logits were stored there: the last position was computed again); NULL
+ * when it did. Returns: a static string or NULL. */
+const char *sb_rt_turn_miss_reason(const sb_rt_turn *r);
+
 /* Called with each generated token as soon as it is sampled. */
 typedef void (*sb_rt_token_fn)(void *ctx, uint32_t id);
 
