@@ -75,6 +75,7 @@
 #include "format.h"
 #include "fuzz_recovery.h"
 #include "io.h"
+#include "open.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -24,6 +24,7 @@
 #include "disk.h"
 #include "fuzz_recovery.h"
 #include "io.h"
+#include "open.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

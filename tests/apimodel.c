@@ -14,6 +14,7 @@
 #include "apimodel.h"
 #include "apimodel_int.h"
 #include "io.h"
+#include "open.h"
 #include "tier.h"
 
 /* Token IDs a vocabulary draws from: the extremes of uint32 and a few in

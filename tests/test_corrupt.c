@@ -71,6 +71,7 @@
 #include "disk.h"
 #include "format.h"
 #include "io.h"
+#include "open.h"
 #include "testutil.h"
 
 static const tu_layout LA = { .page_tokens = 4, .n_tensors = 2, .bpt = { 64, 48 },

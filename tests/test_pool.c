@@ -62,6 +62,7 @@
 #include "format.h"
 #include "internal.h"
 #include "io.h"
+#include "open.h"
 #include "testutil.h"
 
 /* 4 KiB pages (page_tokens 8, 2 tensors), point states. */

@@ -62,6 +62,7 @@
 #include "disk.h"
 #include "format.h"
 #include "io.h"
+#include "open.h"
 #include "snapbank_fsck.h"
 #include "testutil.h"
 

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "open.h"
 #include "testutil.h"
 #include "tier.h"
 

@@ -17,7 +17,8 @@
  *
  * Thread safety: operations marked [mu] expect st->mu held and never wait
  * on the network; the others are called unlocked. st->shared is [const]:
- * set by sb_shared_open before the store is published, cleared by close.
+ * set by the tier's constructor (store/remote/rtier.h, called by
+ * store/open) before the store is published, cleared by close.
  */
 #ifndef SB_SHARED_H
 #define SB_SHARED_H
@@ -57,20 +58,6 @@ typedef struct sb_shared_ops {
      * dropped), disconnect, free the state; st->shared is cleared. */
     void (*close)(sb_store *st);
 } sb_shared_ops;
-
-/* sb_shared_config_check -- the shared tier's options in cfg, checked for
- * every store (store/remote/rtier.c). A message naming the option goes
- * to stderr when one is refused.
- * Returns: SB_OK; SB_ERR_INVAL. */
-int sb_shared_config_check(const sb_config *cfg);
-
-/* sb_shared_open -- the shared tier's constructor (store/remote/rtier.c):
- * connect to cfg->shared_seeds (a cluster that does not answer yet is not
- * an error: the tier keeps trying) and start the publisher; sets
- * st->shared. Called by sb_store_open before the store is published.
- * Returns: SB_OK; SB_ERR_INVAL (a seed that is not host:port: a message
- * goes to stderr); SB_ERR_NOMEM. On failure st->shared stays cleared. */
-int sb_shared_open(sb_store *st, const sb_config *cfg);
 
 /* sb_shared_on -- whether the store has a shared tier. */
 static inline bool sb_shared_on(const sb_store *st)

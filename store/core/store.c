@@ -1,11 +1,12 @@
-/* store.c -- opening and closing a store, its configuration, clock and
- * statistics. */
+/* store.c -- the bare store (store.h: made here, opened with its tiers by
+ * store/open), closing a store, its configuration, clock and statistics. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "internal.h"
 #include "shared.h"
+#include "store.h"
 #include "tier.h"
 
 unsigned sb_version(void)
@@ -46,42 +47,30 @@ uint64_t sb_now_ns(sb_store *st)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int config_check(const sb_config *c)
+int sb_store_config_check(const sb_config *c)
 {
+    /* Content keys hash token IDs in host order and the format is
+     * little-endian: refuse big-endian hosts rather than write wrong keys. */
+    const uint32_t probe = 1;
+    if (*(const uint8_t *)&probe != 1)
+        return SB_ERR_UNSUPPORTED;
     if (c->ram_bytes == 0 || c->ram_pages == 0 || c->ns_ram_bytes == 0)
         return SB_ERR_INVAL;
     if (c->max_seq_tokens == 0 || c->max_seq_tokens > INT32_MAX)
         return SB_ERR_INVAL;
     if (c->reserved0 || (c->open_flags & ~SB_OPEN_SALVAGE))
         return SB_ERR_INVAL;
-    if (sb_disk_config_check(c) != SB_OK) /* the disk tier's options */
-        return SB_ERR_INVAL;
     if (c->durability > SB_DURABILITY_COMMIT || c->write_mode > SB_WRITE_ONLY)
-        return SB_ERR_INVAL;
-    if (sb_shared_config_check(c) != SB_OK) /* the shared tier's options */
         return SB_ERR_INVAL;
     return SB_OK;
 }
 
-/* Open a store; with io (tests) its disk tier lives on that in-memory
- * file system, else on cfg->dir when set. */
-static int store_open(const sb_config *cfg, sb_io *io, sb_store **out)
+int sb_store_new(const sb_config *cfg, sb_store **out)
 {
-    if (out)
-        *out = NULL;
-    if (!cfg || !out)
-        return SB_ERR_INVAL;
-    /* Content keys hash token IDs in host order and the format is
-     * little-endian: refuse big-endian hosts rather than write wrong keys. */
-    const uint32_t probe = 1;
-    if (*(const uint8_t *)&probe != 1)
-        return SB_ERR_UNSUPPORTED;
-    int rc = config_check(cfg);
-    if (rc != SB_OK)
-        return rc;
-
+    *out = NULL;
     sb_mem mem;
-    if ((rc = sb_mem_init(&mem, cfg->fault_alloc_nth)) != SB_OK)
+    int rc = sb_mem_init(&mem, cfg->fault_alloc_nth);
+    if (rc != SB_OK)
         return rc;
     sb_store *st = sb_calloc(&mem, 1, sizeof *st);
     if (!st) {
@@ -101,35 +90,13 @@ static int store_open(const sb_config *cfg, sb_io *io, sb_store **out)
         return SB_ERR_NOMEM;
     }
     st->next_pin_id = 1;
-    if (io || (cfg->dir && cfg->dir[0])) {
-        rc = sb_disk_open(st, cfg, io);
-        if (rc != SB_OK) {
-            sb_store_close(st);
-            return rc;
-        }
-    }
-    if (cfg->shared_seeds && cfg->shared_seeds[0]) {
-        rc = sb_shared_open(st, cfg);
-        if (rc != SB_OK) {
-            sb_store_close(st);
-            return rc;
-        }
-    }
-    st->cfg.shared_seeds = st->cfg.shared_user = st->cfg.shared_password = NULL;
     *out = st;
     return SB_OK;
 }
 
-int sb_store_open(const sb_config *cfg, sb_store **out)
+void sb_store_publish(sb_store *st)
 {
-    return store_open(cfg, NULL, out);
-}
-
-int sb_store_open_io(const sb_config *cfg, sb_io *io, sb_store **out)
-{
-    if (!io)
-        return SB_ERR_INVAL;
-    return store_open(cfg, io, out);
+    st->cfg.shared_seeds = st->cfg.shared_user = st->cfg.shared_password = NULL;
 }
 
 static int store_free(sb_store *st, bool crash)

@@ -41,8 +41,9 @@
  *
  * Thread safety: operations marked [mu] expect st->mu held (some wait on a
  * condition variable, releasing it meanwhile); the others take what they
- * need. st->tier is [const]: set by the tier's constructor before the store
- * is published (and while it recovers), cleared by its close.
+ * need. st->tier is [const]: set by the tier's constructor (store/disk/
+ * disk.h, called by store/open) before the store is published (and while
+ * it recovers), cleared by its close.
  */
 #ifndef SB_TIER_H
 #define SB_TIER_H
@@ -114,31 +115,6 @@ typedef struct sb_tier_ops {
     void (*outcome)(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint64_t t0,
                     sb_write_outcome *oc, bool keep);
 } sb_tier_ops;
-
-/* ---- constructors (defined by the tiers) ------------------------------------ */
-
-/* sb_disk_config_check -- the disk tier's options in cfg (compress_level),
- * checked for every store, with a directory or without, so a bad option
- * is refused the same way either way (store/disk/disk.c).
- * Returns: SB_OK; SB_ERR_INVAL. */
-int sb_disk_config_check(const sb_config *cfg);
-
-/* sb_disk_open -- the disk tier's constructor (store/disk/disk.c): set up
- * st's tier on cfg->dir, or, for tests, on an in-memory file system (io, a
- * mem sb_io the store takes handles on with sb_io_mem_share; borrowed):
- * lock the directory, create or recover the store in it, start the writer,
- * and set st->tier (already while it recovers, so what recovery indexes is
- * counted). Called by sb_store_open before the store is published (mu not
- * held).
- * Returns: SB_OK; SB_ERR_LOCKED (another process holds the directory: a
- * message naming its pid goes to stderr); SB_ERR_VERSION (an unknown
- * format version: nothing was changed); SB_ERR_SUPERBLOCK (without
- * cfg->open_flags SB_OPEN_SALVAGE: a superblock that cannot be used, or
- * none beside segment files; nothing was changed); SB_ERR_IO;
- * SB_ERR_NOSPC; SB_ERR_NOMEM; SB_ERR_INVAL (a path that is not a
- * directory). On failure st->tier is cleared and nothing is left running
- * (recovery may have indexed blocks: the caller frees the index). */
-int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *io);
 
 /* ---- life ------------------------------------------------------------------- */
 
@@ -470,11 +446,8 @@ static inline void sb_tier_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, s
     oc->durable = 0;
 }
 
-/* ---- test hooks (not in the public header; store.c) ---------------------------- */
-
-/* sb_store_open_io -- sb_store_open on an in-memory file system (io, an
- * sb_io_mem_new handle, borrowed; cfg->dir is ignored). */
-int sb_store_open_io(const sb_config *cfg, sb_io *io, sb_store **out);
+/* ---- test hooks (not in the public header; store.c; sb_store_open_io:
+ * store/open/open.h) ---------------------------------------------------------- */
 
 /* sb_store_crash -- drop a store as a killed process would: the tier stops
  * where it is and nothing more is written; then everything is freed. */

@@ -3,8 +3,8 @@
  *
  * The RAM index reaches these only through the tier table (store/core/
  * tier.h): disk.c fills an sb_tier_ops with them, and sb_disk_open (the
- * constructor tier.h declares) attaches it to the store. The disk tier's
- * own files call them directly.
+ * constructor, which store/open calls) attaches it to the store. The disk
+ * tier's own files call them directly.
  *
  * sb_disk_open recovers the index from the directory (recover.c) and
  * starts the writer thread (writer.c). Committed blocks reach the writer
@@ -31,6 +31,31 @@
 #include "tier.h"
 
 struct sb_disk; /* disk_int.h */
+
+/* ---- the constructor (called by store/open) ---- */
+
+/* sb_disk_config_check -- the disk tier's options in cfg (compress_level),
+ * checked for every store, with a directory or without, so a bad option
+ * is refused the same way either way.
+ * Returns: SB_OK; SB_ERR_INVAL. */
+int sb_disk_config_check(const sb_config *cfg);
+
+/* sb_disk_open -- the disk tier's constructor: set up st's tier on
+ * cfg->dir, or, for tests, on an in-memory file system (io, a mem sb_io
+ * the store takes handles on with sb_io_mem_share; borrowed): lock the
+ * directory, create or recover the store in it, start the writer, and set
+ * st->tier (already while it recovers, so what recovery indexes is
+ * counted). Called by sb_store_open (store/open) before the store is
+ * published (mu not held).
+ * Returns: SB_OK; SB_ERR_LOCKED (another process holds the directory: a
+ * message naming its pid goes to stderr); SB_ERR_VERSION (an unknown
+ * format version: nothing was changed); SB_ERR_SUPERBLOCK (without
+ * cfg->open_flags SB_OPEN_SALVAGE: a superblock that cannot be used, or
+ * none beside segment files; nothing was changed); SB_ERR_IO;
+ * SB_ERR_NOSPC; SB_ERR_NOMEM; SB_ERR_INVAL (a path that is not a
+ * directory). On failure st->tier is cleared and nothing is left running
+ * (recovery may have indexed blocks: the caller frees the index). */
+int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *io);
 
 /* sb_disk_close -- stop the disk tier and free it. crash false: drain the
  * queue (under write-back, every dirty block queued first), write every
@@ -251,6 +276,6 @@ void sb_disk_writer_hook(sb_store *st, void (*fn)(void *ctx), void *ctx);
  * without a disk tier). Locks st->mu. */
 bool sb_disk_stopping(sb_store *st);
 
-/* The test hooks sb_store_open_io and sb_store_crash: tier.h. */
+/* The test hooks sb_store_crash: tier.h; sb_store_open_io: store/open/open.h. */
 
 #endif /* SB_DISK_H */

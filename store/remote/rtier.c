@@ -19,6 +19,7 @@
 
 #include "internal.h"
 #include "remote.h"
+#include "rtier.h"
 #include "shared.h"
 
 typedef struct pend {
