@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "host.h"
 #include "pool.h"
 
 /* Debug log, compiled out unless built with -DSB_DEBUG_LOG. */
@@ -35,11 +36,6 @@
 #endif
 
 typedef struct sb_node sb_node;
-
-/* A 128-bit content key (XXH3-128), stored as two little-endian words. */
-typedef struct sb_key {
-    uint64_t lo, hi;
-} sb_key;
 
 enum { SB_BLK_PAGE = 1, SB_BLK_POINT = 2 };
 enum { SB_HEAP_STORE = 0, SB_HEAP_NS = 1 };
@@ -417,10 +413,5 @@ int sb_commit_locked(struct sb_ns *ns, const uint32_t *tokens, size_t n,
 /* sb_key_chain -- the content key of a page: XXH3-128 of the parent key and
  * the page's n tokens (little-endian uint32). */
 sb_key sb_key_chain(const sb_key *parent, const uint32_t *tokens, size_t n);
-
-static inline bool sb_key_eq(const sb_key *a, const sb_key *b)
-{
-    return a->lo == b->lo && a->hi == b->hi;
-}
 
 #endif /* SB_INTERNAL_H */
