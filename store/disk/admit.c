@@ -46,8 +46,8 @@
 #include <stdlib.h>
 
 #include "disk_int.h"
+#include "host.h"
 #include "internal.h"
-#include "radix.h"
 
 /* Are blocks offered when committed? Write-through and write-only: yes;
  * write-back: when evicted or flushed instead, except under COMMIT
@@ -96,7 +96,7 @@ uint64_t sb_disk_pending(const sb_store *st)
 
 static void budget_refill(sb_disk *d)
 {
-    uint64_t now = sb_now_ns(d->st);
+    uint64_t now = sb_host_now(d->st);
     if (now > d->bucket_t) { /* a clock that steps back refills nothing */
         double add = (double)(now - d->bucket_t) * d->rate;
         d->bucket = d->bucket + add > d->depth ? d->depth : d->bucket + add;
@@ -109,7 +109,7 @@ static void budget_refill(sb_disk *d)
  * the last hour are emptied. */
 static uint64_t window_advance(sb_disk *d)
 {
-    uint64_t minute = sb_now_ns(d->st) / 60000000000ull;
+    uint64_t minute = sb_host_now(d->st) / 60000000000ull;
     if (minute > d->win_min) {
         uint64_t gone = minute - d->win_min < 60 ? minute - d->win_min : 60;
         for (uint64_t k = 1; k <= gone; k++) {
@@ -179,7 +179,7 @@ static bool admissible(const sb_disk *d, const sb_blk *b)
  * their own, written late); the writer takes a reference. */
 static void queue_block(sb_disk *d, sb_blk *b)
 {
-    sb_blk_ref(b);
+    sb_host_blk_ref(b);
     b->disk = SB_DISK_QUEUED;
     b->ticket = d->next_ticket++;
     b->wq_next = NULL;
@@ -202,7 +202,7 @@ static void queue_block(sb_disk *d, sb_blk *b)
 static bool stopped(sb_store *st, sb_blk *b)
 {
     sb_disk *d = sb_disk_of(st);
-    if (d->broken == SB_ERR_NOSPC && sb_now_ns(st) >= d->retry_ns)
+    if (d->broken == SB_ERR_NOSPC && sb_host_now(st) >= d->retry_ns)
         d->broken = 0; /* space may have returned: the writer tries again */
     if (!d->broken && !d->stop)
         return false;
@@ -213,29 +213,6 @@ static bool stopped(sb_store *st, sb_blk *b)
     if (d->broken)
         sb_disk_fault(d, d->err_rc);
     return true;
-}
-
-/* Does some sequence through b reach min_prefix_tokens? (A depth-first
- * look below b's node that stops at the first one that does.) */
-static bool long_enough(const sb_blk *b, uint32_t min)
-{
-    const sb_node *n = b->node;
-    if (!n || sb_node_end(n) >= min)
-        return true;
-    const sb_node *stack[64];
-    size_t sp = 0;
-    stack[sp++] = n;
-    while (sp) {
-        const sb_node *x = stack[--sp];
-        if (sb_node_end(x) >= min)
-            return true;
-        for (uint32_t k = 0; k < x->n_kids; k++) {
-            if (sp == sizeof stack / sizeof *stack)
-                return true; /* a tree this bushy: take it as long */
-            stack[sp++] = x->kids[k].node;
-        }
-    }
-    return false;
 }
 
 static void pool_remove(sb_disk *d, sb_blk *b);
@@ -250,7 +227,7 @@ void sb_disk_enqueue(sb_store *st, sb_blk *b)
     if (stopped(st, b))
         return;
     int why = -1;
-    if (d->mode == SB_WRITE_BACK && !long_enough(b, st->cfg.min_prefix_tokens))
+    if (d->mode == SB_WRITE_BACK && !sb_host_index_reaches(b, st->cfg.min_prefix_tokens))
         why = SB_DENY_SHORT;
     if (why < 0)
         why = sb_disk_admit(d, b);
@@ -385,17 +362,6 @@ void sb_disk_pool_clear(sb_disk *d)
     d->pool_cap = 0;
 }
 
-/* The block b's record names as its parent, when indexed: the page of the
- * region before it (a page), the last full page before it (a point
- * state); NULL for the first. */
-static sb_blk *pool_parent(const sb_blk *b)
-{
-    sb_ns *ns = b->ns;
-    if (b->kind == SB_BLK_PAGE)
-        return sb_radix_prev_page(ns, b);
-    uint32_t q = b->n_tokens / ns->page_tokens;
-    return q ? sb_radix_page_above(b->node, ns->page_tokens, q - 1) : NULL;
-}
 
 static bool written(const sb_blk *p)
 {
@@ -410,7 +376,7 @@ size_t sb_disk_pool_drain(sb_store *st)
         /* The best block, or the first pooled block before it on its path
          * whose own parent is written: parents go first. */
         sb_blk *x = d->pool[0].b, *p;
-        while ((p = pool_parent(x)) && !written(p) && p->pool_at)
+        while ((p = sb_host_index_parent(x)) && !written(p) && p->pool_at)
             x = p;
         if (p && !written(p)) { /* a parent that will never be written */
             pool_remove(d, x);

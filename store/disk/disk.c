@@ -23,8 +23,8 @@
 
 #include "compress.h"
 #include "disk_int.h"
+#include "host.h"
 #include "internal.h"
-#include "radix.h"
 
 static void disk_attach(sb_store *st, sb_disk *d);
 
@@ -511,7 +511,7 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     d->hour_cap = cfg->write_budget_bytes_per_hour - cfg->write_budget_bytes_per_hour / 100;
     d->zlevel = cfg->compress_level;
     d->salvage = cfg->open_flags & SB_OPEN_SALVAGE;
-    d->bucket_t = sb_now_ns(st);
+    d->bucket_t = sb_host_now(st);
     d->backlog = cfg->backlog_bytes;
     pthread_mutex_init(&d->rd_mu, NULL);
     pthread_cond_init(&d->work_cv, NULL);
@@ -714,7 +714,7 @@ static int wait_synced(sb_store *st, uint64_t first, uint64_t last)
     return d->err_rc ? d->err_rc : SB_ERR_IO;
 }
 
-/* Write-back: queue a dirty resident block (sb_radix_visit's order puts
+/* Write-back: queue a dirty resident block (sb_host_index_visit's order puts
  * parents before children; one waiting in the pool under COMMIT waits on
  * for the budget). [mu] */
 static void queue_dirty(void *ctx, sb_blk *b)
@@ -733,7 +733,7 @@ int sb_disk_flush(sb_store *st)
     if (d->mode == SB_WRITE_BACK)
         for (size_t i = 0; i < st->n_buckets; i++)
             for (sb_ns *ns = st->buckets[i]; ns; ns = ns->next)
-                if (sb_radix_visit(ns, queue_dirty, st) != SB_OK)
+                if (sb_host_index_visit(ns, queue_dirty, st) != SB_OK)
                     qrc = SB_ERR_NOMEM;
     /* Pooled blocks the budget takes now are written too (each round of
      * writes frees backlog for more; the writer may have queued some). */

@@ -106,7 +106,7 @@ struct sb_disk {
     bool direct;               /* [const] segment files take O_DIRECT */
     pthread_mutex_t rd_mu;
     uint8_t *rd_heads;         /* [rd] the heads' scratch (dread.c): whole
-                                  huge pages (sb_pool_map), populated;
+                                  huge pages (sb_host_map), populated;
                                   NULL until needed */
     size_t rd_heads_cap;       /* [rd] its bytes, <= SB_DISK_HEADS_KEEP */
     pthread_t thread;
@@ -340,7 +340,7 @@ static inline bool sb_disk_record_live(const sb_disk *d, const sb_blk *b)
  * record takes: its payload as stored, padded to 4 KiB. */
 static inline uint64_t sb_disk_payload_read(const sb_blk *b)
 {
-    return b->stored ? sb_fmt_pad(b->stored) : sb_blk_alloc_bytes(b->ns, b->kind);
+    return b->stored ? sb_fmt_pad(b->stored) : sb_host_blk_data_bytes(b->ns, b->kind);
 }
 
 /* sb_disk_pending_add -- bytes joined the writer's queue. [mu] */
@@ -354,7 +354,7 @@ static inline void sb_disk_pending_add(sb_disk *d, uint64_t bytes)
 /* ---- dread.c ------------------------------------------------------------------ */
 
 /* sb_disk_read_record -- read block b's record at *at into payload
- * (sb_blk_alloc_bytes(ns, b->kind) bytes, 4 KiB aligned) and check it as a
+ * (sb_host_blk_data_bytes(ns, b->kind) bytes, 4 KiB aligned) and check it as a
  * restore does. Unlocked: takes rd_mu, then st->mu for the counters.
  * Returns: SB_OK; SB_ERR_CORRUPT; SB_ERR_IO; SB_ERR_NOMEM. */
 int sb_disk_read_record(sb_disk *d, sb_ns *ns, sb_blk *b, const sb_disk_loc *at,

@@ -46,10 +46,9 @@
 
 #include "compress.h"
 #include "disk_int.h"
+#include "host.h"
 #include "internal.h"
 #include "io_int.h"
-#include "pool.h"
-#include "radix.h"
 
 typedef struct rgrp rgrp;
 
@@ -78,26 +77,15 @@ struct rgrp {
     sb_io_req req;
 };
 
+/* A page cut with b (ctx) leaves for b's reason. */
+static void cut_why(void *ctx, sb_blk *page)
+{
+    page->why = ((const sb_blk *)ctx)->why; /* why the pages after b go too */
+}
+
 void sb_disk_drop(sb_ns *ns, sb_blk *b)
 {
-    if (!b->indexed)
-        return;
-    if (b->kind == SB_BLK_POINT) {
-        if (b->node->point == b)
-            sb_radix_drop_point(ns, b->node);
-        return;
-    }
-    sb_blk *prev = sb_radix_prev_page(ns, b);
-    while (b->indexed) {
-        sb_node *x = b->node;
-        while (x->n_kids)
-            x = x->kids[0].node;
-        sb_blk *leaf = x->pages[x->n_pages - 1];
-        leaf->why = b->why; /* why the pages after b go too */
-        sb_radix_evict_page(ns, leaf);
-    }
-    if (prev && prev->indexed && sb_radix_is_leaf_page(prev))
-        sb_blk_candidate(prev);
+    sb_host_index_cut(ns, b, cut_why, b);
 }
 
 /* Open segment index seg (segment id id) for reading. A load holds the
@@ -122,7 +110,7 @@ static int reader_fd(sb_disk *d, uint32_t seg, uint32_t id)
  * when out of memory for a compressed record's buffer. */
 static bool rd_payload(rd *x, struct iovec iov[2])
 {
-    x->pay = x->stored ? sb_fmt_pad(x->stored) : sb_blk_alloc_bytes(x->b->ns, x->b->kind);
+    x->pay = x->stored ? sb_fmt_pad(x->stored) : sb_host_blk_data_bytes(x->b->ns, x->b->kind);
     x->zbuf = x->stored ? aligned_alloc(4096, x->pay) : NULL;
     if (x->stored && !x->zbuf)
         return false;
@@ -142,7 +130,7 @@ static void rd_heads(rd *x, size_t n, uint8_t *heads, struct iovec *iov)
 }
 
 /* Grow the tier's heads scratch to bytes (<= SB_DISK_HEADS_KEEP), in whole
- * huge pages populated once (sb_pool_map): no restore faults it in, and
+ * huge pages populated once (sb_host_map): no restore faults it in, and
  * on the development VM the first read of a 4 KiB page the device had
  * just written cost about 6 us, of a huge page's 4 KiB far less. [rd] */
 static bool heads_grow(sb_disk *d, size_t bytes)
@@ -150,7 +138,7 @@ static bool heads_grow(sb_disk *d, size_t bytes)
     if (bytes <= d->rd_heads_cap)
         return true;
     size_t mapped;
-    uint8_t *h = sb_pool_map(bytes, &mapped);
+    uint8_t *h = sb_host_map(bytes, &mapped);
     if (!h)
         return false;
     if (d->rd_heads)
@@ -189,7 +177,7 @@ int sb_disk_heads_ready(sb_disk *d, size_t bytes)
 static int check(const sb_ns *ns, rd *x, int64_t res)
 {
     const sb_blk *b = x->b;
-    uint64_t pay = sb_blk_alloc_bytes(ns, b->kind);
+    uint64_t pay = sb_host_blk_data_bytes(ns, b->kind);
     if (res != (int64_t)(x->head_bytes + x->pay))
         return res < 0 ? SB_ERR_IO : SB_ERR_CORRUPT;
     sb_rec_head h;
@@ -375,10 +363,10 @@ static size_t rd_setup(sb_ns *ns, rd *x, size_t n, const size_t extra[2], struct
         sb_pbuf *bufs = need[k] ? malloc(need[k] * sizeof *bufs) : NULL;
         if (need[k] && !bufs) {
             pthread_mutex_lock(&ns->st->mu);
-            sb_blk_plan_cancel(ns, kind, extra[k]);
+            sb_host_read_plan_cancel(ns, kind, extra[k]);
             pthread_mutex_unlock(&ns->st->mu);
         }
-        if ((need[k] && !bufs) || sb_blk_pool_fill(ns, kind, bufs, need[k], extra[k]) != SB_OK) {
+        if ((need[k] && !bufs) || sb_host_read_fill(ns, kind, bufs, need[k], extra[k]) != SB_OK) {
             free(bufs);
             for (size_t i = 0; i < n; i++) /* the first without memory ends it */
                 if (x[i].b->kind == kind && !x[i].buf.data) {
@@ -399,15 +387,6 @@ static size_t rd_setup(sb_ns *ns, rd *x, size_t n, const size_t extra[2], struct
         if (!rd_payload(&x[i], &(*iov)[2 * i]))
             return i;
     return ready;
-}
-
-/* Give back a reservation of step 1 and its buffer, if it got one. [mu] */
-static void unreserve(sb_ns *ns, int kind, sb_pbuf buf)
-{
-    if (buf.data)
-        sb_blk_release(ns, kind, buf);
-    else
-        sb_blk_unreserve(ns, kind);
 }
 
 /* One pass of sb_disk_load; *again: a block's record moved (reclamation
@@ -441,18 +420,18 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
         if (b->data)
             continue;
         sb_pbuf buf;
-        int e = sb_blk_reserve(ns, b->kind, &buf); /* may wait: look at b after */
+        int e = sb_host_read_reserve(ns, b->kind, &buf); /* may wait: look at b after */
         if (e != SB_OK) {
             rc = e;
             limit = i;
             break;
         }
         if (b->data) {
-            unreserve(ns, b->kind, buf);
+            sb_host_read_unreserve(ns, b->kind, buf);
             continue;
         }
         if (b->disk != SB_DISK_CLEAN || !sb_disk_record_live(d, b)) {
-            unreserve(ns, b->kind, buf); /* its segment was reclaimed */
+            sb_host_read_unreserve(ns, b->kind, buf); /* its segment was reclaimed */
             rc = SB_ERR_IO;
             limit = i;
             break;
@@ -466,7 +445,7 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
     }
     for (int k = 0; k < 2; k++)
         if (fresh[k])
-            extra[k] = sb_blk_plan(ns, k == 0 ? SB_BLK_PAGE : SB_BLK_POINT, fresh[k]);
+            extra[k] = sb_host_read_plan(ns, k == 0 ? SB_BLK_PAGE : SB_BLK_POINT, fresh[k]);
     pthread_mutex_unlock(&st->mu);
 
     /* 2 */
@@ -536,12 +515,12 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
             limit = i;
             break;
         }
-        sb_blk_install(b, r->buf); /* goes back to the pool if b got data meanwhile */
+        sb_host_read_install(b, r->buf); /* goes back to the pool if b got data meanwhile */
         r->installed = true;
     }
     for (size_t i = 0; i < nx; i++) {
         if (!x[i].installed)
-            unreserve(ns, x[i].b->kind, x[i].buf);
+            sb_host_read_unreserve(ns, x[i].b->kind, x[i].buf);
         free(x[i].zbuf);
         sb_disk_unhold(st, x[i].seg);
     }

@@ -60,14 +60,14 @@
 #include <string.h>
 
 #include "disk_int.h"
+#include "host.h"
 #include "internal.h"
-#include "radix.h"
 
 typedef struct victims {
     sb_blk **b;                /* (n) collected blocks, one reference each */
     uint8_t *hot;              /* (n) */
     size_t n, cap;
-    sb_ns **ns;                /* (n_ns) namespaces held (holds++) */
+    sb_ns **ns;                /* (n_ns) namespaces held (sb_host_ns_hold) */
     size_t n_ns, ns_cap;
     uint32_t v;                /* the victim segment */
     bool nomem;
@@ -91,25 +91,6 @@ static bool in_victim(const sb_blk *b, uint32_t v)
     return b->indexed && b->disk == SB_DISK_CLEAN && b->seg == v;
 }
 
-/* The last full page before point state b on its path, or NULL (the point
- * sits in the first page). */
-static sb_blk *point_page(const sb_ns *ns, const sb_blk *b)
-{
-    uint32_t pt = ns->page_tokens, q = b->n_tokens / pt;
-    if (q == 0)
-        return NULL;
-    const sb_node *x = b->node;
-    while (x->parent && x->start >= q * pt)
-        x = x->parent;
-    return x->pages[(q - 1) - x->start / pt];
-}
-
-/* The block a record of b names as its parent, or NULL (the root). */
-static sb_blk *parent_of(sb_ns *ns, const sb_blk *b)
-{
-    return b->kind == SB_BLK_PAGE ? sb_radix_prev_page(ns, b) : point_page(ns, b);
-}
-
 /* Step 1 for one block: take it when its record is in V. [mu] */
 static void collect_one(void *ctx, sb_blk *b)
 {
@@ -120,7 +101,7 @@ static void collect_one(void *ctx, sb_blk *b)
         out->nomem = true;
         return;
     }
-    sb_blk_ref(b);
+    sb_host_blk_ref(b);
     out->b[out->n++] = b;
 }
 
@@ -128,16 +109,16 @@ static void collect_one(void *ctx, sb_blk *b)
 static void collect(sb_ns *ns, victims *out)
 {
     size_t first = out->n;
-    if (sb_radix_visit(ns, collect_one, out) != SB_OK)
+    if (sb_host_index_visit(ns, collect_one, out) != SB_OK)
         out->nomem = true;
     if (out->n > first) {
         if (push((void **)&out->ns, &out->ns_cap, out->n_ns, sizeof *out->ns)) {
-            ns->holds++;
+            sb_host_ns_hold(ns);
             out->ns[out->n_ns++] = ns;
         } else {
             out->nomem = true; /* ns is held by its blocks' references only */
             while (out->n > first)
-                sb_blk_unref(out->b[--out->n]);
+                sb_host_blk_unref(out->b[--out->n]);
         }
     }
 }
@@ -152,7 +133,7 @@ static void mark_hot(victims *vs, uint32_t v)
             continue;
         /* Through ancestors outside V too: one re-appended earlier sits in
          * a newer segment, its own parent may still be in V. */
-        for (sb_blk *x = b; x; x = parent_of(b->ns, x)) {
+        for (sb_blk *x = b; x; x = sb_host_index_parent(x)) {
             if (!in_victim(x, v))
                 continue;
             if (x->mark)
@@ -195,9 +176,9 @@ static void read_hot(sb_disk *d, victims *vs, uint32_t v)
 
 /* May b's record be written again: is the record its own names as parent
  * on disk outside V, queued again, or to be copied? [mu] */
-static bool parent_kept(sb_ns *ns, const sb_blk *b, uint32_t v)
+static bool parent_kept(const sb_blk *b, uint32_t v)
 {
-    const sb_blk *p = parent_of(ns, b);
+    const sb_blk *p = sb_host_index_parent(b);
     return !p || p->disk == SB_DISK_QUEUED ||
            (p->disk == SB_DISK_CLEAN && (p->seg != v || p->reinsert));
 }
@@ -227,12 +208,12 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
         sb_blk *b = vs->b[i];
         vs->b[i] = NULL;
         if (!in_victim(b, v)) { /* gone or moved meanwhile */
-            sb_blk_unref(b);
+            sb_host_blk_unref(b);
             continue;
         }
         sb_ns *ns = b->ns;
         bool denied = false;
-        if (vs->hot[i] && (b->data || copies) && parent_kept(ns, b, v)) {
+        if (vs->hot[i] && (b->data || copies) && parent_kept(b, v)) {
             uint64_t rec = sb_disk_rec_bytes(b);
             int why = rec > keep ? SB_DENY_CAPACITY : sb_disk_admit(d, b);
             if (why >= 0) {
@@ -273,16 +254,16 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
             b->why = SB_DENY_CAPACITY;
         if (b->data) {
             sb_disk_unclean(st, b, SB_DISK_NONE);
-            if (b->kind == SB_BLK_PAGE && !sb_radix_is_leaf_page(b)) {
+            if (b->kind == SB_BLK_PAGE && !sb_host_blk_leaf(b)) {
                 b->cut = 1;
-                sb_blk_candidate(b);
+                sb_host_blk_evictable(b);
             }
             d->rc_ram++;
         } else {
             sb_disk_drop(ns, b);
             d->rc_dropped++;
         }
-        sb_blk_unref(b);
+        sb_host_blk_unref(b);
     }
     if (tail) {
         tail->wq_next = d->q_head;
@@ -368,11 +349,9 @@ int sb_disk_reclaim(sb_disk *d, bool copies)
     d->segs[v].going = rc == SB_OK;
     for (size_t i = 0; i < vs.n; i++) /* what settle did not take */
         if (vs.b[i])
-            sb_blk_unref(vs.b[i]);
-    for (size_t i = 0; i < vs.n_ns; i++) {
-        vs.ns[i]->holds--;
-        sb_ns_maybe_free(vs.ns[i]);
-    }
+            sb_host_blk_unref(vs.b[i]);
+    for (size_t i = 0; i < vs.n_ns; i++)
+        sb_host_ns_unhold(vs.ns[i]);
     pthread_mutex_unlock(&st->mu);
     free(vs.b);
     free(vs.hot);

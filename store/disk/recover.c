@@ -42,8 +42,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "host.h"
 #include "internal.h"
-#include "radix.h"
 #include "recover_int.h"
 #include "scan.h"
 
@@ -444,18 +444,18 @@ static int open_namespaces(rctx *c)
         if (sb_rec_ns_decode(c->bytes + r->extra, r->h.extra_bytes, &desc) != SB_OK)
             continue;
         sb_ns *ns;
-        int e = sb_ns_open(st, &desc.layout, desc.scope, desc.scope_bytes, &ns);
+        int e = sb_host_ns_open(st, &desc.layout, desc.scope, desc.scope_bytes, &ns);
         if (e == SB_ERR_NOMEM)
             rc = e;
         if (e != SB_OK)
             continue;
         if (ns->id != r->h.ns_id) {
-            sb_ns_close(ns);
+            sb_host_ns_close(ns);
             continue;
         }
         struct rns *p = realloc(c->ns, (c->n_ns + 1) * sizeof *p);
         if (!p) {
-            sb_ns_close(ns);
+            sb_host_ns_close(ns);
             rc = SB_ERR_NOMEM;
             break;
         }
@@ -505,7 +505,7 @@ static bool keys_match(sb_ns *ns, const uint32_t *tokens, size_t n, rrec **chain
     sb_key parent = ns->root_key;
     for (size_t r = 0; r * pt < n; r++) {
         size_t k = n - r * pt < pt ? n - r * pt : pt;
-        sb_key key = sb_key_chain(&parent, tokens + r * pt, k);
+        sb_key key = sb_host_key_chain(&parent, tokens + r * pt, k);
         if (key.lo != chain[r]->h.key[0] || key.hi != chain[r]->h.key[1])
             return false;
         parent = key;
@@ -516,7 +516,7 @@ static bool keys_match(sb_ns *ns, const uint32_t *tokens, size_t n, rrec **chain
 /* A disk-only block for record r. */
 static sb_blk *disk_block(sb_ns *ns, const rrec *r, int kind)
 {
-    sb_blk *b = sb_blk_new_disk(ns, kind);
+    sb_blk *b = sb_host_blk_new_record(ns, kind);
     if (b) {
         b->disk = SB_DISK_CLEAN;
         b->seg = r->seg;
@@ -551,9 +551,8 @@ static int insert_leaf(rctx *c, rrec *leaf, rrec **chain, uint32_t *tokens, sb_b
         return SB_OK;
 
     pthread_mutex_lock(&st->mu);
-    sb_walk w;
-    sb_radix_walk(ns, tokens, n, &w, NULL);
-    size_t r0 = w.m == n ? n_reg : w.m / pt;
+    size_t m = sb_host_index_prefix(ns, tokens, n);
+    size_t r0 = m == n ? n_reg : m / pt;
     int rc = SB_OK;
     for (size_t r = 0; r < n_reg; r++) {
         pages[r] = r < r0 ? NULL : disk_block(ns, chain[r], SB_BLK_PAGE);
@@ -561,7 +560,7 @@ static int insert_leaf(rctx *c, rrec *leaf, rrec **chain, uint32_t *tokens, sb_b
             rc = SB_ERR_NOMEM;
     }
     if (rc == SB_OK)
-        rc = sb_commit_locked(ns, tokens, n, pages, NULL, false, NULL);
+        rc = sb_host_index_adopt(ns, tokens, n, pages, NULL);
     for (size_t r = r0; r < n_reg; r++) {
         if (!pages[r])
             continue;
@@ -569,7 +568,7 @@ static int insert_leaf(rctx *c, rrec *leaf, rrec **chain, uint32_t *tokens, sb_b
             sb_disk_count(st, pages[r], 1);
             c->d->rec_pages++;
         }
-        sb_blk_unref(pages[r]);
+        sb_host_blk_unref(pages[r]);
     }
     pthread_mutex_unlock(&st->mu);
     if (rc == SB_OK)
@@ -594,18 +593,16 @@ static int insert_point(rctx *c, rrec *p, rrec **chain, uint32_t *tokens, sb_blk
     if (!chain_of(c, ns, p->h.ns_id, p, full, chain, tokens))
         return SB_OK;
     memcpy(tokens + full, c->tok + p->tok, (size_t)p->h.n_tokens * sizeof *tokens);
-    sb_key key = p->h.n_tokens ? sb_key_chain(&parent, tokens + full, p->h.n_tokens) : parent;
+    sb_key key = p->h.n_tokens ? sb_host_key_chain(&parent, tokens + full, p->h.n_tokens) : parent;
     if (key.lo != p->h.key[0] || key.hi != p->h.key[1])
         return SB_OK;
 
     pthread_mutex_lock(&st->mu);
-    sb_walk w;
-    sb_radix_walk(ns, tokens, L, &w, NULL);
     int rc = SB_OK;
-    if (w.m == L) {
+    if (sb_host_index_prefix(ns, tokens, L) == L) {
         memset(pages, 0, ((L + pt - 1) / pt) * sizeof *pages);
         sb_blk *b = disk_block(ns, p, SB_BLK_POINT);
-        rc = b ? sb_commit_locked(ns, tokens, L, pages, b, false, NULL) : SB_ERR_NOMEM;
+        rc = b ? sb_host_index_adopt(ns, tokens, L, pages, b) : SB_ERR_NOMEM;
         if (b && b->indexed) {
             sb_disk_count(st, b, 1);
             c->d->rec_points++;
@@ -613,7 +610,7 @@ static int insert_point(rctx *c, rrec *p, rrec **chain, uint32_t *tokens, sb_blk
         if (rc == SB_OK)
             p->placed = 1; /* indexed, or a newer copy was */
         if (b)
-            sb_blk_unref(b);
+            sb_host_blk_unref(b);
     }
     pthread_mutex_unlock(&st->mu);
     return rc == SB_ERR_NOMEM ? rc : SB_OK;
@@ -931,7 +928,7 @@ int sb_disk_recover(sb_disk *d)
     if (rc == SB_OK && d->mode != SB_WRITE_ONLY)
         rc = rebuild(&c);
     for (size_t i = 0; i < c.n_ns; i++)
-        sb_ns_close(c.ns[i].ns);
+        sb_host_ns_close(c.ns[i].ns);
     pthread_mutex_lock(&st->mu);
     for (size_t b = 0; b < st->n_buckets; b++)
         for (sb_ns *ns = st->buckets[b]; ns; ns = ns->next)

@@ -82,6 +82,7 @@
 #include <time.h>
 
 #include "disk_int.h"
+#include "host.h"
 #include "internal.h"
 
 #define SB_TKT_RUNS_MAX 4096u  /* runs of failed tickets remembered */
@@ -287,7 +288,7 @@ static void fail(sb_disk *d, sb_wset *ws)
     table_remove(d, ws);
     if (!ws->hidden) {
         runs_add(d, ws->id);
-        sb_free(ws);
+        sb_host_free(ws);
     }
     pthread_cond_broadcast(&d->done_cv);
 }
@@ -299,7 +300,7 @@ static void release(sb_disk *d, sb_wset *ws)
     detach_all(ws);
     table_remove(d, ws);
     if (!ws->hidden)
-        sb_free(ws);
+        sb_host_free(ws);
     pthread_cond_broadcast(&d->done_cv);
 }
 
@@ -429,12 +430,12 @@ void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok)
             ws->failed = true;
             if (!ws->hidden) {
                 runs_add(d, ws->id);
-                sb_free(ws);
+                sb_host_free(ws);
             }
         } else if (ws_durable(d, ws)) {
             detach_all(ws);
             if (!ws->hidden)
-                sb_free(ws);
+                sb_host_free(ws);
         } else {
             d->wsets[k++] = ws;
         }
@@ -446,9 +447,9 @@ void sb_tkt_free_all(sb_disk *d)
 {
     for (size_t i = 0; i < d->n_wsets; i++) {
         detach_all(d->wsets[i]);
-        sb_free(d->wsets[i]);
+        sb_host_free(d->wsets[i]);
     }
-    sb_free(d->wsets);
+    sb_host_free(d->wsets);
     free(d->wruns);
     d->wsets = NULL;
     d->wruns = NULL;
@@ -497,7 +498,7 @@ sb_wset *sb_disk_wset_new(sb_store *st, size_t n)
 {
     if (!sb_disk_of(st) || n > UINT32_MAX)
         return NULL;
-    sb_wset *ws = sb_malloc(&st->mem, sizeof *ws + n * sizeof(sb_wnode));
+    sb_wset *ws = sb_host_malloc(st, sizeof *ws + n * sizeof(sb_wnode));
     if (ws) {
         memset(ws, 0, sizeof *ws);
         ws->cap = (uint32_t)n;
@@ -507,7 +508,7 @@ sb_wset *sb_disk_wset_new(sb_store *st, size_t n)
 
 void sb_disk_wset_free(sb_wset *ws)
 {
-    sb_free(ws);
+    sb_host_free(ws);
 }
 
 int sb_disk_wset_reserve(sb_store *st)
@@ -517,7 +518,7 @@ int sb_disk_wset_reserve(sb_store *st)
         return SB_OK;
     if (d->n_wsets + d->wsets_reserved >= d->wsets_cap) {
         size_t cap = d->wsets_cap ? 2 * d->wsets_cap : 64;
-        sb_wset **p = sb_realloc(&st->mem, d->wsets, cap * sizeof *p);
+        sb_wset **p = sb_host_realloc(st, d->wsets, cap * sizeof *p);
         if (!p)
             return SB_ERR_NOMEM;
         d->wsets = p;
@@ -615,7 +616,7 @@ static void discard(sb_disk *d, sb_wset *ws)
 {
     detach_all(ws);
     table_remove(d, ws);
-    sb_free(ws);
+    sb_host_free(ws);
 }
 
 void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint64_t t0,
@@ -628,7 +629,7 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
         return;
     d->wsets_reserved--; /* its place: taken now, or not needed */
     if (!n) { /* nothing stored: no ticket */
-        sb_free(ws);
+        sb_host_free(ws);
         return;
     }
     for (size_t i = 0; i < n && !ws->failed; i++)
@@ -657,7 +658,7 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
     }
     bool pending = find(d, id) == ws;
     if (!pending && keep) {
-        sb_free(ws); /* failed (remembered) or durable: the ticket says so */
+        sb_host_free(ws); /* failed (remembered) or durable: the ticket says so */
         ws = NULL;
     }
     /* COMMIT: wait until what the state has queued is written and synced
@@ -665,7 +666,7 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
      * blocks are held meanwhile, to count them after. */
     if (d->durability == SB_DURABILITY_COMMIT && d->running) {
         for (size_t i = 0; i < n; i++)
-            sb_blk_ref(blocks[i]);
+            sb_host_blk_ref(blocks[i]);
         sb_wset *w;
         while (!d->abort && (w = find(d, id)) && (w->queued || w->max_t > d->synced_ticket)) {
             push(d, w);
@@ -684,12 +685,12 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
         oc->denied += oc->denied_by[r];
     if (d->durability == SB_DURABILITY_COMMIT && d->running)
         for (size_t i = 0; i < n; i++)
-            sb_blk_unref(blocks[i]);
+            sb_host_blk_unref(blocks[i]);
     if (!keep) { /* nobody can ask for a hidden ticket: it goes */
         if (pending)
             discard(d, ws);
         else
-            sb_free(ws);
+            sb_host_free(ws);
     }
 }
 

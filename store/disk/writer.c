@@ -37,8 +37,8 @@
 
 #include "compress.h"
 #include "disk_int.h"
+#include "host.h"
 #include "internal.h"
-#include "radix.h"
 
 typedef struct wslot {
     sb_io_req req;
@@ -67,7 +67,7 @@ typedef struct wslot {
 typedef struct wcopy {
     sb_blk *b;
     sb_disk_loc at;
-    uint8_t *buf;              /* its payload, sb_blk_alloc_bytes */
+    uint8_t *buf;              /* its payload, sb_host_blk_data_bytes */
     int rc;                    /* how reading it went */
 } wcopy;
 
@@ -226,10 +226,10 @@ static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
     if (b->waits) /* the durability tickets waiting for it (ticket.c) */
         sb_tkt_resolved(d, b, how > 0);
     bool offer = b->indexed && b->data &&
-                 (how > 0 || b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b));
-    sb_blk_unref(b);
+                 (how > 0 || b->kind == SB_BLK_POINT || sb_host_blk_leaf(b));
+    sb_host_blk_unref(b);
     if (offer)
-        sb_blk_candidate(b);
+        sb_host_blk_evictable(b);
 }
 
 /* ---- records [mu] --------------------------------------------------------------- */
@@ -242,31 +242,13 @@ static bool seg_has_ns(const sb_seg *s, uint64_t id)
     return false;
 }
 
-/* The key of the last full page before a point state at L on node's path,
- * and the tokens after it: what a point record names. */
-static sb_key point_parent(sb_ns *ns, sb_node *node, uint32_t L)
+/* The key of the last full page before point state b on its path (the
+ * namespace's root key when there is none): what a point record names as
+ * its parent. */
+static sb_key point_parent(const sb_ns *ns, const sb_blk *b)
 {
-    uint32_t pt = ns->page_tokens, q = L / pt;
-    if (q == 0)
-        return ns->root_key;
-    uint32_t depth = q * pt;
-    sb_node *x = node;
-    while (x->parent && x->start >= depth)
-        x = x->parent;
-    return x->pages[(q - 1) - x->start / pt]->key;
-}
-
-/* Copy the tokens at depths [from, to) of node's path into out. */
-static void path_tokens(sb_node *node, uint32_t from, uint32_t to, uint32_t *out)
-{
-    for (sb_node *x = node; x && x->len; x = x->parent) {
-        uint32_t s = x->start > from ? x->start : from;
-        uint32_t e = sb_node_end(x) < to ? sb_node_end(x) : to;
-        if (s < e)
-            memcpy(out + (s - from), x->tok + (s - x->start), (size_t)(e - s) * sizeof *out);
-        if (x->start <= from)
-            break;
-    }
+    const sb_blk *p = sb_host_index_parent(b);
+    return p ? p->key : ns->root_key;
 }
 
 /* Fill slot s with block b's record at the open segment's end, or with b's
@@ -312,14 +294,14 @@ static bool prepare(sb_disk *d, wslot *s, sb_blk *b, bool ns_rec)
         s->pay_bytes = b->bytes;
     } else {
         uint32_t L = b->n_tokens, pt = ns->page_tokens;
-        sb_key parent = point_parent(ns, b->node, L);
+        sb_key parent = point_parent(ns, b);
         h->kind = SB_REC_POINT;
         h->parent_key[0] = parent.lo;
         h->parent_key[1] = parent.hi;
         h->position = L;
         h->n_tokens = L % pt;
         h->payload_bytes = ns->point_bytes;
-        s->pay_bytes = sb_blk_alloc_bytes(ns, SB_BLK_POINT);
+        s->pay_bytes = sb_host_blk_data_bytes(ns, SB_BLK_POINT);
     }
     if (h->n_tokens) {
         size_t want = (size_t)h->n_tokens * sizeof *s->tok;
@@ -327,11 +309,11 @@ static bool prepare(sb_disk *d, wslot *s, sb_blk *b, bool ns_rec)
             return false;
         /* A page's tokens start at its position; a point's end at it. */
         uint32_t from = h->kind == SB_REC_PAGE ? h->position : h->position - h->n_tokens;
-        path_tokens(b->node, from, from + h->n_tokens, s->tok);
+        sb_host_index_tokens(b, from, from + h->n_tokens, s->tok);
     }
     if (h->kind == SB_REC_POINT) {
         sb_key pk = { h->parent_key[0], h->parent_key[1] };
-        sb_key k = h->n_tokens ? sb_key_chain(&pk, s->tok, h->n_tokens) : pk;
+        sb_key k = h->n_tokens ? sb_host_key_chain(&pk, s->tok, h->n_tokens) : pk;
         h->key[0] = k.lo;
         h->key[1] = k.hi;
     }
@@ -351,7 +333,7 @@ static uint64_t head_size(const sb_blk *b)
 
 uint64_t sb_disk_rec_bytes(const sb_blk *b)
 {
-    return head_size(b) + sb_blk_alloc_bytes(b->ns, b->kind);
+    return head_size(b) + sb_host_blk_data_bytes(b->ns, b->kind);
 }
 
 /* Bytes the record of b (payload compressed as z says, when z) and its
@@ -492,7 +474,7 @@ static void copy_done(sb_disk *d, sb_blk *b, const wslot *s, bool lost)
         }
     }
     b->reinsert = 0;
-    sb_blk_unref(b);
+    sb_host_blk_unref(b);
 }
 
 /* Read and check the next copies (as many as free slots could take),
@@ -523,7 +505,7 @@ static void fetch_copies(wstate *w)
     pthread_mutex_unlock(&d->st->mu);
     for (unsigned i = 0; i < n; i++) {
         wcopy *c = &w->fetch[i];
-        c->buf = aligned_alloc(4096, sb_blk_alloc_bytes(c->b->ns, c->b->kind));
+        c->buf = aligned_alloc(4096, sb_host_blk_data_bytes(c->b->ns, c->b->kind));
         c->rc = c->buf ? sb_disk_read_record(d, c->b->ns, c->b, &c->at, c->buf) : SB_ERR_NOMEM;
     }
     pthread_mutex_lock(&d->st->mu);
@@ -1037,7 +1019,7 @@ static void open_segment(wstate *w)
     pthread_mutex_lock(&d->st->mu);
     if (rc == SB_ERR_NOSPC) {
         d->nospc++;
-        d->retry_ns = sb_now_ns(d->st) + 1000000000ull;
+        d->retry_ns = sb_host_now(d->st) + 1000000000ull;
     }
     if (rc != SB_OK) {
         d->broken = rc;

@@ -24,7 +24,7 @@
 
 #include "compress.h"
 #include "format.h"
-#include "internal.h"
+#include "host.h"
 #include "rcluster.h"
 #include "snapbank.h"
 
@@ -162,7 +162,7 @@ static int check_value(const sb_remote_ns *ns, const sb_remote_want *w, const ui
               h.payload_bytes == len - used && !memcmp(tok, w->tokens, 4 * (size_t)pt);
     if (ok) {
         sb_key parent = { w->parent_key[0], w->parent_key[1] };
-        sb_key k = sb_key_chain(&parent, w->tokens, pt);
+        sb_key k = sb_host_key_chain(&parent, w->tokens, pt);
         ok = k.lo == w->key[0] && k.hi == w->key[1];
     }
     free(head);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "host.h"
 #include "internal.h"
 #include "remote.h"
 #include "rtier.h"
@@ -55,8 +56,8 @@ static void release_page(void *ctx)
     sb_ns *ns = b->ns;
     sb_store *st = ns->st;
     pthread_mutex_lock(&st->mu);
-    sb_blk_unref(b);
-    sb_ns_maybe_free(ns);
+    sb_host_blk_unref(b);
+    sb_host_ns_maybe_free(ns);
     pthread_mutex_unlock(&st->mu);
 }
 
@@ -80,7 +81,7 @@ static void rt_offer(sb_store *st, sb_ns *ns, sb_blk *b, const uint32_t *tokens)
         return;
     }
     memcpy(tok, tokens, 4 * (size_t)ns->page_tokens);
-    sb_blk_ref(b);
+    sb_host_blk_ref(b);
     pend *p = &t->pend[t->n_pend++];
     p->b = b;
     p->tokens = tok;
@@ -176,7 +177,7 @@ static void rt_close(sb_store *st)
     /* Offers never handed over hold references: drop them. */
     pthread_mutex_lock(&st->mu);
     for (size_t i = 0; i < t->n_pend; i++) {
-        sb_blk_unref(t->pend[i].b);
+        sb_host_blk_unref(t->pend[i].b);
         free(t->pend[i].tokens);
     }
     free(t->pend);
