@@ -38,4 +38,10 @@ int sb_store_new(const sb_config *cfg, sb_store **out);
  * can be handed out. */
 void sb_store_publish(sb_store *st);
 
+/* ---- test hook (not in the public header) ---- */
+
+/* sb_store_crash -- drop a store as a killed process would: the tier stops
+ * where it is and nothing more is written; then everything is freed. */
+void sb_store_crash(sb_store *st);
+
 #endif /* SB_STORE_H */

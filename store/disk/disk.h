@@ -26,9 +26,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "host.h"
 #include "io.h"
-#include "tier.h"
+#include "tier_ops.h"
 
 struct sb_disk; /* disk_int.h */
 
@@ -276,6 +276,6 @@ void sb_disk_writer_hook(sb_store *st, void (*fn)(void *ctx), void *ctx);
  * without a disk tier). Locks st->mu. */
 bool sb_disk_stopping(sb_store *st);
 
-/* The test hooks sb_store_crash: tier.h; sb_store_open_io: store/open/open.h. */
+/* The test hooks sb_store_open_io and sb_store_crash: store/open/open.h. */
 
 #endif /* SB_DISK_H */

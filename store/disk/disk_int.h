@@ -16,6 +16,7 @@
 
 #include "disk.h"
 #include "format.h"
+#include "internal.h"
 
 typedef struct sb_disk sb_disk;
 typedef struct sb_wrun sb_wrun; /* a run of failed tickets (ticket.c) */

@@ -5,7 +5,8 @@
  * calls into it.
  *
  * sb_store_open (snapbank.h) is defined here; this header adds the test
- * hook that opens a store on the in-memory file system.
+ * hook that opens a store on the in-memory file system (and brings core's
+ * sb_store_crash, store.h, which drops one as a killed process would).
  *
  * Thread safety: as sb_store_open.
  */
@@ -13,6 +14,7 @@
 #define SB_OPEN_H
 
 #include "snapbank.h"
+#include "store.h"
 
 typedef struct sb_io sb_io; /* store/disk/io.h: a file system backend */
 
