@@ -8,9 +8,11 @@
  * folders can be read from the objects' symbols:
  *
  *     store/open ──► store/disk, store/remote ──► store/core (host.h)
- *          │                ▲                          │
- *          └───────────────►│ store/core (store.h)     │ tier.h, shared.h:
- *                           └──────────────────────────┘ function pointers
+ *          │                  ▲                        │   ▲
+ *          │                  └─ tier.h, shared.h ─────┘   │
+ *          │                     (function pointers on     │
+ *          │                      the store)               │
+ *          └──────────────── store.h (the bare store) ─────┘
  *
  * The functions, grouped by what they are for:
  *   - the store:   its clock, its allocator (with the fault hook), huge-page
