@@ -1,6 +1,8 @@
 /* fsck.c -- sb_store_fsck: offline verification of a store directory
  * (snapbank_fsck.h says what is checked and what counts as damage); and
- * sb_store_fsck_repair: a salvaging open (salvage.c), then the check.
+ * sb_store_fsck_repair: a salvaging open (sb_store_open with SB_OPEN_SALVAGE:
+ * store/disk/salvage.c), then the check. It sits in store/open, above the
+ * disk tier, because the repair opens a whole store.
  *
  * sb_store_fsck is read-only: the one call that writes is the lock. Every
  * read goes through a posix sb_io and scan.h's 1 MiB window (segments are
