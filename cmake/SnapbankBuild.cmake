@@ -76,7 +76,7 @@ function(sb_add_test name)
   sb_target_defaults(${name})
   target_link_libraries(${name} PRIVATE snapbank_static PkgConfig::CMOCKA ${T_LIBS})
   if(T_INTERNAL)
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/store/core ${PROJECT_SOURCE_DIR}/store/disk
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/store/core ${PROJECT_SOURCE_DIR}/store/format ${PROJECT_SOURCE_DIR}/store/disk
                                ${PROJECT_SOURCE_DIR}/store/remote ${PROJECT_SOURCE_DIR}/store/open)
   endif()
   add_test(NAME ${name} COMMAND ${name} ${T_ARGS})
@@ -93,7 +93,7 @@ endfunction()
 function(sb_add_fuzzer name source corpus)
   add_executable(${name}_replay ${source} ${ARGN} ${PROJECT_SOURCE_DIR}/fuzz/replay.c)
   sb_target_defaults(${name}_replay)
-  target_include_directories(${name}_replay PRIVATE ${PROJECT_SOURCE_DIR}/store/core ${PROJECT_SOURCE_DIR}/store/disk
+  target_include_directories(${name}_replay PRIVATE ${PROJECT_SOURCE_DIR}/store/core ${PROJECT_SOURCE_DIR}/store/format ${PROJECT_SOURCE_DIR}/store/disk
                              ${PROJECT_SOURCE_DIR}/store/open)
   target_link_libraries(${name}_replay PRIVATE snapbank_static)
   add_test(NAME ${name}_replay
@@ -102,7 +102,7 @@ function(sb_add_fuzzer name source corpus)
   if(SB_LIBFUZZER)
     add_executable(${name} ${source} ${ARGN})
     sb_target_defaults(${name})
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/store/core ${PROJECT_SOURCE_DIR}/store/disk
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/store/core ${PROJECT_SOURCE_DIR}/store/format ${PROJECT_SOURCE_DIR}/store/disk
                                ${PROJECT_SOURCE_DIR}/store/open)
     target_link_options(${name} PRIVATE -fsanitize=fuzzer)
     target_link_libraries(${name} PRIVATE snapbank_static)

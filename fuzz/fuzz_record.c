@@ -1,5 +1,5 @@
 /* fuzz_record.c -- libFuzzer harness: the on-disk format's decoders
- * (store/disk/format.h) on arbitrary bytes.
+ * (store/format/format.h) on arbitrary bytes.
  *
  * Property. Every decoder either refuses its input with a documented code
  * (SB_ERR_FORMAT, SB_ERR_VERSION, SB_ERR_CORRUPT, SB_ERR_RANGE, SB_ERR_INVAL)

@@ -1,5 +1,5 @@
 /* gen_record_seeds.c -- writes the seed corpus of fuzz_record into a
- * directory: one valid instance of every structure store/disk/format.h defines
+ * directory: one valid instance of every structure store/format/format.h defines
  * (page, point and namespace records, a namespace description, superblock
  * slots, a summary), each also with its checksum-repair bit set, plus a few
  * refusals (another version, a truncated head). Run it when the format

@@ -1,4 +1,4 @@
-/* Description: the on-disk format (store/disk/format.h). The documented example
+/* Description: the on-disk format (store/format/format.h). The documented example
  * record is produced byte for byte; every record kind, the namespace
  * description, superblock slots and summaries round-trip exactly; and each
  * decoder refuses what it must with the documented code: a wrong magic

@@ -10,7 +10,7 @@
  * What fsck checks
  * ============================================================================
  *
- * The store directory (store/disk/format.h draws every structure):
+ * The store directory (store/format/format.h draws every structure):
  *
  *     DIR/LOCK              taken for the duration of the check, when present
  *     DIR/superblock        slot A at 0, slot B at slot_bytes = file size / 2;
