@@ -54,6 +54,7 @@ import sys
 # folder that does not exist yet is fine.
 LAYERS = [
     ["store/core"],                       # index, RAM tier, store object
+    ["store/format"],                     # records, compression, payload hash
     ["store/disk", "store/remote"],       # tiers: siblings, never each other
     ["store/open"],                       # wires the tiers to core
     ["runtime/core"],
@@ -77,6 +78,7 @@ LAYERS = [
 # (not written yet), every such call is a violation.
 INTERFACES = [
     # A tier reaches the index only through core's host interface.
+    ("store/format", "store/core", "store/core/host.h"),
     ("store/disk", "store/core", "store/core/host.h"),
     ("store/remote", "store/core", "store/core/host.h"),
     # Everything above the store uses its public API only.

@@ -11,8 +11,10 @@ graph is an error: it names the folders and one include line per edge.
 
 It also checks the rules DESIGN.md states outright:
   - nothing in store/ includes runtime/, tools/, bench/ or bindings/;
-  - store/core includes nothing of store/disk or store/remote (the tiers
-    sit below the index and are reached through store/core/tier.h).
+  - store/core includes nothing of store/format, store/disk, store/remote or
+    store/open (the tiers sit above the index, which reaches them through
+    their tables of operations: store/core/tier.h, shared.h);
+  - no tier includes store/open (the wiring that opens a store with them).
 
 Usage: scripts/check-layers.py [ROOT]. Exit status 0 when clean, 1 with a
 report otherwise. Standard library only.
@@ -27,14 +29,14 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
 # Source folders, and where their quoted includes may resolve besides the
 # including file's own folder (what CMake's include directories say).
 PARTS = {
-    "store": ["store/include", "store/core", "store/disk", "store/remote"],
+    "store": ["store/include", "store/core", "store/format", "store/disk", "store/remote", "store/open"],
     "runtime": ["runtime", "runtime/core", "store/include", "tools", "tools/bench"],
     "tools": ["tools", "tools/bench", "runtime", "runtime/core", "store/include"],
     "bench": ["bench", "tools", "runtime", "runtime/core", "store/include",
-              "store/core", "store/disk", "store/remote"],
-    "tests": ["tests", "store/include", "store/core", "store/disk", "store/remote",
-              "runtime", "runtime/core", "tools"],
-    "fuzz": ["fuzz", "store/include", "store/core", "store/disk", "store/remote",
+              "store/core", "store/format", "store/disk", "store/remote", "store/open"],
+    "tests": ["tests", "store/include", "store/core", "store/format", "store/disk", "store/remote", "store/open",
+              "runtime", "runtime/core", "runtime/include", "tools"],
+    "fuzz": ["fuzz", "store/include", "store/core", "store/format", "store/disk", "store/remote", "store/open",
              "runtime", "runtime/core", "tools"],
 }
 # Folders whose files are test or benchmark drivers: they may reach into
@@ -89,8 +91,10 @@ def main():
     for (a, b), where in sorted(edges.items()):
         if a.startswith("store") and b.split(os.sep)[0] in ("runtime", "tools", "bench", "bindings"):
             bad.append("store must not include %s: %s" % (b, where))
-        if a == "store/core" and b in ("store/disk", "store/remote"):
-            bad.append("store/core must reach %s through tier.h only: %s" % (b, where))
+        if a == "store/core" and b in ("store/format", "store/disk", "store/remote", "store/open"):
+            bad.append("store/core must reach %s through its tables only: %s" % (b, where))
+        if a in ("store/format", "store/disk", "store/remote") and b == "store/open":
+            bad.append("a tier must not include the wiring above it: %s" % where)
         if b in LEAVES:
             bad.append("nothing may include %s/: %s" % (b, where))
     # Cycles between folders: a depth-first search over the graph.

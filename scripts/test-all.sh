@@ -1,16 +1,15 @@
 #!/bin/sh
 # test-all.sh -- build snapbank and run every test, the way CI does:
 #
-#   0. The layer check: no include cycle between source folders, and
-#      store/core reaches the tiers below it through tier.h only
+#   0. The layer check from includes: no include cycle between source
+#      folders, and store/core includes nothing of the tiers above it
 #      (scripts/check-layers.py); a violation fails the run at once.
 #   1. Release build, warnings as errors: unit tests, fuzz corpus replay,
 #      the benchmark smoke run, and the install test (a program built
 #      against an installed copy with pkg-config and with find_package);
 #      then the layer check from the objects' symbols (scripts/check-calls.py:
 #      a folder calls only itself, folders below it, or a declared interface;
-#      the libraries export only sb_/sbrt_ names), past the violations
-#      scripts/layers-allow.txt still lists.
+#      the libraries export only sb_/sbrt_ names).
 #   2. ASan + UBSan build: the same suites.
 #   3. TSan build: the same suites (the thread tests are the point).
 #   4. Where clang is present: a libFuzzer build, then a bounded fuzzing run
@@ -55,8 +54,7 @@ python3 "$ROOT/scripts/check-layers.py" "$ROOT"
 build_and_test release -DCMAKE_BUILD_TYPE=Release
 step "calls: scripts/check-calls.py (the layer rule from the objects' symbols)"
 python3 "$ROOT/scripts/check-calls.py" --self-test
-python3 "$ROOT/scripts/check-calls.py" "$BUILD/release" "$ROOT" \
-  --allow "$ROOT/scripts/layers-allow.txt"
+python3 "$ROOT/scripts/check-calls.py" "$BUILD/release" "$ROOT"
 build_and_test asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_SANITIZE=ON
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   build_and_test tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_TSAN=ON
