@@ -30,7 +30,7 @@ from . import _native
 from ._native import lib
 
 __all__ = ["SnapbankError", "Store", "Namespace", "Match", "Model", "Session", "Generation",
-           "PutOutcome", "version"]
+           "PutOutcome", "generate_batch", "version"]
 
 OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE, ERR_SUPERBLOCK = 0, -1, -8, -11, -21
 ERR_PENDING, ERR_NOT_DURABLE = -22, -23
@@ -544,3 +544,59 @@ class Session(_Owned):
         gen = list(out[:n_out.value])
         return Generation(gen, self._model.detokenize(gen) if gen else "",
                           json.loads(rep.value.decode()))
+
+
+def generate_batch(sessions, prompts=None, tokens=None, n=32, temp=0.0, top_k=40, top_p=0.95,
+                   seeds=None, stop_at_eos=False):
+    """One turn for each of several sessions at once, their prompts and
+    decode steps sharing forward passes (continuous batching,
+    sbrt_chat_turn_batch): session k's turn takes prompts[k] (text) or
+    tokens[k] (ids) after its conversation so far, then up to n tokens,
+    sampled with seeds[k] (default 1 each). Batching never changes an
+    answer: each Generation is what sessions[k].generate(...) would return
+    with the same arguments. The sessions must be distinct and of one model.
+    Raises SnapbankError for a bad call (nothing ran) or, after the turns
+    ran, naming the first session whose turn failed (the others continued)."""
+    sessions = list(sessions)
+    if (prompts is None) == (tokens is None):
+        raise ValueError("generate_batch: give exactly one of prompts, tokens")
+    k = len(sessions)
+    inputs = list(prompts if prompts is not None else tokens)
+    if len(inputs) != k or not k:
+        raise ValueError("generate_batch: one prompt or token list per session, at least one")
+    seeds = [1] * k if seeds is None else list(seeds)
+    if len(seeds) != k:
+        raise ValueError("generate_batch: one seed per session")
+    model = sessions[0]._model
+    if any(s._model is not model for s in sessions):
+        raise ValueError("generate_batch: the sessions must share one model")
+    arrs, lens = [], []
+    for s, x in zip(sessions, inputs):
+        if prompts is not None:  # BOS only when the conversation is empty
+            x = model.tokenize(x, bos=lib.sbrt_chat_tokens(s._live(), None, 0) == 0)
+        arr, m = _tokens(x)
+        arrs.append(arr)
+        lens.append(m)
+    P32 = ctypes.POINTER(_native.u32)
+    outs = [(_native.u32 * max(n, 1))() for _ in range(k)]
+    reps = [ctypes.create_string_buffer(2048) for _ in range(k)]
+    c_sessions = (ctypes.c_void_p * k)(*[s._live() for s in sessions])
+    c_inputs = (P32 * k)(*[ctypes.cast(a, P32) for a in arrs])
+    c_lens = (ctypes.c_size_t * k)(*lens)
+    c_seeds = (ctypes.c_uint64 * k)(*seeds)
+    c_outs = (P32 * k)(*[ctypes.cast(o, P32) for o in outs])
+    n_outs = (ctypes.c_size_t * k)()
+    rcs = (ctypes.c_int * k)()
+    c_reps = (ctypes.c_char_p * k)(*[ctypes.cast(r, ctypes.c_char_p) for r in reps])
+    stop = model.eos if stop_at_eos else 0xFFFFFFFF
+    rc = lib.sbrt_chat_turn_batch(c_sessions, k, c_inputs, c_lens, n, temp, top_k, top_p, c_seeds,
+                                  stop, c_outs, n_outs, rcs, c_reps, 2048)
+    if rc != OK:
+        bad = next((i for i in range(k) if rcs[i] != OK), None)
+        _check(rc, "batch turn" if bad is None else "batch turn of session %d" % bad)
+    result = []
+    for i in range(k):
+        gen = list(outs[i][:n_outs[i]])
+        result.append(Generation(gen, model.detokenize(gen) if gen else "",
+                                 json.loads(reps[i].value.decode())))
+    return result

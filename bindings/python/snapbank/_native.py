@@ -145,3 +145,5 @@ _proto("sbrt_chat_resume", ip, vp, P(u32), sz)
 _proto("sbrt_chat_tokens", sz, vp, P(u32), sz)
 _proto("sbrt_chat_turn", ip, vp, P(u32), sz, sz, ctypes.c_float, u32, ctypes.c_float, u64, u32,
        P(u32), P(sz), cp, sz)
+_proto("sbrt_chat_turn_batch", ip, P(vp), sz, P(P(u32)), P(sz), sz, ctypes.c_float, u32,
+       ctypes.c_float, P(u64), u32, P(P(u32)), P(sz), P(ctypes.c_int), P(cp), sz)

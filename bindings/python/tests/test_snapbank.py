@@ -247,6 +247,34 @@ class SessionTest(unittest.TestCase):
             self.assertEqual(again.report["prefill_tokens"], 0)
             self.assertEqual(again.tokens, g2.tokens)
 
+    def test_generate_batch(self):
+        prompts = ["The bank keeps what a model has already read.",
+                   "Pages that are used often stay in memory; the others go to the disk."]
+        with snapbank.Store(ram_bytes=64 << 20) as st, snapbank.Store(ram_bytes=64 << 20) as ref_st:
+            sess = [snapbank.Session(st, self.model, scope=b"a"),
+                    snapbank.Session(st, self.model, scope=b"b")]
+            refs = [snapbank.Session(ref_st, self.model, scope=b"a"),
+                    snapbank.Session(ref_st, self.model, scope=b"b")]
+            try:
+                for turn in range(2):
+                    ps = [p + (" Again." * turn) for p in prompts]
+                    got = snapbank.generate_batch(sess, prompts=ps, n=10, temp=0.8, seeds=[7, 8])
+                    for k in range(2):
+                        want = refs[k].generate(ps[k], n=10, temp=0.8, seed=7 + k)
+                        self.assertEqual(got[k].tokens, want.tokens)
+                        self.assertEqual(got[k].text, want.text)
+                        self.assertEqual(sess[k].tokens, refs[k].tokens)
+                        if turn:
+                            self.assertEqual(got[k].report["cache_mode"], "warm_prefix")
+                with self.assertRaises(snapbank.SnapbankError) as e:
+                    snapbank.generate_batch([sess[0], sess[0]], tokens=[[1, 2], [3, 4]], n=4)
+                self.assertEqual(e.exception.code, snapbank.ERR_INVAL)
+                with self.assertRaises(ValueError):
+                    snapbank.generate_batch(sess, prompts=["only one"], n=4)
+            finally:
+                for s in sess + refs:
+                    s.close()
+
     def test_warm_equals_cold(self):
         prompt = "Pages that are used often stay in memory; the others go to the disk."
         with snapbank.Store(ram_bytes=64 << 20) as st:
