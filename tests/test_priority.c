@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "disk_int.h" /* sb_drec_of, sb_disk_state: the disk tier's state of a block */
 #include "internal.h"
 #include "testutil.h"
 
@@ -74,9 +75,9 @@ static void tickets(sb_ns *ns, const uint32_t *tok, uint64_t *out)
     assert_int_equal(sb_match_pages(m, 0, PAGES, pages), SB_OK);
     for (int r = 0; r < PAGES; r++) {
         sb_blk *b = pages[r];
-        if (b->disk != SB_DISK_CLEAN)
-            fail_msg("page %d not written (disk state %d)", r, b->disk);
-        out[r] = b->ticket;
+        if (sb_disk_state(b) != SB_DISK_CLEAN)
+            fail_msg("page %d not written (disk state %d)", r, sb_disk_state(b));
+        out[r] = sb_drec_of(b)->ticket;
         sb_page_unref(pages[r]);
     }
     sb_match_release(m);

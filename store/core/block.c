@@ -237,9 +237,12 @@ int sb_blk_pool_fill(sb_ns *ns, int kind, sb_pbuf *bufs, size_t need, size_t ext
     return rc;
 }
 
+/* A block of ns with no data and one reference, and the tier's area after
+ * its header (internal.h), zeroed, in the same allocation. NULL when out of
+ * memory. */
 static sb_blk *blk_new(sb_ns *ns, int kind)
 {
-    sb_blk *b = sb_calloc(&ns->st->mem, 1, sizeof *b);
+    sb_blk *b = sb_calloc(&ns->st->mem, 1, sizeof *b + sb_tier_blk_bytes(ns->st));
     if (!b)
         return NULL;
     b->ns = ns;
@@ -359,7 +362,6 @@ void sb_blk_pin_run(sb_ns *ns, sb_blk **pages, size_t n)
         }
         b->refs++;
         b->stamp = st->tick;
-        b->hit = 1;
     }
     st->free_pages -= newly;
     st->free_bytes -= bytes;
@@ -406,7 +408,7 @@ void sb_blk_unindex(sb_blk *b)
         ns->newest_page = NULL;
     if (ns->newest_point == b)
         ns->newest_point = NULL;
-    if (b->disk == SB_DISK_CLEAN)
+    if (b->below & SB_BELOW_KEPT)
         sb_tier_forget(st, b);
     sb_tier_leave(st, b);
     bool was_free = is_free(b);

@@ -135,9 +135,9 @@ static int check_candidate(const sb_ns *ns, const sb_blk *b)
             if (b->refs < 2 && !protected_)
                 FAIL("block parked in heap %d with no outside reference", w);
         } else if (pos == SB_HEAP_OUT) {
-            if (b->data && (leaf || sb_blk_droppable(b) || b->cut))
+            if (b->data && (leaf || sb_blk_droppable(b) || (b->below & SB_BELOW_CUT)))
                 FAIL("%s block (region %" PRIu32 ") is no eviction candidate in heap %d",
-                     leaf ? "leaf" : b->cut ? "cut" : "clean", b->region, w);
+                     leaf ? "leaf" : (b->below & SB_BELOW_CUT) ? "cut" : "clean", b->region, w);
         } else if (!b->data) {
             FAIL("disk-only block (region %" PRIu32 ") in heap %d", b->region, w);
         } else if (pos >= heaps[w]->n || heaps[w]->a[pos] != b) {

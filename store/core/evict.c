@@ -113,9 +113,9 @@ void sb_pins_expire(sb_store *st)
 
 bool sb_blk_droppable(const sb_blk *b)
 {
-    if (b->disk == SB_DISK_CLEAN)
+    if (b->below & SB_BELOW_KEPT)
         return !sb_tier_write_only(b->ns->st); /* write-only reads nothing back */
-    return b->disk == SB_DISK_NONE && sb_tier_write_back(b->ns->st);
+    return !(b->below & SB_BELOW_OFFERED) && sb_tier_write_back(b->ns->st);
 }
 
 static bool is_protected(const sb_blk *b)
@@ -126,7 +126,7 @@ static bool is_protected(const sb_blk *b)
 static void evict(sb_store *st, sb_blk *b)
 {
     sb_ns *ns = b->ns;
-    if (b->disk == SB_DISK_CLEAN && !sb_tier_write_only(st)) { /* 6: its record stays indexed */
+    if ((b->below & SB_BELOW_KEPT) && !sb_tier_write_only(st)) { /* 6: its record stays indexed */
         if (b->kind == SB_BLK_PAGE) {
             st->stats.evictions++;
             st->stats.evicted_bytes += b->bytes;
@@ -136,13 +136,14 @@ static void evict(sb_store *st, sb_blk *b)
         sb_blk_drop_data(b);
         return;
     }
-    if (b->disk == SB_DISK_NONE && sb_tier_write_back(st)) { /* 6: write it */
+    if (!(b->below & SB_BELOW_OFFERED) && sb_tier_write_back(st)) { /* 6: write it */
         sb_tier_enqueue(st, b);
-        /* Queued: it waits for the writer (parked). Denied (FAILED): a
+        /* Queued: it waits for the writer (parked). Refused (OFFERED alone): a
          * leaf page or a point state is evicted below; an inner page
          * leaves the heaps until it is a leaf page again. */
-        bool queued = b->disk == SB_DISK_QUEUED;
-        if (!queued && (b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b) || b->cut))
+        bool queued = (b->below & SB_BELOW_QUEUED) != 0;
+        if (!queued && (b->kind == SB_BLK_POINT || sb_radix_is_leaf_page(b) ||
+                        (b->below & SB_BELOW_CUT)))
             goto unindex;
         for (int w = 0; w < 2; w++)
             if (b->heap_pos[w] < SB_HEAP_PARKED) {
@@ -214,7 +215,8 @@ static bool evict_one(sb_store *st, sb_ns *ns)
         } else if (b->refs > 1 || is_protected(b)) { /* 3, 5 */
             sb_heap_remove(h, b, which);
             b->heap_pos[which] = SB_HEAP_PARKED;
-        } else if (b->kind == SB_BLK_PAGE && !sb_blk_droppable(b) && !b->cut &&
+        } else if (b->kind == SB_BLK_PAGE && !sb_blk_droppable(b) &&
+                   !(b->below & SB_BELOW_CUT) &&
                    !sb_radix_is_leaf_page(b)) { /* 4 */
             sb_heap_remove(h, b, which);
         } else {

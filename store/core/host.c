@@ -95,6 +95,11 @@ bool sb_host_blk_leaf(const sb_blk *b)
     return sb_radix_is_leaf_page(b);
 }
 
+void sb_host_blk_mark(sb_blk *b, unsigned mask, unsigned bits)
+{
+    b->below = (uint8_t)((b->below & ~mask) | (bits & mask));
+}
+
 void sb_host_blk_evictable(sb_blk *b)
 {
     sb_blk_candidate(b);

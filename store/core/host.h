@@ -20,7 +20,8 @@
  *   - namespaces:  open and close a handle (recovery), hold one (a walk
  *                  over many), free one nothing holds;
  *   - blocks:      references, a new block for a record, data sizes, whether
- *                  a block may be evicted now;
+ *                  a block may be evicted now, the flags the index reads of
+ *                  a block's state in the tier (SB_BELOW_*);
  *   - the index:   the block a block's record chains from, the tokens of its
  *                  path, a visit of a namespace's blocks, whether a block
  *                  reaches a length, cutting a block out with what depends on
@@ -28,8 +29,11 @@
  *   - reads:       room in the page pool for records read back, in the
  *                  order load uses it: reserve, plan spares, fill, install.
  *
- * The tiers still read and write the fields of sb_blk, sb_ns and sb_store
- * that are theirs (internal.h); that is the next step (docs/design.md).
+ * A tier keeps its per-block state in its own area of each block (tier_ops.h
+ * blk_bytes, internal.h tier_area); of it the index sees only the flags
+ * the tier sets here (sb_host_blk_mark). The tiers still read fields of
+ * sb_blk, sb_ns and sb_store (internal.h) and write those of sb_store that
+ * are theirs (docs/design.md).
  *
  * Thread safety: functions marked [mu] expect st->mu held (the store of the
  * block or namespace); "unlocked" ones take what they need and must be
@@ -124,6 +128,32 @@ size_t sb_host_blk_data_bytes(const sb_ns *ns, int kind);
 /* sb_host_blk_leaf -- [mu] b is the last page of a leaf of its tree: the
  * index may evict it without first evicting pages after it. */
 bool sb_host_blk_leaf(const sb_blk *b);
+
+/* What the index reads of a block's state in the tier below (sb_blk.below),
+ * on its hot paths, without a call: the tier sets them, the index only
+ * tests them. 0 (none) until the tier takes the block, and always without
+ * a tier. Bit values are internal (not stored on disk). */
+enum {
+    SB_BELOW_OFFERED = 1 << 0, /* the tier answered an offer of it: it is
+                                  queued, kept, or refused (RAM only);
+                                  the index offers it no more */
+    SB_BELOW_KEPT = 1 << 1,    /* the tier keeps a record of it (with
+                                  OFFERED): the index may drop its data
+                                  and read it back later */
+    SB_BELOW_QUEUED = 1 << 2,  /* (with OFFERED) queued or being written:
+                                  the tier holds a reference */
+    SB_BELOW_POOLED = 1 << 3,  /* waits in the tier's pool: a use
+                                  reorders it there (sb_blk_used) */
+    SB_BELOW_CUT = 1 << 4,     /* the tier took its record while it was
+                                  resident: it may sit before blocks kept
+                                  only below, so eviction may take it
+                                  when it is not a leaf page, with every
+                                  page after it (sb_tier_drop) */
+};
+
+/* sb_host_blk_mark -- [mu] set b's SB_BELOW_* flags in mask to those of
+ * bits (the others stay). Only the tier below calls it. */
+void sb_host_blk_mark(sb_blk *b, unsigned mask, unsigned bits);
 
 /* sb_host_blk_evictable -- [mu] indexed block b may be evicted now (it was
  * written, or a cut left it first on its path): it joins the eviction

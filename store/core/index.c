@@ -90,22 +90,10 @@ static void swap_in(sb_ns *ns, sb_blk *old, sb_blk *nu)
     nu->key = old->key;
     nu->parent_key = old->parent_key;
     sb_blk_index(nu, N);
-    if (!sb_tier_record_stays(ns->st, old)) {
-        nu->disk = SB_DISK_FAILED; /* the record is being reclaimed: RAM only */
-    } else {
-        nu->disk = SB_DISK_CLEAN;
-        nu->ticket = old->ticket; /* its record is synced when old's is */
-        nu->seg = old->seg;
-        nu->seg_id = old->seg_id;
-        nu->rec_off = old->rec_off;
-        nu->head_bytes = old->head_bytes;
-        sb_tier_count(ns->st, nu, 1);
-        sb_tier_held(ns->st, nu, 1);
-    }
+    sb_tier_take_record(ns->st, old, nu); /* or nu is RAM only */
     N->pages[j] = nu;
     sb_pins_supersede(ns->st, old, nu);
-    if (old->waits) /* durability tickets watch nu now */
-        sb_tier_supersede(ns->st, old, nu);
+    sb_tier_supersede(ns->st, old, nu); /* durability tickets watch nu now */
     old->superseded = 1;
     sb_blk_touch(ns->st, nu);
     sb_blk_unindex(old);
@@ -187,11 +175,11 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
     /* 4 */
     for (size_t r = r0; r < n_reg; r++) {
         sb_blk *b = pages[r];
-        if (b->committed && b->disk == SB_DISK_CLEAN) { /* indexed again */
+        if (b->committed && (b->below & SB_BELOW_KEPT)) { /* indexed again */
             if (sb_tier_record_stays(st, b))
                 sb_tier_count(st, b, 1);
             else /* resident (step 2): written anew */
-                sb_tier_unclean(st, b, SB_DISK_NONE);
+                sb_tier_unclean(st, b);
         }
         b->n_tokens = region_tokens(ns, n, r);
         b->region = (uint32_t)r;
@@ -218,7 +206,7 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
             sb_blk_used(st, path[r]);
         else
             path[r]->uses = 1;
-        if (path[r]->disk != SB_DISK_NONE)
+        if (path[r]->below & SB_BELOW_OFFERED)
             continue;
         if (offer)
             sb_tier_offer(st, path[r], r ? path[r - 1] : NULL);
@@ -243,7 +231,7 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
             if (pages[r] == path[r])
                 continue;
             st->stats.pages_dedup++;
-            if (!path[r]->data && path[r]->disk == SB_DISK_CLEAN && pages[r]->data &&
+            if (!path[r]->data && (path[r]->below & SB_BELOW_KEPT) && pages[r]->data &&
                 !pages[r]->indexed && pages[r]->n_tokens == 0 &&
                 path[r]->n_tokens == region_tokens(ns, n, r)) {
                 swap_in(ns, path[r], pages[r]);
@@ -274,7 +262,7 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
                 oc->points_new++;
         }
         sb_blk_used(st, end->point);
-        if (end->point->disk == SB_DISK_NONE) {
+        if (!(end->point->below & SB_BELOW_OFFERED)) {
             if (n >= st->cfg.min_prefix_tokens)
                 sb_tier_offer(st, end->point, path[n_reg - 1]);
             else if (end->point == point)
@@ -288,7 +276,7 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
      * after the page before it. */
     if (offer)
         for (sb_node *x = end ? end->parent : NULL; x; x = x->parent)
-            if (x->point && x->point->disk == SB_DISK_NONE && sb_node_end(x))
+            if (x->point && !(x->point->below & SB_BELOW_OFFERED) && sb_node_end(x))
                 sb_tier_offer(st, x->point, path[regions(ns, sb_node_end(x)) - 1]);
     for (size_t r = 0; r < n_reg; r++)
         sb_blk_touch(st, path[r]);
@@ -786,7 +774,6 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     if (point) {
         sb_blk_ref(point);
         sb_blk_touch(st, point);
-        point->hit = 1;
         sb_tier_match(st, point, 1);
         sb_blk_used(st, point);
     }

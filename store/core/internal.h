@@ -40,19 +40,6 @@ typedef struct sb_node sb_node;
 enum { SB_BLK_PAGE = 1, SB_BLK_POINT = 2 };
 enum { SB_HEAP_STORE = 0, SB_HEAP_NS = 1 };
 
-/* Where a block's record in the tier below the index stands (sb_blk.disk;
- * tier.h): the tier moves it from NONE. A block that is CLEAN may drop its
- * data at any time it is held by the index alone (the entry stays; a
- * restore reads the record back); the others are RAM-only and leave RAM
- * only by leaving the index. */
-enum {
-    SB_DISK_NONE = 0,    /* not written (no tier below, or not yet queued) */
-    SB_DISK_QUEUED = 1,  /* in the writer's queue or in flight: the writer
-                            holds a reference */
-    SB_DISK_CLEAN = 2,   /* its record is on disk (seg, rec_off, head_bytes) */
-    SB_DISK_FAILED = 3,  /* its write failed or was denied: RAM-only */
-};
-
 /* Heap position sentinels (sb_blk.heap_pos). */
 #define SB_HEAP_OUT SIZE_MAX          /* not an eviction candidate now */
 #define SB_HEAP_PARKED (SIZE_MAX - 1) /* a candidate, held by someone: waits
@@ -75,6 +62,18 @@ enum {
  *       |  last reference dropped
  *       v
  *     freed (accounting returned to the budgets)
+ *
+ * The block header and the tier's per-block state are one allocation
+ * (blk_new), as SQLite's pager gives each page nExtra bytes for the b-tree:
+ *
+ *     +---------------------------+-------------------------------------+
+ *     | struct sb_page (core's)   | tier_area: blk_bytes of the tier    |
+ *     |  ... below (SB_BELOW_*)   |  (store/disk: struct sb_drec),      |
+ *     |  ... matched              |  zeroed; 0 bytes in a RAM-only store |
+ *     +---------------------------+-------------------------------------+
+ *
+ * Core reads only `below` (flags the tier sets through host.h) and
+ * `matched` (core counts matches) of what concerns the tier.
  */
 struct sb_page {
     uint8_t *data;          /* [mu] (alloc_bytes) resident bytes, or NULL when
@@ -92,53 +91,31 @@ struct sb_page {
     uint8_t committed;      /* [mu] immutable from commit on */
     uint8_t indexed;        /* [mu] the index holds one of the refs */
     uint8_t mark;           /* [mu] scratch flag for duplicate detection */
-    uint8_t disk;           /* [mu] SB_DISK_*: the block's disk record */
-    uint8_t hit;            /* [mu] matched since its record was written:
-                               reclamation keeps it (reclaim.c) */
-    uint8_t reinsert;       /* [mu] queued again by reclamation (QUEUED) */
-    uint8_t why;            /* [mu] why it waits in the disk tier's pool
-                               (pool_at nonzero), or why it was not
-                               written (FAILED): an sb_deny */
+    uint8_t below;          /* [mu] SB_BELOW_* (host.h): what the tier
+                               below says of it, set by the tier alone
+                               (sb_host_blk_mark); 0 without a tier */
     uint8_t shared;         /* [mu] offered to the shared tier, or
                                fetched from it: never offered (again) */
     uint8_t superseded;     /* [mu] left the index for a page holding its
                                tokens and more (a longer partial page, or
                                a commit's own copy of it) */
-    uint8_t cut;            /* [mu] reclamation took its record while it
-                               was resident (reclaim.c): it may sit before
-                               pages that are on disk only, so eviction
-                               may take it even when it is not a leaf
-                               page, with every page after it */
     uint32_t uses;          /* [mu] commits and matches that went through
                                it (saturating): the pool's priority */
-    uint32_t pool_at;       /* [mu] 1 + its place in the disk tier's
-                               priority pool (admit.c), 0: not there */
     uint32_t pinned;        /* [mu] TTL pins holding it */
-    uint32_t matched;       /* [mu] live matches holding it: while it is
-                               CLEAN its segment is not deleted (the
-                               segment's holds count it) */
+    uint32_t matched;       /* [mu] live matches holding it (counted by
+                               sb_tier_match): while the tier keeps its
+                               record, the record stays readable */
     size_t bytes;           /* [const] page_bytes or point_bytes: what it
                                counts against the budgets when resident */
-    uint32_t seg;           /* [mu] segment index of its record (CLEAN) */
-    uint32_t seg_id;        /* [mu] ...and that segment's id: once the
-                               segment is reclaimed its slot may hold
-                               another */
-    uint32_t head_bytes;    /* [mu] its record's head size (CLEAN) */
-    uint32_t stored;        /* [mu] its record's payload bytes when stored
-                               compressed (CLEAN), 0: stored as it is */
-    uint8_t zflags;         /* [mu] ...and the record's flags then */
-    uint64_t rec_off;       /* [mu] its record's offset in the segment (CLEAN) */
-    uint64_t ticket;        /* [mu] write-queue ticket, given when queued:
-                               the writer's order, and (CLEAN) which sync
-                               covered its record */
-    struct sb_wnode *waits; /* [mu] durability tickets waiting for it to
-                               be written (store/disk/ticket.c) */
-    struct sb_page *wq_next;/* [mu] write-queue link (QUEUED) */
     sb_key key;             /* [mu] content key, once committed (pages) */
     sb_key parent_key;      /* [mu] key of the previous page (or the ns root) */
     uint64_t stamp;         /* [mu] store tick of the last use */
     uint64_t heap_key[2];   /* [mu] stamp when (re)keyed in each heap */
     size_t heap_pos[2];     /* [mu] index in each heap, or SB_HEAP_OUT/PARKED */
+    uint64_t tier_area[];   /* the tier's per-block area, blk_bytes long
+                               (tier_ops.h), zeroed when the block is made,
+                               freed with it; core never reads or writes
+                               it (the tier's: its own lock rules) */
 };
 typedef struct sb_page sb_blk;
 

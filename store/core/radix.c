@@ -445,8 +445,7 @@ static void drop_partial(struct sb_ns *ns, sb_node *N, sb_blk *repl)
         old->superseded = 1;
         if (old->refs > 1)
             sb_pins_supersede(ns->st, old, repl);
-        if (old->waits) /* durability tickets wait for repl now */
-            sb_tier_supersede(ns->st, old, repl);
+        sb_tier_supersede(ns->st, old, repl); /* durability tickets wait for repl now */
         sb_blk_unindex(old);
     }
 }

@@ -26,8 +26,8 @@
  *              pending, wait_progress);
  *   - records: blocks the tier keeps a record of, by content key: a match
  *              holding one (match), the index taking or leaving one
- *              (count, held), whether a record may be taken over
- *              (record_stays, unclean);
+ *              (count, held), whether a record may be taken over and
+ *              taking it (record_stays, take_record, unclean);
  *   - reads:   records read back into pages (load), readied ahead of a
  *              restore (prefault), and a long put streamed through the
  *              backlog (stream_pages, stream_wait);
@@ -35,9 +35,13 @@
  *   - tickets: durability outcomes of a put or commit (ticket, wset_new,
  *              wset_free, wset_reserve, wset_unreserve, outcome).
  *
- * A block's state in the tier below is b->disk (SB_DISK_* in internal.h):
- * NONE until the tier takes it; the tier moves it to QUEUED, CLEAN or
- * FAILED. Without a tier every block stays NONE.
+ * A block's state in the tier below is the tier's own, in its area of the
+ * block (tier_ops.h blk_bytes; store/disk: struct sb_drec). The index sees
+ * of it only b->below, the SB_BELOW_* flags of host.h the tier sets:
+ * none until the tier takes the block; then OFFERED, with KEPT when the
+ * tier keeps a record of it or QUEUED while it writes it; POOLED while it
+ * waits in the tier's pool; CUT. Without a tier every block's flags stay
+ * 0.
  *
  * Thread safety: operations marked [mu] expect st->mu held (some wait on a
  * condition variable, releasing it meanwhile); the others take what they
@@ -64,6 +68,13 @@
 static inline bool sb_tier_below(const sb_store *st)
 {
     return st->tier.ops != NULL;
+}
+
+/* sb_tier_blk_bytes -- bytes of the tier's area in each block, allocated
+ * after the block's header (internal.h tier_area). RAM only: 0. */
+static inline size_t sb_tier_blk_bytes(const sb_store *st)
+{
+    return st->tier.ops ? st->tier.ops->blk_bytes : 0;
 }
 
 /* sb_tier_data_align -- the alignment (and padding) the tier needs of a
@@ -119,8 +130,8 @@ static inline void sb_tier_foreground_over(sb_store *st)
 /* sb_tier_offer -- [mu] b (a page or point state just indexed, or indexed
  * earlier by a commit too short to offer it) is offered to the tier in
  * write-through and write-only modes: taken now, pooled, or denied (b
- * FAILED) when parent (the page before it on its path; NULL for the first)
- * is neither kept nor pooled. RAM only: nothing (b stays NONE). */
+ * OFFERED alone) when parent (the page before it on its path; NULL for the first)
+ * is neither kept nor pooled. RAM only: nothing (b's flags stay 0). */
 static inline void sb_tier_offer(sb_store *st, sb_blk *b, const sb_blk *parent)
 {
     if (st->tier.ops)
@@ -128,26 +139,28 @@ static inline void sb_tier_offer(sb_store *st, sb_blk *b, const sb_blk *parent)
 }
 
 /* sb_tier_offer_short -- [mu] b, new, is not offered: its commit is shorter
- * than min_prefix_tokens (counted; b stays NONE, so a longer commit through
- * it offers it). RAM only: nothing. */
+ * than min_prefix_tokens (counted; b stays not OFFERED, so a longer commit
+ * through it offers it). RAM only: nothing. */
 static inline void sb_tier_offer_short(sb_store *st, sb_blk *b)
 {
     if (st->tier.ops)
         st->tier.ops->offer_short(st, b);
 }
 
-/* sb_tier_supersede -- [mu] partial page old leaves the index for repl, a
- * longer page of the same tokens: whatever waits for old (tickets) waits
- * for repl. RAM only: nothing. */
+/* sb_tier_supersede -- [mu] page old leaves the index for repl, of the
+ * same tokens (a longer partial page, or a commit's own copy of it):
+ * whatever waits for old (tickets) waits for repl; nothing when nothing
+ * waits. RAM only: nothing. */
 static inline void sb_tier_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
 {
     if (st->tier.ops)
         st->tier.ops->supersede(st, old, repl);
 }
 
-/* sb_tier_enqueue -- [mu] write indexed block b (NONE) now: write-back's
- * eviction and flush. The tier takes a reference and b becomes QUEUED, or
- * b is denied (FAILED). RAM only: nothing (b stays NONE). */
+/* sb_tier_enqueue -- [mu] write indexed block b (not OFFERED) now:
+ * write-back's eviction and flush. The tier takes a reference and b
+ * becomes QUEUED, or b is refused (OFFERED alone). RAM only: nothing (b's
+ * flags stay 0). */
 static inline void sb_tier_enqueue(sb_store *st, sb_blk *b)
 {
     if (st->tier.ops)
@@ -161,7 +174,7 @@ static inline void sb_blk_used(sb_store *st, sb_blk *b)
 {
     if (b->uses != UINT32_MAX)
         b->uses++;
-    if (b->pool_at && st->tier.ops) /* (only a tier pools a block) */
+    if ((b->below & SB_BELOW_POOLED) && st->tier.ops) /* (only a tier pools a block) */
         st->tier.ops->reorder(st, b);
 }
 
@@ -204,9 +217,10 @@ static inline bool sb_tier_wait_progress(sb_store *st)
 /* ---- records ---------------------------------------------------------------- */
 
 /* sb_tier_match -- [mu] a match takes (sign 1) or lets go of (-1) block b:
- * b->matched counts it, and while any match holds b and b is CLEAN the
+ * b->matched counts it, and while any match holds b and b is KEPT the
  * tier keeps its record readable (reclamation waits), so a match can
- * always read what it matched. RAM only: the count alone. */
+ * always read what it matched; a take is a hit of b for the tier
+ * (reclamation keeps what was matched). RAM only: the count alone. */
 static inline void sb_tier_match(sb_store *st, sb_blk *b, int sign)
 {
     if (sign > 0)
@@ -217,7 +231,7 @@ static inline void sb_tier_match(sb_store *st, sb_blk *b, int sign)
         st->tier.ops->match(st, b, sign);
 }
 
-/* sb_tier_count -- [mu] an indexed block with a record (CLEAN) joins (sign
+/* sb_tier_count -- [mu] an indexed block with a record (KEPT) joins (sign
  * 1) or leaves (sign -1) the index: the tier's live-bytes gauges.
  * sb_tier_forget is sign -1. RAM only: nothing. */
 static inline void sb_tier_count(sb_store *st, const sb_blk *b, int sign)
@@ -230,7 +244,7 @@ static inline void sb_tier_forget(sb_store *st, const sb_blk *b)
     sb_tier_count(st, b, -1);
 }
 
-/* sb_tier_held -- [mu] b became CLEAN (sign 1) or stops being CLEAN (-1)
+/* sb_tier_held -- [mu] b became KEPT (sign 1) or stops being KEPT (-1)
  * where its record is: the holds of its matches move along. RAM only:
  * nothing. */
 static inline void sb_tier_held(sb_store *st, const sb_blk *b, int sign)
@@ -239,7 +253,7 @@ static inline void sb_tier_held(sb_store *st, const sb_blk *b, int sign)
         st->tier.ops->held(st, b, sign);
 }
 
-/* sb_tier_record_stays -- [mu] is CLEAN block b's record still where b
+/* sb_tier_record_stays -- [mu] is KEPT block b's record still where b
  * says, and staying there, so another block of the same content key may
  * take it over (a block that left the index may outlive its record)? RAM
  * only: false. */
@@ -248,15 +262,33 @@ static inline bool sb_tier_record_stays(const sb_store *st, const sb_blk *b)
     return st->tier.ops && st->tier.ops->record_stays(st, b);
 }
 
-/* sb_tier_unclean -- [mu] CLEAN block b stops naming its record: it
- * becomes state (SB_DISK_*), leaving the tier's gauges (when indexed) and
- * taking its matches' holds off the record. RAM only: b->disk = state. */
-static inline void sb_tier_unclean(sb_store *st, sb_blk *b, int state)
+/* sb_tier_take_record -- [mu] resident page nu, just indexed in the place
+ * of KEPT page old (same tokens, key and region; old has no data), takes
+ * over old's record when it stays (sb_tier_record_stays): nu becomes KEPT
+ * with old's record and ticket, joining the tier's gauges and holds; else
+ * nu is refused (OFFERED alone: RAM only, as the record is being
+ * reclaimed). RAM only: nu is refused (no block is KEPT without a tier,
+ * so this is not reached). */
+static inline void sb_tier_take_record(sb_store *st, const sb_blk *old, sb_blk *nu)
 {
     if (st->tier.ops)
-        st->tier.ops->unclean(st, b, state);
+        st->tier.ops->take_record(st, old, nu);
     else
-        b->disk = (uint8_t)state;
+        nu->below = (uint8_t)((nu->below & ~(SB_BELOW_KEPT | SB_BELOW_QUEUED)) |
+                              SB_BELOW_OFFERED);
+}
+
+/* sb_tier_unclean -- [mu] KEPT block b stops naming its record and is
+ * offered anew (not OFFERED: it is written again), leaving the tier's
+ * gauges (when indexed) and taking its matches' holds off the record. RAM
+ * only: b's flags are cleared but for POOLED and CUT (no block is KEPT
+ * without a tier, so this is not reached). */
+static inline void sb_tier_unclean(sb_store *st, sb_blk *b)
+{
+    if (st->tier.ops)
+        st->tier.ops->unclean(st, b);
+    else
+        b->below &= (uint8_t)~(SB_BELOW_OFFERED | SB_BELOW_KEPT | SB_BELOW_QUEUED);
 }
 
 /* ---- reads ------------------------------------------------------------------ */
@@ -315,7 +347,7 @@ static inline void sb_tier_stream_wait(sb_store *st)
 
 /* ---- forget ----------------------------------------------------------------- */
 
-/* sb_tier_drop -- [mu] remove cut block b (b->cut: the tier took its
+/* sb_tier_drop -- [mu] remove cut block b (SB_BELOW_CUT: the tier took its
  * record while it was resident, evict.c) from the index with every page
  * and point state that depends on it (deepest leaf pages first). The
  * caller holds a reference to b besides the index's. RAM only: nothing

@@ -31,6 +31,13 @@ typedef struct sb_tier_ops {
     size_t data_align;    /* alignment and padding the tier needs of a
                              block's data, so it can write it as it is
                              (O_DIRECT: 4096); 0: none */
+    size_t blk_bytes;     /* bytes of the tier's per-block area, allocated
+                             with each block after its header (internal.h
+                             tier_area, 8-byte aligned), zeroed: a zeroed
+                             area is a block the tier has not seen. It
+                             goes with the block's last reference: the
+                             tier keeps nothing in it that must be freed
+                             then */
 
     /* life */
     int (*close)(sb_store *st, bool crash);
@@ -55,7 +62,8 @@ typedef struct sb_tier_ops {
     void (*count)(sb_store *st, const sb_blk *b, int sign);
     void (*held)(sb_store *st, const sb_blk *b, int sign);
     bool (*record_stays)(const sb_store *st, const sb_blk *b);
-    void (*unclean)(sb_store *st, sb_blk *b, int state);
+    void (*take_record)(sb_store *st, const sb_blk *old, sb_blk *nu);
+    void (*unclean)(sb_store *st, sb_blk *b);
 
     /* reads */
     int (*load)(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,

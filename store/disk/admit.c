@@ -135,8 +135,8 @@ void sb_disk_deny(sb_disk *d, int why, sb_blk *b)
     d->denials++;
     d->deny[why]++;
     d->deny_bytes[why] += b->bytes;
-    b->why = (uint8_t)why;
-    if (b->waits) /* the tickets that need it will never be durable */
+    sb_drec_of(b)->why = (uint8_t)why;
+    if (sb_drec_of(b)->waits) /* the tickets that need it will never be durable */
         sb_tkt_resolved(d, b, false);
 }
 
@@ -180,18 +180,18 @@ static bool admissible(const sb_disk *d, const sb_blk *b)
 static void queue_block(sb_disk *d, sb_blk *b)
 {
     sb_host_blk_ref(b);
-    b->disk = SB_DISK_QUEUED;
-    b->ticket = d->next_ticket++;
-    b->wq_next = NULL;
+    sb_disk_state_set(b, SB_DISK_QUEUED);
+    sb_drec_of(b)->ticket = d->next_ticket++;
+    sb_drec_of(b)->wq_next = NULL;
     bool tail = b->kind == SB_BLK_PAGE && b->n_tokens < b->ns->page_tokens;
     sb_blk **head = tail ? &d->t_head : &d->q_head, **last = tail ? &d->t_tail : &d->q_tail;
     if (*last)
-        (*last)->wq_next = b;
+        sb_drec_of(*last)->wq_next = b;
     else
         *head = b;
     *last = b;
     sb_disk_pending_add(d, b->bytes);
-    if (b->waits)
+    if (sb_drec_of(b)->waits)
         sb_tkt_queued(d, b);
     if (!tail)
         pthread_cond_signal(&d->work_cv);
@@ -206,7 +206,7 @@ static bool stopped(sb_store *st, sb_blk *b)
         d->broken = 0; /* space may have returned: the writer tries again */
     if (!d->broken && !d->stop)
         return false;
-    b->disk = SB_DISK_FAILED;
+    sb_disk_state_set(b, SB_DISK_FAILED);
     sb_disk_deny(d, d->broken == SB_ERR_NOSPC ? SB_DENY_CAPACITY : SB_DENY_ERROR, b);
     d->err_ticket = d->next_ticket++; /* a flush reports it */
     d->err_rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
@@ -220,9 +220,9 @@ static void pool_remove(sb_disk *d, sb_blk *b);
 void sb_disk_enqueue(sb_store *st, sb_blk *b)
 {
     sb_disk *d = sb_disk_of(st);
-    if (!d || b->disk != SB_DISK_NONE || !b->data)
+    if (!d || sb_disk_state(b) != SB_DISK_NONE || !b->data)
         return;
-    if (b->pool_at) /* (write-back under COMMIT: evicted while waiting) */
+    if (sb_drec_of(b)->pool_at) /* (write-back under COMMIT: evicted while waiting) */
         pool_remove(d, b);
     if (stopped(st, b))
         return;
@@ -232,7 +232,7 @@ void sb_disk_enqueue(sb_store *st, sb_blk *b)
     if (why < 0)
         why = sb_disk_admit(d, b);
     if (why >= 0) { /* RAM-only; not an error a flush reports */
-        b->disk = SB_DISK_FAILED;
+        sb_disk_state_set(b, SB_DISK_FAILED);
         sb_disk_deny(d, why, b);
         return;
     }
@@ -268,7 +268,7 @@ static bool pool_before(const sb_pool_ent *a, const sb_pool_ent *b)
 static void pool_set(sb_disk *d, size_t i, sb_pool_ent e)
 {
     d->pool[i] = e;
-    e.b->pool_at = (uint32_t)(i + 1);
+    sb_drec_of(e.b)->pool_at = (uint32_t)(i + 1);
 }
 
 static void pool_sift(sb_disk *d, size_t i)
@@ -309,7 +309,8 @@ static bool pool_push(sb_disk *d, sb_blk *b, int why)
         d->pool = p;
         d->pool_cap = cap;
     }
-    b->why = (uint8_t)why;
+    sb_drec_of(b)->why = (uint8_t)why;
+    sb_host_blk_mark(b, SB_BELOW_POOLED, SB_BELOW_POOLED); /* a use reorders it */
     d->pool[d->pool_n++] = pool_ent(b);
     pool_sift(d, d->pool_n - 1);
     d->deferred++;
@@ -319,8 +320,9 @@ static bool pool_push(sb_disk *d, sb_blk *b, int why)
 /* Take b out of the pool (it is in it). */
 static void pool_remove(sb_disk *d, sb_blk *b)
 {
-    size_t i = b->pool_at - 1;
-    b->pool_at = 0;
+    size_t i = sb_drec_of(b)->pool_at - 1;
+    sb_drec_of(b)->pool_at = 0;
+    sb_host_blk_mark(b, SB_BELOW_POOLED, 0);
     sb_pool_ent last = d->pool[--d->pool_n];
     if (i < d->pool_n) {
         pool_set(d, i, last);
@@ -331,10 +333,10 @@ static void pool_remove(sb_disk *d, sb_blk *b)
 void sb_disk_pool_fix(sb_store *st, sb_blk *b)
 {
     sb_disk *d = sb_disk_of(st);
-    if (!d || !b->pool_at)
+    if (!d || !sb_drec_of(b)->pool_at)
         return;
-    d->pool[b->pool_at - 1] = pool_ent(b);
-    pool_sift(d, b->pool_at - 1);
+    d->pool[sb_drec_of(b)->pool_at - 1] = pool_ent(b);
+    pool_sift(d, sb_drec_of(b)->pool_at - 1);
 }
 
 void sb_disk_pool_leave(sb_store *st, sb_blk *b)
@@ -342,19 +344,20 @@ void sb_disk_pool_leave(sb_store *st, sb_blk *b)
     sb_disk *d = sb_disk_of(st);
     if (!d)
         return;
-    if (b->pool_at) {
+    if (sb_drec_of(b)->pool_at) {
         pool_remove(d, b);
-        sb_disk_deny(d, b->why, b);
+        sb_disk_deny(d, sb_drec_of(b)->why, b);
     }
-    if (b->waits) /* it leaves the index unwritten */
+    if (sb_drec_of(b)->waits) /* it leaves the index unwritten */
         sb_tkt_resolved(d, b, false);
 }
 
 void sb_disk_pool_clear(sb_disk *d)
 {
     for (size_t i = 0; i < d->pool_n; i++) {
-        d->pool[i].b->pool_at = 0;
-        sb_disk_deny(d, d->pool[i].b->why, d->pool[i].b);
+        sb_drec_of(d->pool[i].b)->pool_at = 0;
+        sb_host_blk_mark(d->pool[i].b, SB_BELOW_POOLED, 0);
+        sb_disk_deny(d, sb_drec_of(d->pool[i].b)->why, d->pool[i].b);
     }
     d->pool_n = 0;
     free(d->pool);
@@ -365,7 +368,7 @@ void sb_disk_pool_clear(sb_disk *d)
 
 static bool written(const sb_blk *p)
 {
-    return p->disk == SB_DISK_QUEUED || p->disk == SB_DISK_CLEAN;
+    return sb_disk_state(p) == SB_DISK_QUEUED || sb_disk_state(p) == SB_DISK_CLEAN;
 }
 
 size_t sb_disk_pool_drain(sb_store *st)
@@ -376,11 +379,11 @@ size_t sb_disk_pool_drain(sb_store *st)
         /* The best block, or the first pooled block before it on its path
          * whose own parent is written: parents go first. */
         sb_blk *x = d->pool[0].b, *p;
-        while ((p = sb_host_index_parent(x)) && !written(p) && p->pool_at)
+        while ((p = sb_host_index_parent(x)) && !written(p) && sb_drec_of(p)->pool_at)
             x = p;
         if (p && !written(p)) { /* a parent that will never be written */
             pool_remove(d, x);
-            x->disk = SB_DISK_FAILED;
+            sb_disk_state_set(x, SB_DISK_FAILED);
             sb_disk_deny(d, SB_DENY_PARENT, x);
             continue;
         }
@@ -402,13 +405,14 @@ size_t sb_disk_pool_drain(sb_store *st)
 void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
 {
     sb_disk *d = sb_disk_of(st);
-    if (!d || !at_commit(d) || b->disk != SB_DISK_NONE || !b->data || b->pool_at)
+    if (!d || !at_commit(d) || sb_disk_state(b) != SB_DISK_NONE || !b->data ||
+        sb_drec_of(b)->pool_at)
         return;
     /* A child is never written without its parent (recovery could not
      * reach it). */
-    if (parent && (parent->disk == SB_DISK_FAILED ||
-                   (parent->disk == SB_DISK_NONE && !parent->pool_at))) {
-        b->disk = SB_DISK_FAILED;
+    if (parent && (sb_disk_state(parent) == SB_DISK_FAILED ||
+                   (sb_disk_state(parent) == SB_DISK_NONE && !sb_drec_of(parent)->pool_at))) {
+        sb_disk_state_set(b, SB_DISK_FAILED);
         sb_disk_deny(d, SB_DENY_PARENT, b);
         return;
     }
@@ -426,7 +430,7 @@ void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
     if (!fits)
         why = b->bytes > d->backlog ? SB_DENY_BACKLOG : SB_DENY_BUDGET; /* never will */
     if (!fits || !pool_push(d, b, why)) {
-        b->disk = SB_DISK_FAILED;
+        sb_disk_state_set(b, SB_DISK_FAILED);
         sb_disk_deny(d, why, b);
         return;
     }
@@ -436,14 +440,14 @@ void sb_disk_committed(sb_store *st, sb_blk *b, const sb_blk *parent)
 void sb_disk_short(sb_store *st, sb_blk *b)
 {
     sb_disk *d = sb_disk_of(st);
-    if (!d || b->disk != SB_DISK_NONE)
+    if (!d || sb_disk_state(b) != SB_DISK_NONE)
         return;
     /* (Write-back counts a short page when eviction or a flush would
      * write it; under COMMIT too, so it is counted once.) */
     if (d->mode != SB_WRITE_BACK) {
         sb_disk_deny(d, SB_DENY_SHORT, b);
     } else {
-        b->why = SB_DENY_SHORT; /* should a ticket count it unwritten */
+        sb_drec_of(b)->why = SB_DENY_SHORT; /* should a ticket count it unwritten */
         sb_tkt_short(d, b);
     }
 }

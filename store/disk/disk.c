@@ -719,7 +719,7 @@ static int wait_synced(sb_store *st, uint64_t first, uint64_t last)
  * for the budget). [mu] */
 static void queue_dirty(void *ctx, sb_blk *b)
 {
-    if (b->disk == SB_DISK_NONE && !b->pool_at)
+    if (sb_disk_state(b) == SB_DISK_NONE && !sb_drec_of(b)->pool_at)
         sb_disk_enqueue(ctx, b);
 }
 
@@ -767,12 +767,12 @@ void sb_disk_unhold(sb_store *st, uint32_t seg)
 void sb_disk_held(sb_store *st, const sb_blk *b, int sign)
 {
     sb_disk *d = sb_disk_of(st);
-    if (!d || b->disk != SB_DISK_CLEAN || !b->matched)
+    if (!d || sb_disk_state(b) != SB_DISK_CLEAN || !b->matched)
         return;
     if (sign > 0)
-        d->segs[b->seg].holds += b->matched;
+        d->segs[sb_drec_of(b)->seg].holds += b->matched;
     else
-        unhold(d, b->seg, b->matched);
+        unhold(d, sb_drec_of(b)->seg, b->matched);
 }
 
 void sb_disk_unclean(sb_store *st, sb_blk *b, int state)
@@ -780,26 +780,47 @@ void sb_disk_unclean(sb_store *st, sb_blk *b, int state)
     if (b->indexed)
         sb_disk_count(st, b, -1);
     sb_disk_held(st, b, -1);
-    b->disk = (uint8_t)state;
-    if (b->waits) /* tickets watching its record (ticket.c) */
+    sb_disk_state_set(b, state);
+    if (sb_drec_of(b)->waits) /* tickets watching its record (ticket.c) */
         sb_tkt_unclean(sb_disk_of(st), b);
 }
 
 void sb_disk_match(sb_store *st, sb_blk *b, int sign)
 {
     if (sign > 0) {
-        if (sb_disk_of(st) && b->disk == SB_DISK_CLEAN)
-            sb_disk_of(st)->segs[b->seg].holds++;
+        sb_drec_of(b)->hit = 1;
+        if (sb_disk_of(st) && sb_disk_state(b) == SB_DISK_CLEAN)
+            sb_disk_of(st)->segs[sb_drec_of(b)->seg].holds++;
         return;
     }
-    if (b->disk == SB_DISK_CLEAN)
-        sb_disk_unhold(st, b->seg);
+    if (sb_disk_state(b) == SB_DISK_CLEAN)
+        sb_disk_unhold(st, sb_drec_of(b)->seg);
 }
 
 bool sb_disk_record_stays(const sb_store *st, const sb_blk *b)
 {
     const sb_disk *d = sb_disk_of(st);
-    return d && sb_disk_record_live(d, b) && !d->segs[b->seg].going;
+    return d && sb_disk_record_live(d, b) && !d->segs[sb_drec_of(b)->seg].going;
+}
+
+void sb_disk_take_record(sb_store *st, const sb_blk *old, sb_blk *nu)
+{
+    if (!sb_disk_record_stays(st, old)) {
+        sb_disk_state_set(nu, SB_DISK_FAILED); /* the record is being reclaimed */
+        return;
+    }
+    const sb_drec *o = sb_drec_of(old);
+    sb_drec *r = sb_drec_of(nu);
+    sb_disk_state_set(nu, SB_DISK_CLEAN);
+    r->ticket = o->ticket; /* its record is synced when old's is */
+    r->seg = o->seg;
+    r->seg_id = o->seg_id;
+    r->rec_off = o->rec_off;
+    r->head_bytes = o->head_bytes;
+    /* (stored and zflags stay nu's, 0, as core's copy left them: see
+     * /work/tier-notes.md, step 3) */
+    sb_disk_count(st, nu, 1);
+    sb_disk_held(st, nu, 1);
 }
 
 void sb_disk_count(sb_store *st, const sb_blk *b, int sign)
@@ -807,15 +828,15 @@ void sb_disk_count(sb_store *st, const sb_blk *b, int sign)
     sb_disk *d = sb_disk_of(st);
     if (!d)
         return;
-    uint64_t bytes = b->head_bytes + sb_disk_payload_read(b);
+    uint64_t bytes = sb_drec_of(b)->head_bytes + sb_disk_payload_read(b);
     if (sign > 0) {
         st->disk_live_bytes += bytes;
-        d->segs[b->seg].live_bytes += bytes;
+        d->segs[sb_drec_of(b)->seg].live_bytes += bytes;
         if (b->kind == SB_BLK_PAGE)
             st->disk_pages++;
     } else {
         st->disk_live_bytes -= bytes;
-        d->segs[b->seg].live_bytes -= bytes;
+        d->segs[sb_drec_of(b)->seg].live_bytes -= bytes;
         if (b->kind == SB_BLK_PAGE)
             st->disk_pages--;
     }
@@ -899,9 +920,16 @@ int sb_disk_config_check(const sb_config *cfg)
 
 /* The disk tier as the RAM index sees it (tier.h): its own functions, so
  * a call through the table is one indirect call and nothing more. */
+/* The index's sb_tier_unclean: the block is written anew (NONE). */
+static void disk_unclean(sb_store *st, sb_blk *b)
+{
+    sb_disk_unclean(st, b, SB_DISK_NONE);
+}
+
 static const sb_tier_ops disk_tier_ops = {
     .name = "disk",
     .data_align = 4096, /* O_DIRECT writes a block's data as it is */
+    .blk_bytes = sizeof(sb_drec),
     .close = sb_disk_close,
     .flush = sb_disk_flush,
     .stats = sb_disk_stats,
@@ -920,7 +948,8 @@ static const sb_tier_ops disk_tier_ops = {
     .count = sb_disk_count,
     .held = sb_disk_held,
     .record_stays = sb_disk_record_stays,
-    .unclean = sb_disk_unclean,
+    .take_record = sb_disk_take_record,
+    .unclean = disk_unclean,
     .load = sb_disk_load,
     .prefault = sb_disk_prefault,
     .stream_pages = sb_disk_stream_pages,

@@ -112,10 +112,10 @@ uint64_t sb_disk_rec_bytes(const sb_blk *b);
 void sb_disk_debit(struct sb_disk *d, uint64_t bytes);
 
 /* sb_disk_deny -- [mu] count block b not written, for reason why (sb_deny,
- * kept in b->why); the tickets waiting for it fail. */
+ * kept in its sb_drec, why); the tickets waiting for it fail. */
 void sb_disk_deny(struct sb_disk *d, int why, sb_blk *b);
 
-/* sb_disk_enqueue -- [mu] queue indexed block b for writing now (b->disk
+/* sb_disk_enqueue -- [mu] queue indexed block b for writing now (b
  * NONE; write-back's eviction and flush, a ticket's wait): the writer
  * takes a reference and b becomes QUEUED, or b is denied (FAILED: budget,
  * backlog, short). A block waiting in the pool leaves it first. */
@@ -204,7 +204,8 @@ void sb_disk_stream_wait(sb_store *st);
  * (b->matched, counted by sb_tier_match, already says so): while any match
  * holds b and b is CLEAN, the segment its record is in is not deleted
  * (reclamation waits), so a match can always read what it matched, even
- * once reclamation moved or dropped it. [mu] */
+ * once reclamation moved or dropped it. A take is a hit: reclamation keeps
+ * b's record (reclaim.c). [mu] */
 void sb_disk_match(sb_store *st, sb_blk *b, int sign);
 
 /* sb_disk_held -- b became CLEAN in its segment (sign 1) or stops being
@@ -223,6 +224,14 @@ void sb_disk_unclean(sb_store *st, sb_blk *b, int state);
  * a segment not being reclaimed, so another block may take it over (a
  * block that left the index may outlive its record)? [mu] */
 bool sb_disk_record_stays(const sb_store *st, const sb_blk *b);
+
+/* sb_disk_take_record -- resident page nu, just indexed in the place of
+ * CLEAN page old (same tokens, key and region; old has no data), takes
+ * over old's record when it stays (sb_disk_record_stays): nu becomes CLEAN
+ * with old's record location and ticket (its record is synced when old's
+ * is) and joins the gauges and holds; else nu is FAILED (RAM only: the
+ * record is being reclaimed). [mu] */
+void sb_disk_take_record(sb_store *st, const sb_blk *old, sb_blk *nu);
 
 /* sb_disk_count -- [mu] an indexed block with a record on disk joins
  * (sign 1) or leaves (sign -1) the index: the live-bytes gauges. */

@@ -13,6 +13,7 @@
 #define SB_DISK_INT_H
 
 #include <pthread.h>
+#include <stdint.h>
 
 #include "disk.h"
 #include "format.h"
@@ -34,6 +35,93 @@ typedef struct sb_wrun sb_wrun; /* a run of failed tickets (ticket.c) */
  * touches no fresh memory for them; a larger load takes a buffer of its
  * own for the heads beyond. */
 #define SB_DISK_HEADS_KEEP (8u << 20)
+
+/* Where a block's record stands in this tier: NONE until the tier takes
+ * it; then QUEUED, CLEAN or FAILED. Not stored here: it is the flags the
+ * index reads (sb_blk.below, host.h), so the index tests them without a
+ * call and the two can never disagree:
+ *
+ *     state    below flags          the index may
+ *     NONE     -                    offer it (again)
+ *     QUEUED   OFFERED | QUEUED     park it while the writer holds it
+ *     CLEAN    OFFERED | KEPT       drop its data (its record stays)
+ *     FAILED   OFFERED              keep it in RAM only
+ *
+ * A block that is CLEAN may drop its data at any time it is held by the
+ * index alone (the entry stays; a restore reads the record back); the
+ * others are RAM-only and leave RAM only by leaving the index. */
+enum {
+    SB_DISK_NONE = 0,    /* not written (not yet queued) */
+    SB_DISK_QUEUED = 1,  /* in the writer's queue or in flight: the writer
+                            holds a reference */
+    SB_DISK_CLEAN = 2,   /* its record is on disk (seg, rec_off, head_bytes) */
+    SB_DISK_FAILED = 3,  /* its write failed or was denied: RAM-only */
+};
+
+/* The tier's state of one block: its area of the block (tier_ops.h
+ * blk_bytes; internal.h tier_area), after the block's header in the same
+ * allocation, zeroed when the block is made. Reached with sb_drec_of. All
+ * [mu]. Holds nothing that must be freed with the block: its tickets
+ * (waits) are resolved when it leaves the index (sb_disk_pool_leave) or
+ * when the tier closes (sb_tkt_free_all). */
+typedef struct sb_drec {
+    uint64_t rec_off;          /* its record's offset in the segment (CLEAN) */
+    uint64_t ticket;           /* write-queue ticket, given when queued: the
+                                  writer's order, and (CLEAN) which sync
+                                  covered its record */
+    struct sb_wnode *waits;    /* durability tickets waiting for it to be
+                                  written (ticket.c) */
+    sb_blk *wq_next;           /* write-queue link (QUEUED) */
+    uint32_t seg;              /* segment index of its record (CLEAN) */
+    uint32_t seg_id;           /* ...and that segment's id: once the
+                                  segment is reclaimed its slot may hold
+                                  another */
+    uint32_t head_bytes;       /* its record's head size (CLEAN) */
+    uint32_t stored;           /* its record's payload bytes when stored
+                                  compressed (CLEAN), 0: stored as it is */
+    uint32_t pool_at;          /* 1 + its place in the priority pool
+                                  (admit.c), 0: not there (the index sees
+                                  SB_BELOW_POOLED) */
+    uint8_t zflags;            /* the record's flags when stored compressed */
+    uint8_t why;               /* why it waits in the pool (pool_at nonzero),
+                                  or why it was not written (FAILED): an
+                                  sb_deny */
+    uint8_t reinsert;          /* queued again by reclamation (QUEUED) */
+    uint8_t hit;               /* matched since its record was written:
+                                  reclamation keeps it (reclaim.c); set by
+                                  sb_disk_match */
+} sb_drec;
+
+/* sb_drec_of -- block b's state in this tier (b of a store whose tier this
+ * is: its area was allocated with it). [mu] for the fields. */
+static inline sb_drec *sb_drec_of(const sb_blk *b)
+{
+    return (sb_drec *)(uintptr_t)b->tier_area;
+}
+
+/* sb_disk_state -- b's SB_DISK_* state, from the index's flags. [mu] */
+static inline int sb_disk_state(const sb_blk *b)
+{
+    unsigned f = b->below;
+    if (!(f & SB_BELOW_OFFERED))
+        return SB_DISK_NONE;
+    return f & SB_BELOW_KEPT ? SB_DISK_CLEAN : f & SB_BELOW_QUEUED ? SB_DISK_QUEUED
+                                                                  : SB_DISK_FAILED;
+}
+
+/* sb_disk_state_set -- [mu] b's state becomes state (SB_DISK_*): the
+ * index's flags say so (POOLED and CUT stay as they are). */
+static inline void sb_disk_state_set(sb_blk *b, int state)
+{
+    static const uint8_t flags[4] = {
+        [SB_DISK_NONE] = 0,
+        [SB_DISK_QUEUED] = SB_BELOW_OFFERED | SB_BELOW_QUEUED,
+        [SB_DISK_CLEAN] = SB_BELOW_OFFERED | SB_BELOW_KEPT,
+        [SB_DISK_FAILED] = SB_BELOW_OFFERED,
+    };
+    sb_host_blk_mark(b, SB_BELOW_OFFERED | SB_BELOW_KEPT | SB_BELOW_QUEUED,
+                     flags[state & 3]);
+}
 
 /* An entry of the priority pool (admit.c): a block and its place. */
 typedef struct sb_pool_ent {
@@ -333,15 +421,17 @@ void sb_disk_release(sb_disk *d, uint32_t v);
  * (a reclaimed slot may hold another segment by now)? [mu] */
 static inline bool sb_disk_record_live(const sb_disk *d, const sb_blk *b)
 {
-    const sb_seg *s = &d->segs[b->seg];
-    return s->state != SB_SEG_FREE && s->id == b->seg_id;
+    const sb_drec *r = sb_drec_of(b);
+    const sb_seg *s = &d->segs[r->seg];
+    return s->state != SB_SEG_FREE && s->id == r->seg_id;
 }
 
 /* sb_disk_payload_read -- bytes after the head a read of CLEAN block b's
  * record takes: its payload as stored, padded to 4 KiB. */
 static inline uint64_t sb_disk_payload_read(const sb_blk *b)
 {
-    return b->stored ? sb_fmt_pad(b->stored) : sb_host_blk_data_bytes(b->ns, b->kind);
+    const sb_drec *r = sb_drec_of(b);
+    return r->stored ? sb_fmt_pad(r->stored) : sb_host_blk_data_bytes(b->ns, b->kind);
 }
 
 /* sb_disk_pending_add -- bytes joined the writer's queue. [mu] */

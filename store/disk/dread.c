@@ -80,7 +80,7 @@ struct rgrp {
 /* A page cut with b (ctx) leaves for b's reason. */
 static void cut_why(void *ctx, sb_blk *page)
 {
-    page->why = ((const sb_blk *)ctx)->why; /* why the pages after b go too */
+    sb_drec_of(page)->why = sb_drec_of(ctx)->why; /* why the pages after b go too (ctx: b) */
 }
 
 void sb_disk_drop(sb_ns *ns, sb_blk *b)
@@ -343,8 +343,9 @@ static void read_all(sb_disk *d, const sb_ns *ns, rd *x, size_t n, struct iovec 
 /* Is b's record no longer the one r read (reclamation moved it)? [mu] */
 static bool moved(const sb_blk *b, const rd *r)
 {
-    return b->disk != SB_DISK_CLEAN || b->seg != r->seg || b->rec_off != r->off ||
-           b->seg_id != r->seg_id;
+    const sb_drec *at = sb_drec_of(b);
+    return sb_disk_state(b) != SB_DISK_CLEAN || at->seg != r->seg || at->rec_off != r->off ||
+           at->seg_id != r->seg_id;
 }
 
 /* Step 2's memory for x[0, n): pool buffers for the records that got no
@@ -430,18 +431,19 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
             sb_host_read_unreserve(ns, b->kind, buf);
             continue;
         }
-        if (b->disk != SB_DISK_CLEAN || !sb_disk_record_live(d, b)) {
+        if (sb_disk_state(b) != SB_DISK_CLEAN || !sb_disk_record_live(d, b)) {
             sb_host_read_unreserve(ns, b->kind, buf); /* its segment was reclaimed */
             rc = SB_ERR_IO;
             limit = i;
             break;
         }
-        sb_seg *s = &d->segs[b->seg];
+        const sb_drec *at = sb_drec_of(b);
+        sb_seg *s = &d->segs[at->seg];
         s->holds++; /* the segment stays until the read is done */
         fresh[b->kind == SB_BLK_PAGE ? 0 : 1] += !buf.data;
-        x[nx++] = (rd){ .b = b, .idx = i, .seg = b->seg, .seg_id = s->id, .gen = s->gen,
-                        .head_bytes = b->head_bytes, .off = b->rec_off, .stored = b->stored,
-                        .zflags = b->zflags, .buf = buf };
+        x[nx++] = (rd){ .b = b, .idx = i, .seg = at->seg, .seg_id = s->id, .gen = s->gen,
+                        .head_bytes = at->head_bytes, .off = at->rec_off, .stored = at->stored,
+                        .zflags = at->zflags, .buf = buf };
     }
     for (int k = 0; k < 2; k++)
         if (fresh[k])
@@ -500,7 +502,7 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
              * again), or left the index. */
             if (b->data)
                 continue;
-            *again = b->indexed && b->disk == SB_DISK_CLEAN;
+            *again = b->indexed && sb_disk_state(b) == SB_DISK_CLEAN;
             rc = SB_ERR_IO;
             limit = i;
             break;
@@ -525,7 +527,7 @@ static int load_once(sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
         sb_disk_unhold(st, x[i].seg);
     }
     if (bad) {
-        bad->why = SB_DENY_ERROR; /* a ticket counts it (and what follows) unwritten */
+        sb_drec_of(bad)->why = SB_DENY_ERROR; /* a ticket counts it (and what follows) unwritten */
         sb_disk_drop(ns, bad);
     }
     pthread_mutex_unlock(&st->mu);

@@ -88,7 +88,7 @@ static bool push(void **p, size_t *cap, size_t n, size_t size)
 
 static bool in_victim(const sb_blk *b, uint32_t v)
 {
-    return b->indexed && b->disk == SB_DISK_CLEAN && b->seg == v;
+    return b->indexed && sb_disk_state(b) == SB_DISK_CLEAN && sb_drec_of(b)->seg == v;
 }
 
 /* Step 1 for one block: take it when its record is in V. [mu] */
@@ -129,7 +129,7 @@ static void mark_hot(victims *vs, uint32_t v)
 {
     for (size_t i = 0; i < vs->n; i++) {
         sb_blk *b = vs->b[i];
-        if (b->refs <= 2 && !b->hit) /* the index's reference and ours */
+        if (b->refs <= 2 && !sb_drec_of(b)->hit) /* the index's reference and ours */
             continue;
         /* Through ancestors outside V too: one re-appended earlier sits in
          * a newer segment, its own parent may still be in V. */
@@ -179,16 +179,17 @@ static void read_hot(sb_disk *d, victims *vs, uint32_t v)
 static bool parent_kept(const sb_blk *b, uint32_t v)
 {
     const sb_blk *p = sb_host_index_parent(b);
-    return !p || p->disk == SB_DISK_QUEUED ||
-           (p->disk == SB_DISK_CLEAN && (p->seg != v || p->reinsert));
+    return !p || sb_disk_state(p) == SB_DISK_QUEUED ||
+           (sb_disk_state(p) == SB_DISK_CLEAN &&
+            (sb_drec_of(p)->seg != v || sb_drec_of(p)->reinsert));
 }
 
 /* Append b to the list (head, tail) through wq_next. */
 static void link(sb_blk **head, sb_blk **tail, sb_blk *b)
 {
-    b->wq_next = NULL;
+    sb_drec_of(b)->wq_next = NULL;
     if (*tail)
-        (*tail)->wq_next = b;
+        sb_drec_of(*tail)->wq_next = b;
     else
         *head = b;
     *tail = b;
@@ -226,16 +227,16 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
                  * next_ticket unissued was never counted synced, and a
                  * commit waiting for it waited for good). */
                 if (!ticket)
-                    ticket = d->q_head ? d->q_head->ticket : d->next_ticket++;
-                b->ticket = ticket;
+                    ticket = d->q_head ? sb_drec_of(d->q_head)->ticket : d->next_ticket++;
+                sb_drec_of(b)->ticket = ticket;
                 sb_disk_unclean(st, b, SB_DISK_QUEUED);
-                b->reinsert = 1;
+                sb_drec_of(b)->reinsert = 1;
                 link(&head, &tail, b);
                 sb_disk_pending_add(d, b->bytes);
                 d->rc_kept++;
                 continue;
             } else {
-                b->reinsert = 1; /* CLEAN in V until its copy is written */
+                sb_drec_of(b)->reinsert = 1; /* CLEAN in V until its copy is written */
                 link(&c_head, &c_tail, b);
                 d->segs[v].copies++;
                 d->rc_kept++;
@@ -251,11 +252,11 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
          * segment). A ticket that needs it counts it unwritten for want
          * of capacity. */
         if (!denied)
-            b->why = SB_DENY_CAPACITY;
+            sb_drec_of(b)->why = SB_DENY_CAPACITY;
         if (b->data) {
             sb_disk_unclean(st, b, SB_DISK_NONE);
             if (b->kind == SB_BLK_PAGE && !sb_host_blk_leaf(b)) {
-                b->cut = 1;
+                sb_host_blk_mark(b, SB_BELOW_CUT, SB_BELOW_CUT);
                 sb_host_blk_evictable(b);
             }
             d->rc_ram++;
@@ -266,14 +267,14 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
         sb_host_blk_unref(b);
     }
     if (tail) {
-        tail->wq_next = d->q_head;
+        sb_drec_of(tail)->wq_next = d->q_head;
         if (!d->q_head)
             d->q_tail = tail;
         d->q_head = head;
     }
     if (c_tail) {
         if (d->c_tail)
-            d->c_tail->wq_next = c_head;
+            sb_drec_of(d->c_tail)->wq_next = c_head;
         else
             d->c_head = c_head;
         d->c_tail = c_tail;

@@ -518,13 +518,14 @@ static sb_blk *disk_block(sb_ns *ns, const rrec *r, int kind)
 {
     sb_blk *b = sb_host_blk_new_record(ns, kind);
     if (b) {
-        b->disk = SB_DISK_CLEAN;
-        b->seg = r->seg;
-        b->seg_id = r->h.segment_id;
-        b->rec_off = r->off;
-        b->head_bytes = r->h.head_bytes;
-        b->stored = r->h.flags ? (uint32_t)r->h.payload_bytes : 0;
-        b->zflags = r->h.flags;
+        sb_drec *at = sb_drec_of(b);
+        sb_disk_state_set(b, SB_DISK_CLEAN);
+        at->seg = r->seg;
+        at->seg_id = r->h.segment_id;
+        at->rec_off = r->off;
+        at->head_bytes = r->h.head_bytes;
+        at->stored = r->h.flags ? (uint32_t)r->h.payload_bytes : 0;
+        at->zflags = r->h.flags;
     }
     return b;
 }

@@ -94,7 +94,7 @@
 typedef struct sb_wnode {
     struct sb_wset *ws;        /* the set it belongs to */
     sb_blk *b;                 /* the block, NULL once detached */
-    struct sb_wnode *prev, *next; /* b->waits */
+    struct sb_wnode *prev, *next; /* sb_drec_of(b)->waits */
     bool q;                    /* counted in ws->queued */
     bool clean;                /* watched: b is written (CLEAN); not counted
                                   in ws->waiting */
@@ -219,7 +219,7 @@ static void detach(sb_wnode *x)
     if (x->prev)
         x->prev->next = x->next;
     else
-        b->waits = x->next;
+        sb_drec_of(b)->waits = x->next;
     if (x->next)
         x->next->prev = x->prev;
     if (!x->clean)
@@ -237,10 +237,10 @@ static void link_node(sb_wset *ws, sb_wnode *x, sb_blk *b)
     x->ws = ws;
     x->b = b;
     x->prev = NULL;
-    x->next = b->waits;
-    if (b->waits)
-        b->waits->prev = x;
-    b->waits = x;
+    x->next = sb_drec_of(b)->waits;
+    if (sb_drec_of(b)->waits)
+        sb_drec_of(b)->waits->prev = x;
+    sb_drec_of(b)->waits = x;
 }
 
 /* x waits for b, not yet written. */
@@ -248,7 +248,7 @@ static void attach(sb_wset *ws, sb_wnode *x, sb_blk *b)
 {
     link_node(ws, x, b);
     x->clean = false;
-    x->q = b->disk == SB_DISK_QUEUED;
+    x->q = sb_disk_state(b) == SB_DISK_QUEUED;
     ws->waiting++;
     ws->queued += x->q;
 }
@@ -260,8 +260,8 @@ static void watch(const sb_disk *d, sb_wset *ws, sb_wnode *x, sb_blk *b)
     link_node(ws, x, b);
     x->clean = true;
     x->q = false;
-    if (b->ticket > d->synced_ticket && b->ticket > ws->max_t)
-        ws->max_t = b->ticket;
+    if (sb_drec_of(b)->ticket > d->synced_ticket && sb_drec_of(b)->ticket > ws->max_t)
+        ws->max_t = sb_drec_of(b)->ticket;
 }
 
 static void detach_all(sb_wset *ws)
@@ -331,14 +331,15 @@ static bool dirty_ok(const sb_disk *d)
  * data reaching the device: such a record is never counted durable.) */
 static bool suspect(const sb_disk *d, const sb_blk *b)
 {
-    const sb_seg *s = &d->segs[b->seg];
-    return s->suspect && s->id == b->seg_id && b->rec_off >= s->suspect_from;
+    const sb_drec *r = sb_drec_of(b);
+    const sb_seg *s = &d->segs[r->seg];
+    return s->suspect && s->id == r->seg_id && r->rec_off >= s->suspect_from;
 }
 
 /* Add block b of the state to ws (being built). */
 static void add(sb_disk *d, sb_wset *ws, sb_blk *b)
 {
-    switch (b->disk) {
+    switch (sb_disk_state(b)) {
     case SB_DISK_CLEAN:
         if (suspect(d, b))
             fail(d, ws);
@@ -352,7 +353,7 @@ static void add(sb_disk *d, sb_wset *ws, sb_blk *b)
         return;
     case SB_DISK_NONE:
         /* Neither pooled nor dirty: its commit was too short to offer it. */
-        if (!b->pool_at && !dirty_ok(d)) {
+        if (!sb_drec_of(b)->pool_at && !dirty_ok(d)) {
             fail(d, ws);
             return;
         }
@@ -371,7 +372,7 @@ static void add(sb_disk *d, sb_wset *ws, sb_blk *b)
 void sb_tkt_queued(sb_disk *d, sb_blk *b)
 {
     (void)d;
-    for (sb_wnode *x = b->waits; x; x = x->next)
+    for (sb_wnode *x = sb_drec_of(b)->waits; x; x = x->next)
         if (!x->q) {
             x->q = true;
             x->ws->queued++;
@@ -380,9 +381,9 @@ void sb_tkt_queued(sb_disk *d, sb_blk *b)
 
 void sb_tkt_resolved(sb_disk *d, sb_blk *b, bool ok)
 {
-    if (ok && b->disk == SB_DISK_CLEAN && suspect(d, b))
+    if (ok && sb_disk_state(b) == SB_DISK_CLEAN && suspect(d, b))
         ok = false; /* written after a hole or a failed sync */
-    for (sb_wnode *x = b->waits, *next; x; x = next) {
+    for (sb_wnode *x = sb_drec_of(b)->waits, *next; x; x = next) {
         next = x->next;
         sb_wset *ws = x->ws;
         if (!ok) {
@@ -396,22 +397,23 @@ void sb_tkt_resolved(sb_disk *d, sb_blk *b, bool ok)
                 ws->queued--;
             x->q = false;
         }
-        if (b->ticket > ws->max_t)
-            ws->max_t = b->ticket;
+        if (sb_drec_of(b)->ticket > ws->max_t)
+            ws->max_t = sb_drec_of(b)->ticket;
     }
 }
 
 void sb_tkt_unclean(sb_disk *d, sb_blk *b)
 {
-    for (sb_wnode *x = b->waits, *next; x; x = next) {
+    for (sb_wnode *x = sb_drec_of(b)->waits, *next; x; x = next) {
         next = x->next;
-        if (!x->clean || b->disk == SB_DISK_CLEAN)
+        if (!x->clean || sb_disk_state(b) == SB_DISK_CLEAN)
             continue;
-        if (b->disk == SB_DISK_QUEUED || (b->disk == SB_DISK_NONE && dirty_ok(d))) {
+        int state = sb_disk_state(b);
+        if (state == SB_DISK_QUEUED || (state == SB_DISK_NONE && dirty_ok(d))) {
             /* written again (reclamation), or dirty again under
              * write-back: waited for like any unwritten block */
             x->clean = false;
-            x->q = b->disk == SB_DISK_QUEUED;
+            x->q = sb_disk_state(b) == SB_DISK_QUEUED;
             x->ws->waiting++;
             x->ws->queued += x->q;
         } else {
@@ -464,7 +466,7 @@ void sb_disk_blk_gone(sb_store *st, sb_blk *b)
 
 void sb_tkt_short(sb_disk *d, sb_blk *b)
 {
-    if (b->waits && !dirty_ok(d))
+    if (sb_drec_of(b)->waits && !dirty_ok(d))
         sb_tkt_resolved(d, b, false);
 }
 
@@ -473,7 +475,7 @@ void sb_disk_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
     sb_disk *d = sb_disk_of(st);
     if (!d)
         return;
-    for (sb_wnode *x = old->waits, *next; x; x = next) {
+    for (sb_wnode *x = sb_drec_of(old)->waits, *next; x; x = next) {
         next = x->next;
         sb_wset *ws = x->ws;
         detach(x);
@@ -481,9 +483,9 @@ void sb_disk_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
          * its state). A new repl is offered by the commit under way right
          * after (sb_disk_short fails the ticket if that commit is too
          * short to offer it). */
-        if (repl->disk == SB_DISK_CLEAN && !suspect(d, repl)) {
+        if (sb_disk_state(repl) == SB_DISK_CLEAN && !suspect(d, repl)) {
             watch(d, ws, x, repl);
-        } else if (repl->disk == SB_DISK_QUEUED || repl->disk == SB_DISK_NONE) {
+        } else if (sb_disk_state(repl) == SB_DISK_QUEUED || sb_disk_state(repl) == SB_DISK_NONE) {
             attach(ws, x, repl);
         } else {
             x->ws = ws;
@@ -560,7 +562,8 @@ static void push(sb_disk *d, sb_wset *ws)
     uint64_t id = ws ? ws->id : 0; /* ws may be freed below: keep its ticket */
     for (uint32_t i = 0; ws && i < ws->used; i++) {
         sb_blk *b = ws->nodes[i].b;
-        if (b && b->disk == SB_DISK_NONE && !b->pool_at && sb_disk_write_back(st)) {
+        if (b && sb_disk_state(b) == SB_DISK_NONE && !sb_drec_of(b)->pool_at &&
+            sb_disk_write_back(st)) {
             sb_disk_enqueue(st, b); /* may fail and free ws (denied): look it up again */
             ws = find(d, id);
         }
@@ -575,38 +578,39 @@ static void push(sb_disk *d, sb_wset *ws)
 static void tally(const sb_disk *d, const sb_blk *b, uint64_t t0, bool durable,
                   sb_write_outcome *oc)
 {
+    uint8_t why = sb_drec_of(b)->why; /* why it waits or was not written */
     if (!b->indexed) {
         /* Superseded meanwhile: a longer page holds its tokens (its
          * tickets moved there). Dropped (its record taken or found bad)
          * before the state was durable: it will not be written. */
         if (!b->superseded && !durable)
-            oc->denied_by[b->why < SB_DENY__COUNT ? b->why : SB_DENY_ERROR]++;
+            oc->denied_by[why < SB_DENY__COUNT ? why : SB_DENY_ERROR]++;
         return;
     }
-    if (durable && (b->disk == SB_DISK_NONE || b->disk == SB_DISK_FAILED))
+    if (durable && (sb_disk_state(b) == SB_DISK_NONE || sb_disk_state(b) == SB_DISK_FAILED))
         return; /* its record taken after the state was durable: not the call's */
-    switch (b->disk) {
+    switch (sb_disk_state(b)) {
     case SB_DISK_CLEAN:
         if (suspect(d, b))
             oc->denied_by[SB_DENY_ERROR]++;
-        else if (b->ticket >= t0) {
+        else if (sb_drec_of(b)->ticket >= t0) {
             oc->queued++;
-            oc->written += b->ticket <= d->synced_ticket;
+            oc->written += sb_drec_of(b)->ticket <= d->synced_ticket;
         }
         break;
     case SB_DISK_QUEUED:
-        oc->queued += b->ticket >= t0;
+        oc->queued += sb_drec_of(b)->ticket >= t0;
         break;
     case SB_DISK_NONE:
-        if (b->pool_at)
+        if (sb_drec_of(b)->pool_at)
             oc->deferred++;
         else if (dirty_ok(d))
             oc->dirty++;
         else /* never offered (short), or reclamation left it in RAM */
-            oc->denied_by[b->why == SB_DENY_CAPACITY ? SB_DENY_CAPACITY : SB_DENY_SHORT]++;
+            oc->denied_by[why == SB_DENY_CAPACITY ? SB_DENY_CAPACITY : SB_DENY_SHORT]++;
         break;
     default:
-        oc->denied_by[b->why < SB_DENY__COUNT ? b->why : SB_DENY_ERROR]++;
+        oc->denied_by[why < SB_DENY__COUNT ? why : SB_DENY_ERROR]++;
         break;
     }
 }

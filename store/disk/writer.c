@@ -147,7 +147,7 @@ static bool tails_due(const sb_disk *d, const wstate *w)
 {
     if (!d->t_head)
         return false;
-    if (d->stop || d->flush_ticket >= d->t_head->ticket)
+    if (d->stop || d->flush_ticket >= sb_drec_of(d->t_head)->ticket)
         return true;
     return d->durability == SB_DURABILITY_PERIODIC && w->unsynced &&
            now_ns() - w->last_sync >= d->sync_ns;
@@ -164,10 +164,10 @@ static sb_blk *pop(sb_disk *d, const wstate *w)
         tail = &d->t_tail;
     }
     sb_blk *b = *head;
-    *head = b->wq_next;
+    *head = sb_drec_of(b)->wq_next;
     if (!*head)
         *tail = NULL;
-    b->wq_next = NULL;
+    sb_drec_of(b)->wq_next = NULL;
     return b;
 }
 
@@ -175,14 +175,14 @@ static sb_blk *pop(sb_disk *d, const wstate *w)
 static uint64_t first_open_ticket(const sb_disk *d, const wstate *w)
 {
     uint64_t t = d->next_ticket;
-    if (d->q_head && d->q_head->ticket < t)
-        t = d->q_head->ticket;
-    for (const sb_blk *b = d->t_head; b; b = b->wq_next)
-        if (b->ticket < t)
-            t = b->ticket;
+    if (d->q_head && sb_drec_of(d->q_head)->ticket < t)
+        t = sb_drec_of(d->q_head)->ticket;
+    for (const sb_blk *b = d->t_head; b; b = sb_drec_of(b)->wq_next)
+        if (sb_drec_of(b)->ticket < t)
+            t = sb_drec_of(b)->ticket;
     for (unsigned i = 0; i < w->n_slots; i++)
-        if (w->slots[i].busy && w->slots[i].b && w->slots[i].b->ticket < t)
-            t = w->slots[i].b->ticket;
+        if (w->slots[i].busy && w->slots[i].b && sb_drec_of(w->slots[i].b)->ticket < t)
+            t = sb_drec_of(w->slots[i].b)->ticket;
     return t;
 }
 
@@ -190,13 +190,14 @@ static uint64_t first_open_ticket(const sb_disk *d, const wstate *w)
  * its matches hold that segment; not hit since. [mu] */
 static void written_at(sb_store *st, sb_blk *b, const wslot *s)
 {
-    b->seg = s->seg;
-    b->seg_id = s->h.segment_id;
-    b->rec_off = s->req.off;
-    b->head_bytes = s->h.head_bytes;
-    b->stored = s->h.flags ? (uint32_t)s->h.payload_bytes : 0;
-    b->zflags = s->h.flags;
-    b->hit = 0;
+    sb_drec *r = sb_drec_of(b);
+    r->seg = s->seg;
+    r->seg_id = s->h.segment_id;
+    r->rec_off = s->req.off;
+    r->head_bytes = s->h.head_bytes;
+    r->stored = s->h.flags ? (uint32_t)s->h.payload_bytes : 0;
+    r->zflags = s->h.flags;
+    r->hit = 0;
     sb_disk_held(st, b, 1);
     if (b->indexed)
         sb_disk_count(st, b, 1);
@@ -210,20 +211,20 @@ static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
     d->pending_bytes -= b->bytes;
     d->reserved -= sb_disk_rec_bytes(b); /* its admission's reservation */
     d->progress++;
-    b->reinsert = 0;
+    sb_drec_of(b)->reinsert = 0;
     if (how > 0) {
-        b->disk = SB_DISK_CLEAN;
+        sb_disk_state_set(b, SB_DISK_CLEAN);
         written_at(st, b, s);
     } else {
-        b->disk = how < 0 ? SB_DISK_FAILED : SB_DISK_NONE;
-        if (how < 0 && b->ticket > d->err_ticket)
-            d->err_ticket = b->ticket;
+        sb_disk_state_set(b, how < 0 ? SB_DISK_FAILED : SB_DISK_NONE);
+        if (how < 0 && sb_drec_of(b)->ticket > d->err_ticket)
+            d->err_ticket = sb_drec_of(b)->ticket;
         if (how < 0) {
             d->err_rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
             sb_disk_fault(d, d->err_rc);
         }
     }
-    if (b->waits) /* the durability tickets waiting for it (ticket.c) */
+    if (sb_drec_of(b)->waits) /* the durability tickets waiting for it (ticket.c) */
         sb_tkt_resolved(d, b, how > 0);
     bool offer = b->indexed && b->data &&
                  (how > 0 || b->kind == SB_BLK_POINT || sb_host_blk_leaf(b));
@@ -419,7 +420,7 @@ static void zip_ahead(wstate *w)
 {
     sb_disk *d = w->d;
     unsigned n0 = w->n_zip;
-    for (sb_blk *b = d->q_head; b && w->n_zip < ZIP_AHEAD; b = b->wq_next)
+    for (sb_blk *b = d->q_head; b && w->n_zip < ZIP_AHEAD; b = sb_drec_of(b)->wq_next)
         if (b->indexed && !zip_of(w, b))
             w->zip[w->n_zip++] = (wzip){ .b = b };
     if (w->n_zip == n0)
@@ -452,7 +453,7 @@ static void zip_ahead(wstate *w)
 /* Is copy block b still CLEAN where it was when it was listed? */
 static bool copy_valid(const sb_blk *b)
 {
-    return b->indexed && b->disk == SB_DISK_CLEAN && b->reinsert;
+    return b->indexed && sb_disk_state(b) == SB_DISK_CLEAN && sb_drec_of(b)->reinsert;
 }
 
 /* Copy block b leaves the writer. written: its new record is at slot s
@@ -461,7 +462,7 @@ static bool copy_valid(const sb_blk *b)
 static void copy_done(sb_disk *d, sb_blk *b, const wslot *s, bool lost)
 {
     sb_store *st = d->st;
-    sb_seg *from = &d->segs[b->seg];
+    sb_seg *from = &d->segs[sb_drec_of(b)->seg];
     from->copies--;
     d->reserved -= sb_disk_rec_bytes(b);
     if (copy_valid(b)) {
@@ -473,7 +474,7 @@ static void copy_done(sb_disk *d, sb_blk *b, const wslot *s, bool lost)
             d->rc_dropped++;
         }
     }
-    b->reinsert = 0;
+    sb_drec_of(b)->reinsert = 0;
     sb_host_blk_unref(b);
 }
 
@@ -487,18 +488,19 @@ static void fetch_copies(wstate *w)
     room = room > w->n_ready ? room - w->n_ready : 0;
     while (n < room && d->c_head) {
         sb_blk *b = d->c_head;
-        d->c_head = b->wq_next;
+        d->c_head = sb_drec_of(b)->wq_next;
         if (!d->c_head)
             d->c_tail = NULL;
-        b->wq_next = NULL;
+        sb_drec_of(b)->wq_next = NULL;
         if (!copy_valid(b)) {
             copy_done(d, b, NULL, false);
             continue;
         }
-        const sb_seg *g = &d->segs[b->seg];
+        const sb_drec *r = sb_drec_of(b);
+        const sb_seg *g = &d->segs[r->seg];
         w->fetch[n++] = (wcopy){ .b = b,
-                                 .at = { b->seg, g->id, g->gen, b->head_bytes, b->rec_off,
-                                         b->stored, b->zflags } };
+                                 .at = { r->seg, g->id, g->gen, r->head_bytes, r->rec_off,
+                                         r->stored, r->zflags } };
     }
     if (!n)
         return;
@@ -555,7 +557,7 @@ static bool place_copy(sb_disk *d, wstate *w, sb_seg *seg)
  * b's record in it. [mu] */
 static void give_up(sb_disk *d, sb_blk *b)
 {
-    sb_seg *from = &d->segs[b->seg];
+    sb_seg *from = &d->segs[sb_drec_of(b)->seg];
     from->draining = from->going = false;
     copy_done(d, b, NULL, false);
 }
@@ -572,8 +574,8 @@ static void abandon_drain(sb_disk *d, wstate *w)
     }
     while (d->c_head) {
         sb_blk *b = d->c_head;
-        d->c_head = b->wq_next;
-        b->wq_next = NULL;
+        d->c_head = sb_drec_of(b)->wq_next;
+        sb_drec_of(b)->wq_next = NULL;
         give_up(d, b);
     }
     d->c_tail = NULL;
@@ -638,7 +640,7 @@ static void take(wstate *w)
             bool tail = b->kind == SB_BLK_PAGE && b->n_tokens < b->ns->page_tokens;
             sb_blk **head = tail ? &d->t_head : &d->q_head;
             sb_blk **last = tail ? &d->t_tail : &d->q_tail;
-            b->wq_next = *head;
+            sb_drec_of(b)->wq_next = *head;
             *head = b;
             if (!*last)
                 *last = b;
@@ -703,7 +705,7 @@ static void account(sb_disk *d, const wslot *s)
         d->wa_ns += s->rec_bytes;
         return;
     }
-    if (s->b->reinsert) { /* its state was counted when first written */
+    if (sb_drec_of(s->b)->reinsert) { /* its state was counted when first written */
         d->wa_reinsert += s->rec_bytes;
         return;
     }
@@ -779,7 +781,7 @@ static void finish(wstate *w, wslot *s)
         s->own = NULL;
     } else if (s->b) {
         if (!ok)
-            s->b->why = SB_DENY_ERROR;
+            sb_drec_of(s->b)->why = SB_DENY_ERROR;
         resolve(d, s->b, ok ? 1 : -1, s);
     }
     s->b = NULL;
@@ -859,7 +861,7 @@ static bool sync_due(const wstate *w)
 {
     const sb_disk *d = w->d;
     if (d->flush_ticket > d->synced_ticket)
-        return !d->q_head && !(d->t_head && d->flush_ticket >= d->t_head->ticket);
+        return !d->q_head && !(d->t_head && d->flush_ticket >= sb_drec_of(d->t_head)->ticket);
     if (!w->unsynced)
         return false;
     if (d->durability == SB_DURABILITY_PERIODIC)
@@ -1134,7 +1136,7 @@ void *sb_writer_main(void *arg)
      * rather than go unwritten in silence. */
     while ((b = d->q_head) || (b = d->t_head)) {
         sb_blk **head = d->q_head ? &d->q_head : &d->t_head;
-        *head = b->wq_next;
+        *head = sb_drec_of(b)->wq_next;
         resolve(d, b, crash ? 0 : -1, NULL);
     }
     d->q_tail = d->t_tail = NULL;
