@@ -76,14 +76,22 @@ enum { SB_HEAP_STORE = 0, SB_HEAP_NS = 1 };
  * `matched` (core counts matches) of what concerns the tier.
  */
 struct sb_page {
+    /* cold on a match: the block's buffer, place and keys, eviction */
+    sb_chunk *chunk;        /* [mu] the pool chunk data is in (with data) */
+    sb_node *node;          /* [mu] node whose edge holds it; NULL unless indexed */
+    sb_key key;             /* [mu] content key, once committed (pages) */
+    sb_key parent_key;      /* [mu] key of the previous page (or the ns root) */
+    uint64_t heap_key[2];   /* [mu] stamp when (re)keyed in each heap */
+    size_t heap_pos[2];     /* [mu] index in each heap, or SB_HEAP_OUT/PARKED */
+    /* hot on a match (each page's refs, stamp, flags, counts), last, so
+     * they share cache lines with the start of the tier's area, which a
+     * match touches too (store/disk: sb_drec's seg and hit) */
     uint8_t *data;          /* [mu] (alloc_bytes) resident bytes, or NULL when
                                the block lives on disk only. Set under mu;
                                never dropped while anyone but the index
                                holds the block, so a holder may read it
                                unlocked once it saw it set */
-    sb_chunk *chunk;        /* [mu] the pool chunk data is in (with data) */
     struct sb_ns *ns;       /* [const] owning namespace */
-    sb_node *node;          /* [mu] node whose edge holds it; NULL unless indexed */
     uint32_t refs;          /* [mu] references: index, matches, pins, callers */
     uint32_t n_tokens;      /* [mu] committed token slices (pages); 0 when fresh */
     uint32_t region;        /* [mu] page index in its sequence, once committed */
@@ -107,11 +115,7 @@ struct sb_page {
                                record, the record stays readable */
     size_t bytes;           /* [const] page_bytes or point_bytes: what it
                                counts against the budgets when resident */
-    sb_key key;             /* [mu] content key, once committed (pages) */
-    sb_key parent_key;      /* [mu] key of the previous page (or the ns root) */
     uint64_t stamp;         /* [mu] store tick of the last use */
-    uint64_t heap_key[2];   /* [mu] stamp when (re)keyed in each heap */
-    size_t heap_pos[2];     /* [mu] index in each heap, or SB_HEAP_OUT/PARKED */
     uint64_t tier_area[];   /* the tier's per-block area, blk_bytes long
                                (tier_ops.h), zeroed when the block is made,
                                freed with it; core never reads or writes

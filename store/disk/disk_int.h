@@ -65,6 +65,26 @@ enum {
  * (waits) are resolved when it leaves the index (sb_disk_pool_leave) or
  * when the tier closes (sb_tkt_free_all). */
 typedef struct sb_drec {
+    /* first: what a match touches (sb_disk_match: seg, hit), so it sits
+     * right after the block's header, on the line the header ends on */
+    uint32_t seg;              /* segment index of its record (CLEAN) */
+    uint8_t hit;               /* matched since its record was written:
+                                  reclamation keeps it (reclaim.c); set by
+                                  sb_disk_match */
+    uint8_t zflags;            /* the record's flags when stored compressed */
+    uint8_t why;               /* why it waits in the pool (pool_at nonzero),
+                                  or why it was not written (FAILED): an
+                                  sb_deny */
+    uint8_t reinsert;          /* queued again by reclamation (QUEUED) */
+    uint32_t seg_id;           /* ...and that segment's id: once the
+                                  segment is reclaimed its slot may hold
+                                  another */
+    uint32_t pool_at;          /* 1 + its place in the priority pool
+                                  (admit.c), 0: not there (the index sees
+                                  SB_BELOW_POOLED) */
+    uint32_t head_bytes;       /* its record's head size (CLEAN) */
+    uint32_t stored;           /* its record's payload bytes when stored
+                                  compressed (CLEAN), 0: stored as it is */
     uint64_t rec_off;          /* its record's offset in the segment (CLEAN) */
     uint64_t ticket;           /* write-queue ticket, given when queued: the
                                   writer's order, and (CLEAN) which sync
@@ -72,25 +92,8 @@ typedef struct sb_drec {
     struct sb_wnode *waits;    /* durability tickets waiting for it to be
                                   written (ticket.c) */
     sb_blk *wq_next;           /* write-queue link (QUEUED) */
-    uint32_t seg;              /* segment index of its record (CLEAN) */
-    uint32_t seg_id;           /* ...and that segment's id: once the
-                                  segment is reclaimed its slot may hold
-                                  another */
-    uint32_t head_bytes;       /* its record's head size (CLEAN) */
-    uint32_t stored;           /* its record's payload bytes when stored
-                                  compressed (CLEAN), 0: stored as it is */
-    uint32_t pool_at;          /* 1 + its place in the priority pool
-                                  (admit.c), 0: not there (the index sees
-                                  SB_BELOW_POOLED) */
-    uint8_t zflags;            /* the record's flags when stored compressed */
-    uint8_t why;               /* why it waits in the pool (pool_at nonzero),
-                                  or why it was not written (FAILED): an
-                                  sb_deny */
-    uint8_t reinsert;          /* queued again by reclamation (QUEUED) */
-    uint8_t hit;               /* matched since its record was written:
-                                  reclamation keeps it (reclaim.c); set by
-                                  sb_disk_match */
 } sb_drec;
+_Static_assert(sizeof(sb_drec) == 56, "sb_drec: 56 bytes (tier-notes.md step 3)");
 
 /* sb_drec_of -- block b's state in this tier (b of a store whose tier this
  * is: its area was allocated with it). [mu] for the fields. */
