@@ -66,11 +66,13 @@ enum { SB_HEAP_STORE = 0, SB_HEAP_NS = 1 };
  * The block header and the tier's per-block state are one allocation
  * (blk_new), as SQLite's pager gives each page nExtra bytes for the b-tree:
  *
- *     +---------------------------+-------------------------------------+
- *     | struct sb_page (core's)   | tier_area: blk_bytes of the tier    |
- *     |  ... below (SB_BELOW_*)   |  (store/disk: struct sb_drec),      |
- *     |  ... matched              |  zeroed; 0 bytes in a RAM-only store |
- *     +---------------------------+-------------------------------------+
+ *     0                  80                    144 (x86-64)
+ *     +------------------+---------------------+-------------------------+
+ *     | cold: chunk,     | hot on a match:     | tier_area: blk_bytes    |
+ *     | node, keys,      | data, ns, refs,     | of the tier's (disk:    |
+ *     | heap places      | below, uses,        | struct sb_drec, 56),    |
+ *     |                  | matched, stamp      | zeroed; none RAM-only   |
+ *     +------------------+---------------------+-------------------------+
  *
  * Core reads only `below` (flags the tier sets through host.h) and
  * `matched` (core counts matches) of what concerns the tier.
