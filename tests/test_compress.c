@@ -16,6 +16,10 @@
  *     and one whose payload is garbage under valid checksums (so only the
  *     decompression can tell), are refused (SB_ERR_CORRUPT, the match
  *     shrinks, disk_checksum_failures counts), never restored wrong.
+ *   - take-over: a zero-copy commit over pages on disk only, whose records
+ *     are compressed, hands those records to the caller's pages: they stay
+ *     counted at their stored size, and after RAM pressure drops the
+ *     pages' bytes they restore bit-exact from the records.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -94,7 +98,7 @@ static void fill(int kind, const uint32_t *tok, size_t n, uint8_t *buf)
         token_state(kind, tok, i, buf + i * BPT);
 }
 
-static sb_store *open_store(const char *sub, uint32_t level)
+static sb_store *open_store_ram(const char *sub, uint32_t level, uint64_t ram_bytes)
 {
     char dir[256];
     snprintf(dir, sizeof dir, "%s/%s", g_dir, sub);
@@ -102,7 +106,7 @@ static sb_store *open_store(const char *sub, uint32_t level)
     sb_config_default(&cfg);
     cfg.dir = dir;
     cfg.min_prefix_tokens = 1;
-    cfg.ram_bytes = 64u << 20;
+    cfg.ram_bytes = ram_bytes;
     cfg.segment_bytes = 4u << 20;
     cfg.disk_bytes = 256u << 20;
     cfg.disk_free_floor_bytes = 0;
@@ -110,6 +114,11 @@ static sb_store *open_store(const char *sub, uint32_t level)
     sb_store *st = NULL;
     assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
     return st;
+}
+
+static sb_store *open_store(const char *sub, uint32_t level)
+{
+    return open_store_ram(sub, level, 64u << 20);
 }
 
 static sb_ns *open_ns(sb_store *st, int kind, bool shuffle)
@@ -240,6 +249,77 @@ static void test_compress_roundtrip(void **state)
     free(want);
 }
 
+/* A zero-copy commit over pages that are on disk only (compressed there)
+ * gives the caller's resident pages the index's place and their records
+ * (index.c's swap_in, the tier's take_record): the records stay counted at
+ * their stored size (stats.disk_bytes does not move), and once RAM
+ * pressure drops the pages' bytes again, they are read back from those
+ * compressed records bit-exact. */
+static void test_compress_take_record(void **state)
+{
+    (void)state;
+    enum { RAM = 24 * PT * BPT }; /* 24 pages */
+    uint8_t *buf = malloc((size_t)N * BPT), *want = malloc((size_t)N * BPT);
+    assert_non_null(buf);
+    assert_non_null(want);
+    sb_store *st = open_store_ram("take", 3, RAM);
+    put_all(st, KIND_KV, true, buf);
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    assert_int_equal(tu_stats(st).disk_compressed_records, SEQS * (N / PT));
+    sb_store_close(st);
+
+    st = open_store_ram("take", 3, RAM); /* every page on disk only */
+    sb_stats s0 = tu_stats(st);
+    assert_int_equal(s0.disk_pages, SEQS * (N / PT));
+    sb_ns *ns = open_ns(st, KIND_KV, true);
+    uint32_t tok[N];
+    for (int s = 0; s < SEQS; s++) {
+        seq_tokens(s, tok);
+        fill(KIND_KV, tok, N, buf); /* the same state the records hold */
+        sb_page *pages[N / PT];
+        for (size_t i = 0; i < N / PT; i++) {
+            assert_int_equal(sb_ns_page_alloc(ns, &pages[i]), SB_OK);
+            memcpy(sb_page_data(pages[i]), buf + i * PT * BPT, (size_t)PT * BPT);
+        }
+        sb_page *mine[N / PT];
+        memcpy(mine, pages, sizeof mine);
+        assert_int_equal(sb_ns_commit(ns, tok, N, pages, NULL), SB_OK);
+        for (size_t i = 0; i < N / PT; i++) {
+            assert_ptr_equal(pages[i], mine[i]); /* taken in, not deduplicated away */
+            sb_page_unref(pages[i]);
+        }
+        sb_stats s1 = tu_stats(st);
+        assert_int_equal(s1.disk_bytes, s0.disk_bytes);
+        assert_int_equal(s1.disk_pages, s0.disk_pages);
+        tu_check(st);
+    }
+    sb_ns_close(ns);
+
+    /* Pages of another namespace, three times the RAM budget: the taken
+     * pages' bytes are dropped (they are clean: their records hold them). */
+    sb_ns *other = open_ns(st, KIND_RANDOM, false);
+    for (uint32_t s = 0; s < 3 * RAM / (N * BPT); s++) {
+        for (size_t i = 0; i < N; i++)
+            tok[i] = 0x100000u + s * N + (uint32_t)i;
+        fill(KIND_RANDOM, tok, N, buf);
+        const void *in[1] = { buf };
+        assert_int_equal(sb_ns_put(other, tok, N, in, NULL, NULL), SB_OK);
+    }
+    sb_ns_close(other);
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    sb_stats s2 = tu_stats(st);
+    assert_true(s2.ram_bytes <= RAM);
+
+    assert_int_equal(verify_all(st, KIND_KV, true, buf, want), (size_t)SEQS * N);
+    sb_stats s3 = tu_stats(st);
+    assert_int_equal(s3.disk_checksum_failures, 0);
+    assert_true(s3.hits_disk > s0.hits_disk);
+    tu_check(st);
+    sb_store_close(st);
+    free(buf);
+    free(want);
+}
+
 /* The offset of the first compressed record in segment file path. */
 static off_t first_compressed(int fd, sb_rec_head *h)
 {
@@ -325,6 +405,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_compress_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compress_corrupt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compress_take_record, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -817,8 +817,8 @@ void sb_disk_take_record(sb_store *st, const sb_blk *old, sb_blk *nu)
     r->seg_id = o->seg_id;
     r->rec_off = o->rec_off;
     r->head_bytes = o->head_bytes;
-    /* (stored and zflags stay nu's, 0, as core's copy left them: see
-     * /work/tier-notes.md, step 3) */
+    r->stored = o->stored; /* a compressed record is read, and counted, */
+    r->zflags = o->zflags; /* at its stored size */
     sb_disk_count(st, nu, 1);
     sb_disk_held(st, nu, 1);
 }
