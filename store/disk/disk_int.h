@@ -93,7 +93,7 @@ typedef struct sb_drec {
                                   written (ticket.c) */
     sb_blk *wq_next;           /* write-queue link (QUEUED) */
 } sb_drec;
-_Static_assert(sizeof(sb_drec) == 56, "sb_drec: 56 bytes (tier-notes.md step 3)");
+_Static_assert(sizeof(sb_drec) == 56, "sb_drec: 56 bytes, laid out for a match (see above)");
 
 /* sb_drec_of -- block b's state in this tier (b of a store whose tier this
  * is: its area was allocated with it). [mu] for the fields. */
