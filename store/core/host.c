@@ -85,6 +85,11 @@ sb_blk *sb_host_blk_new_record(sb_ns *ns, int kind)
     return sb_blk_new_disk(ns, kind);
 }
 
+int sb_host_blk_alloc(sb_ns *ns, int kind, sb_blk **out)
+{
+    return sb_blk_alloc(ns, kind, out);
+}
+
 size_t sb_host_blk_data_bytes(const sb_ns *ns, int kind)
 {
     return sb_blk_alloc_bytes(ns, kind);
@@ -194,6 +199,28 @@ int sb_host_index_adopt(sb_ns *ns, const uint32_t *tokens, size_t n, sb_blk **pa
                         sb_blk *point)
 {
     return sb_commit_locked(ns, tokens, n, pages, point, false, NULL);
+}
+
+size_t sb_host_index_hold(sb_ns *ns, const uint32_t *tokens, size_t n, sb_blk **pages,
+                          sb_key *parent)
+{
+    ns->st->tick++;
+    sb_walk w;
+    sb_radix_walk(ns, tokens, n, &w, pages);
+    size_t r = w.m / ns->page_tokens;
+    for (size_t i = 0; i < r; i++)
+        sb_blk_ref(pages[i]);
+    *parent = r ? pages[r - 1]->key : ns->root_key;
+    return r;
+}
+
+int sb_host_index_add(sb_ns *ns, const uint32_t *tokens, size_t n, sb_blk **pages,
+                      size_t from)
+{
+    for (size_t i = from; i < n / ns->page_tokens; i++)
+        pages[i]->shared = 1;
+    ns->st->tick++;
+    return sb_commit_locked(ns, tokens, n, pages, NULL, false, NULL);
 }
 
 /* ---- reads -------------------------------------------------------------------- */

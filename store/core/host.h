@@ -19,13 +19,15 @@
  *                  scratch, content keys;
  *   - namespaces:  open and close a handle (recovery), hold one (a walk
  *                  over many), free one nothing holds;
- *   - blocks:      references, a new block for a record, data sizes, whether
+ *   - blocks:      references, a fresh page (a fetch), a new block for a
+ *                  record, data sizes, whether
  *                  a block may be evicted now, the flags the index reads of
  *                  a block's state in the tier (SB_BELOW_*);
  *   - the index:   the block a block's record chains from, the tokens of its
  *                  path, a visit of a namespace's blocks, whether a block
  *                  reaches a length, cutting a block out with what depends on
- *                  it, and adopting recovered records;
+ *                  it, adopting recovered records, holding a request's
+ *                  prefix and adding fetched pages after it;
  *   - reads:       room in the page pool for records read back, in the
  *                  order load uses it: reserve, plan spares, fill, install.
  *
@@ -119,6 +121,14 @@ void sb_host_blk_unref(sb_blk *b);
  * SB_BLK_POINT) with no data, for a record the tier keeps (recovery); one
  * reference, the caller's. Returns NULL when out of memory. */
 sb_blk *sb_host_blk_new_record(sb_ns *ns, int kind);
+
+/* sb_host_blk_alloc -- unlocked: a fresh page of ns (kind SB_BLK_PAGE) or
+ * point state, resident and private, counted against the budgets at once
+ * (evicting to make room), with one reference, the caller's; for state a
+ * tier brings in (a fetch) and then adds (sb_host_index_add).
+ * Returns: SB_OK; SB_ERR_BUDGET; SB_ERR_NOMEM (*out NULL). Evictions made
+ * to find room stay made. */
+int sb_host_blk_alloc(sb_ns *ns, int kind, sb_blk **out);
 
 /* sb_host_blk_data_bytes -- bytes of the data of a block of ns of kind:
  * the page, or a point state padded to the tier's data_align (tier.h).
@@ -253,5 +263,30 @@ int sb_host_read_fill(sb_ns *ns, int kind, sb_pbuf *bufs, size_t need, size_t ex
  * data meanwhile keeps its own and buf goes back with its reservation. A
  * clean, indexed block becomes an eviction candidate. */
 void sb_host_read_install(sb_blk *b, sb_pbuf buf);
+
+/* sb_host_index_hold -- [mu] walk the index of ns for tokens[0, n) (n a
+ * multiple of page_tokens) and take a reference on each page of the
+ * longest run of whole pages it holds from the first: pages[0, r) (the
+ * caller's references, dropped with sb_host_blk_unref), so they stay while
+ * the caller works unlocked. *parent receives the content key a page after
+ * them chains from (page r-1's, or the namespace's root key). Counts as a
+ * use of the index (the clock that orders eviction moves).
+ * Returns: r. */
+size_t sb_host_index_hold(sb_ns *ns, const uint32_t *tokens, size_t n, sb_blk **pages,
+                          sb_key *parent);
+
+/* sb_host_index_add -- [mu] index tokens[0, n) (n a multiple of
+ * page_tokens) with pages[], as a copy-mode commit would (the index takes
+ * its own reference on each page it adds; new pages are offered to the
+ * tier below like any commit's), where pages [from, n / page_tokens) are
+ * fresh pages a tier filled from the shared pool (sb_host_blk_alloc): they
+ * are marked as come from the pool, so they are never offered back to it.
+ * pages[0, from) are the index's own (sb_host_index_hold). Counts as a use
+ * of the index.
+ * Returns: SB_OK; SB_ERR_NOMEM (nothing changed); SB_ERR_RANGE,
+ * SB_ERR_PAGE_STATE (the held prefix left the index meanwhile: nothing
+ * added). */
+int sb_host_index_add(sb_ns *ns, const uint32_t *tokens, size_t n, sb_blk **pages,
+                      size_t from);
 
 #endif /* SB_HOST_H */

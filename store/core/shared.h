@@ -12,8 +12,9 @@
  *
  * The shared tier is not below the disk tier in the index's sense: it
  * keeps no record the index names. A page reaches it by being offered
- * (publishing) and comes back by being fetched into a fresh page that the
- * index then commits like any other (sb_ns_fetch_shared, core/shared.c).
+ * (publishing) and comes back when the tier extends the index with it
+ * (sb_ns_fetch_shared: the tier fetches into fresh pages and adds them
+ * through host.h, as the disk tier adopts the records it recovers).
  *
  * Thread safety: operations marked [mu] expect st->mu held and never wait
  * on the network; the others are called unlocked. st->shared is [const]:
@@ -37,18 +38,15 @@ typedef struct sb_shared_ops {
     void (*offer)(sb_store *st, struct sb_ns *ns, sb_blk *b, const uint32_t *tokens);
     /* Unlocked: hand what offer collected to the publisher. */
     void (*kick)(sb_store *st);
-    /* Unlocked: how many of the n pages named by keys (parent of the first:
-     * parent; each the chain of the one before) the pool holds as a run from
-     * the first. SB_OK or SB_ERR_IO (*n_present: the run before the first
-     * page no node answered for); SB_ERR_NOMEM. */
-    int (*probe)(struct sb_ns *ns, const sb_key *keys, size_t n, size_t *n_present);
-    /* Unlocked: fetch pages [0, n) (keys as above; their tokens are
-     * tokens[i * page_tokens ...], their first position first_pos + i *
-     * page_tokens) into dst[i] (page_bytes each), every value checked.
-     * *n_ok: the run of good pages. Returns as sb_remote_fetch. */
-    int (*fetch)(struct sb_ns *ns, const sb_key *parent, const sb_key *keys,
-                 const uint32_t *tokens, uint32_t first_pos, size_t n, uint8_t **dst,
-                 size_t *n_ok);
+    /* Unlocked: extend the index of ns with the pages of tokens[0, n) the
+     * pool holds past the run of whole pages the index holds from the
+     * first (n a multiple of page_tokens, at least one page; the public
+     * call's arguments checked: sb_ns_fetch_shared). The tier reaches the
+     * index through host.h (hold the prefix, fresh pages, add the fetched
+     * run) and never holds st->mu while it waits on the network. *n_added
+     * (not NULL, 0 on entry): the tokens added. Returns as
+     * sb_ns_fetch_shared. */
+    int (*extend)(struct sb_ns *ns, const uint32_t *tokens, size_t n, size_t *n_added);
     /* Unlocked: wait until every page offered before the call is
      * published or dropped (the cluster did not take it). */
     void (*flush)(sb_store *st);

@@ -34,6 +34,7 @@ typedef struct rtier {
     pend *pend;         /* [st->mu] offered, not yet handed to r */
     size_t n_pend, cap_pend;
     uint64_t lost;      /* [st->mu] offers dropped here: no memory */
+    uint64_t fetched_pages, fetched_bytes; /* [st->mu] added by rt_extend */
 } rtier;
 
 static rtier *tier_of(const sb_store *st)
@@ -108,9 +109,10 @@ static void rt_kick(sb_store *st)
     free(list);
 }
 
-static int rt_probe(sb_ns *ns, const sb_key *keys, size_t n, size_t *n_present)
+/* Probe the pool for the n pages named by keys: the run it holds from
+ * the first (*n_present). Returns as sb_remote_probe. */
+static int probe(rtier *t, const sb_ns *ns, const sb_key *keys, size_t n, size_t *n_present)
 {
-    rtier *t = tier_of(ns->st);
     uint64_t(*k)[2] = malloc(n * sizeof *k);
     if (!k)
         return SB_ERR_NOMEM;
@@ -122,10 +124,14 @@ static int rt_probe(sb_ns *ns, const sb_key *keys, size_t n, size_t *n_present)
     return rc;
 }
 
-static int rt_fetch(sb_ns *ns, const sb_key *parent, const sb_key *keys, const uint32_t *tokens,
-                    uint32_t first_pos, size_t n, uint8_t **dst, size_t *n_ok)
+/* Fetch pages [0, n) (keys as in probe; the first chains from parent; page
+ * i holds tokens[i * page_tokens ...] from position first_pos + i *
+ * page_tokens) into pages[i]'s data, every value checked: the good run
+ * from the first (*n_ok). Returns as sb_remote_fetch. */
+static int fetch(rtier *t, const sb_ns *ns, const sb_key *parent, const sb_key *keys,
+                 const uint32_t *tokens, uint32_t first_pos, size_t n, sb_blk **pages,
+                 size_t *n_ok)
 {
-    rtier *t = tier_of(ns->st);
     sb_remote_want *w = malloc(n * sizeof *w);
     if (!w)
         return SB_ERR_NOMEM;
@@ -135,11 +141,94 @@ static int rt_fetch(sb_ns *ns, const sb_key *parent, const sb_key *keys, const u
         w[i] = (sb_remote_want){ .key = { keys[i].lo, keys[i].hi },
                                  .parent_key = { pk->lo, pk->hi },
                                  .position = first_pos + (uint32_t)i * pt,
-                                 .tokens = tokens + i * pt, .dst = dst[i] };
+                                 .tokens = tokens + i * pt, .dst = pages[i]->data };
     }
     sb_remote_ns rns = remote_ns(ns);
     int rc = sb_remote_fetch(t->r, &rns, w, n, n_ok);
     free(w);
+    return rc;
+}
+
+/* Unlocked: extend the index with the pages of tokens[0, n) the pool
+ * holds past it (shared.h), step by step:
+ *   1. Hold the index's run of the request's pages (r0 of them), so the
+ *      prefix the new pages hang from stays while the network is asked;
+ *      the first new page chains from the last of them.
+ *   2. Compute the content keys of pages r0 .. from the tokens alone
+ *      (the chain) and probe the pool: the run it holds from r0.
+ *   3. A fresh page for each page of that run (the budgets may allow
+ *      fewer: the run is cut there).
+ *   4. Fetch the run into them, every value checked: the good run.
+ *   5. Add the held pages and the good run to the index, as a copy-mode
+ *      commit (offered to the disk tier like any commit; never offered
+ *      back to the pool).
+ *   6. Drop this call's references; publish what the add offered. */
+static int rt_extend(sb_ns *ns, const uint32_t *tokens, size_t n, size_t *n_added)
+{
+    sb_store *st = ns->st;
+    rtier *t = tier_of(st);
+    uint32_t pt = ns->page_tokens;
+    size_t n_full = n / pt;
+    sb_blk **pages = sb_host_malloc(st, n_full * sizeof *pages);
+    sb_key *keys = sb_host_malloc(st, n_full * sizeof *keys);
+    if (!pages || !keys) {
+        sb_host_free(pages);
+        sb_host_free(keys);
+        return SB_ERR_NOMEM;
+    }
+
+    /* 1 */
+    sb_key parent;
+    pthread_mutex_lock(&st->mu);
+    size_t r0 = sb_host_index_hold(ns, tokens, n, pages, &parent);
+    pthread_mutex_unlock(&st->mu);
+
+    /* 2 */
+    size_t want = n_full - r0, present = 0, got = 0, good = 0;
+    int rc = SB_OK;
+    sb_key k = parent;
+    for (size_t i = 0; i < want; i++) {
+        k = sb_host_key_chain(&k, tokens + (r0 + i) * pt, pt);
+        keys[i] = k;
+    }
+    if (want)
+        rc = probe(t, ns, keys, want, &present);
+
+    /* 3 */
+    int arc = SB_OK;
+    for (; got < present; got++)
+        if ((arc = sb_host_blk_alloc(ns, SB_BLK_PAGE, &pages[r0 + got])) != SB_OK)
+            break;
+
+    /* 4 */
+    if (got) {
+        int frc = fetch(t, ns, &parent, keys, tokens + r0 * pt, (uint32_t)(r0 * pt), got,
+                        pages + r0, &good);
+        if (frc != SB_OK && frc != SB_ERR_NOT_FOUND)
+            rc = frc;
+    }
+    if (rc == SB_OK && arc != SB_OK)
+        rc = arc;
+
+    /* 5 */
+    pthread_mutex_lock(&st->mu);
+    if (good) {
+        int crc = sb_host_index_add(ns, tokens, (r0 + good) * pt, pages, r0);
+        if (crc == SB_OK) {
+            t->fetched_pages += good;
+            t->fetched_bytes += good * ns->page_bytes;
+            *n_added = good * pt;
+        } else if (crc == SB_ERR_NOMEM) {
+            rc = SB_ERR_NOMEM;
+        } /* else the prefix left the index meanwhile: nothing added */
+    }
+    /* 6 */
+    for (size_t r = 0; r < r0 + got; r++)
+        sb_host_blk_unref(pages[r]);
+    pthread_mutex_unlock(&st->mu);
+    rt_kick(st);
+    sb_host_free(pages);
+    sb_host_free(keys);
     return rc;
 }
 
@@ -168,6 +257,8 @@ static void rt_stats(const sb_store *st, sb_stats *out)
     out->shared_down = rs.down;
     out->shared_fetch_ns = rs.fetch_ns;
     out->shared_queued_bytes = rs.queued_bytes;
+    out->shared_fetched_pages = t->fetched_pages;
+    out->shared_fetched_bytes = t->fetched_bytes;
 }
 
 /* Unlocked. */
@@ -193,8 +284,7 @@ static void rt_close(sb_store *st)
 static const sb_shared_ops remote_shared_ops = {
     .offer = rt_offer,
     .kick = rt_kick,
-    .probe = rt_probe,
-    .fetch = rt_fetch,
+    .extend = rt_extend,
     .flush = rt_flush,
     .stats = rt_stats,
     .close = rt_close,
