@@ -21,6 +21,7 @@ and .message (sb_strerror's text). Objects hold C resources: close them
 from it.
 """
 import array
+import operator
 import ctypes
 import json
 import os
@@ -63,29 +64,63 @@ def version():
     return "%d.%d.%d" % (v // 10000, v // 100 % 100, v % 100)
 
 
+_INT_FORMATS = frozenset("bBhHiIlLqQnN")
+
+
+def _token_id(i, t):
+    """Token t (at index i) as a Python int in [0, 2**32), or an error
+    naming the value and why it is not a token id."""
+    if isinstance(t, bool):
+        raise TypeError("tokens[%d]: %r is a bool, not a token id" % (i, t))
+    try:
+        v = operator.index(t)
+    except TypeError:
+        raise TypeError("tokens[%d]: %r (%s) is not an integer token id"
+                        % (i, t, type(t).__name__)) from None
+    if v < 0:
+        raise ValueError("tokens[%d]: %d is negative; token ids are uint32" % (i, v))
+    if v > 0xFFFFFFFF:
+        raise ValueError("tokens[%d]: %d is over 4294967295; token ids are uint32" % (i, v))
+    return v
+
+
 def _tokens(tokens):
-    """A ctypes uint32 array of the token ids (a sequence of ints, or a
-    buffer of uint32: array('I'), numpy uint32), and its length."""
+    """A ctypes uint32 array of the token ids, and its length. tokens is a
+    sequence of integers (int, numpy integers: anything with __index__) or a
+    one-dimensional buffer of integers of any width and sign (array('I'),
+    array('q'), a numpy array of int64, the default): a contiguous native
+    uint32 buffer is used as it is, any other is converted, each value
+    checked to fit in uint32 (a ValueError or TypeError names the first
+    value that does not, its index, and why)."""
     if isinstance(tokens, (bytes, bytearray, str)):
-        raise TypeError("tokens: give a sequence of ints or a uint32 buffer, not %s"
+        raise TypeError("tokens: give a sequence of ints or a buffer of integers, not %s"
                         % type(tokens).__name__)
     try:
         mv = memoryview(tokens)
     except TypeError:
         mv = None
-    if mv is not None and mv.itemsize == 4 and mv.format in ("I", "=I", "<I", "L") and \
-            mv.c_contiguous:
-        n = mv.nbytes // 4
-        if mv.readonly:
-            arr = (_native.u32 * n).from_buffer_copy(mv)
-        else:
-            arr = (_native.u32 * n).from_buffer(mv.cast("B"))
-        return arr, n
-    seq = list(tokens)
-    for t in seq:
-        if not isinstance(t, int) or t < 0 or t > 0xFFFFFFFF:
-            raise ValueError("tokens: %r is not a uint32 token id" % (t,))
-    return (_native.u32 * len(seq))(*seq), len(seq)
+    if mv is not None:
+        fmt = mv.format.lstrip("@=")
+        if mv.ndim != 1:
+            raise ValueError("tokens: a buffer of %d dimensions; give one dimension"
+                             % mv.ndim)
+        if fmt.lstrip("<>!") not in _INT_FORMATS:
+            raise TypeError("tokens: the buffer's %r items are not integers" % mv.format)
+        if fmt in ("I", "<I", "L", "<L") and mv.itemsize == 4 and mv.c_contiguous:
+            n = mv.nbytes // 4
+            if mv.readonly:
+                arr = (_native.u32 * n).from_buffer_copy(mv)
+            else:
+                arr = (_native.u32 * n).from_buffer(mv.cast("B"))
+            return arr, n
+        try:
+            seq = mv.tolist()
+        except NotImplementedError:  # an explicit byte order: the items one by one
+            seq = list(tokens)
+    else:
+        seq = list(tokens)
+    ids = [_token_id(i, t) for i, t in enumerate(seq)]
+    return (_native.u32 * len(ids))(*ids), len(ids)
 
 
 def _buffer(obj, need, writable, what):

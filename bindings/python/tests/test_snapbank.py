@@ -65,6 +65,45 @@ class StoreTest(unittest.TestCase):
         with self.ns.match(memoryview(toks)) as m:
             self.assertEqual(m.n_tokens, 40)
 
+    def test_token_arrays(self):
+        """Token ids as any integer array whose values fit in uint32 (int64
+        is numpy's default): the same prefix as a list of ints."""
+        toks = list(range(60500, 60600))
+        self.ns.put(array.array("q", toks), [state(toks, 0), state(toks, 1)])
+        for form in (array.array("q", toks), array.array("H", [t - 60000 for t in toks]),
+                     memoryview(array.array("l", toks)), toks):
+            want = 100 if not isinstance(form, array.array) or form.typecode != "H" else 0
+            with self.ns.match(form) as m:
+                self.assertEqual(m.n_tokens, want)
+        cases = [([1, -2], ValueError, "tokens[1]: -2 is negative"),
+                 (array.array("q", [7, 1 << 32]), ValueError, "tokens[1]: 4294967296 is over"),
+                 ([3, 1.5], TypeError, "tokens[1]: 1.5 (float) is not an integer"),
+                 ([True], TypeError, "tokens[0]: True is a bool"),
+                 (array.array("d", [1.0]), TypeError, "'d' items are not integers"),
+                 (b"\x01\x02", TypeError, "not bytes")]
+        for bad, exc, text in cases:
+            with self.assertRaises(exc) as cm:
+                self.ns.match(bad)
+            self.assertIn(text, str(cm.exception))
+
+    @unittest.skipUnless(numpy, "numpy is not installed")
+    def test_numpy_token_dtypes(self):
+        toks = numpy.arange(60500, 60600)  # int64
+        self.assertEqual(toks.dtype, numpy.int64)
+        self.ns.put(toks, [state(toks.tolist(), 0), state(toks.tolist(), 1)])
+        for form in (toks, toks.astype(numpy.uint64), toks.astype(">i8"),
+                     toks.astype(numpy.uint32), list(toks), numpy.repeat(toks, 2)[::2]):
+            with self.ns.match(form) as m:
+                self.assertEqual(m.n_tokens, 100)
+        with self.assertRaises(ValueError) as cm:
+            self.ns.match(numpy.array([5, -1]))
+        self.assertIn("tokens[1]: -1 is negative", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            self.ns.match(toks.reshape(10, 10))
+        self.assertIn("2 dimensions", str(cm.exception))
+        with self.assertRaises(TypeError):
+            self.ns.match(toks.astype(numpy.float32))
+
     @unittest.skipUnless(numpy, "numpy is not installed")
     def test_numpy_in_place(self):
         toks = numpy.arange(500, 580, dtype=numpy.uint32)
