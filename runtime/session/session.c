@@ -1,17 +1,15 @@
 /* session.c -- conversations restored from the bank (session.h). */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "session/session.h"
+#include "session/sfile.h"
 
 #include "model/boundary.h"
 #include "model/deltanet.h"
@@ -775,58 +773,17 @@ int sb_rt_session_turn(sb_rt_session *s, const uint32_t *input, size_t n_input,
     return sb_rt_session_end(s, rep);
 }
 
-/* ---- session files ----------------------------------------------------------------- */
-
-#define SESS_MAGIC "SBSESSN"
-#define SESS_HEAD 40u
+/* ---- session files (the format: sfile.h) ------------------------------------------- */
 
 int sb_rt_session_save(const sb_rt_session *s, const char *path, sb_rt_err *err)
 {
-    size_t bytes = SESS_HEAD + 4 * s->n_tok + 8;
-    uint8_t *b = calloc(1, bytes);
-    if (!b)
+    sb_rt_sfile f = { .tokens = s->tok, .n_tokens = s->n_tok }; /* no conversation section */
+    memcpy(f.model_id, s->m->id, SB_RT_ID_BYTES);
+    uint8_t *b;
+    size_t bytes;
+    if (sb_rt_sfile_encode(&f, &b, &bytes) != SB_OK)
         return sb_rt_fail(err, SB_ERR_NOMEM, "%s: out of memory", path);
-    memcpy(b, SESS_MAGIC, 8);
-    sb_rt_put_le32(b + 8, SB_RT_SESSION_FILE_VERSION);
-    memcpy(b + 16, s->m->id, SB_RT_ID_BYTES);
-    sb_rt_put_le64(b + 32, s->n_tok);
-    for (size_t i = 0; i < s->n_tok; i++)
-        sb_rt_put_le32(b + SESS_HEAD + 4 * i, s->tok[i]);
-    sb_rt_put_le64(b + bytes - 8, XXH3_64bits(b, bytes - 8));
-    char tmp[4096];
-    int rc = SB_OK;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        free(b);
-        return sb_rt_fail(err, SB_ERR_INVAL, "%s: path too long", path);
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        rc = errno == ENOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
-        sb_rt_fail(err, rc, "%s: cannot create: %s", tmp, strerror(errno));
-        free(b);
-        return rc;
-    }
-    size_t done = 0;
-    while (done < bytes) {
-        ssize_t w = write(fd, b + done, bytes - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            rc = w < 0 && errno == ENOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
-            sb_rt_fail(err, rc, "%s: write failed: %s", tmp, w < 0 ? strerror(errno) : "short");
-            break;
-        }
-        done += (size_t)w;
-    }
-    if (rc == SB_OK && fsync(fd) != 0)
-        rc = sb_rt_fail(err, SB_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && rc == SB_OK)
-        rc = sb_rt_fail(err, SB_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-    if (rc == SB_OK && rename(tmp, path) != 0)
-        rc = sb_rt_fail(err, SB_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp,
-                        strerror(errno));
-    if (rc != SB_OK)
-        unlink(tmp);
+    int rc = sb_rt_sfile_write(path, b, bytes, err);
     free(b);
     return rc;
 }
@@ -835,63 +792,19 @@ int sb_rt_session_load(const sb_rt_model *m, const char *path, uint32_t **tokens
                        sb_rt_err *err)
 {
     *tokens = NULL, *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sb_rt_fail(err, errno == ENOENT ? SB_ERR_NOT_FOUND : SB_ERR_IO,
-                          "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        fclose(f);
-        return sb_rt_fail(err, SB_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    }
-    if (st.st_size < SESS_HEAD + 8 || (uint64_t)st.st_size > (1ull << 34)) {
-        fclose(f);
-        return sb_rt_fail(err, SB_ERR_FORMAT, "%s: not a session file (%lld bytes)", path,
-                          (long long)st.st_size);
-    }
-    size_t bytes = (size_t)st.st_size;
-    uint8_t *b = malloc(bytes);
-    if (!b) {
-        fclose(f);
-        return sb_rt_fail(err, SB_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t got = fread(b, 1, bytes, f);
-    fclose(f);
-    int rc = SB_OK;
-    uint64_t cnt = sb_rt_get_le64(b + 32);
-    if (got != bytes)
-        rc = sb_rt_fail(err, SB_ERR_IO, "%s: short read", path);
-    else if (memcmp(b, SESS_MAGIC, 8) != 0)
-        rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: not a session file (bad magic)", path);
-    else if (sb_rt_get_le32(b + 8) != SB_RT_SESSION_FILE_VERSION)
-        rc = sb_rt_fail(err, SB_ERR_VERSION, "%s: session file version %u, this build reads %u",
-                        path, sb_rt_get_le32(b + 8), SB_RT_SESSION_FILE_VERSION);
-    else if (cnt != (bytes - SESS_HEAD - 8) / 4 || (bytes - SESS_HEAD - 8) % 4)
-        rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: %llu tokens recorded but the file holds %zu "
-                        "bytes of tokens", path, (unsigned long long)cnt, bytes - SESS_HEAD - 8);
-    else if (sb_rt_get_le64(b + bytes - 8) != XXH3_64bits(b, bytes - 8))
-        rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: checksum mismatch (damaged)", path);
-    else if (sb_rt_get_le32(b + 12) != 0)
-        rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: unknown flags %#x", path, sb_rt_get_le32(b + 12));
-    else if (memcmp(b + 16, m->id, SB_RT_ID_BYTES) != 0)
-        rc = sb_rt_fail(err, SB_ERR_LAYOUT_MISMATCH,
-                        "%s: the session was made with another model", path);
-    if (rc == SB_OK && cnt && !(*tokens = malloc(cnt * sizeof **tokens)))
-        rc = sb_rt_fail(err, SB_ERR_NOMEM, "%s: out of memory", path);
-    if (rc == SB_OK) {
-        for (size_t i = 0; i < cnt; i++) {
-            (*tokens)[i] = sb_rt_get_le32(b + SESS_HEAD + 4 * i);
-            if ((*tokens)[i] >= m->hp.n_vocab) {
-                rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: token %zu is %u, not below the "
-                                "vocabulary size %u", path, i, (*tokens)[i], m->hp.n_vocab);
-                free(*tokens);
-                *tokens = NULL;
-                break;
-            }
+    sb_rt_sfile f;
+    int rc = sb_rt_sfile_read(path, m->id, &f, err);
+    if (rc != SB_OK)
+        return rc;
+    for (size_t i = 0; i < f.n_tokens; i++)
+        if (f.tokens[i] >= m->hp.n_vocab) {
+            rc = sb_rt_fail(err, SB_ERR_FORMAT, "%s: token %zu is %u, not below the "
+                            "vocabulary size %u", path, i, f.tokens[i], m->hp.n_vocab);
+            sb_rt_sfile_free(&f);
+            return rc;
         }
-        if (rc == SB_OK)
-            *n = cnt;
-    }
-    free(b);
-    return rc;
+    *tokens = f.tokens, *n = f.n_tokens; /* the rest (a server's section) is not used */
+    f.tokens = NULL;
+    sb_rt_sfile_free(&f);
+    return SB_OK;
 }

@@ -1,8 +1,11 @@
-/* session.h -- a conversation whose KV cache comes back from the bank: each
- * turn restores the longest stored prefix of its prompt instead of
- * recomputing it, from RAM pages by reference, from disk pages read into
- * fresh ones, or from pages another node published to the bank's shared
- * tier, fetched into fresh ones.
+/* session.h -- a conversation over a model whose KV cache comes back from
+ * the bank (runtime/session; not snapbank serve's registry of named
+ * sessions, server/sessions.h, nor a batched turn, a "job" of
+ * batch/batch.h, which drives one of these). Each turn restores the
+ * longest stored prefix of its prompt instead of recomputing it, from RAM
+ * pages by reference, from disk pages read into fresh ones, or from pages
+ * another node published to the bank's shared tier, fetched into fresh
+ * ones.
  *
  * A session keeps its committed tokens (every earlier prompt and answer).
  * One turn (sb_rt_session_turn):
@@ -367,21 +370,16 @@ void sb_rt_session_abort(sb_rt_session *s);
  *
  * A session's tokens saved between processes (sb_rt_session_save / _load),
  * so a restarted runtime resumes the conversation and finds its KV in the
- * bank. Little-endian:
- *
- *   OFFSET   SIZE  FIELD
- *   0        8     magic "SBSESSN\0"
- *   8        4     version (SB_RT_SESSION_FILE_VERSION = 1)
- *   12       4     flags (0)
- *   16       16    model identity (sb_rt_model.id)
- *   32       8     n: token count
- *   40       4n    tokens, uint32 each
- *   40+4n    8     XXH3-64 of bytes [0, 40 + 4n)
- *
- * Saved to a temporary file, synced, then renamed over the old one, so a
- * crash leaves the old file or the new one.
+ * bank. The file is the one session file format, defined in sfile.h and
+ * shared with snapbank serve's session registry (server/sessions.h): a
+ * runtime session writes version 2 without the conversation section
+ * (magic "SBSESSN\0", version, flags 0, model identity, token count, the
+ * tokens, XXH3-64: 48 + 4n bytes); _load also reads the files of earlier
+ * versions (SBSESSN version 1) and the server's (its extra fields are not
+ * used here). Saved to a temporary file, synced, then renamed over the old
+ * one, so a crash leaves the old file or the new one.
  */
-#define SB_RT_SESSION_FILE_VERSION 1u
+#define SB_RT_SESSION_FILE_VERSION 2u /* = SB_RT_SFILE_VERSION (sfile.h) */
 
 /* sb_rt_session_save -- write the session's tokens to path (as above).
  * Returns: SB_OK; SB_ERR_IO, SB_ERR_NOSPC (err names the file and the
