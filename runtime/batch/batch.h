@@ -1,5 +1,8 @@
 /* batch.h -- continuous batching: many turns at once over one model, their
- * decode steps (and chunks of new prompts) in shared forward passes. One
+ * decode steps (and chunks of new prompts) in shared forward passes. Each
+ * turn is a job (sb_rt_job), run through a runtime session
+ * (session/session.h) in a slot; the server's named sessions
+ * (server/sessions.h) are its caller's business, not known here. One
  * engine thread runs every job's turn, `slots` of them at once; the HTTP
  * server (snapbank serve) and the C API (sbrt_chat_turn_batch) are its
  * users, each through callbacks: nothing here knows of connections,

@@ -4,7 +4,6 @@
 #include "server/sessions.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,19 +11,14 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "model/model.h"
-#include "core/le.h"
+#include "session/sfile.h"
 
-#define MAGIC "SBSRVSES"
-#define HEAD 128u
-#define PROMPT_END (1ull << 63)
+#define PROMPT_END SB_RT_SFILE_PROMPT_END
 
-typedef struct mark {
-    uint64_t n;         /* tokens, bit 63: a prompt's end */
-    uint64_t text_len;
-} mark;
+/* A mark (sessions.h): tokens (bit 63: a prompt's end) and text bytes. */
+typedef sb_rt_sfile_mark mark;
 
 struct srv_session {
     char tenant[SRV_TENANT_MAX + 2]; /* its files' directory name */
@@ -36,7 +30,7 @@ struct srv_session {
     mark *marks;
     size_t n_marks;
     uint64_t turns, created, updated;
-    uint64_t last[6];   /* the last turn, as in the file */
+    sb_rt_sfile_turn last; /* the last turn, as in the file */
     bool busy;          /* a request holds it */
     bool dirty;         /* changed since serialized for its file */
     unsigned saving;    /* serialized and not yet written */
@@ -89,115 +83,46 @@ static void session_free(srv_session *s)
     free(s);
 }
 
-/* ---- the file ---------------------------------------------------------------------- */
+/* ---- the file (its format: session/sfile.h) ---------------------------------------- */
 
 /* The file's bytes for s (malloc'd) into *out, *len. */
 static int serialize(const srv_sessions *r, const srv_session *s, uint8_t **out, size_t *len)
 {
-    size_t bytes = HEAD + 4 * s->n_tokens + 16 * s->n_marks + s->text_len + 8;
-    uint8_t *b = calloc(1, bytes);
-    if (!b)
-        return SB_ERR_NOMEM;
-    memcpy(b, MAGIC, 8);
-    b[8] = SRV_SESSION_FILE_VERSION;
-    memcpy(b + 16, r->model_id, SB_RT_ID_BYTES);
-    sb_rt_put_le64(b + 32, s->n_tokens);
-    sb_rt_put_le64(b + 40, s->n_marks);
-    sb_rt_put_le64(b + 48, s->text_len);
-    sb_rt_put_le64(b + 56, s->turns);
-    sb_rt_put_le64(b + 64, s->created);
-    sb_rt_put_le64(b + 72, s->updated);
-    for (int i = 0; i < 6; i++)
-        sb_rt_put_le64(b + 80 + 8 * i, s->last[i]);
-    uint8_t *p = b + HEAD;
-    for (size_t i = 0; i < s->n_tokens; i++, p += 4)
-        sb_rt_put_le32(p, s->tokens[i]);
-    for (size_t i = 0; i < s->n_marks; i++, p += 16) {
-        sb_rt_put_le64(p, s->marks[i].n);
-        sb_rt_put_le64(p + 8, s->marks[i].text_len);
-    }
-    if (s->text_len)
-        memcpy(p, s->text, s->text_len);
-    sb_rt_put_le64(b + bytes - 8, XXH3_64bits(b, bytes - 8));
-    *out = b, *len = bytes;
-    return SB_OK;
+    sb_rt_sfile f = { .tokens = s->tokens, .n_tokens = s->n_tokens, .conv = true,
+                      .marks = s->marks, .n_marks = s->n_marks, .text = s->text,
+                      .text_bytes = s->text_len, .turns = s->turns, .created = s->created,
+                      .updated = s->updated, .last = s->last };
+    memcpy(f.model_id, r->model_id, SB_RT_ID_BYTES);
+    return sb_rt_sfile_encode(&f, out, len);
 }
 
 /* Read s's fields from the file at path. Returns SB_OK, SB_ERR_NOT_FOUND,
- * or another error (printed). */
+ * or another error (printed; s is left empty). A file without the
+ * conversation section (a runtime session's, sb_rt_session_save) gives
+ * the tokens alone. */
 static int load(const srv_sessions *r, srv_session *s, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errno == ENOENT ? SB_ERR_NOT_FOUND : SB_ERR_IO;
-    struct stat st;
-    uint8_t *b = NULL;
-    size_t bytes = 0;
-    int rc = SB_ERR_FORMAT;
-    const char *why = "too short";
-    if (fstat(fileno(f), &st) == 0 && st.st_size >= HEAD + 8 && st.st_size < (1ll << 34)) {
-        bytes = (size_t)st.st_size;
-        b = malloc(bytes);
-        if (!b)
-            rc = SB_ERR_NOMEM, why = "out of memory";
-        else if (fread(b, 1, bytes, f) != bytes)
-            rc = SB_ERR_IO, why = "short read";
-        else
-            rc = SB_OK;
-    }
-    fclose(f);
-    if (rc == SB_OK) {
-        uint64_t n = sb_rt_get_le64(b + 32), m = sb_rt_get_le64(b + 40), t = sb_rt_get_le64(b + 48);
-        rc = SB_ERR_FORMAT;
-        if (memcmp(b, MAGIC, 8))
-            why = "not a session file";
-        else if (sb_rt_get_le64(b + 8) != SRV_SESSION_FILE_VERSION)
-            why = "unknown version";
-        else if (sb_rt_get_le64(b + bytes - 8) != XXH3_64bits(b, bytes - 8))
-            why = "checksum mismatch";
-        else if (memcmp(b + 16, r->model_id, SB_RT_ID_BYTES))
-            why = "made with another model";
-        else if (n > bytes / 4 || m > bytes / 16 || t > bytes ||
-                 HEAD + 4 * n + 16 * m + t + 8 != bytes)
-            why = "sizes do not add up";
-        else
-            rc = SB_OK;
-        if (rc == SB_OK) {
-            s->tokens = malloc((n ? n : 1) * sizeof *s->tokens);
-            s->marks = malloc((m ? m : 1) * sizeof *s->marks);
-            s->text = malloc(t + 1);
-            if (!s->tokens || !s->marks || !s->text) {
-                rc = SB_ERR_NOMEM, why = "out of memory";
-            } else {
-                const uint8_t *p = b + HEAD;
-                for (size_t i = 0; i < n; i++, p += 4)
-                    s->tokens[i] = sb_rt_get_le32(p);
-                for (size_t i = 0; i < m; i++, p += 16) {
-                    s->marks[i].n = sb_rt_get_le64(p);
-                    s->marks[i].text_len = sb_rt_get_le64(p + 8);
-                    if ((s->marks[i].n & ~PROMPT_END) > n || s->marks[i].text_len > t)
-                        rc = SB_ERR_FORMAT, why = "a mark past the end";
-                }
-                memcpy(s->text, p, t);
-                s->text[t] = 0;
-                s->n_tokens = n, s->n_marks = m, s->text_len = t;
-                s->turns = sb_rt_get_le64(b + 56);
-                s->created = sb_rt_get_le64(b + 64);
-                s->updated = sb_rt_get_le64(b + 72);
-                for (int i = 0; i < 6; i++)
-                    s->last[i] = sb_rt_get_le64(b + 80 + 8 * i);
-            }
-        }
-    }
-    free(b);
+    sb_rt_sfile f;
+    sb_rt_err err = { 0 };
+    int rc = sb_rt_sfile_read(path, r->model_id, &f, &err);
+    if (rc == SB_ERR_NOT_FOUND)
+        return rc;
     if (rc != SB_OK) {
-        fprintf(stderr, "snapbank serve: session file %s: %s; the session starts empty\n", path,
-                why);
-        free(s->tokens), free(s->marks), free(s->text);
-        s->tokens = NULL, s->marks = NULL, s->text = NULL;
-        s->n_tokens = s->n_marks = s->text_len = 0;
+        fprintf(stderr, "snapbank serve: session file %s; the session starts empty\n", err.msg);
+        return rc;
     }
-    return rc;
+    s->tokens = f.tokens, s->n_tokens = f.n_tokens;
+    s->marks = f.marks, s->n_marks = f.n_marks;
+    s->text = f.text, s->text_len = f.text_bytes;
+    s->turns = f.turns, s->last = f.last;
+    if (f.conv) {
+        s->created = f.created, s->updated = f.updated;
+    } else {
+        struct stat st;
+        s->created = s->updated = stat(path, &st) == 0 ? (uint64_t)st.st_mtime
+                                                       : (uint64_t)time(NULL);
+    }
+    return SB_OK;
 }
 
 static int session_path(const srv_sessions *r, const char *tenant, const char *id, char *buf,
@@ -211,33 +136,7 @@ static int write_file(const char *path, const uint8_t *b, size_t len, const char
 {
     if (mkdir(tenant_path, 0700) != 0 && errno != EEXIST)
         return SB_ERR_IO;
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return SB_ERR_INVAL;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return errno == ENOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
-    size_t done = 0;
-    int rc = SB_OK;
-    while (done < len) {
-        ssize_t w = write(fd, b + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            rc = w < 0 && errno == ENOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
-            break;
-        }
-        done += (size_t)w;
-    }
-    if (rc == SB_OK && fsync(fd) != 0)
-        rc = SB_ERR_IO;
-    if (close(fd) != 0 && rc == SB_OK)
-        rc = SB_ERR_IO;
-    if (rc == SB_OK && rename(tmp, path) != 0)
-        rc = SB_ERR_IO;
-    if (rc != SB_OK)
-        unlink(tmp);
-    return rc;
+    return sb_rt_sfile_write(path, b, len, NULL);
 }
 
 static srv_session *find(srv_sessions *r, const char *tenant, const char *id, size_t *at)
@@ -486,9 +385,9 @@ size_t srv_session_prefix(const srv_session *s, const char *text, size_t len,
     if (tokens)
         *tokens = s->tokens;
     for (size_t i = s->n_marks; i-- > 0;)
-        if (s->marks[i].text_len <= common) {
-            *n_tokens = (size_t)(s->marks[i].n & ~PROMPT_END);
-            return (size_t)s->marks[i].text_len;
+        if (s->marks[i].text_bytes <= common) {
+            *n_tokens = (size_t)(s->marks[i].n_tokens & ~PROMPT_END);
+            return (size_t)s->marks[i].text_bytes;
         }
     return 0;
 }
@@ -521,10 +420,10 @@ static int apply(srv_session *s, const srv_session_turn *t)
         /* the prompt ends of earlier turns that the prompt kept, the point
          * it continued from, its own end, the marks in the answer */
         for (size_t i = 0; i < s->n_marks && rc == SB_OK; i++) {
-            uint64_t n = s->marks[i].n & ~PROMPT_END;
-            if ((s->marks[i].n & PROMPT_END) && n < t->kept_tokens &&
-                s->marks[i].text_len < t->kept_text)
-                rc = add_mark(&m, &n_m, &cap_m, s->marks[i].n, s->marks[i].text_len);
+            uint64_t n = s->marks[i].n_tokens & ~PROMPT_END;
+            if ((s->marks[i].n_tokens & PROMPT_END) && n < t->kept_tokens &&
+                s->marks[i].text_bytes < t->kept_text)
+                rc = add_mark(&m, &n_m, &cap_m, s->marks[i].n_tokens, s->marks[i].text_bytes);
         }
         if (rc == SB_OK && t->kept_tokens && t->kept_tokens < t->n_prompt)
             rc = add_mark(&m, &n_m, &cap_m, t->kept_tokens, t->kept_text);
@@ -559,10 +458,9 @@ static int apply(srv_session *s, const srv_session_turn *t)
     s->text = text, s->text_len = text_len;
     s->turns++;
     s->updated = (uint64_t)time(NULL);
-    uint64_t last[6] = { t->n_prompt, t->cached_tokens, t->cached_disk_tokens,
-                         t->completion_tokens, (uint64_t)t->cache_mode,
-                         (uint64_t)(t->restore_s * 1e6) };
-    memcpy(s->last, last, sizeof last);
+    s->last = (sb_rt_sfile_turn){ t->n_prompt, t->cached_tokens, t->cached_disk_tokens,
+                                  t->completion_tokens, (uint64_t)t->cache_mode,
+                                  (uint64_t)(t->restore_s * 1e6) };
     return SB_OK;
 }
 
@@ -602,12 +500,14 @@ int srv_sessions_get(srv_sessions *r, const srv_tenant *t, const char *id, json_
     if (s) {
         s->used = ++r->clock;
         json_t *last = s->turns ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:f}",
-            "prompt_tokens", (json_int_t)s->last[0], "cached_tokens", (json_int_t)s->last[1],
-            "cached_tokens_ram", (json_int_t)(s->last[1] - s->last[2]),
-            "cached_tokens_disk", (json_int_t)s->last[2],
-            "completion_tokens", (json_int_t)s->last[3], "cache_mode", mode_name(s->last[4]),
-            "restore_ms", (double)s->last[5] / 1e3) : json_null();
-        uint64_t reusable = s->n_marks ? s->marks[s->n_marks - 1].n & ~PROMPT_END : 0;
+            "prompt_tokens", (json_int_t)s->last.prompt_tokens,
+            "cached_tokens", (json_int_t)s->last.cached_tokens,
+            "cached_tokens_ram", (json_int_t)(s->last.cached_tokens - s->last.cached_disk_tokens),
+            "cached_tokens_disk", (json_int_t)s->last.cached_disk_tokens,
+            "completion_tokens", (json_int_t)s->last.completion_tokens,
+            "cache_mode", mode_name(s->last.cache_mode),
+            "restore_ms", (double)s->last.restore_us / 1e3) : json_null();
+        uint64_t reusable = s->n_marks ? s->marks[s->n_marks - 1].n_tokens & ~PROMPT_END : 0;
         *out = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:b}", "id", s->id,
                          "object", "session", "created", (json_int_t)s->created, "updated",
                          (json_int_t)s->updated, "turns", (json_int_t)s->turns, "tokens",

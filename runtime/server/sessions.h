@@ -1,6 +1,9 @@
-/* sessions.h -- snapbank serve's sessions: a conversation's exact tokens
- * kept between requests, per tenant, so its next turn continues from the
- * very tokens the bank holds rather than a re-tokenized copy of the answer.
+/* sessions.h -- snapbank serve's session registry: named conversations
+ * (session_id) whose exact tokens are kept between requests, per tenant,
+ * so a next turn continues from the very tokens the bank holds rather than
+ * a re-tokenized copy of the answer. (Not a runtime session,
+ * session/session.h, the conversation over a model that one turn runs
+ * through, nor a batch job, batch/batch.h.)
  *
  * A session holds the token sequence its last turn committed (the prompt
  * and the answer's tokens), the text those tokens spell (the rendered
@@ -23,30 +26,14 @@
  * DIR/sessions/@default/), written by a background thread after each turn
  * (temporary file, fsync, rename: a crash leaves the old file or the new).
  *
- * Session file, version 1, little-endian:
- *
- *   OFFSET   SIZE        FIELD
- *   0        8           magic "SBSRVSES"
- *   8        4           version (SRV_SESSION_FILE_VERSION = 1)
- *   12       4           flags (0)
- *   16       16          model identity (sb_rt_model.id); another model's
- *                        session is not read
- *   32       8           n: tokens
- *   40       8           m: marks
- *   48       8           t: text bytes
- *   56       8           turns
- *   64       8           created, unix seconds
- *   72       8           updated, unix seconds
- *   80       48          the last turn: prompt_tokens, cached_tokens,
- *                        cached_disk_tokens, completion_tokens,
- *                        cache_mode (0 cold, 1 warm_prefix, 2 ssd),
- *                        restore time in microseconds (6 x u64)
- *   128      4n          tokens, u32 each
- *   128+4n   16m         marks: (u64 tokens, u64 text bytes), ascending;
- *                        bit 63 of tokens set: a prompt's end (the marks
- *                        inside earlier answers are not kept)
- *   ...      t           text (UTF-8)
- *   end-8    8           XXH3-64 of every byte before it
+ * The file is the one session file format (session/sfile.h), version 2
+ * with its conversation section: the tokens, the marks (bit 63 of a mark's
+ * tokens: a prompt's end; the marks inside earlier answers are not kept),
+ * the text, the turn count, created and updated, and the last turn's
+ * figures. Files of this server's version 1 (magic "SBSRVSES") are read as
+ * before and rewritten as version 2 after the session's next turn; a file
+ * a runtime session saved (sb_rt_session_save, no section) gives its
+ * tokens alone (no marks, no text; created and updated from its mtime).
  *
  * A file that fails any check is named on stderr and the session starts
  * empty (its conversation is still matched in the bank by its text).
@@ -67,7 +54,6 @@
 #include "batch/batch.h"
 #include "server/tenants.h"
 
-#define SRV_SESSION_FILE_VERSION 1u
 #define SRV_SESSION_ID_MAX 128u
 
 typedef struct srv_sessions srv_sessions;
