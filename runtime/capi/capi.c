@@ -3,6 +3,7 @@
 #include "capi/stats_fields.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,6 +347,104 @@ int sbrt_chat_turn_batch(sbrt_chat *const *chats, size_t n, const uint32_t *cons
     }
     free(jobs);
     return first;
+}
+
+/* ---- a bare decoder ---------------------------------------------------------------- */
+
+struct sbrt_decoder {
+    const sb_rt_model *m;
+    sb_ns *ns;
+    sb_rt_ctx *ctx;
+    sb_rt_kv kv;
+    bool have_kv;
+    sb_rt_sampler smp;   /* greedy */
+    bool have_smp;
+    float *logits;       /* (n_vocab): after the sequence's last token */
+    size_t len;          /* tokens in the KV; 0: no sequence */
+    uint32_t bpt[2 * SB_RT_MAX_LAYERS];
+};
+
+void sbrt_decoder_close(sbrt_decoder *d)
+{
+    if (!d)
+        return;
+    if (d->have_smp)
+        sb_rt_sampler_fini(&d->smp);
+    if (d->have_kv)
+        sb_rt_kv_fini(&d->kv);
+    sb_rt_ctx_free(d->ctx);
+    sb_ns_close(d->ns);
+    free(d->logits);
+    free(d);
+}
+
+int sbrt_decoder_open(sb_store *st, const sb_rt_model *m, const void *scope, size_t scope_len,
+                      unsigned threads, sbrt_decoder **out)
+{
+    if (!out)
+        return SB_ERR_INVAL;
+    *out = NULL;
+    if (!st || !m || (scope_len && !scope))
+        return SB_ERR_INVAL;
+    sbrt_decoder *d = calloc(1, sizeof *d);
+    if (!d || !(d->logits = malloc(m->hp.n_vocab * sizeof *d->logits))) {
+        free(d);
+        return SB_ERR_NOMEM;
+    }
+    d->m = m;
+    const sb_rt_sampling greedy = { .temp = 0, .top_k = 0, .top_p = 1, .seed = 0 };
+    sb_layout layout;
+    int rc = sb_rt_kv_layout(m, 16, d->bpt, &layout);
+    if (rc == SB_OK)
+        rc = sb_ns_open(st, &layout, scope, scope_len, &d->ns);
+    if (rc == SB_OK)
+        rc = sb_rt_ctx_new(m, threads, 64, &d->ctx);
+    if (rc == SB_OK && (rc = sb_rt_kv_init(&d->kv, m, d->ns)) == SB_OK)
+        d->have_kv = true;
+    if (rc == SB_OK && (rc = sb_rt_sampler_init(&d->smp, &greedy, m->hp.n_vocab)) == SB_OK)
+        d->have_smp = true;
+    if (rc != SB_OK) {
+        sbrt_decoder_close(d);
+        return rc;
+    }
+    *out = d;
+    return SB_OK;
+}
+
+int sbrt_decoder_prefill(sbrt_decoder *d, const uint32_t *ids, size_t n)
+{
+    if (!d || !ids || !n)
+        return SB_ERR_INVAL;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= d->m->hp.n_vocab)
+            return SB_ERR_INVAL;
+    sb_rt_kv_reset(&d->kv);
+    d->len = 0;
+    int rc = sb_rt_forward(d->ctx, &d->kv, ids, n, SB_RT_LOGITS_LAST, d->logits);
+    if (rc != SB_OK) {
+        sb_rt_kv_reset(&d->kv);
+        return rc;
+    }
+    d->len = n;
+    return SB_OK;
+}
+
+int sbrt_decoder_step(sbrt_decoder *d, uint32_t *id)
+{
+    if (!d || !id || !d->len)
+        return SB_ERR_INVAL;
+    if (d->len + 1 > d->m->hp.n_ctx)
+        return SB_ERR_TOO_MANY_TOKENS;
+    uint32_t next = sb_rt_sample(&d->smp, d->logits);
+    int rc = sb_rt_forward(d->ctx, &d->kv, &next, 1, SB_RT_LOGITS_LAST, d->logits);
+    if (rc != SB_OK) {
+        sb_rt_kv_reset(&d->kv);
+        d->len = 0;
+        return rc;
+    }
+    d->len++;
+    *id = next;
+    return SB_OK;
 }
 
 int sbrt_stats_json(sb_store *st, char *buf, size_t cap)

@@ -133,6 +133,49 @@ SBRT_API int sbrt_chat_turn_batch(sbrt_chat *const *chats, size_t n,
                                   uint32_t *const *outs, size_t *n_outs, int *rcs,
                                   char *const *reports, size_t report_cap);
 
+/* ---- a bare decoder ----------------------------------------------------------
+ *
+ * A model decoding greedily, one token per forward pass, over a KV cache
+ * in a store's namespace, with nothing matched in the bank and nothing
+ * committed to it: the decode speed of the runtime over the store's page
+ * pool, which is what `snapbank bench` measures as a store job's
+ * foreground (its KV pages come from the job's store, so the job's RAM use
+ * and writes are felt by each step). Conversations use sbrt_chat.
+ *
+ *   sbrt_decoder_open(st, m, "decode", 6, 1, &d);
+ *   sbrt_decoder_prefill(d, prompt, n);          // the KV: prompt[0, n)
+ *   for (...) sbrt_decoder_step(d, &id);         // one token each
+ *   sbrt_decoder_close(d);
+ */
+typedef struct sbrt_decoder sbrt_decoder;
+
+/* sbrt_decoder_open -- a decoder of model m whose KV pages (of 16 tokens)
+ * live in store st under scope (may be NULL when scope_len is 0), on
+ * threads threads (0: every CPU). st and m must outlive it.
+ * Returns: SB_OK with *out (free with sbrt_decoder_close); SB_ERR_INVAL
+ * (NULL st, m or out); the errors of sb_ns_open and sb_rt_ctx_new. */
+SBRT_API int sbrt_decoder_open(sb_store *st, const sb_rt_model *m, const void *scope,
+                               size_t scope_len, unsigned threads, sbrt_decoder **out);
+
+/* sbrt_decoder_close -- drop its pages and free it. NULL is a no-op. */
+SBRT_API void sbrt_decoder_close(sbrt_decoder *d);
+
+/* sbrt_decoder_prefill -- forget the sequence, then run ids[0, n) (n >= 1)
+ * as its start; the next step continues from the last one's logits.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL, n 0, an id >= n_vocab);
+ * SB_ERR_TOO_MANY_TOKENS (past the context); SB_ERR_BUDGET, SB_ERR_NOMEM
+ * (no page for the KV). On failure the decoder holds no sequence. */
+SBRT_API int sbrt_decoder_prefill(sbrt_decoder *d, const uint32_t *ids, size_t n);
+
+/* sbrt_decoder_step -- one decode step: the token with the highest logit
+ * after the sequence (lowest id on ties, as sbrt_chat_turn's temperature
+ * 0 picks it) into *id, then run through the model, so the sequence grows
+ * by one. Returns: SB_OK; SB_ERR_INVAL (NULL, or no sequence: prefill
+ * first); SB_ERR_TOO_MANY_TOKENS (the context is full: prefill again;
+ * nothing changed); SB_ERR_BUDGET, SB_ERR_NOMEM (no page: the decoder
+ * holds no sequence). */
+SBRT_API int sbrt_decoder_step(sbrt_decoder *d, uint32_t *id);
+
 /* sbrt_stats_json -- the store's stats (sb_store_stats) as a JSON object
  * with sb_stats' field names; misses by reason as objects keyed by
  * sb_miss_name, disk_denials and disk_denied_bytes keyed by sb_deny_name. Returns: SB_OK; SB_ERR_RANGE (cap too small: 8192 is
