@@ -84,6 +84,10 @@ INTERFACES = [
     # Everything above the store uses its public API only.
     ("runtime/*", "store/*", "store/include/*.h"),
     ("tools/*", "store/*", "store/include/*.h"),
+    # `snapbank bench` uses the runtime through its public header only
+    # (sbrt_make_model, which tools/make_model defines, included).
+    ("tools/bench", "runtime/*", "runtime/include/*.h"),
+    ("tools/bench", "tools/make_model", "runtime/include/*.h"),
 ]
 
 # EXPORTS: libraries an embedding program links, by file name (found

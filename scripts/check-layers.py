@@ -14,7 +14,9 @@ It also checks the rules DESIGN.md states outright:
   - store/core includes nothing of store/format, store/disk, store/remote or
     store/open (the tiers sit above the index, which reaches them through
     their tables of operations: store/core/tier.h, shared.h);
-  - no tier includes store/open (the wiring that opens a store with them).
+  - no tier includes store/open (the wiring that opens a store with them);
+  - tools/bench (`snapbank bench`) includes only the public headers
+    (store/include, runtime/include) besides its own files.
 
 Usage: scripts/check-layers.py [ROOT]. Exit status 0 when clean, 1 with a
 report otherwise. Standard library only.
@@ -31,7 +33,8 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
 PARTS = {
     "store": ["store/include", "store/core", "store/format", "store/disk", "store/remote", "store/open"],
     "runtime": ["runtime", "runtime/core", "store/include", "tools", "tools/bench"],
-    "tools": ["tools", "tools/bench", "runtime", "runtime/core", "store/include"],
+    "tools": ["tools", "tools/bench", "runtime", "runtime/core", "runtime/include",
+              "store/include"],
     "bench": ["bench", "tools", "runtime", "runtime/core", "store/include",
               "store/core", "store/format", "store/disk", "store/remote", "store/open"],
     "tests": ["tests", "store/include", "store/core", "store/format", "store/disk", "store/remote", "store/open",
@@ -39,6 +42,8 @@ PARTS = {
     "fuzz": ["fuzz", "store/include", "store/core", "store/format", "store/disk", "store/remote", "store/open",
              "runtime", "runtime/core", "tools"],
 }
+# Folders whose files may include only their own and the public headers.
+PUBLIC_ONLY = {"tools/bench": ["store/include", "runtime/include"]}
 # Folders whose files are test or benchmark drivers: they may reach into
 # any layer (white-box tests), but nothing may include them.
 LEAVES = {"tests", "fuzz", "bench"}
@@ -97,6 +102,9 @@ def main():
             bad.append("a tier must not include the wiring above it: %s" % where)
         if b in LEAVES:
             bad.append("nothing may include %s/: %s" % (b, where))
+        if a in PUBLIC_ONLY and b not in PUBLIC_ONLY[a]:
+            bad.append("%s uses only the public headers (%s), not %s: %s" % (
+                a, ", ".join(PUBLIC_ONLY[a]), b, where))
     # Cycles between folders: a depth-first search over the graph.
     graph = {}
     for a, b in edges:

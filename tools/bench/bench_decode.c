@@ -9,19 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/forward.h"
-#include "model/kv.h"
-#include "make_model/make_model.h"
-#include "model/model.h"
-#include "model/sample.h"
+#include "snapbank_rt.h"
 
 #define PROMPT 64u /* tokens prefilled before decoding starts (again) */
 
 struct bd_decode {
     const bj_job *j;
     sb_rt_model *m;
-    sb_rt_ctx *ctx;
-    float *logits;
+    uint32_t n_ctx;
     uint32_t prompt[PROMPT];
     /* the thread */
     pthread_t th;
@@ -39,67 +34,53 @@ bd_decode *bd_open(const bj_job *j)
     if (!d)
         return NULL;
     d->j = j;
-    char path[BJ_PATH_MAX + 64];
+    char path[BJ_PATH_MAX + 64], err[512] = "";
     snprintf(path, sizeof path, "%s/snapbank-bench-model.%ld.gguf", j->directory,
              (long)getpid());
-    sb_rt_make_opts mo;
-    sb_rt_make_opts_preset(&mo, j->decode);
-    sb_rt_err err = { 0 };
-    int rc = sb_rt_make_model(&mo, path, &err);
+    /* the preset's own weights (make-model's default seed, 1) */
+    int rc = sbrt_make_model(j->decode, NULL, 1, path, err, sizeof err);
     if (rc == SB_OK)
-        rc = sb_rt_model_load(path, &d->m, &err);
+        rc = sbrt_model_load(path, &d->m, err, sizeof err);
     unlink(path);
-    if (rc == SB_OK)
-        rc = sb_rt_ctx_new(d->m, (unsigned)j->decode_threads, 64, &d->ctx);
-    if (rc == SB_OK && !(d->logits = malloc(d->m->hp.n_vocab * sizeof *d->logits)))
-        rc = SB_ERR_NOMEM;
     if (rc != SB_OK) {
         fprintf(stderr, "snapbank bench: job '%s': decode model %s: %s\n", j->name, j->decode,
-                *err.msg ? err.msg : sb_strerror(rc));
+                *err ? err : sb_strerror(rc));
         bd_close(d);
         return NULL;
     }
+    d->n_ctx = sbrt_model_n_ctx(d->m);
+    uint32_t n_vocab = sbrt_model_n_vocab(d->m);
     uint64_t x = j->seed;
     for (unsigned i = 0; i < PROMPT; i++) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
-        d->prompt[i] = (uint32_t)((x >> 33) % d->m->hp.n_vocab);
+        d->prompt[i] = (uint32_t)((x >> 33) % n_vocab);
     }
     return d;
 }
 
-/* Decode on d->st until d->stop (or secs, when > 0). */
+/* Decode on d->st until d->stop (or secs, when > 0): a decoder over a
+ * namespace of its own in the job's store (snapbank_rt.h), started again
+ * from the prompt when the context is full; each step (the greedy pick and
+ * one forward pass) timed into d->lat. */
 static void decode_loop(bd_decode *d, double secs)
 {
-    sb_layout layout;
-    uint32_t bpt[2 * SB_RT_MAX_LAYERS];
-    sb_ns *ns = NULL;
-    int rc = sb_rt_kv_layout(d->m, 16, bpt, &layout);
-    if (rc == SB_OK)
-        rc = sb_ns_open(d->st, &layout, "decode", 6, &ns);
-    sb_rt_kv kv;
-    sb_rt_sampler s;
-    const sb_rt_sampling greedy = { 0, 0, 1, 0 };
-    bool have_kv = false, have_s = false;
-    if (rc == SB_OK && (rc = sb_rt_kv_init(&kv, d->m, ns)) == SB_OK)
-        have_kv = true;
-    if (rc == SB_OK && (rc = sb_rt_sampler_init(&s, &greedy, d->m->hp.n_vocab)) == SB_OK)
-        have_s = true;
+    sbrt_decoder *dec = NULL;
+    int rc = sbrt_decoder_open(d->st, d->m, "decode", 6, (unsigned)d->j->decode_threads, &dec);
     uint64_t t0 = bl_now_ns(), n = 0;
     size_t len = 0;
     bool fg = d->j->foreground;
     while (rc == SB_OK && !atomic_load(&d->stop) &&
            (secs <= 0 || (double)(bl_now_ns() - t0) / 1e9 < secs)) {
-        if (!len || len + 1 >= d->m->hp.n_ctx) { /* (again) from the prompt */
-            sb_rt_kv_reset(&kv);
-            rc = sb_rt_forward(d->ctx, &kv, d->prompt, PROMPT, SB_RT_LOGITS_LAST, d->logits);
+        if (!len || len + 1 >= d->n_ctx) { /* (again) from the prompt */
+            rc = sbrt_decoder_prefill(dec, d->prompt, PROMPT);
             len = PROMPT;
             continue;
         }
-        uint32_t id = sb_rt_sample(&s, d->logits);
+        uint32_t id;
         uint64_t t = bl_now_ns();
         if (fg)
             sb_store_foreground(d->st, 1);
-        rc = sb_rt_forward(d->ctx, &kv, &id, 1, SB_RT_LOGITS_LAST, d->logits);
+        rc = sbrt_decoder_step(dec, &id);
         if (fg)
             sb_store_foreground(d->st, 0);
         t = bl_now_ns() - t;
@@ -114,12 +95,7 @@ static void decode_loop(bd_decode *d, double secs)
         fprintf(stderr, "snapbank bench: job '%s': decoding: %s\n", d->j->name, sb_strerror(rc));
         d->failed = 1;
     }
-    if (have_s)
-        sb_rt_sampler_fini(&s);
-    if (have_kv)
-        sb_rt_kv_fini(&kv);
-    if (ns)
-        sb_ns_close(ns);
+    sbrt_decoder_close(dec);
 }
 
 double bd_alone(bd_decode *d, sb_store *st, double secs)
@@ -158,8 +134,6 @@ void bd_close(bd_decode *d)
 {
     if (!d)
         return;
-    sb_rt_ctx_free(d->ctx);
-    sb_rt_model_free(d->m);
-    free(d->logits);
+    sbrt_model_free(d->m);
     free(d);
 }
