@@ -91,7 +91,9 @@
  *                          with held page (x/8) % n_held, x&7 == 6: with
  *                          the page of the next region (both must fail);
  *                          otherwise x&8 match it right after
- *   4 MATCH    NS SEQ      sb_ns_match, checked; held (f&1: released at once)
+ *   4 MATCH    NS SEQ      sb_ns_match, checked; held (f&1: released at once);
+ *                          f&2 an sb_ns_lookup of it first, which must find
+ *                          exactly what the match then finds
  *   5 RESTORE  i k         restore k % (L+1) tokens of held match i; f&1 with
  *                          the point when k == L; f&2 error paths
  *   6 RELEASE  i           release held match i

@@ -320,8 +320,18 @@ void fz_op_match(fz *z, uint8_t fl)
     fz_rd_seq(z, &z->ns[xi], &s);
     if (z->trace)
         fprintf(stderr, "  match ns %d %s\n", xi, FZ_S(s.tok, s.n));
+    sb_lookup lk = { .tokens = s.tok, .n_tokens = s.n };
+    int lrc = (fl & 2) ? sb_ns_lookup(z->ns[xi].h, &lk, 1) : SB_ERR_UNSUPPORTED;
     sb_match_info info;
     sb_match *m = fz_match_checked(z, xi, &s, s.n, &info);
+    if (lrc != SB_ERR_UNSUPPORTED)
+        FZ_CHECK(z, m ? lrc == SB_OK && !memcmp(&lk.info, &info, sizeof info)
+                      : s.n <= z->cfg.max_seq_tokens || lrc == SB_ERR_TOO_MANY_TOKENS,
+                 "lookup before the match: %s, L %zu matched %zu point %d miss %d; the "
+                 "match: L %zu matched %zu point %d miss %d", sb_strerror(lrc),
+                 lk.info.n_tokens, lk.info.n_matched_tokens, lk.info.has_point,
+                 (int)lk.info.miss, info.n_tokens, info.n_matched_tokens, info.has_point,
+                 (int)info.miss);
     if (!m)
         return;
     if (fl & 1)

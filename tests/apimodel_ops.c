@@ -389,10 +389,63 @@ static void op_match(am *z, bool hold)
     am_seq s;
     am_draw_seq(z, x, &s);
     size_t n = s.n;
+    /* A batched lookup of s among up to two other requests just before. */
+    am_seq other[2];
+    sb_lookup lk[3];
+    size_t n_lk = 1 + am_draw(z, 3), at = am_draw(z, n_lk), o = 0;
+    bool too_long = n > z->cfg.max_seq_tokens;
+    for (size_t i = 0; i < n_lk; i++) {
+        const am_seq *q = &s;
+        if (i != at) {
+            am_draw_seq(z, x, &other[o]);
+            q = &other[o++];
+        }
+        too_long |= q->n > z->cfg.max_seq_tokens;
+        lk[i] = (sb_lookup){ .tokens = q->tok, .n_tokens = q->n };
+    }
+    sb_stats l0;
+    am_stats(z, &l0);
+    am_update_drops(z, &l0);
+    uint64_t drops0 = z->drops;
+    int lrc = sb_ns_lookup(x->h, lk, n_lk);
+    AM_CHECK(z, lrc == (too_long ? SB_ERR_TOO_MANY_TOKENS : SB_OK),
+             "sb_ns_lookup of %zu requests: %s", n_lk, sb_strerror(lrc));
+    for (size_t i = 0; lrc == SB_OK && i < n_lk; i++) {
+        const sb_match_info *li = &lk[i].info;
+        AM_CHECK(z, li->n_tokens <= li->n_matched_tokens &&
+                        li->n_matched_tokens <= lk[i].n_tokens &&
+                        li->n_pages == am_regions(z, x, li->n_tokens) &&
+                        li->n_pages_ram + li->n_pages_disk == li->n_pages &&
+                        li->n_matched_tokens <= am_lcp_any(z, x, lk[i].tokens, lk[i].n_tokens),
+                 "lookup %zu of %s: L %zu, matched %zu, pages %zu (%zu disk)", i,
+                 AM_S(lk[i].tokens, lk[i].n_tokens), li->n_tokens, li->n_matched_tokens,
+                 li->n_pages, li->n_pages_disk);
+    }
     sb_match_info info;
     sb_match *m = am_match_checked(z, xi, &s, n, &info);
     if (!m)
         return;
+    /* The lookup found what the match then finds, as far as nothing can
+     * have changed in between: a RAM store has no thread of its own; with
+     * a disk tier the writer drops written pages' bytes meanwhile, and
+     * reclamation (LOOSE) may cut records (counted as drops). */
+    sb_stats l1;
+    am_stats(z, &l1);
+    am_update_drops(z, &l1);
+    if (lrc == SB_OK && (z->mode != AM_LOOSE || z->drops == drops0)) {
+        const sb_match_info *li = &lk[at].info;
+        AM_CHECK(z, li->n_tokens == info.n_tokens &&
+                        li->n_matched_tokens == info.n_matched_tokens &&
+                        li->has_point == info.has_point && li->n_pages == info.n_pages &&
+                        (z->mode == AM_LOOSE || li->miss == info.miss) &&
+                        (z->mode != AM_RAM || li->n_pages_disk == info.n_pages_disk),
+                 "lookup of %s: L %zu, matched %zu, point %d, %zu pages (%zu disk), %s; the "
+                 "match: L %zu, matched %zu, point %d, %zu pages (%zu disk), %s",
+                 AM_S(s.tok, n), li->n_tokens, li->n_matched_tokens, li->has_point,
+                 li->n_pages, li->n_pages_disk, sb_miss_name(li->miss), info.n_tokens,
+                 info.n_matched_tokens, info.has_point, info.n_pages, info.n_pages_disk,
+                 sb_miss_name(info.miss));
+    }
     am_match_restores(z, xi, m, &s, n, &info);
     /* Pages for a page table: new references, each holding its tokens. */
     if (info.n_pages) {

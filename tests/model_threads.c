@@ -89,6 +89,18 @@ static size_t wmatch(worker *w, int xi, const am_seq *s)
     const am_model *md = &z->model[x->model];
     bool required = md->flags & SB_LAYOUT_POINT_REQUIRED;
     bounds b = lower(z, xi, s);
+    if (wdraw(w, 3) == 0) { /* a lookup first: the same bounds, nothing held */
+        sb_lookup lk = { .tokens = s->tok, .n_tokens = s->n };
+        int lrc = sb_ns_lookup(w->h[xi], &lk, 1);
+        AM_CHECK(z, lrc == SB_OK, "thread %d: lookup: %s", w->id, sb_strerror(lrc));
+        size_t lL = lk.info.n_tokens, lM = lk.info.n_matched_tokens;
+        pthread_mutex_lock(&z->mu);
+        size_t lany = am_lcp_any(z, x, s->tok, s->n);
+        pthread_mutex_unlock(&z->mu);
+        AM_CHECK(z, lM <= lany && (required ? lL >= b.lo_point : lL == lM && lL >= b.lo),
+                 "thread %d: lookup L %zu (matched %zu): %zu (point %zu) stored before, "
+                 "at most %zu", w->id, lL, lM, b.lo, b.lo_point, lany);
+    }
     sb_match *m = NULL;
     int rc = sb_ns_match(w->h[xi], s->tok, s->n, &m);
     AM_CHECK(z, rc == SB_OK, "thread %d: match: %s", w->id, sb_strerror(rc));

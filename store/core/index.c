@@ -726,6 +726,35 @@ static sb_miss miss_reason(sb_ns *ns, const sb_walk *w, const uint32_t *tokens,
     return why;
 }
 
+/* What the index holds for a request, found under st->mu. */
+typedef struct found {
+    sb_walk w;       /* the walk: w.m tokens matched */
+    size_t L;        /* the restorable prefix (the point-state rule applied) */
+    size_t n_pages;  /* pages covering [0, L) */
+    sb_blk *point;   /* the point state at L, or NULL */
+} found;
+
+/* [mu] The longest restorable prefix of tokens[0, n): pages[0, f->n_pages)
+ * receive the pages covering it (pages has regions(ns, n) + 1 entries). */
+static void find(sb_ns *ns, const uint32_t *tokens, size_t n, sb_blk **pages, found *f)
+{
+    uint32_t pt = ns->page_tokens;
+    sb_radix_walk(ns, tokens, n, &f->w, pages);
+    const sb_walk *w = &f->w;
+    f->point = NULL;
+    if (ns->flags & SB_LAYOUT_POINT_REQUIRED) {
+        f->L = w->point_node ? sb_node_end(w->point_node) : 0;
+        f->point = w->point_node ? w->point_node->point : NULL;
+    } else {
+        f->L = w->m;
+        if (f->L && w->off == w->node->len)
+            f->point = w->node->point;
+    }
+    f->n_pages = regions(ns, f->L);
+    if (f->L % pt && (uint64_t)f->n_pages * pt > w->m)
+        pages[f->n_pages - 1] = sb_radix_cover(ns, w, (uint32_t)(f->n_pages - 1));
+}
+
 int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **out)
 {
     if (out)
@@ -736,7 +765,6 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     if (rc != SB_OK)
         return rc;
     sb_store *st = ns->st;
-    uint32_t pt = ns->page_tokens;
     sb_match *m = sb_calloc(&st->mem, 1, sizeof *m);
     if (!m)
         return SB_ERR_NOMEM;
@@ -748,21 +776,10 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
 
     pthread_mutex_lock(&st->mu);
     st->tick++;
-    sb_walk w;
-    sb_radix_walk(ns, tokens, n_tokens, &w, m->pages);
-    size_t L;
-    sb_blk *point = NULL;
-    if (ns->flags & SB_LAYOUT_POINT_REQUIRED) {
-        L = w.point_node ? sb_node_end(w.point_node) : 0;
-        point = w.point_node ? w.point_node->point : NULL;
-    } else {
-        L = w.m;
-        if (L && w.off == w.node->len)
-            point = w.node->point;
-    }
-    size_t n_pages = regions(ns, L);
-    if (L % pt && (uint64_t)n_pages * pt > w.m)
-        m->pages[n_pages - 1] = sb_radix_cover(ns, &w, (uint32_t)(n_pages - 1));
+    found f;
+    find(ns, tokens, n_tokens, m->pages, &f);
+    size_t L = f.L, n_pages = f.n_pages;
+    sb_blk *point = f.point;
     size_t on_disk = 0;
     for (size_t r = 0; r < n_pages; r++)
         on_disk += !m->pages[r]->data;
@@ -777,13 +794,13 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
         sb_tier_match(st, point, 1);
         sb_blk_used(st, point);
     }
-    m->miss = miss_reason(ns, &w, tokens, n_tokens, L, m->pages);
+    m->miss = miss_reason(ns, &f.w, tokens, n_tokens, L, m->pages);
     m->ns = ns;
     m->st = st;
     ns->holds++;
     m->n_req = n_tokens;
     m->n_tokens = L;
-    m->n_matched = w.m;
+    m->n_matched = f.w.m;
     m->n_pages = n_pages;
     m->point = point;
 
@@ -803,6 +820,48 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
     s->miss_tokens_by_reason[m->miss] += n_tokens - L;
     pthread_mutex_unlock(&st->mu);
     *out = m;
+    return SB_OK;
+}
+
+int sb_ns_lookup(sb_ns *ns, sb_lookup *reqs, size_t n)
+{
+    if (!ns || (!reqs && n))
+        return SB_ERR_INVAL;
+    size_t most = 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_tokens(ns, reqs[i].tokens, reqs[i].n_tokens);
+        if (rc != SB_OK)
+            return rc;
+        size_t k = regions(ns, reqs[i].n_tokens);
+        if (k > most)
+            most = k;
+    }
+    if (!n)
+        return SB_OK;
+    sb_store *st = ns->st;
+    sb_blk **pages = sb_malloc(&st->mem, (most + 1) * sizeof *pages);
+    if (!pages)
+        return SB_ERR_NOMEM;
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t *tokens = reqs[i].tokens;
+        size_t nt = reqs[i].n_tokens;
+        found f;
+        find(ns, tokens, nt, pages, &f);
+        size_t on_disk = 0;
+        for (size_t r = 0; r < f.n_pages; r++)
+            on_disk += !pages[r]->data;
+        sb_match_info *out = &reqs[i].info;
+        out->n_tokens = f.L;
+        out->n_pages = f.n_pages;
+        out->n_pages_ram = f.n_pages - on_disk;
+        out->n_pages_disk = on_disk;
+        out->n_matched_tokens = f.w.m;
+        out->has_point = f.point != NULL;
+        out->miss = miss_reason(ns, &f.w, tokens, nt, f.L, pages);
+    }
+    pthread_mutex_unlock(&st->mu);
+    sb_free(pages);
     return SB_OK;
 }
 

@@ -1022,6 +1022,32 @@ typedef struct sb_match_info {
 /* sb_match_get_info -- describe a match. Returns: SB_OK; SB_ERR_INVAL. */
 SB_API int sb_match_get_info(const sb_match *m, sb_match_info *out);
 
+/* One request of a batched lookup (sb_ns_lookup). */
+typedef struct sb_lookup {
+    const uint32_t *tokens;   /* in: the request's token IDs (read during
+                                 the call only) */
+    size_t n_tokens;          /* in: how many */
+    sb_match_info info;       /* out: what sb_ns_match would find now */
+} sb_lookup;
+
+/* sb_ns_lookup -- how much of each of n requests the bank holds, without
+ * pinning: reqs[i].info receives what sb_ns_match(reqs[i].tokens) would
+ * find at the moment of the call (the restorable prefix L, its pages in
+ * RAM and on disk, the point state, the miss reason), every request
+ * answered under one hold of the store's lock, so the answers agree with
+ * one another. Nothing is pinned or read from disk, the pages' eviction
+ * order is unchanged (a lookup is not a use), and the match statistics
+ * (lookups, hits, misses) do not move. An answer is a snapshot: pages may
+ * be evicted or written before a later sb_ns_match, which is the call that
+ * holds them. The pages a request shares with the shared tier are not
+ * asked for (sb_ns_fetch_shared). The lock is held for one index walk per
+ * request (a fraction of a nanosecond per token: bench_index).
+ * Returns: SB_OK (every info written); SB_ERR_INVAL (NULL ns, NULL reqs
+ * with n > 0, NULL tokens); SB_ERR_NO_TOKENS (a request of zero tokens);
+ * SB_ERR_TOO_MANY_TOKENS; SB_ERR_NOMEM. On failure no info was written.
+ * n == 0 is SB_OK. */
+SB_API int sb_ns_lookup(sb_ns *ns, sb_lookup *reqs, size_t n);
+
 /* sb_match_restore -- copy the state of tokens [0, n_tokens) of the match
  * into caller buffers laid out as in sb_ns_put (tensors[t] receives
  * n_tokens * bytes_per_token[t] bytes). n_tokens may be less than the

@@ -369,6 +369,23 @@ class Namespace(_Owned):
         released (use it as a context manager)."""
         return self._adopt(Match(self, tokens))
 
+    def lookup(self, requests):
+        """How much of each token sequence in requests the bank holds now,
+        without pinning anything (sb_ns_lookup): one dict per request, as
+        Match.info() gives (n_tokens, n_pages, n_pages_ram, n_pages_disk,
+        n_matched_tokens, has_point, miss), all answered under one hold of
+        the store's lock. A snapshot: match() is what holds the pages."""
+        reqs = list(requests)
+        arr = (_native.Lookup * len(reqs))()
+        keep = []
+        for i, toks in enumerate(reqs):
+            t, n = _tokens(toks)
+            keep.append(t)
+            arr[i].tokens = ctypes.cast(t, ctypes.POINTER(_native.u32))
+            arr[i].n_tokens = n
+        _check(lib.sb_ns_lookup(self._live(), arr, len(reqs)), "sb_ns_lookup")
+        return [_info_dict(a.info) for a in arr]
+
 
 class PutOutcome(NamedTuple):
     """What Namespace.put_ex returns (sb_write_outcome; snapbank.h's
@@ -384,6 +401,14 @@ class PutOutcome(NamedTuple):
     dirty: int
     denied: int
     denied_by: dict
+
+
+def _info_dict(i):
+    """An sb_match_info as a dict (miss by name)."""
+    d = {name: getattr(i, name) for name, _ in _native.MatchInfo._fields_}
+    d["miss"] = lib.sb_miss_name(i.miss).decode()
+    d["has_point"] = bool(i.has_point)
+    return d
 
 
 class Match(_Owned):
@@ -425,11 +450,7 @@ class Match(_Owned):
         return lib.sb_miss_name(self._info().miss).decode()
 
     def info(self):
-        i = self._info()
-        d = {name: getattr(i, name) for name, _ in _native.MatchInfo._fields_}
-        d["miss"] = lib.sb_miss_name(i.miss).decode()
-        d["has_point"] = bool(i.has_point)
-        return d
+        return _info_dict(self._info())
 
     def restore(self, tensors=None, n_tokens=None):
         """Copy the state of the first n_tokens (default L) into tensors

@@ -73,6 +73,11 @@ class MatchInfo(ctypes.Structure):
     ]
 
 
+class Lookup(ctypes.Structure):
+    """sb_lookup."""
+    _fields_ = [("tokens", P(u32)), ("n_tokens", sz), ("info", MatchInfo)]
+
+
 class NsInfo(ctypes.Structure):
     """sb_ns_info."""
     _fields_ = [
@@ -126,6 +131,7 @@ _proto("sb_ns_put_ex", ip, vp, P(u32), sz, P(vp), vp, P(sz), P(WriteOutcome))
 _proto("sb_store_wait_durable", ip, vp, u64, u32)
 _proto("sb_store_is_durable", ip, vp, u64)
 _proto("sb_ns_match", ip, vp, P(u32), sz, P(vp))
+_proto("sb_ns_lookup", ip, vp, P(Lookup), sz)
 _proto("sb_ns_fetch_shared", ip, vp, P(u32), sz, P(sz))
 _proto("sb_match_get_info", ip, vp, P(MatchInfo))
 _proto("sb_match_restore", ip, vp, sz, P(vp), vp)

@@ -1,6 +1,6 @@
 """The Python bindings (bindings/python/snapbank) against libsnapbank_rt:
 round trips through the store in RAM and on disk, divergence, scope
-isolation, buffers written in place, errors as SnapbankError, and a session
+isolation, batched lookups, buffers written in place, errors as SnapbankError, and a session
 whose second turn restores the first from the bank."""
 import array
 import os
@@ -64,6 +64,29 @@ class StoreTest(unittest.TestCase):
         self.ns.put(toks, [state(toks, 0), state(toks, 1)])
         with self.ns.match(memoryview(toks)) as m:
             self.assertEqual(m.n_tokens, 40)
+
+    def test_lookup(self):
+        """A batched lookup answers what a match finds, pinning nothing."""
+        a = list(range(3000, 3100))
+        b = a[:40] + list(range(5000, 5030))
+        self.ns.put(a, [state(a, 0), state(a, 1)], point=b"q" * 32)
+        reqs = [a, a[:37], b, [9], array.array("q", a)]
+        before = self.st.stats()
+        got = self.ns.lookup(reqs)
+        after = self.st.stats()
+        self.assertEqual(len(got), 5)
+        self.assertEqual(after["lookups"], before["lookups"])
+        self.assertEqual(after["pinned_pages"], before["pinned_pages"])
+        self.assertEqual([g["n_tokens"] for g in got], [100, 37, 40, 0, 100])
+        self.assertTrue(got[0]["has_point"])
+        self.assertEqual(got[2]["miss"], "no_prefix")
+        for r, g in zip(reqs, got):
+            with self.ns.match(r) as m:
+                self.assertEqual(g, m.info())
+        self.assertEqual(self.ns.lookup([]), [])
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            self.ns.lookup([a, []])
+        self.assertEqual(cm.exception.code, -6)  # SB_ERR_NO_TOKENS
 
     def test_token_arrays(self):
         """Token ids as any integer array whose values fit in uint32 (int64
