@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tier.h"
+#include "xfer.h"
 #include "internal.h"
 #include "radix.h"
 #include "shared.h"
@@ -297,14 +298,32 @@ out:
 /* ---- copy mode ---------------------------------------------------------------- */
 
 /* Copy region r's k token slices of every tensor into page b. */
-static void fill_page(const sb_ns *ns, sb_blk *b, const void *const *tensors,
-                      size_t r, uint32_t k)
+/* Where a put's state comes from: the caller's contiguous buffers
+ * (sb_ns_put_ex: positions [0, n)), or block tables (sb_ns_put_blocks:
+ * positions [x.from, n), the bank's page `held` for the positions of x.from's
+ * region before x.from). */
+typedef struct put_src {
+    const void *const *tensors;   /* contiguous, or NULL: block tables */
+    sb_xfer x;                    /* the tables (all tensors) */
+    sb_blk *held;                 /* [x.from rounded down to a page, x.from) */
+} put_src;
+
+/* Fill page b of region r (k tokens) from src. */
+static void fill_page(const sb_ns *ns, sb_blk *b, const put_src *src, size_t r, uint32_t k)
 {
     size_t first = r * ns->page_tokens;
-    for (uint32_t t = 0; t < ns->n_tensors; t++) {
-        const uint8_t *src = (const uint8_t *)tensors[t] + first * ns->bpt[t];
-        memcpy(b->data + ns->tensor_off[t], src, (size_t)k * ns->bpt[t]);
+    if (src->tensors) {
+        for (uint32_t t = 0; t < ns->n_tensors; t++) {
+            const uint8_t *in = (const uint8_t *)src->tensors[t] + first * ns->bpt[t];
+            memcpy(b->data + ns->tensor_off[t], in, (size_t)k * ns->bpt[t]);
+        }
+        return;
     }
+    if (first < src->x.from) /* (only the region x.from falls in) */
+        for (uint32_t t = 0; t < ns->n_tensors; t++)
+            memcpy(b->data + ns->tensor_off[t], src->held->data + ns->tensor_off[t],
+                   (src->x.from - first) * ns->bpt[t]);
+    sb_xfer_in(&src->x, r, b->data);
 }
 
 /* The blocks of the state of tokens[0, n) as the index holds it: the pages
@@ -399,25 +418,13 @@ int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
     return sb_ns_put_ex(ns, tokens, n_tokens, tensors, point, n_stored, NULL);
 }
 
-int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
-                 const void *const *tensors, const void *point, size_t *n_stored,
-                 sb_write_outcome *out)
+/* A put from src (arguments checked): sb_ns_put_ex and sb_ns_put_blocks.
+ * With block tables, the index must hold tokens[0, x.from) (else
+ * SB_ERR_RANGE, nothing stored, *n_stored the tokens it holds). */
+static int put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, put_src *src,
+               const void *point, size_t *n_stored, sb_write_outcome *out)
 {
-    if (n_stored)
-        *n_stored = 0;
-    if (out)
-        memset(out, 0, sizeof *out);
-    if (!ns || !tensors)
-        return SB_ERR_INVAL;
-    int rc = check_tokens(ns, tokens, n_tokens);
-    if (rc != SB_OK)
-        return rc;
-    for (uint32_t t = 0; t < ns->n_tensors; t++)
-        if (!tensors[t])
-            return SB_ERR_INVAL;
-    if (point && !ns->point_bytes)
-        return SB_ERR_INVAL;
-
+    int rc = SB_OK;
     sb_store *st = ns->st;
     uint32_t pt = ns->page_tokens;
     size_t n_reg = regions(ns, n_tokens);
@@ -445,9 +452,39 @@ int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
     sb_walk w;
     sb_radix_walk(ns, tokens, n_tokens, &w, pages);
     size_t r0 = w.m / pt;
+    if (!src->tensors && w.m < src->x.from) {
+        /* block tables name only positions from x.from: the index must
+         * hold the rest */
+        report_done(&rp, st, true);
+        pthread_mutex_unlock(&st->mu);
+        sb_free(pages);
+        if (n_stored)
+            *n_stored = w.m;
+        return SB_ERR_RANGE;
+    }
     for (size_t r = 0; r < r0; r++)
         sb_blk_ref(pages[r]);
+    if (!src->tensors && src->x.from > r0 * pt) {
+        /* x.from falls inside region r0, which the index holds in part:
+         * that page gives the positions before x.from */
+        src->held = sb_radix_cover(ns, &w, (uint32_t)r0);
+        sb_blk_ref(src->held);
+    }
     pthread_mutex_unlock(&st->mu);
+    if (src->held && !src->held->data) { /* on disk only: read it */
+        size_t ok = 0;
+        rc = sb_tier_load(ns, &src->held, 1, &ok, NULL, NULL);
+        if (rc != SB_OK) {
+            pthread_mutex_lock(&st->mu);
+            report_done(&rp, st, true);
+            for (size_t r = 0; r < r0; r++)
+                sb_blk_unref(pages[r]);
+            sb_blk_unref(src->held);
+            pthread_mutex_unlock(&st->mu);
+            sb_free(pages);
+            return rc;
+        }
+    }
 
     /* 2. The point first: when it cannot be had, nothing is stored. */
     sb_blk *pb = NULL;
@@ -474,7 +511,7 @@ int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
             rc = sb_blk_alloc(ns, SB_BLK_PAGE, &pages[r]);
             if (rc != SB_OK)
                 break;
-            fill_page(ns, pages[r], tensors, r, region_tokens(ns, n_tokens, r));
+            fill_page(ns, pages[r], src, r, region_tokens(ns, n_tokens, r));
             got++;
         }
         bool abandon = rc == SB_ERR_NOMEM || (point && !pb);
@@ -534,12 +571,59 @@ int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
             sb_blk_unref(pages[r]);
     if (pb)
         sb_blk_unref(pb);
+    if (src->held)
+        sb_blk_unref(src->held);
     pthread_mutex_unlock(&st->mu);
     sb_shared_kick(st);
     sb_free(pages);
     if (n_stored)
         *n_stored = done;
     return rc;
+}
+
+int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                 const void *const *tensors, const void *point, size_t *n_stored,
+                 sb_write_outcome *out)
+{
+    if (n_stored)
+        *n_stored = 0;
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!ns || !tensors)
+        return SB_ERR_INVAL;
+    int rc = check_tokens(ns, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
+    for (uint32_t t = 0; t < ns->n_tensors; t++)
+        if (!tensors[t])
+            return SB_ERR_INVAL;
+    if (point && !ns->point_bytes)
+        return SB_ERR_INVAL;
+    put_src src = { .tensors = tensors };
+    return put(ns, tokens, n_tokens, &src, point, n_stored, out);
+}
+
+int sb_ns_put_blocks(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t from,
+                     const sb_block_table *src, const void *point, size_t *n_stored,
+                     sb_write_outcome *out)
+{
+    if (n_stored)
+        *n_stored = 0;
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!ns || !src)
+        return SB_ERR_INVAL;
+    int rc = check_tokens(ns, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
+    if (from > n_tokens)
+        return SB_ERR_RANGE;
+    if ((rc = sb_xfer_check(ns, from, 0, ns->n_tensors, src)) != SB_OK)
+        return rc;
+    if (point && !ns->point_bytes)
+        return SB_ERR_INVAL;
+    put_src ps = { .x = { ns, from, n_tokens, 0, ns->n_tensors, src } };
+    return put(ns, tokens, n_tokens, &ps, point, n_stored, out);
 }
 
 /* ---- zero-copy ------------------------------------------------------------------ */
@@ -884,35 +968,38 @@ int sb_match_get_info(const sb_match *m, sb_match_info *out)
     return SB_OK;
 }
 
-/* Make pages [0, n) of m resident (and its point state, when point), reading
+/* Make pages [first, n) of m resident (and its point state, when point), reading
  * them from disk, all of them in flight together (the point state's record
  * is usually the one after the last page's). A page that cannot be read is
  * gone from the index with what depends on it; the match then ends before
  * it: m->n_tokens shrinks, its point goes, m->miss says why.
  * Returns: SB_OK; SB_ERR_CORRUPT, SB_ERR_IO (the match shrank: the pages it
  * still holds are resident); SB_ERR_BUDGET, SB_ERR_NOMEM (nothing read that
- * failed; the match unchanged). */
-static int load(sb_match *m, size_t n, bool point, sb_tier_ready_fn ready, void *ctx)
+ * failed; the match unchanged). ready(ctx, i, data) numbers the blocks
+ * from page first (the point, when asked, after the last page). */
+static int load(sb_match *m, size_t first, size_t n, bool point, sb_tier_ready_fn ready,
+                void *ctx)
 {
     sb_ns *ns = m->ns;
-    size_t ok = n;
+    size_t k = n - first; /* pages asked */
+    size_t ok = k;
     bool with_point = point && m->point;
     /* Pages then the point in one array: after the last page (the spare
      * entry of m->pages) or alone. A prefix of the pages and the point
      * (not asked for by any caller) load one after the other. */
-    sb_blk **blocks = with_point && n == 0 ? &m->point : m->pages;
-    size_t nb = n + (with_point && (n == 0 || n == m->n_pages));
-    if (nb > n && n)
+    sb_blk **blocks = with_point && k == 0 ? &m->point : m->pages + first;
+    size_t nb = k + (with_point && (k == 0 || n == m->n_pages));
+    if (nb > k && k)
         m->pages[n] = m->point;
     int rc = sb_tier_load(ns, blocks, nb, &ok, ready, ctx);
-    if (rc == SB_OK && with_point && nb == n) {
+    if (rc == SB_OK && with_point && nb == k) {
         size_t pok = 1;
         rc = sb_tier_load(ns, &m->point, 1, &pok, NULL, NULL);
-        ok = rc == SB_OK ? n + 1 : n;
+        ok = rc == SB_OK ? k + 1 : k;
     }
     if (rc == SB_OK || rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM)
         return rc;
-    if (ok == n && with_point) {
+    if (ok == k && with_point) {
         /* The point failed: the match ends where the point rule allows. */
         pthread_mutex_lock(&m->st->mu);
         unhold(m, m->n_pages, true);
@@ -928,7 +1015,7 @@ static int load(sb_match *m, size_t n, bool point, sb_tier_ready_fn ready, void 
         return rc;
     }
     pthread_mutex_lock(&m->st->mu);
-    size_t L = ok * ns->page_tokens;
+    size_t L = (first + ok) * ns->page_tokens;
     if (ns->flags & SB_LAYOUT_POINT_REQUIRED)
         L = 0; /* no point state is known to sit at the shorter length */
     if (L < m->n_tokens) {
@@ -992,7 +1079,7 @@ int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *p
     restore_to to = { ns, n_tokens, tensors, NULL };
     if (sb_tier_below(m->st) && n_reg)
         to.copied = sb_calloc(&m->st->mem, n_reg, 1); /* NULL: copy after */
-    int rc = load(m, n_reg, point != NULL, to.copied ? copy_ready : NULL, &to);
+    int rc = load(m, 0, n_reg, point != NULL, to.copied ? copy_ready : NULL, &to);
     if (rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM) {
         sb_free(to.copied);
         return rc;
@@ -1016,9 +1103,62 @@ const void *sb_match_point(const sb_match *m)
     if (!m || !m->point)
         return NULL;
     sb_match *mm = (sb_match *)m; /* reading it in is not a visible change */
-    if (load(mm, 0, true, NULL, NULL) != SB_OK)
+    if (load(mm, 0, 0, true, NULL, NULL) != SB_OK)
         return NULL;
     return mm->point ? mm->point->data : NULL;
+}
+
+/* The scatter of sb_match_restore_blocks: pages as they are read, then the
+ * rest. */
+typedef struct restore_blk {
+    sb_xfer x;
+    size_t first;              /* the region of blocks[0] in load's numbering */
+    uint8_t *copied;           /* (regions from first), or NULL: copy after */
+} restore_blk;
+
+static void blk_ready(void *ctx, size_t i, const uint8_t *data)
+{
+    restore_blk *rb = ctx;
+    size_t r = rb->first + i;
+    if (r * rb->x.ns->page_tokens >= rb->x.to)
+        return; /* the point */
+    sb_xfer_out(&rb->x, r, data);
+    rb->copied[i] = 1;
+}
+
+int sb_match_restore_blocks(sb_match *m, size_t from, size_t n_tokens, uint32_t first_tensor,
+                            uint32_t n_tensors, const sb_block_table *dst)
+{
+    if (!m)
+        return SB_ERR_INVAL;
+    const sb_ns *ns = m->ns;
+    int rc = sb_xfer_check(ns, from, first_tensor, n_tensors, dst);
+    if (rc != SB_OK)
+        return rc;
+    if (from > m->n_tokens || n_tokens > m->n_tokens - from)
+        return SB_ERR_RANGE;
+    if (!n_tokens)
+        return SB_OK;
+    uint32_t pt = ns->page_tokens;
+    size_t first = from / pt, last = regions(ns, from + n_tokens);
+    restore_blk rb = { .x = { ns, from, from + n_tokens, first_tensor, n_tensors, dst },
+                       .first = first };
+    if (sb_tier_below(m->st))
+        rb.copied = sb_calloc(&m->st->mem, last - first, 1); /* NULL: copy after */
+    rc = load(m, first, last, false, rb.copied ? blk_ready : NULL, &rb);
+    if (rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM) {
+        sb_free(rb.copied);
+        return rc;
+    }
+    /* When the match shrank (a page failed), what is left of the range:
+     * pages it still holds (r * pt < L, so r < n_pages). */
+    if (rb.x.to > m->n_tokens)
+        rb.x.to = m->n_tokens;
+    for (size_t r = first; rb.x.to > from && r * pt < rb.x.to; r++)
+        if (!rb.copied || !rb.copied[r - first])
+            sb_xfer_out(&rb.x, r, m->pages[r]->data);
+    sb_free(rb.copied);
+    return rc;
 }
 
 int sb_match_load(sb_match *m, size_t n_pages, int point)
@@ -1029,7 +1169,7 @@ int sb_match_load(sb_match *m, size_t n_pages, int point)
         return SB_ERR_RANGE;
     if (point && (n_pages != m->n_pages || !m->point))
         return SB_ERR_NO_POINT;
-    return load(m, n_pages, point != 0, NULL, NULL);
+    return load(m, 0, n_pages, point != 0, NULL, NULL);
 }
 
 int sb_match_pages(sb_match *m, size_t first, size_t count, sb_page **out)
@@ -1038,7 +1178,7 @@ int sb_match_pages(sb_match *m, size_t first, size_t count, sb_page **out)
         return SB_ERR_INVAL;
     if (first > m->n_pages || count > m->n_pages - first)
         return SB_ERR_RANGE;
-    int rc = load(m, first + count, false, NULL, NULL);
+    int rc = load(m, 0, first + count, false, NULL, NULL);
     if (rc != SB_OK)
         return rc;
     sb_store *st = m->st;

@@ -942,6 +942,36 @@ SB_API size_t sb_ns_tensor_offset(const sb_ns *ns, uint32_t t);
  * Copy mode
  * ========================================================================== */
 
+/* Where one tensor's token slices are in an engine's own memory, for the
+ * scatter/gather transfers (sb_match_restore_blocks, sb_ns_put_blocks).
+ * Position p of the sequence (its p-th token, p >= first_pos; q = p -
+ * first_pos) lives at
+ *
+ *     base + block_ids[q / block_tokens] * block_stride
+ *          + (q % block_tokens) * token_stride
+ *
+ * (block_ids NULL: block i is block_ids[i] = i), bytes_per_token[t]
+ * contiguous bytes there. So a paged pool is one table per tensor: vLLM's
+ * block table (block_tokens the block size, block_stride the bytes of a
+ * block in that layer's K or V cache, token_stride one token's row);
+ * SGLang's host indices or llama.cpp's cells (block_tokens 1, block_ids
+ * the slot of each position, block_stride one row). block_tokens 0 is one
+ * contiguous buffer: position p at base + q * token_stride. token_stride 0
+ * means bytes_per_token[t] (rows packed). A layout where one token's slice
+ * is not contiguous (heads outermost within a block, llama.cpp's
+ * transposed V) is a table per head: declare each head a tensor of the
+ * namespace. The memory is the caller's; a put only reads it. */
+typedef struct sb_block_table {
+    void *base;                 /* the pool (or buffer) of this tensor */
+    const uint32_t *block_ids;  /* block of each run of block_tokens
+                                   positions, from first_pos; NULL: 0, 1, ... */
+    uint64_t first_pos;         /* the position the table starts at */
+    uint32_t block_tokens;      /* positions per block; 0: one buffer */
+    size_t block_stride;        /* bytes between block i and block i + 1 */
+    size_t token_stride;        /* bytes between positions in a block; 0:
+                                   bytes_per_token */
+} sb_block_table;
+
 /* sb_ns_put_ex -- store the state of tokens[0, n_tokens) from caller
  * buffers, and say what became of it on the disk tier.
  *
@@ -988,6 +1018,26 @@ SB_API int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
 SB_API int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                      const void *const *tensors, const void *point,
                      size_t *n_stored);
+
+/* sb_ns_put_blocks -- sb_ns_put_ex from the engine's own memory: src has
+ * one table per tensor (see sb_block_table), and names only positions
+ * [from, n_tokens). The index must already hold tokens[0, from) (a
+ * previous put or commit of this prefix: a chat's earlier turns); their
+ * pages are kept, and when from falls inside a page the bank's page gives
+ * the positions before it (read from disk if it is there only). So a turn
+ * that grew the sequence puts only its new tokens, gathered from the
+ * engine's block table with one copy and no staging buffer. Pages, point,
+ * budgets, durability, *n_stored and *out as sb_ns_put_ex.
+ * Returns: as sb_ns_put_ex, and SB_ERR_RANGE (from > n_tokens, a table
+ * whose first_pos is after from, or the index holds fewer than from tokens
+ * of the sequence: nothing stored, *n_stored receives how many it holds, so
+ * a caller can put again from there); SB_ERR_INVAL also for a NULL src or
+ * base or a token_stride below the tensor's bytes per token;
+ * SB_ERR_CORRUPT, SB_ERR_IO (the page holding the positions before from
+ * failed to read: it left the index; nothing stored). */
+SB_API int sb_ns_put_blocks(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t from,
+                            const sb_block_table *src, const void *point, size_t *n_stored,
+                            sb_write_outcome *out);
 
 typedef struct sb_match sb_match;
 
@@ -1074,6 +1124,27 @@ SB_API int sb_ns_lookup(sb_ns *ns, sb_lookup *reqs, size_t n);
  * partly written. */
 SB_API int sb_match_restore(sb_match *m, size_t n_tokens,
                             void *const *tensors, void *point);
+
+
+/* sb_match_restore_blocks -- copy the state of positions [from, from +
+ * n_tokens) of tensors [first_tensor, first_tensor + n_tensors) of the
+ * match straight into the engine's memory: dst[i] places tensor
+ * first_tensor + i (see sb_block_table). One copy, no staging buffer.
+ * Only the pages covering the range are read from disk (all in flight
+ * together; each copied out as its record is checked), so a restore can go
+ * a layer (its K and V tensors) at a time, or a range at a time: the match
+ * keeps its pages pinned until sb_match_release, whatever was taken. A
+ * page that fails shrinks the match as in sb_match_restore (the range's
+ * valid part is copied, the call returns the error).
+ * Returns: SB_OK (also for n_tokens 0); SB_ERR_INVAL (NULL m or dst, a
+ * NULL base, a token_stride below the tensor's bytes per token, tensors out
+ * of range or n_tensors 0); SB_ERR_RANGE (from + n_tokens > L, or a table
+ * whose first_pos is after from); SB_ERR_CORRUPT, SB_ERR_IO (the match
+ * shrank); SB_ERR_BUDGET, SB_ERR_NOMEM (no RAM to read disk pages into:
+ * nothing copied from them, the match unchanged). */
+SB_API int sb_match_restore_blocks(sb_match *m, size_t from, size_t n_tokens,
+                                   uint32_t first_tensor, uint32_t n_tensors,
+                                   const sb_block_table *dst);
 
 /* sb_match_point -- the point state at L, borrowed until sb_match_release().
  * A point state on disk is read first (the match shrinks as in
