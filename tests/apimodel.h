@@ -35,6 +35,11 @@
  * what a sequence that is still guaranteed shares (guaranteed: stored and
  * nothing dropped since, see am_entry). Every restored byte is checked
  * against a deterministic function of (namespace, prefix, tensor, byte).
+ * Puts and restores go now and then through shuffled block tables
+ * (sb_ns_put_blocks from a length a lookup says the index holds, the
+ * engine's rows before it garbage; sb_match_restore_blocks, a layer at a
+ * time), under the same checks; every match is preceded by a batched
+ * lookup (sb_ns_lookup) that must find what the match then finds.
  *
  * Failure: am_fail prints the seed, the operation number and what broke,
  * dumps every namespace's tree, and aborts. Replay one run with its seed

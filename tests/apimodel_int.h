@@ -27,6 +27,13 @@ void am_update_drops(am *z, const sb_stats *s);
 bool am_arm(am *z);
 void am_disarm(am *z);
 
+/* sb_match_restore_blocks of tokens [0, n) of m through shuffled block
+ * tables, gathered back into z->out; returns its code. */
+int am_restore_blocks(am *z, int xi, sb_match *m, size_t n);
+/* sb_ns_put_blocks of z->buf's positions [from, n) through shuffled block
+ * tables; returns its code. */
+int am_put_blocks(am *z, int xi, const uint32_t *tok, size_t n, size_t from, const void *point,
+                  size_t *stored, sb_write_outcome *oc);
 int am_restore_checked(am *z, int xi, sb_match *m, const uint32_t *tok, size_t n,
                        bool with_point, const char *what);
 sb_match *am_match_checked(am *z, int xi, const am_seq *s, size_t n, sb_match_info *info);

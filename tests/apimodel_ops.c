@@ -147,12 +147,36 @@ static void op_put(am *z)
     size_t stored = 12345;
     sb_write_outcome oc;
     memset(&oc, 0xAB, sizeof oc);
+    /* Now and then from block tables, naming only the positions from some
+     * length the index holds (a lookup says how much: with a disk tier
+     * reclamation may cut it meanwhile, SB_ERR_RANGE then). */
+    bool blocks = ex && am_draw(z, 4) == 0;
+    size_t from = 0, held = 0;
+    if (blocks && n <= z->cfg.max_seq_tokens && am_draw(z, 2)) {
+        sb_lookup lk = { .tokens = s.tok, .n_tokens = n };
+        AM_CHECK(z, sb_ns_lookup(x->h, &lk, 1) == SB_OK, "sb_ns_lookup");
+        held = lk.info.n_matched_tokens;
+        from = am_draw(z, held + 1);
+    }
     bool armed = am_arm(z);
-    int rc = ex ? sb_ns_put_ex(x->h, s.tok, n, src, point ? pbuf : NULL, &stored, &oc)
-                : sb_ns_put(x->h, s.tok, n, src, point ? pbuf : NULL, &stored);
+    int rc = blocks ? am_put_blocks(z, xi, s.tok, n, from, point ? pbuf : NULL, &stored, &oc)
+             : ex   ? sb_ns_put_ex(x->h, s.tok, n, src, point ? pbuf : NULL, &stored, &oc)
+                    : sb_ns_put(x->h, s.tok, n, src, point ? pbuf : NULL, &stored);
     am_disarm(z);
-    am_trace(z, "put%s ns %d %s (%zu)%s: %s, stored %zu", ex ? "_ex" : "", xi, AM_S(s.tok, n), n,
-             point ? " + point" : "", sb_strerror(rc), stored);
+    am_trace(z, "put%s ns %d %s (%zu)%s: %s, stored %zu", blocks ? "_blocks" : ex ? "_ex" : "",
+             xi, AM_S(s.tok, n), n, point ? " + point" : "", sb_strerror(rc), stored);
+    if (blocks && from && rc == SB_ERR_RANGE && z->mode == AM_LOOSE) {
+        AM_CHECK(z, stored < from && outcome_zero(&oc),
+                 "put_blocks from %zu refused, yet the bank holds %zu (or an outcome)", from,
+                 stored);
+        return;
+    }
+    if (blocks && from && (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO)) {
+        /* the page before from failed to read: only after a power cut */
+        AM_CHECK(z, z->crashed && stored == 0, "put_blocks from %zu: %s", from, sb_strerror(rc));
+        am_damage(z, xi);
+        return;
+    }
     if (n > z->cfg.max_seq_tokens) {
         AM_CHECK(z, rc == SB_ERR_TOO_MANY_TOKENS && stored == 0 && (!ex || outcome_zero(&oc)),
                  "put of %zu tokens over max_seq_tokens: %s, stored %zu", n, sb_strerror(rc),

@@ -1034,7 +1034,9 @@ SB_API int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
  * a caller can put again from there); SB_ERR_INVAL also for a NULL src or
  * base or a token_stride below the tensor's bytes per token;
  * SB_ERR_CORRUPT, SB_ERR_IO (the page holding the positions before from
- * failed to read: it left the index; nothing stored). */
+ * failed to read: it left the index; nothing stored, *n_stored 0);
+ * SB_ERR_BUDGET also when there was no RAM to read that page (nothing
+ * stored, *n_stored 0). */
 SB_API int sb_ns_put_blocks(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t from,
                             const sb_block_table *src, const void *point, size_t *n_stored,
                             sb_write_outcome *out);
