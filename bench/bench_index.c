@@ -860,6 +860,161 @@ static void print_tput(const char *name, const bench_res *r, double inner, size_
            (double)pages / ns * 1e6, gbs, r->spread * 100);
 }
 
+/* ---- section 2b: scatter/gather against memcpy ------------------------------------ */
+
+#define SG_BLOCK 16u           /* the engine's block size, tokens */
+
+typedef struct sg_ctx {
+    sb_ns *ns;
+    sb_match *m;               /* the stored sequence, matched */
+    uint32_t *tok;             /* (n) */
+    size_t n, n_pages, n_blocks;
+    uint32_t *ids;             /* (n_blocks) the engine's shuffled block table */
+    uint8_t *pool[2];          /* (n_blocks * SG_BLOCK * 6144) K and V pools */
+    sb_block_table tab[2];
+    void *flat[2];             /* (n * 6144) contiguous K and V */
+    const uint8_t **page;      /* (n_pages) the bank's page data, pinned */
+    size_t off[2];             /* the tensors' offsets in a page */
+    uint32_t seq;              /* fresh sequences put so far */
+} sg_ctx;
+
+static uint64_t sg_restore_blocks(void *p)
+{
+    sg_ctx *c = p;
+    CHECK(sb_match_restore_blocks(c->m, 0, c->n, 0, 2, c->tab));
+    return 0;
+}
+
+static uint64_t sg_restore_flat(void *p)
+{
+    sg_ctx *c = p;
+    CHECK(sb_match_restore(c->m, c->n, c->flat, NULL));
+    return 0;
+}
+
+/* The least a scatter does: the same bytes from the bank's pages into the
+ * same blocks, one memcpy per page and tensor (page and block are both 16
+ * tokens). */
+static uint64_t sg_memcpy_out(void *p)
+{
+    sg_ctx *c = p;
+    size_t bytes = SG_BLOCK * (size_t)kv_bpt[0];
+    for (size_t r = 0; r < c->n_pages; r++)
+        for (int t = 0; t < 2; t++)
+            memcpy(c->pool[t] + (size_t)c->ids[r] * bytes, c->page[r] + c->off[t], bytes);
+    return 0;
+}
+
+static uint64_t sg_put_blocks(void *p)
+{
+    sg_ctx *c = p;
+    c->tok[0] = 0x90000000u + c->seq++;
+    size_t stored = 0;
+    CHECK(sb_ns_put_blocks(c->ns, c->tok, c->n, 0, c->tab, NULL, &stored, NULL));
+    return 0;
+}
+
+static uint64_t sg_put_flat(void *p)
+{
+    sg_ctx *c = p;
+    c->tok[0] = 0x90000000u + c->seq++;
+    size_t stored = 0;
+    CHECK(sb_ns_put(c->ns, c->tok, c->n, (const void *const *)c->flat, NULL, &stored));
+    return 0;
+}
+
+/* Scatter/gather of a 2,048-token KV sequence (12 KiB a token, 24 MiB)
+ * between the bank and an engine's pool of 16-token blocks in shuffled
+ * order, beside memcpy of the same bytes and the contiguous calls,
+ * alternated. */
+static void section_scatter(const bench_opts *o)
+{
+    sg_ctx c = { .n = o->quick ? 256 : 2048 };
+    c.n_pages = c.n / 16;
+    c.n_blocks = c.n / SG_BLOCK;
+    sb_store *st = bank_open(1ull << 30);
+    c.ns = bank_ns(st, 16, 2, kv_bpt);
+    c.tok = xmalloc(c.n * sizeof *c.tok);
+    c.ids = xmalloc(c.n_blocks * sizeof *c.ids);
+    c.page = xmalloc(c.n_pages * sizeof *c.page);
+    uint64_t rng = 0x5CA77E4u;
+    fill_tokens(&rng, c.tok, c.n);
+    for (size_t i = 0; i < c.n_blocks; i++)
+        c.ids[i] = (uint32_t)i;
+    for (size_t i = c.n_blocks - 1; i > 0; i--) {
+        size_t j = rng_next(&rng) % (i + 1);
+        uint32_t v = c.ids[i];
+        c.ids[i] = c.ids[j];
+        c.ids[j] = v;
+    }
+    for (int t = 0; t < 2; t++) {
+        c.pool[t] = xmalloc(c.n_blocks * SG_BLOCK * (size_t)kv_bpt[t]);
+        c.flat[t] = xmalloc(c.n * (size_t)kv_bpt[t]);
+        for (size_t i = 0; i < c.n * kv_bpt[t]; i++) /* faulted in, not zero pages */
+            c.pool[t][i] = ((uint8_t *)c.flat[t])[i] = (uint8_t)(i * 131 + (size_t)t);
+        c.tab[t] = (sb_block_table){ .base = c.pool[t], .block_ids = c.ids,
+                                     .block_tokens = SG_BLOCK,
+                                     .block_stride = SG_BLOCK * (size_t)kv_bpt[t] };
+        c.off[t] = sb_ns_tensor_offset(c.ns, (uint32_t)t);
+    }
+    CHECK(sb_ns_prefault(c.ns, (1ull << 30) / (16 * KV_BYTES_PER_TOKEN), NULL));
+    CHECK(sb_ns_put_blocks(c.ns, c.tok, c.n, 0, c.tab, NULL, NULL, NULL));
+    CHECK(sb_ns_match(c.ns, c.tok, c.n, &c.m));
+    sb_page **pg = xmalloc(c.n_pages * sizeof *pg);
+    CHECK(sb_match_pages(c.m, 0, c.n_pages, pg));
+    for (size_t r = 0; r < c.n_pages; r++)
+        c.page[r] = sb_page_data(pg[r]);
+    /* The round trip is exact before anything is timed. */
+    memset(c.flat[0], 0, c.n * kv_bpt[0]);
+    CHECK(sb_match_restore(c.m, c.n, c.flat, NULL));
+    for (size_t q = 0; q < c.n; q++)
+        if (memcmp((uint8_t *)c.flat[0] + q * kv_bpt[0],
+                   c.pool[0] + ((size_t)c.ids[q / SG_BLOCK] * SG_BLOCK + q % SG_BLOCK) * kv_bpt[0],
+                   kv_bpt[0])) {
+            fprintf(stderr, "bench_index: scatter/gather round trip differs at %zu\n", q);
+            exit(1);
+        }
+
+    double bytes = (double)c.n * KV_BYTES_PER_TOKEN;
+    bench_res rb, rm, rf, pb, pf;
+    bench_pair(o, sg_restore_blocks, &c, &rb, sg_memcpy_out, &c, &rm);
+    bench_pair(o, sg_restore_flat, &c, &rf, NULL, NULL, NULL);
+    bench_pair(o, sg_put_blocks, &c, &pb, sg_put_flat, &c, &pf);
+    printf("\n== 2b. Scatter/gather: %zu tokens of K and V (%.0f MiB) and an engine's pool of "
+           "%u-token blocks in shuffled order ==\n", c.n, bytes / (1 << 20), SG_BLOCK);
+    printf("restore: the match resident; memcpy = the same bytes from the bank's pages into "
+           "the same blocks.\nput: a new sequence each time under a 1 GiB budget (its pages "
+           "recycled once full); from the pool or from contiguous buffers.\n\n");
+    printf("%-40s %9s %9s %s\n", "call", "GiB/s", "vs memcpy", "spread");
+    double gm = bytes / rm.med * 1e9 / (1 << 30);
+    const struct { const char *name; const bench_res *r; } rows[] = {
+        { "sb_match_restore_blocks (pool)", &rb }, { "memcpy pages -> blocks", &rm },
+        { "sb_match_restore (contiguous)", &rf }, { "sb_ns_put_blocks (pool)", &pb },
+        { "sb_ns_put (contiguous)", &pf },
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        double g = bytes / rows[i].r->med * 1e9 / (1 << 30);
+        printf("%-40s %9.2f %8.2fx %5.0f%%\n", rows[i].name, g, g / gm,
+               rows[i].r->spread * 100);
+    }
+    double ratio = rm.med / rb.med;
+    printf("\nGOAL: scatter restore >= 0.9 of memcpy: %.2f -- %s\n", ratio,
+           ratio >= 0.9 ? "MET" : "MISSED");
+    for (size_t r = 0; r < c.n_pages; r++)
+        sb_page_unref(pg[r]);
+    free(pg);
+    sb_match_release(c.m);
+    sb_ns_close(c.ns);
+    CHECK(sb_store_close(st));
+    for (int t = 0; t < 2; t++) {
+        free(c.pool[t]);
+        free(c.flat[t]);
+    }
+    free(c.page);
+    free(c.ids);
+    free(c.tok);
+}
+
 static void section_commit(const bench_opts *o)
 {
     uint32_t pt = o->page_tokens;
@@ -1245,8 +1400,10 @@ int main(int argc, char **argv)
         section_match(&o);
         section_lookup(&o);
     }
-    if (o.sections & 2u)
+    if (o.sections & 2u) {
         section_commit(&o);
+        section_scatter(&o);
+    }
     if (o.sections & 4u)
         section_memory(&o);
     printf("\ntotal run time %.1f s, load average %.2f at the end\n",
