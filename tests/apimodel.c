@@ -441,36 +441,50 @@ void am_disarm(am *z)
  * every byte. A restore that meets a damaged record (only after a power
  * cut) shrinks the match: then the shorter prefix is checked. Returns the
  * call's code (SB_OK, or what the mode allows). */
-/* A pool of NB blocks of bs tokens per tensor behind shuffled block tables
- * (am_tables); the caller frees pools[t]. */
-static void am_tables(am *z, const am_ns *x, size_t n, uint32_t *ids, uint8_t **pools,
-                      sb_block_table *tab, size_t *bs_out)
+/* An engine's pool for n positions: per tensor, blocks of bs tokens (1 to
+ * 2 pages' worth) in shuffled order, rows padded or not. */
+typedef struct am_pool {
+    uint32_t ids[2 * AM_MAX_SEQ + 2];
+    uint8_t *mem[AM_MAX_TENSORS];
+    sb_block_table tab[AM_MAX_TENSORS];
+    uint32_t nt, bs;
+} am_pool;
+
+static void am_pool_open(am *z, const am_ns *x, size_t n, am_pool *pl)
 {
     const am_model *md = &z->model[x->model];
-    uint32_t bs = 1 + (uint32_t)am_draw(z, 2 * md->pt);
-    size_t nb = (n + bs - 1) / bs + 1;
+    pl->nt = md->n_tensors;
+    pl->bs = 1 + (uint32_t)am_draw(z, 2 * md->pt);
+    size_t nb = (n + pl->bs - 1) / pl->bs + 1;
     for (size_t i = 0; i < nb; i++)
-        ids[i] = (uint32_t)i;
+        pl->ids[i] = (uint32_t)i;
     for (size_t i = nb - 1; i > 0; i--) {
         size_t j = am_draw(z, i + 1);
-        uint32_t v = ids[i];
-        ids[i] = ids[j];
-        ids[j] = v;
+        uint32_t v = pl->ids[i];
+        pl->ids[i] = pl->ids[j];
+        pl->ids[j] = v;
     }
-    for (uint32_t t = 0; t < md->n_tensors; t++) {
-        size_t stride = md->bpt[t] + 8 * am_draw(z, 2); /* rows padded or not */
-        pools[t] = malloc(nb * bs * stride);
-        AM_CHECK(z, pools[t] != NULL, "malloc");
-        memset(pools[t], 0xD7, nb * bs * stride);
-        tab[t] = (sb_block_table){ .base = pools[t], .block_ids = ids, .block_tokens = bs,
-                                   .block_stride = bs * stride, .token_stride = stride };
+    for (uint32_t t = 0; t < pl->nt; t++) {
+        size_t stride = md->bpt[t] + 8 * am_draw(z, 2);
+        pl->mem[t] = malloc(nb * pl->bs * stride);
+        AM_CHECK(z, pl->mem[t] != NULL, "malloc");
+        memset(pl->mem[t], 0xD7, nb * pl->bs * stride);
+        pl->tab[t] = (sb_block_table){ .base = pl->mem[t], .block_ids = pl->ids,
+                                       .block_tokens = pl->bs, .block_stride = pl->bs * stride,
+                                       .token_stride = stride };
     }
-    *bs_out = bs;
 }
 
-/* Position p's row of table b. */
-static uint8_t *am_row(const sb_block_table *b, size_t p)
+static void am_pool_close(am_pool *pl)
 {
+    for (uint32_t t = 0; t < pl->nt; t++)
+        free(pl->mem[t]);
+}
+
+/* Position p's row of tensor t. */
+static uint8_t *am_row(const am_pool *pl, uint32_t t, size_t p)
+{
+    const sb_block_table *b = &pl->tab[t];
     return (uint8_t *)b->base + (size_t)b->block_ids[p / b->block_tokens] * b->block_stride +
            (p % b->block_tokens) * b->token_stride;
 }
@@ -479,35 +493,31 @@ int am_restore_blocks(am *z, int xi, sb_match *m, size_t n)
 {
     am_ns *x = &z->ns[xi];
     const am_model *md = &z->model[x->model];
-    uint32_t ids[2 * AM_MAX_SEQ + 2];
-    uint8_t *pools[AM_MAX_TENSORS];
-    sb_block_table tab[AM_MAX_TENSORS];
-    size_t bs;
-    am_tables(z, x, n, ids, pools, tab, &bs);
-    uint32_t split = md->n_tensors > 1 && am_draw(z, 2) ? 1 + (uint32_t)am_draw(z, md->n_tensors - 1)
-                                                        : md->n_tensors;
-    int rc = sb_match_restore_blocks(m, 0, n, 0, split, tab);
-    if (split < md->n_tensors && (rc == SB_OK || rc == SB_ERR_CORRUPT || rc == SB_ERR_IO)) {
+    am_pool pl;
+    am_pool_open(z, x, n, &pl);
+    uint32_t nt = md->n_tensors;
+    uint32_t split = nt > 1 && am_draw(z, 2) ? 1 + (uint32_t)am_draw(z, nt - 1) : nt;
+    int rc = sb_match_restore_blocks(m, 0, n, 0, split, pl.tab);
+    if (split < nt && (rc == SB_OK || rc == SB_ERR_CORRUPT || rc == SB_ERR_IO)) {
         /* the second layer, over what is left of the match */
         sb_match_info mid;
         AM_CHECK(z, sb_match_get_info(m, &mid) == SB_OK, "sb_match_get_info");
         size_t n2 = n < mid.n_tokens ? n : mid.n_tokens;
-        int rc2 = sb_match_restore_blocks(m, 0, n2, split, md->n_tensors - split, tab + split);
+        int rc2 = sb_match_restore_blocks(m, 0, n2, split, nt - split, pl.tab + split);
         if (rc == SB_OK)
             rc = rc2;
     }
-    am_trace(z, "  restore_blocks of %zu (blocks of %zu, tensors split at %u): %s", n, bs, split,
-             sb_strerror(rc));
+    am_trace(z, "  restore_blocks of %zu (blocks of %u, tensors split at %u): %s", n, pl.bs,
+             split, sb_strerror(rc));
     sb_match_info after;
     AM_CHECK(z, sb_match_get_info(m, &after) == SB_OK, "sb_match_get_info");
     size_t k = n < after.n_tokens ? n : after.n_tokens;
     if (rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM)
         k = 0;
-    for (uint32_t t = 0; t < md->n_tensors; t++) {
+    for (uint32_t t = 0; t < nt; t++)
         for (size_t p = 0; p < k; p++)
-            memcpy(z->out[t] + p * md->bpt[t], am_row(&tab[t], p), md->bpt[t]);
-        free(pools[t]);
-    }
+            memcpy(z->out[t] + p * md->bpt[t], am_row(&pl, t, p), md->bpt[t]);
+    am_pool_close(&pl);
     return rc;
 }
 
@@ -516,18 +526,14 @@ int am_put_blocks(am *z, int xi, const uint32_t *tok, size_t n, size_t from, con
 {
     am_ns *x = &z->ns[xi];
     const am_model *md = &z->model[x->model];
-    uint32_t ids[2 * AM_MAX_SEQ + 2];
-    uint8_t *pools[AM_MAX_TENSORS];
-    sb_block_table tab[AM_MAX_TENSORS];
-    size_t bs;
-    am_tables(z, x, n, ids, pools, tab, &bs);
+    am_pool pl;
+    am_pool_open(z, x, n, &pl);
     for (uint32_t t = 0; t < md->n_tensors; t++)
         for (size_t p = from; p < n; p++)
-            memcpy(am_row(&tab[t], p), z->buf[t] + p * md->bpt[t], md->bpt[t]);
-    am_trace(z, "  put_blocks from %zu (blocks of %zu)", from, bs);
-    int rc = sb_ns_put_blocks(x->h, tok, n, from, tab, point, stored, oc);
-    for (uint32_t t = 0; t < md->n_tensors; t++)
-        free(pools[t]);
+            memcpy(am_row(&pl, t, p), z->buf[t] + p * md->bpt[t], md->bpt[t]);
+    am_trace(z, "  put_blocks from %zu (blocks of %u)", from, pl.bs);
+    int rc = sb_ns_put_blocks(x->h, tok, n, from, pl.tab, point, stored, oc);
+    am_pool_close(&pl);
     return rc;
 }
 

@@ -581,24 +581,35 @@ static int put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, put_src *src,
     return rc;
 }
 
-int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
-                 const void *const *tensors, const void *point, size_t *n_stored,
-                 sb_write_outcome *out)
+/* What both puts check first (their outputs zeroed): ns, the tokens, the
+ * point against the layout, and that a source was given. */
+static int put_args(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, const void *source,
+                    const void *point, size_t *n_stored, sb_write_outcome *out)
 {
     if (n_stored)
         *n_stored = 0;
     if (out)
         memset(out, 0, sizeof *out);
-    if (!ns || !tensors)
+    if (!ns || !source)
         return SB_ERR_INVAL;
     int rc = check_tokens(ns, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
+    if (point && !ns->point_bytes)
+        return SB_ERR_INVAL;
+    return SB_OK;
+}
+
+int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                 const void *const *tensors, const void *point, size_t *n_stored,
+                 sb_write_outcome *out)
+{
+    int rc = put_args(ns, tokens, n_tokens, tensors, point, n_stored, out);
     if (rc != SB_OK)
         return rc;
     for (uint32_t t = 0; t < ns->n_tensors; t++)
         if (!tensors[t])
             return SB_ERR_INVAL;
-    if (point && !ns->point_bytes)
-        return SB_ERR_INVAL;
     put_src src = { .tensors = tensors };
     return put(ns, tokens, n_tokens, &src, point, n_stored, out);
 }
@@ -607,21 +618,13 @@ int sb_ns_put_blocks(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t 
                      const sb_block_table *src, const void *point, size_t *n_stored,
                      sb_write_outcome *out)
 {
-    if (n_stored)
-        *n_stored = 0;
-    if (out)
-        memset(out, 0, sizeof *out);
-    if (!ns || !src)
-        return SB_ERR_INVAL;
-    int rc = check_tokens(ns, tokens, n_tokens);
+    int rc = put_args(ns, tokens, n_tokens, src, point, n_stored, out);
     if (rc != SB_OK)
         return rc;
     if (from > n_tokens)
         return SB_ERR_RANGE;
     if ((rc = sb_xfer_check(ns, from, 0, ns->n_tensors, src)) != SB_OK)
         return rc;
-    if (point && !ns->point_bytes)
-        return SB_ERR_INVAL;
     put_src ps = { .x = { ns, from, n_tokens, 0, ns->n_tensors, src } };
     return put(ns, tokens, n_tokens, &ps, point, n_stored, out);
 }
