@@ -12,6 +12,10 @@
  *   spares_give_way          spares of one page size fill the budget; pages
  *                            of another size still fit, by trimming the
  *                            spares, with no eviction.
+ *   eviction_recycles        under a full budget (the store's, or a
+ *                            namespace's) each new page takes the buffer
+ *                            of the page it evicted: nothing is mapped or
+ *                            given back, for puts and zero-copy pages.
  *   prefault                 sb_ns_prefault makes spares up to the budget's
  *                            room, never evicts, and the pages taken later
  *                            map nothing new.
@@ -160,6 +164,52 @@ static void test_pool_spares_give_way(void **state)
     sb_ns_close(a);
     sb_ns_close(b);
     sb_store_close(st);
+}
+
+/* Under a full budget every new page evicts an old one: its buffer is the
+ * new page's (the pool maps nothing new and gives nothing back), for
+ * puts and zero-copy pages alike, and under a namespace's own budget. */
+static void test_pool_eviction_recycles(void **state)
+{
+    (void)state;
+    enum { BUDGET = 64, SEQ = 4 * 8 }; /* 64 pages of 4 KiB; sequences of 4 pages */
+    for (int ns_budget = 0; ns_budget < 2; ns_budget++) {
+        sb_config c;
+        sb_config_default(&c);
+        c.ram_bytes = (ns_budget ? 2 : 1) * BUDGET * 4096ull;
+        if (ns_budget)
+            c.ns_ram_bytes = BUDGET * 4096ull; /* the namespace's fills first */
+        sb_store *st = NULL;
+        assert_int_equal(sb_store_open(&c, &st), SB_OK);
+        sb_ns *ns = tu_ns(st, &LP, "a");
+        uint64_t rng = 77;
+        uint32_t tok[SEQ];
+        uint32_t next = 2000;
+        sb_stats s0 = { 0 };
+        for (int i = 0; i < 3 * BUDGET / 4; i++) { /* three budgets' worth */
+            tu_tokens(&rng, tok, SEQ, 1000);
+            tok[0] = next++;
+            if (i % 2) {
+                tu_put(ns, &LP, tok, SEQ, false, SB_OK);
+            } else {
+                sb_page *p[4];
+                alloc_pages(ns, p, 4, -1);
+                tu_fill_range(ns, &LP, tok, 0, SEQ, p);
+                assert_int_equal(sb_ns_commit(ns, tok, SEQ, p, NULL), SB_OK);
+                unref_pages(p, 4);
+            }
+            if (i == BUDGET / 4) /* full from here on */
+                s0 = tu_stats(st);
+        }
+        tu_check(st);
+        sb_stats s1 = tu_stats(st);
+        assert_true(s1.evictions > s0.evictions + BUDGET);
+        assert_int_equal(s1.pool_grown_bytes, s0.pool_grown_bytes);
+        assert_int_equal(s1.pool_trimmed_bytes, s0.pool_trimmed_bytes);
+        assert_int_equal(tu_restore_exact(ns, &LP, tok, SEQ, NULL), SEQ);
+        sb_ns_close(ns);
+        sb_store_close(st);
+    }
 }
 
 static void test_pool_prefault(void **state)
@@ -816,6 +866,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_spares_recycled),
         cmocka_unit_test(test_pool_spares_give_way),
+        cmocka_unit_test(test_pool_eviction_recycles),
         cmocka_unit_test(test_pool_prefault),
         cmocka_unit_test(test_pool_check_sees_spare_drift),
         cmocka_unit_test(test_pool_restore_no_stale_bytes),

@@ -141,7 +141,7 @@ int sb_blk_reserve(sb_ns *ns, int kind, sb_pbuf *buf)
         st->ram_bytes -= bytes;
         st->ram_pages -= pages;
     }
-    int rc = sb_evict_until(st, ns, bytes, pages);
+    int rc = sb_evict_until(st, ns, bytes, pages, cls_of(ns, kind), buf ? &spare : NULL);
     if (rc != SB_OK) {
         st->stats.budget_denials++;
         if (spare.data)

@@ -231,7 +231,19 @@ static bool evict_one(sb_store *st, sb_ns *ns)
     return true;
 }
 
-int sb_evict_until(sb_store *st, sb_ns *ns, uint64_t need_bytes, uint64_t need_pages)
+/* A spare of cls into *take (when wanted and there), its reservation
+ * leaving the store's counters. */
+static bool take_spare(sb_store *st, sb_pool_cls *cls, sb_pbuf *take)
+{
+    if (!take || take->data || !sb_pool_take(&st->pool, cls, take))
+        return false;
+    st->ram_bytes -= cls->budget_bytes;
+    st->ram_pages -= cls->page;
+    return true;
+}
+
+int sb_evict_until(sb_store *st, sb_ns *ns, uint64_t need_bytes, uint64_t need_pages,
+                   sb_pool_cls *cls, sb_pbuf *take)
 {
     const sb_config *c = &st->cfg;
     if (need_bytes > c->ram_bytes || need_pages > c->ram_pages ||
@@ -244,6 +256,9 @@ int sb_evict_until(sb_store *st, sb_ns *ns, uint64_t need_bytes, uint64_t need_p
                        st->ram_pages + need_pages > c->ram_pages;
         if (!ns_over && !st_over)
             return SB_OK;
+        /* A spare of the wanted class is the room itself: kept, not trimmed. */
+        if (st_over && take_spare(st, cls, take))
+            continue;
         if (st_over && (st->pool.spare_bytes || st->pool.spare_pages)) {
             /* Spares go first: they hold no state. */
             uint64_t over = st->ram_bytes + need_bytes > c->ram_bytes

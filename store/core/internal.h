@@ -354,10 +354,19 @@ static inline void sb_blk_touch(sb_store *st, sb_blk *b)
 bool sb_blk_droppable(const sb_blk *b);
 
 /* sb_evict_until -- evict until need_bytes and need_pages more fit in the
- * store's budgets and need_bytes more in ns's.
- * Returns: SB_OK; SB_ERR_BUDGET (everything left is pinned). */
+ * store's budgets and need_bytes more in ns's. With take (not NULL, and
+ * take->data NULL on entry), where the store's budget is what is short, a
+ * spare of class cls (one an eviction just left, typically) is handed
+ * over in *take rather than given back to the system (its reservation
+ * leaves st->ram_bytes / ram_pages, as with sb_pool_take), so a
+ * reservation under a full budget recycles the evicted page's buffer
+ * instead of unmapping it and mapping and faulting in a new one. (Under a
+ * namespace's budget alone the spare stays in the pool, where the
+ * reservation's fill takes it.)
+ * Returns: SB_OK; SB_ERR_BUDGET (everything left is pinned; a spare taken
+ * meanwhile stays in *take, the caller's to give back). */
 int sb_evict_until(sb_store *st, struct sb_ns *ns, uint64_t need_bytes,
-                   uint64_t need_pages);
+                   uint64_t need_pages, struct sb_pool_cls *cls, sb_pbuf *take);
 
 /* sb_pins_expire -- drop pins whose TTL has passed. */
 void sb_pins_expire(sb_store *st);
