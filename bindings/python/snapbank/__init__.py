@@ -30,7 +30,7 @@ from typing import NamedTuple
 from . import _native
 from ._native import lib
 
-__all__ = ["SnapbankError", "Store", "Namespace", "Match", "Model", "Session", "Generation",
+__all__ = ["SnapbankError", "Store", "Namespace", "Match", "BlockTable", "Model", "Session", "Generation",
            "PutOutcome", "generate_batch", "version"]
 
 OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE, ERR_SUPERBLOCK = 0, -1, -8, -11, -21
@@ -290,6 +290,84 @@ def _bytes(x, what):
     raise TypeError("%s: give bytes or str" % what)
 
 
+class BlockTable:
+    """Where one tensor's token slices are in an engine's own pool
+    (sb_block_table): position p (p >= first_pos, q = p - first_pos) is at
+    byte block_ids[q // block_tokens] * block_stride + (q % block_tokens) *
+    token_stride of buffer (any buffer: bytearray, memoryview, numpy array;
+    writable for a restore). block_ids None: block i is i; block_tokens 0:
+    the buffer is one block; token_stride 0: the tensor's bytes per token.
+    Every position a call touches is checked to lie inside the buffer (a
+    ValueError otherwise), so a wrong table is an error, never a write
+    outside it."""
+
+    def __init__(self, buffer, block_tokens=0, block_ids=None, block_stride=0, token_stride=0,
+                 first_pos=0):
+        if block_tokens < 0 or block_stride < 0 or token_stride < 0 or first_pos < 0:
+            raise ValueError("BlockTable: sizes must not be negative")
+        self.buffer = buffer
+        self.block_tokens = int(block_tokens)
+        self.block_stride = int(block_stride)
+        self.token_stride = int(token_stride)
+        self.first_pos = int(first_pos)
+        try:
+            self.block_ids = None if block_ids is None else _tokens(block_ids)
+        except (ValueError, TypeError) as e:
+            raise type(e)(str(e).replace("tokens", "block_ids", 1)) from None
+
+    def _native(self, bpt, lo, hi, writable, what):
+        """The sb_block_table for positions [lo, hi) of a tensor of bpt bytes
+        per token, every position's bytes checked to lie in the buffer; and
+        what keeps the buffer alive."""
+        stride = self.token_stride or bpt
+        if stride < bpt:
+            raise ValueError("%s: token_stride %d is below the tensor's %d bytes per token"
+                             % (what, stride, bpt))
+        if lo < self.first_pos:
+            raise ValueError("%s: the table starts at position %d, after %d"
+                             % (what, self.first_pos, lo))
+        mv = memoryview(self.buffer)
+        size = mv.nbytes
+        ids, n_ids = self.block_ids if self.block_ids else (None, 0)
+        end = 0  # one past the last byte the positions use
+        if hi > lo:
+            q0, q1 = lo - self.first_pos, hi - 1 - self.first_pos
+            if not self.block_tokens:
+                end = q1 * stride + bpt
+            else:
+                bt = self.block_tokens
+                for b in range(q0 // bt, q1 // bt + 1):
+                    if ids is not None and b >= n_ids:
+                        raise ValueError("%s: position %d needs block %d; the table has %d"
+                                         % (what, self.first_pos + b * bt, b, n_ids))
+                    bid = ids[b] if ids is not None else b
+                    last = min(q1, b * bt + bt - 1) - b * bt
+                    end = max(end, bid * self.block_stride + last * stride + bpt)
+        if end > size:
+            raise ValueError("%s: the table reaches byte %d of a %d-byte buffer"
+                             % (what, end, size))
+        addr, keep = _buffer(self.buffer, 0, writable, what)
+        t = _native.BlockTable(base=addr, first_pos=self.first_pos,
+                               block_tokens=self.block_tokens, block_stride=self.block_stride,
+                               token_stride=self.token_stride)
+        if ids is not None:
+            t.block_ids = ctypes.cast(ids, ctypes.POINTER(_native.u32))
+        return t, (keep, ids)
+
+
+def _tables(tables, bpts, lo, hi, writable):
+    """An array of sb_block_table for tables (one per tensor of bpts) and
+    what keeps them alive."""
+    arr = (_native.BlockTable * len(tables))()
+    keep = []
+    for i, (tab, bpt) in enumerate(zip(tables, bpts)):
+        if not isinstance(tab, BlockTable):
+            raise TypeError("table %d: give a snapbank.BlockTable" % i)
+        arr[i], k = tab._native(bpt, lo, hi, writable, "table %d" % i)
+        keep.append(k)
+    return arr, keep
+
+
 class Namespace(_Owned):
     """A namespace: a model identity and a scope (sb_ns). Nothing crosses
     namespaces."""
@@ -348,6 +426,39 @@ class Namespace(_Owned):
                               ctypes.byref(oc))
         if rc not in (OK, ERR_BUDGET):
             _check(rc, "sb_ns_put")
+        return PutOutcome(stored.value, oc.ticket, bool(oc.durable), oc.pages_new,
+                          oc.points_new, oc.queued, oc.written, oc.deferred, oc.dirty,
+                          oc.denied, {lib.sb_deny_name(i).decode(): oc.denied_by[i]
+                                      for i in range(_native.N_DENY)})
+
+    def put_blocks(self, tokens, tables, from_pos=0, point=None):
+        """sb_ns_put_blocks: store the state of tokens from an engine's pool,
+        reading only positions [from_pos, len(tokens)) through tables (one
+        BlockTable per tensor); the bank must hold tokens[:from_pos] already.
+        Returns a PutOutcome as put_ex. Raises SnapbankError ERR_RANGE when
+        the bank holds fewer than from_pos of these tokens (its .held says
+        how many: put again from there)."""
+        arr, n = _tokens(tokens)
+        if len(tables) != len(self.bytes_per_token):
+            raise ValueError("put_blocks: %d tables given, the layout has %d"
+                             % (len(tables), len(self.bytes_per_token)))
+        if not 0 <= from_pos <= n:
+            raise ValueError("put_blocks: from_pos %d outside [0, %d]" % (from_pos, n))
+        tabs, keep = _tables(tables, self.bytes_per_token, from_pos, n, False)
+        pp = None
+        if point is not None:
+            pp, k = _buffer(point, self.point_bytes, False, "point")
+            keep.append(k)
+        stored = ctypes.c_size_t()
+        oc = _native.WriteOutcome()
+        rc = lib.sb_ns_put_blocks(self._live(), arr, n, from_pos, tabs, pp,
+                                  ctypes.byref(stored), ctypes.byref(oc))
+        if rc == ERR_RANGE:
+            e = SnapbankError(rc, "sb_ns_put_blocks")
+            e.held = stored.value
+            raise e
+        if rc not in (OK, ERR_BUDGET):
+            _check(rc, "sb_ns_put_blocks")
         return PutOutcome(stored.value, oc.ticket, bool(oc.durable), oc.pages_new,
                           oc.points_new, oc.queued, oc.written, oc.deferred, oc.dirty,
                           oc.denied, {lib.sb_deny_name(i).decode(): oc.denied_by[i]
@@ -451,6 +562,27 @@ class Match(_Owned):
 
     def info(self):
         return _info_dict(self._info())
+
+    def restore_blocks(self, tables, from_pos=0, n_tokens=None, first_tensor=0):
+        """sb_match_restore_blocks: copy positions [from_pos, from_pos +
+        n_tokens) (default: to L) of tensors first_tensor .. (one BlockTable
+        per tensor, written in place) straight into an engine's pool; a
+        layer at a time if wanted. Raises SnapbankError as restore does (on
+        ERR_CORRUPT / ERR_IO the match shrank: what is left was copied)."""
+        L = self.n_tokens
+        n = L - from_pos if n_tokens is None else n_tokens
+        bpt = self._ns.bytes_per_token
+        if not 0 <= first_tensor < len(bpt) or not tables or \
+                first_tensor + len(tables) > len(bpt):
+            raise ValueError("restore_blocks: %d tables from tensor %d; the layout has %d"
+                             % (len(tables), first_tensor, len(bpt)))
+        if from_pos < 0 or n < 0 or from_pos + n > L:
+            raise ValueError("restore_blocks: positions [%d, %d) outside the match's %d"
+                             % (from_pos, from_pos + n, L))
+        tabs, keep = _tables(tables, bpt[first_tensor:], from_pos, from_pos + n, True)
+        _check(lib.sb_match_restore_blocks(self._live(), from_pos, n, first_tensor,
+                                           len(tables), tabs), "sb_match_restore_blocks")
+        del keep
 
     def restore(self, tensors=None, n_tokens=None):
         """Copy the state of the first n_tokens (default L) into tensors

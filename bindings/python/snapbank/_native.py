@@ -73,6 +73,12 @@ class MatchInfo(ctypes.Structure):
     ]
 
 
+class BlockTable(ctypes.Structure):
+    """sb_block_table."""
+    _fields_ = [("base", vp), ("block_ids", P(u32)), ("first_pos", u64), ("block_tokens", u32),
+                ("block_stride", sz), ("token_stride", sz)]
+
+
 class Lookup(ctypes.Structure):
     """sb_lookup."""
     _fields_ = [("tokens", P(u32)), ("n_tokens", sz), ("info", MatchInfo)]
@@ -135,6 +141,8 @@ _proto("sb_ns_lookup", ip, vp, P(Lookup), sz)
 _proto("sb_ns_fetch_shared", ip, vp, P(u32), sz, P(sz))
 _proto("sb_match_get_info", ip, vp, P(MatchInfo))
 _proto("sb_match_restore", ip, vp, sz, P(vp), vp)
+_proto("sb_match_restore_blocks", ip, vp, sz, sz, u32, u32, P(BlockTable))
+_proto("sb_ns_put_blocks", ip, vp, P(u32), sz, sz, P(BlockTable), vp, P(sz), P(WriteOutcome))
 _proto("sb_match_point", vp, vp)
 _proto("sb_match_release", None, vp)
 _proto("sbrt_model_load", ip, cp, P(vp), cp, sz)

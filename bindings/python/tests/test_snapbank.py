@@ -88,6 +88,74 @@ class StoreTest(unittest.TestCase):
             self.ns.lookup([a, []])
         self.assertEqual(cm.exception.code, -6)  # SB_ERR_NO_TOKENS
 
+    def test_block_tables(self):
+        """Put from and restore into an engine's pool of shuffled 12-token
+        blocks (V rows padded), byte for byte; a growth put naming only the
+        new positions; refusals, the buffer untouched."""
+        n, bt, nb = 100, 12, 10
+        ids = [7, 2, 9, 0, 5, 1, 8, 3, 6, 4]
+        strides = [BPT[0], BPT[1] + 16]
+
+        def pool(fill):
+            return [bytearray([fill]) * (nb * bt * s) for s in strides]
+
+        def tables(p):
+            return [snapbank.BlockTable(p[t], block_tokens=bt, block_ids=ids,
+                                        block_stride=bt * strides[t],
+                                        token_stride=strides[t]) for t in range(2)]
+
+        def row(p, t, q):
+            at = ids[q // bt] * bt * strides[t] + q % bt * strides[t]
+            return bytes(p[t][at:at + BPT[t]])
+
+        toks = list(range(7000, 7000 + n))
+        src = pool(0)
+        for t in range(2):
+            st = state(toks, t)
+            for q in range(n):
+                at = ids[q // bt] * bt * strides[t] + q % bt * strides[t]
+                src[t][at:at + BPT[t]] = st[q * BPT[t]:(q + 1) * BPT[t]]
+        self.assertEqual(self.ns.put_blocks(toks[:60], tables(src)).stored, 60)
+        for t in range(2):  # the engine's rows before 60 are garbage by now
+            for q in range(60):
+                at = ids[q // bt] * bt * strides[t] + q % bt * strides[t]
+                src[t][at:at + BPT[t]] = b"\xc3" * BPT[t]
+        self.assertEqual(self.ns.put_blocks(toks, tables(src), from_pos=60).stored, n)
+        with self.ns.match(toks) as m:
+            self.assertEqual(m.n_tokens, n)
+            k, v = m.restore()
+            self.assertEqual(k, state(toks, 0))
+            self.assertEqual(v, state(toks, 1))
+            dst = pool(0x11)
+            tabs = tables(dst)
+            m.restore_blocks(tabs[:1], from_pos=30, n_tokens=50)           # K first
+            m.restore_blocks(tabs[1:], from_pos=30, n_tokens=50, first_tensor=1)
+            for t in range(2):
+                st = state(toks, t)
+                for q in range(n):
+                    want = st[q * BPT[t]:(q + 1) * BPT[t]] if 30 <= q < 80 else \
+                        b"\x11" * BPT[t]
+                    self.assertEqual(row(dst, t, q), want)
+            before = [bytes(b) for b in dst]
+            short = [snapbank.BlockTable(dst[0], block_tokens=bt, block_ids=ids[:3],
+                                         block_stride=bt * strides[0])]
+            with self.assertRaises(ValueError):  # position 36 needs a 4th block
+                m.restore_blocks(short, n_tokens=50)
+            small = [snapbank.BlockTable(bytearray(100), block_tokens=bt)]
+            with self.assertRaises(ValueError):  # past the buffer's end
+                m.restore_blocks(small, n_tokens=10)
+            with self.assertRaises(ValueError):
+                m.restore_blocks(tabs[:1], from_pos=90, n_tokens=20)
+            with self.assertRaises(ValueError):  # read-only
+                m.restore_blocks([snapbank.BlockTable(bytes(nb * bt * 64), block_tokens=bt)])
+            self.assertEqual([bytes(b) for b in dst], before)
+        with self.assertRaises(ValueError):
+            snapbank.BlockTable(bytearray(10), block_ids=[1, -1])
+        other = toks[:50] + [1, 2, 3]
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            self.ns.put_blocks(other, tables(src), from_pos=52)
+        self.assertEqual(cm.exception.held, 50)
+
     def test_token_arrays(self):
         """Token ids as any integer array whose values fit in uint32 (int64
         is numpy's default): the same prefix as a list of ints."""
