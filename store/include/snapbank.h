@@ -67,6 +67,8 @@
  *                       .bytes_per_token = bpt };
  *     sb_ns *ns;
  *     sb_ns_open(st, &lay, "tenant-a", 8, &ns);
+ *     sb_ns_prefault(ns, 4096, NULL);            // buffers faulted in now, not
+ *                                                // by the first puts
  *
  *     const void *src[2] = { k_rows, v_rows };   // n * 4096 bytes each
  *     size_t stored;
@@ -82,6 +84,10 @@
  *
  *     sb_ns_close(ns);
  *     sb_store_close(st);
+ *
+ * With a disk tier (cfg.dir), sequences shorter than cfg.min_prefix_tokens
+ * (default 512) stay in RAM only (their write outcome says SB_DENY_SHORT):
+ * set it to 1 to keep every sequence across a restart.
  *
  * ============================================================================
  * Conventions
@@ -904,7 +910,10 @@ typedef struct sb_layout {
  * point_bytes over SB_POINT_BYTES_MAX);
  * SB_ERR_PAGE_SIZE (page_tokens 0 or over SB_PAGE_TOKENS_MAX, or a page over
  * SB_PAGE_BYTES_MAX); SB_ERR_LAYOUT_MISMATCH (this identity and scope exist
- * with different page_tokens, tensors, point size or flags); SB_ERR_NOMEM. */
+ * with different page_tokens, tensors, point size or SB_LAYOUT_POINT_REQUIRED;
+ * SB_LAYOUT_ELEM16 is a hint, not part of the identity: a handle opened
+ * with or without it gets the namespace as it is, and sb_ns_get_info's
+ * flags say which the namespace keeps); SB_ERR_NOMEM. */
 SB_API int sb_ns_open(sb_store *st, const sb_layout *layout,
                       const void *scope, size_t scope_bytes, sb_ns **out);
 
