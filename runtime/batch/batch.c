@@ -251,8 +251,10 @@ int sb_rt_batch_new(const sb_rt_model *m, const sb_rt_batch_cfg *cfg, sb_rt_batc
     return SB_OK;
 }
 
-/* A job is over (under no lock): its reason recorded, the end hook, then
- * done and woken. */
+/* A job is over (under no lock): its reason recorded, the end hook, the
+ * observer, then done and woken -- so whoever the wake answers (an HTTP
+ * client) and then asks the observer's figures (/metrics) finds the turn
+ * counted. */
 static void finish(sb_rt_batch *e, sb_rt_job *j, sb_rt_finish why, int err)
 {
     pthread_mutex_lock(&j->mu);
@@ -262,6 +264,8 @@ static void finish(sb_rt_batch *e, sb_rt_job *j, sb_rt_finish why, int err)
     pthread_mutex_unlock(&j->mu);
     if (j->on_end)
         j->on_end(j, j->end_ctx);
+    if (j->kind == SB_RT_JOB_GENERATE && e->cfg.obs.turn)
+        e->cfg.obs.turn(e->cfg.obs.ctx, j);
     pthread_mutex_lock(&j->mu);
     j->visible = j->out_len; /* a tail held back for a stop string that never
                                 came is the answer's after all */
@@ -269,8 +273,6 @@ static void finish(sb_rt_batch *e, sb_rt_job *j, sb_rt_finish why, int err)
     if (j->wake)
         j->wake(j);
     pthread_mutex_unlock(&j->mu);
-    if (j->kind == SB_RT_JOB_GENERATE && e->cfg.obs.turn)
-        e->cfg.obs.turn(e->cfg.obs.ctx, j);
     sb_rt_job_unref(j);
 }
 

@@ -171,7 +171,8 @@ typedef struct sb_rt_batch sb_rt_batch;
  * engine thread, under no lock. */
 typedef struct sb_rt_batch_obs {
     void *ctx;
-    /* a generate job ended (after its on_end; done is set) */
+    /* a generate job ended: after its on_end, before it is done and woken
+     * (so its waiter finds the turn counted) */
     void (*turn)(void *ctx, const sb_rt_job *j);
     /* seconds between two tokens of one job */
     void (*token_gap)(void *ctx, double s);
