@@ -416,20 +416,22 @@ class Namespace(_Owned):
         for t, buf in enumerate(tensors):
             ptrs[t], k = _buffer(buf, n * self.bytes_per_token[t], False, "tensor %d" % t)
             keep.append(k)
-        pp = None
-        if point is not None:
-            pp, k = _buffer(point, self.point_bytes, False, "point")
-            keep.append(k)
+        pp = self._point(point, keep)
         stored = ctypes.c_size_t()
         oc = _native.WriteOutcome()
         rc = lib.sb_ns_put_ex(self._live(), arr, n, ptrs, pp, ctypes.byref(stored),
                               ctypes.byref(oc))
         if rc not in (OK, ERR_BUDGET):
             _check(rc, "sb_ns_put")
-        return PutOutcome(stored.value, oc.ticket, bool(oc.durable), oc.pages_new,
-                          oc.points_new, oc.queued, oc.written, oc.deferred, oc.dirty,
-                          oc.denied, {lib.sb_deny_name(i).decode(): oc.denied_by[i]
-                                      for i in range(_native.N_DENY)})
+        return _outcome(stored, oc)
+
+    def _point(self, point, keep):
+        """The address of a point state buffer (None: none), kept alive in keep."""
+        if point is None:
+            return None
+        pp, k = _buffer(point, self.point_bytes, False, "point")
+        keep.append(k)
+        return pp
 
     def put_blocks(self, tokens, tables, from_pos=0, point=None):
         """sb_ns_put_blocks: store the state of tokens from an engine's pool,
@@ -445,10 +447,7 @@ class Namespace(_Owned):
         if not 0 <= from_pos <= n:
             raise ValueError("put_blocks: from_pos %d outside [0, %d]" % (from_pos, n))
         tabs, keep = _tables(tables, self.bytes_per_token, from_pos, n, False)
-        pp = None
-        if point is not None:
-            pp, k = _buffer(point, self.point_bytes, False, "point")
-            keep.append(k)
+        pp = self._point(point, keep)
         stored = ctypes.c_size_t()
         oc = _native.WriteOutcome()
         rc = lib.sb_ns_put_blocks(self._live(), arr, n, from_pos, tabs, pp,
@@ -459,10 +458,7 @@ class Namespace(_Owned):
             raise e
         if rc not in (OK, ERR_BUDGET):
             _check(rc, "sb_ns_put_blocks")
-        return PutOutcome(stored.value, oc.ticket, bool(oc.durable), oc.pages_new,
-                          oc.points_new, oc.queued, oc.written, oc.deferred, oc.dirty,
-                          oc.denied, {lib.sb_deny_name(i).decode(): oc.denied_by[i]
-                                      for i in range(_native.N_DENY)})
+        return _outcome(stored, oc)
 
     def fetch_shared(self, tokens):
         """sb_ns_fetch_shared: index the shared tier's pages of tokens past
@@ -496,6 +492,14 @@ class Namespace(_Owned):
             arr[i].n_tokens = n
         _check(lib.sb_ns_lookup(self._live(), arr, len(reqs)), "sb_ns_lookup")
         return [_info_dict(a.info) for a in arr]
+
+
+def _outcome(stored, oc):
+    """A PutOutcome of an sb_write_outcome and the stored count."""
+    return PutOutcome(stored.value, oc.ticket, bool(oc.durable), oc.pages_new, oc.points_new,
+                      oc.queued, oc.written, oc.deferred, oc.dirty, oc.denied,
+                      {lib.sb_deny_name(i).decode(): oc.denied_by[i]
+                       for i in range(_native.N_DENY)})
 
 
 class PutOutcome(NamedTuple):
