@@ -389,6 +389,29 @@ class Namespace(_Owned):
         self._free = lib.sb_ns_close
         self.point_bytes = point_bytes
 
+    def prefault(self, n_pages):
+        """sb_ns_prefault: have up to n_pages page buffers of this size
+        mapped and faulted in ahead of need (call it at start, as an engine
+        allocates its KV cache, so the first puts do not pay the page
+        faults); returns how many spares are ready."""
+        ready = ctypes.c_size_t()
+        _check(lib.sb_ns_prefault(self._live(), n_pages, ctypes.byref(ready)), "sb_ns_prefault")
+        return ready.value
+
+    def pin(self, tokens, ttl_ms=0):
+        """sb_ns_pin: keep the longest stored prefix of tokens (a system
+        prompt, say) from eviction for ttl_ms of the store's clock (0: until
+        unpin). Returns (pin_id, tokens pinned)."""
+        arr, n = _tokens(tokens)
+        pid, got = ctypes.c_uint64(), ctypes.c_size_t()
+        _check(lib.sb_ns_pin(self._live(), arr, n, ttl_ms, ctypes.byref(pid), ctypes.byref(got)),
+               "sb_ns_pin")
+        return pid.value, got.value
+
+    def unpin(self, pin_id):
+        """sb_ns_unpin (SnapbankError ERR_NOT_FOUND for an id not live)."""
+        _check(lib.sb_ns_unpin(self._live(), pin_id), "sb_ns_unpin")
+
     def info(self):
         """sb_ns_get_info as a dict."""
         i = _native.NsInfo()

@@ -156,6 +156,33 @@ class StoreTest(unittest.TestCase):
             self.ns.put_blocks(other, tables(src), from_pos=52)
         self.assertEqual(cm.exception.held, 50)
 
+    def test_prefault_and_pins(self):
+        """prefault makes spare page buffers (stats say so, RAM use does not
+        move); a pin keeps a prefix through pressure that evicts the rest,
+        until unpinned."""
+        st = snapbank.Store(ram_bytes=64 * 16 * sum(BPT))  # 64 pages
+        ns = st.namespace(b"pins", BPT, page_tokens=16)
+        self.assertEqual(ns.prefault(16), 16)
+        s = st.stats()
+        self.assertEqual(s["pool_spare_pages"], 16)
+        self.assertEqual(s["ram_pages"], 0)  # spares are not blocks
+        sysp = list(range(100, 164))  # 4 pages
+        ns.put(sysp, [state(sysp, 0), state(sysp, 1)])
+        pid, n = ns.pin(sysp)
+        self.assertEqual(n, 64)
+        for i in range(40):  # 160 pages of other sequences
+            toks = [20000 + i] + list(range(1, 64))
+            ns.put(toks, [state(toks, 0), state(toks, 1)])
+        self.assertGreater(st.stats()["evictions"], 0)
+        with ns.match(sysp) as m:
+            self.assertEqual(m.n_tokens, 64)
+        ns.unpin(pid)
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            ns.unpin(pid)
+        self.assertEqual(cm.exception.code, -12)  # SB_ERR_NOT_FOUND
+        st.check()
+        st.close()
+
     def test_token_arrays(self):
         """Token ids as any integer array whose values fit in uint32 (int64
         is numpy's default): the same prefix as a list of ints."""
