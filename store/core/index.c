@@ -581,9 +581,9 @@ static int put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, put_src *src,
     return rc;
 }
 
-/* What both puts check first (their outputs zeroed): ns, the tokens, the
- * point against the layout, and that a source was given. */
-static int put_args(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, const void *source,
+/* What the puts and the commit check first (their outputs zeroed): ns, the
+ * tokens, the point against the layout, and that a source was given. */
+static int write_args(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, const void *source,
                     const void *point, size_t *n_stored, sb_write_outcome *out)
 {
     if (n_stored)
@@ -604,7 +604,7 @@ int sb_ns_put_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                  const void *const *tensors, const void *point, size_t *n_stored,
                  sb_write_outcome *out)
 {
-    int rc = put_args(ns, tokens, n_tokens, tensors, point, n_stored, out);
+    int rc = write_args(ns, tokens, n_tokens, tensors, point, n_stored, out);
     if (rc != SB_OK)
         return rc;
     for (uint32_t t = 0; t < ns->n_tensors; t++)
@@ -618,7 +618,7 @@ int sb_ns_put_blocks(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t 
                      const sb_block_table *src, const void *point, size_t *n_stored,
                      sb_write_outcome *out)
 {
-    int rc = put_args(ns, tokens, n_tokens, src, point, n_stored, out);
+    int rc = write_args(ns, tokens, n_tokens, src, point, n_stored, out);
     if (rc != SB_OK)
         return rc;
     if (from > n_tokens)
@@ -722,15 +722,9 @@ int sb_ns_commit(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
 int sb_ns_commit_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_page **pages,
                     const void *point, sb_write_outcome *out)
 {
-    if (out)
-        memset(out, 0, sizeof *out);
-    if (!ns || !pages)
-        return SB_ERR_INVAL;
-    int rc = check_tokens(ns, tokens, n_tokens);
+    int rc = write_args(ns, tokens, n_tokens, pages, point, NULL, out);
     if (rc != SB_OK)
         return rc;
-    if (point && !ns->point_bytes)
-        return SB_ERR_INVAL;
     size_t n_reg = regions(ns, n_tokens);
     for (size_t r = 0; r < n_reg; r++) {
         if (!pages[r] || pages[r]->kind != SB_BLK_PAGE)
@@ -1121,11 +1115,8 @@ typedef struct restore_blk {
 
 static void blk_ready(void *ctx, size_t i, const uint8_t *data)
 {
-    restore_blk *rb = ctx;
-    size_t r = rb->first + i;
-    if (r * rb->x.ns->page_tokens >= rb->x.to)
-        return; /* the point */
-    sb_xfer_out(&rb->x, r, data);
+    restore_blk *rb = ctx; /* (pages only: this load asks for no point) */
+    sb_xfer_out(&rb->x, rb->first + i, data);
     rb->copied[i] = 1;
 }
 
