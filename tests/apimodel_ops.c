@@ -405,6 +405,57 @@ static void op_commit(am *z)
 
 /* ---- match ------------------------------------------------------------------------------- */
 
+/* sb_match_load_start of pages [0, k) (and the point, when pt) of m: a
+ * prefix waited for and restored beside the load (checked token by token),
+ * now and then a cancel, then the end. Returns the load's outcome. */
+static int load_async(am *z, int xi, sb_match *m, const am_seq *s, size_t k, int pt)
+{
+    sb_load *ld = NULL;
+    int rc = sb_match_load_start(m, k, pt, &ld);
+    AM_CHECK(z, rc == SB_OK || rc == SB_ERR_NOMEM, "sb_match_load_start(%zu, %d): %s", k, pt,
+             sb_strerror(rc));
+    if (rc != SB_OK)
+        return rc;
+    sb_load *two = NULL; /* a second load is refused while the first runs */
+    rc = sb_match_load_start(m, k, pt, &two);
+    AM_CHECK(z, rc == SB_ERR_BUSY || rc == SB_OK || rc == SB_ERR_NOMEM,
+             "a second sb_match_load_start: %s", sb_strerror(rc));
+    sb_load_free(two);
+    size_t want = am_draw(z, k + 1), ready = 0;
+    rc = sb_load_wait(ld, want, -1, &ready);
+    AM_CHECK(z, rc != SB_OK || ready >= want, "sb_load_wait(%zu): SB_OK with %zu ready", want,
+             ready);
+    am_trace(z, "  load_start(%zu, %d), waited for %zu: %s, %zu ready", k, pt, want,
+             sb_strerror(rc), ready);
+    if (rc == SB_OK && want && !z->crashed) {
+        /* Beside the load (if it still runs): pages it made resident. */
+        sb_match_info info;
+        AM_CHECK(z, sb_match_get_info(m, &info) == SB_OK, "sb_match_get_info");
+        size_t n = want * z->model[z->ns[xi].model].pt;
+        n = n < info.n_tokens ? n : info.n_tokens;
+        if (n)
+            am_restore_checked(z, xi, m, s->tok, n, false, "restore beside a load");
+    }
+    bool canceled = am_draw(z, 4) == 0;
+    if (canceled)
+        sb_load_cancel(ld);
+    rc = sb_load_wait(ld, SIZE_MAX, -1, &ready);
+    AM_CHECK(z, rc != SB_ERR_PENDING && (rc != SB_ERR_CANCELED || canceled),
+             "sb_load_wait for the whole load: %s", sb_strerror(rc));
+    size_t again;
+    AM_CHECK(z, sb_load_poll(ld, &again) == rc && again == ready,
+             "sb_load_poll after the end disagrees with sb_load_wait");
+    if (rc == SB_OK) {
+        sb_match_info info;
+        AM_CHECK(z, sb_match_get_info(m, &info) == SB_OK, "sb_match_get_info");
+        AM_CHECK(z, ready == k && info.n_pages_disk <= info.n_pages - k,
+                 "a load of %zu pages ended SB_OK with %zu ready, %zu of %zu on disk", k, ready,
+                 info.n_pages_disk, info.n_pages);
+    }
+    sb_load_free(ld);
+    return rc;
+}
+
 static void op_match(am *z, bool hold)
 {
     int xi = (int)am_draw(z, (uint64_t)z->n_ns);
@@ -499,11 +550,12 @@ static void op_match(am *z, bool hold)
             }
         }
     }
-    /* A load of the pages (and the point) ahead of use. */
+    /* A load of the pages (and the point) ahead of use, blocking or not. */
     size_t k = am_draw(z, info.n_pages + 1);
     int pt = k == info.n_pages && info.has_point && am_draw(z, 2);
-    int rc = sb_match_load(m, k, pt);
+    int rc = am_draw(z, 2) ? sb_match_load(m, k, pt) : load_async(z, xi, m, &s, k, pt);
     AM_CHECK(z, rc == SB_OK || rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM ||
+                    rc == SB_ERR_CANCELED ||
                     (z->crashed && (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO)),
              "sb_match_load(%zu, %d): %s", k, pt, sb_strerror(rc));
     if (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO)

@@ -26,8 +26,10 @@ static const char *const err_text[] = {
     [20] = "no point state at that position",
     [21] = ("the store's superblock is damaged or missing: open it with SB_OPEN_SALVAGE, "
             "or run 'snapbank fsck --repair DIR', to rebuild it from the segment files"),
-    [22] = "not durable yet",
+    [22] = "not finished yet: not durable yet, or still loading",
     [23] = "never durable: a write it needs was denied or failed",
+    [24] = "the load was canceled before it finished",
+    [25] = "the match is loading: what the call needs is not resident yet",
 };
 
 const char *sb_strerror(int err)

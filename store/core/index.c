@@ -5,21 +5,9 @@
 #include "tier.h"
 #include "xfer.h"
 #include "internal.h"
+#include "match.h"
 #include "radix.h"
 #include "shared.h"
-
-struct sb_match {
-    sb_ns *ns;                 /* holds ns (ns->holds) */
-    sb_store *st;              /* [const] */
-    size_t n_req;              /* tokens asked for */
-    size_t n_tokens;           /* L */
-    size_t n_matched;          /* before the point-state rule */
-    size_t n_pages;            /* ceil(L / pt): pages[0, n_pages) are referenced */
-    sb_blk *point;             /* referenced, or NULL */
-    sb_miss miss;
-    sb_blk **pages;            /* (ceil(n_req / pt) + 1): the last entry is
-                                  load()'s, for the point state */
-};
 
 /* The match lets go of pages [from, m->n_pages) and, when point, its point
  * state, as far as the tier below holds them (sb_tier_match). [mu] */
@@ -965,17 +953,9 @@ int sb_match_get_info(const sb_match *m, sb_match_info *out)
     return SB_OK;
 }
 
-/* Make pages [first, n) of m resident (and its point state, when point), reading
- * them from disk, all of them in flight together (the point state's record
- * is usually the one after the last page's). A page that cannot be read is
- * gone from the index with what depends on it; the match then ends before
- * it: m->n_tokens shrinks, its point goes, m->miss says why.
- * Returns: SB_OK; SB_ERR_CORRUPT, SB_ERR_IO (the match shrank: the pages it
- * still holds are resident); SB_ERR_BUDGET, SB_ERR_NOMEM (nothing read that
- * failed; the match unchanged). ready(ctx, i, data) numbers the blocks
- * from page first (the point, when asked, after the last page). */
-static int load(sb_match *m, size_t first, size_t n, bool point, sb_tier_ready_fn ready,
-                void *ctx)
+/* (match.h) */
+int sb_match_fill(sb_match *m, size_t first, size_t n, bool point, sb_tier_ready_fn ready,
+                  void *ctx)
 {
     sb_ns *ns = m->ns;
     size_t k = n - first; /* pages asked */
@@ -1030,6 +1010,73 @@ static int load(sb_match *m, size_t first, size_t n, bool point, sb_tier_ready_f
     return rc;
 }
 
+/* ---- use beside a load (aload.c) ----------------------------------------------- */
+
+/* What a call on m sees of it: whether a load runs, and the match's length
+ * and resident prefix. Only the load writes them meanwhile, under st->mu. */
+typedef struct seen {
+    bool loading;
+    size_t L;                  /* m->n_tokens */
+    size_t ready;              /* pages [0, ready) resident (loading only) */
+    bool point;                /* m->point != NULL */
+} seen;
+
+#define ENDED 1 /* ref_run: no load runs any more */
+
+static seen look(sb_match *m)
+{
+    pthread_mutex_lock(&m->st->mu);
+    seen v = { m->loading != NULL, m->n_tokens, m->ready, m->point != NULL };
+    pthread_mutex_unlock(&m->st->mu);
+    return v;
+}
+
+/* Beside a running load: reference pages [first, end) of m for a copy out
+ * of them, when the load has made them resident. A failure of the load
+ * may shrink the match meanwhile, which must not free them under the copy.
+ * The caller drops them with unref_run. Returns the references (end -
+ * first); NULL and *rc: SB_ERR_BUSY (not resident yet, or gone with a
+ * shrink), SB_ERR_NOMEM, ENDED (the load ended since the caller looked:
+ * the match is the caller's alone again, look again). */
+static sb_blk **ref_run(sb_match *m, size_t first, size_t end, int *rc)
+{
+    *rc = SB_OK;
+    sb_blk **run = sb_malloc(&m->st->mem, (end - first + 1) * sizeof *run);
+    if (!run) {
+        *rc = SB_ERR_NOMEM;
+        return NULL;
+    }
+    pthread_mutex_lock(&m->st->mu);
+    if (!m->loading) {
+        *rc = ENDED;
+    } else if (end > m->ready || end > m->n_pages) {
+        *rc = SB_ERR_BUSY;
+    } else {
+        for (size_t r = first; r < end; r++)
+        {
+            sb_blk_ref(m->pages[r]);
+            run[r - first] = m->pages[r];
+        }
+    }
+    pthread_mutex_unlock(&m->st->mu);
+    if (*rc != SB_OK) {
+        sb_free(run);
+        return NULL;
+    }
+    return run;
+}
+
+static void unref_run(sb_match *m, sb_blk **run, size_t n)
+{
+    if (!run)
+        return;
+    pthread_mutex_lock(&m->st->mu);
+    for (size_t i = 0; i < n; i++)
+        sb_blk_unref(run[i]);
+    pthread_mutex_unlock(&m->st->mu);
+    sb_free(run);
+}
+
 /* Where a restore copies to: the caller's buffers, and which regions are
  * copied already (pages read from disk are copied as their reads complete,
  * while the rest are in flight). */
@@ -1068,15 +1115,28 @@ int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *p
     for (uint32_t t = 0; t < ns->n_tensors; t++)
         if (!tensors[t])
             return SB_ERR_INVAL;
-    if (n_tokens > m->n_tokens)
-        return SB_ERR_RANGE;
-    if (point && (n_tokens != m->n_tokens || !m->point))
-        return SB_ERR_NO_POINT;
     size_t n_reg = regions(ns, n_tokens);
     restore_to to = { ns, n_tokens, tensors, NULL };
+    for (;;) {
+        seen v = look(m);
+        if (n_tokens > v.L)
+            return SB_ERR_RANGE;
+        if (point && (n_tokens != v.L || !v.point))
+            return SB_ERR_NO_POINT;
+        if (!v.loading)
+            break;
+        int rc = point ? SB_ERR_BUSY : SB_OK;
+        sb_blk **run = rc == SB_OK ? ref_run(m, 0, n_reg, &rc) : NULL;
+        if (rc == ENDED)
+            continue;
+        for (size_t r = 0; rc == SB_OK && r < n_reg; r++)
+            copy_region(&to, r, run[r]->data);
+        unref_run(m, run, n_reg);
+        return rc;
+    }
     if (sb_tier_below(m->st) && n_reg)
         to.copied = sb_calloc(&m->st->mem, n_reg, 1); /* NULL: copy after */
-    int rc = load(m, 0, n_reg, point != NULL, to.copied ? copy_ready : NULL, &to);
+    int rc = sb_match_fill(m, 0, n_reg, point != NULL, to.copied ? copy_ready : NULL, &to);
     if (rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM) {
         sb_free(to.copied);
         return rc;
@@ -1097,10 +1157,13 @@ int sb_match_restore(sb_match *m, size_t n_tokens, void *const *tensors, void *p
 
 const void *sb_match_point(const sb_match *m)
 {
-    if (!m || !m->point)
+    if (!m)
         return NULL;
     sb_match *mm = (sb_match *)m; /* reading it in is not a visible change */
-    if (load(mm, 0, 0, true, NULL, NULL) != SB_OK)
+    seen v = look(mm);
+    if (v.loading || !v.point)
+        return NULL;
+    if (sb_match_fill(mm, 0, 0, true, NULL, NULL) != SB_OK)
         return NULL;
     return mm->point ? mm->point->data : NULL;
 }
@@ -1129,17 +1192,29 @@ int sb_match_restore_blocks(sb_match *m, size_t from, size_t n_tokens, uint32_t 
     int rc = sb_xfer_check(ns, from, first_tensor, n_tensors, dst);
     if (rc != SB_OK)
         return rc;
-    if (from > m->n_tokens || n_tokens > m->n_tokens - from)
-        return SB_ERR_RANGE;
-    if (!n_tokens)
-        return SB_OK;
     uint32_t pt = ns->page_tokens;
     size_t first = from / pt, last = regions(ns, from + n_tokens);
     restore_blk rb = { .x = { ns, from, from + n_tokens, first_tensor, n_tensors, dst },
                        .first = first };
+    for (;;) {
+        seen v = look(m);
+        if (from > v.L || n_tokens > v.L - from)
+            return SB_ERR_RANGE;
+        if (!n_tokens)
+            return SB_OK;
+        if (!v.loading)
+            break;
+        sb_blk **run = ref_run(m, first, last, &rc);
+        if (rc == ENDED)
+            continue;
+        for (size_t r = first; rc == SB_OK && r < last; r++)
+            sb_xfer_out(&rb.x, r, run[r - first]->data);
+        unref_run(m, run, last - first);
+        return rc;
+    }
     if (sb_tier_below(m->st))
         rb.copied = sb_calloc(&m->st->mem, last - first, 1); /* NULL: copy after */
-    rc = load(m, first, last, false, rb.copied ? blk_ready : NULL, &rb);
+    rc = sb_match_fill(m, first, last, false, rb.copied ? blk_ready : NULL, &rb);
     if (rc == SB_ERR_BUDGET || rc == SB_ERR_NOMEM) {
         sb_free(rb.copied);
         return rc;
@@ -1159,36 +1234,50 @@ int sb_match_load(sb_match *m, size_t n_pages, int point)
 {
     if (!m)
         return SB_ERR_INVAL;
+    if (look(m).loading)
+        return SB_ERR_BUSY;
     if (n_pages > m->n_pages)
         return SB_ERR_RANGE;
     if (point && (n_pages != m->n_pages || !m->point))
         return SB_ERR_NO_POINT;
-    return load(m, 0, n_pages, point != 0, NULL, NULL);
+    return sb_match_fill(m, 0, n_pages, point != 0, NULL, NULL);
 }
 
 int sb_match_pages(sb_match *m, size_t first, size_t count, sb_page **out)
 {
     if (!m || (count && !out))
         return SB_ERR_INVAL;
-    if (first > m->n_pages || count > m->n_pages - first)
-        return SB_ERR_RANGE;
-    int rc = load(m, 0, first + count, false, NULL, NULL);
-    if (rc != SB_OK)
-        return rc;
     sb_store *st = m->st;
-    pthread_mutex_lock(&st->mu);
-    for (size_t i = 0; i < count; i++) {
+    seen v;
+    int rc;
+    for (;;) {
+        v = look(m);
+        size_t n_pages = regions(m->ns, v.L);
+        if (first > n_pages || count > n_pages - first)
+            return SB_ERR_RANGE;
+        rc = v.loading ? SB_OK : sb_match_fill(m, 0, first + count, false, NULL, NULL);
+        if (rc != SB_OK)
+            return rc;
+        pthread_mutex_lock(&st->mu);
+        if (!v.loading || m->loading)
+            break;
+        pthread_mutex_unlock(&st->mu); /* the load ended since: look again */
+    }
+    if (m->loading && (first + count > m->ready || first + count > m->n_pages))
+        rc = SB_ERR_BUSY; /* not resident yet, or gone with a shrink */
+    for (size_t i = 0; rc == SB_OK && i < count; i++) {
         sb_blk_ref(m->pages[first + i]);
         out[i] = m->pages[first + i];
     }
     pthread_mutex_unlock(&st->mu);
-    return SB_OK;
+    return rc;
 }
 
 void sb_match_release(sb_match *m)
 {
     if (!m)
         return;
+    sb_match_detach(m);
     sb_ns *ns = m->ns;
     sb_store *st = ns->st;
     pthread_mutex_lock(&st->mu);

@@ -233,6 +233,8 @@ struct sb_store {
     uint32_t fg;               /* [mu] foreground marks (sb_store_foreground) */
     uint64_t disk_pages;       /* [mu] indexed pages with a record on disk */
     uint64_t disk_live_bytes;  /* [mu] bytes of the records of indexed blocks */
+    struct sb_loader *loader;  /* [mu] the loader threads of asynchronous
+                                  loads (aload.c), NULL until the first */
 };
 
 /* ---- clock ---------------------------------------------------------------- */

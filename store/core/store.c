@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "match.h"
 #include "shared.h"
 #include "store.h"
 #include "tier.h"
@@ -104,6 +105,7 @@ static int store_free(sb_store *st, bool crash)
     /* The publisher first: its queued pages hold references into the
      * index, which it drops as it goes. */
     sb_shared_close(st);
+    sb_loader_stop(st); /* no load runs: every match was released */
     int rc = sb_tier_close(st, crash);
     pthread_mutex_lock(&st->mu);
     while (st->pins) {

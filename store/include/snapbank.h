@@ -198,11 +198,15 @@ enum sb_err {
                                     with SB_OPEN_SALVAGE or run 'snapbank
                                     fsck --repair DIR' to rebuild it from the
                                     segment files */
-    SB_ERR_PENDING = -22,        /* a ticket's state is not durable yet: its
-                                    writes are queued, waiting or dirty */
+    SB_ERR_PENDING = -22,        /* not finished yet: a ticket's writes are
+                                    queued, waiting or dirty; a load is in
+                                    flight */
     SB_ERR_NOT_DURABLE = -23,    /* a ticket's state will never be durable: a
                                     write it needs was denied or failed (it
                                     is in RAM only), or there is no disk */
+    SB_ERR_CANCELED = -24,       /* the load was canceled before it finished */
+    SB_ERR_BUSY = -25,           /* the match is loading: the call needs pages
+                                    or a point state not resident yet */
 };
 
 /* sb_strerror -- a short English description of an sb_err code.
@@ -1178,6 +1182,93 @@ SB_API const void *sb_match_point(const sb_match *m);
  * SB_ERR_NOMEM (no RAM to read into: the match unchanged, some of the
  * pages may be resident). */
 SB_API int sb_match_load(sb_match *m, size_t n_pages, int point);
+
+/* ---- asynchronous loads ------------------------------------------------------
+ *
+ * An engine that wants a match's disk pages read while it does other work
+ * (schedules, computes other requests, restores the first layers) starts a
+ * load and learns of its progress by polling, by waiting with a timeout
+ * for a prefix of the pages or the whole, or through a file descriptor its
+ * event loop watches. The reads run on the store's loader threads (two,
+ * started by the first load), in runs of pages (at most 64 pages or 8 MiB
+ * at a time, every read of a run in flight together), so pages [0, k)
+ * become resident, and usable, while the pages after them are still read.
+ * A failure shrinks the match exactly as the blocking sb_match_load does.
+ *
+ *     sb_load *ld;
+ *     sb_match_load_start(m, info.n_pages, 0, &ld);
+ *     ...                                   // other work
+ *     size_t ready;
+ *     int rc = sb_load_wait(ld, k, -1, &ready);   // pages [0, k) resident?
+ *     if (rc == SB_OK)
+ *         sb_match_restore_blocks(m, 0, k * page_tokens, 0, n_tensors, pool);
+ *     ...
+ *     sb_load_free(ld);                     // before sb_match_release
+ *
+ * While a load runs, the match's calls that need only pages [0, ready)
+ * (sb_match_restore and sb_match_restore_blocks of tokens inside them, no
+ * point state; sb_match_pages of them) work alongside it; a call that needs
+ * more, or the point state, returns SB_ERR_BUSY (sb_match_point returns
+ * NULL); sb_match_get_info always answers. Once the load is done, the
+ * match is as after sb_match_load. */
+
+typedef struct sb_load sb_load;
+
+/* sb_match_load_start -- start making pages [0, n_pages) of the match and,
+ * with point nonzero, its point state resident, as sb_match_load does,
+ * without waiting. Pages already resident count at once; a RAM-only store,
+ * or a match with nothing on disk, gives a load that is already done.
+ * On success *out is owned by the caller: free it with sb_load_free,
+ * before sb_match_release (which otherwise cancels the load, waits for its
+ * reads and leaves the handle only to be freed). One load at a time per
+ * match.
+ * Returns: SB_OK (started: the outcome comes from poll or wait);
+ * SB_ERR_INVAL (NULL m or out); SB_ERR_RANGE (n_pages beyond the match's
+ * pages); SB_ERR_NO_POINT (as sb_match_load); SB_ERR_BUSY (a load of this
+ * match is running); SB_ERR_NOMEM (no memory or no loader thread: nothing
+ * started). On failure *out is NULL. */
+SB_API int sb_match_load_start(sb_match *m, size_t n_pages, int point, sb_load **out);
+
+/* sb_load_poll -- how far the load is, without blocking. *n_ready (may be
+ * NULL) receives k: pages [0, k) of the match are resident (and stay so
+ * until sb_match_release).
+ * Returns: SB_ERR_PENDING (still running); SB_OK (done: every page asked
+ * for, and the point state when asked for, is resident); else the load's
+ * outcome as sb_match_load's: SB_ERR_CORRUPT, SB_ERR_IO (the match shrank:
+ * k is its new page count, all resident), SB_ERR_BUDGET, SB_ERR_NOMEM (no
+ * RAM to read into: the match unchanged, k pages resident); or
+ * SB_ERR_CANCELED (sb_load_cancel or sb_match_release stopped it: k pages
+ * resident, the rest are read by the calls that need them);
+ * SB_ERR_INVAL (NULL ld). */
+SB_API int sb_load_poll(sb_load *ld, size_t *n_ready);
+
+/* sb_load_wait -- wait until pages [0, n_pages) of the load are resident
+ * (n_pages at or past the load's pages, (size_t)-1 for example: until the
+ * load is done), until the load ends short of them, or until timeout_ms
+ * milliseconds passed (negative: no limit; 0: a poll). *n_ready as in
+ * sb_load_poll.
+ * Returns: SB_OK (those pages are resident; the load may still be
+ * running); SB_ERR_PENDING (the time passed first); the load's outcome as
+ * sb_load_poll's when it ended before they were resident; SB_ERR_INVAL. */
+SB_API int sb_load_wait(sb_load *ld, size_t n_pages, int64_t timeout_ms, size_t *n_ready);
+
+/* sb_load_fd -- a file descriptor that becomes readable when the load is
+ * done (whatever its outcome), for poll(2), epoll or select; it stays
+ * readable. Owned by the load: do not read or close it; it is closed by
+ * sb_load_free.
+ * Returns: the descriptor; SB_ERR_INVAL (NULL ld); SB_ERR_NOMEM (no
+ * descriptor could be made: poll or wait instead). */
+SB_API int sb_load_fd(sb_load *ld);
+
+/* sb_load_cancel -- ask the load to stop: the runs of reads in flight
+ * finish (what they read stays resident), no further run starts, and the
+ * load ends SB_ERR_CANCELED unless it had already ended. Returns at once;
+ * wait for the end with sb_load_wait. NULL is a no-op. */
+SB_API void sb_load_cancel(sb_load *ld);
+
+/* sb_load_free -- cancel the load if it runs, wait for its reads, and free
+ * it. The match stays valid with everything it holds. NULL is a no-op. */
+SB_API void sb_load_free(sb_load *ld);
 
 /* sb_match_release -- unpin everything the match holds and free it.
  * NULL is a no-op. */
