@@ -15,23 +15,42 @@ header store/include/snapbank.h is the manual; this module follows it:
         g = s.generate("The bank keeps", n=16)
         g.text, g.tokens, g.report["cache_mode"], g.report["ttft_s"]
 
+Zero-copy mode (sb_ns_page_alloc, sb_ns_commit, sb_match_pages) hands out
+Page objects whose view() and tensor() are memoryviews and numpy arrays
+over the page's own memory, with no copy:
+
+        p = ns.page_alloc()                           # private: writable views
+        p.tensor(0)[:n] = k_rows                      # (page_tokens, 4096) uint8
+        ns.commit(tokens, [p])                        # committed: read-only now
+        with ns.match(prompt) as m:
+            q = m.pages()[0]                          # read-only Page
+            k = q.tensor(0, numpy.float16)
+
+A page's views stop working (ValueError) when the Page or its Store
+closes; a close, commit or writable() that would take memory from under
+something still using a view (a numpy array, a slice) raises BufferError
+instead, closing or committing nothing.
+
 Every failure raises SnapbankError, with .code (the negative sb_err code)
 and .message (sb_strerror's text). Objects hold C resources: close them
 (or use them as context managers); closing a Store closes what was opened
 from it.
 """
 import array
+import gc
 import operator
 import ctypes
 import json
 import os
+import sys
+import weakref
 from typing import NamedTuple
 
 from . import _native
 from ._native import lib
 
-__all__ = ["SnapbankError", "Store", "Namespace", "Match", "BlockTable", "Model", "Session", "Generation",
-           "PutOutcome", "generate_batch", "version"]
+__all__ = ["SnapbankError", "Store", "Namespace", "Match", "Page", "BlockTable", "Model", "Session",
+           "Generation", "PutOutcome", "generate_batch", "version"]
 
 OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE, ERR_SUPERBLOCK = 0, -1, -8, -11, -21
 ERR_PENDING, ERR_NOT_DURABLE = -22, -23
@@ -154,7 +173,13 @@ class _Owned:
         self._children.append(child)
         return child
 
+    def _view_records(self):
+        """The page views handed out below this handle (see Page)."""
+        for c in self._children:
+            yield from c._view_records()
+
     def close(self):
+        _unexport(self._view_records(), "%s.close" % type(self).__name__)
         for c in reversed(self._children):
             c.close()
         self._children = []
@@ -173,7 +198,7 @@ class _Owned:
     def __exit__(self, *exc):
         self.close()
 
-    def __del__(self):
+    def __del__(self):  # a close refused (a page view in use) leaks the handle
         try:
             self.close()
         except Exception:
@@ -263,7 +288,10 @@ class Store(_Owned):
     def close(self):
         """Close what was opened from the store, then the store: its disk
         tier writes and syncs what it holds. Raises SnapbankError when those
-        last writes failed (the store is closed all the same)."""
+        last writes failed (the store is closed all the same). Raises
+        BufferError, closing nothing, while a Page view is still in use
+        (see Page); views nothing else used are released by then."""
+        _unexport(self._view_records(), "Store.close")
         for c in reversed(self._children):
             c.close()
         self._children = []
@@ -516,6 +544,56 @@ class Namespace(_Owned):
         _check(lib.sb_ns_lookup(self._live(), arr, len(reqs)), "sb_ns_lookup")
         return [_info_dict(a.info) for a in arr]
 
+    def page_alloc(self):
+        """sb_ns_page_alloc: a fresh page (unspecified contents) as a Page,
+        private to the caller and writable until committed. It counts
+        against the RAM budgets until closed (SnapbankError ERR_BUDGET when
+        they are full of pinned pages)."""
+        h = ctypes.c_void_p()
+        _check(lib.sb_ns_page_alloc(self._live(), ctypes.byref(h)), "sb_ns_page_alloc")
+        return self._adopt(Page(self, h.value))
+
+    def commit(self, tokens, pages, point=None):
+        """sb_ns_commit: index tokens with pages (Page objects, one per
+        page_tokens tokens, the last may be partial) by reference; point,
+        the point state at the end. Returns len(tokens): all of them are
+        restorable (a failure raises and commits nothing). See commit_ex."""
+        return self.commit_ex(tokens, pages, point).stored
+
+    def commit_ex(self, tokens, pages, point=None):
+        """commit, and what the disk tier made of it: a PutOutcome as
+        put_ex's (stored is len(tokens)).
+
+        The pages stay the caller's (each Page keeps its reference) but are
+        committed, so immutable: their views from then on are read-only,
+        and a Page whose tokens the index held already now holds the
+        index's page (sb_ns_commit's deduplication). So the call first
+        releases every view of the pages given, and raises BufferError,
+        committing nothing, while one is still in use (a numpy array made
+        from it, say; see Page). Use Page.writable to write again."""
+        arr, n = _tokens(tokens)
+        pages = list(pages)
+        for i, p in enumerate(pages):
+            if not isinstance(p, Page):
+                raise TypeError("commit: pages[%d] is a %s, not a snapbank.Page"
+                                % (i, type(p).__name__))
+        pt = self.info()["page_tokens"]
+        if len(pages) != -(-n // pt):
+            raise ValueError("commit: %d tokens take %d pages of %d tokens; %d given"
+                             % (n, -(-n // pt), pt, len(pages)))
+        handles = (ctypes.c_void_p * max(len(pages), 1))(*[p._live() for p in pages])
+        _unexport((r for p in pages for r in p._views), "Namespace.commit")
+        for p in pages:
+            p._views = []
+        keep = []
+        pp = self._point(point, keep)
+        oc = _native.WriteOutcome()
+        _check(lib.sb_ns_commit_ex(self._live(), arr, n, handles, pp, ctypes.byref(oc)),
+               "sb_ns_commit")
+        for i, p in enumerate(pages):  # deduplicated: the index's page, our reference
+            p._h = handles[i]
+        return _outcome(ctypes.c_size_t(n), oc)
+
 
 def _outcome(stored, oc):
     """A PutOutcome of an sb_write_outcome and the stored count."""
@@ -634,6 +712,217 @@ class Match(_Owned):
         """The point state at L as bytes, or None."""
         p = lib.sb_match_point(self._live())
         return ctypes.string_at(p, self._ns.point_bytes) if p else None
+
+    def pages(self, first=0, count=None):
+        """sb_match_pages: pages [first, first + count) of the match (count
+        None: to its last page) as Page objects, each with its own reference,
+        so they outlive the Match (they close with their Namespace). They
+        are committed: read-only. Pages on disk are read first (SnapbankError
+        ERR_CORRUPT / ERR_IO: the match shrank, no page was taken). The last
+        page may hold more tokens than the match covers: Page.writable(n)
+        before appending to it."""
+        n_pages = self._info().n_pages
+        n = n_pages - first if count is None else count
+        if first < 0 or n < 0 or first + n > n_pages:
+            raise ValueError("pages: [%d, %d) outside the match's %d pages"
+                             % (first, first + n, n_pages))
+        out = (ctypes.c_void_p * max(n, 1))()
+        if n:
+            _check(lib.sb_match_pages(self._live(), first, n, out), "sb_match_pages")
+        return [self._ns._adopt(Page(self._ns, out[i])) for i in range(n)]
+
+
+class _View:
+    """One memoryview a Page handed out, made over its own ctypes array at
+    the page's address. Whatever can reach the page's bytes through it --
+    the memoryview, its slices and casts, a numpy array made from any of
+    them, the array itself (the memoryview's .obj) -- holds a reference to
+    that array, so the array's reference count says whether any of them is
+    left. (A memoryview's release() alone cannot say it: a slice, and the
+    memoryview numpy makes of one it is given, share its buffer and stay
+    usable after it is released.)"""
+
+    def __init__(self, addr, n_bytes, label):
+        self.label = label
+        self.array = (ctypes.c_ubyte * n_bytes).from_address(addr)
+        self._refs = sys.getrefcount(self.array)  # with no memoryview over it
+        self.view = lambda: None  # the memoryview handed out, weakly
+
+    def open(self, readonly):
+        """The memoryview to hand out ('B'), remembered weakly."""
+        mv = memoryview(self.array).cast("B")
+        if readonly:
+            mv, rw = mv.toreadonly(), mv
+            rw.release()
+        self.view = weakref.ref(mv)
+        return mv
+
+    def in_use(self):
+        """Whether anything beyond this record still reaches the array."""
+        return sys.getrefcount(self.array) > self._refs
+
+    def release(self):
+        mv = self.view()
+        if mv is not None:
+            try:
+                mv.release()
+            except BufferError:  # exported: in_use() says so
+                pass
+
+
+def _unexport(records, what):
+    """Release the page views of records (_View). Raises BufferError naming
+    the first one still in use, before releasing any view, when it is
+    in use without its memoryview (a numpy array made from it); after
+    releasing them, when something made from one is left. Cycles are
+    collected once before a refusal."""
+    records = list(records)
+
+    def stuck(dropped_only):
+        for r in records:
+            if (not dropped_only or r.view() is None) and r.in_use():
+                return r
+        return None
+
+    for releasing in (False, True):
+        if releasing:
+            for r in records:
+                r.release()
+        r = stuck(not releasing)
+        if r is not None:
+            gc.collect()
+            r = stuck(not releasing)
+        if r is not None:
+            raise BufferError(
+                "%s: %s is still in use by something made from it (a numpy array, a slice "
+                "or cast of the memoryview, its .obj); delete that and call again. Nothing "
+                "was done%s" % (what, r.label, "" if not releasing else
+                                " (views nothing else used are released)"))
+
+
+class Page(_Owned):
+    """A page of a namespace (sb_page, zero-copy mode): the state of up to
+    page_tokens tokens, one slice per tensor, laid out as snapbank.h's
+    "Page layout" draws it. The object holds one reference to the page,
+    dropped by close() (or with its Namespace or Store). Namespace.page_alloc
+    makes a private page (writable); Namespace.commit and Match.pages give
+    committed ones (immutable: read-only).
+
+    view() and tensor() hand out memoryviews and numpy arrays over the
+    page's memory itself. The Page keeps track of them, so that nothing can
+    reach memory the bank has freed or write a committed page:
+
+    - close() (and Namespace.close, Store.close) releases the page's
+      memoryviews -- using one then raises ValueError -- and raises
+      BufferError, closing nothing, while something made from one is still
+      alive (a numpy array, a slice): delete it and close again.
+    - Namespace.commit and writable() release the page's views first, with
+      the same refusal: a committed page never has a writable view, and
+      no view outlives the page it was made over.
+    - A finalizer (the object garbage-collected, or at interpreter exit)
+      that finds a view still in use does not unref the page: the page,
+      and its Store, are leaked instead, and the view stays valid.
+
+    Not thread-safe: use a Page and its views from one thread at a time.
+    """
+
+    def __init__(self, ns, h):
+        super().__init__()
+        self._ns = ns
+        self._h = h
+        self._free = lib.sb_page_unref
+        self._views = []  # _View records of what view() and tensor() handed out
+
+    def __repr__(self):
+        if not self._h:
+            return "<snapbank.Page closed>"
+        return "<snapbank.Page at 0x%x, %d tokens, %s>" % (
+            lib.sb_page_data(self._h), self.tokens, "read-only" if self.readonly else "private")
+
+    def _view_records(self):
+        return iter(self._views)
+
+    def close(self):
+        """Drop the page reference (the bank frees the page with its last),
+        releasing this page's views first; raises BufferError, changing
+        nothing, while one is still in use (see the class)."""
+        super().close()
+        self._views = []
+
+    @property
+    def tokens(self):
+        """sb_page_tokens: the leading token slices that are committed state
+        (0 for a page not committed)."""
+        return lib.sb_page_tokens(self._live())
+
+    @property
+    def readonly(self):
+        """Whether the page is committed (views read-only): call writable()
+        to write it."""
+        return self.tokens > 0
+
+    def _shape(self):
+        """(page_bytes, page_tokens) of the page's namespace."""
+        i = self._ns.info()
+        return i["page_bytes"], i["page_tokens"]
+
+    def view(self):
+        """A memoryview ('B', page_bytes long) of the page's bytes, no copy:
+        writable for a private page, read-only for a committed one. It is
+        released (ValueError on use) when the Page closes, is committed or
+        made writable."""
+        return self._view("view()")
+
+    def _view(self, label):
+        h = self._live()
+        page_bytes, _ = self._shape()
+        self._views = [r for r in self._views if r.view() is not None or r.in_use()]
+        addr = lib.sb_page_data(h)
+        rec = _View(addr, page_bytes, "%s of the page at 0x%x" % (label, addr))
+        self._views.append(rec)
+        return rec.open(self.readonly)
+
+    def tensor(self, t, dtype=None):
+        """Tensor t's slices as a numpy array over the page, no copy, of
+        shape (page_tokens, bytes_per_token[t] // itemsize) of dtype
+        (default uint8): row j is token j of the page, at tensor_off[t] + j *
+        bytes_per_token[t]. Writable as view() is, and held as its views
+        are. Rows past tokens (of a committed page) are not its state.
+        Needs numpy (ImportError without it)."""
+        import numpy  # optional: only this method needs it
+        bpt = self._ns.bytes_per_token
+        t = operator.index(t)
+        if not 0 <= t < len(bpt):
+            raise ValueError("tensor: %d is not a tensor of the layout's %d" % (t, len(bpt)))
+        dt = numpy.dtype(numpy.uint8 if dtype is None else dtype)
+        if bpt[t] % dt.itemsize:
+            raise ValueError("tensor: %d bytes per token of tensor %d are not whole %s items"
+                             % (bpt[t], t, dt.name))
+        _, page_tokens = self._shape()
+        off = lib.sb_ns_tensor_offset(self._ns._live(), t)
+        cols = bpt[t] // dt.itemsize
+        mv = self._view("tensor(%d)" % t)
+        return numpy.frombuffer(mv, dt, page_tokens * cols, off).reshape(page_tokens, cols)
+
+    def writable(self, n_keep):
+        """sb_page_writable: make the page safe to write (copy on write). A
+        private page is left as it is; a committed one is replaced by a
+        fresh private page holding a copy of its first n_keep token slices
+        of every tensor (this Page then holds the new page; its reference to
+        the old one is dropped, after its views were released: BufferError,
+        nothing changed, while one is in use). Returns this Page."""
+        n_keep = operator.index(n_keep)
+        if n_keep < 0:
+            raise ValueError("writable: n_keep %d is negative" % n_keep)
+        h = self._live()
+        if self.readonly:
+            _unexport(self._views, "Page.writable")
+            self._views = []
+        p = ctypes.c_void_p(h)
+        _check(lib.sb_page_writable(self._ns._live(), ctypes.byref(p), min(n_keep, 0xFFFFFFFF)),
+               "sb_page_writable")
+        self._h = p.value
+        return self
 
 
 class Model(_Owned):

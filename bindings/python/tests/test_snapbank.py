@@ -1,10 +1,13 @@
 """The Python bindings (bindings/python/snapbank) against libsnapbank_rt:
 round trips through the store in RAM and on disk, divergence, scope
-isolation, batched lookups, buffers written in place, errors as SnapbankError, and a session
-whose second turn restores the first from the bank."""
+isolation, batched lookups, buffers written in place, errors as SnapbankError, zero-copy
+pages and the safety of their views, and a session whose second turn restores the
+first from the bank."""
 import array
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -512,6 +515,213 @@ class SessionTest(unittest.TestCase):
         text = "The bank keeps what a model has read, byte for byte: \u00e9\u4e2d"
         ids = self.model.tokenize(text, bos=False)
         self.assertEqual(self.model.detokenize(ids), text)
+
+
+class PageTest(unittest.TestCase):
+    """Zero-copy mode: pages written and read in place through memoryviews
+    and numpy arrays, and the views' safety: none outlives its page or
+    store, none writes a committed page."""
+
+    def setUp(self):
+        self.st = snapbank.Store(ram_bytes=64 << 20)
+        self.ns = self.st.namespace(b"model-z", BPT, page_tokens=16)
+
+    def tearDown(self):
+        self.st.check()
+        self.st.close()
+
+    def fill(self, toks):
+        """Pages for toks, each tensor's rows written through numpy."""
+        pages = []
+        for i in range(0, len(toks), 16):
+            p = self.ns.page_alloc()
+            self.assertFalse(p.readonly)
+            for t in range(len(BPT)):
+                rows = numpy.frombuffer(state(toks, t), numpy.uint8).reshape(len(toks), BPT[t])
+                n = min(16, len(toks) - i)
+                p.tensor(t)[:n] = rows[i:i + n]
+            pages.append(p)
+        return pages
+
+    @unittest.skipIf(numpy is None, "numpy is not installed")
+    def test_commit_match_pages(self):
+        toks = list(range(300, 340))  # two full pages and a partial one
+        pages = self.fill(toks)
+        oc = self.ns.commit_ex(toks, pages)
+        self.assertEqual((oc.stored, oc.pages_new), (40, 3))
+        self.assertEqual([p.tokens for p in pages], [16, 16, 8])
+        self.assertTrue(all(p.readonly for p in pages))
+        with self.ns.match(toks) as m:
+            self.assertEqual(m.n_tokens, 40)
+            got = m.pages()
+            self.assertEqual(len(m.pages(first=1, count=1)), 1)
+            k, v = m.restore()
+        self.assertEqual(k, state(toks, 0))  # copy mode reads what numpy wrote
+        for t, whole in enumerate((k, v)):
+            read = b"".join(p.tensor(t)[:p.tokens].tobytes() for p in got)
+            self.assertEqual(read, whole)
+        f16 = got[0].tensor(1, numpy.float16)
+        self.assertEqual(f16.shape, (16, BPT[1] // 2))
+        self.assertEqual(f16.tobytes()[:BPT[1]], state(toks, 1)[:BPT[1]])
+        # a commit of the same tokens deduplicates: the Page holds the index's page
+        again = self.fill(toks[:16])
+        self.assertEqual(self.ns.commit_ex(toks[:16], again).pages_new, 0)
+        self.assertEqual(repr(again[0]), repr(got[0]))  # same address, 16 tokens
+        with self.assertRaises(ValueError):
+            got[0].tensor(2)
+        with self.assertRaises(ValueError):
+            got[0].tensor(0, numpy.dtype("V7"))
+        with self.assertRaises(ValueError):  # three pages for 40 tokens
+            self.ns.commit(toks, pages[:2])
+        with self.assertRaises(TypeError):
+            self.ns.commit(toks[:16], [b"not a page"])
+        with self.assertRaises(snapbank.SnapbankError) as cm:  # one page for two regions
+            p = self.ns.page_alloc()
+            self.ns.commit(list(range(32)), [p, p])
+        self.assertEqual(cm.exception.code, -1)  # SB_ERR_INVAL
+        other = self.st.namespace(b"model-y", BPT, page_tokens=16)
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            self.ns.commit([1], [other.page_alloc()])
+        self.assertEqual(cm.exception.code, -9)  # SB_ERR_FOREIGN_PAGE
+        with self.assertRaises(ValueError):
+            with self.ns.match(toks) as m:
+                m.pages(first=2, count=5)
+
+    @unittest.skipIf(numpy is None, "numpy is not installed")
+    def test_copy_on_write(self):
+        toks = list(range(50, 70))  # a full page and a 4-token tail
+        self.ns.commit(toks, self.fill(toks))
+        with self.ns.match(toks) as m:
+            tail = m.pages()[-1]
+        before = bytes(tail.view())
+        with self.assertRaises(ValueError):  # committed: read-only
+            tail.tensor(0)[0, 0] = 1
+        same = tail.writable(4)
+        self.assertIs(same, tail)
+        self.assertFalse(tail.readonly)
+        k = tail.tensor(0)
+        self.assertEqual(k[:4].tobytes(), state(toks, 0)[16 * BPT[0]:])  # n_keep kept
+        k[:] = 0xEE  # writes the copy only
+        with self.ns.match(toks) as m:
+            self.assertEqual(bytes(m.pages()[-1].view()), before)
+            self.assertEqual(m.restore()[0], state(toks, 0))
+        self.assertEqual(self.st.stats()["cow_copies"], 1)
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            tail.writable(17)  # more than page_tokens
+        self.assertEqual(cm.exception.code, -1)
+        with self.assertRaises(ValueError):
+            tail.writable(-1)
+
+    def test_view_after_close(self):
+        p = self.ns.page_alloc()
+        v = p.view()
+        self.assertFalse(v.readonly)
+        v[:4] = b"abcd"
+        part = v[:4]  # shares v's buffer: close must wait for it too
+        with self.assertRaises(BufferError) as cm:
+            p.close()
+        self.assertIn("view()", str(cm.exception))
+        self.assertEqual(bytes(part), b"abcd")  # still the page's, still usable
+        del part
+        p.close()
+        with self.assertRaises(ValueError):
+            v[0]
+        with self.assertRaises(snapbank.SnapbankError):
+            p.view()
+        p.close()  # a second close is a no-op
+
+    @unittest.skipIf(numpy is None, "numpy is not installed")
+    def test_store_close_with_live_array(self):
+        toks = list(range(16))
+        pages = self.fill(toks)
+        arr = pages[0].tensor(0)
+        v = pages[0].view()
+        with self.assertRaises(BufferError) as cm:
+            self.st.close()
+        self.assertIn("tensor(0)", str(cm.exception))
+        self.assertEqual(arr[0].tobytes(), state(toks, 0)[:BPT[0]])  # the array still works
+        self.assertEqual(v[0], arr[0, 0])  # refused before releasing anything
+        self.st.check()  # the store is open and usable
+        self.assertEqual(self.ns.put([9, 8, 7], [state([9, 8, 7], 0), state([9, 8, 7], 1)]), 3)
+        with self.assertRaises(BufferError):  # commit would make the array's page read-only
+            self.ns.commit(toks, pages)
+        self.assertFalse(pages[0].readonly)
+        del arr
+        self.st.close()
+        with self.assertRaises(ValueError):
+            v[0]
+        self.st = snapbank.Store(ram_bytes=64 << 20)  # for tearDown
+
+    def test_readonly_view(self):
+        toks = [1, 2, 3]
+        p = self.ns.page_alloc()
+        self.ns.commit(toks, [p])
+        v = p.view()
+        self.assertTrue(v.readonly)
+        with self.assertRaises(TypeError):
+            v[0] = 1
+        with self.assertRaises(TypeError):
+            memoryview(v)[0:1] = b"x"
+        if numpy is not None:
+            a = numpy.frombuffer(v, numpy.uint8)
+            self.assertFalse(a.flags.writeable)
+            with self.assertRaises(ValueError):
+                a.flags.writeable = True
+            del a
+
+    def test_gc_with_live_views(self):
+        """Stores dropped with pages and views alive, collected and torn
+        down at exit, in a child process: it must exit cleanly."""
+        code = r'''
+import gc, snapbank
+try:
+    import numpy
+except ImportError:
+    numpy = None
+st = snapbank.Store(ram_bytes=16 << 20)
+ns = st.namespace(b"m", [64], page_tokens=4)
+p = ns.page_alloc()
+v = p.view()
+v[:3] = b"abc"
+part = v[1:3]
+loop = [st, part]
+loop.append(loop)          # a cycle that holds the store and a slice
+del st, ns, p, v, part, loop
+gc.collect()               # the store's finalizer refuses: the page leaks
+
+st = snapbank.Store(ram_bytes=16 << 20)
+ns = st.namespace(b"m", [64], page_tokens=4)
+q = ns.page_alloc()
+w = q.view()
+del st, ns, q
+gc.collect()               # nothing else held w: it is released, all closed
+try:
+    w[0]
+    raise SystemExit("a view outlived its store")
+except ValueError:
+    pass
+
+st = snapbank.Store(ram_bytes=16 << 20)
+ns = st.namespace(b"m", [64], page_tokens=4)
+pages = [ns.page_alloc() for _ in range(3)]
+views = [p.view() for p in pages]
+if numpy is not None:
+    arr = pages[0].tensor(0)
+    arr[:] = 7
+del st, ns, pages
+gc.collect()
+if numpy is not None:
+    assert int(arr.sum()) == 7 * arr.size
+print("ok")                # views, arrays and stores left for exit
+'''
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [os.path.dirname(os.path.dirname(os.path.abspath(snapbank.__file__)))] +
+            [x for x in [env.get("PYTHONPATH")] if x])
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "ok", r.stderr)
 
 
 if __name__ == "__main__":
