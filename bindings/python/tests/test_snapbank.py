@@ -612,6 +612,25 @@ class PageTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             tail.writable(-1)
 
+    @unittest.skipIf(numpy is None, "numpy is not installed")
+    def test_pages_from_disk(self):
+        toks = list(range(100, 140))
+        d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
+        cfg = dict(segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1)
+        try:
+            with snapbank.Store(dir=d, **cfg) as st:
+                st.namespace(b"m", BPT).put(toks, [state(toks, 0), state(toks, 1)])
+            with snapbank.Store(dir=d, **cfg) as st:
+                ns = st.namespace(b"m", BPT)
+                with ns.match(toks) as m:
+                    self.assertEqual(m.n_pages_disk, 3)
+                    got = m.pages()  # read from disk first
+                for t in range(len(BPT)):
+                    read = b"".join(p.tensor(t)[:p.tokens].tobytes() for p in got)
+                    self.assertEqual(read, state(toks, t))
+        finally:
+            shutil.rmtree(d)
+
     def test_view_after_close(self):
         p = self.ns.page_alloc()
         v = p.view()
