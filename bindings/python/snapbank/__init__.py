@@ -49,11 +49,11 @@ from typing import NamedTuple
 from . import _native
 from ._native import lib
 
-__all__ = ["SnapbankError", "Store", "Namespace", "Match", "Page", "BlockTable", "Model", "Session",
+__all__ = ["SnapbankError", "Store", "Namespace", "Match", "Load", "Page", "BlockTable", "Model", "Session",
            "Generation", "PutOutcome", "generate_batch", "version"]
 
 OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE, ERR_SUPERBLOCK = 0, -1, -8, -11, -21
-ERR_PENDING, ERR_NOT_DURABLE = -22, -23
+ERR_PENDING, ERR_NOT_DURABLE, ERR_CANCELED, ERR_BUSY = -22, -23, -24, -25
 WAIT_FOREVER = 0xFFFFFFFF
 OPEN_SALVAGE = 1  # open_flags: rebuild a superblock that cannot be used (sb_store_open)
 
@@ -730,6 +730,104 @@ class Match(_Owned):
         if n:
             _check(lib.sb_match_pages(self._live(), first, n, out), "sb_match_pages")
         return [self._ns._adopt(Page(self._ns, out[i])) for i in range(n)]
+
+    def _pages_arg(self, n_pages, point, what):
+        i = self._info()
+        n = i.n_pages if n_pages is None else operator.index(n_pages)
+        if not 0 <= n <= i.n_pages:
+            raise ValueError("%s: %d pages; the match has %d" % (what, n, i.n_pages))
+        return n, 1 if point else 0
+
+    def load(self, n_pages=None, point=False):
+        """sb_match_load: make pages [0, n_pages) (default: all) and, with
+        point, the point state resident, every disk read in flight at once.
+        Raises SnapbankError: ERR_CORRUPT / ERR_IO (the match shrank: what
+        it still holds is resident), ERR_BUDGET (no RAM to read into),
+        ERR_NO_POINT, ERR_BUSY (a Load of the match is running)."""
+        n, pt = self._pages_arg(n_pages, point, "load")
+        _check(lib.sb_match_load(self._live(), n, pt), "sb_match_load")
+
+    def load_start(self, n_pages=None, point=False):
+        """sb_match_load_start: start the load of pages [0, n_pages)
+        (default: all) and, with point, the point state, on the store's
+        loader threads, and return a Load at once. The pages arrive first
+        to last: restore() and restore_blocks() of tokens inside the pages
+        already resident work beside the load; a call that needs more raises
+        SnapbankError ERR_BUSY. The Load closes with the Match."""
+        n, pt = self._pages_arg(n_pages, point, "load_start")
+        h = ctypes.c_void_p()
+        _check(lib.sb_match_load_start(self._live(), n, pt, ctypes.byref(h)),
+               "sb_match_load_start")
+        return self._adopt(Load(self, h.value, n))
+
+
+class Load(_Owned):
+    """An asynchronous load of a match's pages (Match.load_start). Poll it,
+    wait for a prefix of its pages or the whole (with a timeout), or give
+    fileno() to select/selectors/asyncio (readable once it ended; see
+    wait_async). close() (or the Match's) cancels a load still running and
+    waits for its reads."""
+
+    def __init__(self, match, h, n_pages):
+        super().__init__()
+        self._match = match
+        self._h = h
+        self._free = lib.sb_load_free
+        self.n_pages = n_pages
+
+    def poll(self):
+        """(done, n_ready): whether the load ended, and k such that pages
+        [0, k) are resident. Raises SnapbankError when it ended in failure
+        (ERR_CORRUPT / ERR_IO: the match shrank; ERR_BUDGET; ERR_CANCELED)."""
+        k = ctypes.c_size_t()
+        rc = lib.sb_load_poll(self._live(), ctypes.byref(k))
+        if rc == ERR_PENDING:
+            return False, k.value
+        _check(rc, "sb_load_poll", "%d pages resident" % k.value)
+        return True, k.value
+
+    def wait(self, n_pages=None, timeout=None):
+        """Wait until pages [0, n_pages) (default: the whole load) are
+        resident and return how many are. timeout in seconds (None: no
+        limit): TimeoutError when it passes first. Raises SnapbankError
+        when the load ended before those pages were resident."""
+        n = (1 << 64) - 1 if n_pages is None else operator.index(n_pages)
+        if n < 0:
+            raise ValueError("wait: n_pages %d is negative" % n)
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        k = ctypes.c_size_t()
+        rc = lib.sb_load_wait(self._live(), n, ms, ctypes.byref(k))
+        if rc == ERR_PENDING:
+            raise TimeoutError("snapbank: load not done after %s s (%d of %d pages resident)"
+                               % (timeout, k.value, self.n_pages))
+        _check(rc, "sb_load_wait", "%d pages resident" % k.value)
+        return k.value
+
+    def fileno(self):
+        """sb_load_fd: a descriptor readable once the load ended. The Load
+        owns it: do not read or close it."""
+        fd = lib.sb_load_fd(self._live())
+        _check(fd if fd < 0 else 0, "sb_load_fd")
+        return fd
+
+    async def wait_async(self):
+        """Await the end of the load in an asyncio event loop (through
+        fileno(), no thread), then return wait()'s value."""
+        import asyncio
+        loop = asyncio.get_running_loop()
+        fd = self.fileno()
+        fut = loop.create_future()
+        loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
+        try:
+            await fut
+        finally:
+            loop.remove_reader(fd)
+        return self.wait()
+
+    def cancel(self):
+        """sb_load_cancel: stop after the reads in flight; the load ends
+        ERR_CANCELED unless it had ended."""
+        lib.sb_load_cancel(self._live())
 
 
 class _View:

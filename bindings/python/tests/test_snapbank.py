@@ -310,6 +310,62 @@ class DiskTest(unittest.TestCase):
         finally:
             shutil.rmtree(d)
 
+    def test_load_async(self):
+        """Match.load_start: pages arrive first to last; a prefix restores
+        beside the load; wait, poll, fileno (select and asyncio) agree; the
+        Load closes with its Match."""
+        import asyncio
+        import select
+        d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
+        cfg = dict(segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1)
+        try:
+            toks = list(range(5, 3000))
+            with snapbank.Store(dir=d, **cfg) as st:
+                st.namespace(b"m", BPT).put(toks, [state(toks, 0), state(toks, 1)])
+            with snapbank.Store(dir=d, **cfg) as st:
+                ns = st.namespace(b"m", BPT)
+                with ns.match(toks) as m:
+                    n_pages = m.info()["n_pages"]
+                    self.assertEqual(m.n_pages_disk, n_pages)
+                    ld = m.load_start()
+                    k = ld.wait(1)
+                    self.assertGreaterEqual(k, 1)
+                    n = min(k * 16, m.n_tokens)
+                    a, b = m.restore(n_tokens=n)  # beside the load, or after it
+                    self.assertEqual(a, state(toks[:n], 0))
+                    self.assertEqual(ld.wait(), n_pages)
+                    self.assertEqual(ld.poll(), (True, n_pages))
+                    r, _, _ = select.select([ld], [], [], 10)
+                    self.assertEqual(r, [ld])
+                    self.assertEqual(m.n_pages_disk, 0)
+                    ld.close()
+                    with self.assertRaises(snapbank.SnapbankError):
+                        ld.poll()
+                    k, v = m.restore()
+                    self.assertEqual((k, v), (state(toks, 0), state(toks, 1)))
+                with ns.match(toks) as m:  # RAM now: done at the start
+                    ld = m.load_start(2)
+                    self.assertEqual(asyncio.run(ld.wait_async()), 2)
+                    with self.assertRaises(ValueError):
+                        m.load_start(n_pages + 1)
+                    m.load()
+                    left = m.load_start()
+                self.assertIsNone(left._h)  # closed with its match
+            with snapbank.Store(dir=d, **cfg) as st:
+                ns = st.namespace(b"m", BPT)
+                with ns.match(toks) as m:
+                    ld = m.load_start()
+                    ld.cancel()
+                    try:
+                        k = ld.wait()
+                        self.assertEqual(k, n_pages)  # ended before the cancel
+                    except snapbank.SnapbankError as e:
+                        self.assertEqual(e.code, snapbank.ERR_CANCELED)
+                    k, v = m.restore()  # reads what the load left
+                    self.assertEqual((k, v), (state(toks, 0), state(toks, 1)))
+        finally:
+            shutil.rmtree(d)
+
     def test_put_ex_durability(self):
         toks = list(range(11, 111))  # 100 tokens
         with snapbank.Store(ram_bytes=64 << 20) as st:  # RAM only: never durable
