@@ -16,6 +16,7 @@
  */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -192,6 +193,59 @@ static void test_two_stores(void **state)
     sb_store_close(b);
 }
 
+/* The same fetch started on a loader thread (sb_ns_fetch_shared_start):
+ * its end is seen by poll, wait and the descriptor, its n_ready is the
+ * tokens added; the namespace may be closed while it runs; refusals. */
+static void test_fetch_async(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_store *a = open_store("a5", 5000), *b = open_store("b5", 5000);
+    sb_ns *na = tu_ns(a, &LAY, "tenant"), *nb = tu_ns(b, &LAY, "tenant");
+    uint32_t tok[6 * 16 + 3];
+    size_t n = sizeof tok / sizeof *tok;
+    tokens_of(tok, n, 51);
+    tu_put(na, &LAY, tok, n, false, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+
+    sb_load *ld = NULL;
+    assert_int_equal(sb_ns_fetch_shared_start(nb, tok, n, &ld), SB_OK);
+    sb_ns_close(nb); /* the load holds the namespace */
+    size_t added = 7;
+    assert_int_equal(sb_load_wait(ld, 0, -1, &added), SB_OK);
+    assert_int_equal(added, 96);
+    struct pollfd p = { .fd = sb_load_fd(ld), .events = POLLIN };
+    assert_int_equal(poll(&p, 1, 0), 1);
+    assert_int_equal(sb_load_poll(ld, &added), SB_OK);
+    assert_int_equal(added, 96);
+    sb_load_free(ld);
+    nb = tu_ns(b, &LAY, "tenant");
+    assert_int_equal(tu_match_verify(nb, &LAY, tok, n), 96);
+    /* Nothing more: the index holds them. */
+    assert_int_equal(sb_ns_fetch_shared_start(nb, tok, n, &ld), SB_OK);
+    assert_int_equal(sb_load_wait(ld, SIZE_MAX, -1, &added), SB_OK);
+    assert_int_equal(added, 0);
+    sb_load_free(ld);
+    ld = (sb_load *)&ld;
+    assert_int_equal(sb_ns_fetch_shared_start(NULL, tok, n, &ld), SB_ERR_INVAL);
+    assert_null(ld);
+    assert_int_equal(sb_ns_fetch_shared_start(nb, tok, 0, &ld), SB_ERR_NO_TOKENS);
+    assert_int_equal(sb_ns_fetch_shared_start(nb, NULL, n, &ld), SB_ERR_INVAL);
+    assert_int_equal(sb_ns_fetch_shared_start(nb, tok, n, NULL), SB_ERR_INVAL);
+    assert_int_equal(sb_store_check(b), SB_OK);
+    sb_ns_close(na);
+    sb_ns_close(nb);
+    sb_store_close(a);
+    sb_store_close(b);
+    /* Without a shared tier. */
+    sb_store *r = tu_store(0);
+    sb_ns *nr = tu_ns(r, &LAY, "tenant");
+    assert_int_equal(sb_ns_fetch_shared_start(nr, tok, n, &ld), SB_ERR_UNSUPPORTED);
+    assert_null(ld);
+    sb_ns_close(nr);
+    sb_store_close(r);
+}
+
 /* A value under a right key whose payload was damaged is refused and
  * counted; the good pages before it are kept. */
 static void test_poisoned(void **state)
@@ -347,6 +401,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_refused), cmocka_unit_test(test_two_stores),
+        cmocka_unit_test(test_fetch_async),
         cmocka_unit_test(test_poisoned),       cmocka_unit_test(test_tenants_apart),
         cmocka_unit_test(test_point_layouts),  cmocka_unit_test(test_cluster_gone),
     };

@@ -1,4 +1,5 @@
-/* aload.c -- asynchronous loads of a match's pages (sb_match_load_start):
+/* aload.c -- asynchronous loads of a match's pages (sb_match_load_start)
+ * and fetches from the shared tier (sb_ns_fetch_shared_start):
  * the store's loader threads read a match's pages through the tier in
  * runs, first pages first, so pages [0, k) are resident, and usable,
  * while the pages after them are still read; the caller polls, waits with
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "match.h"
+#include "shared.h"
 #include "tier.h"
 
 #define LOADER_THREADS 2
@@ -34,7 +36,12 @@ typedef struct sb_loader {
 } sb_loader;
 
 struct sb_load {
-    sb_match *m;                   /* [const] (touched only while the load runs) */
+    sb_match *m;                   /* [const] (touched only while the load
+                                      runs); NULL for a shared-tier fetch */
+    sb_ns *ns;                     /* [const] a fetch's namespace (held:
+                                      ns->holds) */
+    uint32_t *tokens;              /* [const] a fetch's tokens (a copy) */
+    size_t n_tokens;               /* [const] */
     sb_store *st;                  /* [const] */
     size_t n_pages;                /* [const] pages asked for */
     bool point;                    /* [const] the point state asked for */
@@ -74,8 +81,13 @@ static void signal_fd(int fd)
 static void end(sb_load *ld, int rc, size_t ready)
 {
     pthread_mutex_lock(&ld->st->mu);
-    ld->m->loading = NULL;
-    ld->m->ready = 0;
+    if (ld->m) {
+        ld->m->loading = NULL;
+        ld->m->ready = 0;
+    } else {
+        ld->ns->holds--;
+        sb_ns_maybe_free(ld->ns);
+    }
     pthread_mutex_unlock(&ld->st->mu);
     pthread_mutex_lock(&ld->mu);
     ld->ready = ready;
@@ -86,9 +98,16 @@ static void end(sb_load *ld, int rc, size_t ready)
     pthread_mutex_unlock(&ld->mu);
 }
 
-/* Read the load's pages in runs on a loader thread. */
+/* Read the load's pages in runs on a loader thread (or fetch from the
+ * shared tier). */
 static void run(sb_load *ld)
 {
+    if (!ld->m) {
+        size_t added = 0;
+        int rc = sb_ns_fetch_shared(ld->ns, ld->tokens, ld->n_tokens, &added);
+        end(ld, rc, added);
+        return;
+    }
     sb_match *m = ld->m;
     const sb_ns *ns = m->ns;
     size_t per = (size_t)(RUN_BYTES / ns->page_bytes);
@@ -215,9 +234,9 @@ void sb_loader_stop(sb_store *st)
 
 /* ---- the calls ---------------------------------------------------------------- */
 
-static sb_load *load_new(sb_match *m, size_t n_pages, bool point)
+static sb_load *load_new(sb_store *st, sb_match *m, size_t n_pages, bool point)
 {
-    sb_load *ld = sb_calloc(&m->st->mem, 1, sizeof *ld);
+    sb_load *ld = sb_calloc(&st->mem, 1, sizeof *ld);
     if (!ld)
         return NULL;
     pthread_condattr_t ca;
@@ -234,7 +253,7 @@ static sb_load *load_new(sb_match *m, size_t n_pages, bool point)
         return NULL;
     }
     ld->m = m;
-    ld->st = m->st;
+    ld->st = st;
     ld->n_pages = n_pages;
     ld->point = point;
     ld->rc = SB_ERR_PENDING;
@@ -244,11 +263,25 @@ static sb_load *load_new(sb_match *m, size_t n_pages, bool point)
 
 static void load_free(sb_load *ld)
 {
+    sb_free(ld->tokens);
     if (ld->fd >= 0)
         close(ld->fd);
     pthread_cond_destroy(&ld->moved);
     pthread_mutex_destroy(&ld->mu);
     sb_free(ld);
+}
+
+static void enqueue(sb_loader *lo, sb_load *ld)
+{
+    pthread_mutex_lock(&lo->mu);
+    ld->queued = true;
+    if (lo->tail)
+        lo->tail->next = ld;
+    else
+        lo->head = ld;
+    lo->tail = ld;
+    pthread_cond_signal(&lo->work);
+    pthread_mutex_unlock(&lo->mu);
 }
 
 int sb_match_load_start(sb_match *m, size_t n_pages, int point, sb_load **out)
@@ -258,7 +291,7 @@ int sb_match_load_start(sb_match *m, size_t n_pages, int point, sb_load **out)
     if (!m || !out)
         return SB_ERR_INVAL;
     sb_store *st = m->st;
-    sb_load *ld = load_new(m, n_pages, point != 0);
+    sb_load *ld = load_new(st, m, n_pages, point != 0);
     if (!ld)
         return SB_ERR_NOMEM;
     int rc = SB_OK;
@@ -287,19 +320,43 @@ int sb_match_load_start(sb_match *m, size_t n_pages, int point, sb_load **out)
         return rc;
     }
     ld->ready = k;
-    if (done) {
+    if (done)
         ld->rc = SB_OK;
-    } else {
-        pthread_mutex_lock(&lo->mu);
-        ld->queued = true;
-        if (lo->tail)
-            lo->tail->next = ld;
-        else
-            lo->head = ld;
-        lo->tail = ld;
-        pthread_cond_signal(&lo->work);
-        pthread_mutex_unlock(&lo->mu);
+    else
+        enqueue(lo, ld);
+    *out = ld;
+    return SB_OK;
+}
+
+int sb_ns_fetch_shared_start(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_load **out)
+{
+    if (out)
+        *out = NULL;
+    int rc = out ? sb_fetch_check(ns, tokens, n_tokens) : SB_ERR_INVAL;
+    if (rc != SB_OK)
+        return rc;
+    sb_store *st = ns->st;
+    sb_load *ld = load_new(st, NULL, 0, false);
+    uint32_t *copy = ld ? sb_malloc(&st->mem, n_tokens * sizeof *copy) : NULL;
+    if (!copy) {
+        if (ld)
+            load_free(ld);
+        return SB_ERR_NOMEM;
     }
+    memcpy(copy, tokens, n_tokens * sizeof *copy);
+    ld->ns = ns;
+    ld->tokens = copy;
+    ld->n_tokens = n_tokens;
+    pthread_mutex_lock(&st->mu);
+    sb_loader *lo = loader(st);
+    if (lo)
+        ns->holds++;
+    pthread_mutex_unlock(&st->mu);
+    if (!lo) {
+        load_free(ld);
+        return SB_ERR_NOMEM;
+    }
+    enqueue(lo, ld);
     *out = ld;
     return SB_OK;
 }

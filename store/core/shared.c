@@ -11,26 +11,34 @@ int sb_store_has_shared(const sb_store *st)
     return st && sb_shared_on(st);
 }
 
-int sb_ns_fetch_shared(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t *n_added)
+int sb_fetch_check(const sb_ns *ns, const uint32_t *tokens, size_t n_tokens)
 {
-    if (n_added)
-        *n_added = 0;
     if (!ns)
         return SB_ERR_INVAL;
     if (n_tokens == 0)
         return SB_ERR_NO_TOKENS;
     if (!tokens)
         return SB_ERR_INVAL;
-    sb_store *st = ns->st;
-    if (n_tokens > st->cfg.max_seq_tokens)
+    if (n_tokens > ns->st->cfg.max_seq_tokens)
         return SB_ERR_TOO_MANY_TOKENS;
-    if (!sb_shared_on(st) || (ns->flags & SB_LAYOUT_POINT_REQUIRED))
+    if (!sb_shared_on(ns->st) || (ns->flags & SB_LAYOUT_POINT_REQUIRED))
         return SB_ERR_UNSUPPORTED;
+    return SB_OK;
+}
+
+int sb_ns_fetch_shared(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t *n_added)
+{
+    if (n_added)
+        *n_added = 0;
+    int rc = sb_fetch_check(ns, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
+    sb_store *st = ns->st;
     size_t n_full = n_tokens / ns->page_tokens;
     if (!n_full)
         return SB_OK;
     size_t added = 0;
-    int rc = st->shared.ops->extend(ns, tokens, n_full * ns->page_tokens, &added);
+    rc = st->shared.ops->extend(ns, tokens, n_full * ns->page_tokens, &added);
     if (n_added)
         *n_added = added;
     return rc;

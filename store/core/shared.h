@@ -106,4 +106,8 @@ static inline void sb_shared_close(sb_store *st)
         st->shared.ops->close(st);
 }
 
+/* sb_fetch_check -- the argument checks of sb_ns_fetch_shared (and of
+ * its asynchronous start): SB_OK or the code the call returns. */
+int sb_fetch_check(const struct sb_ns *ns, const uint32_t *tokens, size_t n_tokens);
+
 #endif /* SB_SHARED_H */

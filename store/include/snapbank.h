@@ -1341,6 +1341,22 @@ SB_API void sb_match_release(sb_match *m);
 SB_API int sb_ns_fetch_shared(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                               size_t *n_added);
 
+/* sb_ns_fetch_shared_start -- sb_ns_fetch_shared on one of the store's
+ * loader threads (see "asynchronous loads"), returning at once: the load
+ * ends with sb_ns_fetch_shared's code, and its n_ready (sb_load_poll,
+ * sb_load_wait) is then the tokens added (*n_added), 0 before. A wait
+ * for any number of pages waits for the end. A cancel stops a fetch not
+ * yet begun (SB_ERR_CANCELED); one under way finishes. tokens is copied;
+ * the namespace stays valid for the load even if closed meanwhile.
+ * On success *out is owned by the caller (sb_load_free, before
+ * sb_store_close).
+ * Returns: SB_OK (started); SB_ERR_INVAL (NULL ns, tokens or out);
+ * SB_ERR_NO_TOKENS; SB_ERR_TOO_MANY_TOKENS; SB_ERR_UNSUPPORTED (as
+ * sb_ns_fetch_shared); SB_ERR_NOMEM (nothing started). On failure *out
+ * is NULL. */
+SB_API int sb_ns_fetch_shared_start(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                                    sb_load **out);
+
 /* sb_store_has_shared -- whether st was opened with a shared tier.
  * Returns: 1 or 0 (0 for NULL). */
 SB_API int sb_store_has_shared(const sb_store *st);

@@ -522,6 +522,16 @@ class Namespace(_Owned):
                "sb_ns_fetch_shared")
         return added.value
 
+    def fetch_shared_start(self, tokens):
+        """sb_ns_fetch_shared_start: fetch_shared on the store's loader
+        threads; returns a Load at once, whose wait() returns the tokens
+        added (poll() gives them at the end; fileno() for event loops)."""
+        arr, n = _tokens(tokens)
+        h = ctypes.c_void_p()
+        _check(lib.sb_ns_fetch_shared_start(self._live(), arr, n, ctypes.byref(h)),
+               "sb_ns_fetch_shared_start")
+        return self._adopt(Load(self, h.value, 0))
+
     def match(self, tokens):
         """The longest restorable prefix of tokens, pinned until the Match is
         released (use it as a context manager)."""
@@ -762,15 +772,16 @@ class Match(_Owned):
 
 
 class Load(_Owned):
-    """An asynchronous load of a match's pages (Match.load_start). Poll it,
+    """An asynchronous load of a match's pages (Match.load_start), or a
+    fetch from the shared tier (Namespace.fetch_shared_start). Poll it,
     wait for a prefix of its pages or the whole (with a timeout), or give
     fileno() to select/selectors/asyncio (readable once it ended; see
     wait_async). close() (or the Match's) cancels a load still running and
     waits for its reads."""
 
-    def __init__(self, match, h, n_pages):
+    def __init__(self, owner, h, n_pages):
         super().__init__()
-        self._match = match
+        self._owner = owner
         self._h = h
         self._free = lib.sb_load_free
         self.n_pages = n_pages

@@ -343,6 +343,9 @@ class DiskTest(unittest.TestCase):
                         ld.poll()
                     k, v = m.restore()
                     self.assertEqual((k, v), (state(toks, 0), state(toks, 1)))
+                with self.assertRaises(snapbank.SnapbankError) as cm:
+                    ns.fetch_shared_start(toks)  # no shared tier
+                self.assertEqual(cm.exception.code, -19)
                 with ns.match(toks) as m:  # RAM now: done at the start
                     ld = m.load_start(2)
                     self.assertEqual(asyncio.run(ld.wait_async()), 2)
