@@ -30,6 +30,7 @@ static const char *const err_text[] = {
     [23] = "never durable: a write it needs was denied or failed",
     [24] = "the load was canceled before it finished",
     [25] = "the match is loading: what the call needs is not resident yet",
+    [26] = "a layered put was finished before every tensor was given",
 };
 
 const char *sb_strerror(int err)

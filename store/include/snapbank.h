@@ -207,6 +207,8 @@ enum sb_err {
     SB_ERR_CANCELED = -24,       /* the load was canceled before it finished */
     SB_ERR_BUSY = -25,           /* the match is loading: the call needs pages
                                     or a point state not resident yet */
+    SB_ERR_INCOMPLETE = -26,     /* a layered put was finished before every
+                                    tensor was given (sb_put_finish) */
 };
 
 /* sb_strerror -- a short English description of an sb_err code.
@@ -1053,6 +1055,103 @@ SB_API int sb_ns_put(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
 SB_API int sb_ns_put_blocks(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t from,
                             const sb_block_table *src, const void *point, size_t *n_stored,
                             sb_write_outcome *out);
+
+/* A layered put: sb_ns_put_blocks with its tensors given over several calls,
+ * as an engine saves each layer's KV when that layer finishes (vLLM's
+ * save_kv_layer, then wait_for_save):
+ *
+ *     sb_put *p;
+ *     sb_ns_put_begin(ns, tokens, n, from, &p);     // pages taken
+ *     for (each layer l as it finishes)             // its K and V tables
+ *         sb_put_tensors(p, 2 * l, 2, &tables[2 * l]);
+ *     sb_put_finish(p, NULL, &n_stored, &outcome);  // indexed; p freed
+ *
+ * Each call gathers its tensors straight into the bank's pages (one copy,
+ * no staging buffer); nothing is visible to a match until sb_put_finish,
+ * which indexes the pages exactly as sb_ns_put_blocks would with the same
+ * tables, and its bytes are the same. Owned by the caller from
+ * sb_ns_put_begin until sb_put_finish or sb_put_abort, which free it;
+ * one put is used by one thread at a time, and several puts, on one
+ * namespace or several, may be in flight from different threads. Finish
+ * or abort every put before sb_store_close. */
+typedef struct sb_put sb_put;
+
+/* sb_ns_put_begin -- start a layered put of the state of
+ * tokens[0, n_tokens), of which the engine gives positions [from,
+ * n_tokens) (sb_put_tensors); the index must already hold tokens[0, from),
+ * as for sb_ns_put_blocks. The tokens are copied (read during the call
+ * only).
+ *
+ * The put takes now, and holds until it ends, everything it needs: a pin
+ * on each page the index holds for a prefix of tokens (those pages are
+ * not evicted while the put is in flight), the page holding the positions
+ * of from's page before from (read from disk if it is there only, its
+ * bytes copied into the put's page now), and RAM for a new page for each
+ * further page of the sequence, against the budgets like any page. When
+ * the budgets cannot hold every new page (everything else pinned), it
+ * takes the pages of the longest prefix that fit and still returns SB_OK:
+ * sb_put_tensors fills those, and sb_put_finish stores that prefix and
+ * returns SB_ERR_BUDGET, as sb_ns_put_blocks would. Unlike
+ * sb_ns_put_blocks, a put larger than the disk tier's backlog does not
+ * stream out a page chunk at a time: all its pages stay in RAM until
+ * sb_put_finish offers them together.
+ *
+ * What the index does meanwhile: another put or commit that stores some
+ * of these tokens before sb_put_finish wins: finish keeps the index's
+ * pages for them (this put's copies are dropped), indexes the rest, and
+ * reports only what it added (as two sb_ns_put_blocks calls in that order
+ * would). A page the index held for a prefix cannot be evicted meanwhile
+ * (it is pinned); one that leaves the index otherwise is indexed again by
+ * finish from the pin.
+ *
+ * On success *out is owned by the caller: end it with sb_put_finish or
+ * sb_put_abort. Thread-safe.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL ns, tokens or out); SB_ERR_NO_TOKENS;
+ * SB_ERR_TOO_MANY_TOKENS; SB_ERR_RANGE (from > n_tokens, or the index
+ * holds fewer than from tokens of the sequence: sb_ns_lookup says how
+ * many); SB_ERR_CORRUPT, SB_ERR_IO (the page holding the positions before
+ * from failed to read: it left the index); SB_ERR_BUDGET (no RAM to read
+ * that page); SB_ERR_NOMEM. On failure *out is NULL and nothing is held
+ * or changed (but a page that failed to read left the index). */
+SB_API int sb_ns_put_begin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t from,
+                           sb_put **out);
+
+/* sb_put_tensors -- gather tensors [first_tensor, first_tensor +
+ * n_tensors) of positions [from, n_tokens) into the put's pages: src[i]
+ * is the table of tensor first_tensor + i (see sb_block_table; its
+ * first_pos at most the put's from). The engine's memory is read during
+ * the call only. A tensor may be given again: the last call's bytes win
+ * (a tensor recomputed, or a table corrected). Not thread-safe on one
+ * put: one thread at a time.
+ * Returns: SB_OK; SB_ERR_INVAL (NULL p or src, n_tensors 0, tensors past
+ * the layout's, a NULL base, a token_stride below the tensor's bytes per
+ * token); SB_ERR_RANGE (a table whose first_pos is after from). On failure
+ * nothing was copied and the put is as it was. */
+SB_API int sb_put_tensors(sb_put *p, uint32_t first_tensor, uint32_t n_tensors,
+                          const sb_block_table *src);
+
+/* sb_put_finish -- end a layered put: index its state, and the point
+ * state at n_tokens when point is not NULL (point_bytes, read during the
+ * call only), exactly as sb_ns_put_blocks with the same tokens, from and
+ * tables would: pages, point, budgets, durability, *n_stored and *out as
+ * sb_ns_put_ex. The point's RAM is taken now (the pages' at
+ * sb_ns_put_begin). p is freed whatever this returns: every page it
+ * holds is let go and counts against no budget any more.
+ * Returns: SB_OK; SB_ERR_BUDGET (sb_ns_put_begin could not take every
+ * page, or there is no RAM for the point: as sb_ns_put_ex, *n_stored
+ * tokens restorable, the point not stored); SB_ERR_INCOMPLETE (a tensor
+ * was never given: nothing stored); SB_ERR_INVAL (NULL p, nothing done; a
+ * point for a layout without points: nothing stored); SB_ERR_NOMEM
+ * (nothing stored). On an error other than SB_ERR_BUDGET *n_stored is 0
+ * and *out zeroes. */
+SB_API int sb_put_finish(sb_put *p, const void *point, size_t *n_stored,
+                         sb_write_outcome *out);
+
+/* sb_put_abort -- end a layered put without storing anything: every page
+ * it holds is let go (the budgets are as before sb_ns_put_begin, but for
+ * pages a read brought into RAM) and p is freed. NULL: a no-op.
+ * Thread-safe as sb_put_finish. */
+SB_API void sb_put_abort(sb_put *p);
 
 typedef struct sb_match sb_match;
 
