@@ -537,6 +537,72 @@ int am_put_blocks(am *z, int xi, const uint32_t *tok, size_t n, size_t from, con
     return rc;
 }
 
+int am_put_layers(am *z, int xi, const uint32_t *tok, size_t n, size_t from, const void *point,
+                  size_t *stored, sb_write_outcome *oc, am_layered *how)
+{
+    am_ns *x = &z->ns[xi];
+    const am_model *md = &z->model[x->model];
+    uint32_t nt = md->n_tensors;
+    am_pool pl;
+    am_pool_open(z, x, n, &pl);
+    for (uint32_t t = 0; t < nt; t++)
+        for (size_t p = from; p < n; p++)
+            memcpy(am_row(&pl, t, p), z->buf[t] + p * md->bpt[t], md->bpt[t]);
+    *how = AM_LAYERED_FINISHED;
+    sb_put *put = NULL;
+    int rc = sb_ns_put_begin(x->h, tok, n, from, &put);
+    am_trace(z, "  put_layers from %zu (blocks of %u): begin %s", from, pl.bs,
+             sb_strerror(rc));
+    if (rc != SB_OK) {
+        AM_CHECK(z, !put, "a refused sb_ns_put_begin left a handle");
+        *stored = 0; /* (what sb_put_finish would say) */
+        memset(oc, 0, sizeof *oc);
+        am_pool_close(&pl);
+        return rc;
+    }
+    /* The tensors in runs of 1 to nt, the runs in a shuffled order; now
+     * and then one tensor again, or one run left out (then finish must
+     * refuse), or an abort. */
+    uint32_t first[AM_MAX_TENSORS], count[AM_MAX_TENSORS], runs = 0;
+    for (uint32_t t = 0; t < nt; t += count[runs++]) {
+        first[runs] = t;
+        count[runs] = 1 + (uint32_t)am_draw(z, nt - t);
+    }
+    for (uint32_t i = runs - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)am_draw(z, i + 1), f = first[i], c = count[i];
+        first[i] = first[j];
+        count[i] = count[j];
+        first[j] = f;
+        count[j] = c;
+    }
+    uint32_t skip = am_draw(z, 12) == 0 ? (uint32_t)am_draw(z, runs) : runs;
+    for (uint32_t i = 0; i < runs; i++)
+        if (i != skip)
+            AM_CHECK(z, sb_put_tensors(put, first[i], count[i], pl.tab + first[i]) == SB_OK,
+                     "sb_put_tensors %u+%u", first[i], count[i]);
+    if (skip == runs && am_draw(z, 4) == 0) {
+        uint32_t t = (uint32_t)am_draw(z, nt);
+        AM_CHECK(z, sb_put_tensors(put, t, 1, pl.tab + t) == SB_OK, "sb_put_tensors again");
+    }
+    if (skip == runs && am_draw(z, 8) == 0) {
+        am_trace(z, "  put_layers aborted");
+        sb_put_abort(put);
+        *how = AM_LAYERED_ABORTED;
+        *stored = 0;
+        memset(oc, 0, sizeof *oc);
+        am_pool_close(&pl);
+        return SB_OK;
+    }
+    rc = sb_put_finish(put, point, stored, oc);
+    if (skip < runs) {
+        AM_CHECK(z, rc == SB_ERR_INCOMPLETE, "finish without tensors %u+%u: %s", first[skip],
+                 count[skip], sb_strerror(rc));
+        *how = AM_LAYERED_INCOMPLETE;
+    }
+    am_pool_close(&pl);
+    return rc;
+}
+
 int am_restore_checked(am *z, int xi, sb_match *m, const uint32_t *tok, size_t n,
                        bool with_point, const char *what)
 {

@@ -34,6 +34,18 @@ int am_restore_blocks(am *z, int xi, sb_match *m, size_t n);
  * tables; returns its code. */
 int am_put_blocks(am *z, int xi, const uint32_t *tok, size_t n, size_t from, const void *point,
                   size_t *stored, sb_write_outcome *oc);
+/* How a layered put ended. */
+typedef enum am_layered {
+    AM_LAYERED_FINISHED,    /* sb_put_finish with every tensor */
+    AM_LAYERED_ABORTED,     /* sb_put_abort: nothing stored */
+    AM_LAYERED_INCOMPLETE,  /* sb_put_finish refused a missing tensor */
+} am_layered;
+/* The same through a layered put (sb_ns_put_begin, sb_put_tensors in runs
+ * of tensors in a shuffled order, sb_put_finish or sb_put_abort);
+ * returns finish's code (begin's when it refused, SB_OK after an abort),
+ * *how says which end it took. */
+int am_put_layers(am *z, int xi, const uint32_t *tok, size_t n, size_t from, const void *point,
+                  size_t *stored, sb_write_outcome *oc, am_layered *how);
 int am_restore_checked(am *z, int xi, sb_match *m, const uint32_t *tok, size_t n,
                        bool with_point, const char *what);
 sb_match *am_match_checked(am *z, int xi, const am_seq *s, size_t n, sb_match_info *info);

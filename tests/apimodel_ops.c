@@ -158,13 +158,32 @@ static void op_put(am *z)
         held = lk.info.n_matched_tokens;
         from = am_draw(z, held + 1);
     }
+    /* ...and of those, half a layered put (tensors in several calls),
+     * which must do all the same; or it ends without storing anything. */
+    bool layers = blocks && am_draw(z, 2);
+    am_layered how = AM_LAYERED_FINISHED;
     bool armed = am_arm(z);
-    int rc = blocks ? am_put_blocks(z, xi, s.tok, n, from, point ? pbuf : NULL, &stored, &oc)
-             : ex   ? sb_ns_put_ex(x->h, s.tok, n, src, point ? pbuf : NULL, &stored, &oc)
-                    : sb_ns_put(x->h, s.tok, n, src, point ? pbuf : NULL, &stored);
+    int rc = layers   ? am_put_layers(z, xi, s.tok, n, from, point ? pbuf : NULL, &stored, &oc,
+                                      &how)
+             : blocks ? am_put_blocks(z, xi, s.tok, n, from, point ? pbuf : NULL, &stored, &oc)
+             : ex     ? sb_ns_put_ex(x->h, s.tok, n, src, point ? pbuf : NULL, &stored, &oc)
+                      : sb_ns_put(x->h, s.tok, n, src, point ? pbuf : NULL, &stored);
     am_disarm(z);
-    am_trace(z, "put%s ns %d %s (%zu)%s: %s, stored %zu", blocks ? "_blocks" : ex ? "_ex" : "",
-             xi, AM_S(s.tok, n), n, point ? " + point" : "", sb_strerror(rc), stored);
+    am_trace(z, "put%s ns %d %s (%zu)%s: %s, stored %zu",
+             layers ? "_layers" : blocks ? "_blocks" : ex ? "_ex" : "", xi, AM_S(s.tok, n), n,
+             point ? " + point" : "", sb_strerror(rc), stored);
+    if (how != AM_LAYERED_FINISHED) {
+        /* Aborted, or refused for a missing tensor: nothing added, every
+         * page it took let go (one a read brought in stays). */
+        am_stats(z, &s1);
+        AM_CHECK(z, stored == 0 && outcome_zero(&oc) && s1.puts == s0.puts &&
+                        s1.pages_new == s0.pages_new && s1.points <= s0.points &&
+                        s1.ram_pages <= s0.ram_pages + 1,
+                 "a layered put %s changed the bank (stored %zu, pages %" PRIu64 " -> %" PRIu64
+                 ")", how == AM_LAYERED_ABORTED ? "aborted" : "refused", stored, s0.ram_pages,
+                 s1.ram_pages);
+        return;
+    }
     if (blocks && from && rc == SB_ERR_RANGE && z->mode == AM_LOOSE) {
         AM_CHECK(z, stored < from && outcome_zero(&oc),
                  "put_blocks from %zu refused, yet the bank holds %zu (or an outcome)", from,
