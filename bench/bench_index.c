@@ -932,6 +932,21 @@ static uint64_t sg_put_blocks(void *p)
     return 0;
 }
 
+/* The same put as a layered one, a tensor per call (K, then V), as an
+ * engine saves each layer's KV when it finishes. */
+static uint64_t sg_put_layers(void *p)
+{
+    sg_ctx *c = p;
+    c->tok[0] = 0x90000000u + c->seq++;
+    sb_put *put = NULL;
+    CHECK(sb_ns_put_begin(c->ns, c->tok, c->n, 0, &put));
+    for (uint32_t t = 0; t < 2; t++)
+        CHECK(sb_put_tensors(put, t, 1, &c->tab[t]));
+    size_t stored = 0;
+    CHECK(sb_put_finish(put, NULL, &stored, NULL));
+    return 0;
+}
+
 static uint64_t sg_put_flat(void *p)
 {
     sg_ctx *c = p;
@@ -997,21 +1012,25 @@ static void section_scatter(const bench_opts *o)
         }
 
     double bytes = (double)c.n * KV_BYTES_PER_TOKEN;
-    bench_res rb, rm, rf, pb, pm, pf;
+    bench_res rb, rm, rf, pb, pm, pf, pl, plm;
     bench_pair(o, sg_restore_blocks, &c, &rb, sg_memcpy_out, &c, &rm);
     bench_pair(o, sg_restore_flat, &c, &rf, NULL, NULL, NULL);
     bench_pair(o, sg_put_blocks, &c, &pb, sg_memcpy_in, &c, &pm);
     bench_pair(o, sg_put_flat, &c, &pf, NULL, NULL, NULL);
+    bench_pair(o, sg_put_layers, &c, &pl, sg_memcpy_in, &c, &plm);
     printf("\n== 2b. Scatter/gather: %zu tokens of K and V (%.0f MiB) and an engine's pool of "
            "%u-token blocks in shuffled order ==\n", c.n, bytes / (1 << 20), SG_BLOCK);
     printf("restore: the match resident; memcpy = the same bytes from the bank's pages into "
            "the same blocks.\nput: a new sequence each time under a 1 GiB budget (its pages "
            "recycled once full); memcpy = the same bytes from the same blocks into a\n"
-           "pre-faulted ring as large as the budget. vs memcpy: time ratio to its memcpy row.\n\n");
+           "pre-faulted ring as large as the budget; the layered put (sb_ns_put_begin,\n"
+           "sb_put_tensors a tensor at a time, sb_put_finish) against its own memcpy run.\n"
+           "vs memcpy: time ratio to its memcpy row.\n\n");
     printf("%-40s %9s %9s %s\n", "call", "GiB/s", "vs memcpy", "spread");
     const struct { const char *name; const bench_res *r, *ref; } rows[] = {
         { "sb_match_restore_blocks (pool)", &rb, &rm }, { "memcpy pages -> blocks", &rm, &rm },
         { "sb_match_restore (contiguous)", &rf, &rm }, { "sb_ns_put_blocks (pool)", &pb, &pm },
+        { "sb_put_tensors, a tensor a call (pool)", &pl, &plm },
         { "memcpy blocks -> cold ring", &pm, &pm }, { "sb_ns_put (contiguous)", &pf, &pm },
     };
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
