@@ -50,10 +50,11 @@ from . import _native
 from ._native import lib
 
 __all__ = ["SnapbankError", "Store", "Namespace", "Match", "Load", "Page", "BlockTable", "Model", "Session",
-           "Generation", "PutOutcome", "generate_batch", "version"]
+           "Generation", "PutOutcome", "LayeredPut", "generate_batch", "version"]
 
 OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE, ERR_SUPERBLOCK = 0, -1, -8, -11, -21
 ERR_PENDING, ERR_NOT_DURABLE, ERR_CANCELED, ERR_BUSY = -22, -23, -24, -25
+ERR_INCOMPLETE = -26
 WAIT_FOREVER = 0xFFFFFFFF
 OPEN_SALVAGE = 1  # open_flags: rebuild a superblock that cannot be used (sb_store_open)
 
@@ -511,6 +512,16 @@ class Namespace(_Owned):
             _check(rc, "sb_ns_put_blocks")
         return _outcome(stored, oc)
 
+    def put_layers(self, tokens, from_pos=0):
+        """sb_ns_put_begin: a put whose tensors come over several calls, as
+        an engine saves each layer's KV when that layer finishes. Returns a
+        LayeredPut: give every tensor with .tensors(first_tensor, tables),
+        then .finish() stores it (a PutOutcome as put_blocks) or .abort()
+        drops it. The RAM for its pages is taken now; nothing is visible to
+        a match before finish. Raises SnapbankError ERR_RANGE when the bank
+        holds fewer than from_pos of these tokens (.held says how many)."""
+        return self._adopt(LayeredPut(self, tokens, from_pos))
+
     def fetch_shared(self, tokens):
         """sb_ns_fetch_shared: index the shared tier's pages of tokens past
         what RAM and disk hold. Returns the tokens added (whole pages).
@@ -603,6 +614,62 @@ class Namespace(_Owned):
         for i, p in enumerate(pages):  # deduplicated: the index's page, our reference
             p._h = handles[i]
         return _outcome(ctypes.c_size_t(n), oc)
+
+
+class LayeredPut(_Owned):
+    """A layered put (sb_put), from Namespace.put_layers. Used as a context
+    manager it is aborted when the block is left without finish (by an
+    exception or not): nothing is stored then. Closing the namespace or the
+    store aborts it too. One thread at a time."""
+
+    def __init__(self, ns, tokens, from_pos):
+        super().__init__()
+        arr, n = _tokens(tokens)
+        if not 0 <= from_pos <= n:
+            raise ValueError("put_layers: from_pos %d outside [0, %d]" % (from_pos, n))
+        self._ns, self.n_tokens, self.from_pos = ns, n, from_pos
+        h = ctypes.c_void_p()
+        rc = lib.sb_ns_put_begin(ns._live(), arr, n, from_pos, ctypes.byref(h))
+        if rc == ERR_RANGE:
+            e = SnapbankError(rc, "sb_ns_put_begin")
+            e.held = ns.lookup([tokens])[0]["n_matched_tokens"]
+            raise e
+        _check(rc, "sb_ns_put_begin")
+        self._h = h.value
+        self._free = lib.sb_put_abort
+
+    def tensors(self, first_tensor, tables):
+        """sb_put_tensors: gather tensors first_tensor, first_tensor + 1, ...
+        (one BlockTable each, positions [from_pos, n_tokens)) into the put's
+        pages; the buffers are read during the call only. A tensor given
+        again: the last bytes win."""
+        bpts = self._ns.bytes_per_token
+        if first_tensor < 0 or not tables or first_tensor + len(tables) > len(bpts):
+            raise ValueError("tensors: %d tables from tensor %d, the layout has %d"
+                             % (len(tables), first_tensor, len(bpts)))
+        tabs, keep = _tables(tables, bpts[first_tensor:], self.from_pos, self.n_tokens, False)
+        _check(lib.sb_put_tensors(self._live(), first_tensor, len(tables), tabs),
+               "sb_put_tensors")
+
+    def finish(self, point=None):
+        """sb_put_finish: store the put (and point, the point state at the
+        end), as put_blocks would; the put is over whatever happens. Returns
+        a PutOutcome. Raises SnapbankError ERR_INCOMPLETE when a tensor was
+        never given (nothing stored)."""
+        h = self._live()
+        keep = []
+        pp = self._ns._point(point, keep)
+        stored = ctypes.c_size_t()
+        oc = _native.WriteOutcome()
+        self._h = None
+        rc = lib.sb_put_finish(h, pp, ctypes.byref(stored), ctypes.byref(oc))
+        if rc not in (OK, ERR_BUDGET):
+            _check(rc, "sb_put_finish")
+        return _outcome(stored, oc)
+
+    def abort(self):
+        """sb_put_abort: drop the put; nothing is stored, its pages go."""
+        self.close()
 
 
 def _outcome(stored, oc):

@@ -159,6 +159,67 @@ class StoreTest(unittest.TestCase):
             self.ns.put_blocks(other, tables(src), from_pos=52)
         self.assertEqual(cm.exception.held, 50)
 
+    def test_put_layers(self):
+        """A layered put, a tensor per call from an engine's pool (numpy-free:
+        bytearrays), stores what put_blocks stores; a growth from inside a
+        page; a missing tensor refused; a context left by an exception
+        aborts (RAM back as before); ERR_RANGE with .held."""
+        n, bt, nb = 100, 12, 10
+        ids = [3, 8, 1, 6, 0, 9, 4, 2, 7, 5]
+        toks = list(range(8000, 8000 + n))
+        pool = [bytearray(nb * bt * BPT[t]) for t in range(2)]
+        for t in range(2):
+            st = state(toks, t)
+            for q in range(n):
+                at = (ids[q // bt] * bt + q % bt) * BPT[t]
+                pool[t][at:at + BPT[t]] = st[q * BPT[t]:(q + 1) * BPT[t]]
+        tabs = [snapbank.BlockTable(pool[t], block_tokens=bt, block_ids=ids,
+                                    block_stride=bt * BPT[t]) for t in range(2)]
+        other = self.st.namespace(b"model-a", BPT, page_tokens=16, point_bytes=32,
+                                  scope=b"blocks")
+        want = other.put_blocks(toks[:70], tabs, point=b"z" * 32)
+        p = self.ns.put_layers(toks[:70])
+        p.tensors(1, tabs[1:])  # V first
+        p.tensors(0, tabs[:1])
+        got = p.finish(point=b"z" * 32)
+        self.assertEqual(got, want)
+        self.assertEqual(got.stored, 70)
+        with self.assertRaises(snapbank.SnapbankError):
+            p.finish()  # over
+        with self.ns.match(toks) as m, other.match(toks) as o:
+            self.assertEqual(m.n_tokens, 70)
+            self.assertEqual(m.restore(), o.restore())
+            self.assertEqual(m.point(), b"z" * 32)
+
+        before = self.st.stats()
+        p = self.ns.put_layers(toks, from_pos=70)
+        self.assertGreater(self.st.stats()["ram_pages"], before["ram_pages"])
+        p.tensors(0, tabs[:1])
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            p.finish()
+        self.assertEqual(cm.exception.code, snapbank.ERR_INCOMPLETE)
+        with self.assertRaises(KeyError):
+            with self.ns.put_layers(toks, from_pos=70) as p:
+                p.tensors(0, tabs)
+                raise KeyError("the engine failed")
+        self.assertEqual(self.st.stats()["ram_pages"], before["ram_pages"])
+        self.assertEqual(self.ns.lookup([toks])[0]["n_tokens"], 70)
+        with self.assertRaises(ValueError):
+            self.ns.put_layers(toks, from_pos=101)
+        with self.ns.put_layers(toks, from_pos=70) as p:
+            with self.assertRaises(ValueError):
+                p.tensors(1, tabs)  # past the layout's tensors
+            p.tensors(0, tabs)
+            self.assertEqual(p.finish().stored, n)
+        with self.ns.match(toks) as m:
+            k, v = m.restore()
+            self.assertEqual(k, state(toks, 0))
+            self.assertEqual(v, state(toks, 1))
+        with self.assertRaises(snapbank.SnapbankError) as cm:
+            self.ns.put_layers(toks[:60] + [1, 2, 3], from_pos=62)
+        self.assertEqual(cm.exception.code, -11)  # SB_ERR_RANGE
+        self.assertEqual(cm.exception.held, 60)
+
     def test_prefault_and_pins(self):
         """prefault makes spare page buffers (stats say so, RAM use does not
         move); a pin keeps a prefix through pressure that evicts the rest,
