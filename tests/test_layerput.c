@@ -13,8 +13,9 @@
  * storing the same prefix as sb_ns_put_blocks; another put of the same
  * tokens landing between begin and finish (it wins; finish adds only the
  * rest); a disk-tier store surviving a reopen, growing from a page on disk
- * only; the argument refusals; and puts in flight from several threads on
- * one namespace. */
+ * only; the argument refusals (and a namespace handle closed while a put
+ * is in flight); and puts in flight from several threads on one
+ * namespace. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -374,6 +375,16 @@ static void test_layerput_args(void **state)
     assert_int_equal(after.ram_pages, before.ram_pages);
     assert_int_equal(after.ram_bytes, before.ram_bytes);
     assert_int_equal(tu_match_len(ns, other, 100), 60);
+
+    /* The put keeps its namespace: the handle may close first. */
+    engine_compute(&e, other, 0, 100);
+    assert_int_equal(sb_ns_put_begin(ns, other, 100, 60, &p), SB_OK);
+    sb_ns_close(ns);
+    assert_int_equal(sb_put_tensors(p, 0, NT, e.bt), SB_OK);
+    assert_int_equal(sb_put_finish(p, NULL, &stored, NULL), SB_OK);
+    assert_int_equal(stored, 100);
+    ns = tu_ns(st, &LAYOUT, NULL);
+    assert_int_equal(tu_restore_exact(ns, &LAYOUT, other, 100, NULL), 100);
     engine_free(&e);
     tu_check(st);
     sb_ns_close(ns);

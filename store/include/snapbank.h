@@ -1072,8 +1072,9 @@ SB_API int sb_ns_put_blocks(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, 
  * tables, and its bytes are the same. Owned by the caller from
  * sb_ns_put_begin until sb_put_finish or sb_put_abort, which free it;
  * one put is used by one thread at a time, and several puts, on one
- * namespace or several, may be in flight from different threads. Finish
- * or abort every put before sb_store_close. */
+ * namespace or several, may be in flight from different threads. A put
+ * keeps its namespace: sb_ns_close may come before its end. Finish or
+ * abort every put before sb_store_close. */
 typedef struct sb_put sb_put;
 
 /* sb_ns_put_begin -- start a layered put of the state of
