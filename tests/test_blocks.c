@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testutil.h"
+#include "tu_pool.h"
 
 #define PT 16u
 #define BT 12u        /* the engine's block size, in tokens */
@@ -28,78 +28,12 @@
 static const tu_layout LAYOUT = { .page_tokens = PT, .n_tensors = NT,
                                   .bpt = { KROW, KROW, KROW, KROW }, .model = "blocks" };
 
-typedef struct engine {
-    uint8_t *pool[NT];             /* NBLK blocks of BT rows each */
-    uint32_t table[NBLK];          /* the sequence's block table */
-    sb_block_table bt[NT];
-} engine;
-
-static size_t stride_of(uint32_t t)
-{
-    return t % 2 ? VSTRIDE : KROW;
-}
+typedef tu_pool engine;
 
 /* A pool filled with byte fill, and a block table shuffled by seed. */
 static void engine_init(engine *e, uint64_t seed, uint8_t fill)
 {
-    for (uint32_t t = 0; t < NT; t++) {
-        e->pool[t] = malloc((size_t)NBLK * BT * stride_of(t));
-        assert_non_null(e->pool[t]);
-        memset(e->pool[t], fill, (size_t)NBLK * BT * stride_of(t));
-    }
-    for (uint32_t i = 0; i < NBLK; i++)
-        e->table[i] = i;
-    for (uint32_t i = NBLK - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)(tu_rand(&seed) % (i + 1)), x = e->table[i];
-        e->table[i] = e->table[j];
-        e->table[j] = x;
-    }
-    for (uint32_t t = 0; t < NT; t++)
-        e->bt[t] = (sb_block_table){ .base = e->pool[t], .block_ids = e->table,
-                                     .block_tokens = BT, .block_stride = BT * stride_of(t),
-                                     .token_stride = t % 2 ? VSTRIDE : 0 };
-}
-
-static void engine_free(engine *e)
-{
-    for (uint32_t t = 0; t < NT; t++)
-        free(e->pool[t]);
-}
-
-/* Position p's row of tensor t (the test's own arithmetic). */
-static uint8_t *row(engine *e, uint32_t t, size_t p)
-{
-    return e->pool[t] + (size_t)e->table[p / BT] * BT * stride_of(t) + (p % BT) * stride_of(t);
-}
-
-/* The engine computed positions [from, n) of tokens: their state goes to
- * its pool. */
-static void engine_compute(engine *e, const uint32_t *tokens, size_t from, size_t n)
-{
-    void **st = tu_state(&LAYOUT, tokens, n);
-    for (uint32_t t = 0; t < NT; t++)
-        for (size_t p = from; p < n; p++)
-            memcpy(row(e, t, p), (uint8_t *)st[t] + p * KROW, KROW);
-    tu_free_state(&LAYOUT, st);
-}
-
-/* Positions [from, from + n) of tensors [t0, t0 + nt) hold the state of
- * tokens; every other row of those tensors in [0, limit) still holds byte
- * fill (when fill >= 0). */
-static void engine_expect(engine *e, const uint32_t *tokens, size_t from, size_t n,
-                          uint32_t t0, uint32_t nt, int fill, size_t limit)
-{
-    void **st = tu_state(&LAYOUT, tokens, from + n);
-    uint8_t blank[KROW];
-    memset(blank, fill, sizeof blank);
-    for (uint32_t t = t0; t < t0 + nt; t++)
-        for (size_t p = 0; p < limit; p++) {
-            if (p >= from && p < from + n)
-                assert_memory_equal(row(e, t, p), (uint8_t *)st[t] + p * KROW, KROW);
-            else if (fill >= 0)
-                assert_memory_equal(row(e, t, p), blank, KROW);
-        }
-    tu_free_state(&LAYOUT, st);
+    tu_pool_init(e, &LAYOUT, BT, NBLK, VSTRIDE, seed, fill);
 }
 
 static sb_match *match_all(sb_ns *ns, const uint32_t *tok, size_t n, size_t want)
@@ -123,7 +57,7 @@ static void test_blocks_ram(void **state)
 
     engine a, b;
     engine_init(&a, 1, 0xEE);
-    engine_compute(&a, tok, 0, 300);
+    tu_pool_compute(&a, tok, 0, 300);
     size_t stored = 0;
     assert_int_equal(sb_ns_put_blocks(ns, tok, 300, 0, a.bt, NULL, &stored, NULL), SB_OK);
     assert_int_equal(stored, 300);
@@ -134,18 +68,18 @@ static void test_blocks_ram(void **state)
     sb_match *m = match_all(ns, tok, 300, 300);
     engine_init(&b, 2, 0x11);
     assert_int_equal(sb_match_restore_blocks(m, 0, 300, 0, NT, b.bt), SB_OK);
-    engine_expect(&b, tok, 0, 300, 0, NT, -1, 300);
-    engine_free(&b);
+    tu_pool_expect(&b, tok, 0, 300, 0, NT, -1, 300);
+    tu_pool_free(&b);
     engine_init(&b, 3, 0x22);
     assert_int_equal(sb_match_restore_blocks(m, 0, 300, 0, 2, b.bt), SB_OK);
-    engine_expect(&b, tok, 0, 300, 0, 2, -1, 300);
-    engine_expect(&b, tok, 0, 0, 2, 2, 0x22, NBLK * BT); /* layer 1 untouched */
+    tu_pool_expect(&b, tok, 0, 300, 0, 2, -1, 300);
+    tu_pool_expect(&b, tok, 0, 0, 2, 2, 0x22, NBLK * BT); /* layer 1 untouched */
     assert_int_equal(sb_match_restore_blocks(m, 0, 300, 2, 2, b.bt + 2), SB_OK);
-    engine_expect(&b, tok, 0, 300, 0, NT, -1, 300);
-    engine_free(&b);
+    tu_pool_expect(&b, tok, 0, 300, 0, NT, -1, 300);
+    tu_pool_free(&b);
     engine_init(&b, 4, 0x33);
     assert_int_equal(sb_match_restore_blocks(m, 37, 101, 0, NT, b.bt), SB_OK);
-    engine_expect(&b, tok, 37, 101, 0, NT, 0x33, NBLK * BT);
+    tu_pool_expect(&b, tok, 37, 101, 0, NT, 0x33, NBLK * BT);
     assert_int_equal(sb_match_restore_blocks(m, 300, 0, 0, NT, b.bt), SB_OK);
 
     /* A contiguous table (block_tokens 0) gives what sb_match_restore does. */
@@ -178,8 +112,8 @@ static void test_blocks_ram(void **state)
         free(want[t]), free(got[t]);
     free(want);
     free(got);
-    engine_free(&b);
-    engine_free(&a);
+    tu_pool_free(&b);
+    tu_pool_free(&a);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -191,18 +125,16 @@ static void grow(sb_ns *ns, const uint32_t *tok, size_t t1, size_t t2, uint64_t 
 {
     engine e;
     engine_init(&e, seed, 0x5A);
-    engine_compute(&e, tok, 0, t1);
+    tu_pool_compute(&e, tok, 0, t1);
     size_t stored = 0;
     assert_int_equal(sb_ns_put_blocks(ns, tok, t1, 0, e.bt, NULL, &stored, NULL), SB_OK);
     assert_int_equal(stored, t1);
-    for (uint32_t t = 0; t < NT; t++)
-        for (size_t p = 0; p < t1; p++)
-            memset(row(&e, t, p), 0xC3, KROW);
-    engine_compute(&e, tok, t1, t2);
+    tu_pool_scribble(&e, t1);
+    tu_pool_compute(&e, tok, t1, t2);
     assert_int_equal(sb_ns_put_blocks(ns, tok, t2, t1, e.bt, NULL, &stored, NULL), SB_OK);
     assert_int_equal(stored, t2);
     assert_int_equal(tu_restore_exact(ns, &LAYOUT, tok, t2, NULL), t2);
-    engine_free(&e);
+    tu_pool_free(&e);
 }
 
 static void test_blocks_growth(void **state)
@@ -226,7 +158,7 @@ static void test_blocks_growth(void **state)
     uint32_t other[100];
     memcpy(other, tok[0], sizeof other);
     other[60] ^= 1; /* the bank holds 60 of these */
-    engine_compute(&e, other, 0, 100);
+    tu_pool_compute(&e, other, 0, 100);
     size_t stored = 99;
     assert_int_equal(sb_ns_put_blocks(ns, other, 100, 80, e.bt, NULL, &stored, NULL),
                      SB_ERR_RANGE);
@@ -246,7 +178,7 @@ static void test_blocks_growth(void **state)
                      SB_ERR_INVAL);
     assert_int_equal(sb_ns_put_blocks(ns, other, 0, 0, e.bt, NULL, &stored, NULL),
                      SB_ERR_NO_TOKENS);
-    engine_free(&e);
+    tu_pool_free(&e);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -270,7 +202,7 @@ static void test_blocks_disk(void **state)
     tu_tokens(&rng, tok, 200, 900);
     engine e;
     engine_init(&e, 31, 0);
-    engine_compute(&e, tok, 0, 100);
+    tu_pool_compute(&e, tok, 0, 100);
     assert_int_equal(sb_ns_put_blocks(ns, tok, 100, 0, e.bt, NULL, NULL, NULL), SB_OK);
     assert_int_equal(sb_store_flush(st), SB_OK);
     sb_ns_close(ns);
@@ -285,24 +217,22 @@ static void test_blocks_disk(void **state)
     engine b;
     engine_init(&b, 32, 0x44);
     assert_int_equal(sb_match_restore_blocks(m, 40, 30, 0, NT, b.bt), SB_OK);
-    engine_expect(&b, tok, 40, 30, 0, NT, 0x44, NBLK * BT);
+    tu_pool_expect(&b, tok, 40, 30, 0, NT, 0x44, NBLK * BT);
     assert_int_equal(sb_match_get_info(m, &mi), SB_OK);
     assert_int_equal(mi.n_pages_disk, 4); /* pages 2-4 were read, no others */
     sb_match_release(m);
-    engine_free(&b);
+    tu_pool_free(&b);
 
     /* Grow from 100 (inside page 6, on disk): the engine's rows before 100
      * are garbage. */
-    for (uint32_t t = 0; t < NT; t++)
-        for (size_t p = 0; p < 100; p++)
-            memset(row(&e, t, p), 0xC3, KROW);
-    engine_compute(&e, tok, 100, 200);
+    tu_pool_scribble(&e, 100);
+    tu_pool_compute(&e, tok, 100, 200);
     size_t stored = 0;
     assert_int_equal(sb_ns_put_blocks(ns, tok, 200, 100, e.bt, NULL, &stored, NULL), SB_OK);
     assert_int_equal(stored, 200);
     assert_int_equal(tu_restore_exact(ns, &LAYOUT, tok, 200, NULL), 200);
     assert_int_equal(tu_stats(st).disk_checksum_failures, 0);
-    engine_free(&e);
+    tu_pool_free(&e);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testutil.h"
+#include "tu_pool.h"
 
 #define PT 16u
 #define BT 12u        /* the engine's block size, in tokens */
@@ -35,66 +35,12 @@ static const tu_layout LAYOUT = { .page_tokens = PT, .n_tensors = NT,
                                   .bpt = { KROW, KROW, KROW, KROW }, .point_bytes = PB,
                                   .model = "layerput" };
 
-typedef struct engine {
-    uint8_t *pool[NT];             /* NBLK blocks of BT rows each */
-    uint32_t table[NBLK];          /* the sequence's block table */
-    sb_block_table bt[NT];
-} engine;
-
-static size_t stride_of(uint32_t t)
-{
-    return t % 2 ? VSTRIDE : KROW;
-}
+typedef tu_pool engine;
 
 /* A pool filled with byte fill, and a block table shuffled by seed. */
 static void engine_init(engine *e, uint64_t seed, uint8_t fill)
 {
-    for (uint32_t t = 0; t < NT; t++) {
-        e->pool[t] = malloc((size_t)NBLK * BT * stride_of(t));
-        assert_non_null(e->pool[t]);
-        memset(e->pool[t], fill, (size_t)NBLK * BT * stride_of(t));
-    }
-    for (uint32_t i = 0; i < NBLK; i++)
-        e->table[i] = i;
-    for (uint32_t i = NBLK - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)(tu_rand(&seed) % (i + 1)), x = e->table[i];
-        e->table[i] = e->table[j];
-        e->table[j] = x;
-    }
-    for (uint32_t t = 0; t < NT; t++)
-        e->bt[t] = (sb_block_table){ .base = e->pool[t], .block_ids = e->table,
-                                     .block_tokens = BT, .block_stride = BT * stride_of(t),
-                                     .token_stride = t % 2 ? VSTRIDE : 0 };
-}
-
-static void engine_free(engine *e)
-{
-    for (uint32_t t = 0; t < NT; t++)
-        free(e->pool[t]);
-}
-
-static uint8_t *row(engine *e, uint32_t t, size_t p)
-{
-    return e->pool[t] + (size_t)e->table[p / BT] * BT * stride_of(t) + (p % BT) * stride_of(t);
-}
-
-/* The engine computed positions [from, n) of tokens. */
-static void engine_compute(engine *e, const uint32_t *tokens, size_t from, size_t n)
-{
-    void **st = tu_state(&LAYOUT, tokens, n);
-    for (uint32_t t = 0; t < NT; t++)
-        for (size_t p = from; p < n; p++)
-            memcpy(row(e, t, p), (uint8_t *)st[t] + p * KROW, KROW);
-    tu_free_state(&LAYOUT, st);
-}
-
-/* Rows [0, n) of every tensor overwritten with garbage (the engine reused
- * them). */
-static void engine_scribble(engine *e, size_t n)
-{
-    for (uint32_t t = 0; t < NT; t++)
-        for (size_t p = 0; p < n; p++)
-            memset(row(e, t, p), 0xC3, KROW);
+    tu_pool_init(e, &LAYOUT, BT, NBLK, VSTRIDE, seed, fill);
 }
 
 /* A layered put of tokens[0, n) from e, positions from `from`, the layers
@@ -133,7 +79,7 @@ static void same_bytes(sb_ns *a, sb_ns *b, const uint32_t *tok, size_t n, bool p
     assert_int_equal(sb_match_restore_blocks(ma, 0, n, 0, NT, ea.bt), SB_OK);
     assert_int_equal(sb_match_restore_blocks(mb, 0, n, 0, NT, eb.bt), SB_OK);
     for (uint32_t t = 0; t < NT; t++)
-        assert_memory_equal(ea.pool[t], eb.pool[t], (size_t)NBLK * BT * stride_of(t));
+        assert_memory_equal(ea.pool[t], eb.pool[t], (size_t)NBLK * BT * ea.stride[t]);
     void **ba = tu_bufs(&LAYOUT, n), **bb = tu_bufs(&LAYOUT, n);
     uint8_t pa[PB] = { 0 }, pb[PB] = { 1 };
     assert_int_equal(sb_match_restore(ma, n, ba, point ? pa : NULL), SB_OK);
@@ -145,8 +91,8 @@ static void same_bytes(sb_ns *a, sb_ns *b, const uint32_t *tok, size_t n, bool p
         assert_memory_equal(pa, pb, PB);
     tu_free_state(&LAYOUT, ba);
     tu_free_state(&LAYOUT, bb);
-    engine_free(&ea);
-    engine_free(&eb);
+    tu_pool_free(&ea);
+    tu_pool_free(&eb);
     sb_match_release(ma);
     sb_match_release(mb);
 }
@@ -166,7 +112,7 @@ static void test_layerput_equals_put_blocks(void **state)
     engine e, junk;
     engine_init(&e, 1, 0xEE);
     engine_init(&junk, 2, 0x77);
-    engine_compute(&e, tok, 0, 130);
+    tu_pool_compute(&e, tok, 0, 130);
     void *pt = tu_point(&LAYOUT, tok, 130);
 
     size_t sa = 0, sb = 0;
@@ -193,8 +139,8 @@ static void test_layerput_equals_put_blocks(void **state)
     static const size_t ends[] = { 160, 300 };
     size_t from = 130;
     for (int i = 0; i < 2; i++) {
-        engine_scribble(&e, from);
-        engine_compute(&e, tok, from, ends[i]);
+        tu_pool_scribble(&e, from);
+        tu_pool_compute(&e, tok, from, ends[i]);
         assert_int_equal(sb_ns_put_blocks(a, tok, ends[i], from, e.bt, NULL, &sa, &oa), SB_OK);
         assert_int_equal(layered(b, tok, ends[i], from, &e, NULL, &sb, &ob), SB_OK);
         assert_int_equal(sb, ends[i]);
@@ -203,8 +149,8 @@ static void test_layerput_equals_put_blocks(void **state)
         from = ends[i];
     }
     assert_int_equal(tu_restore_exact(b, &LAYOUT, tok, 300, NULL), 300);
-    engine_free(&junk);
-    engine_free(&e);
+    tu_pool_free(&junk);
+    tu_pool_free(&e);
     tu_check(st);
     sb_ns_close(a);
     sb_ns_close(b);
@@ -224,10 +170,10 @@ static void test_layerput_prefix_held(void **state)
     tu_tokens(&rng, tok, 170, 900);
     engine e;
     engine_init(&e, 3, 0);
-    engine_compute(&e, tok, 0, 50); /* 3 pages and 2 tokens */
+    tu_pool_compute(&e, tok, 0, 50); /* 3 pages and 2 tokens */
     assert_int_equal(sb_ns_put_blocks(ns, tok, 50, 0, e.bt, NULL, NULL, NULL), SB_OK);
-    engine_scribble(&e, 50);
-    engine_compute(&e, tok, 50, 170);
+    tu_pool_scribble(&e, 50);
+    tu_pool_compute(&e, tok, 50, 170);
 
     sb_put *p = NULL;
     assert_int_equal(sb_ns_put_begin(ns, tok, 170, 50, &p), SB_OK);
@@ -245,7 +191,7 @@ static void test_layerput_prefix_held(void **state)
     assert_int_equal(sb_put_finish(p, NULL, &stored, NULL), SB_OK);
     assert_int_equal(stored, 170);
     assert_int_equal(tu_restore_exact(ns, &LAYOUT, tok, 170, NULL), 170);
-    engine_free(&e);
+    tu_pool_free(&e);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -267,7 +213,7 @@ static void test_layerput_refusals_free(void **state)
     tu_tokens(&rng, tok, 100, 900);
     engine e;
     engine_init(&e, 4, 0);
-    engine_compute(&e, tok, 0, 100);
+    tu_pool_compute(&e, tok, 0, 100);
     assert_int_equal(sb_ns_put_blocks(ns, tok, 40, 0, e.bt, NULL, NULL, NULL), SB_OK);
     assert_int_equal(sb_ns_put_blocks(np, tok, 40, 0, e.bt, NULL, NULL, NULL), SB_OK);
     sb_stats before = tu_stats(st);
@@ -312,7 +258,7 @@ static void test_layerput_refusals_free(void **state)
     /* The put still works after all that. */
     assert_int_equal(layered(ns, tok, 100, 40, &e, NULL, &stored, NULL), SB_OK);
     assert_int_equal(tu_restore_exact(ns, &LAYOUT, tok, 100, NULL), 100);
-    engine_free(&e);
+    tu_pool_free(&e);
     sb_ns_close(np);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -331,7 +277,7 @@ static void test_layerput_args(void **state)
     other[60] ^= 1;
     engine e;
     engine_init(&e, 5, 0);
-    engine_compute(&e, tok, 0, 100);
+    tu_pool_compute(&e, tok, 0, 100);
     assert_int_equal(sb_ns_put_blocks(ns, tok, 100, 0, e.bt, NULL, NULL, NULL), SB_OK);
     sb_stats before = tu_stats(st);
 
@@ -377,7 +323,7 @@ static void test_layerput_args(void **state)
     assert_int_equal(tu_match_len(ns, other, 100), 60);
 
     /* The put keeps its namespace: the handle may close first. */
-    engine_compute(&e, other, 0, 100);
+    tu_pool_compute(&e, other, 0, 100);
     assert_int_equal(sb_ns_put_begin(ns, other, 100, 60, &p), SB_OK);
     sb_ns_close(ns);
     assert_int_equal(sb_put_tensors(p, 0, NT, e.bt), SB_OK);
@@ -385,7 +331,7 @@ static void test_layerput_args(void **state)
     assert_int_equal(stored, 100);
     ns = tu_ns(st, &LAYOUT, NULL);
     assert_int_equal(tu_restore_exact(ns, &LAYOUT, other, 100, NULL), 100);
-    engine_free(&e);
+    tu_pool_free(&e);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -402,7 +348,7 @@ static void test_layerput_budget(void **state)
     tu_tokens(&rng, tok, 200, 900);
     engine e;
     engine_init(&e, 6, 0);
-    engine_compute(&e, tok, 0, 200);
+    tu_pool_compute(&e, tok, 0, 200);
     size_t got[2];
     int rcs[2];
     for (int i = 0; i < 2; i++) {
@@ -424,7 +370,7 @@ static void test_layerput_budget(void **state)
     assert_int_equal(rcs[1], SB_ERR_BUDGET);
     assert_int_equal(got[0], 128);
     assert_int_equal(got[1], 128);
-    engine_free(&e);
+    tu_pool_free(&e);
 }
 
 /* Another put of the same tokens lands between begin and finish: it wins;
@@ -439,7 +385,7 @@ static void test_layerput_index_moves(void **state)
     tu_tokens(&rng, tok, 120, 900);
     engine e;
     engine_init(&e, 7, 0);
-    engine_compute(&e, tok, 0, 120);
+    tu_pool_compute(&e, tok, 0, 120);
 
     /* All of it. */
     sb_put *p = NULL;
@@ -457,7 +403,7 @@ static void test_layerput_index_moves(void **state)
     uint32_t t2[120];
     memcpy(t2, tok, sizeof t2);
     t2[0] ^= 0x8000;
-    engine_compute(&e, t2, 0, 120);
+    tu_pool_compute(&e, t2, 0, 120);
     assert_int_equal(sb_ns_put_begin(ns, t2, 120, 0, &p), SB_OK);
     assert_int_equal(sb_put_tensors(p, 0, NT, e.bt), SB_OK);
     assert_int_equal(sb_ns_put_blocks(ns, t2, 40, 0, e.bt, NULL, NULL, NULL), SB_OK);
@@ -465,7 +411,7 @@ static void test_layerput_index_moves(void **state)
     assert_int_equal(stored, 120);
     assert_int_equal(oc.pages_new, 6); /* regions 2-7: region 2 supersedes 40's */
     assert_int_equal(tu_restore_exact(ns, &LAYOUT, t2, 120, NULL), 120);
-    engine_free(&e);
+    tu_pool_free(&e);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -488,7 +434,7 @@ static void test_layerput_disk(void **state)
     tu_tokens(&rng, tok, 200, 900);
     engine e;
     engine_init(&e, 31, 0);
-    engine_compute(&e, tok, 0, 100);
+    tu_pool_compute(&e, tok, 0, 100);
     void *pt = tu_point(&LAYOUT, tok, 100);
     size_t stored = 0;
     sb_write_outcome oc;
@@ -517,13 +463,13 @@ static void test_layerput_disk(void **state)
     free(pt);
 
     /* Grow from 100 (inside page 6, on disk only). */
-    engine_scribble(&e, 100);
-    engine_compute(&e, tok, 100, 200);
+    tu_pool_scribble(&e, 100);
+    tu_pool_compute(&e, tok, 100, 200);
     assert_int_equal(layered(ns, tok, 200, 100, &e, NULL, &stored, NULL), SB_OK);
     assert_int_equal(stored, 200);
     assert_int_equal(tu_restore_exact(ns, &LAYOUT, tok, 200, NULL), 200);
     assert_int_equal(tu_stats(st).disk_checksum_failures, 0);
-    engine_free(&e);
+    tu_pool_free(&e);
     tu_check(st);
     sb_ns_close(ns);
     sb_store_close(st);
@@ -563,7 +509,7 @@ static void *work(void *arg)
         for (size_t k = 0; k < PT; k++)
             tok[k] = (uint32_t)k;
         tu_tokens(&rng, tok + PT, 90 - PT, 900);
-        engine_compute(&e, tok, 0, 90);
+        tu_pool_compute(&e, tok, 0, 90);
         sb_put *p = NULL;
         if (sb_ns_put_begin(w->ns, tok, 90, 0, &p) != SB_OK) {
             fail_unless(false);
@@ -579,7 +525,7 @@ static void *work(void *arg)
         size_t stored = 0;
         fail_unless(sb_put_finish(p, NULL, &stored, NULL) == SB_OK && stored == 90);
     }
-    engine_free(&e);
+    tu_pool_free(&e);
     return NULL;
 }
 
