@@ -1,8 +1,9 @@
 /* gen_record_seeds.c -- writes the seed corpus of fuzz_record into a
- * directory: one valid instance of every structure store/format/format.h defines
- * (page, point and namespace records, a namespace description, superblock
- * slots, a summary), each also with its checksum-repair bit set, plus a few
- * refusals (another version, a truncated head). Run it when the format
+ * directory: one valid instance of every structure store/format/format.h
+ * defines (page, point, namespace and tombstone records, a namespace
+ * description, superblock slots of versions 2 and 3, a summary), each also
+ * with its checksum-repair bit set, plus a few refusals (another version,
+ * a truncated head). Run it when the format
  * changes: gen_record_seeds fuzz/corpus/record */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,19 @@ int main(int argc, char **argv)
     sb_rec_encode(&p, tok, NULL, 0, buf);
     emit("point", 0, 0, buf, p.head_bytes);
 
+    /* A tombstone (version 3): the prefix of 37 tokens, 5 after the page
+     * before; its removal sequence in 8 extra bytes, no payload. */
+    sb_rec_head t = p;
+    t.kind = SB_REC_TOMBSTONE;
+    t.payload_bytes = 0;
+    t.payload_hash = 0;
+    t.extra_bytes = SB_TOMB_EXTRA;
+    t.head_bytes = sb_rec_head_size(5, SB_TOMB_EXTRA);
+    uint8_t removal[SB_TOMB_EXTRA];
+    sb_rec_tomb_put(removal, 6);
+    sb_rec_encode(&t, tok, removal, 12288, buf);
+    emit("tombstone", 0, 12288, buf, t.head_bytes);
+
     /* A namespace record and its description. */
     static const uint32_t bpt[2] = { 6144, 6144 };
     static const char model[] = "small-f16";
@@ -93,6 +107,9 @@ int main(int argc, char **argv)
     s.slot_bytes = sb_super_slot_size(3);
     sb_super_encode(&s, buf);
     emit("super-3", 2, 0, buf, s.slot_bytes);
+    s.tombstones = true; /* version 3 */
+    sb_super_encode(&s, buf);
+    emit("super-tombstones", 2, 0, buf, s.slot_bytes);
 
     /* A summary of the namespace, page and point records above. */
     size_t pos = SB_SUM_FIXED;

@@ -125,6 +125,15 @@ typedef struct am_ns {
     size_t n_e, cap_e;
     am_seq recent[AM_RECENT];
     unsigned n_recent, recent_next;
+    /* Removal (sb_ns_remove): sequences a removal left without cover in
+     * RAM though they were not removed (a proper prefix of the removed
+     * prefix ending inside its cut page: that page held their tail); a
+     * reopen may find them again (their own superseded page records), so
+     * they join e, not guaranteed, at the next reopen (disk modes). */
+    am_entry *lat;         /* (n_lat) */
+    size_t n_lat, cap_lat;
+    bool loose;            /* such a sequence came back to the model: what a
+                              match finds is no longer exactly the model's */
 } am_ns;
 
 typedef struct am_match {
@@ -163,6 +172,9 @@ typedef struct am_ticket {
     uint64_t bad;          /* damaged reads (checksum failures, read
                               errors) when it was handed out: a damaged
                               record met later may be one of its pages */
+    uint64_t removes;      /* removals made when it was handed out: a
+                              later one may take a page it needs before
+                              it is written (it fails then) */
 } am_ticket;
 
 /* Where the draws come from: a seeded generator (the test), or the input
@@ -204,6 +216,11 @@ typedef struct am {
     bool ever_dropped;     /* an eviction or a reclamation in this open store */
     bool crashed;          /* a power cut since the store was made: damaged
                               records may be met (restores may shrink) */
+    uint64_t removes;      /* sb_ns_remove calls made (the model's count) */
+    bool orphans_ok;       /* a removal took something: a reopen may count
+                              records of it orphans (their parent was never
+                              written), or a point state it left without
+                              cover */
     bool fault;            /* the next call is armed to fail an allocation */
     int fg;                /* foreground marks held */
     sb_stats last;         /* stats after the previous operation */

@@ -217,6 +217,14 @@ static void op_put(am *z)
     am_stats(z, &s1);
     AM_CHECK(z, s1.puts == s0.puts + (stored > 0), "puts counter moved %" PRIu64 " for a put "
              "storing %zu tokens", s1.puts - s0.puts, stored);
+    if (rc == SB_ERR_BUDGET && z->io && z->cfg.write_mode == SB_WRITE_ONLY && stored < n) {
+        /* A put that streams commits its chunks as it goes: one the RAM
+         * tier evicted before the call returned is not in *n_stored, yet
+         * its records may serve a later open (write-only mode keeps
+         * nothing on disk in its index). An upper bound only. */
+        am_entry *g = am_add(z, x, s.tok, n, false);
+        g->must = false;
+    }
     am_entry *e = NULL;
     if (stored) {
         e = am_add(z, x, s.tok, stored, rc == SB_OK && point);
@@ -704,6 +712,170 @@ static void op_clock(am *z)
     am_trace(z, "clock +%" PRIu64 " ms", ms);
 }
 
+/* ---- removal -------------------------------------------------------------------------------- */
+
+/* Add a copy of e to x's entries as an upper bound only (not guaranteed):
+ * what a reopen may bring back. */
+static void add_ghost(am *z, am_ns *x, const am_entry *e)
+{
+    am_entry copy = *e;
+    am_entry *g = am_add(z, x, copy.s.tok, copy.s.n, copy.point);
+    g->must = false;
+}
+
+/* Keep a copy of e for the next reopen (am_ns.lat). */
+static void add_latent(am *z, am_ns *x, const am_entry *e)
+{
+    if (x->n_lat == x->cap_lat) {
+        size_t cap = x->cap_lat ? 2 * x->cap_lat : 16;
+        am_entry *p = realloc(x->lat, cap * sizeof *p);
+        AM_CHECK(z, p, "out of memory for the model");
+        x->lat = p;
+        x->cap_lat = cap;
+    }
+    x->lat[x->n_lat++] = *e;
+}
+
+/* sb_ns_remove of a prefix of a drawn sequence. What the model makes of it
+ * (snapbank.h): with r = n / pt, a sequence that starts with the prefix
+ * keeps its first r * pt tokens and no point state. A stored sequence
+ * that is a proper prefix of the prefix and ends past r * pt (inside the
+ * cut page) had its tail held by a page of the cut region that began with
+ * the whole rest: where the index is exactly the model's, it stays whole
+ * if a sequence that leaves the prefix after its end and before n, and
+ * goes on past where it leaves, covers it (that one's own page of the
+ * region), else it keeps r * pt tokens and no point (and a reopen may find
+ * its own older page again: latent); elsewhere it is no longer
+ * guaranteed. A call that failed on the disk tier (IO, NOSPC) took the
+ * states out of RAM, but a reopen may bring them back: ghosts. */
+static void op_remove(am *z)
+{
+    int xi = (int)am_draw(z, (uint64_t)z->n_ns);
+    am_ns *x = &z->ns[xi];
+    const am_model *md = &z->model[x->model];
+    am_seq s;
+    am_draw_seq(z, x, &s);
+    if (!s.n)
+        return;
+    size_t n = 1 + am_draw(z, s.n);
+    size_t cut = n / md->pt * md->pt;
+    sb_stats s0, s1;
+    am_stats(z, &s0);
+    am_update_drops(z, &s0);
+    bool exact = !z->crashed && !x->loose &&
+                 ((z->mode == AM_RAM && !z->ever_dropped && !s0.evictions &&
+                   !s0.point_evictions) ||
+                  z->mode == AM_EXACT);
+    size_t removed = 12345;
+    bool armed = am_arm(z);
+    int rc = sb_ns_remove(x->h, s.tok, n, &removed);
+    am_disarm(z);
+    am_trace(z, "remove ns %d %s (%zu): %s, %zu removed", xi, AM_S(s.tok, n), n,
+             sb_strerror(rc), removed);
+    if (n > z->cfg.max_seq_tokens) {
+        AM_CHECK(z, rc == SB_ERR_TOO_MANY_TOKENS && removed == 0,
+                 "remove of %zu tokens over max_seq_tokens: %s, %zu removed", n,
+                 sb_strerror(rc), removed);
+        return;
+    }
+    am_stats(z, &s1);
+    if (armed && rc == SB_ERR_NOMEM) {
+        AM_CHECK(z, removed == 0 && s1.removes == s0.removes && s1.indexed_pages == s0.indexed_pages,
+                 "a remove failed with NOMEM, yet %zu removed", removed);
+        return;
+    }
+    AM_CHECK(z, rc == SB_OK || (z->mode == AM_LOOSE && (rc == SB_ERR_IO || rc == SB_ERR_NOSPC)),
+             "remove of %s: %s", AM_S(s.tok, n), sb_strerror(rc));
+    AM_CHECK(z, s1.removes == s0.removes + 1 &&
+                    s1.removed_pages + s1.removed_points ==
+                        s0.removed_pages + s0.removed_points + removed,
+             "remove: the counters moved wrong (%zu removed)", removed);
+    if (z->io && rc == SB_OK)
+        AM_CHECK(z, s1.disk_tombstones > s0.disk_tombstones,
+                 "remove with a disk tier said SB_OK and wrote no tombstone");
+    /* Nothing past the prefix is left on its paths: a match of anything
+     * that starts with it covers at most the prefix (its pages before the
+     * cut), less when the prefix ends inside a page, and has no point
+     * state at the prefix's end. */
+    sb_match *m = NULL;
+    size_t q = s.n <= z->cfg.max_seq_tokens ? s.n : n;
+    AM_CHECK(z, sb_ns_match(x->h, s.tok, q, &m) == SB_OK, "match");
+    sb_match_info info;
+    AM_CHECK(z, sb_match_get_info(m, &info) == SB_OK, "sb_match_get_info");
+    sb_match_release(m);
+    AM_CHECK(z, info.n_matched_tokens <= cut + (cut < n ? (n - cut) - 1 : 0) &&
+                    !(info.n_tokens == n && info.has_point),
+             "after the removal of %s, a match of %s matched %zu (L %zu, point %d)",
+             AM_S(s.tok, n), AM_S(s.tok, q), info.n_matched_tokens, info.n_tokens,
+             info.has_point);
+
+    z->removes++;
+    /* Pins let go of what was removed: a pinned prefix through the cut
+     * keeps its pages before it (under the point rule, maybe nothing). */
+    for (int i = 0; i < z->n_pin; i++) {
+        am_pin *p = &z->pin[i];
+        if (p->xi != xi)
+            continue;
+        size_t l = am_lcp(p->s.tok, p->L0, s.tok, n);
+        bool through = l >= n || (l == p->L0 && p->L0 > cut);
+        if (md->flags & SB_LAYOUT_POINT_REQUIRED) {
+            if (through)
+                p->L0 = 0; /* its point state may have gone */
+        } else if (through && p->L0 > cut) {
+            p->L0 = cut;
+        }
+    }
+    bool ghosts = z->io && rc != SB_OK;
+    size_t n_e0 = x->n_e;
+    bool hit = false; /* some sequence stored starts with the prefix */
+    for (size_t i = 0; i < n_e0 && !hit; i++)
+        hit = am_lcp(x->e[i].s.tok, x->e[i].s.n, s.tok, n) >= n;
+    if (!hit) {
+        AM_CHECK(z, removed == 0, "remove of %s: %zu removed, nothing stored starts with it",
+                 AM_S(s.tok, n), removed);
+        return;
+    }
+    /* A removed page written before a page before it on its path (an
+     * eviction writes leaves first) has a record whose chain no longer
+     * reaches the root: a reopen counts it an orphan, as it does any
+     * record whose parent is missing. */
+    if (z->io)
+        z->orphans_ok = true;
+    for (size_t i = 0; i < n_e0; i++) {
+        am_entry *e = &x->e[i];
+        if (am_lcp(e->s.tok, e->s.n, s.tok, n) < n)
+            continue;
+        if (ghosts)
+            add_ghost(z, x, e);
+        e = &x->e[i]; /* (the array may have moved) */
+        e->s.n = (uint32_t)cut;
+        e->point = false;
+    }
+    for (size_t i = 0; i < x->n_e; i++) {
+        am_entry *e = &x->e[i];
+        if (e->s.n <= cut || e->s.n >= n || am_lcp(e->s.tok, e->s.n, s.tok, n) != e->s.n)
+            continue;
+        bool covered = false;
+        for (size_t j = 0; j < x->n_e && !covered; j++) {
+            const am_entry *g = &x->e[j];
+            size_t lg = am_lcp(g->s.tok, g->s.n, s.tok, n);
+            covered = j != i && g->must && lg >= e->s.n && lg < n && g->s.n > lg;
+        }
+        if (!exact) {
+            e->must = false;
+        } else if (covered) {
+            e->durable = false; /* its tail is another sequence's page now */
+            e->ticket = 0;
+        } else {
+            if (z->io)
+                add_latent(z, x, e);
+            e = &x->e[i];
+            e->s.n = (uint32_t)cut;
+            e->point = false;
+        }
+    }
+}
+
 /* ---- the disk tier ------------------------------------------------------------------------- */
 
 static void op_flush(am *z)
@@ -838,6 +1010,16 @@ static void reopen(am *z, bool crash)
                 e->must = false;
             e->since = z->drops;
         }
+    /* What removals left without cover in RAM may be found again. */
+    for (int xi = 0; xi < z->n_ns; xi++) {
+        am_ns *x = &z->ns[xi];
+        for (size_t i = 0; i < x->n_lat && z->mode != AM_RAM; i++) {
+            am_entry *g = am_add(z, x, x->lat[i].s.tok, x->lat[i].s.n, x->lat[i].point);
+            g->must = false;
+            x->loose = true;
+        }
+        x->n_lat = 0;
+    }
     am_stats(z, &z->last);
     am_trace(z, "reopened (write mode %d, durability %d): %" PRIu64 " records, %" PRIu64
              " pages, %" PRIu64 " points, %" PRIu64 " orphans, %" PRIu64 " torn",
@@ -845,7 +1027,7 @@ static void reopen(am *z, bool crash)
              z->last.recovered_pages, z->last.recovered_points, z->last.recovery_orphans,
              z->last.recovery_torn);
     if (z->io && !z->crashed && z->mode == AM_EXACT)
-        AM_CHECK(z, !z->last.recovery_orphans && !z->last.recovery_torn &&
+        AM_CHECK(z, (!z->last.recovery_orphans || z->orphans_ok) && !z->last.recovery_torn &&
                         !z->last.recovery_bad_summaries,
                  "a clean reopen found %" PRIu64 " orphans, %" PRIu64 " torn segments, %" PRIu64
                  " bad summaries", z->last.recovery_orphans, z->last.recovery_torn,
@@ -1141,13 +1323,13 @@ static void op_invalid(am *z)
 enum {
     OP_PUT, OP_COMMIT, OP_MATCH, OP_HOLD, OP_RELEASE, OP_PIN, OP_UNPIN, OP_CLOCK, OP_FAULT,
     OP_PREFAULT, OP_DUMP, OP_FLUSH, OP_WAIT, OP_REOPEN, OP_CRASH, OP_FOREGROUND, OP_INVALID,
-    OP_WRITABLE, OP_UNREF, OP_CHURN, OP_VERIFY, OP__COUNT
+    OP_WRITABLE, OP_UNREF, OP_CHURN, OP_VERIFY, OP_REMOVE, OP__COUNT
 };
 
 static const char *const op_names[OP__COUNT] = {
     "put", "commit", "match", "hold", "release", "pin", "unpin", "clock", "fault",
     "prefault", "dump", "flush", "wait", "reopen", "crash", "foreground", "invalid",
-    "writable", "unref", "churn", "verify",
+    "writable", "unref", "churn", "verify", "remove",
 };
 
 void am_step(am *z)
@@ -1157,7 +1339,7 @@ void am_step(am *z)
         [OP_PIN] = 3, [OP_UNPIN] = 2, [OP_CLOCK] = 3, [OP_FAULT] = z->mode == AM_RAM ? 4 : 0,
         [OP_PREFAULT] = 1, [OP_DUMP] = 1, [OP_FLUSH] = z->io ? 3 : 1, [OP_WAIT] = z->io ? 5 : 1,
         [OP_REOPEN] = 1, [OP_CRASH] = z->io ? 1 : 0, [OP_FOREGROUND] = 1, [OP_INVALID] = 3,
-        [OP_WRITABLE] = 3, [OP_UNREF] = 3, [OP_CHURN] = 1, [OP_VERIFY] = 2,
+        [OP_WRITABLE] = 3, [OP_UNREF] = 3, [OP_CHURN] = 1, [OP_VERIFY] = 2, [OP_REMOVE] = 3,
     };
     unsigned op = am_pick(z, w, OP__COUNT);
     z->op_no++;
@@ -1183,6 +1365,7 @@ void am_step(am *z)
     case OP_WRITABLE: op_writable(z); break;
     case OP_UNREF: op_unref(z); break;
     case OP_CHURN: op_churn(z); break;
+    case OP_REMOVE: op_remove(z); break;
     default: op_verify(z); break;
     }
     am_after_op(z);

@@ -105,7 +105,7 @@ static void test_format_record_roundtrip(void **state)
     assert_non_null(buf2);
     for (int it = 0; it < 300; it++) {
         sb_rec_head h = { 0 };
-        h.kind = (uint8_t)(1 + tu_rand(&rng) % 3);
+        h.kind = (uint8_t)(1 + tu_rand(&rng) % 4);
         h.seq = tu_rand(&rng);
         h.segment_id = (uint32_t)tu_rand(&rng);
         h.generation = (uint32_t)tu_rand(&rng);
@@ -121,10 +121,15 @@ static void test_format_record_roundtrip(void **state)
             h.parent_key[1] = tu_rand(&rng);
             uint32_t maxt = it % 50 == 0 ? SB_PAGE_TOKENS_MAX : 300;
             h.n_tokens = (uint32_t)(tu_rand(&rng) % maxt) + (h.kind == SB_REC_PAGE);
-            if (h.kind == SB_REC_POINT && h.n_tokens >= SB_PAGE_TOKENS_MAX)
+            if (h.kind != SB_REC_PAGE && h.n_tokens >= SB_PAGE_TOKENS_MAX)
                 h.n_tokens = SB_PAGE_TOKENS_MAX - 1;
             h.payload_bytes = 1 + tu_rand(&rng) % (1u << 20);
             h.flags = (uint8_t)(tu_rand(&rng) & SB_REC_F_COMPRESSED);
+            if (h.kind == SB_REC_TOMBSTONE) {
+                h.payload_bytes = 0;
+                h.flags = 0;
+                h.extra_bytes = SB_TOMB_EXTRA;
+            }
         }
         tu_tokens(&rng, tok, h.n_tokens, UINT32_MAX);
         for (uint32_t i = 0; i < h.extra_bytes; i++)
@@ -198,7 +203,7 @@ static void test_format_record_errors(void **state)
     static uint8_t zeros[4096];
     assert_int_equal(sb_rec_peek(zeros, sizeof zeros, &hb), SB_ERR_FORMAT);
     /* Another format version is refused as such, whatever else it holds. */
-    head[4] = 3;
+    head[4] = 4;
     assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_ERR_VERSION);
     assert_int_equal(sb_rec_decode(head, sizeof head, 0, &d, NULL, NULL), SB_ERR_VERSION);
     /* Version 2 is a compressed record: without the flag it is not one,
@@ -213,8 +218,14 @@ static void test_format_record_errors(void **state)
     head[7] = SB_REC_F_COMPRESSED;
     assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_ERR_FORMAT);
     head[7] = 0;
-    /* Unknown kind and flag bits. */
+    /* Version 3 is a tombstone (kind 4), and only that. */
+    head[4] = 3;
+    assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_ERR_FORMAT);
+    head[4] = 1;
+    /* Unknown kind and flag bits (a tombstone in version 1 too). */
     head[6] = 4;
+    assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_ERR_FORMAT);
+    head[6] = 5;
     assert_int_equal(sb_rec_peek(head, sizeof head, &hb), SB_ERR_FORMAT);
     head[6] = 2;
     head[7] = 0x80;
@@ -251,6 +262,71 @@ static void test_format_record_errors(void **state)
     bad.flags = 0x40;
     assert_int_equal(sb_rec_encode(&bad, tok, NULL, 0, head), SB_ERR_INVAL);
     assert_int_equal(sb_rec_head_size(SB_PAGE_TOKENS_MAX, SB_REC_HEAD_MAX), 0);
+}
+
+/* A tombstone: version 3, kind 4, its removal sequence in 8 extra bytes,
+ * no payload; any other shape is refused, and version 3 is only that. */
+static void test_format_tombstone(void **state)
+{
+    (void)state;
+    static uint8_t buf[4096], buf2[4096];
+    uint32_t rest[3] = { 7, 8, 9 };
+    uint8_t extra[SB_TOMB_EXTRA];
+    sb_rec_tomb_put(extra, 0x0102030405060708ull);
+    assert_int_equal(sb_rec_tomb_seq(extra), 0x0102030405060708ull);
+    assert_int_equal(extra[0], 0x08); /* little-endian */
+    sb_rec_head h = { .kind = SB_REC_TOMBSTONE, .seq = 12, .segment_id = 3, .generation = 4,
+                      .ns_id = 99, .key = { 1, 2 }, .parent_key = { 3, 4 }, .position = 11,
+                      .n_tokens = 3, .extra_bytes = SB_TOMB_EXTRA };
+    h.head_bytes = sb_rec_head_size(3, SB_TOMB_EXTRA);
+    assert_int_equal(h.head_bytes, 4096);
+    assert_int_equal(sb_rec_encode(&h, rest, extra, 8192, buf), SB_OK);
+    assert_int_equal(buf[4] | buf[5] << 8, SB_REC_VERSION_TOMBSTONE);
+    assert_int_equal(buf[6], SB_REC_TOMBSTONE);
+    sb_rec_head d;
+    const uint32_t *t;
+    const void *x;
+    assert_int_equal(sb_rec_decode(buf, sizeof buf, 8192, &d, &t, &x), SB_OK);
+    assert_head_equal(&d, &h);
+    assert_memory_equal(t, rest, sizeof rest);
+    assert_int_equal(sb_rec_tomb_seq(x), 0x0102030405060708ull);
+    assert_int_equal(sb_rec_encode(&d, t, x, 8192, buf2), SB_OK);
+    assert_memory_equal(buf, buf2, sizeof buf);
+    assert_false(sb_rec_other_version(buf, sizeof buf, 8192));
+    /* A cut at a page boundary: no rest tokens. */
+    sb_rec_head z = h;
+    z.n_tokens = 0;
+    z.head_bytes = sb_rec_head_size(0, SB_TOMB_EXTRA);
+    assert_int_equal(sb_rec_encode(&z, NULL, extra, 0, buf2), SB_OK);
+    assert_int_equal(sb_rec_decode(buf2, sizeof buf2, 0, &d, &t, &x), SB_OK);
+    /* Shapes it may not have: a payload, other extra bytes, flags. */
+    sb_rec_head bad = h;
+    bad.payload_bytes = 4096;
+    assert_int_equal(sb_rec_encode(&bad, rest, extra, 0, buf2), SB_ERR_INVAL);
+    bad = h;
+    bad.extra_bytes = 16;
+    bad.head_bytes = sb_rec_head_size(3, 16);
+    assert_int_equal(sb_rec_encode(&bad, rest, extra, 0, buf2), SB_ERR_INVAL);
+    bad = h;
+    bad.flags = SB_REC_F_COMPRESSED;
+    assert_int_equal(sb_rec_encode(&bad, rest, extra, 0, buf2), SB_ERR_INVAL);
+    uint32_t hb;
+    memcpy(buf2, buf, sizeof buf);
+    buf2[4] = 1; /* a tombstone in version 1 */
+    assert_int_equal(sb_rec_peek(buf2, sizeof buf2, &hb), SB_ERR_FORMAT);
+    buf2[4] = 2;
+    assert_int_equal(sb_rec_peek(buf2, sizeof buf2, &hb), SB_ERR_FORMAT);
+    buf2[4] = 3;
+    buf2[6] = SB_REC_PAGE; /* version 3 of another kind */
+    assert_int_equal(sb_rec_peek(buf2, sizeof buf2, &hb), SB_ERR_FORMAT);
+    /* A reader that knows versions 1 and 2 only sees another version whose
+     * head hash holds: sb_rec_other_version's test, with 3 unknown. */
+    memcpy(buf2, buf, sizeof buf);
+    buf2[4] = 4;
+    uint64_t hh = sb_rec_head_hash(buf2, 4 * 3 + SB_TOMB_EXTRA, 8192);
+    memcpy(buf2 + 120, &hh, 8);
+    assert_int_equal(sb_rec_peek(buf2, sizeof buf2, &hb), SB_ERR_VERSION);
+    assert_true(sb_rec_other_version(buf2, sizeof buf2, 8192));
 }
 
 static void test_format_namespace_description(void **state)
@@ -311,6 +387,19 @@ static void test_format_superblock(void **state)
     assert_int_equal(d.wear_write, 5ull << 40);
     assert_int_equal(d.wear_logical, 3ull << 40);
     assert_int_equal(d.wear_reinsert, 1ull << 38);
+    assert_false(d.tombstones);
+    assert_int_equal(buf[8], SB_SUPER_VERSION_PLAIN); /* without tombstones: 2 */
+    /* A store that may hold tombstones says version 3, and reads back so. */
+    s.tombstones = true;
+    uint8_t *buf3 = malloc(s.slot_bytes);
+    assert_int_equal(sb_super_encode(&s, buf3), SB_OK);
+    assert_int_equal(buf3[8], SB_SUPER_VERSION_TOMB);
+    assert_int_equal(sb_super_decode(buf3, s.slot_bytes, &d, got, 300), SB_OK);
+    assert_true(d.tombstones);
+    assert_int_equal(d.write_count, 77);
+    free(buf3);
+    s.tombstones = false;
+    assert_int_equal(sb_super_decode(buf, s.slot_bytes, &d, got, 300), SB_OK);
     for (uint32_t i = 0; i < 300; i++) {
         assert_int_equal(got[i].segment_id, segs[i].segment_id);
         assert_int_equal(got[i].generation, segs[i].generation);
@@ -467,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_format_record_roundtrip),
         cmocka_unit_test(test_format_record_bitflips),
         cmocka_unit_test(test_format_record_errors),
+        cmocka_unit_test(test_format_tombstone),
         cmocka_unit_test(test_format_namespace_description),
         cmocka_unit_test(test_format_superblock),
         cmocka_unit_test(test_format_summary),

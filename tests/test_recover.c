@@ -438,9 +438,9 @@ static void test_recover_unknown_version(void **state)
     fseek(f, 0, SEEK_SET);
     assert_int_equal(fread(before, 1, (size_t)size, f), (size_t)size);
     fclose(f);
-    /* Both slots say version 3, their checksums holding. */
+    /* Both slots say version 4, their checksums holding. */
     for (long slot = 0; slot < 2; slot++)
-        set_slot_version(path, size, slot, 3, true);
+        set_slot_version(path, size, slot, 4, true);
     f = fopen(path, "rb");
     uint8_t *changed = malloc((size_t)size);
     assert_int_equal(fread(changed, 1, (size_t)size, f), (size_t)size);
@@ -459,9 +459,9 @@ static void test_recover_unknown_version(void **state)
     assert_int_equal(fread(after, 1, (size_t)size, f), (size_t)size);
     fclose(f);
     assert_memory_equal(after, changed, (size_t)size);
-    /* Version 3 in slots whose checksums fail: damage, not a version. */
+    /* Version 5 in slots whose checksums fail: damage, not a version. */
     for (long slot = 0; slot < 2; slot++)
-        set_slot_version(path, size, slot, 4, false);
+        set_slot_version(path, size, slot, 5, false);
     assert_int_equal(sb_store_open(&cfg, &two), SB_ERR_SUPERBLOCK);
     assert_null(two);
     free(before);

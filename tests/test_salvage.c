@@ -764,7 +764,7 @@ static void test_salvage_resync(void **state)
  * generation before the file's, checksums sound. Its summary is deleted
  * so the file is read record by record. Were it taken as current, the
  * victim would restore wrong bytes. With *arg set, it is of another format
- * version instead (version 3, its head hash sound): refused. */
+ * version instead (version 4, its head hash sound): refused. */
 static void damage_stale(const char *dir, const void *arg)
 {
     bool other_version = *(const int *)arg;
@@ -788,10 +788,10 @@ static void damage_stale(const char *dir, const void *arg)
         payload[i] ^= 0xff;
     x.payload_hash = sb_rec_payload_hash(payload, x.payload_bytes);
     assert_int_equal(sb_rec_encode(&x, tokens, NULL, off, buf + off), SB_OK);
-    if (other_version) { /* version 3, the head hash made to hold again */
+    if (other_version) { /* version 4, the head hash made to hold again */
         x.generation += 1;
         assert_int_equal(sb_rec_encode(&x, tokens, NULL, off, buf + off), SB_OK);
-        buf[off + 4] = 3;
+        buf[off + 4] = 4;
         uint64_t hh = sb_rec_head_hash(buf + off, 4 * x.n_tokens, off);
         memcpy(buf + off + 120, &hh, 8);
         assert_true(sb_rec_other_version(buf + off, x.head_bytes, off));

@@ -350,6 +350,91 @@ static void test_point_layouts(void **state)
     sb_store_close(a);
 }
 
+/* A store with a shared tier whose publisher writes at most rate bytes a
+ * second. */
+static sb_store *open_store_rate(const char *name, uint64_t rate)
+{
+    char dir[320];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    sb_config cfg;
+    sb_config_default(&cfg);
+    cfg.min_prefix_tokens = 1;
+    cfg.ram_bytes = 16 << 20;
+    cfg.segment_bytes = 1 << 20;
+    cfg.disk_bytes = 64 << 20;
+    cfg.disk_free_floor_bytes = 0;
+    cfg.dir = dir;
+    cfg.shared_seeds = cl.seeds;
+    cfg.shared_timeout_ms = 5000;
+    cfg.shared_publish_bytes_per_s = rate;
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
+    return st;
+}
+
+/* sb_ns_remove deletes the keys of the full pages it took from the pool
+ * (published pages and publications still queued alike); the pages of the
+ * prefix before the cut, and a sequence that leaves it before the cut,
+ * stay; another store's own copies are not touched. */
+static void test_remove_forgets(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_store *a = open_store("a5", 5000), *b = open_store("b5", 5000), *c = open_store("c5", 5000);
+    sb_ns *na = tu_ns(a, &LAY, "rm"), *nb = tu_ns(b, &LAY, "rm"), *nc = tu_ns(c, &LAY, "rm");
+    uint32_t t1[4 * 16 + 3], t2[4 * 16];
+    tokens_of(t1, 67, 51);
+    memcpy(t2, t1, 32 * sizeof *t1);
+    tokens_of(t2 + 32, 32, 52); /* leaves t1 at 32, before the cut at 33 */
+    tu_put(na, &LAY, t1, 67, false, SB_OK);
+    tu_put(na, &LAY, t2, 64, false, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    size_t added = 0;
+    assert_int_equal(sb_ns_fetch_shared(nb, t1, 67, &added), SB_OK);
+    assert_int_equal(added, 64);
+    /* Pages 2 and 3 of t1 start with t1[32, 33): removed, and deleted. */
+    size_t removed = 0;
+    assert_int_equal(sb_ns_remove(na, t1, 33, &removed), SB_OK);
+    assert_int_equal(removed, 3); /* pages 2, 3 and the partial page 4 */
+    sb_stats sa;
+    sb_store_stats(a, &sa);
+    assert_int_equal(sa.shared_forgotten, 2);
+    assert_int_equal(sa.shared_forget_failed, 0);
+    assert_int_equal(sb_ns_fetch_shared(nc, t1, 67, &added), SB_OK);
+    assert_int_equal(added, 32);
+    assert_int_equal(sb_ns_fetch_shared(nc, t2, 64, &added), SB_OK);
+    assert_int_equal(added, 32);
+    assert_int_equal(tu_match_verify(nc, &LAY, t2, 64), 64);
+    /* B's own copies stay (call sb_ns_remove on every node). */
+    assert_int_equal(tu_match_verify(nb, &LAY, t1, 67), 64);
+    sb_ns_close(na);
+    sb_store_close(a);
+
+    /* Publications still queued when the removal comes go unpublished: a
+     * publisher of 4 KiB a second has 4 pages of 16 KiB waiting. */
+    sb_store *d = open_store_rate("d5", 4096);
+    sb_ns *nd = tu_ns(d, &LAY, "rm");
+    uint32_t t3[64];
+    tokens_of(t3, 64, 53);
+    tu_put(nd, &LAY, t3, 64, false, SB_OK);
+    assert_int_equal(sb_ns_remove(nd, t3, 1, &removed), SB_OK);
+    assert_int_equal(removed, 4);
+    sb_store_flush(d); /* what is still queued: nothing of t3 */
+    sb_stats sd;
+    sb_store_stats(d, &sd);
+    assert_int_equal(sd.shared_queued_bytes, 0);
+    assert_int_equal(sb_ns_fetch_shared(nc, t3, 64, &added), SB_OK);
+    assert_int_equal(added, 0);
+    assert_int_equal(sb_store_check(d), SB_OK);
+    assert_int_equal(sb_store_check(c), SB_OK);
+    sb_ns_close(nb);
+    sb_ns_close(nc);
+    sb_ns_close(nd);
+    sb_store_close(b);
+    sb_store_close(c);
+    sb_store_close(d);
+}
+
 /* The whole cluster gone: a fetch fails cleanly, B works on RAM and disk
  * only, and its close does not hang on the publisher. (Last: it stops the
  * cluster.) */
@@ -403,7 +488,8 @@ int main(void)
         cmocka_unit_test(test_config_refused), cmocka_unit_test(test_two_stores),
         cmocka_unit_test(test_fetch_async),
         cmocka_unit_test(test_poisoned),       cmocka_unit_test(test_tenants_apart),
-        cmocka_unit_test(test_point_layouts),  cmocka_unit_test(test_cluster_gone),
+        cmocka_unit_test(test_point_layouts),  cmocka_unit_test(test_remove_forgets),
+        cmocka_unit_test(test_cluster_gone),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -37,7 +37,10 @@
     X(shared_offered) X(shared_published) X(shared_published_bytes) X(shared_dedup)            \
     X(shared_denied) X(shared_publish_failed) X(shared_probes) X(shared_probe_hits)            \
     X(shared_fetched_pages) X(shared_fetched_bytes) X(shared_bad_values) X(shared_down)        \
-    X(shared_fetch_ns) X(shared_queued_bytes)
+    X(shared_fetch_ns) X(shared_queued_bytes)                                                \
+    X(removes) X(removed_pages) X(removed_points) X(disk_tombstones) X(disk_tombstone_bytes)   \
+    X(disk_tombstones_live) X(recovered_tombstones) X(recovery_removed) X(shared_forgotten)    \
+    X(shared_forget_failed)
 #define SB_COUNT_FIELD(f) +1
 _Static_assert(sizeof(sb_stats) ==
                    (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +

@@ -52,6 +52,25 @@ void sb_pins_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
             }
 }
 
+void sb_pins_let_go(sb_store *st, sb_ns *ns)
+{
+    for (sb_pin *p = st->pins; p; p = p->next) {
+        if (p->ns != ns)
+            continue;
+        size_t k = 0;
+        for (size_t i = 0; i < p->n_pages; i++) {
+            sb_blk *b = p->pages[i];
+            if (b->removed && !b->indexed) {
+                b->pinned--;
+                sb_blk_unref(b);
+            } else {
+                p->pages[k++] = b;
+            }
+        }
+        p->n_pages = k;
+    }
+}
+
 void sb_pins_expire(sb_store *st)
 {
     if (!st->pins)

@@ -105,6 +105,16 @@ void sb_host_blk_mark(sb_blk *b, unsigned mask, unsigned bits)
     b->below = (uint8_t)((b->below & ~mask) | (bits & mask));
 }
 
+bool sb_host_blk_removed(const sb_blk *b)
+{
+    return b->removed;
+}
+
+void sb_host_blk_fresh(sb_blk *b)
+{
+    b->removed = 0;
+}
+
 void sb_host_blk_evictable(sb_blk *b)
 {
     sb_blk_candidate(b);

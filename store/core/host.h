@@ -22,7 +22,8 @@
  *   - blocks:      references, a fresh page (a fetch), a new block for a
  *                  record, data sizes, whether
  *                  a block may be evicted now, the flags the index reads of
- *                  a block's state in the tier (SB_BELOW_*);
+ *                  a block's state in the tier (SB_BELOW_*), whether a
+ *                  removal took it since its last record;
  *   - the index:   the block a block's record chains from, the tokens of its
  *                  path, a visit of a namespace's blocks, whether a block
  *                  reaches a length, cutting a block out with what depends on
@@ -164,6 +165,15 @@ enum {
 /* sb_host_blk_mark -- [mu] set b's SB_BELOW_* flags in mask to those of
  * bits (the others stay). Only the tier below calls it. */
 void sb_host_blk_mark(sb_blk *b, unsigned mask, unsigned bits);
+
+/* sb_host_blk_removed -- [mu] did sb_ns_remove take b out of the index
+ * since b's last record written after it (internal.h sb_blk.removed)? A
+ * record of b written before that removal's tombstone is dead.
+ * sb_host_blk_fresh -- [mu] a record of b was written after every
+ * tombstone placed so far: b->removed clears. Only the tier below calls
+ * it. */
+bool sb_host_blk_removed(const sb_blk *b);
+void sb_host_blk_fresh(sb_blk *b);
 
 /* sb_host_blk_evictable -- [mu] indexed block b may be evicted now (it was
  * written, or a cut left it first on its path): it joins the eviction

@@ -127,9 +127,10 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
                 rc = SB_ERR_PAGE_STATE;
                 break;
             }
-            if (b->committed && !b->data && !sb_tier_record_stays(st, b)) {
-                /* It left the index and its record went with reclamation:
-                 * no state to index again. */
+            if (b->committed && !b->data && (b->removed || !sb_tier_record_stays(st, b))) {
+                /* It left the index and its record went with reclamation,
+                 * or is dead (a removal's tombstone covers it): no state
+                 * to index again. */
                 rc = zero_copy ? SB_ERR_PAGE_STATE : SB_ERR_RANGE;
                 break;
             }
@@ -155,9 +156,10 @@ int sb_commit_locked(sb_ns *ns, const uint32_t *tokens, size_t n,
     for (size_t r = r0; r < n_reg; r++) {
         sb_blk *b = pages[r];
         if (b->committed && (b->below & SB_BELOW_KEPT)) { /* indexed again */
-            if (sb_tier_record_stays(st, b))
+            if (!b->removed && sb_tier_record_stays(st, b))
                 sb_tier_count(st, b, 1);
-            else /* resident (step 2): written anew */
+            else /* resident (step 2): written anew (a removed block's
+                    record is older than its tombstone) */
                 sb_tier_unclean(st, b);
         }
         b->n_tokens = region_tokens(ns, n, r);
@@ -1076,6 +1078,10 @@ int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, uint64_t ttl_m
         sb_blk_ref(pages[i]);
         cold |= !pages[i]->data;
     }
+    /* While they are read, their records stay readable (as a match's:
+     * reclamation waits for the segments they are in). */
+    for (size_t i = 0; cold && i < nb; i++)
+        sb_tier_match(st, pages[i], 1);
     pthread_mutex_unlock(&st->mu);
     /* Pinned pages are kept in RAM: what is on disk only is read first
      * (reclamation may take a record on disk, never a resident page it
@@ -1086,8 +1092,10 @@ int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, uint64_t ttl_m
         rc = sb_tier_load(ns, pages, nb, &ok, NULL, NULL);
         if (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO) {
             pthread_mutex_lock(&st->mu);
-            for (size_t i = 0; i < nb; i++)
+            for (size_t i = 0; i < nb; i++) {
+                sb_tier_match(st, pages[i], -1);
                 sb_blk_unref(pages[i]);
+            }
             pthread_mutex_unlock(&st->mu);
             sb_free(p);
             sb_free(pages);
@@ -1095,6 +1103,8 @@ int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, uint64_t ttl_m
         }
     }
     pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; cold && i < nb; i++)
+        sb_tier_match(st, pages[i], -1);
     size_t keep = 0; /* leading pages still indexed and resident */
     while (keep < n_pages && pages[keep]->indexed && pages[keep]->data)
         keep++;

@@ -109,6 +109,14 @@ struct sb_page {
     uint8_t superseded;     /* [mu] left the index for a page holding its
                                tokens and more (a longer partial page, or
                                a commit's own copy of it) */
+    uint8_t removed;        /* [mu] left the index by sb_ns_remove: a
+                               record of it written before the removal's
+                               tombstone is dead (recovery drops it), so
+                               a commit that indexes it again writes it
+                               anew, and a write of it in flight when the
+                               tombstone is placed counts as not written.
+                               The tier below clears it once a record of
+                               it is written after the tombstone */
     uint32_t uses;          /* [mu] commits and matches that went through
                                it (saturating): the pool's priority */
     uint32_t pinned;        /* [mu] TTL pins holding it */
@@ -134,13 +142,14 @@ typedef struct sb_heap {
     size_t n, cap;
 } sb_heap;
 
-/* A TTL pin: references to the pages of one prefix. */
+/* A TTL pin: references to the pages of one prefix (and maybe the point
+ * state at its end, last). */
 typedef struct sb_pin {
     uint64_t id;            /* [const] */
     struct sb_ns *ns;       /* [const] */
     uint64_t expiry_ns;     /* [const] store clock; 0: never */
-    size_t n_pages;         /* [const] */
-    sb_blk **pages;         /* [const] (n_pages) one reference each */
+    size_t n_pages;         /* [mu] shrinks when sb_ns_remove takes pages */
+    sb_blk **pages;         /* [mu] (n_pages) one reference each */
     struct sb_pin *next;    /* [mu] store's pin list */
 } sb_pin;
 
@@ -376,6 +385,11 @@ void sb_pins_expire(sb_store *st);
 /* sb_pins_supersede -- every pin holding old (a partial page being
  * superseded) holds repl instead. */
 void sb_pins_supersede(sb_store *st, sb_blk *old, sb_blk *repl);
+
+/* sb_pins_let_go -- every pin of ns lets go of the blocks it holds that
+ * sb_ns_remove took out of the index (marked removed): a pin keeps state
+ * in the index, and these left it. */
+void sb_pins_let_go(sb_store *st, struct sb_ns *ns);
 
 /* sb_pin_free -- drop a pin's references and free it (already unlinked). */
 void sb_pin_free(sb_store *st, sb_pin *p);

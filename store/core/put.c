@@ -154,10 +154,16 @@ static int put_open(sb_put *P, size_t *n_held)
     }
     if (P->layered)
         ns->holds++;
+    bool cold = P->src.held && !P->src.held->data;
+    if (cold) /* its record stays readable while it is read (as a match's) */
+        sb_tier_match(st, P->src.held, 1);
     pthread_mutex_unlock(&st->mu);
-    if (P->src.held && !P->src.held->data) { /* on disk only: read it */
+    if (cold) { /* on disk only: read it */
         size_t ok = 0;
         int rc = sb_tier_load(ns, &P->src.held, 1, &ok, NULL, NULL);
+        pthread_mutex_lock(&st->mu);
+        sb_tier_match(st, P->src.held, -1);
+        pthread_mutex_unlock(&st->mu);
         if (rc != SB_OK) {
             pthread_mutex_lock(&st->mu);
             sb_report_done(&P->rp, st, true);

@@ -561,18 +561,19 @@ static void try_merge(struct sb_ns *ns, sb_node *P)
  *     evict B2:  L2 empties -> removed; X keeps one child and no point ->
  *                X and L merge into --[0,8) abcdefgh-- {A0, B1}
  */
-void sb_radix_evict_page(struct sb_ns *ns, sb_blk *b)
+/* Steps 1 (from the cut) to 4 below for leaf L, whose edge has cover up
+ * to depth cut only. A point state on the way goes with the cover it
+ * lost: reported to gone when given, else counted as evicted. */
+static void cut_back(struct sb_ns *ns, sb_node *L, uint32_t cut,
+                     void (*gone)(void *ctx, sb_blk *b), void *ctx)
 {
     uint32_t pt = ns->page_tokens;
-    sb_node *L = b->node;
-    uint32_t cut = b->region * pt;
-
-    /* 1 */
-    L->n_pages--;
-    sb_blk_unindex(b);
     for (;;) {
         if (L->point) {
-            ns->st->stats.point_evictions++; /* it goes with the cover it lost */
+            if (gone)
+                gone(ctx, L->point);
+            else
+                ns->st->stats.point_evictions++;
             sb_blk_unindex(L->point);
             L->point = NULL;
         }
@@ -601,6 +602,99 @@ void sb_radix_evict_page(struct sb_ns *ns, sb_blk *b)
         try_merge(ns, P);
         return;
     }
+}
+
+void sb_radix_evict_page(struct sb_ns *ns, sb_blk *b)
+{
+    sb_node *L = b->node;
+    uint32_t cut = b->region * ns->page_tokens;
+
+    /* 1 */
+    L->n_pages--;
+    sb_blk_unindex(b);
+    cut_back(ns, L, cut, NULL, NULL);
+}
+
+/* Report block b to gone and unindex it. */
+static void remove_blk(sb_blk *b, void (*gone)(void *ctx, sb_blk *b), void *ctx)
+{
+    gone(ctx, b);
+    sb_blk_unindex(b);
+}
+
+/* Unindex every block of the subtree of top (unlinked from its parent by
+ * the caller) and free its nodes: post-order, as free_subtree. */
+static void remove_subtree(struct sb_ns *ns, sb_node *top,
+                           void (*gone)(void *ctx, sb_blk *b), void *ctx)
+{
+    sb_node *n = top;
+    for (;;) {
+        if (n->n_kids) {
+            n = n->kids[--n->n_kids].node;
+            continue;
+        }
+        sb_node *parent = n->parent;
+        for (uint32_t j = n->n_pages; j-- > 0;)
+            remove_blk(n->pages[j], gone, ctx);
+        n->n_pages = 0;
+        if (n->point)
+            remove_blk(n->point, gone, ctx);
+        n->point = NULL;
+        ns->index_tokens -= n->len;
+        bool last = n == top;
+        node_free(ns, n);
+        if (last)
+            return;
+        n = parent;
+    }
+}
+
+/*
+ * Removing the subtree under a prefix of n tokens (sb_ns_remove), r =
+ * floor(n / pt), the walk stopped in (or at the end of) node N:
+ *
+ *   1. Every child of N goes with its subtree (they all start at or past
+ *      depth n), and N's point state (at N's end, >= n).
+ *   2. N's pages of region r and later go: they end past r * pt, so they
+ *      hold the prefix's tokens from r * pt to n (or start at n) and more.
+ *   3. N's edge now has cover up to depth r * pt only (its page of region
+ *      r - 1 ends there when N starts before it): cut it there, as an
+ *      eviction cuts a leaf (cut_back: an edge left empty goes, and a
+ *      parent left a leaf is cut to its last full page, its point state
+ *      going with the cover it lost). Nothing above depth r * pt changes.
+ *
+ *     pt = 4, prefix "abcdef" (n 6, r 1): "abcdefgh" and "abcdx" stored
+ *
+ *     root --[0,4) abcd--> X{A0} --[4,8) efgh--> N{A1}     (X: 2 kids)
+ *                                \--[4,5) x--> L{B1 partial}
+ *     after:  root --[0,4) abcd--> X{A0} --[4,5) x--> L{B1 partial}
+ *             (N: no kids, no page of region >= 1, cut to depth 4: empty,
+ *             unlinked; X keeps one child and no point: merged with L)
+ */
+void sb_radix_remove(struct sb_ns *ns, const sb_walk *w, size_t n,
+                     void (*gone)(void *ctx, sb_blk *b), void *ctx)
+{
+    uint32_t pt = ns->page_tokens;
+    sb_node *N = w->node;
+    uint32_t r = (uint32_t)(n / pt);
+    /* The page before the cut (region r - 1), a leaf page after it when
+     * nothing below is left: an eviction candidate then. */
+    sb_blk *prev = r ? sb_radix_page_above(N, pt, r - 1) : NULL;
+
+    /* 1 */
+    while (N->n_kids)
+        remove_subtree(ns, N->kids[--N->n_kids].node, gone, ctx);
+    if (N->point)
+        remove_blk(N->point, gone, ctx);
+    N->point = NULL;
+    /* 2 (N starts before depth n, so before region r ends: base <= r) */
+    uint32_t keep = r - N->start / pt;
+    while (N->n_pages > keep)
+        remove_blk(N->pages[--N->n_pages], gone, ctx);
+    /* 3 */
+    cut_back(ns, N, r * pt, gone, ctx);
+    if (prev && sb_radix_is_leaf_page(prev))
+        sb_blk_candidate(prev);
 }
 
 void sb_radix_drop_point(struct sb_ns *ns, sb_node *node)

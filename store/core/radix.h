@@ -160,6 +160,15 @@ sb_node *sb_radix_apply(struct sb_ns *ns, const sb_walk *w,
  * nodes left empty. */
 void sb_radix_evict_page(struct sb_ns *ns, sb_blk *b);
 
+/* sb_radix_remove -- unindex what sb_ns_remove of tokens[0, n) takes
+ * (snapbank.h): every page of region n / pt or later and every point
+ * state on a path through the prefix, and a point state between depths
+ * (n / pt) * pt and n left without cover; w is a walk that matched all n
+ * tokens (w->m == n >= 1). gone(ctx, b) sees each block just before it
+ * is unindexed (gone must not change the tree). */
+void sb_radix_remove(struct sb_ns *ns, const sb_walk *w, size_t n,
+                     void (*gone)(void *ctx, sb_blk *b), void *ctx);
+
 /* sb_radix_drop_point -- unindex the point state of node, merging the node
  * into its only child when that is now possible. */
 void sb_radix_drop_point(struct sb_ns *ns, sb_node *node);

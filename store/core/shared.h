@@ -50,6 +50,12 @@ typedef struct sb_shared_ops {
     /* Unlocked: wait until every page offered before the call is
      * published or dropped (the cluster did not take it). */
     void (*flush)(sb_store *st);
+    /* Unlocked: sb_ns_remove took pages of ns with the content keys
+     * keys[0, n) (full pages) out of the index: delete them from the pool
+     * (best effort, waiting at most about twice the shared timeout) and
+     * drop their publications still queued. lost: keys of removed pages
+     * the caller could not collect (no memory), counted as failed. */
+    void (*forget)(struct sb_ns *ns, const sb_key *keys, size_t n, size_t lost);
     /* [mu] fill the shared_* fields of *out. */
     void (*stats)(const sb_store *st, sb_stats *out);
     /* Unlocked: stop publishing (what is queued is dropped, its references
@@ -90,6 +96,15 @@ static inline void sb_shared_flush(sb_store *st)
 {
     if (st->shared.ops)
         st->shared.ops->flush(st);
+}
+
+/* sb_shared_forget -- unlocked: delete the keys of removed full pages of
+ * ns from the pool (see the table). Without a shared tier: nothing. */
+static inline void sb_shared_forget(sb_store *st, struct sb_ns *ns, const sb_key *keys,
+                                    size_t n, size_t lost)
+{
+    if (st->shared.ops && (n || lost))
+        st->shared.ops->forget(ns, keys, n, lost);
 }
 
 /* sb_shared_stats -- [mu] the shared_* fields of *out (zero without). */

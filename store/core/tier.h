@@ -32,6 +32,8 @@
  *              restore (prefault), and a long put streamed through the
  *              backlog (stream_pages, stream_wait);
  *   - forget:  a cut block leaves the index with what depends on it (drop);
+ *              a prefix the caller removed is recorded as removed, durably
+ *              (remove, remove_wait);
  *   - tickets: durability outcomes of a put or commit (ticket, wset_new,
  *              wset_free, wset_reserve, wset_unreserve, outcome).
  *
@@ -356,6 +358,43 @@ static inline void sb_tier_drop(struct sb_ns *ns, sb_blk *b)
 {
     if (ns->st->tier.ops)
         ns->st->tier.ops->drop(ns, b);
+}
+
+/* sb_tier_remove -- [mu] sb_ns_remove is taking every state of ns whose
+ * tokens start with a prefix of n tokens out of the index, under this
+ * same hold of st->mu: record the removal in the tier, so that nothing
+ * the tier keeps of those states comes back (the disk tier: a tombstone,
+ * queued now and written before any block queued after it). parent is
+ * the content key of the prefix's last full page (page n / pt - 1; the
+ * namespace's root key when n < pt), rest[0, n_rest) its tokens after
+ * that page (n_rest = n mod pt), read during the call only. Blocks the
+ * tier holds for writing that left the index (the caller unindexes them
+ * before letting go of st->mu) are never written. *req receives what
+ * sb_tier_remove_wait waits for (NULL: nothing to wait for).
+ * Returns: SB_OK; SB_ERR_NOMEM (nothing recorded: the caller changes
+ * nothing). RAM only: SB_OK, *req NULL. */
+static inline int sb_tier_remove(struct sb_ns *ns, const sb_key *parent, uint32_t n,
+                                 const uint32_t *rest, uint32_t n_rest, void **req)
+{
+    *req = NULL;
+    if (ns->st->tier.ops)
+        return ns->st->tier.ops->remove(ns, parent, n, rest, n_rest, req);
+    return SB_OK;
+}
+
+/* sb_tier_remove_wait -- unlocked: wait until the removal req records is
+ * durable (the disk tier: the tombstone written and synced, whatever the
+ * durability mode), or known not to be; frees req (NULL: SB_OK).
+ * Returns: SB_OK (no restart brings the removed states back); SB_ERR_IO
+ * (a write or sync of it failed, or the tier stopped writing after an
+ * I/O error); SB_ERR_NOSPC (the tier's cap or file system is full): not
+ * durable, and a restart may bring the states back as a crash before the
+ * call would (snapbank.h sb_ns_remove). RAM only: not called. */
+static inline int sb_tier_remove_wait(sb_store *st, void *req)
+{
+    if (!req || !st->tier.ops)
+        return SB_OK;
+    return st->tier.ops->remove_wait(st, req);
 }
 
 /* ---- tickets ---------------------------------------------------------------- *

@@ -74,6 +74,9 @@ typedef struct sb_tier_ops {
 
     /* forget */
     void (*drop)(struct sb_ns *ns, sb_blk *b);
+    int (*remove)(struct sb_ns *ns, const sb_key *parent, uint32_t n, const uint32_t *rest,
+                  uint32_t n_rest, void **req);
+    int (*remove_wait)(sb_store *st, void *req);
 
     /* tickets */
     uint64_t (*ticket)(const sb_store *st);

@@ -73,6 +73,7 @@ int sb_disk_super_write(sb_disk *d)
     uint64_t wear_write = d->wear_write0 + d->write_bytes + d->slot_bytes;
     uint64_t wear_logical = d->wear_logical0 + d->wa_logical;
     uint64_t wear_reinsert = d->wear_reinsert0 + d->wa_reinsert;
+    bool tombstones = d->tomb_mark;
     pthread_mutex_unlock(&d->st->mu);
     d->write_count++;
     sb_super s = {
@@ -87,6 +88,7 @@ int sb_disk_super_write(sb_disk *d)
         .wear_write = wear_write, /* this write included */
         .wear_logical = wear_logical,
         .wear_reinsert = wear_reinsert,
+        .tombstones = tombstones, /* version 3 */
     };
     int rc = sb_super_encode(&s, buf);
     if (rc == SB_OK) {
@@ -463,6 +465,7 @@ static void disk_free(sb_disk *d)
     sb_io_destroy(d->rio);
     sb_io_destroy(d->wio);
     sb_tkt_free_all(d); /* (every block a ticket waited for is let go) */
+    sb_tomb_free_all(d);
     free(d->segs);
     free(d->pool);
     pthread_cond_destroy(&d->work_cv);
@@ -909,6 +912,11 @@ void sb_disk_stats(const sb_store *st, sb_stats *out)
     out->salvage_skipped_files = d->salv_skipped;
     out->salvage_dropped_records = d->salv_dropped;
     out->salvage_dropped_bytes = d->salv_dropped_bytes;
+    out->disk_tombstones = d->tombs_written;
+    out->disk_tombstone_bytes = d->wa_tomb;
+    out->disk_tombstones_live = d->n_tombs;
+    out->recovered_tombstones = d->rec_tombs;
+    out->recovery_removed = d->rec_removed;
 }
 
 /* ---- the tier table ------------------------------------------------------------------ */
@@ -955,6 +963,8 @@ static const sb_tier_ops disk_tier_ops = {
     .stream_pages = sb_disk_stream_pages,
     .stream_wait = sb_disk_stream_wait,
     .drop = sb_disk_drop,
+    .remove = sb_disk_remove,
+    .remove_wait = sb_disk_remove_wait,
     .ticket = sb_disk_ticket,
     .wset_new = sb_disk_wset_new,
     .wset_free = sb_disk_wset_free,

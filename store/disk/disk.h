@@ -261,6 +261,21 @@ int sb_disk_load(struct sb_ns *ns, sb_blk **blocks, size_t n, size_t *n_ok,
  * reference to b besides the index's. [mu] (dread.c) */
 void sb_disk_drop(struct sb_ns *ns, sb_blk *b);
 
+/* sb_disk_remove -- [mu] the tier table's remove (tier.h sb_tier_remove):
+ * queue a tombstone for the removal of the prefix of n tokens of ns whose
+ * last full page has key parent, rest[0, n_rest) after it; *req receives
+ * it, for sb_disk_remove_wait. A tier that writes nothing more (stopped
+ * by an I/O error or a full cap) fails it at once. (tomb.c)
+ * Returns: SB_OK; SB_ERR_NOMEM (nothing queued). */
+int sb_disk_remove(struct sb_ns *ns, const sb_key *parent, uint32_t n, const uint32_t *rest,
+                   uint32_t n_rest, void **req);
+
+/* sb_disk_remove_wait -- unlocked: the tier table's remove_wait: hurry
+ * the writer (the tombstone is written and synced whatever the
+ * durability mode) and wait until req is durable or failed; let go of it.
+ * Returns: SB_OK; SB_ERR_IO; SB_ERR_NOSPC (tier.h). (tomb.c) */
+int sb_disk_remove_wait(sb_store *st, void *req);
+
 /* sb_disk_flush -- wait until every block queued before the call is written
  * and synced (under write-back, every dirty block is queued first).
  * Unlocked.

@@ -126,6 +126,51 @@ static inline void sb_disk_state_set(sb_blk *b, int state)
                      flags[state & 3]);
 }
 
+/* A tombstone (format.h): a removal (sb_ns_remove) as the tier records
+ * it, from its queueing until the tier drops it (tomb.c). [mu]
+ *
+ *   queued     on d->tq, written before any block queued after it (the
+ *              writer takes tombstones first)
+ *   in flight  a writer slot holds it
+ *   written    on d->tpend until a sync: a good one makes it durable (a
+ *              new one: its caller's wait returns SB_OK; a copy: it takes
+ *              the place of the one it copies), a failed one fails it
+ *   live       on d->tombs while a segment may hold a record it removes:
+ *              where its newest record is; reclamation writes it again
+ *              (a copy, copy_of the one in the segment going) or drops it
+ *
+ * A new tombstone is freed by its caller's wait when nothing else holds
+ * it; a live one by the tier (reclamation, close). */
+typedef struct sb_tomb {
+    uint64_t ns_id;
+    sb_key parent;             /* key of the page before the cut region */
+    sb_key key;                /* chained over rest from parent (parent
+                                  itself when n_rest is 0) */
+    uint32_t position;         /* n: the removed prefix's length */
+    uint32_t n_rest;           /* its tokens after page parent: n mod pt */
+    uint64_t removal_seq;      /* records below it through the cut are
+                                  removed: the first record's seq (0 until
+                                  a new one is placed) */
+    int state;                 /* SB_TOMB_PENDING, _DURABLE or _FAILED: what
+                                  a waiting caller is told */
+    int rc;                    /* FAILED: SB_ERR_IO or SB_ERR_NOSPC */
+    bool queued;               /* on d->tq or in a writer slot */
+    bool pend;                 /* on d->tpend */
+    bool live;                 /* on d->tombs */
+    bool waited;               /* a caller's sb_disk_remove_wait holds it */
+    bool placed;               /* a record of it is written: seg, rec_* */
+    struct sb_tomb *copy_of;   /* a copy: the live tombstone it replaces */
+    uint32_t from;             /* a copy: the segment it is copied out of */
+    uint32_t seg, seg_id;      /* where its newest record is (placed) */
+    uint64_t rec_off, rec_seq;
+    uint32_t rec_bytes;
+    struct sb_tomb *qnext;     /* d->tq, or d->tpend */
+    struct sb_tomb *next, *prev; /* d->tombs */
+    uint32_t rest[];           /* (n_rest) */
+} sb_tomb;
+
+enum { SB_TOMB_PENDING = 0, SB_TOMB_DURABLE = 1, SB_TOMB_FAILED = 2 };
+
 /* An entry of the priority pool (admit.c): a block and its place. */
 typedef struct sb_pool_ent {
     sb_blk *b;
@@ -156,7 +201,11 @@ typedef struct sb_seg {
     size_t sum_len, sum_cap;
     sb_seg_ent *ent;           /* one per record written, any order */
     size_t n_ent, ent_cap;
-    uint64_t first_seq, last_seq;
+    uint64_t first_seq, last_seq; /* its records' lowest and highest seq
+                                  (kept after it is sealed, and set by
+                                  recovery: reclamation asks whether a
+                                  segment may hold what a tombstone
+                                  removes) */
     uint64_t *ns_ids;          /* namespaces with a record in it */
     size_t n_ns, ns_cap;
     bool damaged;              /* a write to it failed: seal it early */
@@ -314,6 +363,27 @@ struct sb_disk {
     size_t n_wruns, wruns_cap;
     uint64_t wforgot;          /* tickets up to it that are not pending or
                                   in a run are forgotten (0: none) */
+
+    /* tombstones [mu] (tomb.c) */
+    sb_tomb *tq_head, *tq_tail; /* queued, written first */
+    sb_tomb *tpend;            /* written, waiting for a sync */
+    sb_tomb *tombs;            /* live: records they remove may remain */
+    uint64_t n_tombs;          /* on d->tombs */
+    bool tomb_mark;            /* the superblock says version 3 from its
+                                  next write on ([w] writes it) */
+    bool super_tomb;           /* ...and one said so durably: tombstones
+                                  may be written */
+    uint64_t removal_mark;     /* next_seq when the last removal was
+                                  queued: a record written with a smaller
+                                  seq of a block a removal took (marked
+                                  removed) is dead, one with a larger seq
+                                  was placed after its tombstone */
+    uint64_t stale_seq;        /* the oldest first_seq of a segment whose
+                                  files a failed unlink may have left (0:
+                                  none): a later open adopts them */
+    uint64_t tombs_written, wa_tomb; /* records and bytes (copies too) */
+    uint64_t rec_tombs, rec_removed; /* recovery: tombstones found, records
+                                  they removed */
 
     /* counters [mu] */
     uint64_t write_bytes, read_bytes;
@@ -480,6 +550,43 @@ void sb_tkt_short(sb_disk *d, sb_blk *b);
 void sb_tkt_unclean(sb_disk *d, sb_blk *b);
 void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok);
 void sb_tkt_free_all(sb_disk *d);
+
+/* ---- tomb.c -------------------------------------------------------------------- */
+
+/* sb_tomb_new -- a tombstone of ns_id for the prefix of n tokens whose
+ * last full page has key parent, rest[0, n_rest) after it (copied); not
+ * queued. NULL when out of memory. */
+sb_tomb *sb_tomb_new(sb_store *st, uint64_t ns_id, const sb_key *parent, uint32_t n,
+                     const uint32_t *rest, uint32_t n_rest);
+
+/* sb_tomb_copy -- [mu] a copy of live tombstone t, to be written again
+ * because its segment is reclaimed (copy_of t, from t's segment; the
+ * same removal sequence). NULL when out of memory. */
+sb_tomb *sb_tomb_copy(sb_disk *d, sb_tomb *t);
+
+/* sb_tomb_queue -- [mu] append t to the writer's tombstone queue. */
+void sb_tomb_queue(sb_disk *d, sb_tomb *t);
+
+/* sb_tomb_release -- [mu] free t when nothing holds it any more (not
+ * queued, pending, live or waited for). */
+void sb_tomb_release(sb_disk *d, sb_tomb *t);
+
+/* sb_tomb_live_add / sb_tomb_live_remove -- [mu] t joins / leaves the
+ * live list (d->tombs). */
+void sb_tomb_live_add(sb_disk *d, sb_tomb *t);
+void sb_tomb_live_remove(sb_disk *d, sb_tomb *t);
+
+/* sb_tomb_fail -- [mu] t will not be durable (rc): a new one's caller is
+ * told (woken); a copy gives up the drain of its segment (which stays, t's
+ * original in it). t leaves the queue or pending list first (caller). */
+void sb_tomb_fail(sb_disk *d, sb_tomb *t, int rc);
+
+/* sb_tomb_needed -- [mu] may a segment other than v hold a record that
+ * live tombstone t removes (a record older than its removal sequence)? */
+bool sb_tomb_needed(const sb_disk *d, const sb_tomb *t, uint32_t v);
+
+/* sb_tomb_free_all -- free every tombstone the tier holds (it closes). */
+void sb_tomb_free_all(sb_disk *d);
 
 /* ---- writer.c ------------------------------------------------------------------ */
 

@@ -41,6 +41,11 @@
  *      (evict.c). Blocks on disk only leave the index with every page and
  *      point state after them (a match holding one still restores it: its
  *      bytes, or its segment, stay until the match is released).
+ *   Tombstones (tomb.c): one in V still needed -- another segment holds a
+ *      record older than its removal sequence, which it removes -- is
+ *      written again (a copy, queued at step 3 before any block), and V
+ *      drains until the copy is synced; the others of V go with it. An
+ *      at-once reclamation never picks a V holding a needed one.
  *   4. With no copies pending and nobody holding V (at once, or when the
  *      last copy is written and synced and the last match or read let
  *      go): under rd_mu and st->mu V's slot is freed and its reader fd
@@ -64,6 +69,8 @@
 #include "internal.h"
 
 typedef struct victims {
+    sb_tomb *tcopies;          /* copies of V's tombstones still needed
+                                  (through qnext), queued at step 3 */
     sb_blk **b;                /* (n) collected blocks, one reference each */
     uint8_t *hot;              /* (n) */
     size_t n, cap;
@@ -146,6 +153,59 @@ static void mark_hot(victims *vs, uint32_t v)
         if (vs->hot)
             vs->hot[i] = vs->b[i]->mark;
         vs->b[i]->mark = 0;
+    }
+}
+
+/* Does segment v hold a tombstone still needed elsewhere (a segment
+ * other than v may hold a record it removes)? [mu] */
+static bool tombs_keep(const sb_disk *d, uint32_t v)
+{
+    for (const sb_tomb *t = d->tombs; t; t = t->next)
+        if (t->placed && t->seg == v && t->seg_id == d->segs[v].id && sb_tomb_needed(d, t, v))
+            return true;
+    return false;
+}
+
+/* Step 1's tombstones: a copy of each of V's still needed (none in an
+ * at-once reclamation: its victim has none). Returns false when out of
+ * memory (no copy made). [mu] */
+static bool tombs_plan(sb_disk *d, victims *vs, uint32_t v)
+{
+    for (sb_tomb *t = d->tombs; t; t = t->next) {
+        if (!t->placed || t->seg != v || t->seg_id != d->segs[v].id ||
+            !sb_tomb_needed(d, t, v))
+            continue;
+        sb_tomb *c = sb_tomb_copy(d, t);
+        if (!c) {
+            while (vs->tcopies) {
+                sb_tomb *x = vs->tcopies;
+                vs->tcopies = x->qnext;
+                sb_tomb_release(d, x);
+            }
+            return false;
+        }
+        c->qnext = vs->tcopies;
+        vs->tcopies = c;
+    }
+    return true;
+}
+
+/* Step 3's tombstones: the copies are queued (V drains until they are
+ * synced), the others of V dropped. [mu] */
+static void tombs_settle(sb_disk *d, victims *vs, uint32_t v)
+{
+    while (vs->tcopies) {
+        sb_tomb *c = vs->tcopies;
+        vs->tcopies = c->qnext;
+        d->segs[v].copies++;
+        sb_tomb_queue(d, c);
+    }
+    for (sb_tomb *t = d->tombs, *next; t; t = next) {
+        next = t->next;
+        if (t->placed && t->seg == v && t->seg_id == d->segs[v].id && !sb_tomb_needed(d, t, v)) {
+            sb_tomb_live_remove(d, t);
+            sb_tomb_release(d, t);
+        }
     }
 }
 
@@ -287,6 +347,7 @@ void sb_disk_release(sb_disk *d, uint32_t v)
     pthread_mutex_lock(&d->rd_mu);
     pthread_mutex_lock(&d->st->mu);
     uint32_t id = s->id;
+    uint64_t first_seq = s->first_seq;
     if (s->rfd >= 0)
         sb_io_close(d->rio, s->rfd);
     s->rfd = -1;
@@ -312,6 +373,10 @@ void sb_disk_release(sb_disk *d, uint32_t v)
         pthread_mutex_lock(&d->st->mu);
         d->write_errors++;
         sb_disk_fault(d, rc);
+        /* Its files may remain, and a later open adopts them: tombstones
+         * must outlive what they remove there too (sb_tomb_needed). */
+        if (first_seq && (!d->stale_seq || first_seq < d->stale_seq))
+            d->stale_seq = first_seq;
         pthread_mutex_unlock(&d->st->mu);
     }
 }
@@ -323,7 +388,8 @@ int sb_disk_reclaim(sb_disk *d, bool copies)
     uint32_t v = UINT32_MAX;
     for (uint32_t i = 0; i < d->n_segs; i++)
         if (d->segs[i].state == SB_SEG_SEALED && i != d->cur && !d->segs[i].draining &&
-            (copies || !d->segs[i].holds) && (v == UINT32_MAX || d->segs[i].id < d->segs[v].id))
+            (copies || (!d->segs[i].holds && !tombs_keep(d, i))) &&
+            (v == UINT32_MAX || d->segs[i].id < d->segs[v].id))
             v = i;
     if (v == UINT32_MAX) {
         pthread_mutex_unlock(&st->mu);
@@ -336,6 +402,8 @@ int sb_disk_reclaim(sb_disk *d, bool copies)
             collect(ns, &vs);
     if (!vs.nomem)
         mark_hot(&vs, v);
+    if (!vs.nomem && !tombs_plan(d, &vs, v))
+        vs.nomem = true;
     int rc = vs.nomem || !vs.hot ? SB_ERR_NOMEM : SB_OK;
     pthread_mutex_unlock(&st->mu);
 
@@ -343,8 +411,15 @@ int sb_disk_reclaim(sb_disk *d, bool copies)
         read_hot(d, &vs, v);
 
     pthread_mutex_lock(&st->mu);
-    if (rc == SB_OK)
+    if (rc == SB_OK) {
         settle(d, &vs, v, copies);
+        tombs_settle(d, &vs, v);
+    }
+    while (vs.tcopies) { /* (not settled: no memory) */
+        sb_tomb *c = vs.tcopies;
+        vs.tcopies = c->qnext;
+        sb_tomb_release(d, c);
+    }
     bool drain = rc == SB_OK && (d->segs[v].copies > 0 || d->segs[v].holds > 0);
     d->segs[v].draining = drain;
     d->segs[v].going = rc == SB_OK;

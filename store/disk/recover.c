@@ -20,7 +20,12 @@
  *      ends the segment: nothing after it is looked at.
  *   3. Namespaces from their records (the layout and identity; the id must
  *      be the one the identity and scope hash to).
- *   4. Pages: a map from content key to record. Every page record that no
+ *   3b. Tombstones (removals: format.h): every sound one is kept live
+ *      (the tier rewrites it while a segment may hold what it removes),
+ *      in every mode; each segment's lowest seq is noted for that.
+ *   4. Pages: a map from content key to record; the records a tombstone
+ *      removes (see "tombstones" below) are taken out of it first, and are
+ *      neither leaves nor parents. Every page record that no
  *      other record names as its parent is a leaf; its chain of parents
  *      (same namespace, each a full page ending where the next starts) back
  *      to the namespace's root key gives the token path. Its keys are
@@ -349,7 +354,7 @@ static rrec *lookup(const rctx *c, const sb_key *k)
             return NULL;
         rrec *r = &c->r[v - 1];
         if (r->h.key[0] == k->lo && r->h.key[1] == k->hi)
-            return r;
+            return r->dead ? NULL : r; /* (a removed key: every copy is) */
     }
 }
 
@@ -392,6 +397,238 @@ static int build_map(rctx *c)
                 c->r[c->map[j] - 1].winner = 0;
             c->map[j] = (uint32_t)(i + 1);
             r->winner = 1;
+        }
+    }
+    return SB_OK;
+}
+
+/* ---- tombstones ------------------------------------------------------------------- *
+ *
+ * A tombstone (format.h) removes every page and point record older than
+ * its removal sequence whose path passes through its cut. Each page
+ * record's kill is the largest removal sequence of the tombstones on its
+ * path: its parent's kill (memoized up the chain of winners), or that of
+ * a tombstone naming its own region (same parent key, same region start,
+ * its tokens starting with the tombstone's rest); a point record's the
+ * same through its parent page. Records of one key share a path, hence a
+ * kill, and the newer copy wins: a removed key has every copy removed. A
+ * record with a seq below its kill is dead: out of the map (lookup), no
+ * leaf, no parent, and counted (recovery_removed), not as an orphan. A
+ * record written after the tombstone (a put of the prefix again) has a
+ * larger seq and stays. */
+
+/* Record r's tokens (NULL when it has none: the array may be empty). */
+static const uint32_t *tok_of(const rctx *c, const rrec *r)
+{
+    return r->h.n_tokens ? c->tok + r->tok : NULL;
+}
+
+/* Is tombstone record r sound: a removal sequence no later than its own
+ * seq (a copy's is earlier), rest tokens within its position, its key
+ * chained from its parent over them? */
+static bool tomb_sound(const rctx *c, const rrec *r)
+{
+    uint64_t rs = sb_rec_tomb_seq(c->bytes + r->extra);
+    if (!rs || rs > r->h.seq || r->h.position < r->h.n_tokens)
+        return false;
+    sb_key parent = { r->h.parent_key[0], r->h.parent_key[1] };
+    sb_key k = r->h.n_tokens ? sb_host_key_chain(&parent, tok_of(c, r), r->h.n_tokens)
+                             : parent;
+    return k.lo == r->h.key[0] && k.hi == r->h.key[1];
+}
+
+/* Order of tombstone records: namespace, parent key. */
+static int tix_cmp3(const rrec *x, uint64_t ns, uint64_t p1, uint64_t p0)
+{
+    if (x->h.ns_id != ns)
+        return x->h.ns_id < ns ? -1 : 1;
+    if (x->h.parent_key[1] != p1)
+        return x->h.parent_key[1] < p1 ? -1 : 1;
+    if (x->h.parent_key[0] != p0)
+        return x->h.parent_key[0] < p0 ? -1 : 1;
+    return 0;
+}
+
+static const rctx *tix_ctx; /* (qsort has no context argument) */
+
+static int tix_cmp(const void *a, const void *b)
+{
+    const rrec *x = &tix_ctx->r[*(const size_t *)a], *y = &tix_ctx->r[*(const size_t *)b];
+    int o = tix_cmp3(x, y->h.ns_id, y->h.parent_key[1], y->h.parent_key[0]);
+    if (o)
+        return o;
+    return x->h.seq < y->h.seq ? -1 : x->h.seq > y->h.seq;
+}
+
+/* Index the sound tombstone records into c->tix (sorted). The opening
+ * thread alone runs recovery, so the sort's context is a static. */
+static int tombs_index(rctx *c)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < c->n; i++)
+        k += c->r[i].h.kind == SB_REC_TOMBSTONE;
+    c->d->rec_tombs = k;
+    if (!k)
+        return SB_OK;
+    c->d->tomb_mark = true; /* the next superblock write says version 3 */
+    c->tix = malloc(k * sizeof *c->tix);
+    if (!c->tix)
+        return SB_ERR_NOMEM;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->r[i].h.kind == SB_REC_TOMBSTONE && tomb_sound(c, &c->r[i]))
+            c->tix[c->n_tix++] = i;
+    tix_ctx = c;
+    qsort(c->tix, c->n_tix, sizeof *c->tix, tix_cmp);
+    tix_ctx = NULL;
+    return SB_OK;
+}
+
+/* The tier keeps every tombstone found, live (reclamation decides when one
+ * may go), once per removal: of identical ones (copies) the newest
+ * record. */
+static int tombs_adopt(rctx *c)
+{
+    sb_disk *d = c->d;
+    for (size_t j = 0; j < c->n_tix; j++) {
+        const rrec *r = &c->r[c->tix[j]];
+        uint64_t rs = sb_rec_tomb_seq(c->bytes + r->extra);
+        bool newer_copy = false;
+        for (size_t k = j + 1; k < c->n_tix && !newer_copy; k++) {
+            const rrec *o = &c->r[c->tix[k]];
+            if (tix_cmp3(o, r->h.ns_id, r->h.parent_key[1], r->h.parent_key[0]))
+                break;
+            newer_copy = o->h.position == r->h.position && o->h.n_tokens == r->h.n_tokens &&
+                         sb_rec_tomb_seq(c->bytes + o->extra) == rs &&
+                         (!r->h.n_tokens ||
+                          !memcmp(tok_of(c, o), tok_of(c, r), 4ull * r->h.n_tokens));
+        }
+        if (newer_copy) /* (sorted by seq within a key: o is newer) */
+            continue;
+        sb_key parent = { r->h.parent_key[0], r->h.parent_key[1] };
+        sb_tomb *t = sb_tomb_new(d->st, r->h.ns_id, &parent, r->h.position, tok_of(c, r),
+                                 r->h.n_tokens);
+        if (!t)
+            return SB_ERR_NOMEM;
+        t->removal_seq = rs;
+        t->state = SB_TOMB_DURABLE;
+        t->placed = true;
+        t->seg = r->seg;
+        t->seg_id = r->h.segment_id;
+        t->rec_off = r->off;
+        t->rec_seq = r->h.seq;
+        t->rec_bytes = (uint32_t)sb_rec_record_bytes(&r->h);
+        pthread_mutex_lock(&d->st->mu);
+        sb_tomb_live_add(d, t);
+        pthread_mutex_unlock(&d->st->mu);
+    }
+    return SB_OK;
+}
+
+/* The largest removal sequence of the tombstones that remove a record of
+ * namespace ns chaining from parent (p0, p1) whose region starts at start
+ * with tokens tok[0, n) (a page's; a point state's up to its position). */
+static uint64_t direct_kill(const rctx *c, uint64_t ns, uint64_t p0, uint64_t p1,
+                            uint32_t start, const uint32_t *tok, uint32_t n)
+{
+    size_t lo = 0, hi = c->n_tix;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tix_cmp3(&c->r[c->tix[mid]], ns, p1, p0) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t best = 0;
+    for (size_t j = lo; j < c->n_tix; j++) {
+        const rrec *t = &c->r[c->tix[j]];
+        if (tix_cmp3(t, ns, p1, p0))
+            break;
+        uint32_t k = t->h.n_tokens;
+        if (t->h.position - k != start || k > n || (k && memcmp(tok_of(c, t), tok, 4ull * k)))
+            continue;
+        uint64_t rs = sb_rec_tomb_seq(c->bytes + t->extra);
+        best = rs > best ? rs : best;
+    }
+    return best;
+}
+
+/* The winner whose page region ends where a record's region starts (its
+ * parent on the chain), or NULL (the root, or a chain that breaks). */
+static rrec *chain_parent(const rctx *c, const rrec *x, uint32_t start)
+{
+    if (start == 0)
+        return NULL;
+    sb_key k = { x->h.parent_key[0], x->h.parent_key[1] };
+    rrec *p = lookup(c, &k);
+    if (!p || p->h.ns_id != x->h.ns_id || p->h.position >= start ||
+        p->h.position + p->h.n_tokens != start)
+        return NULL;
+    return p;
+}
+
+/* Compute the kill of winner x and of the winners above it not yet done. */
+static int page_kill(rctx *c, rrec *x)
+{
+    size_t n = 0;
+    rrec *cur = x;
+    while (cur && !cur->kill_done) {
+        if (n == c->kcap) {
+            size_t cap = c->kcap ? 2 * c->kcap : 256;
+            rrec **p = realloc(c->kstack, cap * sizeof *p);
+            if (!p)
+                return SB_ERR_NOMEM;
+            c->kstack = p;
+            c->kcap = cap;
+        }
+        c->kstack[n++] = cur;
+        cur = chain_parent(c, cur, cur->h.position);
+    }
+    uint64_t base = cur ? cur->kill : 0;
+    while (n) {
+        rrec *y = c->kstack[--n];
+        uint64_t k = direct_kill(c, y->h.ns_id, y->h.parent_key[0], y->h.parent_key[1],
+                                 y->h.position, tok_of(c, y), y->h.n_tokens);
+        y->kill = k > base ? k : base;
+        y->kill_done = 1;
+        base = y->kill;
+    }
+    return SB_OK;
+}
+
+/* Mark the records the tombstones removed (see above). After build_map. */
+static int mark_removed(rctx *c)
+{
+    if (!c->n_tix)
+        return SB_OK;
+    for (size_t i = 0; i < c->n; i++) {
+        rrec *x = &c->r[i];
+        if (x->h.kind == SB_REC_PAGE && x->winner && !x->kill_done) {
+            int rc = page_kill(c, x);
+            if (rc != SB_OK)
+                return rc;
+        }
+    }
+    /* Every kill first (lookup skips the dead), then who is dead. */
+    for (size_t i = 0; i < c->n; i++) {
+        rrec *x = &c->r[i];
+        if (x->h.kind == SB_REC_PAGE) {
+            sb_key k = { x->h.key[0], x->h.key[1] };
+            rrec *w = x->winner ? x : lookup(c, &k);
+            x->kill = w ? w->kill : 0;
+        } else if (x->h.kind == SB_REC_POINT && x->h.n_tokens <= x->h.position) {
+            uint32_t start = x->h.position - x->h.n_tokens;
+            rrec *p = chain_parent(c, x, start);
+            uint64_t k = direct_kill(c, x->h.ns_id, x->h.parent_key[0], x->h.parent_key[1],
+                                     start, tok_of(c, x), x->h.n_tokens);
+            x->kill = p && p->kill > k ? p->kill : k;
+        }
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        rrec *x = &c->r[i];
+        if ((x->h.kind == SB_REC_PAGE || x->h.kind == SB_REC_POINT) && x->h.seq < x->kill) {
+            x->dead = 1;
+            c->d->rec_removed += x->h.kind == SB_REC_POINT || x->winner;
+            x->winner = 0;
         }
     }
     return SB_OK;
@@ -623,11 +860,13 @@ static int rebuild(rctx *c)
     int rc = open_namespaces(c);
     if (rc == SB_OK)
         rc = build_map(c);
+    if (rc == SB_OK)
+        rc = mark_removed(c);
     if (rc != SB_OK)
         return rc;
     for (size_t i = 0; i < c->n; i++) {
         rrec *r = &c->r[i];
-        if (r->h.kind != SB_REC_PAGE || r->h.position == 0)
+        if (r->h.kind != SB_REC_PAGE || r->h.position == 0 || r->dead)
             continue;
         sb_key k = { r->h.parent_key[0], r->h.parent_key[1] };
         rrec *p = lookup_near(c, &k, r);
@@ -659,7 +898,7 @@ static int rebuild(rctx *c)
     }
     size_t first_point = n_order;
     for (size_t i = 0; i < c->n; i++)
-        if (c->r[i].h.kind == SB_REC_POINT)
+        if (c->r[i].h.kind == SB_REC_POINT && !c->r[i].dead)
             order[n_order++] = (ns_ref){ 0, c->r[i].h.seq, i };
     qsort(order + first_point, n_order - first_point, sizeof *order, ns_ref_cmp);
     for (size_t k = 0; k < n_order && rc == SB_OK; k++) {
@@ -707,7 +946,7 @@ static int rebuild(rctx *c)
     /* Orphans: records whose chain broke (not older copies of a record). */
     for (size_t i = 0; i < c->n; i++) {
         rrec *r = &c->r[i];
-        if (r->placed || (r->h.kind != SB_REC_PAGE && r->h.kind != SB_REC_POINT))
+        if (r->placed || r->dead || (r->h.kind != SB_REC_PAGE && r->h.kind != SB_REC_POINT))
             continue;
         if (r->h.kind == SB_REC_PAGE && !r->winner)
             continue;
@@ -871,6 +1110,7 @@ static int read_slots(sb_disk *d)
     d->wear_write0 = s.wear_write;
     d->wear_logical0 = s.wear_logical;
     d->wear_reinsert0 = s.wear_reinsert;
+    d->tomb_mark = d->super_tomb = s.tombstones;
     d->n_segs = s.n_segments;
     for (uint32_t i = 0; i < s.n_segments; i++) {
         sb_seg *g = &d->segs[i];
@@ -921,6 +1161,19 @@ int sb_disk_recover(sb_disk *d)
         if (c.r[i].h.seq > max_seq)
             max_seq = c.r[i].h.seq;
     d->next_seq = max_seq + 1;
+    /* What each segment holds, by seq (reclamation asks, for tombstones). */
+    for (size_t i = 0; i < c.n; i++) {
+        sb_seg *g = &d->segs[c.r[i].seg];
+        uint64_t q = c.r[i].h.seq;
+        if (!g->first_seq || q < g->first_seq)
+            g->first_seq = q;
+        if (q > g->last_seq)
+            g->last_seq = q;
+    }
+    if (rc == SB_OK)
+        rc = tombs_index(&c);
+    if (rc == SB_OK)
+        rc = tombs_adopt(&c);
     /* Write-only never reads the tier: an index of records on disk only
      * would serve nothing and hold the tokens a put must store again, so
      * the store starts empty. The records stay for a later open in a mode
@@ -953,5 +1206,7 @@ int sb_disk_recover(sb_disk *d)
     free(c.map);
     free(c.sum);
     free(c.ns);
+    free(c.tix);
+    free(c.kstack);
     return rc;
 }

@@ -22,6 +22,11 @@ typedef struct rrec {
     uint8_t has_child;         /* another page record names it as parent */
     uint8_t winner;            /* a page record the map holds for its key
                                 * (not an older copy) */
+    uint8_t kill_done;         /* kill is computed (pages) */
+    uint8_t dead;              /* a tombstone removed it (kill > seq) */
+    uint64_t kill;             /* the largest removal sequence of the
+                                  tombstones whose cut its path passes
+                                  through (0: none) */
     size_t tok;                /* its tokens at ctx->tok + tok */
     size_t extra;              /* its extra bytes at ctx->bytes + extra */
 } rrec;
@@ -43,6 +48,11 @@ typedef struct rctx {
         sb_ns *ns;
     } *ns;
     size_t n_ns;
+    size_t *tix;               /* the sound tombstone records, by
+                                  (ns_id, parent key): c->r indices */
+    size_t n_tix;
+    rrec **kstack;             /* scratch of the kill walk */
+    size_t kcap;
 } rctx;
 
 /* sb_recover_add -- add the record at off of segment index seg (head h,

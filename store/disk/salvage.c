@@ -393,8 +393,11 @@ int sb_disk_salvage(rctx *c)
     d->write_count = max_gen;
     d->durable_seq = max_seq;
     d->wear_write0 = d->wear_logical0 = d->wear_reinsert0 = 0;
+    for (size_t k = 0; k < c->n && !d->tomb_mark; k++)
+        d->tomb_mark = c->r[k].h.kind == SB_REC_TOMBSTONE; /* superblock version 3 */
     if ((rc = sb_disk_super_create(d, 2)) != SB_OK)
         return rc;
+    d->super_tomb = d->tomb_mark;
     d->salvaged = 1;
     return SB_OK;
 }

@@ -7,7 +7,10 @@
  * One turn of the loop:
  *
  *   1. Under st->mu: wait for work (a queued block, a sync that is due, a
- *      flush, close, a copy out of a draining segment). Copies first: read
+ *      flush, close, a copy out of a draining segment, a tombstone).
+ *      Tombstones before anything (tomb.c: one is placed before any block
+ *      queued after it; the superblock says version 3 before the first
+ *      one, written with nothing in flight). Copies next: read
  *      and check their records unlocked (fetch_copies), then place them.
  *      Take blocks while a slot is free: skip those no
  *      longer indexed (superseded or evicted: nothing to write), place the
@@ -22,8 +25,8 @@
  *   4. With nothing in flight: seal a full or damaged segment, open the
  *      next one (reclaiming to stay under the cap: reclaim.c), free the
  *      segments that finished draining, or sync when due (a flush or commit
- *      waits, or the periodic limits passed); a sync publishes the tickets
- *      it covers.
+ *      waits, a tombstone was written, or the periodic limits passed); a
+ *      sync publishes the tickets and tombstones it covers.
  *
  * Partial pages (a sequence's tail) wait in their own queue and are taken
  * only when a sync is due, a flush or a budget waiter asks, or at close:
@@ -44,8 +47,9 @@ typedef struct wslot {
     sb_io_req req;
     struct iovec iov[2];
     sb_blk *b;                 /* the block (a reference), or NULL: a
-                                  namespace record */
+                                  namespace record or a tombstone */
     sb_ns *ns;                 /* namespace record: whose */
+    sb_tomb *t;                /* a tombstone (t->queued while here) */
     uint32_t seg;              /* segment index */
     sb_rec_head h;
     uint8_t *head;             /* aligned, head_cap bytes */
@@ -212,6 +216,15 @@ static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
     d->reserved -= sb_disk_rec_bytes(b); /* its admission's reservation */
     d->progress++;
     sb_drec_of(b)->reinsert = 0;
+    bool dead = false;
+    if (how > 0 && sb_host_blk_removed(b)) {
+        /* A removal took b: a record placed before its tombstone is dead
+         * (recovery drops it), one placed after is b's own again. */
+        if (s->h.seq < d->removal_mark)
+            dead = true, how = 0; /* not written */
+        else
+            sb_host_blk_fresh(b);
+    }
     if (how > 0) {
         sb_disk_state_set(b, SB_DISK_CLEAN);
         written_at(st, b, s);
@@ -224,8 +237,14 @@ static void resolve(sb_disk *d, sb_blk *b, int how, const wslot *s)
             sb_disk_fault(d, d->err_rc);
         }
     }
-    if (sb_drec_of(b)->waits) /* the durability tickets waiting for it (ticket.c) */
+    if (dead && b->indexed && b->data) {
+        /* Committed again since the removal took it: written again (after
+         * the tombstone), the tickets that need it waiting on (or failing
+         * if it is denied now). */
+        sb_disk_enqueue(st, b);
+    } else if (sb_drec_of(b)->waits) { /* the durability tickets waiting for it */
         sb_tkt_resolved(d, b, how > 0);
+    }
     bool offer = b->indexed && b->data &&
                  (how > 0 || b->kind == SB_BLK_POINT || sb_host_blk_leaf(b));
     sb_host_blk_unref(b);
@@ -262,6 +281,7 @@ static bool prepare(sb_disk *d, wslot *s, sb_blk *b, bool ns_rec)
     memset(&s->h, 0, sizeof s->h);
     s->b = ns_rec ? NULL : b;
     s->ns = ns;
+    s->t = NULL;
     s->seg = d->cur;
     sb_rec_head *h = &s->h;
     h->segment_id = seg->id;
@@ -389,6 +409,162 @@ static wslot *place(sb_disk *d, wstate *w, sb_seg *seg, sb_blk *b, bool ns_rec, 
     s->own = NULL;
     s->busy = true;
     return s;
+}
+
+/* ---- tombstones (tomb.c) [mu] ----------------------------------------------------- */
+
+/* Bytes of tombstone t's record (a head, no payload). */
+static uint64_t tomb_bytes(const sb_tomb *t)
+{
+    return sb_rec_head_size(t->n_rest, SB_TOMB_EXTRA);
+}
+
+/* Place tombstone t in a free slot at the end of the open segment seg.
+ * A new one's removal sequence is its seq. Returns the slot, or NULL
+ * when the slot's buffers cannot grow. */
+static wslot *place_tomb(sb_disk *d, wstate *w, sb_seg *seg, sb_tomb *t)
+{
+    wslot *s = free_slot(w);
+    if (!s)
+        return NULL; /* (not reached: take() keeps two free) */
+    memset(&s->h, 0, sizeof s->h);
+    s->b = NULL;
+    s->ns = NULL;
+    s->t = t;
+    s->seg = d->cur;
+    sb_rec_head *h = &s->h;
+    h->kind = SB_REC_TOMBSTONE;
+    h->segment_id = seg->id;
+    h->generation = seg->gen;
+    h->ns_id = t->ns_id;
+    h->key[0] = t->key.lo;
+    h->key[1] = t->key.hi;
+    h->parent_key[0] = t->parent.lo;
+    h->parent_key[1] = t->parent.hi;
+    h->position = t->position;
+    h->n_tokens = t->n_rest;
+    h->extra_bytes = SB_TOMB_EXTRA;
+    h->head_bytes = (uint32_t)tomb_bytes(t);
+    if (t->n_rest &&
+        !grow((void **)&s->tok, &s->tok_cap, (size_t)t->n_rest * sizeof *s->tok, 0))
+        return NULL;
+    if (!h->head_bytes || !grow((void **)&s->head, &s->head_cap, h->head_bytes, 4096))
+        return NULL;
+    free(s->extra);
+    if (!(s->extra = malloc(SB_TOMB_EXTRA)))
+        return NULL;
+    if (t->n_rest)
+        memcpy(s->tok, t->rest, (size_t)t->n_rest * sizeof *s->tok);
+    s->pay_bytes = 0;
+    s->rec_bytes = h->head_bytes;
+    h->seq = d->next_seq++;
+    if (!t->removal_seq)
+        t->removal_seq = h->seq;
+    sb_rec_tomb_put(s->extra, t->removal_seq);
+    s->zown = NULL;
+    s->own = NULL;
+    s->req.off = seg->data_end;
+    seg->data_end += s->rec_bytes;
+    s->busy = true;
+    return s;
+}
+
+/* Fail every tombstone waiting for a sync: a write or a sync of their
+ * segment failed since its last good sync (what was written may not be
+ * on the device). A new one stays live: its record may be there. */
+static void tombs_unsynced(sb_disk *d)
+{
+    while (d->tpend) {
+        sb_tomb *t = d->tpend;
+        d->tpend = t->qnext;
+        t->pend = false;
+        sb_tomb_fail(d, t, SB_ERR_IO);
+    }
+}
+
+/* A good sync: every tombstone written before it is durable; a copy
+ * takes the place of the tombstone it copies (whose segment may go now). */
+static void tombs_synced(sb_disk *d)
+{
+    while (d->tpend) {
+        sb_tomb *t = d->tpend;
+        d->tpend = t->qnext;
+        t->pend = false;
+        if (t->copy_of) {
+            sb_tomb *o = t->copy_of;
+            t->copy_of = NULL;
+            d->segs[t->from].copies--;
+            sb_tomb_live_remove(d, o);
+            sb_tomb_release(d, o);
+            sb_tomb_live_add(d, t);
+        }
+        t->state = SB_TOMB_DURABLE;
+        if (t->waited)
+            pthread_cond_broadcast(&d->done_cv);
+        sb_tomb_release(d, t);
+    }
+}
+
+/* Tombstone t's write (slot s) finished, ok or not. */
+static void tomb_done(sb_disk *d, wslot *s, bool ok)
+{
+    sb_tomb *t = s->t;
+    sb_seg *seg = &d->segs[s->seg];
+    t->queued = false;
+    s->t = NULL;
+    if (!ok) {
+        sb_tomb_fail(d, t, SB_ERR_IO);
+        return;
+    }
+    t->placed = true;
+    t->seg = s->seg;
+    t->seg_id = s->h.segment_id;
+    t->rec_off = s->req.off;
+    t->rec_seq = s->h.seq;
+    t->rec_bytes = (uint32_t)s->rec_bytes;
+    if (!t->copy_of)
+        sb_tomb_live_add(d, t); /* its record may be on disk from now on */
+    if (seg->suspect && s->req.off >= seg->suspect_from) {
+        /* written after a hole or a failed sync: never counted durable
+         * (as ticket.c's suspect()) */
+        sb_tomb_fail(d, t, SB_ERR_IO);
+        return;
+    }
+    t->pend = true;
+    t->qnext = d->tpend;
+    d->tpend = t;
+}
+
+/* Give up the queued copies of tombstones (a drain stops): their
+ * segments stay, the originals in them. */
+static void tombs_abandon(sb_disk *d)
+{
+    sb_tomb **pp = &d->tq_head, *last = NULL;
+    while (*pp) {
+        sb_tomb *t = *pp;
+        if (!t->copy_of) {
+            last = t;
+            pp = &t->qnext;
+            continue;
+        }
+        *pp = t->qnext;
+        t->queued = false;
+        sb_tomb_fail(d, t, SB_ERR_IO);
+    }
+    d->tq_tail = last;
+}
+
+/* The tier writes nothing more (broken): every queued tombstone fails. */
+static void tombs_deny(sb_disk *d)
+{
+    int rc = d->broken == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
+    while (d->tq_head) {
+        sb_tomb *t = d->tq_head;
+        d->tq_head = t->qnext;
+        t->queued = false;
+        sb_tomb_fail(d, t, rc);
+    }
+    d->tq_tail = NULL;
 }
 
 /* ---- compression ahead of placement ------------------------------------------------ */
@@ -579,6 +755,7 @@ static void abandon_drain(sb_disk *d, wstate *w)
         give_up(d, b);
     }
     d->c_tail = NULL;
+    tombs_abandon(d);
 }
 
 /* Take blocks into free slots (step 1). */
@@ -589,6 +766,7 @@ static void take(wstate *w)
         if (d->broken) { /* deny everything queued */
             if (w->n_ready || d->c_head)
                 abandon_drain(d, w);
+            tombs_deny(d);
             sb_blk *b = pop(d, w);
             if (!b)
                 break;
@@ -599,6 +777,37 @@ static void take(wstate *w)
         }
         if (w->need_seal || w->need_open || free_slots(w) < 2)
             break;
+        if (d->tq_head) {
+            /* Tombstones first: one is placed before any block queued
+             * after it (the removal's order, tomb.c), once the
+             * superblock says version 3 (the loop writes it, nothing in
+             * flight). */
+            if (!d->super_tomb)
+                break;
+            if (d->cur == UINT32_MAX) {
+                w->need_open = true;
+                break;
+            }
+            sb_tomb *t = d->tq_head;
+            sb_seg *seg = &d->segs[d->cur];
+            uint64_t bytes = tomb_bytes(t);
+            if (seg->data_end + bytes > d->seg_bytes && seg->data_end && bytes <= d->seg_bytes) {
+                w->need_seal = true;
+                break;
+            }
+            d->tq_head = t->qnext;
+            if (!d->tq_head)
+                d->tq_tail = NULL;
+            t->qnext = NULL;
+            if (!bytes || bytes > d->seg_bytes) { /* never fits */
+                t->queued = false;
+                sb_tomb_fail(d, t, SB_ERR_NOSPC);
+            } else if (!place_tomb(d, w, seg, t)) { /* no memory for the slot */
+                t->queued = false;
+                sb_tomb_fail(d, t, SB_ERR_IO);
+            }
+            continue;
+        }
         if (w->n_ready) { /* copies go first: their segment waits on them */
             if (d->cur == UINT32_MAX) {
                 w->need_open = true;
@@ -701,6 +910,11 @@ static void submit(wstate *w)
 /* Add a written record to the write-amplification breakdown. [mu] */
 static void account(sb_disk *d, const wslot *s)
 {
+    if (s->t) {
+        d->wa_tomb += s->rec_bytes;
+        d->tombs_written++;
+        return;
+    }
     if (!s->b) {
         d->wa_ns += s->rec_bytes;
         return;
@@ -768,14 +982,17 @@ static void finish(wstate *w, wslot *s)
          * the tickets with writes since then fail. */
         suspect(seg);
         sb_tkt_synced(d, d->synced_ticket, false);
-        if (!s->b) /* the namespace record is missing: write it again */
+        tombs_unsynced(d);
+        if (!s->b && !s->t) /* the namespace record is missing: write it again */
             for (size_t i = 0; i < seg->n_ns; i++)
                 if (seg->ns_ids[i] == s->ns->id)
                     seg->ns_ids[i] = seg->ns_ids[--seg->n_ns];
     }
     free(s->zown);
     s->zown = NULL;
-    if (s->own) { /* a copy: written, or its record goes with its segment */
+    if (s->t) {
+        tomb_done(d, s, ok);
+    } else if (s->own) { /* a copy: written, or its record goes with its segment */
         copy_done(d, s->b, ok ? s : NULL, !ok);
         free(s->own);
         s->own = NULL;
@@ -850,6 +1067,10 @@ static void do_sync(wstate *w)
     if (upto > d->synced_ticket)
         d->synced_ticket = upto;
     sb_tkt_synced(d, before, r >= 0);
+    if (r < 0)
+        tombs_unsynced(d);
+    else
+        tombs_synced(d);
     pthread_cond_broadcast(&d->done_cv);
     pthread_mutex_unlock(&d->st->mu);
     w->unsynced = 0;
@@ -860,6 +1081,8 @@ static void do_sync(wstate *w)
 static bool sync_due(const wstate *w)
 {
     const sb_disk *d = w->d;
+    if (d->tpend) /* a removal waits for its tombstone, whatever the mode */
+        return true;
     if (d->flush_ticket > d->synced_ticket)
         return !d->q_head && !(d->t_head && d->flush_ticket >= sb_drec_of(d->t_head)->ticket);
     if (!w->unsynced)
@@ -896,7 +1119,8 @@ static bool has_work(const wstate *w)
 {
     const sb_disk *d = w->d;
     return d->q_head || tails_due(d, w) || sync_due(w) || d->stop || w->need_seal ||
-           w->need_open || d->c_head || w->n_ready || drain_done(w) != UINT32_MAX;
+           w->need_open || d->c_head || w->n_ready || drain_done(w) != UINT32_MAX ||
+           d->tq_head;
 }
 
 /* Hold new writes back while the store is in a foreground phase
@@ -909,7 +1133,8 @@ static bool hold_back(wstate *w)
 {
     sb_disk *d = w->d;
     sb_store *st = w->st;
-    bool needed = d->flush_ticket > d->synced_ticket || d->stop || d->abort;
+    bool needed = d->flush_ticket > d->synced_ticket || d->stop || d->abort || d->tq_head ||
+                  d->tpend;
     if (!st->fg || needed || w->in_flight || w->just_held) {
         w->just_held = false;
         return false;
@@ -922,7 +1147,7 @@ static bool hold_back(wstate *w)
     ts.tv_sec += (time_t)(t / 1000000000ull);
     ts.tv_nsec = (long)(t % 1000000000ull);
     while (st->fg && d->flush_ticket <= d->synced_ticket && !d->stop && !d->abort &&
-           now_ns() < end)
+           !d->tq_head && now_ns() < end)
         pthread_cond_timedwait(&d->work_cv, &st->mu, &ts);
     d->held_ns += now_ns() - t0;
     w->just_held = true;
@@ -966,6 +1191,31 @@ static void release_drained(wstate *w)
         synced = true;
         sb_disk_release(d, v);
     }
+}
+
+/* Have the superblock say version 3 (its segments may hold tombstones)
+ * before the first tombstone is written, synced, so a build without
+ * removal refuses the store rather than open it without them. A failure
+ * stops the tier, as a seal's does: what is queued is denied (tombstones
+ * fail). Nothing in flight. */
+static void super_tomb(wstate *w)
+{
+    sb_disk *d = w->d;
+    pthread_mutex_lock(&d->st->mu);
+    d->tomb_mark = true;
+    pthread_mutex_unlock(&d->st->mu);
+    int rc = sb_disk_super_write(d);
+    pthread_mutex_lock(&d->st->mu);
+    if (rc == SB_OK) {
+        d->super_tomb = true;
+    } else {
+        d->write_errors++;
+        sb_disk_fault(d, rc);
+        d->broken = d->broken ? d->broken : rc == SB_ERR_NOSPC ? SB_ERR_NOSPC : SB_ERR_IO;
+        tombs_deny(d);
+    }
+    pthread_cond_broadcast(&d->done_cv);
+    pthread_mutex_unlock(&d->st->mu);
 }
 
 /* Open the next segment, reclaiming the oldest ones while the tier is at
@@ -1090,6 +1340,7 @@ void *sb_writer_main(void *arg)
         /* Nothing in flight. */
         pthread_mutex_lock(&st->mu);
         bool damaged = d->cur != UINT32_MAX && d->segs[d->cur].damaged;
+        bool tomb_super = d->tq_head && !d->super_tomb && !d->broken;
         uint32_t v = drain_done(&w);
         void (*hook)(void *) = d->gap_hook;
         void *hook_ctx = d->gap_ctx;
@@ -1102,6 +1353,8 @@ void *sb_writer_main(void *arg)
         } else if (w.need_open) {
             open_segment(&w);
             w.need_open = false;
+        } else if (tomb_super) {
+            super_tomb(&w);
         } else if (v != UINT32_MAX) {
             release_drained(&w); /* its copies are durable before it goes */
         } else {
@@ -1110,7 +1363,7 @@ void *sb_writer_main(void *arg)
              * a look at the queues taken before that hold could leave
              * them unwritten. (Once stop is set nothing more is queued.) */
             pthread_mutex_lock(&st->mu);
-            bool leave = d->stop && !d->q_head && !d->t_head;
+            bool leave = d->stop && !d->q_head && !d->t_head && !d->tq_head;
             bool due = sync_due(&w) || leave;
             pthread_mutex_unlock(&st->mu);
             if (due)

@@ -119,28 +119,53 @@ static bool shape_ok(uint8_t kind, uint32_t n_tokens, uint32_t extra, uint64_t p
         return n_tokens >= 1 && n_tokens <= SB_PAGE_TOKENS_MAX && extra == 0 && payload > 0;
     case SB_REC_POINT:
         return n_tokens < SB_PAGE_TOKENS_MAX && extra == 0 && payload > 0;
+    case SB_REC_TOMBSTONE:
+        return n_tokens < SB_PAGE_TOKENS_MAX && extra == SB_TOMB_EXTRA && payload == 0;
     default:
         return false;
     }
 }
 
-/* Write the fixed fields, token IDs, extra bytes and head hash of h at p
- * (whose padding the caller has zeroed). */
-/* Flags a record of this version may carry: none in version 1; in version
- * 2, compressed and perhaps shuffled, of a page or point state. */
+/* Is version one this code reads? */
+static bool version_known(unsigned version)
+{
+    return version == SB_FMT_VERSION || version == SB_REC_VERSION_COMPRESSED ||
+           version == SB_REC_VERSION_TOMBSTONE;
+}
+
+/* The version a record of kind with flags is written as: 3 for a
+ * tombstone, 2 for a compressed record, else 1. */
+static unsigned version_of(unsigned kind, unsigned flags)
+{
+    return kind == SB_REC_TOMBSTONE ? SB_REC_VERSION_TOMBSTONE
+           : flags                 ? SB_REC_VERSION_COMPRESSED
+                                   : SB_FMT_VERSION;
+}
+
+/* The kinds and flags a record of this version may carry: version 1, a
+ * namespace, page or point state record without flags; version 2, a page
+ * or point state, compressed and perhaps shuffled; version 3, a tombstone
+ * without flags. */
 static bool flags_ok(unsigned version, unsigned kind, unsigned flags)
 {
+    if (version == SB_REC_VERSION_TOMBSTONE)
+        return kind == SB_REC_TOMBSTONE && flags == 0;
+    if (kind == SB_REC_TOMBSTONE)
+        return false;
     if (version == SB_FMT_VERSION)
         return flags == 0;
     return (flags & SB_REC_F_COMPRESSED) && !(flags & ~(SB_REC_F_COMPRESSED | SB_REC_F_SHUFFLE2)) &&
            kind != SB_REC_NAMESPACE;
 }
 
+/* Write the fixed fields, token IDs, extra bytes and head hash of h at p
+ * (whose padding the caller has zeroed). */
+
 static void write_head(uint8_t *p, const sb_rec_head *h, const uint32_t *tokens,
                        const void *extra, uint64_t off)
 {
     put32(p + R_MAGIC, SB_REC_MAGIC);
-    put16(p + R_VERSION, h->flags ? SB_REC_VERSION_COMPRESSED : SB_FMT_VERSION);
+    put16(p + R_VERSION, (uint16_t)version_of(h->kind, h->flags));
     p[R_KIND] = h->kind;
     p[R_FLAGS] = h->flags;
     put64(p + R_SEQ, h->seq);
@@ -169,7 +194,7 @@ int sb_rec_encode(const sb_rec_head *h, const uint32_t *tokens, const void *extr
 {
     if (!h || !buf || (h->n_tokens && !tokens) || (h->extra_bytes && !extra))
         return SB_ERR_INVAL;
-    unsigned version = h->flags ? SB_REC_VERSION_COMPRESSED : SB_FMT_VERSION;
+    unsigned version = version_of(h->kind, h->flags);
     if (!shape_ok(h->kind, h->n_tokens, h->extra_bytes, h->payload_bytes) ||
         !flags_ok(version, h->kind, h->flags) || h->payload_bytes > SB_REC_PAYLOAD_MAX ||
         h->head_bytes == 0 || h->head_bytes != sb_rec_head_size(h->n_tokens, h->extra_bytes))
@@ -208,7 +233,7 @@ int sb_rec_peek(const void *buf, size_t len, uint32_t *head_bytes)
     if (get32(p + R_MAGIC) != SB_REC_MAGIC)
         return SB_ERR_FORMAT;
     unsigned version = get16(p + R_VERSION);
-    if (version != SB_FMT_VERSION && version != SB_REC_VERSION_COMPRESSED)
+    if (!version_known(version))
         return SB_ERR_VERSION;
     sb_rec_head h;
     read_fixed(p, &h);
@@ -227,7 +252,7 @@ bool sb_rec_other_version(const void *buf, size_t len, uint64_t off)
     if (!buf || len < SB_REC_FIXED || get32(p + R_MAGIC) != SB_REC_MAGIC)
         return false;
     unsigned version = get16(p + R_VERSION);
-    if (version == SB_FMT_VERSION || version == SB_REC_VERSION_COMPRESSED)
+    if (version_known(version))
         return false;
     uint64_t body = 4ull * get32(p + R_NTOKENS) + get32(p + R_EXTRA);
     return body <= len - SB_REC_FIXED &&
@@ -260,6 +285,16 @@ int sb_rec_decode(const void *buf, size_t len, uint64_t off, sb_rec_head *h,
 uint64_t sb_rec_payload_hash(const void *payload, size_t n)
 {
     return sb_hash_big(payload, n);
+}
+
+void sb_rec_tomb_put(void *extra, uint64_t removal_seq)
+{
+    put64(extra, removal_seq);
+}
+
+uint64_t sb_rec_tomb_seq(const void *extra)
+{
+    return get64(extra);
 }
 
 /* ---- namespace description --------------------------------------------------------- */
@@ -341,7 +376,7 @@ int sb_super_encode(const sb_super *s, void *buf)
     uint8_t *p = buf;
     memset(p, 0, s->slot_bytes);
     put64(p + S_MAGIC, SB_SUPER_MAGIC);
-    put16(p + S_VERSION, SB_SUPER_VERSION);
+    put16(p + S_VERSION, s->tombstones ? SB_SUPER_VERSION : SB_SUPER_VERSION_PLAIN);
     put16(p + S_SLOT, s->slot);
     put32(p + S_SLOTBYTES, s->slot_bytes);
     put64(p + S_WRITES, s->write_count);
@@ -405,6 +440,7 @@ int sb_super_decode(const void *buf, size_t len, sb_super *s, sb_super_seg *segs
     s->wear_write = wear ? get64(p + used) : 0;
     s->wear_logical = wear ? get64(p + used + 8) : 0;
     s->wear_reinsert = wear ? get64(p + used + 16) : 0;
+    s->tombstones = version >= SB_SUPER_VERSION_TOMB;
     if (n > max_segs || (n && !segs))
         return SB_ERR_RANGE;
     s->slot = get16(p + S_SLOT);

@@ -1,6 +1,8 @@
-/* format.h -- the disk tier's on-disk format, version 1: records, the
- * namespace description, superblock slots and segment summaries, with a
- * pure encoder and a validating decoder for each (no I/O here).
+/* format.h -- the disk tier's on-disk format, version 1 (with version 2
+ * records for compressed payloads and version 3 records for tombstones):
+ * records, the namespace description, superblock slots and segment
+ * summaries, with a pure encoder and a validating decoder for each (no I/O
+ * here).
  *
  * Everything is little-endian. Every structure carries a magic, the format
  * version and an XXH3-64 checksum; a decoder refuses an unknown version
@@ -30,9 +32,11 @@
  *
  *   OFFSET SIZE FIELD
  *   0      4    magic            "SBRC"
- *   4      2    version          1, or 2 for a compressed record
- *   6      1    kind             1 namespace, 2 page, 3 point state
- *   7      1    flags            0 in version 1; version 2: bit 0 set
+ *   4      2    version          1; 2 for a compressed record; 3 for a
+ *                                tombstone (and only a tombstone)
+ *   6      1    kind             1 namespace, 2 page, 3 point state,
+ *                                4 tombstone
+ *   7      1    flags            0 in versions 1 and 3; version 2: bit 0 set
  *                                (payload compressed: one zstd frame),
  *                                bit 1 (the bytes were shuffled as 2-byte
  *                                elements: every element's first byte,
@@ -43,18 +47,24 @@
  *   16     4    segment_id       the segment this record was written to
  *   20     4    generation       that segment's generation when written
  *   24     8    ns_id            namespace id (XXH3-64 of identity, scope)
- *   32     16   key              page: content key; point: key of its
- *                                path; namespace: the chain's root key
- *   48     16   parent_key       page, point: key of the page before (or
- *                                the root key); namespace: zero
+ *   32     16   key              page: content key; point, tombstone:
+ *                                key of its path; namespace: the chain's
+ *                                root key
+ *   48     16   parent_key       page, point, tombstone: key of the page
+ *                                before (or the root key); namespace: zero
  *   64     4    position         page: first token index (region * pt);
- *                                point: its position L; namespace: 0
+ *                                point: its position L; tombstone: the
+ *                                length n of the removed prefix;
+ *                                namespace: 0
  *   68     4    n_tokens         token IDs that follow the fixed head: a
  *                                page's tokens; a point's tokens after the
- *                                last full page before L; namespace: 0
+ *                                last full page before L; a tombstone's
+ *                                after the last full page before n
+ *                                (n mod pt of them); namespace: 0
  *   72     4    head_bytes       bytes of the head, a multiple of 4096
  *   76     4    extra_bytes      bytes after the token IDs (namespace: the
- *                                description below), else 0
+ *                                description below; tombstone: 8, its
+ *                                removal sequence), else 0
  *   80     8    payload_bytes    bytes of payload after the head (as
  *                                stored: a compressed record's frame)
  *   88     8    payload_hash     XXH3-64 of the payload bytes as stored
@@ -77,6 +87,26 @@
  * refuse it as an unknown version instead of misreading it. A page record alone rebuilds its place in the
  * radix tree: its parent key names the page before it, and its tokens
  * extend that page's path.
+ *
+ * A tombstone (version 3, kind 4; sb_ns_remove writes one) says that
+ * every state of its namespace whose tokens start with a prefix of n
+ * tokens was removed. Its parent_key is the key of the last full page
+ * before n (the root key when n < pt), its tokens are the prefix's tokens
+ * after that page (the "rest", n mod pt of them), its key is chained over
+ * them as a point state's is (the parent key itself when there are none),
+ * and its 8 extra bytes are its removal sequence, u64 little-endian: the
+ * seq it was first written with (a copy reclamation writes keeps it; its
+ * own seq is new). It has no payload (payload_bytes 0). Recovery drops
+ * every page and point record whose seq is below a tombstone's removal
+ * sequence and whose path passes through the tombstone's cut: a page
+ * record of region n / pt that chains from parent_key and whose tokens
+ * start with the rest, or a point record whose parent is parent_key, at a
+ * position L >= n, whose tokens start with the rest; and every record
+ * after such a page on its path. Records written after the tombstone
+ * (a later put of the same prefix) have a larger seq and stay. Version 1
+ * and 2 readers refuse a version 3 record as an unknown version; a store
+ * that may hold tombstones also says superblock version 3 (below), which
+ * they refuse before reading anything else.
  *
  * A page record as written: a 1-tensor layout with 8 bytes per token and
  * page_tokens 4 (so page_bytes 4096), the page of tokens 100 101 102 103 at
@@ -123,7 +153,9 @@
  *
  *   OFFSET SIZE FIELD
  *   0      8    magic            "SBSUPER1"
- *   8      2    version          2 (1: the same without the wear block)
+ *   8      2    version          2 (1: the same without the wear block;
+ *                                3: the same as 2, and the segments may
+ *                                hold tombstones)
  *   10     2    slot             0 (A) or 1 (B)
  *   12     4    slot_bytes
  *   16     8    write_count      larger is newer
@@ -144,7 +176,11 @@
  *
  * Version 1 slots (no wear block) are read as having written nothing; a
  * store's next slot write is version 2 (its slot size leaves room: the
- * segment list is capped to fit). A slot whose version is unknown is
+ * segment list is capped to fit). A store writes version 3 from just
+ * before its first tombstone is written (the slot synced first) and for
+ * good after: a reader that knows only versions 1 and 2 refuses the store
+ * (SB_ERR_VERSION) instead of opening it without its tombstones, which
+ * would bring removed states back. A slot whose version is unknown is
  * another version's only when its slot hash holds (sb_super_other_version);
  * else it is damage. When neither slot can be used, salvage.c rebuilds the
  * superblock from the segment files (SB_OPEN_SALVAGE; docs/format.md says
@@ -200,7 +236,7 @@
 uint32_t sb_seg_file_id(const char *name, const char *ext);
 
 /* Record kinds: pinned numbers, never reused. */
-enum { SB_REC_NAMESPACE = 1, SB_REC_PAGE = 2, SB_REC_POINT = 3 };
+enum { SB_REC_NAMESPACE = 1, SB_REC_PAGE = 2, SB_REC_POINT = 3, SB_REC_TOMBSTONE = 4 };
 
 /* Record flags: pinned bits (version 2 records only). */
 #define SB_REC_F_COMPRESSED 0x01u /* the payload is one zstd frame */
@@ -209,6 +245,9 @@ enum { SB_REC_NAMESPACE = 1, SB_REC_PAGE = 2, SB_REC_POINT = 3 };
                                      first bytes, then all second bytes),
                                      each half a frame */
 #define SB_REC_VERSION_COMPRESSED 2u /* the version of compressed records */
+#define SB_REC_VERSION_TOMBSTONE 3u  /* the version of tombstones (kind 4) */
+#define SB_TOMB_EXTRA 8u             /* a tombstone's extra bytes: its
+                                        removal sequence, u64 LE */
 
 /* Segment states in the superblock: pinned numbers. */
 enum { SB_SEG_FREE = 0, SB_SEG_OPEN = 1, SB_SEG_SEALED = 2 };
@@ -273,6 +312,11 @@ uint64_t sb_rec_head_hash(const void *head, uint32_t body_bytes, uint64_t off);
 /* sb_rec_payload_hash -- the payload checksum. */
 uint64_t sb_rec_payload_hash(const void *payload, size_t n);
 
+/* sb_rec_tomb_put / sb_rec_tomb_seq -- a tombstone's extra bytes
+ * (SB_TOMB_EXTRA): its removal sequence, little-endian. */
+void sb_rec_tomb_put(void *extra, uint64_t removal_seq);
+uint64_t sb_rec_tomb_seq(const void *extra);
+
 /* sb_fmt_pad -- n rounded up to the 4 KiB block every record part is
  * padded to. */
 static inline uint64_t sb_fmt_pad(uint64_t n)
@@ -317,7 +361,11 @@ int sb_rec_ns_decode(const void *buf, size_t len, sb_rec_ns *out);
 #define SB_SUPER_FIXED 64u
 #define SB_SUPER_ENTRY 24u
 #define SB_SUPER_WEAR 32u
-#define SB_SUPER_VERSION 2u
+#define SB_SUPER_VERSION 3u       /* the newest slot version this code reads
+                                     (and writes for a store with
+                                     tombstones) */
+#define SB_SUPER_VERSION_PLAIN 2u /* what a store without tombstones writes */
+#define SB_SUPER_VERSION_TOMB 3u  /* the first version that may hold them */
 
 typedef struct sb_super_seg {
     uint32_t segment_id;
@@ -338,6 +386,8 @@ typedef struct sb_super {
     uint64_t wear_write;       /* the wear block (zero from a version 1 slot) */
     uint64_t wear_logical;
     uint64_t wear_reinsert;
+    bool tombstones;           /* version 3: the segments may hold
+                                  tombstones (encode writes 3, else 2) */
 } sb_super;
 
 /* sb_super_slot_size -- slot_bytes for n segments (a multiple of 4096). */

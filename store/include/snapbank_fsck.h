@@ -134,6 +134,8 @@ typedef struct sb_fsck_segment {
                                   (sealed: it ends inside data_end),
                                   SB_ERR_IO (a read failed); the scan stops
                                   there */
+    uint64_t tombstones;       /* valid records that are tombstones (removals,
+                                  sb_ns_remove; counted in records too) */
 } sb_fsck_segment;
 
 /* What sb_store_fsck_repair found and did before its check (all zero in a

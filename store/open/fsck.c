@@ -295,6 +295,7 @@ static void count_record(sb_fsck_segment *s, const sb_rec_head *h)
     s->namespaces += h->kind == SB_REC_NAMESPACE;
     s->pages += h->kind == SB_REC_PAGE;
     s->points += h->kind == SB_REC_POINT;
+    s->tombstones += h->kind == SB_REC_TOMBSTONE;
 }
 
 /* ---- summaries ----------------------------------------------------------------------- */

@@ -9,8 +9,12 @@
  *      PUB_BATCH pages or PUB_BATCH_BYTES), and debit them. So the pages
  *      published by time t never exceed the rate times (t + 1 s) plus one
  *      page.
- *   3. Probe the batch with EXISTS: pages the pool holds are done (dedup).
- *   4. Encode the rest and SET them NX EX ttl in one pipelined batch.
+ *   3. Pages a removal took since their offer are dropped (the page's
+ *      live callback); probe the rest with EXISTS: pages the pool holds
+ *      are done (dedup).
+ *   4. Encode the rest and SET them NX EX ttl in one pipelined batch; keys
+ *      a removal deleted while the batch was in flight (sb_remote_forget)
+ *      are deleted again.
  *   5. Release every page of the batch, whatever happened (the pool is a
  *      cache: a page it did not take is simply not shared).
  */
@@ -49,6 +53,12 @@ struct sb_remote {
     uint64_t queued_bytes;        /* [mu] */
     uint64_t next_order;          /* [mu] */
     bool busy;                    /* [mu] the publisher holds a batch */
+    struct forgot {               /* [mu] keys sb_remote_forget deleted
+                                     while a batch was in flight: what the
+                                     batch wrote of them is deleted again */
+        uint64_t ns_id, key[2];
+    } *forgot;
+    size_t n_forgot, cap_forgot;
     bool stop;                    /* [mu] */
     pthread_t thread;
     double bucket;                /* [publisher] budget bytes available */
@@ -430,27 +440,40 @@ static double budget_wait(sb_remote *r)
     }
 }
 
-static void publish_batch(sb_remote *r, pub_item **b, size_t n)
+/* Steps 3 and 4 for batch b[0, n); sent[i] says whether page i was
+ * written. */
+static void publish_batch(sb_remote *r, pub_item **b, size_t n, bool *sent_ok)
 {
     char names[PUB_BATCH][SB_REMOTE_KEY_LEN];
     sb_rc_op ops[PUB_BATCH];
     void *vals[PUB_BATCH] = { 0 };
-    /* Step 3: which does the pool hold already? */
+    size_t at[PUB_BATCH]; /* ops[k] is page at[k]'s */
+    /* Pages a removal took since their offer are not published. */
+    size_t q = 0;
     for (size_t i = 0; i < n; i++) {
-        sb_remote_key(names[i], &b[i]->pg.ns, b[i]->pg.key);
-        ops[i] = (sb_rc_op){ .kind = SB_RC_EXISTS, .key = names[i],
-                             .key_len = SB_REMOTE_KEY_LEN };
+        sent_ok[i] = false;
+        if (b[i]->pg.live && !b[i]->pg.live(b[i]->pg.ctx))
+            continue;
+        sb_remote_key(names[q], &b[i]->pg.ns, b[i]->pg.key);
+        at[q++] = i;
     }
-    sb_rc_exec(r->bg, ops, n);
+    /* Step 3: which does the pool hold already? */
+    for (size_t k = 0; k < q; k++)
+        ops[k] = (sb_rc_op){ .kind = SB_RC_EXISTS, .key = names[k],
+                             .key_len = SB_REMOTE_KEY_LEN };
+    if (q)
+        sb_rc_exec(r->bg, ops, q);
     size_t dedup = 0, sent = 0, failed = 0, down = 0;
     uint64_t bytes = 0;
     size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (ops[i].status == SB_RC_OK) {
+    size_t set_of[PUB_BATCH]; /* the SET ops[m]'s page */
+    for (size_t k = 0; k < q; k++) {
+        size_t i = at[k];
+        if (ops[k].status == SB_RC_OK) {
             dedup++;
             continue;
         }
-        if (ops[i].status == SB_RC_DOWN) {
+        if (ops[k].status == SB_RC_DOWN) {
             down++;
             failed++;
             continue;
@@ -461,8 +484,9 @@ static void publish_batch(sb_remote *r, pub_item **b, size_t n)
             failed++;
             continue;
         }
-        ops[m] = (sb_rc_op){ .kind = SB_RC_SET, .key = names[i], .key_len = SB_REMOTE_KEY_LEN,
+        ops[m] = (sb_rc_op){ .kind = SB_RC_SET, .key = names[k], .key_len = SB_REMOTE_KEY_LEN,
                              .val = vals[m], .val_len = len, .ttl_s = r->cfg.ttl_s, .nx = 1 };
+        set_of[m] = i;
         m++;
     }
     /* Step 4. */
@@ -472,6 +496,7 @@ static void publish_batch(sb_remote *r, pub_item **b, size_t n)
         if (ops[k].status == SB_RC_OK) {
             sent++;
             bytes += ops[k].val_len;
+            sent_ok[set_of[k]] = true;
         } else if (ops[k].status == SB_RC_MISSING) {
             dedup++; /* another node published it meanwhile */
         } else {
@@ -487,6 +512,158 @@ static void publish_batch(sb_remote *r, pub_item **b, size_t n)
     r->st.publish_failed += failed;
     r->st.down += down;
     pthread_mutex_unlock(&r->mu);
+}
+
+/* Is the page of pg among the keys forgotten while its batch was in
+ * flight? [mu] */
+static bool was_forgotten(const sb_remote *r, const sb_remote_page *pg)
+{
+    for (size_t i = 0; i < r->n_forgot; i++)
+        if (r->forgot[i].ns_id == pg->ns.ns_id && r->forgot[i].key[0] == pg->key[0] &&
+            r->forgot[i].key[1] == pg->key[1])
+            return true;
+    return false;
+}
+
+/* Count DEL results ops[0, n) in the stats. [mu] */
+static void count_dels(sb_remote *r, const sb_rc_op *ops, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].status == SB_RC_OK)
+            r->st.forgotten++;
+        else if (ops[i].status != SB_RC_MISSING)
+            r->st.forget_failed++;
+        r->st.down += ops[i].status == SB_RC_DOWN;
+    }
+}
+
+/* After a batch: what it wrote of the keys a removal deleted meanwhile
+ * (sb_remote_forget) is deleted again, so no publication outlives the
+ * removal. */
+static void again(sb_remote *r, pub_item **b, size_t n, const bool *sent)
+{
+    char names[PUB_BATCH][SB_REMOTE_KEY_LEN];
+    sb_rc_op ops[PUB_BATCH];
+    size_t m = 0;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < n; i++)
+        if (sent[i] && was_forgotten(r, &b[i]->pg)) {
+            sb_remote_key(names[m], &b[i]->pg.ns, b[i]->pg.key);
+            ops[m] = (sb_rc_op){ .kind = SB_RC_DEL, .key = names[m],
+                                 .key_len = SB_REMOTE_KEY_LEN };
+            m++;
+        }
+    r->n_forgot = 0;
+    pthread_mutex_unlock(&r->mu);
+    if (!m)
+        return;
+    sb_rc_exec(r->bg, ops, m);
+    pthread_mutex_lock(&r->mu);
+    count_dels(r, ops, m);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void heap_down(pub_item **h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t m = i, a = 2 * i + 1, c = a + 1;
+        if (a < n && item_less(h[a], h[m]))
+            m = a;
+        if (c < n && item_less(h[c], h[m]))
+            m = c;
+        if (m == i)
+            return;
+        pub_item *t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    if (x[1] != y[1])
+        return x[1] < y[1] ? -1 : 1;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+int sb_remote_forget(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)[2], size_t n)
+{
+    if (!r || !ns || (!keys && n))
+        return SB_ERR_INVAL;
+    if (!n)
+        return SB_OK;
+    uint64_t(*sorted)[2] = malloc(n * sizeof *sorted);
+    sb_rc_op *ops = calloc(n, sizeof *ops);
+    char *names = malloc(n * SB_REMOTE_KEY_LEN);
+    pub_item **drop = NULL;
+    if (!sorted || !ops || !names) {
+        free(sorted);
+        free(ops);
+        free(names);
+        return SB_ERR_NOMEM;
+    }
+    memcpy(sorted, keys, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, key_cmp);
+    for (size_t i = 0; i < n; i++) {
+        sb_remote_key(names + i * SB_REMOTE_KEY_LEN, ns, keys[i]);
+        ops[i] = (sb_rc_op){ .kind = SB_RC_DEL, .key = names + i * SB_REMOTE_KEY_LEN,
+                             .key_len = SB_REMOTE_KEY_LEN };
+    }
+    pthread_mutex_lock(&r->mu);
+    /* Their publications still queued go unpublished. */
+    size_t nd = 0, m = 0;
+    drop = r->n_heap ? malloc(r->n_heap * sizeof *drop) : NULL;
+    for (size_t i = 0; drop && i < r->n_heap; i++) {
+        pub_item *it = r->heap[i];
+        if (it->pg.ns.ns_id == ns->ns_id &&
+            bsearch(it->pg.key, sorted, n, sizeof *sorted, key_cmp)) {
+            drop[nd++] = it;
+            r->queued_bytes -= it->pg.ns.page_bytes;
+        } else {
+            r->heap[m++] = it;
+        }
+    }
+    if (drop) {
+        r->n_heap = m;
+        for (size_t i = m / 2; i-- > 0;)
+            heap_down(r->heap, m, i);
+        r->st.queued_bytes = r->queued_bytes;
+    }
+    /* One in the batch being published now is deleted again after it. */
+    int rc = SB_OK;
+    if (r->busy) {
+        if (r->n_forgot + n > r->cap_forgot) {
+            size_t cap = r->cap_forgot ? r->cap_forgot : 64;
+            while (cap < r->n_forgot + n)
+                cap *= 2;
+            struct forgot *f = realloc(r->forgot, cap * sizeof *f);
+            if (f) {
+                r->forgot = f;
+                r->cap_forgot = cap;
+            }
+        }
+        for (size_t i = 0; i < n && r->n_forgot < r->cap_forgot; i++)
+            r->forgot[r->n_forgot++] =
+                (struct forgot){ ns->ns_id, { keys[i][0], keys[i][1] } };
+    }
+    sb_rc_exec(r->fg, ops, n);
+    count_dels(r, ops, n);
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].status != SB_RC_OK && ops[i].status != SB_RC_MISSING)
+            rc = SB_ERR_IO;
+    if (!drop && r->n_heap)
+        rc = SB_ERR_NOMEM; /* (queued publications of them may still go out) */
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < nd; i++)
+        item_free(drop[i]);
+    free(drop);
+    free(sorted);
+    free(ops);
+    free(names);
+    return rc;
 }
 
 static void *publisher(void *arg)
@@ -518,8 +695,10 @@ static void *publisher(void *arg)
         r->bucket -= (double)bytes;
         r->busy = true;
         pthread_mutex_unlock(&r->mu);
+        bool sent[PUB_BATCH] = { false };
         if (!r->stop)
-            publish_batch(r, b, n);
+            publish_batch(r, b, n, sent);
+        again(r, b, n, sent);
         for (size_t i = 0; i < n; i++) /* step 5 */
             item_free(b[i]);
         pthread_mutex_lock(&r->mu);
@@ -621,5 +800,6 @@ void sb_remote_close(sb_remote *r)
     sb_rc_close(r->bg);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
+    free(r->forgot);
     free(r);
 }

@@ -96,7 +96,10 @@ typedef struct sb_remote_ns {
 } sb_remote_ns;
 
 /* A page to publish. data stays valid until release(ctx) is called (by the
- * publisher, from its thread, once it is done with the page or drops it). */
+ * publisher, from its thread, once it is done with the page or drops it).
+ * live(ctx), when set, is asked just before the page is published: false
+ * (a removal took the page since it was offered) drops it unpublished.
+ * Both are called without the pool's lock held. */
 typedef struct sb_remote_page {
     sb_remote_ns ns;
     uint64_t key[2], parent_key[2]; /* lo, hi */
@@ -104,6 +107,7 @@ typedef struct sb_remote_page {
     const uint32_t *tokens;         /* page_tokens IDs; copied at offer */
     const void *data;               /* page_bytes */
     void (*release)(void *ctx);
+    bool (*live)(void *ctx);
     void *ctx;
 } sb_remote_page;
 
@@ -126,6 +130,9 @@ typedef struct sb_remote_stats {
     uint64_t down;               /* operations that met no node in time */
     uint64_t fetch_ns;           /* time spent in fetches */
     uint64_t queued_bytes;       /* gauge: waiting to publish */
+    uint64_t forgotten;          /* keys sb_remote_forget deleted (DEL found
+                                    them), the publisher's second DELs too */
+    uint64_t forget_failed;      /* ...DELs no node answered (or refused) */
 } sb_remote_stats;
 
 /* sb_remote_open -- connect to the cluster (see rcluster.h: it opens even
@@ -164,6 +171,19 @@ int sb_remote_probe(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)
  * first page that was not good; dst of pages after *n_ok is unspecified. */
 int sb_remote_fetch(sb_remote *r, const sb_remote_ns *ns, const sb_remote_want *want, size_t n,
                     size_t *n_ok);
+
+/* sb_remote_forget -- delete the pages of ns named by keys[0, n) from the
+ * pool (a removal: sb_ns_remove). Their publications still queued are
+ * dropped (released unpublished); the keys are deleted with one pipelined
+ * DEL batch, bounded by the timeout; a page among them that the publisher
+ * is writing at that moment is deleted again when its batch ends, so no
+ * publication started before the call outlives it. Counted in the stats
+ * (forgotten, forget_failed, down). Never call it holding a lock a
+ * release callback takes.
+ * Returns: SB_OK; SB_ERR_IO (some key had no answer in time, or the
+ * server refused a DEL: it may stay until its TTL); SB_ERR_NOMEM (nothing
+ * deleted). */
+int sb_remote_forget(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)[2], size_t n);
 
 /* sb_remote_flush -- wait until the publish queue is empty (or the
  * cluster is unreachable: then what waited is dropped). For tests and

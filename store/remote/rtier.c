@@ -12,6 +12,11 @@
  * the reference. So a page waiting to be published stays resident (a page
  * held by anyone but the index is never evicted) and the lock order is
  * st->mu, then the pool's mutex, only ever in that order.
+ *
+ * A removal (sb_ns_remove) forgets: offers not yet kicked whose page left
+ * the index are dropped here, the pool drops those it queues and deletes
+ * the keys (rt_forget, sb_remote_forget), and the publisher asks each
+ * page whether it is still indexed before it publishes it (live_page).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +40,8 @@ typedef struct rtier {
     size_t n_pend, cap_pend;
     uint64_t lost;      /* [st->mu] offers dropped here: no memory */
     uint64_t fetched_pages, fetched_bytes; /* [st->mu] added by rt_extend */
+    uint64_t forget_lost;  /* [st->mu] keys of removed pages not deleted:
+                              no memory to collect or send them */
 } rtier;
 
 static rtier *tier_of(const sb_store *st)
@@ -60,6 +67,18 @@ static void release_page(void *ctx)
     sb_host_blk_unref(b);
     sb_host_ns_maybe_free(ns);
     pthread_mutex_unlock(&st->mu);
+}
+
+/* Is page ctx still to be published: still indexed (a removal takes it
+ * out; a page waiting to be published is held, so nothing else does)? */
+static bool live_page(void *ctx)
+{
+    sb_blk *b = ctx;
+    sb_store *st = b->ns->st;
+    pthread_mutex_lock(&st->mu);
+    bool live = b->indexed;
+    pthread_mutex_unlock(&st->mu);
+    return live;
 }
 
 /* [mu] */
@@ -89,7 +108,8 @@ static void rt_offer(sb_store *st, sb_ns *ns, sb_blk *b, const uint32_t *tokens)
     p->pg = (sb_remote_page){ .ns = remote_ns(ns), .key = { b->key.lo, b->key.hi },
                               .parent_key = { b->parent_key.lo, b->parent_key.hi },
                               .position = b->region * ns->page_tokens, .tokens = tok,
-                              .data = b->data, .release = release_page, .ctx = b };
+                              .data = b->data, .release = release_page, .live = live_page,
+                              .ctx = b };
 }
 
 /* Unlocked. */
@@ -232,6 +252,46 @@ static int rt_extend(sb_ns *ns, const uint32_t *tokens, size_t n, size_t *n_adde
     return rc;
 }
 
+/* Unlocked: a removal took pages with keys[0, n) (full pages of ns) out
+ * of the index. Offers not yet handed to the pool are dropped here (the
+ * pool drops its queued ones and asks live_page before it publishes),
+ * and the keys are deleted from the pool. */
+static void rt_forget(sb_ns *ns, const sb_key *keys, size_t n, size_t lost)
+{
+    sb_store *st = ns->st;
+    rtier *t = tier_of(st);
+    pthread_mutex_lock(&st->mu);
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_pend; i++) {
+        pend *p = &t->pend[i];
+        if (p->b->indexed) {
+            t->pend[k++] = *p;
+            continue;
+        }
+        sb_host_blk_unref(p->b);
+        free(p->tokens);
+    }
+    t->n_pend = k;
+    t->forget_lost += lost;
+    pthread_mutex_unlock(&st->mu);
+    if (!n)
+        return;
+    uint64_t(*k2)[2] = malloc(n * sizeof *k2);
+    int rc = SB_ERR_NOMEM;
+    if (k2) {
+        for (size_t i = 0; i < n; i++)
+            k2[i][0] = keys[i].lo, k2[i][1] = keys[i].hi;
+        sb_remote_ns rns = remote_ns(ns);
+        rc = sb_remote_forget(t->r, &rns, (const uint64_t(*)[2])k2, n);
+        free(k2);
+    }
+    if (rc == SB_ERR_NOMEM) {
+        pthread_mutex_lock(&st->mu);
+        t->forget_lost += n;
+        pthread_mutex_unlock(&st->mu);
+    }
+}
+
 /* Unlocked. */
 static void rt_flush(sb_store *st)
 {
@@ -259,6 +319,8 @@ static void rt_stats(const sb_store *st, sb_stats *out)
     out->shared_queued_bytes = rs.queued_bytes;
     out->shared_fetched_pages = t->fetched_pages;
     out->shared_fetched_bytes = t->fetched_bytes;
+    out->shared_forgotten = rs.forgotten;
+    out->shared_forget_failed = rs.forget_failed + t->forget_lost;
 }
 
 /* Unlocked. */
@@ -285,6 +347,7 @@ static const sb_shared_ops remote_shared_ops = {
     .offer = rt_offer,
     .kick = rt_kick,
     .extend = rt_extend,
+    .forget = rt_forget,
     .flush = rt_flush,
     .stats = rt_stats,
     .close = rt_close,
