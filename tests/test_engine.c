@@ -25,7 +25,9 @@
  * Run: cold requests sharing a system prompt (the second and third find
  * the first's prompt in RAM); the same conversations a turn longer (warm,
  * RAM); after a restart (every page read from disk by the asynchronous
- * load); and on a second store that finds the pages in the shared tier
+ * load); a user forgetting one conversation (sb_ns_remove: gone, also
+ * after a restart; the others and the shared prompt stay); and on a
+ * second store that finds the pages in the shared tier
  * (sb_ns_fetch_shared) on a real local Redis Cluster, started and stopped
  * by the test (that part skips, saying so, without redis-server). */
 #define _XOPEN_SOURCE 700
@@ -304,6 +306,28 @@ static void test_engine_ram_and_restart(void **state)
     }
     sb_stats s = tu_stats(st);
     assert_true(s.disk_read_bytes > 0);
+
+    /* A user forgets conversation 0: its tokens from the first one after
+     * the shared prompt. The others keep everything, the prompt stays. */
+    size_t removed = 0;
+    assert_int_equal(sb_ns_remove(ns, rs[0].tok, SYS + 1, &removed), SB_OK);
+    assert_true(removed > 0);
+    for (int pass = 0; pass < 2; pass++) { /* now, and after a restart */
+        sb_lookup q[NREQ];
+        for (int i = 0; i < NREQ; i++)
+            q[i] = (sb_lookup){ .tokens = rs[i].tok, .n_tokens = rs[i].n };
+        assert_int_equal(sb_ns_lookup(ns, q, NREQ), SB_OK);
+        assert_true(q[0].info.n_tokens <= SYS);
+        assert_true(q[0].info.n_tokens >= SYS / PT * PT); /* the prompt's full pages */
+        for (int i = 1; i < NREQ; i++)
+            assert_int_equal(q[i].info.n_tokens, rs[i].n);
+        if (pass == 0) {
+            sb_ns_close(ns);
+            assert_int_equal(sb_store_close(st), SB_OK);
+            assert_int_equal(sb_store_open(&c, &st), SB_OK);
+            ns = tu_ns(st, &LAY, NULL);
+        }
+    }
     tu_check(st);
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);

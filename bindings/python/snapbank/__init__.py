@@ -533,6 +533,21 @@ class Namespace(_Owned):
                "sb_ns_fetch_shared")
         return added.value
 
+    def remove(self, tokens):
+        """sb_ns_remove: forget every state whose tokens start with tokens
+        (the pages after the prefix, and the point states at or past its
+        end), in RAM, on disk (a tombstone, synced before the call returns)
+        and in the shared tier (its keys deleted, best effort). Returns how
+        many pages and point states left the index. Live matches keep their
+        bytes. Raises SnapbankError: ERR_IO / ERR_NOSPC (they left RAM but
+        the removal is not durable: a reopen may bring them back; call
+        again)."""
+        arr, n = _tokens(tokens)
+        k = ctypes.c_size_t()
+        _check(lib.sb_ns_remove(self._live(), arr, n, ctypes.byref(k)), "sb_ns_remove",
+               "%d removed from RAM" % k.value)
+        return k.value
+
     def fetch_shared_start(self, tokens):
         """sb_ns_fetch_shared_start: fetch_shared on the store's loader
         threads; returns a Load at once, whose wait() returns the tokens

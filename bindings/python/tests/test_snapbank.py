@@ -430,6 +430,47 @@ class DiskTest(unittest.TestCase):
         finally:
             shutil.rmtree(d)
 
+    def test_remove(self):
+        """Namespace.remove: the conversation goes, in RAM and after a
+        restart; the shared prefix before the cut stays; a later put of it
+        survives."""
+        d = tempfile.mkdtemp(prefix="snapbank-py-", dir="/var/tmp")
+        cfg = dict(segment_bytes=1 << 20, disk_bytes=64 << 20, min_prefix_tokens=1)
+        try:
+            sys_p = list(range(1000, 1064))           # 4 pages of 16
+            a = sys_p + list(range(5000, 5100))
+            b = sys_p + list(range(7000, 7040))
+            with snapbank.Store(dir=d, **cfg) as st:
+                ns = st.namespace(b"m", BPT)
+                for t in (a, b):
+                    ns.put(t, [state(t, 0), state(t, 1)])
+                with ns.match(a) as live:
+                    n = ns.remove(a[:65])             # a's own tokens from 64 on
+                    self.assertGreater(n, 0)
+                    k, v = live.restore()             # a live match keeps its bytes
+                    self.assertEqual(k, state(a, 0))
+                with ns.match(a) as m:
+                    self.assertLessEqual(m.n_tokens, 64)
+                with ns.match(b) as m:
+                    self.assertEqual(m.n_tokens, len(b))
+                self.assertEqual(ns.remove([1, 2, 3]), 0)
+                with self.assertRaises(snapbank.SnapbankError) as cm:
+                    ns.remove([])
+                self.assertEqual(cm.exception.code, -6)
+            with snapbank.Store(dir=d, **cfg) as st:
+                ns = st.namespace(b"m", BPT)
+                with ns.match(a) as m:
+                    self.assertLessEqual(m.n_tokens, 64)
+                with ns.match(b) as m:
+                    self.assertEqual(m.n_tokens, len(b))
+                ns.put(a, [state(a, 0), state(a, 1)])
+            with snapbank.Store(dir=d, **cfg) as st:
+                with st.namespace(b"m", BPT).match(a) as m:
+                    self.assertEqual(m.n_tokens, len(a))
+                    self.assertEqual(m.restore()[1], state(a, 1))
+        finally:
+            shutil.rmtree(d)
+
     def test_put_ex_durability(self):
         toks = list(range(11, 111))  # 100 tokens
         with snapbank.Store(ram_bytes=64 << 20) as st:  # RAM only: never durable
