@@ -34,12 +34,6 @@
 static const tu_layout LAY = { .page_tokens = PT, .n_tensors = 4, .bpt = { 64, 64, 64, 64 },
                                .point_bytes = 40, .model = "aload" };
 
-static void seq(uint32_t *tok, size_t n, uint32_t seed)
-{
-    for (size_t i = 0; i < n; i++)
-        tok[i] = seed * 100000u + (uint32_t)i;
-}
-
 static sb_config disk_config(void)
 {
     sb_config c = tu_small_disk_config();
@@ -58,7 +52,7 @@ static sb_store *stored(sb_io *io, int n_seq)
     sb_ns *ns = tu_ns(st, &LAY, "s");
     uint32_t *tok = malloc(NTOK * sizeof *tok);
     for (int s = 1; s <= n_seq; s++) {
-        seq(tok, NTOK, (uint32_t)s);
+        tu_seq(tok, NTOK, (uint32_t)s, 100000u);
         tu_put(ns, &LAY, tok, NTOK, true, SB_OK);
     }
     free(tok);
@@ -69,7 +63,7 @@ static sb_store *stored(sb_io *io, int n_seq)
 
 static sb_match *match_seq(sb_ns *ns, uint32_t *tok, uint32_t s)
 {
-    seq(tok, NTOK, s);
+    tu_seq(tok, NTOK, s, 100000u);
     sb_match *m = NULL;
     assert_int_equal(sb_ns_match(ns, tok, NTOK, &m), SB_OK);
     sb_match_info info;
@@ -162,13 +156,23 @@ typedef struct held {
 
 static void held_open(held *h)
 {
-    assert_int_equal(sb_io_mem_new(&h->io), 0);
+    h->io = tu_mem_fs();
     h->st = stored(h->io, 1);
     h->ns = tu_ns(h->st, &LAY, "s");
     h->tok = malloc(NTOK * sizeof *h->tok);
     h->m = match_seq(h->ns, h->tok, 1);
     gate_init(&h->g, RUN);
     sb_load_hook(h->st, gate_hook, &h->g);
+}
+
+/* Start the load of every page (and the point, with point) and return it
+ * once the hook holds it, the first run resident. */
+static sb_load *held_load(held *h, int point)
+{
+    sb_load *ld = NULL;
+    assert_int_equal(sb_match_load_start(h->m, NPAGES, point, &ld), SB_OK);
+    gate_arrival(&h->g);
+    return ld;
 }
 
 static void held_close(held *h)
@@ -189,14 +193,12 @@ static void test_aload_beside(void **state)
     held_open(&h);
     sb_match *m = h.m;
     uint32_t *tok = h.tok;
-    sb_load *ld = NULL;
-    assert_int_equal(sb_match_load_start(m, NPAGES, 1, &ld), SB_OK);
+    sb_load *ld = held_load(&h, 1);
     int fd = sb_load_fd(ld);
     assert_true(fd >= 0);
     size_t ready = 0;
     assert_int_equal(sb_load_wait(ld, RUN, -1, &ready), SB_OK);
     assert_int_equal(ready, RUN);
-    gate_arrival(&h.g);
 
     /* Beside the held load. */
     assert_int_equal(sb_load_poll(ld, &ready), SB_ERR_PENDING);
@@ -250,9 +252,7 @@ static void test_aload_cancel(void **state)
     (void)state;
     held h;
     held_open(&h);
-    sb_load *ld = NULL;
-    assert_int_equal(sb_match_load_start(h.m, NPAGES, 0, &ld), SB_OK);
-    gate_arrival(&h.g);
+    sb_load *ld = held_load(&h, 0);
     sb_load_cancel(ld);
     sb_load_cancel(ld); /* twice is once */
     gate_open(&h.g);
@@ -338,8 +338,7 @@ static void test_aload_damaged(void **state)
     (void)state;
     uint32_t pages[] = { 0, 70, 150 };
     for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
-        sb_io *io = NULL;
-        assert_int_equal(sb_io_mem_new(&io), 0);
+        sb_io *io = tu_mem_fs();
         sb_store_close(stored(io, 1));
         damage_page(io, pages[i]);
         int rc_block, rc_async;
@@ -376,9 +375,7 @@ static void test_aload_release_running(void **state)
     (void)state;
     held h;
     held_open(&h);
-    sb_load *ld = NULL;
-    assert_int_equal(sb_match_load_start(h.m, NPAGES, 0, &ld), SB_OK);
-    gate_arrival(&h.g);
+    sb_load *ld = held_load(&h, 0);
     releaser r = { h.m };
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, release_main, &r), 0);
@@ -431,8 +428,7 @@ static void *worker_main(void *arg)
 static void test_aload_threads(void **state)
 {
     (void)state;
-    sb_io *io = NULL;
-    assert_int_equal(sb_io_mem_new(&io), 0);
+    sb_io *io = tu_mem_fs();
     sb_store *st = stored(io, 4);
     sb_ns *ns = tu_ns(st, &LAY, "s");
     worker w[4];
@@ -457,7 +453,7 @@ static void test_aload_ram_and_refusals(void **state)
     sb_store *st = tu_store(0);
     sb_ns *ns = tu_ns(st, &LAY, "s");
     uint32_t tok[100];
-    seq(tok, 100, 9);
+    tu_seq(tok, 100, 9, 100000u);
     tu_put(ns, &LAY, tok, 100, true, SB_OK);
     sb_match *m = NULL;
     assert_int_equal(sb_ns_match(ns, tok, 100, &m), SB_OK);

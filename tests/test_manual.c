@@ -55,32 +55,18 @@
 static const tu_layout LA = { .page_tokens = 4, .n_tensors = 1, .bpt = { 1024 },
                               .model = "manual-a" };
 
-static sb_io *mem_fs(void)
-{
-    sb_io *io = NULL;
-    assert_int_equal(sb_io_mem_new(&io), 0);
-    return io;
-}
-
-/* n tokens of sequence `seed` (distinct sequences share no first token). */
-static void seq(uint32_t *tok, size_t n, uint32_t seed)
-{
-    for (size_t i = 0; i < n; i++)
-        tok[i] = seed * 1000u + (uint32_t)i;
-}
-
 static void test_point_past_limit(void **state)
 {
     (void)state;
     static const tu_layout LP = { .page_tokens = 32, .n_tensors = 1, .bpt = { 16 },
                                   .point_bytes = 24, .model = "manual-p" };
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     c.max_seq_tokens = 40;
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LP, "s");
     uint32_t tok[39];
-    seq(tok, 39, 1);
+    tu_seq(tok, 39, 1, 1000u);
     tu_put(ns, &LP, tok, 39, true, SB_OK); /* 39 + 39 % 32 = 46 > 40 */
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);
@@ -106,14 +92,14 @@ static void test_point_past_limit(void **state)
 static void test_wait_after_denial(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_BACK;
     c.min_prefix_tokens = 512; /* the default: 100 tokens are short */
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t tok[100];
-    seq(tok, 100, 2);
+    tu_seq(tok, 100, 2, 1000u);
     size_t stored = 0;
     sb_write_outcome oc;
     assert_int_equal(tu_put_ex(ns, &LA, tok, 100, false, &stored, &oc), SB_OK);
@@ -133,14 +119,14 @@ static void test_wait_after_denial(void **state)
 static void test_reinsert_ticket(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config(); /* 64 KiB segments: 7 records */
     c.disk_bytes = 4 * c.segment_bytes;
     c.durability = SB_DURABILITY_COMMIT;
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t p[28];
-    seq(p, 28, 3);
+    tu_seq(p, 28, 3, 1000u);
     size_t stored = 0;
     sb_write_outcome oc;
     assert_int_equal(tu_put_ex(ns, &LA, p, 28, false, &stored, &oc), SB_OK);
@@ -153,7 +139,7 @@ static void test_reinsert_ticket(void **state)
     for (uint32_t i = 0; i < 40; i++) {
         assert_int_equal(tu_match_len(ns, p, 28), 28);
         uint32_t f[3];
-        seq(f, 3, 100 + i);
+        tu_seq(f, 3, 100 + i, 1000u);
         assert_int_equal(tu_put_ex(ns, &LA, f, 3, false, &stored, &oc), SB_OK);
         assert_int_equal(tu_put_ex(ns, &LA, p, 28, false, &stored, &oc), SB_OK);
         assert_int_equal(stored, 28);
@@ -186,7 +172,7 @@ static sb_store *p_first(sb_io *io, sb_durability dur, sb_ns **ns, const tu_layo
     tu_put(*ns, l, p, 28, false, SB_OK);
     for (uint32_t i = 0; i < 2; i++) {
         uint32_t f[28];
-        seq(f, 28, 200 + i);
+        tu_seq(f, 28, 200 + i, 1000u);
         tu_put(*ns, l, f, 28, false, SB_OK);
     }
     assert_int_equal(sb_store_flush(st), SB_OK);
@@ -228,9 +214,9 @@ static sb_write_outcome put_past_p(sb_ns *ns, const tu_layout *l, const uint32_t
 static void test_commit_reclaimed(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     uint32_t tok[56];
-    seq(tok, 56, 4);
+    tu_seq(tok, 56, 4, 1000u);
     sb_ns *ns = NULL;
     sb_store *st = p_first(io, SB_DURABILITY_COMMIT, &ns, &LA, tok);
     sb_write_outcome oc = put_past_p(ns, &LA, tok);
@@ -259,9 +245,9 @@ static void test_commit_reclaimed(void **state)
 static void test_ticket_reclaimed(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     uint32_t tok[56];
-    seq(tok, 56, 5);
+    tu_seq(tok, 56, 5, 1000u);
     sb_ns *ns = NULL;
     sb_store *st = p_first(io, SB_DURABILITY_PERIODIC, &ns, &LA, tok);
     sb_write_outcome oc = put_past_p(ns, &LA, tok);
@@ -278,19 +264,19 @@ static void test_ticket_reclaimed(void **state)
 static void test_write_only_evicted(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_ONLY;
     c.ram_pages = 24;
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[32];
-    seq(a, 32, 6);
+    tu_seq(a, 32, 6, 1000u);
     tu_put(ns, &LA, a, 32, false, SB_OK);
     assert_int_equal(sb_store_flush(st), SB_OK);
     for (uint32_t i = 0; i < 3; i++) { /* 24 pages more: A's go */
         uint32_t f[32];
-        seq(f, 32, 300 + i);
+        tu_seq(f, 32, 300 + i, 1000u);
         tu_put(ns, &LA, f, 32, false, SB_OK);
         assert_int_equal(sb_store_flush(st), SB_OK);
     }
@@ -320,13 +306,13 @@ static void test_write_only_evicted(void **state)
 static void test_write_only_put_again(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_ONLY;
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[32];
-    seq(a, 32, 7);
+    tu_seq(a, 32, 7, 1000u);
     tu_put(ns, &LA, a, 32, false, SB_OK);
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);
@@ -356,13 +342,13 @@ static void test_write_only_put_again(void **state)
 static void test_pin_on_disk(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     c.disk_bytes = 4 * c.segment_bytes;
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t p[28];
-    seq(p, 28, 8);
+    tu_seq(p, 28, 8, 1000u);
     tu_put(ns, &LA, p, 28, false, SB_OK); /* the first segment */
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);
@@ -376,14 +362,14 @@ static void test_pin_on_disk(void **state)
     /* Sequences enough to reclaim every segment several times over. */
     for (uint32_t i = 0; i < 12; i++) {
         uint32_t f[28];
-        seq(f, 28, 400 + i);
+        tu_seq(f, 28, 400 + i, 1000u);
         tu_put(ns, &LA, f, 28, false, SB_OK);
         assert_int_equal(sb_store_flush(st), SB_OK);
     }
     assert_true(tu_stats(st).disk_reclaimed_segments >= 4);
     assert_int_equal(tu_restore_exact(ns, &LA, p, 28, NULL), 28);
     uint32_t q[28]; /* shares P's first 4 tokens only */
-    seq(q, 28, 9);
+    tu_seq(q, 28, 9, 1000u);
     memcpy(q, p, 4 * sizeof *q);
     assert_int_equal(tu_match_len(ns, q, 28), 4);
     tu_check(st);
@@ -405,14 +391,14 @@ static void written(sb_store *st, uint64_t pages)
 static void test_commit_over_unsynced(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     c.durability = SB_DURABILITY_NONE; /* synced at a flush, a wait, a close */
     c.ram_pages = 4;
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[8];
-    seq(a, 8, 10);
+    tu_seq(a, 8, 10, 1000u);
     tu_put(ns, &LA, a, 8, false, SB_OK);
     written(st, 2);
     /* Two sequences more, each written before the next: A, the least
@@ -420,7 +406,7 @@ static void test_commit_over_unsynced(void **state)
      * record and 7 pages) is not full: nothing sealed it, nothing synced. */
     for (uint32_t i = 0; i < 2; i++) {
         uint32_t f[8];
-        seq(f, 8, 500 + i);
+        tu_seq(f, 8, 500 + i, 1000u);
         tu_put(ns, &LA, f, 8, false, SB_OK);
         written(st, 4 + 2 * i);
     }
@@ -472,15 +458,15 @@ static void gap_hold(void *ctx)
 static void test_put_then_close(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config(); /* PERIODIC: a sync is due 5 ms
                                              after a write */
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t p[4], p2[4], q[4];
-    seq(p, 4, 11);
-    seq(p2, 4, 12);
-    seq(q, 4, 13);
+    tu_seq(p, 4, 11, 1000u);
+    tu_seq(p2, 4, 12, 1000u);
+    tu_seq(q, 4, 13, 1000u);
     tu_put(ns, &LA, p, 4, false, SB_OK); /* opens the segment */
     written(st, 1);
     gap g = { .st = st };

@@ -38,20 +38,6 @@ static const tu_layout LP = { .page_tokens = 4, .n_tensors = 2, .bpt = { 64, 48 
                               .point_bytes = 24, .flags = SB_LAYOUT_POINT_REQUIRED,
                               .model = "remove-p" };
 
-/* n tokens of sequence `seed` (distinct sequences share no first token). */
-static void seq(uint32_t *tok, size_t n, uint32_t seed)
-{
-    for (size_t i = 0; i < n; i++)
-        tok[i] = seed * 1000u + (uint32_t)i;
-}
-
-static sb_io *mem_fs(void)
-{
-    sb_io *io = NULL;
-    assert_int_equal(sb_io_mem_new(&io), 0);
-    return io;
-}
-
 /* What a match of tok[0, n) finds: L and the tokens matched. */
 static void found(sb_ns *ns, const uint32_t *tok, size_t n, size_t *L, size_t *matched)
 {
@@ -93,11 +79,11 @@ static void test_ram_subtree(void **state)
     sb_store *st = tu_store(0);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[24], b[20], c[6], d[10];
-    seq(a, 24, 1);
+    tu_seq(a, 24, 1, 1000u);
     memcpy(b, a, 13 * sizeof *a);
-    seq(b + 13, 7, 2);
+    tu_seq(b + 13, 7, 2, 1000u);
     memcpy(c, a, sizeof c);
-    seq(d, 10, 3);
+    tu_seq(d, 10, 3, 1000u);
     tu_put(ns, &LA, a, 24, true, SB_OK);
     tu_put(ns, &LA, b, 20, true, SB_OK);
     tu_put(ns, &LA, c, 6, true, SB_OK);
@@ -140,10 +126,10 @@ static void test_ram_mid_page(void **state)
     sb_store *st = tu_store(0);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t s8[8], c5[5], e7[7];
-    seq(s8, 8, 4);
+    tu_seq(s8, 8, 4, 1000u);
     memcpy(c5, s8, sizeof c5);
     memcpy(e7, s8, 4 * sizeof *s8);
-    seq(e7 + 4, 3, 5);
+    tu_seq(e7 + 4, 3, 5, 1000u);
     tu_put(ns, &LA, s8, 8, true, SB_OK);
     tu_put(ns, &LA, c5, 5, true, SB_OK);
     tu_put(ns, &LA, e7, 7, true, SB_OK);
@@ -189,7 +175,7 @@ static void test_ram_points_required(void **state)
     sb_store *st = tu_store(0);
     sb_ns *ns = tu_ns(st, &LP, "s");
     uint32_t a[20];
-    seq(a, 20, 6);
+    tu_seq(a, 20, 6, 1000u);
     tu_put(ns, &LP, a, 8, true, SB_OK);
     tu_put(ns, &LP, a, 13, true, SB_OK);
     tu_put(ns, &LP, a, 20, true, SB_OK);
@@ -212,7 +198,7 @@ static void test_ram_scope(void **state)
     sb_store *st = tu_store(0);
     sb_ns *x = tu_ns(st, &LA, "x"), *y = tu_ns(st, &LA, "y");
     uint32_t a[12];
-    seq(a, 12, 7);
+    tu_seq(a, 12, 7, 1000u);
     tu_put(x, &LA, a, 12, false, SB_OK);
     tu_put(y, &LA, a, 12, false, SB_OK);
     assert_int_equal(remove_ok(x, a, 1), 3);
@@ -235,7 +221,7 @@ static void test_ram_live_match(void **state)
     sb_store *st = tu_store(0);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[18];
-    seq(a, 18, 8);
+    tu_seq(a, 18, 8, 1000u);
     tu_put(ns, &LA, a, 18, true, SB_OK);
     sb_match *m = NULL;
     assert_int_equal(sb_ns_match(ns, a, 18, &m), SB_OK);
@@ -278,7 +264,7 @@ static void test_ram_pin(void **state)
     sb_store *st = tu_store(0);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[20];
-    seq(a, 20, 9);
+    tu_seq(a, 20, 9, 1000u);
     tu_put(ns, &LA, a, 20, true, SB_OK);
     uint64_t id = 0;
     size_t np = 0;
@@ -308,7 +294,7 @@ static void test_args(void **state)
     assert_int_equal(sb_store_open(&c, &st), SB_OK);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[80];
-    seq(a, 80, 10);
+    tu_seq(a, 80, 10, 1000u);
     tu_put(ns, &LA, a, 12, false, SB_OK);
     size_t n = 99;
     assert_int_equal(sb_ns_remove(NULL, a, 4, &n), SB_ERR_INVAL);
@@ -337,10 +323,10 @@ typedef struct dworld {
 
 static void dworld_make(dworld *w, uint32_t seed)
 {
-    seq(w->a, 20, seed);
+    tu_seq(w->a, 20, seed, 1000u);
     memcpy(w->b, w->a, 10 * sizeof *w->a);
-    seq(w->b + 10, 6, seed + 1);
-    seq(w->d, 12, seed + 2);
+    tu_seq(w->b + 10, 6, seed + 1, 1000u);
+    tu_seq(w->d, 12, seed + 2, 1000u);
 }
 
 static void dworld_put(sb_ns *ns, const dworld *w)
@@ -366,7 +352,7 @@ static void test_disk_restart(void **state)
 {
     (void)state;
     for (int crash = 0; crash < 2; crash++) {
-        sb_io *io = mem_fs();
+        sb_io *io = tu_mem_fs();
         sb_config c = tu_small_disk_config();
         sb_store *st = tu_open_io(&c, io);
         sb_ns *ns = tu_ns(st, &LA, "s");
@@ -409,7 +395,7 @@ static void test_disk_put_again(void **state)
 {
     (void)state;
     for (int crash = 0; crash < 2; crash++) {
-        sb_io *io = mem_fs();
+        sb_io *io = tu_mem_fs();
         sb_config c = tu_small_disk_config();
         sb_store *st = tu_open_io(&c, io);
         sb_ns *ns = tu_ns(st, &LA, "s");
@@ -462,7 +448,7 @@ static void test_disk_put_again(void **state)
 static void test_disk_live_match(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
@@ -504,7 +490,7 @@ static void test_disk_live_match(void **state)
 static void test_disk_commit_again(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
@@ -542,15 +528,15 @@ static void test_disk_commit_again(void **state)
 static void test_disk_dirty_not_written(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_BACK;
     c.durability = SB_DURABILITY_NONE;
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t a[20], d[8];
-    seq(a, 20, 60);
-    seq(d, 8, 61);
+    tu_seq(a, 20, 60, 1000u);
+    tu_seq(d, 8, 61, 1000u);
     size_t stored = 0;
     sb_write_outcome oc;
     assert_int_equal(tu_put_ex(ns, &LA, a, 20, false, &stored, &oc), SB_OK);
@@ -577,7 +563,7 @@ static void test_disk_dirty_not_written(void **state)
 static void test_disk_write_only(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     c.write_mode = SB_WRITE_ONLY;
     sb_store *st = tu_open_io(&c, io);
@@ -622,7 +608,7 @@ static sb_super read_super(sb_io *io, sb_super_seg *segs, uint32_t max)
 static void test_disk_super_version(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
@@ -660,7 +646,7 @@ static void test_disk_super_version(void **state)
 static void test_disk_salvage(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
@@ -693,7 +679,7 @@ static void test_disk_salvage(void **state)
 static void test_disk_nomem(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
@@ -767,7 +753,7 @@ static void test_crash_fault_sweep(void **state)
     (void)state;
     sb_config c = tu_small_disk_config();
     /* How many operations a clean call makes. */
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     dworld w;
     sb_ns *ns;
     sb_store *st = crash_setup(io, &c, &w, &ns);
@@ -781,7 +767,7 @@ static void test_crash_fault_sweep(void **state)
     int failed = 0;
     for (int err = 0; err < 2; err++)
         for (uint64_t k = 1; k <= total + 2; k++) {
-            io = mem_fs();
+            io = tu_mem_fs();
             st = crash_setup(io, &c, &w, &ns);
             sb_io_mem_fail_at(io, k, err ? 0 : -5 /* EIO, or a short write */);
             size_t n = 0;
@@ -828,7 +814,7 @@ static void test_crash_power_cut_sweep(void **state)
     sb_config c = tu_small_disk_config();
     int said_ok = 0, cuts = 0;
     for (int k = 0; k < 12; k++) {
-        sb_io *io = mem_fs();
+        sb_io *io = tu_mem_fs();
         dworld w;
         sb_ns *ns;
         sb_store *st = crash_setup(io, &c, &w, &ns);
@@ -866,14 +852,14 @@ static void test_crash_power_cut_sweep(void **state)
 static void test_reclaim_keeps_tombstone(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     c.disk_bytes = 6 * c.segment_bytes;
     c.durability = SB_DURABILITY_COMMIT;
     sb_store *st = tu_open_io(&c, io);
     sb_ns *ns = tu_ns(st, &LA, "s");
     uint32_t p[28];
-    seq(p, 28, 120);
+    tu_seq(p, 28, 120, 1000u);
     tu_put(ns, &LA, p, 28, false, SB_OK);
     sb_ns_close(ns);
     assert_int_equal(sb_store_close(st), SB_OK);
@@ -886,7 +872,7 @@ static void test_reclaim_keeps_tombstone(void **state)
     uint64_t tomb_seg = 0;
     for (uint32_t i = 0; i < 60; i++) {
         uint32_t f[28];
-        seq(f, 28, 200 + i);
+        tu_seq(f, 28, 200 + i, 1000u);
         tu_put(ns, &LA, f, 28, false, SB_OK);
         sb_stats s = tu_stats(st);
         if (s.disk_tombstones >= 2 && !tomb_seg)
@@ -918,7 +904,7 @@ static void test_reclaim_keeps_tombstone(void **state)
      * tombstone's segment in turn: it goes with it. */
     for (uint32_t i = 0; i < 60; i++) {
         uint32_t f[28];
-        seq(f, 28, 400 + i);
+        tu_seq(f, 28, 400 + i, 1000u);
         tu_put(ns, &LA, f, 28, false, SB_OK);
     }
     s = tu_stats(st);
@@ -967,7 +953,7 @@ static void tfail(tworker *w, const char *what, int rc)
 static size_t tseq(tworker *w, uint32_t *tok)
 {
     uint32_t f = (uint32_t)(tu_rand(&w->rng) % 3);
-    seq(tok, 6, 500 + f);
+    tu_seq(tok, 6, 500 + f, 1000u);
     size_t n = 6 + tu_rand(&w->rng) % 20;
     for (size_t i = 6; i < n; i++)
         tok[i] = (uint32_t)(tu_rand(&w->rng) % 3);
@@ -1032,7 +1018,7 @@ static void *tmain(void *arg)
 static void test_threads(void **state)
 {
     (void)state;
-    sb_io *io = mem_fs();
+    sb_io *io = tu_mem_fs();
     sb_config c = tu_small_disk_config();
     c.ram_bytes = 2 << 20;
     sb_store *st = tu_open_io(&c, io);

@@ -55,8 +55,9 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
     return remove(p);
 }
 
-/* A store on directory tmp/name with a shared tier on the test cluster. */
-static sb_store *open_store(const char *name, uint32_t timeout_ms)
+/* A store on directory tmp/name with a shared tier on the test cluster,
+ * its publisher writing at most rate bytes a second (0: the default). */
+static sb_store *open_store_with(const char *name, uint32_t timeout_ms, uint64_t rate)
 {
     char dir[320];
     snprintf(dir, sizeof dir, "%s/%s", tmp, name);
@@ -70,10 +71,23 @@ static sb_store *open_store(const char *name, uint32_t timeout_ms)
     cfg.dir = dir;
     cfg.shared_seeds = cl.seeds;
     cfg.shared_timeout_ms = timeout_ms;
+    if (rate)
+        cfg.shared_publish_bytes_per_s = rate;
     sb_store *st = NULL;
     assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
+    return st;
+}
+
+static sb_store *open_store(const char *name, uint32_t timeout_ms)
+{
+    sb_store *st = open_store_with(name, timeout_ms, 0);
     assert_int_equal(sb_store_has_shared(st), 1);
     return st;
+}
+
+static sb_store *open_store_rate(const char *name, uint64_t rate)
+{
+    return open_store_with(name, 5000, rate);
 }
 
 static void tokens_of(uint32_t *tok, size_t n, uint64_t seed)
@@ -348,28 +362,6 @@ static void test_point_layouts(void **state)
     assert_int_equal(added, 0);
     sb_ns_close(na);
     sb_store_close(a);
-}
-
-/* A store with a shared tier whose publisher writes at most rate bytes a
- * second. */
-static sb_store *open_store_rate(const char *name, uint64_t rate)
-{
-    char dir[320];
-    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
-    sb_config cfg;
-    sb_config_default(&cfg);
-    cfg.min_prefix_tokens = 1;
-    cfg.ram_bytes = 16 << 20;
-    cfg.segment_bytes = 1 << 20;
-    cfg.disk_bytes = 64 << 20;
-    cfg.disk_free_floor_bytes = 0;
-    cfg.dir = dir;
-    cfg.shared_seeds = cl.seeds;
-    cfg.shared_timeout_ms = 5000;
-    cfg.shared_publish_bytes_per_s = rate;
-    sb_store *st = NULL;
-    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
-    return st;
 }
 
 /* sb_ns_remove deletes the keys of the full pages it took from the pool

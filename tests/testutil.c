@@ -46,6 +46,12 @@ void tu_tokens(uint64_t *rng, uint32_t *out, size_t n, uint32_t vocab)
         out[i] = (uint32_t)(tu_rand(rng) % vocab);
 }
 
+void tu_seq(uint32_t *out, size_t n, uint32_t seed, uint32_t stride)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = seed * stride + (uint32_t)i;
+}
+
 static uint64_t model_seed(const tu_layout *l)
 {
     const char *m = l->model ? l->model : "test-model";

@@ -43,6 +43,10 @@ uint64_t tu_rand(uint64_t *s);
 /* n tokens drawn from [0, vocab). */
 void tu_tokens(uint64_t *rng, uint32_t *out, size_t n, uint32_t vocab);
 
+/* n tokens of sequence `seed`: seed * stride, seed * stride + 1, ...
+ * (distinct seeds share no first token). */
+void tu_seq(uint32_t *out, size_t n, uint32_t seed, uint32_t stride);
+
 /* Synthetic state of tokens[0, n): bufs[t] gets n * bpt[t] bytes. The slice
  * of token i depends on tokens[0..i] and the model string. Caller frees
  * with tu_free_state. */

@@ -23,4 +23,13 @@ static inline sb_store *tu_open_io(const sb_config *c, sb_io *io)
     return st;
 }
 
+/* A fresh in-memory file system (sb_io_mem_new), failing the test if it
+ * cannot be made. Free with sb_io_destroy. */
+static inline sb_io *tu_mem_fs(void)
+{
+    sb_io *io = NULL;
+    assert_int_equal(sb_io_mem_new(&io), 0);
+    return io;
+}
+
 #endif

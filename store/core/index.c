@@ -21,17 +21,6 @@ static void unhold(sb_match *m, size_t from, bool point)
         sb_tier_match(m->st, m->point, -1);
 }
 
-static int check_tokens(const sb_ns *ns, const uint32_t *tokens, size_t n)
-{
-    if (n == 0)
-        return SB_ERR_NO_TOKENS;
-    if (!tokens)
-        return SB_ERR_INVAL;
-    if (n > ns->st->cfg.max_seq_tokens)
-        return SB_ERR_TOO_MANY_TOKENS;
-    return SB_OK;
-}
-
 /* ---- commit (both modes) ----------------------------------------------------- */
 /*
  * sb_commit_locked indexes tokens[0, n) with pages[] (one per region):
@@ -354,7 +343,7 @@ int sb_write_args(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, const void
         memset(out, 0, sizeof *out);
     if (!ns || !source)
         return SB_ERR_INVAL;
-    int rc = check_tokens(ns, tokens, n_tokens);
+    int rc = sb_tokens_check(ns, tokens, n_tokens);
     if (rc != SB_OK)
         return rc;
     if (point && !ns->point_bytes)
@@ -576,7 +565,7 @@ int sb_ns_match(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, sb_match **o
         *out = NULL;
     if (!ns || !out)
         return SB_ERR_INVAL;
-    int rc = check_tokens(ns, tokens, n_tokens);
+    int rc = sb_tokens_check(ns, tokens, n_tokens);
     if (rc != SB_OK)
         return rc;
     sb_store *st = ns->st;
@@ -644,7 +633,7 @@ int sb_ns_lookup(sb_ns *ns, sb_lookup *reqs, size_t n)
         return SB_ERR_INVAL;
     size_t most = 0;
     for (size_t i = 0; i < n; i++) {
-        int rc = check_tokens(ns, reqs[i].tokens, reqs[i].n_tokens);
+        int rc = sb_tokens_check(ns, reqs[i].tokens, reqs[i].n_tokens);
         if (rc != SB_OK)
             return rc;
         size_t k = regions(ns, reqs[i].n_tokens);
@@ -758,12 +747,12 @@ int sb_match_fill(sb_match *m, size_t first, size_t n, bool point, sb_tier_ready
 
 /* ---- use beside a load (aload.c) ----------------------------------------------- */
 
-/* What a call on m sees of it: whether a load runs, and the match's length
- * and resident prefix. Only the load writes them meanwhile, under st->mu. */
+/* What a call on m sees of it: whether a load runs, the match's length and
+ * whether it has a point state. Only the load writes them meanwhile, under
+ * st->mu. */
 typedef struct seen {
     bool loading;
     size_t L;                  /* m->n_tokens */
-    size_t ready;              /* pages [0, ready) resident (loading only) */
     bool point;                /* m->point != NULL */
 } seen;
 
@@ -772,7 +761,7 @@ typedef struct seen {
 static seen look(sb_match *m)
 {
     pthread_mutex_lock(&m->st->mu);
-    seen v = { m->loading != NULL, m->n_tokens, m->ready, m->point != NULL };
+    seen v = { m->loading != NULL, m->n_tokens, m->point != NULL };
     pthread_mutex_unlock(&m->st->mu);
     return v;
 }
@@ -1047,7 +1036,7 @@ int sb_ns_pin(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, uint64_t ttl_m
         *n_pinned = 0;
     if (!ns || !pin_id)
         return SB_ERR_INVAL;
-    int rc = check_tokens(ns, tokens, n_tokens);
+    int rc = sb_tokens_check(ns, tokens, n_tokens);
     if (rc != SB_OK)
         return rc;
     sb_store *st = ns->st;

@@ -404,6 +404,11 @@ bool sb_evicted_seen(sb_store *st, const sb_key *key);
 /* sb_ns_free_all -- free every namespace of a closing store. */
 void sb_ns_free_all(sb_store *st);
 
+/* sb_tokens_check -- the checks of a call's token sequence (ns not NULL):
+ * SB_OK; SB_ERR_NO_TOKENS (n 0); SB_ERR_INVAL (NULL tokens);
+ * SB_ERR_TOO_MANY_TOKENS (past max_seq_tokens). */
+int sb_tokens_check(const struct sb_ns *ns, const uint32_t *tokens, size_t n);
+
 /* sb_ns_maybe_free -- free ns if it has no handles and holds nothing. */
 void sb_ns_maybe_free(struct sb_ns *ns);
 

@@ -1,5 +1,6 @@
 /* ns.c -- namespaces: the table of (model identity, scope) pairs, layout
- * validation, page geometry and the root of each content-key chain. */
+ *  validation, page geometry, the root of each content-key chain, and the
+ * checks of a call's token sequence against its namespace. */
 #include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
@@ -312,4 +313,15 @@ size_t sb_ns_tensor_offset(const sb_ns *ns, uint32_t t)
     if (!ns || t >= ns->n_tensors)
         return (size_t)-1;
     return ns->tensor_off[t];
+}
+
+int sb_tokens_check(const sb_ns *ns, const uint32_t *tokens, size_t n)
+{
+    if (n == 0)
+        return SB_ERR_NO_TOKENS;
+    if (!tokens)
+        return SB_ERR_INVAL;
+    if (n > ns->st->cfg.max_seq_tokens)
+        return SB_ERR_TOO_MANY_TOKENS;
+    return SB_OK;
 }

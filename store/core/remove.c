@@ -69,13 +69,10 @@ int sb_ns_remove(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t *n_r
         *n_removed = 0;
     if (!ns)
         return SB_ERR_INVAL;
-    if (n_tokens == 0)
-        return SB_ERR_NO_TOKENS;
-    if (!tokens)
-        return SB_ERR_INVAL;
+    int rc = sb_tokens_check(ns, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
     sb_store *st = ns->st;
-    if (n_tokens > st->cfg.max_seq_tokens)
-        return SB_ERR_TOO_MANY_TOKENS;
 
     /* 1 */
     uint32_t pt = ns->page_tokens;
@@ -89,7 +86,7 @@ int sb_ns_remove(sb_ns *ns, const uint32_t *tokens, size_t n_tokens, size_t *n_r
                    .want_keys = sb_shared_on(st) && !(ns->flags & SB_LAYOUT_POINT_REQUIRED) };
     void *req = NULL;
     pthread_mutex_lock(&st->mu);
-    int rc = sb_tier_remove(ns, &parent, (uint32_t)n_tokens, tokens + r * pt,
+    rc = sb_tier_remove(ns, &parent, (uint32_t)n_tokens, tokens + r * pt,
                             (uint32_t)(n_tokens - r * pt), &req);
     if (rc != SB_OK) {
         pthread_mutex_unlock(&st->mu);

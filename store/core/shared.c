@@ -15,12 +15,9 @@ int sb_fetch_check(const sb_ns *ns, const uint32_t *tokens, size_t n_tokens)
 {
     if (!ns)
         return SB_ERR_INVAL;
-    if (n_tokens == 0)
-        return SB_ERR_NO_TOKENS;
-    if (!tokens)
-        return SB_ERR_INVAL;
-    if (n_tokens > ns->st->cfg.max_seq_tokens)
-        return SB_ERR_TOO_MANY_TOKENS;
+    int rc = sb_tokens_check(ns, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
     if (!sb_shared_on(ns->st) || (ns->flags & SB_LAYOUT_POINT_REQUIRED))
         return SB_ERR_UNSUPPORTED;
     return SB_OK;
