@@ -11,12 +11,15 @@
  *   restore then reads the rest itself;
  * - a damaged record (a payload byte flipped on the in-memory file
  *   system) shrinks the match exactly as the blocking sb_match_load does;
+ *   an I/O error in the middle of a load (the I/O fault backend) ends it
+ *   by the same rule;
  * - a release while the load runs cancels it and waits;
  * - loads on four threads at once, each restoring its growing prefix as it
  *   arrives (run under TSan in CI);
  * - a RAM-only store's load is done at the start; argument refusals;
  *   allocation failure starts nothing. */
 #include <stdio.h>
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -360,6 +363,47 @@ static void test_aload_damaged(void **state)
     }
 }
 
+/* An I/O error in the middle of a load (the mem backend's fault, armed
+ * while the hook holds the load after its first run, so it hits the next
+ * run's first read): the disk tier reads a failed read of several records
+ * again record by record, and a record whose own read fails is an I/O
+ * error. Either way the load ends by the blocking load's rule: SB_OK with
+ * every page resident, or SB_ERR_IO with the match shrunk to the pages
+ * before the failed one (at least the first run), all resident, and every
+ * byte of what it holds right. */
+static void test_aload_io_fault(void **state)
+{
+    (void)state;
+    held h;
+    held_open(&h);
+    sb_load *ld = held_load(&h, 0);
+    uint64_t ops = sb_io_mem_ops_count(h.io);
+    sb_io_mem_fail_at(h.io, 1, -EIO);
+    gate_open(&h.g);
+    size_t ready = 0;
+    int rc = sb_load_wait(ld, SIZE_MAX, -1, &ready);
+    sb_load_free(ld);
+    sb_io_mem_fail_at(h.io, 0, 0);
+    ops = sb_io_mem_ops_count(h.io) - ops;
+    sb_match_info info;
+    assert_int_equal(sb_match_get_info(h.m, &info), SB_OK);
+    print_message("a read failing after %u pages: %s after %llu operations, L %zu\n", RUN,
+                  sb_strerror(rc), (unsigned long long)ops, info.n_tokens);
+    assert_true(ops >= 1); /* the fault was met */
+    assert_true(rc == SB_OK || rc == SB_ERR_IO);
+    if (rc == SB_OK) {
+        assert_int_equal(info.n_tokens, NTOK);
+    } else {
+        assert_int_equal(info.miss, SB_MISS_IO);
+        assert_true(info.n_tokens >= RUN * PT && info.n_tokens < NTOK);
+        assert_int_equal(info.n_tokens % PT, 0);
+    }
+    assert_int_equal(ready, info.n_pages);
+    assert_int_equal(info.n_pages_disk, 0);
+    assert_int_equal(restore_check(h.m, h.tok, info.n_tokens), SB_OK);
+    held_close(&h);
+}
+
 typedef struct releaser {
     sb_match *m;
 } releaser;
@@ -501,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_aload_beside),
         cmocka_unit_test(test_aload_cancel),
         cmocka_unit_test(test_aload_damaged),
+        cmocka_unit_test(test_aload_io_fault),
         cmocka_unit_test(test_aload_release_running),
         cmocka_unit_test(test_aload_threads),
         cmocka_unit_test(test_aload_ram_and_refusals),
