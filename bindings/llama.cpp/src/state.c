@@ -1,0 +1,2 @@
+/* state.c -- placeholder: llama.cpp's sequence state parser. */
+#include "state.h"
