@@ -4,7 +4,9 @@
 # four ways -- pkg-config (shared and --static) and find_package (the
 # snapbank::snapbank and snapbank::snapbank_static targets) -- and runs each;
 # then tests/install/rt_consumer.c against the runtime's installed header
-# and library (pkg-config snapbank_rt).
+# and library (pkg-config snapbank_rt); and where the llama.cpp connector was
+# built (its header installed), tests/install/llama_consumer.c against it
+# with pkg-config snapbank_llama and find_package(snapbank_llama).
 set -eu
 BUILD=$1
 WORK=$2
@@ -28,7 +30,11 @@ $CC -std=c11 -o "$WORK/pc_static" "$SRC/consumer.c" -static-libgcc \
   $(pkg-config --cflags snapbank) "$LIBDIR/libsnapbank.a" $(pkg-config --static --libs-only-l snapbank | sed 's/-lsnapbank//')
 "$WORK/pc_static"
 
-cmake -S "$SRC" -B "$WORK/cmake" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+LLAMA=OFF
+if [ -f "$PREFIX/include/snapbank_llama.h" ]; then
+  LLAMA=ON
+fi
+cmake -S "$SRC" -B "$WORK/cmake" -DCMAKE_PREFIX_PATH="$PREFIX" -DSB_LLAMA_CONSUMER=$LLAMA >/dev/null
 cmake --build "$WORK/cmake" >/dev/null
 LD_LIBRARY_PATH="$LIBDIR" "$WORK/cmake/consumer_shared"
 "$WORK/cmake/consumer_static"
@@ -36,4 +42,15 @@ test -f "$PREFIX/include/snapbank_rt.h" || { echo "install: snapbank_rt.h missin
 # shellcheck disable=SC2046
 $CC -std=c11 -o "$WORK/rt_consumer" "$SRC/rt_consumer.c" $(pkg-config --cflags --libs snapbank_rt)
 LD_LIBRARY_PATH="$LIBDIR" "$WORK/rt_consumer" "$WORK/rt.gguf"
-echo "install: ok (pkg-config shared and static, find_package shared and static; the runtime's header and library)"
+llama="; the llama.cpp connector not built"
+if [ "$LLAMA" = ON ]; then
+  # libllama is found through the run paths snapbank_llama.pc and the
+  # package give; LD_LIBRARY_PATH is for our own libraries only.
+  # shellcheck disable=SC2046
+  $CC -std=c11 -o "$WORK/llama_consumer" "$SRC/llama_consumer.c" \
+    $(pkg-config --cflags --libs snapbank_llama)
+  LD_LIBRARY_PATH="$LIBDIR" "$WORK/llama_consumer"
+  LD_LIBRARY_PATH="$LIBDIR" "$WORK/cmake/llama_consumer"
+  llama="; the llama.cpp connector with pkg-config and find_package"
+fi
+echo "install: ok (pkg-config shared and static, find_package shared and static; the runtime's header and library$llama)"
