@@ -57,6 +57,7 @@ LAYERS = [
     ["store/format"],                     # records, compression, payload hash
     ["store/disk", "store/remote"],       # tiers: siblings, never each other
     ["store/open"],                       # wires the tiers to core
+    ["bindings/llama.cpp/src"],           # the llama.cpp connector (store API only)
     ["runtime/core"],
     ["runtime/kernels"],
     ["runtime/gguf"],
@@ -83,6 +84,7 @@ INTERFACES = [
     ("store/remote", "store/core", "store/core/host.h"),
     # Everything above the store uses its public API only.
     ("runtime/*", "store/*", "store/include/*.h"),
+    ("bindings/llama.cpp/src", "store/*", "store/include/snapbank*.h"),
     ("tools/*", "store/*", "store/include/*.h"),
     # `snapbank bench` uses the runtime through its public header only
     # (sbrt_make_model, which tools/make_model defines, included).
@@ -91,17 +93,20 @@ INTERFACES = [
 ]
 
 # EXPORTS: libraries an embedding program links, by file name (found
-# anywhere under BUILD_DIR outside CMakeFiles/). "shared": the dynamic
-# symbol table (nm -D); "static": every defined global of every member
-# (what can clash at static link time). A library listed here but not
-# built is a violation.
-EXPORTS = [
-    ("libsnapbank.so", "shared"),
-    ("libsnapbank_rt.so", "shared"),
-    ("libsnapbank.a", "static"),          # target snapbank_static
-    ("libsnapbank_runtime.a", "static"),
-]
+# anywhere under BUILD_DIR outside CMakeFiles/), each with the symbol table
+# read -- "shared": the dynamic one (nm -D); "static": every defined global
+# of every member (what can clash at static link time) --, the prefixes its
+# names may have, and when it is built: "always" (not built is a
+# violation) or "optional" (built only where what it needs is found: the
+# llama.cpp connector without llama.cpp is not a violation).
 EXPORT_PREFIXES = ("sb_", "sbrt_", "SB_", "SBRT_")
+EXPORTS = [
+    ("libsnapbank.so", "shared", EXPORT_PREFIXES, "always"),
+    ("libsnapbank_rt.so", "shared", EXPORT_PREFIXES, "always"),
+    ("libsnapbank.a", "static", EXPORT_PREFIXES, "always"),          # target snapbank_static
+    ("libsnapbank_runtime.a", "static", EXPORT_PREFIXES, "always"),
+    ("libsnapbank_llama.so", "shared", ("sb_llama_",), "optional"),
+]
 LINKER_NAMES = {"_init", "_fini", "_edata", "_end", "__bss_start"}
 
 # DRIVERS: folders of test and benchmark programs; their objects are not
@@ -289,15 +294,16 @@ def check(build, root, layers=None, interfaces=None, exports=None, drivers=None)
         for x, y in zip(ring, ring[1:]):
             add("cycle", key, "%s -> %s: %s" % (x, y, edges[(x, y)]))
 
-    for lib, kind in exports:
+    for lib, kind, prefixes, when in exports:
         found = sorted(os.path.join(d, lib) for d, dirs, names in os.walk(build)
                        if "CMakeFiles" not in d.split(os.sep) and lib in names)
         if not found:
-            add("library", "library %s: not built" % lib, build)
+            if when != "optional":
+                add("library", "library %s: not built" % lib, build)
             continue
         args = ["-D", "-g", "--defined-only"] if kind == "shared" else ["-g", "--defined-only"]
         for path, name, t in nm(args, found[:1]):
-            if name in LINKER_NAMES or name.startswith(EXPORT_PREFIXES):
+            if name in LINKER_NAMES or name.startswith(prefixes):
                 continue
             member = path.rsplit(os.sep, 1)[-1].split(":")[-1].split("[")[-1].rstrip("]")
             add("export", "export %s: %s" % (lib, name), member)
@@ -374,7 +380,8 @@ def write_allow(path, bad):
 def self_test():
     """Build a fake tree of two folders with gcc -c, lower/ calling up into
     upper/, and check that the call, the cycle, an unprefixed export, the
-    allow list and a stale allow line are all reported as they should be."""
+    allow list and a stale allow line are all reported as they should be;
+    an optional library not built is fine, a library's own prefixes hold."""
     import io
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
@@ -399,7 +406,9 @@ def self_test():
             objs.append(o)
         subprocess.run(["ar", "rcs", os.path.join(build, "libfake.a")] + objs[:2], check=True)
         kw = dict(layers=[["lower"], ["upper"]], interfaces=[],
-                  exports=[("libfake.a", "static")], drivers=["tests"])
+                  exports=[("libfake.a", "static", ("sb_",), "always"),
+                           ("libnone.so", "shared", ("sb_",), "optional")],
+                  drivers=["tests"])
         bad, stats = check(build, tmp, **kw)
         want = {"call lower -> upper: sb_up", "cycle lower -> upper -> lower",
                 "export libfake.a: helper"}
@@ -410,6 +419,11 @@ def self_test():
         buf = io.StringIO()
         assert report(bad, stats, sorted(want) + ["call x -> y: z"], False, buf) == 1
         assert "stale: call x -> y: z" in buf.getvalue()
+        # A library's own prefixes; a required library not built.
+        bad, _ = check(build, tmp, **dict(kw, exports=[("libfake.a", "static", ("sb_up",), "always"),
+                                                       ("libnone.so", "shared", ("sb_",), "always")]))
+        assert {k for k in bad if k.startswith(("export", "library"))} == {
+            "export libfake.a: sb_low", "export libfake.a: helper", "library libnone.so: not built"}, sorted(bad)
         # Placed the other way round, only upper -> lower remains: clean
         # except the cycle's edge now being the upward one.
         kw["layers"] = [["upper"], ["lower"]]

@@ -16,7 +16,9 @@ It also checks the rules DESIGN.md states outright:
     their tables of operations: store/core/tier.h, shared.h);
   - no tier includes store/open (the wiring that opens a store with them);
   - tools/bench (`snapbank bench`) includes only the public headers
-    (store/include, runtime/include) besides its own files.
+    (store/include, runtime/include) besides its own files;
+  - the llama.cpp connector (bindings/llama.cpp) includes only the store's
+    public headers besides its own (and llama.cpp's, which are not ours).
 
 Usage: scripts/check-layers.py [ROOT]. Exit status 0 when clean, 1 with a
 report otherwise. Standard library only.
@@ -37,13 +39,16 @@ PARTS = {
               "store/include"],
     "bench": ["bench", "tools", "runtime", "runtime/core", "store/include",
               "store/core", "store/format", "store/disk", "store/remote", "store/open"],
-    "tests": ["tests", "store/include", "store/core", "store/format", "store/disk", "store/remote", "store/open",
+    "bindings": ["bindings/llama.cpp/include", "bindings/llama.cpp/src", "store/include"],
+    "tests": ["tests", "bindings/llama.cpp/include", "store/include", "store/core", "store/format", "store/disk", "store/remote", "store/open",
               "runtime", "runtime/core", "runtime/include", "tools"],
     "fuzz": ["fuzz", "store/include", "store/core", "store/format", "store/disk", "store/remote", "store/open",
              "runtime", "runtime/core", "tools"],
 }
 # Folders whose files may include only their own and the public headers.
-PUBLIC_ONLY = {"tools/bench": ["store/include", "runtime/include"]}
+PUBLIC_ONLY = {"tools/bench": ["store/include", "runtime/include"],
+               "bindings/llama.cpp/src": ["store/include", "bindings/llama.cpp/include"],
+               "bindings/llama.cpp/include": ["store/include"]}
 # Folders whose files are test or benchmark drivers: they may reach into
 # any layer (white-box tests), but nothing may include them.
 LEAVES = {"tests", "fuzz", "bench"}
