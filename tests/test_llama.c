@@ -1,29 +1,846 @@
-/* test_llama.c -- PLACEHOLDER while the connector is written: the lead
- * replaces this file's contents with the connector's tests. It only checks
- * the build plumbing (tests/CMakeLists.txt, sb_add_llama_test).
+/* test_llama.c -- the llama.cpp connector (bindings/llama.cpp) against
+ * llama.cpp itself: libllama v0.5.0 computes, snapbank keeps the state.
  *
- * Description: a program linking libsnapbank_llama, and through it
- * libllama and libggml, without LD_LIBRARY_PATH; it loads the CPU backends
- * from SB_LLAMA_BACKEND_DIR (empty: libggml has them), finds at least one
- * device, and prints llama_print_system_info(). Exit 0 on success. */
+ * The property every case checks: llama.cpp's logits after a restore
+ * through the connector are bit-identical to llama.cpp's cold prefill of
+ * the same prompt in a fresh sequence, cut into the same batches (llama.cpp's
+ * own logits move by about 1e-3 with the batch cut: a last batch of 1 token
+ * takes other kernels than the same token inside a batch of 300). The saved
+ * conversation and the restored one share a prefix that ends inside a
+ * page, so the restore stops mid-page and llama.cpp decodes the rest.
+ * Cases: the architectures make-model writes (llama, Llama 3, Qwen2,
+ * Qwen3) in F16/F32 and quantized by llama.cpp's own llama_model_quantize
+ * (Q8_0, Q4_K_M, Q6_K); K/V types f16 and q8_0; flash attention on and off
+ * (V transposed); two sequences in one context, with a stream per sequence
+ * (logits) and in one unified cache (there the restored K and V bytes are
+ * compared with the saved sequence's, since where cells land beside
+ * another sequence's moves llama.cpp's sums, cold or restored alike); a
+ * second turn that saves only its new tokens; from RAM, from disk in a
+ * second process, and from the shared tier on a second store; refusals (a
+ * hybrid model, a planted state with bytes it cannot account for, every
+ * truncation of a real state, a busy probe sequence, parameters that
+ * disagree with the state, a restore into a sequence that holds
+ * something); a context whose settings change the bytes never restores
+ * another's state.
+ *
+ * Random-weight models in real shapes are made here with make-model's
+ * library; llama.cpp's CPU backends are loaded from SB_LLAMA_BACKEND_DIR.
+ * A second process is this binary run as `test_llama --save DIR MODEL`. */
+#define _GNU_SOURCE
+#include <ftw.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ggml-backend.h"
+#include "llama.h"
 #include "snapbank_llama.h"
 
-int main(void)
+#include "make_model/make_model.h"
+#include "rcluster_util.h"
+#include "testutil.h"
+
+#include "../bindings/llama.cpp/src/state.h"
+
+#define NA 300                 /* the saved conversation */
+#define NB 280                 /* the restored one */
+#define SHARED 150             /* their common prefix: inside page 2 of 64 */
+#define PT 64
+
+extern char **environ;
+
+static char tmp[256];
+static char self_exe[512];
+
+/* ---- fixtures --------------------------------------------------------------------- */
+
+static void quiet(enum ggml_log_level level, const char *text, void *user)
 {
-    if (SB_LLAMA_BACKEND_DIR[0] != '\0')
-        ggml_backend_load_all_from_path(SB_LLAMA_BACKEND_DIR);
-    llama_backend_init();
-    size_t n_dev = ggml_backend_dev_count();
-    printf("test_llama: %zu device(s) from \"%s\"; %s\n", n_dev, SB_LLAMA_BACKEND_DIR,
-           llama_print_system_info());
-    llama_backend_free();
-    if (n_dev == 0) {
-        fprintf(stderr, "test_llama: no backend device: nothing loaded from \"%s\"\n",
-                SB_LLAMA_BACKEND_DIR);
-        return 1;
+    (void)user;
+    if (level >= GGML_LOG_LEVEL_ERROR)
+        fputs(text, stderr);
+}
+
+/* A model file of the preset (and dtype), made once per run. */
+static const char *model_file(const char *preset, const char *dtype)
+{
+    static char path[16][320];
+    static int n;
+    char want[320];
+    snprintf(want, sizeof want, "%s/%s-%s.gguf", tmp, preset, dtype);
+    for (int i = 0; i < n; i++)
+        if (strcmp(path[i], want) == 0)
+            return path[i];
+    sb_rt_make_opts o;
+    assert_int_equal(sb_rt_make_opts_preset(&o, preset), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "dtype", dtype), SB_OK);
+    if (strcmp(preset, "small") == 0) { /* small enough to run fast, K-quant rows */
+        assert_int_equal(sb_rt_make_opts_set(&o, "dim", "256"), SB_OK);
+        assert_int_equal(sb_rt_make_opts_set(&o, "layers", "4"), SB_OK);
+        assert_int_equal(sb_rt_make_opts_set(&o, "heads", "8"), SB_OK);
+        assert_int_equal(sb_rt_make_opts_set(&o, "kv-heads", "4"), SB_OK);
+        assert_int_equal(sb_rt_make_opts_set(&o, "ff", "512"), SB_OK);
+        assert_int_equal(sb_rt_make_opts_set(&o, "vocab", "2048"), SB_OK);
+        assert_int_equal(sb_rt_make_opts_set(&o, "ctx", "2048"), SB_OK);
     }
+    o.seed = 11;
+    sb_rt_err err;
+    if (sb_rt_make_model(&o, want, &err) != SB_OK)
+        fail_msg("make-model %s %s failed", preset, dtype);
+    assert_true(n < 16);
+    strcpy(path[n], want);
+    return path[n++];
+}
+
+/* The small llama quantized by llama.cpp's own quantizer. */
+static const char *quantized_file(enum llama_ftype ftype, const char *name)
+{
+    static char out[4][320];
+    static int n;
+    char want[320];
+    snprintf(want, sizeof want, "%s/small-%s.gguf", tmp, name);
+    for (int i = 0; i < n; i++)
+        if (strcmp(out[i], want) == 0)
+            return out[i];
+    llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.ftype = ftype;
+    qp.nthread = 2;
+    assert_int_equal(llama_model_quantize(model_file("small", "f16"), want, &qp), 0);
+    assert_true(n < 4);
+    strcpy(out[n], want);
+    return out[n++];
+}
+
+typedef struct engine {
+    struct llama_model *model;
+    struct llama_context *ctx;
+    struct llama_context_params cp;
+    int n_vocab;
+} engine;
+
+typedef struct opts {
+    int fa;                       /* LLAMA_FLASH_ATTN_TYPE_* */
+    enum ggml_type k, v;
+    uint32_t n_seq;
+    int unified;
+} opts;
+
+static const opts DEFAULT = { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_F16, GGML_TYPE_F16, 2, 1 };
+
+static void engine_open(engine *e, const char *path, const opts *o)
+{
+    struct llama_model_params mp = llama_model_default_params();
+    e->model = llama_model_load_from_file(path, mp);
+    assert_non_null(e->model);
+    e->cp = llama_context_default_params();
+    e->cp.n_ctx = 1024;
+    e->cp.n_batch = 512;
+    e->cp.n_ubatch = 512;
+    e->cp.n_seq_max = o->n_seq;
+    e->cp.n_threads = e->cp.n_threads_batch = 2;
+    e->cp.flash_attn_type = o->fa;
+    e->cp.type_k = o->k;
+    e->cp.type_v = o->v;
+    e->cp.kv_unified = o->unified;
+    e->ctx = llama_init_from_model(e->model, e->cp);
+    assert_non_null(e->ctx);
+    e->n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(e->model));
+}
+
+static void engine_close(engine *e)
+{
+    llama_free(e->ctx);
+    llama_model_free(e->model);
+}
+
+static void decode(engine *e, const llama_token *t, int n, int pos0, llama_seq_id seq)
+{
+    struct llama_batch b = llama_batch_init(n, 0, 1);
+    for (int i = 0; i < n; i++) {
+        b.token[i] = t[i];
+        b.pos[i] = pos0 + i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = seq;
+        b.logits[i] = i == n - 1;
+    }
+    b.n_tokens = n;
+    assert_int_equal(llama_decode(e->ctx, b), 0);
+    llama_batch_free(b);
+}
+
+/* The last token's logits, copied. */
+static float *logits(engine *e)
+{
+    float *l = malloc((size_t)e->n_vocab * sizeof *l);
+    assert_non_null(l);
+    memcpy(l, llama_get_logits_ith(e->ctx, -1), (size_t)e->n_vocab * sizeof *l);
+    return l;
+}
+
+/* Conversation A (saved) and B (restored): B is A's first SHARED tokens,
+ * then its own. */
+static void prompts(const engine *e, llama_token *a, llama_token *b)
+{
+    uint64_t rng = 99;
+    for (int i = 0; i < NA; i++)
+        a[i] = 3 + (llama_token)(tu_rand(&rng) % (uint64_t)(e->n_vocab - 3));
+    memcpy(b, a, SHARED * sizeof *b);
+    for (int i = SHARED; i < NB; i++)
+        b[i] = 3 + (llama_token)(tu_rand(&rng) % (uint64_t)(e->n_vocab - 3));
+}
+
+/* llama.cpp's cold prefill of t[0, n) into seq, in the batches a restore
+ * of k tokens leaves: [0, k), then [k, n). (llama.cpp's logits depend on
+ * how a prompt is cut into batches -- a last batch of 1 or 10 tokens takes
+ * other kernels than the same tokens inside one of 300, and differs by
+ * some 1e-3 -- so the cold reference is cut where the restore cut.) */
+static float *cold(engine *e, const llama_token *t, int n, int k, llama_seq_id seq)
+{
+    llama_memory_t mem = llama_get_memory(e->ctx);
+    llama_memory_seq_rm(mem, seq, -1, -1);
+    decode(e, t, k, 0, seq);
+    decode(e, t + k, n - k, k, seq);
+    float *l = logits(e);
+    llama_memory_seq_rm(mem, seq, -1, -1);
+    return l;
+}
+
+static sb_llama *attach(sb_store *st, engine *e, const char *path)
+{
+    sb_llama_config c;
+    sb_llama_config_default(&c);
+    c.model_path = path;
+    c.cparams = &e->cp;
+    c.scratch_seq = (llama_seq_id)e->cp.n_seq_max - 1;
+    sb_llama *sl = NULL;
+    char err[256];
+    int rc = sb_llama_attach(st, e->ctx, &c, &sl, err, sizeof err);
+    if (rc != SB_OK)
+        fail_msg("attach: %s (%s)", err, sb_llama_strerror(rc));
+    return sl;
+}
+
+static sb_store *ram_store(void)
+{
+    sb_config c;
+    sb_config_default(&c);
+    c.ram_bytes = 256 << 20;
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&c, &st), SB_OK);
+    return st;
+}
+
+static sb_config disk_config(const char *dir)
+{
+    sb_config c;
+    sb_config_default(&c);
+    c.ram_bytes = 256 << 20;
+    c.dir = dir;
+    c.min_prefix_tokens = 1;
+    c.segment_bytes = 1 << 20;
+    c.disk_bytes = 256 << 20;
+    c.disk_free_floor_bytes = 0;
+    return c;
+}
+
+/* Sequence seq's state as llama.cpp exports it, parsed (layout learned
+ * into *lay: free lay->layers). */
+static uint8_t *export_parsed(engine *e, llama_seq_id seq, sb_llama_state_layout *lay,
+                              sb_llama_state_view *v)
+{
+    size_t n = llama_state_seq_get_size(e->ctx, seq);
+    uint8_t *buf = malloc(n);
+    assert_non_null(buf);
+    assert_int_equal(llama_state_seq_get_data(e->ctx, buf, n, seq), n);
+    memset(lay, 0, sizeof *lay);
+    sb_llama_state_view probe = { 0 };
+    char err[200];
+    if (sb_llama_state_parse(buf, n, lay, seq, &probe, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    v->k = calloc(lay->n_layer, sizeof *v->k);
+    v->v = calloc(lay->n_layer, sizeof *v->v);
+    assert_int_equal(sb_llama_state_parse(buf, n, lay, seq, v, err, sizeof err), 0);
+    return buf;
+}
+
+static uint32_t cell_of(const sb_llama_state_view *v, int32_t pos)
+{
+    for (uint32_t c = 0; c < v->n_cells; c++)
+        if (sb_llama_state_cell_pos(v, c) == pos)
+            return c;
+    fail_msg("position %d not in the state", pos);
     return 0;
+}
+
+/* Positions [0, n) of sequences s1 and s2 hold the same K and V bytes in
+ * every layer: what llama.cpp's cache holds after a restore is byte for
+ * byte what it computed. */
+static void same_state(engine *e, llama_seq_id s1, llama_seq_id s2, int n)
+{
+    sb_llama_state_layout l1, l2;
+    sb_llama_state_view v1, v2;
+    uint8_t *b1 = export_parsed(e, s1, &l1, &v1), *b2 = export_parsed(e, s2, &l2, &v2);
+    for (int p = 0; p < n; p++) {
+        uint32_t c1 = cell_of(&v1, p), c2 = cell_of(&v2, p);
+        for (uint32_t l = 0; l < l1.n_layer; l++) {
+            const sb_llama_state_layer *L = &l1.layers[l];
+            assert_memory_equal(v1.k[l] + c1 * L->k_row, v2.k[l] + c2 * L->k_row, L->k_row);
+            if (!l1.v_trans) {
+                assert_memory_equal(v1.v[l] + c1 * L->v_row, v2.v[l] + c2 * L->v_row, L->v_row);
+                continue;
+            }
+            for (uint32_t j = 0; j < L->n_embd_v; j++)
+                assert_memory_equal(v1.v[l] + ((size_t)j * v1.n_cells + c1) * L->v_el,
+                                    v2.v[l] + ((size_t)j * v2.n_cells + c2) * L->v_el, L->v_el);
+        }
+    }
+    free(v1.k), free(v1.v), free(v2.k), free(v2.v);
+    free(l1.layers), free(l2.layers);
+    free(b1), free(b2);
+}
+
+/* Save A from seq, then restore B into `into` (seq keeps A when they
+ * differ): the restored positions hold A's bytes; with exact_logits, the
+ * logits after decoding the rest of B are those of a cold prefill of B in
+ * an empty cache (or stream). In one cache shared by both sequences they
+ * are not compared: where B's cells land beside A's changes llama.cpp's
+ * sums, cold or restored alike. Returns the restore's info. */
+static sb_llama_restore_info save_then_restore(engine *e, sb_llama *sl, llama_seq_id seq,
+                                               llama_seq_id into, int exact_logits)
+{
+    llama_token a[NA], b[NB];
+    prompts(e, a, b);
+    llama_memory_t mem = llama_get_memory(e->ctx);
+    float *want = cold(e, b, NB, SHARED, into);
+    decode(e, a, NA, 0, seq);
+    sb_llama_save_info si;
+    assert_int_equal(sb_llama_save(sl, seq, a, NA, &si), SB_OK);
+    assert_int_equal(si.n_stored, NA);
+    assert_int_equal(si.n_new, NA);
+    if (seq == into)
+        llama_memory_seq_rm(mem, seq, -1, -1);
+    sb_llama_restore_info ri;
+    assert_int_equal(sb_llama_restore(sl, into, b, NB, NB - 1, &ri), SB_OK);
+    assert_int_equal(ri.n_restored, SHARED);
+    assert_int_equal(ri.miss, SB_MISS_NO_PREFIX);
+    assert_int_equal(llama_memory_seq_pos_min(mem, into), 0);
+    assert_int_equal(llama_memory_seq_pos_max(mem, into), SHARED - 1);
+    if (seq != into) {
+        assert_int_equal(llama_memory_seq_pos_max(mem, seq), NA - 1); /* untouched */
+        same_state(e, seq, into, SHARED);
+    }
+    decode(e, b + SHARED, NB - SHARED, SHARED, into);
+    float *got = logits(e);
+    if (exact_logits)
+        assert_memory_equal(got, want, (size_t)e->n_vocab * sizeof *got);
+    free(got);
+    free(want);
+    llama_memory_seq_rm(mem, into, -1, -1);
+    llama_memory_seq_rm(mem, seq, -1, -1);
+    return ri;
+}
+
+/* One model and settings, from RAM. */
+static void ram_case(const char *path, const opts *o)
+{
+    engine e;
+    engine_open(&e, path, o);
+    sb_store *st = ram_store();
+    sb_llama *sl = attach(st, &e, path);
+    sb_llama_info info;
+    assert_int_equal(sb_llama_get_info(sl, &info), SB_OK);
+    assert_int_equal(info.v_trans, o->fa == LLAMA_FLASH_ATTN_TYPE_DISABLED);
+    assert_int_equal(info.k_type, o->k);
+    assert_int_equal(info.v_type, o->v);
+    sb_llama_restore_info ri = save_then_restore(&e, sl, 0, 0, 1);
+    assert_int_equal(ri.tokens_ram, SHARED);
+    assert_int_equal(ri.tokens_disk + ri.tokens_remote, 0);
+    tu_check(st);
+    sb_llama_detach(sl);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    engine_close(&e);
+}
+
+/* ---- cases ------------------------------------------------------------------------ */
+
+static void test_architectures(void **state)
+{
+    (void)state;
+    ram_case(model_file("small", "f16"), &DEFAULT);
+    ram_case(model_file("tiny-llama3", "f32"), &DEFAULT);
+    ram_case(model_file("tiny-qwen2", "f32"), &DEFAULT);
+    ram_case(model_file("tiny-qwen3", "f32"), &DEFAULT);
+}
+
+static void test_quantized(void **state)
+{
+    (void)state;
+    ram_case(quantized_file(LLAMA_FTYPE_MOSTLY_Q8_0, "q8_0"), &DEFAULT);
+    ram_case(quantized_file(LLAMA_FTYPE_MOSTLY_Q4_K_M, "q4_k_m"), &DEFAULT);
+    ram_case(quantized_file(LLAMA_FTYPE_MOSTLY_Q6_K, "q6_k"), &DEFAULT);
+}
+
+static void test_kv_types_and_flash_attention(void **state)
+{
+    (void)state;
+    const char *m = model_file("small", "f16");
+    opts o = DEFAULT;
+    o.fa = LLAMA_FLASH_ATTN_TYPE_DISABLED; /* V transposed */
+    ram_case(m, &o);
+    o.k = GGML_TYPE_Q8_0; /* K quantized, V transposed f16 */
+    ram_case(m, &o);
+    o = DEFAULT;
+    o.k = o.v = GGML_TYPE_Q8_0;
+    ram_case(m, &o);
+}
+
+/* Two sequences: A saved from seq 0 while it stays, B restored into seq 1;
+ * in one unified cache (the restored bytes checked) and with a stream per
+ * sequence (the logits too). */
+static void test_two_sequences(void **state)
+{
+    (void)state;
+    const char *m = model_file("small", "f16");
+    for (int unified = 1; unified >= 0; unified--) {
+        opts o = DEFAULT;
+        o.n_seq = 3;
+        o.unified = unified;
+        engine e;
+        engine_open(&e, m, &o);
+        sb_store *st = ram_store();
+        sb_llama *sl = attach(st, &e, m);
+        save_then_restore(&e, sl, 0, 1, !unified);
+        sb_llama_detach(sl);
+        assert_int_equal(sb_store_close(st), SB_OK);
+        engine_close(&e);
+    }
+}
+
+/* A second turn saves only its new tokens: the bank's bytes grow by them,
+ * and the whole conversation restores exactly. */
+static void test_incremental_save(void **state)
+{
+    (void)state;
+    const char *m = model_file("small", "f16");
+    for (int scratch = 1; scratch >= 0; scratch--) {
+        engine e;
+        engine_open(&e, m, &DEFAULT);
+        sb_store *st = ram_store();
+        sb_llama_config c;
+        sb_llama_config_default(&c);
+        c.model_path = m;
+        c.cparams = &e.cp;
+        c.scratch_seq = scratch ? 1 : -1;
+        sb_llama *sl = NULL;
+        assert_int_equal(sb_llama_attach(st, e.ctx, &c, &sl, NULL, 0), SB_OK);
+        llama_token a[NA], b[NB];
+        prompts(&e, a, b);
+        float *want = cold(&e, a, NA, NA - 1, 0);
+        decode(&e, a, 100, 0, 0);
+        sb_llama_save_info s1, s2, s3;
+        assert_int_equal(sb_llama_save(sl, 0, a, 100, &s1), SB_OK);
+        assert_int_equal(s1.n_new, 100);
+        decode(&e, a + 100, NA - 100, 100, 0);
+        assert_int_equal(sb_llama_save(sl, 0, a, NA, &s2), SB_OK);
+        assert_int_equal(s2.n_new, NA - 100);
+        assert_int_equal(s2.n_stored, NA);
+        /* with a scratch sequence only the new tokens were read */
+        sb_llama_info info;
+        sb_llama_get_info(sl, &info);
+        if (scratch)
+            assert_true(s2.bytes_exported < (uint64_t)(NA - 100 + 16) * info.bytes_per_token);
+        else
+            assert_true(s2.bytes_exported >= (uint64_t)NA * info.bytes_per_token);
+        assert_int_equal(sb_llama_save(sl, 0, a, NA, &s3), SB_OK); /* nothing new */
+        assert_int_equal(s3.n_new, 0);
+        assert_int_equal(s3.bytes_exported, 0);
+        llama_memory_seq_rm(llama_get_memory(e.ctx), 0, -1, -1);
+        sb_llama_restore_info ri;
+        assert_int_equal(sb_llama_restore(sl, 0, a, NA, NA - 1, &ri), SB_OK);
+        assert_int_equal(ri.n_restored, NA - 1);
+        assert_int_equal(ri.miss, SB_MISS_NONE);
+        decode(&e, a + NA - 1, 1, NA - 1, 0);
+        float *got = logits(&e);
+        assert_memory_equal(got, want, (size_t)e.n_vocab * sizeof *got);
+        free(got);
+        free(want);
+        sb_llama_detach(sl);
+        assert_int_equal(sb_store_close(st), SB_OK);
+        engine_close(&e);
+    }
+}
+
+/* The child of test_disk_second_process: decode A, save, close. */
+static int child_save(const char *dir, const char *model)
+{
+    engine e;
+    engine_open(&e, model, &DEFAULT);
+    sb_config c = disk_config(dir);
+    sb_store *st = NULL;
+    if (sb_store_open(&c, &st) != SB_OK)
+        return 2;
+    sb_llama *sl = attach(st, &e, model);
+    llama_token a[NA], b[NB];
+    prompts(&e, a, b);
+    decode(&e, a, NA, 0, 0);
+    sb_llama_save_info si;
+    int rc = sb_llama_save(sl, 0, a, NA, &si);
+    sb_llama_detach(sl);
+    if (sb_store_close(st) != SB_OK || rc != SB_OK || si.n_stored != NA)
+        return 3;
+    engine_close(&e);
+    return 0;
+}
+
+static void test_disk_second_process(void **state)
+{
+    (void)state;
+    const char *m = model_file("small", "f16");
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/disk", tmp);
+    char *argv[] = { self_exe, "--save", dir, (char *)m, NULL };
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, self_exe, NULL, NULL, argv, environ), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    engine e;
+    engine_open(&e, m, &DEFAULT);
+    llama_token a[NA], b[NB];
+    prompts(&e, a, b);
+    float *want = cold(&e, b, NB, SHARED, 0);
+    sb_config c = disk_config(dir);
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&c, &st), SB_OK);
+    sb_llama *sl = attach(st, &e, m);
+    sb_llama_restore_info ri;
+    assert_int_equal(sb_llama_restore(sl, 0, b, NB, NB - 1, &ri), SB_OK);
+    assert_int_equal(ri.n_restored, SHARED);
+    assert_int_equal(ri.tokens_disk, SHARED);
+    decode(&e, b + SHARED, NB - SHARED, SHARED, 0);
+    float *got = logits(&e);
+    assert_memory_equal(got, want, (size_t)e.n_vocab * sizeof *got);
+    free(got);
+    free(want);
+    sb_llama_detach(sl);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    engine_close(&e);
+}
+
+/* A second machine: its own store, the first one's pages from the pool
+ * (whole pages only: SHARED rounded down to a page). */
+static void test_shared_tier(void **state)
+{
+    (void)state;
+    tu_cluster cl;
+    bool have = false;
+    assert_int_equal(tu_cluster_suite_start(&cl, "test_llama (its shared tier part)", &have), 0);
+    if (!have)
+        skip();
+    const char *m = model_file("small", "f16");
+    engine e;
+    engine_open(&e, m, &DEFAULT);
+    sb_config c;
+    sb_config_default(&c);
+    c.ram_bytes = 256 << 20;
+    c.shared_seeds = cl.seeds;
+    c.shared_timeout_ms = 5000;
+    c.min_prefix_tokens = 1; /* publish sequences of any length */
+    sb_store *sa = NULL, *sb = NULL;
+    assert_int_equal(sb_store_open(&c, &sa), SB_OK);
+    sb_llama *la = attach(sa, &e, m);
+    llama_token a[NA], b[NB];
+    prompts(&e, a, b);
+    size_t whole = SHARED / PT * PT;
+    float *want = cold(&e, b, NB, (int)whole, 0);
+    decode(&e, a, NA, 0, 0);
+    assert_int_equal(sb_llama_save(la, 0, a, NA, NULL), SB_OK);
+    assert_int_equal(sb_store_flush(sa), SB_OK); /* published */
+    llama_memory_seq_rm(llama_get_memory(e.ctx), 0, -1, -1);
+    sb_llama_detach(la);
+
+    assert_int_equal(sb_store_open(&c, &sb), SB_OK);
+    sb_llama *lb = attach(sb, &e, m);
+    sb_llama_restore_info ri;
+    assert_int_equal(sb_llama_restore(lb, 0, b, NB, NB - 1, &ri), SB_OK);
+    assert_int_equal(ri.n_restored, whole);
+    assert_int_equal(ri.tokens_remote, whole);
+    decode(&e, b + whole, NB - (int)whole, (int)whole, 0);
+    float *got = logits(&e);
+    assert_memory_equal(got, want, (size_t)e.n_vocab * sizeof *got);
+    free(got);
+    free(want);
+    sb_llama_detach(lb);
+    assert_int_equal(sb_store_close(sb), SB_OK);
+    assert_int_equal(sb_store_close(sa), SB_OK);
+    engine_close(&e);
+    tu_cluster_stop(&cl);
+}
+
+/* Settings that change the bytes (K type) or the layout (V transposed)
+ * open another namespace: nothing of the first is restored. */
+static void test_identity_apart(void **state)
+{
+    (void)state;
+    const char *m = model_file("small", "f16");
+    sb_store *st = ram_store();
+    llama_token a[NA], b[NB];
+    {
+        engine e;
+        engine_open(&e, m, &DEFAULT);
+        sb_llama *sl = attach(st, &e, m);
+        prompts(&e, a, b);
+        decode(&e, a, NA, 0, 0);
+        assert_int_equal(sb_llama_save(sl, 0, a, NA, NULL), SB_OK);
+        sb_llama_detach(sl);
+        engine_close(&e);
+    }
+    opts other[3] = { DEFAULT, DEFAULT, DEFAULT };
+    other[0].k = GGML_TYPE_Q8_0;
+    other[1].fa = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    other[2].n_seq = 1; /* not part of the identity: restores */
+    for (int i = 0; i < 3; i++) {
+        engine e;
+        engine_open(&e, m, &other[i]);
+        sb_llama *sl = attach(st, &e, m);
+        sb_llama_restore_info ri;
+        assert_int_equal(sb_llama_restore(sl, 0, b, NB, NB - 1, &ri), SB_OK);
+        assert_int_equal(ri.n_restored, i == 2 ? SHARED : 0);
+        sb_llama_detach(sl);
+        engine_close(&e);
+    }
+    assert_int_equal(sb_store_close(st), SB_OK);
+}
+
+/* What the connector refuses, and says so. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    const char *m = model_file("small", "f16");
+    engine e;
+    engine_open(&e, m, &DEFAULT);
+    sb_store *st = ram_store();
+    sb_llama_config c;
+    sb_llama_config_default(&c);
+    c.cparams = &e.cp;
+    sb_llama *sl = (sb_llama *)&c;
+    char err[256];
+    /* neither a path nor an id; both */
+    assert_int_equal(sb_llama_attach(st, e.ctx, &c, &sl, err, sizeof err), SB_ERR_INVAL);
+    assert_null(sl);
+    c.model_path = m;
+    c.model_id = "x";
+    c.model_id_bytes = 1;
+    assert_int_equal(sb_llama_attach(st, e.ctx, &c, &sl, err, sizeof err), SB_ERR_INVAL);
+    c.model_id = NULL;
+    /* a model file that is not there */
+    c.model_path = "/nonexistent/model.gguf";
+    assert_int_equal(sb_llama_attach(st, e.ctx, &c, &sl, err, sizeof err),
+                     SB_LLAMA_ERR_MODEL_FILE);
+    assert_non_null(strstr(err, "/nonexistent/model.gguf"));
+    c.model_path = m;
+    /* a probe sequence that holds something, or is out of range */
+    llama_token t[4] = { 5, 6, 7, 8 };
+    decode(&e, t, 4, 0, 0);
+    assert_int_equal(sb_llama_attach(st, e.ctx, &c, &sl, err, sizeof err), SB_LLAMA_ERR_SETTING);
+    assert_non_null(strstr(err, "probe sequence"));
+    assert_int_equal(llama_memory_seq_pos_max(llama_get_memory(e.ctx), 0), 3); /* untouched */
+    c.probe_seq = 7;
+    assert_int_equal(sb_llama_attach(st, e.ctx, &c, &sl, err, sizeof err), SB_LLAMA_ERR_SETTING);
+    /* parameters that disagree with the context's state */
+    c.probe_seq = 1;
+    struct llama_context_params wrong = e.cp;
+    wrong.type_k = GGML_TYPE_Q8_0;
+    c.cparams = &wrong;
+    assert_int_equal(sb_llama_attach(st, e.ctx, &c, &sl, err, sizeof err), SB_LLAMA_ERR_SETTING);
+    assert_non_null(strstr(err, "q8_0"));
+    c.cparams = &e.cp;
+    assert_int_equal(sb_llama_attach(st, e.ctx, &c, &sl, err, sizeof err), SB_OK);
+    /* a restore into a sequence that holds something; a bad sequence */
+    sb_llama_restore_info ri;
+    assert_int_equal(sb_llama_restore(sl, 0, t, 4, 3, &ri), SB_LLAMA_ERR_SEQ);
+    assert_int_equal(ri.n_restored, 0);
+    assert_int_equal(sb_llama_restore(sl, 9, t, 4, 3, &ri), SB_LLAMA_ERR_SEQ);
+    assert_int_equal(sb_llama_restore(sl, 1, t, 4, 5, &ri), SB_ERR_INVAL);
+    llama_token neg[2] = { 5, -1 };
+    assert_int_equal(sb_llama_restore(sl, 1, neg, 2, 2, &ri), SB_ERR_INVAL);
+    /* a save past what the sequence holds; of nothing */
+    assert_int_equal(sb_llama_save(sl, 0, t, 4, NULL), SB_OK);
+    llama_token more[6] = { 5, 6, 7, 8, 9, 10 };
+    assert_int_equal(sb_llama_save(sl, 0, more, 6, NULL), SB_LLAMA_ERR_SEQ);
+    assert_int_equal(sb_llama_save(sl, 0, t, 0, NULL), SB_ERR_NO_TOKENS);
+    assert_int_equal(sb_llama_save(sl, 1, t, 4, NULL), SB_LLAMA_ERR_SEQ); /* empty */
+    assert_string_equal(sb_llama_strerror(SB_LLAMA_ERR_FORMAT),
+                        "llama.cpp sequence state in a format the connector does not parse");
+    assert_string_equal(sb_llama_strerror(SB_ERR_INVAL), sb_strerror(SB_ERR_INVAL));
+    sb_llama_detach(sl);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    engine_close(&e);
+}
+
+/* A hybrid model (Gated DeltaNet + attention): refused at attach when
+ * llama.cpp loads it. */
+static void test_hybrid_refused(void **state)
+{
+    (void)state;
+    const char *m = model_file("tiny-hybrid", "f32");
+    struct llama_model_params mp = llama_model_default_params();
+    struct llama_model *model = llama_model_load_from_file(m, mp);
+    if (!model) {
+        print_message("test_llama: llama.cpp v0.5.0 does not load make-model's qwen35 "
+                      "hybrid; its refusal is not tested\n");
+        skip();
+    }
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 256;
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    assert_non_null(ctx);
+    sb_store *st = ram_store();
+    sb_llama_config c;
+    sb_llama_config_default(&c);
+    c.model_path = m;
+    c.cparams = &cp;
+    sb_llama *sl = NULL;
+    char err[256];
+    assert_int_equal(sb_llama_attach(st, ctx, &c, &sl, err, sizeof err), SB_LLAMA_ERR_FORMAT);
+    assert_non_null(strstr(err, "hybrid"));
+    assert_null(sl);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    llama_free(ctx);
+    llama_model_free(model);
+}
+
+/* The parser on a real state: it parses whole; every truncation, a byte
+ * more, a planted unknown section, a wrong magic, type or cell fails with
+ * a message. */
+static void test_state_parser(void **state)
+{
+    (void)state;
+    const char *m = model_file("small", "f16");
+    engine e;
+    engine_open(&e, m, &DEFAULT);
+    llama_token t[5] = { 5, 6, 7, 8, 9 };
+    decode(&e, t, 5, 0, 1);
+    size_t n = llama_state_seq_get_size(e.ctx, 1);
+    uint8_t *buf = malloc(n + 64);
+    assert_int_equal(llama_state_seq_get_data(e.ctx, buf, n, 1), n);
+    sb_llama_state_layout lay = { 0 };
+    sb_llama_state_view v = { 0 };
+    char err[200];
+    assert_int_equal(sb_llama_state_parse(buf, n, &lay, 1, &v, err, sizeof err), 0);
+    assert_int_equal(lay.n_layer, 4);
+    assert_int_equal(lay.v_trans, 0);
+    assert_int_equal(lay.layers[0].k_type, GGML_TYPE_F16);
+    assert_int_equal(lay.layers[0].k_row, 4 * 32 * 2); /* 4 KV heads of 32, f16 */
+    const uint8_t *k[4], *vv[4];
+    sb_llama_state_view view = { .k = k, .v = vv };
+    assert_int_equal(sb_llama_state_parse(buf, n, &lay, 1, &view, err, sizeof err), 0);
+    assert_int_equal(view.n_cells, 5);
+    for (uint32_t i = 0; i < 5; i++)
+        assert_int_equal(sb_llama_state_cell_pos(&view, i), i);
+    /* every truncation */
+    for (size_t cut = 0; cut < n; cut++)
+        assert_int_equal(sb_llama_state_parse(buf, cut, &lay, 1, &view, err, sizeof err), -1);
+    /* a planted section after the KV cache's */
+    memset(buf + n, 0x5a, 64);
+    assert_int_equal(sb_llama_state_parse(buf, n + 8, &lay, 1, &view, err, sizeof err), -1);
+    assert_non_null(strstr(err, "memory part"));
+    /* a wrong magic; another sequence's cells; a cell in two sequences */
+    uint8_t *bad = malloc(n);
+    memcpy(bad, buf, n);
+    bad[0] ^= 1;
+    assert_int_equal(sb_llama_state_parse(bad, n, &lay, 1, &view, err, sizeof err), -1);
+    assert_non_null(strstr(err, "magic"));
+    assert_int_equal(sb_llama_state_parse(buf, n, &lay, 2, &view, err, sizeof err), -1);
+    memcpy(bad, buf, n);
+    bad[16 + 4] = 2; /* cell 0's n_seq_id */
+    assert_int_equal(sb_llama_state_parse(bad, n, &lay, 1, &view, err, sizeof err), -1);
+    /* a K type that is not the probe's, or not a type */
+    size_t ktype = 16 + 5 * 12 + 8;
+    memcpy(bad, buf, n);
+    bad[ktype] = GGML_TYPE_Q8_0;
+    assert_int_equal(sb_llama_state_parse(bad, n, &lay, 1, &view, err, sizeof err), -1);
+    sb_llama_state_layout fresh = { 0 };
+    memcpy(bad, buf, n);
+    bad[ktype] = 200;
+    assert_int_equal(sb_llama_state_parse(bad, n, &fresh, 1, &view, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a ggml type"));
+    assert_null(fresh.layers);
+    /* what the writer makes parses back, positions 0 .. n-1 */
+    size_t wb = sb_llama_state_bytes(&lay, 7);
+    uint8_t *w = calloc(1, wb);
+    uint8_t *wk[4], *wv[4];
+    sb_llama_state_write(&lay, 7, 1, w, wk, wv);
+    assert_int_equal(sb_llama_state_parse(w, wb, &lay, 1, &view, err, sizeof err), 0);
+    assert_int_equal(view.n_cells, 7);
+    assert_ptr_equal(view.k[3], wk[3]);
+    assert_ptr_equal(view.v[3], wv[3]);
+    /* the transpose round trip */
+    uint8_t rows[6 * 10], block[6 * 10], back[6 * 10];
+    for (int i = 0; i < 60; i++)
+        rows[i] = (uint8_t)i;
+    sb_llama_state_transpose(rows, block, 3, 10, 2, 0);
+    assert_int_equal(block[2], rows[2 * 10]); /* element 0 of cell 1 */
+    sb_llama_state_transpose(back, block, 3, 10, 2, 1);
+    assert_memory_equal(back, rows, sizeof rows);
+    free(w);
+    free(bad);
+    free(buf);
+    free(lay.layers);
+    engine_close(&e);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmp, sizeof tmp, "/tmp/sb-test-llama-XXXXXX");
+    return mkdtemp(tmp) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    llama_log_set(quiet, NULL);
+    ggml_backend_load_all_from_path(SB_LLAMA_BACKEND_DIR);
+    llama_backend_init();
+    if (argc == 4 && strcmp(argv[1], "--save") == 0)
+        return child_save(argv[2], argv[3]);
+    ssize_t got = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (got <= 0)
+        return 1;
+    self_exe[got] = '\0';
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_state_parser),
+        cmocka_unit_test(test_architectures),
+        cmocka_unit_test(test_quantized),
+        cmocka_unit_test(test_kv_types_and_flash_attention),
+        cmocka_unit_test(test_two_sequences),
+        cmocka_unit_test(test_incremental_save),
+        cmocka_unit_test(test_disk_second_process),
+        cmocka_unit_test(test_shared_tier),
+        cmocka_unit_test(test_identity_apart),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_hybrid_refused),
+    };
+    int rc = cmocka_run_group_tests(tests, setup, teardown);
+    llama_backend_free();
+    return rc;
 }

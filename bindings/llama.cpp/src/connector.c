@@ -1,16 +1,671 @@
-/* connector.c -- placeholder while the connector is written (the build
- * plumbing is developed beside it). */
+/* connector.c -- the llama.cpp connector: attach (probe, identity,
+ * namespace), restore (match, read, write llama.cpp's state, set it),
+ * save (export, parse, put the new tokens). snapbank_llama.h is the
+ * contract; state.h is llama.cpp's state format. */
+#define _POSIX_C_SOURCE 200809L
 #include "snapbank_llama.h"
 
-const char *sb_llama_strerror(int err) { return sb_strerror(err); }
-void sb_llama_config_default(sb_llama_config *cfg) { (void)cfg; }
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "state.h"
+
+#define DEFAULT_PAGE_TOKENS 64u
+#define MODEL_ID_MAX 512u
+#define PROBE_TOKENS 2
+
+struct sb_llama {
+    sb_store *st;
+    struct llama_context *ctx;
+    sb_ns *ns;
+    sb_llama_state_layout lay;
+    uint32_t page_tokens;
+    llama_seq_id scratch;         /* -1: none (or the cache has streams) */
+    uint8_t identity[16];
+    uint64_t bytes_per_token;
+    /* reused between calls */
+    uint8_t *buf;                 /* a state: exported, or built to restore */
+    size_t buf_cap;
+    uint8_t *vtmp;                /* a transposed V, token-major */
+    size_t vtmp_cap;
+    uint32_t *toks;               /* tokens as the bank takes them */
+    size_t toks_cap;
+    uint32_t *idx;                /* a save: the cell of each new position */
+    size_t idx_cap;
+    sb_block_table *tables;       /* 2 * n_layer */
+    const uint8_t **rk, **rv;     /* a parsed state's layers */
+    uint8_t **wk, **wv;           /* a written state's layers */
+};
+
+const char *sb_llama_strerror(int err)
+{
+    switch (err) {
+    case SB_LLAMA_ERR_FORMAT:
+        return "llama.cpp sequence state in a format the connector does not parse";
+    case SB_LLAMA_ERR_SETTING:
+        return "llama.cpp context setting the connector cannot keep state for";
+    case SB_LLAMA_ERR_DECODE:
+        return "a llama.cpp call failed (decode, or a sequence state get or set)";
+    case SB_LLAMA_ERR_SEQ:
+        return "llama.cpp sequence not as the call needs it";
+    case SB_LLAMA_ERR_MODEL_FILE:
+        return "model file could not be read for its digest";
+    default:
+        return sb_strerror(err);
+    }
+}
+
+void sb_llama_config_default(sb_llama_config *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->page_tokens = DEFAULT_PAGE_TOKENS;
+    cfg->probe_seq = 0;
+    cfg->scratch_seq = -1;
+}
+
+static void say(char *err, size_t err_len, const char *fmt, ...)
+{
+    if (!err || !err_len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Grow *p to at least n bytes (contents not kept). */
+static int reserve(void **p, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return 0;
+    void *q = malloc(n);
+    if (!q)
+        return -1;
+    free(*p);
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* ---- attach ---------------------------------------------------------------------- */
+
+/* XXH3-128 of the whole file. */
+static int file_digest(const char *path, uint8_t out[16], char *err, size_t err_len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        say(err, err_len, "%s: %s", path, strerror(errno));
+        return SB_LLAMA_ERR_MODEL_FILE;
+    }
+    size_t cap = 8u << 20;
+    uint8_t *b = malloc(cap);
+    XXH3_state_t *s = XXH3_createState();
+    int rc = SB_OK;
+    if (!b || !s) {
+        rc = SB_ERR_NOMEM;
+        goto out;
+    }
+    XXH3_128bits_reset(s);
+    for (;;) {
+        ssize_t got = read(fd, b, cap);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            say(err, err_len, "%s: %s", path, strerror(errno));
+            rc = SB_LLAMA_ERR_MODEL_FILE;
+            goto out;
+        }
+        if (got == 0)
+            break;
+        XXH3_128bits_update(s, b, (size_t)got);
+    }
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(s));
+    memcpy(out, c.digest, 16);
+out:
+    XXH3_freeState(s);
+    free(b);
+    close(fd);
+    return rc;
+}
+
+/* The memory kinds whose state is more than one KV cache. */
+static int model_known(const struct llama_model *m, char *err, size_t err_len)
+{
+    const char *why = NULL;
+    if (llama_model_is_recurrent(m))
+        why = "a recurrent model (its state is not a KV cache)";
+    else if (llama_model_is_hybrid(m))
+        why = "a hybrid model (recurrent state beside the KV cache)";
+    else if (llama_model_n_swa(m) > 0)
+        why = "a sliding-window model (a second, partial KV cache)";
+    else if (llama_model_has_encoder(m))
+        why = "an encoder-decoder model";
+    else if (llama_model_rope_type(m) == LLAMA_ROPE_TYPE_MROPE ||
+             llama_model_rope_type(m) == LLAMA_ROPE_TYPE_IMROPE)
+        why = "an M-RoPE model (cells carry 2-D positions)";
+    if (!why)
+        return SB_OK;
+    say(err, err_len, "llama.cpp connector: %s is not supported yet", why);
+    return SB_LLAMA_ERR_FORMAT;
+}
+
+static int decode_at(struct llama_context *ctx, const llama_token *t, int n, llama_pos pos0,
+                     llama_seq_id seq)
+{
+    struct llama_batch b = llama_batch_init(n, 0, 1);
+    if (!b.token)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        b.token[i] = t[i];
+        b.pos[i] = pos0 + i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = seq;
+        b.logits[i] = i == n - 1;
+    }
+    b.n_tokens = n;
+    int rc = llama_decode(ctx, b);
+    llama_batch_free(b);
+    return rc;
+}
+
+/* Read sequence seq's state into sl->buf; *n its bytes. */
+static int export_seq(sb_llama *sl, llama_seq_id seq, size_t *n)
+{
+    size_t want = llama_state_seq_get_size(sl->ctx, seq);
+    if (want == 0)
+        return SB_LLAMA_ERR_DECODE;
+    if (reserve((void **)&sl->buf, &sl->buf_cap, want))
+        return SB_ERR_NOMEM;
+    size_t got = llama_state_seq_get_data(sl->ctx, sl->buf, want, seq);
+    if (got == 0 || got > want)
+        return SB_LLAMA_ERR_DECODE;
+    *n = got;
+    return SB_OK;
+}
+
+static int seq_ok(const sb_llama *sl, llama_seq_id seq)
+{
+    return seq >= 0 && (uint32_t)seq < llama_n_seq_max(sl->ctx);
+}
+
+/* Decode the probe into probe_seq, learn the layout from its state. */
+static int probe(sb_llama *sl, const sb_llama_config *cfg, char *err, size_t err_len)
+{
+    llama_memory_t mem = llama_get_memory(sl->ctx);
+    llama_seq_id seq = cfg->probe_seq;
+    if (!seq_ok(sl, seq) || !mem || llama_memory_seq_pos_max(mem, seq) != -1) {
+        say(err, err_len, "llama.cpp connector: probe sequence %d is out of range or not empty",
+            seq);
+        return SB_LLAMA_ERR_SETTING;
+    }
+    const struct llama_vocab *vocab = llama_model_get_vocab(llama_get_model(sl->ctx));
+    llama_token bos = llama_vocab_bos(vocab);
+    llama_token t[PROBE_TOKENS] = { bos >= 0 ? bos : 0, 0 };
+    if (decode_at(sl->ctx, t, PROBE_TOKENS, 0, seq) != 0) {
+        llama_memory_seq_rm(mem, seq, -1, -1);
+        say(err, err_len, "llama.cpp connector: the probe's decode failed");
+        return SB_LLAMA_ERR_DECODE;
+    }
+    size_t n = 0;
+    int rc = export_seq(sl, seq, &n);
+    llama_memory_seq_rm(mem, seq, -1, -1);
+    if (rc != SB_OK) {
+        say(err, err_len, "llama.cpp connector: reading the probe's state failed");
+        return rc;
+    }
+    sb_llama_state_view view;
+    char why[192];
+    view.k = view.v = NULL;
+    if (sb_llama_state_parse(sl->buf, n, &sl->lay, seq, &view, why, sizeof why) != 0) {
+        say(err, err_len, "llama.cpp connector: the probe's sequence state does not parse: %s",
+            why);
+        return SB_LLAMA_ERR_FORMAT;
+    }
+    if (view.n_cells != PROBE_TOKENS || sb_llama_state_cell_pos(&view, 0) +
+                                                sb_llama_state_cell_pos(&view, 1) != 1) {
+        say(err, err_len, "llama.cpp connector: the probe's state holds %u cells, not "
+            "positions 0 and 1", view.n_cells);
+        return SB_LLAMA_ERR_FORMAT;
+    }
+    const struct llama_context_params *cp = cfg->cparams;
+    for (uint32_t l = 0; l < sl->lay.n_layer; l++) {
+        const sb_llama_state_layer *L = &sl->lay.layers[l];
+        if (L->k_type != (int32_t)cp->type_k || L->v_type != (int32_t)cp->type_v) {
+            say(err, err_len, "llama.cpp connector: layer %u keeps K as %s and V as %s, the "
+                "context parameters say %s and %s", l, ggml_type_name(L->k_type),
+                ggml_type_name(L->v_type), ggml_type_name(cp->type_k), ggml_type_name(cp->type_v));
+            return SB_LLAMA_ERR_SETTING;
+        }
+    }
+    return SB_OK;
+}
+
+/* The namespace identity: the model, the layout, the settings that move K
+ * and V. */
+static void identity(sb_llama *sl, const uint8_t *model, size_t model_bytes,
+                     const struct llama_context_params *cp)
+{
+    static const char tag[] = "snapbank llama.cpp connector KV";
+    XXH3_state_t *s = XXH3_createState();
+    XXH3_128bits_reset(s);
+    XXH3_128bits_update(s, tag, sizeof tag);
+    uint32_t head[] = { SB_LLAMA_VERSION, (uint32_t)model_bytes, sl->lay.v_trans,
+                        sl->lay.n_layer };
+    XXH3_128bits_update(s, head, sizeof head);
+    XXH3_128bits_update(s, model, model_bytes);
+    for (uint32_t l = 0; l < sl->lay.n_layer; l++) {
+        const sb_llama_state_layer *L = &sl->lay.layers[l];
+        uint64_t d[] = { (uint64_t)L->k_type, L->k_row, (uint64_t)L->v_type, L->v_row };
+        XXH3_128bits_update(s, d, sizeof d);
+    }
+    float f[] = { cp->rope_freq_base, cp->rope_freq_scale, cp->yarn_ext_factor,
+                  cp->yarn_attn_factor, cp->yarn_beta_fast, cp->yarn_beta_slow };
+    XXH3_128bits_update(s, f, sizeof f);
+    int32_t i[] = { (int32_t)cp->rope_scaling_type, (int32_t)cp->yarn_orig_ctx,
+                    (int32_t)cp->type_k, (int32_t)cp->type_v };
+    XXH3_128bits_update(s, i, sizeof i);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(s));
+    memcpy(sl->identity, c.digest, 16);
+    XXH3_freeState(s);
+}
+
+static int open_ns(sb_llama *sl, const sb_llama_config *cfg)
+{
+    uint32_t n = 2 * sl->lay.n_layer;
+    uint32_t *bpt = malloc(n * sizeof *bpt);
+    if (!bpt)
+        return SB_ERR_NOMEM;
+    int elem16 = 1;
+    for (uint32_t l = 0; l < sl->lay.n_layer; l++) {
+        const sb_llama_state_layer *L = &sl->lay.layers[l];
+        bpt[2 * l] = (uint32_t)L->k_row;
+        bpt[2 * l + 1] = (uint32_t)L->v_row;
+        sl->bytes_per_token += L->k_row + L->v_row;
+        elem16 &= (L->k_type == GGML_TYPE_F16 || L->k_type == GGML_TYPE_BF16) &&
+                  (L->v_type == GGML_TYPE_F16 || L->v_type == GGML_TYPE_BF16);
+    }
+    sb_layout lay = { .model_id = sl->identity, .model_id_bytes = sizeof sl->identity,
+                      .page_tokens = sl->page_tokens, .n_tensors = n, .bytes_per_token = bpt,
+                      .flags = elem16 ? SB_LAYOUT_ELEM16 : 0 };
+    int rc = sb_ns_open(sl->st, &lay, cfg->scope, cfg->scope_bytes, &sl->ns);
+    free(bpt);
+    return rc;
+}
+
 int sb_llama_attach(sb_store *st, struct llama_context *ctx, const sb_llama_config *cfg,
                     sb_llama **out, char *err, size_t err_len)
 {
-    (void)st; (void)ctx; (void)cfg; (void)err; (void)err_len;
     if (out)
         *out = NULL;
-    (void)llama_n_ctx(ctx);
-    return SB_ERR_UNSUPPORTED;
+    if (err && err_len)
+        err[0] = '\0';
+    if (!st || !ctx || !cfg || !cfg->cparams || !out ||
+        !cfg->model_path == !cfg->model_id || (cfg->model_id && (cfg->model_id_bytes == 0 ||
+                                                                 cfg->model_id_bytes > MODEL_ID_MAX))) {
+        say(err, err_len, "llama.cpp connector: attach needs a store, a context, its "
+            "parameters, and one of a model path or a model id (1 .. %u bytes)", MODEL_ID_MAX);
+        return SB_ERR_INVAL;
+    }
+    int rc = model_known(llama_get_model(ctx), err, err_len);
+    if (rc != SB_OK)
+        return rc;
+    sb_llama *sl = calloc(1, sizeof *sl);
+    if (!sl)
+        return SB_ERR_NOMEM;
+    sl->st = st;
+    sl->ctx = ctx;
+    sl->page_tokens = cfg->page_tokens ? cfg->page_tokens : DEFAULT_PAGE_TOKENS;
+    rc = probe(sl, cfg, err, err_len);
+    if (rc != SB_OK)
+        goto fail;
+    /* A partial copy between streams is not something llama.cpp does
+     * (llama_kv_cache::seq_cp), so a scratch sequence helps only one. */
+    sl->scratch = cfg->scratch_seq;
+    if (sl->scratch >= 0 && (!seq_ok(sl, sl->scratch) || sl->lay.n_stream != 1))
+        sl->scratch = -1;
+    uint8_t digest[16];
+    const uint8_t *model = cfg->model_id;
+    size_t model_bytes = cfg->model_id_bytes;
+    if (cfg->model_path) {
+        rc = file_digest(cfg->model_path, digest, err, err_len);
+        if (rc != SB_OK)
+            goto fail;
+        model = digest;
+        model_bytes = sizeof digest;
+    }
+    identity(sl, model, model_bytes, cfg->cparams);
+    uint32_t nl = sl->lay.n_layer;
+    sl->tables = calloc(2 * (size_t)nl, sizeof *sl->tables);
+    sl->rk = calloc(nl, sizeof *sl->rk);
+    sl->rv = calloc(nl, sizeof *sl->rv);
+    sl->wk = calloc(nl, sizeof *sl->wk);
+    sl->wv = calloc(nl, sizeof *sl->wv);
+    if (!sl->tables || !sl->rk || !sl->rv || !sl->wk || !sl->wv) {
+        rc = SB_ERR_NOMEM;
+        goto fail;
+    }
+    rc = open_ns(sl, cfg);
+    if (rc != SB_OK) {
+        say(err, err_len, "llama.cpp connector: opening the namespace: %s", sb_strerror(rc));
+        goto fail;
+    }
+    *out = sl;
+    return SB_OK;
+fail:
+    sb_llama_detach(sl);
+    return rc;
 }
-void sb_llama_detach(sb_llama *sl) { (void)sl; }
+
+void sb_llama_detach(sb_llama *sl)
+{
+    if (!sl)
+        return;
+    sb_ns_close(sl->ns);
+    free(sl->lay.layers);
+    free(sl->buf);
+    free(sl->vtmp);
+    free(sl->toks);
+    free(sl->idx);
+    free(sl->tables);
+    free(sl->rk);
+    free(sl->rv);
+    free(sl->wk);
+    free(sl->wv);
+    free(sl);
+}
+
+int sb_llama_get_info(const sb_llama *sl, sb_llama_info *out)
+{
+    if (!sl || !out)
+        return SB_ERR_INVAL;
+    memset(out, 0, sizeof *out);
+    out->n_layer = sl->lay.n_layer;
+    out->v_trans = sl->lay.v_trans;
+    out->k_type = sl->lay.layers[0].k_type;
+    out->v_type = sl->lay.layers[0].v_type;
+    out->bytes_per_token = sl->bytes_per_token;
+    out->page_tokens = sl->page_tokens;
+    memcpy(out->identity, sl->identity, sizeof out->identity);
+    out->ns = sl->ns;
+    return SB_OK;
+}
+
+/* The caller's tokens as the bank's. */
+static int bank_tokens(sb_llama *sl, const llama_token *tokens, size_t n)
+{
+    if (reserve((void **)&sl->toks, &sl->toks_cap, (n ? n : 1) * sizeof *sl->toks))
+        return SB_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] < 0)
+            return SB_ERR_INVAL;
+        sl->toks[i] = (uint32_t)tokens[i];
+    }
+    return SB_OK;
+}
+
+/* ---- restore --------------------------------------------------------------------- */
+
+/* Build the state of the match's first n tokens in sl->buf; *bytes its
+ * size. A page that fails to read shrinks the match: the caller asks again. */
+static int build_state(sb_llama *sl, sb_match *m, size_t n, llama_seq_id seq, size_t *bytes)
+{
+    const sb_llama_state_layout *lay = &sl->lay;
+    size_t b = sb_llama_state_bytes(lay, (uint32_t)n);
+    if (b == 0 || reserve((void **)&sl->buf, &sl->buf_cap, b))
+        return SB_ERR_NOMEM;
+    sb_llama_state_write(lay, (uint32_t)n, seq, sl->buf, sl->wk, sl->wv);
+    if (lay->v_trans) {
+        size_t vmax = 0;
+        for (uint32_t l = 0; l < lay->n_layer; l++)
+            if (lay->layers[l].v_row > vmax)
+                vmax = lay->layers[l].v_row;
+        if (reserve((void **)&sl->vtmp, &sl->vtmp_cap, vmax * n))
+            return SB_ERR_NOMEM;
+    }
+    for (uint32_t l = 0; l < lay->n_layer; l++) {
+        /* K, and V when it is not transposed, straight into the state. */
+        sb_block_table t[2] = { { .base = sl->wk[l] }, { .base = sl->wv[l] } };
+        uint32_t nt = lay->v_trans ? 1 : 2;
+        int rc = sb_match_restore_blocks(m, 0, n, 2 * l, nt, t);
+        if (rc != SB_OK)
+            return rc;
+        if (!lay->v_trans)
+            continue;
+        const sb_llama_state_layer *L = &lay->layers[l];
+        sb_block_table tv = { .base = sl->vtmp };
+        rc = sb_match_restore_blocks(m, 0, n, 2 * l + 1, 1, &tv);
+        if (rc != SB_OK)
+            return rc;
+        sb_llama_state_transpose(sl->vtmp, sl->wv[l], (uint32_t)n, L->n_embd_v, L->v_el, 0);
+    }
+    *bytes = b;
+    return SB_OK;
+}
+
+/* Match (and fetch from the shared tier when short); *m is the match. */
+static int find(sb_llama *sl, size_t want, sb_match **m, sb_match_info *mi, size_t *remote)
+{
+    *remote = 0;
+    int rc = sb_ns_match(sl->ns, sl->toks, want, m);
+    if (rc != SB_OK)
+        return rc;
+    sb_match_get_info(*m, mi);
+    if (mi->n_tokens >= want || !sb_store_has_shared(sl->st))
+        return SB_OK;
+    size_t before = mi->n_tokens, added = 0;
+    sb_match_release(*m);
+    *m = NULL;
+    (void)sb_ns_fetch_shared(sl->ns, sl->toks, want, &added); /* a failure is a miss */
+    rc = sb_ns_match(sl->ns, sl->toks, want, m);
+    if (rc != SB_OK)
+        return rc;
+    sb_match_get_info(*m, mi);
+    if (added && mi->n_tokens > before)
+        *remote = mi->n_tokens - before;
+    return SB_OK;
+}
+
+int sb_llama_restore(sb_llama *sl, llama_seq_id seq, const llama_token *tokens,
+                     size_t n_tokens, size_t max_tokens, sb_llama_restore_info *info)
+{
+    double t0 = now_ms();
+    sb_llama_restore_info ri = { 0 };
+    ri.miss = SB_MISS_NO_PREFIX;
+    if (info)
+        *info = ri;
+    if (!sl || !tokens || max_tokens > n_tokens)
+        return SB_ERR_INVAL;
+    llama_memory_t mem = llama_get_memory(sl->ctx);
+    if (!seq_ok(sl, seq) || llama_memory_seq_pos_max(mem, seq) != -1)
+        return SB_LLAMA_ERR_SEQ;
+    int rc = bank_tokens(sl, tokens, max_tokens);
+    if (rc != SB_OK)
+        return rc;
+    if (max_tokens == 0) {
+        ri.miss = SB_MISS_NONE;
+        goto done;
+    }
+    sb_match *m = NULL;
+    sb_match_info mi;
+    size_t remote;
+    rc = find(sl, max_tokens, &m, &mi, &remote);
+    if (rc != SB_OK)
+        return rc;
+    size_t ram_pages = mi.n_pages_ram, n = mi.n_tokens, bytes = 0;
+    sb_miss miss = mi.miss;
+    while (n > 0) {
+        rc = build_state(sl, m, n, seq, &bytes);
+        if (rc != SB_ERR_CORRUPT && rc != SB_ERR_IO)
+            break;
+        sb_match_get_info(m, &mi); /* shrank past the page that failed */
+        n = mi.n_tokens;
+        miss = mi.miss;
+        if (remote > n)
+            remote = n;
+    }
+    sb_match_release(m);
+    if (rc != SB_OK && n > 0)
+        return rc;
+    if (n > 0) {
+        size_t set = llama_state_seq_set_data(sl->ctx, sl->buf, bytes, seq);
+        if (set != bytes) {
+            llama_memory_seq_rm(mem, seq, -1, -1);
+            return SB_LLAMA_ERR_DECODE;
+        }
+    }
+    ri.n_restored = n;
+    ri.miss = n == max_tokens ? SB_MISS_NONE : miss;
+    ri.tokens_remote = remote;
+    size_t local = n - remote;
+    size_t in_ram = ram_pages * (size_t)sl->page_tokens;
+    ri.tokens_ram = in_ram < local ? in_ram : local;
+    ri.tokens_disk = local - ri.tokens_ram;
+done:
+    ri.restore_ms = now_ms() - t0;
+    if (info)
+        *info = ri;
+    return SB_OK;
+}
+
+/* ---- save ------------------------------------------------------------------------ */
+
+/* Export positions [from, n) of seq (through the scratch sequence when
+ * there is one), parse it, and point sl->idx at the cell of each of them. */
+static int export_new(sb_llama *sl, llama_seq_id seq, size_t from, size_t n, size_t *bytes)
+{
+    llama_memory_t mem = llama_get_memory(sl->ctx);
+    llama_seq_id src = seq;
+    if (sl->scratch >= 0 && sl->scratch != seq) {
+        llama_memory_seq_rm(mem, sl->scratch, -1, -1);
+        llama_memory_seq_cp(mem, seq, sl->scratch, (llama_pos)from, (llama_pos)n);
+        src = sl->scratch;
+    }
+    int rc = export_seq(sl, src, bytes);
+    if (src != seq)
+        llama_memory_seq_rm(mem, src, -1, -1);
+    if (rc != SB_OK)
+        return rc;
+    sb_llama_state_view view = { .k = sl->rk, .v = sl->rv };
+    if (sb_llama_state_parse(sl->buf, *bytes, &sl->lay, src, &view, NULL, 0) != 0)
+        return SB_LLAMA_ERR_FORMAT;
+    /* Every position of [from, n) in exactly one cell. */
+    size_t want = n - from;
+    if (reserve((void **)&sl->idx, &sl->idx_cap, (want ? want : 1) * sizeof *sl->idx))
+        return SB_ERR_NOMEM;
+    memset(sl->idx, 0xff, want * sizeof *sl->idx);
+    size_t found = 0;
+    for (uint32_t c = 0; c < view.n_cells; c++) {
+        int32_t pos = sb_llama_state_cell_pos(&view, c);
+        if ((size_t)pos < from || (size_t)pos >= n)
+            continue;
+        if (sl->idx[pos - from] != UINT32_MAX)
+            return SB_LLAMA_ERR_SEQ; /* one position twice */
+        sl->idx[pos - from] = c;
+        found++;
+    }
+    if (found != want)
+        return SB_LLAMA_ERR_SEQ;
+    const sb_llama_state_layout *lay = &sl->lay;
+    uint8_t *vt = NULL;
+    if (lay->v_trans) {
+        size_t vsum = 0;
+        for (uint32_t l = 0; l < lay->n_layer; l++)
+            vsum += lay->layers[l].v_row * view.n_cells;
+        if (reserve((void **)&sl->vtmp, &sl->vtmp_cap, vsum ? vsum : 1))
+            return SB_ERR_NOMEM;
+        vt = sl->vtmp;
+    }
+    for (uint32_t l = 0; l < lay->n_layer; l++) {
+        const sb_llama_state_layer *L = &lay->layers[l];
+        sb_block_table *tk = &sl->tables[2 * l], *tv = &sl->tables[2 * l + 1];
+        *tk = (sb_block_table){ .base = (void *)sl->rk[l], .block_ids = sl->idx,
+                                .first_pos = from, .block_tokens = 1,
+                                .block_stride = L->k_row };
+        *tv = (sb_block_table){ .base = (void *)sl->rv[l], .block_ids = sl->idx,
+                                .first_pos = from, .block_tokens = 1,
+                                .block_stride = L->v_row };
+        if (lay->v_trans) {
+            sb_llama_state_transpose(vt, (uint8_t *)sl->rv[l], view.n_cells, L->n_embd_v,
+                                     L->v_el, 1);
+            tv->base = vt;
+            vt += L->v_row * view.n_cells;
+        }
+    }
+    return SB_OK;
+}
+
+int sb_llama_save(sb_llama *sl, llama_seq_id seq, const llama_token *tokens, size_t n_tokens,
+                  sb_llama_save_info *info)
+{
+    double t0 = now_ms();
+    sb_llama_save_info si = { 0 };
+    if (info)
+        *info = si;
+    if (!sl || !tokens)
+        return SB_ERR_INVAL;
+    if (n_tokens == 0)
+        return SB_ERR_NO_TOKENS;
+    if (!seq_ok(sl, seq))
+        return SB_LLAMA_ERR_SEQ;
+    llama_memory_t mem = llama_get_memory(sl->ctx);
+    if (llama_memory_seq_pos_min(mem, seq) != 0 ||
+        llama_memory_seq_pos_max(mem, seq) < (llama_pos)n_tokens - 1)
+        return SB_LLAMA_ERR_SEQ;
+    int rc = bank_tokens(sl, tokens, n_tokens);
+    if (rc != SB_OK)
+        return rc;
+    sb_lookup q = { .tokens = sl->toks, .n_tokens = n_tokens };
+    rc = sb_ns_lookup(sl->ns, &q, 1);
+    if (rc != SB_OK)
+        return rc;
+    size_t from = q.info.n_tokens;
+    /* Eviction between the lookup and the put can take pages from under
+     * `from`: the put then says how much the bank holds, and we go again
+     * from there (a few times at most). */
+    for (int tries = 0; tries < 4; tries++) {
+        if (from >= n_tokens) {
+            si.n_stored = n_tokens;
+            rc = SB_OK;
+            break;
+        }
+        size_t bytes = 0;
+        rc = export_new(sl, seq, from, n_tokens, &bytes);
+        if (rc != SB_OK)
+            break;
+        si.bytes_exported += bytes;
+        size_t stored = 0;
+        rc = sb_ns_put_blocks(sl->ns, sl->toks, n_tokens, from, sl->tables, NULL, &stored,
+                              &si.outcome);
+        if (rc == SB_ERR_RANGE && stored < from) {
+            from = stored;
+            continue;
+        }
+        if (rc == SB_OK || rc == SB_ERR_BUDGET) {
+            si.n_stored = stored;
+            si.n_new = stored > from ? stored - from : 0;
+        }
+        break;
+    }
+    si.save_ms = now_ms() - t0;
+    if (info)
+        *info = si;
+    return rc;
+}

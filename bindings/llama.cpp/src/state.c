@@ -1,2 +1,343 @@
-/* state.c -- placeholder: llama.cpp's sequence state parser. */
+/* state.c -- llama.cpp's sequence state: parse, check, write (state.h has
+ * the format). */
 #include "state.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml.h"
+
+#define CELL_BYTES 12u           /* pos, n_seq_id 1, seq_id */
+#define ROW_MAX (1ull << 30)     /* no layer's row of one token is 1 GiB */
+
+typedef struct rd {
+    const uint8_t *p, *end;
+    char *err;
+    size_t err_len;
+    int failed;
+} rd;
+
+static void fail(rd *r, const char *fmt, ...)
+{
+    if (r->failed)
+        return;
+    r->failed = 1;
+    if (r->err && r->err_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->err, r->err_len, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static const uint8_t *take(rd *r, uint64_t n, const char *what)
+{
+    if (r->failed)
+        return NULL;
+    if (n > (uint64_t)(r->end - r->p)) {
+        fail(r, "sequence state ends inside %s (%llu bytes wanted, %zu left)", what,
+             (unsigned long long)n, (size_t)(r->end - r->p));
+        return NULL;
+    }
+    const uint8_t *q = r->p;
+    r->p += n;
+    return q;
+}
+
+static uint32_t u32(rd *r, const char *what)
+{
+    const uint8_t *q = take(r, 4, what);
+    uint32_t v = 0;
+    if (q)
+        memcpy(&v, q, 4);
+    return v;
+}
+
+static uint64_t u64(rd *r, const char *what)
+{
+    const uint8_t *q = take(r, 8, what);
+    uint64_t v = 0;
+    if (q)
+        memcpy(&v, q, 8);
+    return v;
+}
+
+/* A type llama.cpp could have written, with a row of `row` bytes. */
+static int type_ok(rd *r, int32_t type, uint64_t row, const char *what, uint32_t layer)
+{
+    if (type < 0 || type >= GGML_TYPE_COUNT || ggml_type_size(type) == 0 ||
+        ggml_blck_size(type) <= 0) {
+        fail(r, "layer %u: %s type %d is not a ggml type", layer, what, type);
+        return 0;
+    }
+    size_t ts = ggml_type_size(type);
+    int64_t bs = ggml_blck_size(type);
+    if (row == 0 || row > ROW_MAX || row % ts != 0 ||
+        ggml_row_size(type, (int64_t)(row / ts) * bs) != row) {
+        fail(r, "layer %u: %s row of %llu bytes is not whole %s blocks", layer, what,
+             (unsigned long long)row, ggml_type_name(type));
+        return 0;
+    }
+    return 1;
+}
+
+int32_t sb_llama_state_cell_pos(const sb_llama_state_view *view, uint32_t i)
+{
+    int32_t pos;
+    memcpy(&pos, view->cells + (size_t)i * CELL_BYTES, 4);
+    return pos;
+}
+
+/* One layer's field header (K or V) checked against, or learned into, L. */
+static void layer_k(rd *r, sb_llama_state_layer *L, int learn, uint32_t l, uint32_t n_cells,
+                    const uint8_t **rows)
+{
+    int32_t type = (int32_t)u32(r, "a K type");
+    uint64_t row = u64(r, "a K row size");
+    if (r->failed)
+        return;
+    if (learn) {
+        if (!type_ok(r, type, row, "K", l))
+            return;
+        L->k_type = type;
+        L->k_row = row;
+    } else if (type != L->k_type || row != L->k_row) {
+        fail(r, "layer %u: K is %d with %llu-byte rows, the probe found %d with %llu", l, type,
+             (unsigned long long)row, L->k_type, (unsigned long long)L->k_row);
+        return;
+    }
+    const uint8_t *q = take(r, row * n_cells, "K rows");
+    if (rows)
+        *rows = q;
+}
+
+static void layer_v(rd *r, sb_llama_state_layer *L, int learn, uint32_t v_trans, uint32_t l,
+                    uint32_t n_cells, const uint8_t **rows)
+{
+    int32_t type = (int32_t)u32(r, "a V type");
+    uint64_t row;
+    uint32_t el = 0, n_embd = 0;
+    if (!v_trans) {
+        row = u64(r, "a V row size");
+    } else {
+        el = u32(r, "a V element size");
+        n_embd = u32(r, "a V width");
+        row = (uint64_t)el * n_embd;
+    }
+    if (r->failed)
+        return;
+    if (learn) {
+        if (!type_ok(r, type, row, "V", l))
+            return;
+        if (v_trans && (ggml_blck_size(type) != 1 || el != ggml_type_size(type))) {
+            fail(r, "layer %u: transposed V of type %s with %u-byte elements", l,
+                 ggml_type_name(type), el);
+            return;
+        }
+        L->v_type = type;
+        L->v_row = row;
+        L->v_el = el;
+        L->n_embd_v = n_embd;
+    } else if (type != L->v_type || row != L->v_row || el != L->v_el ||
+               n_embd != L->n_embd_v) {
+        fail(r, "layer %u: V is %d with %llu-byte rows, the probe found %d with %llu", l, type,
+             (unsigned long long)row, L->v_type, (unsigned long long)L->v_row);
+        return;
+    }
+    const uint8_t *q = take(r, row * n_cells, "V rows");
+    if (rows)
+        *rows = q;
+}
+
+int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *layout,
+                         int32_t want_seq, sb_llama_state_view *view, char *err,
+                         size_t err_len)
+{
+    rd r = { buf, buf + n, err, err_len, 0 };
+    int learn = layout->layers == NULL;
+    sb_llama_state_layer *layers = layout->layers;
+    memset(view, 0, offsetof(sb_llama_state_view, k));
+
+    uint32_t magic = u32(&r, "the header");
+    view->seq_id = (int32_t)u32(&r, "the header");
+    uint32_t n_stream = u32(&r, "the header");
+    if (r.failed)
+        goto out;
+    if (magic != SB_LLAMA_STATE_MAGIC) {
+        fail(&r, "not a llama.cpp sequence state (magic 0x%08x, expected 0x%08x)", magic,
+             SB_LLAMA_STATE_MAGIC);
+        goto out;
+    }
+    if (n_stream == 0 || n_stream > 65536 || (!learn && n_stream != layout->n_stream)) {
+        fail(&r, "%u streams (the probe found %u)", n_stream, learn ? 0 : layout->n_stream);
+        goto out;
+    }
+    int seen = 0;
+    for (uint32_t s = 0; s < n_stream && !r.failed; s++) {
+        uint32_t n_cells = u32(&r, "a stream's cell count");
+        if (r.failed || n_cells == 0)
+            continue;
+        if (seen) {
+            fail(&r, "a sequence's cells in two streams");
+            break;
+        }
+        seen = 1;
+        view->n_cells = n_cells;
+        view->cells = take(&r, (uint64_t)n_cells * CELL_BYTES, "the cells");
+        if (r.failed)
+            break;
+        int32_t seq0 = 0;
+        for (uint32_t i = 0; i < n_cells; i++) {
+            const uint8_t *c = view->cells + (size_t)i * CELL_BYTES;
+            int32_t pos, seq;
+            uint32_t n_seq;
+            memcpy(&pos, c, 4);
+            memcpy(&n_seq, c + 4, 4);
+            memcpy(&seq, c + 8, 4);
+            if (i == 0)
+                seq0 = seq;
+            if (n_seq != 1 || pos < 0 || seq < 0 || seq != seq0 ||
+                (want_seq >= 0 && seq != want_seq)) {
+                fail(&r, "cell %u is not one cell of sequence %d (pos %d, %u sequence ids, "
+                     "first %d)", i, want_seq >= 0 ? want_seq : seq0, pos, n_seq, seq);
+                break;
+            }
+        }
+        uint32_t v_trans = u32(&r, "the V layout");
+        uint32_t n_layer = u32(&r, "the layer count");
+        if (r.failed)
+            break;
+        if (v_trans > 1 || n_layer == 0 || n_layer > SB_LLAMA_STATE_LAYERS_MAX) {
+            fail(&r, "V layout %u with %u layers is not a KV cache this connector knows",
+                 v_trans, n_layer);
+            break;
+        }
+        if (learn) {
+            layers = calloc(n_layer, sizeof *layers);
+            if (!layers) {
+                fail(&r, "out of memory");
+                break;
+            }
+            layout->v_trans = v_trans;
+            layout->n_layer = n_layer;
+        } else if (v_trans != layout->v_trans || n_layer != layout->n_layer) {
+            fail(&r, "V layout %u with %u layers, the probe found %u with %u", v_trans,
+                 n_layer, layout->v_trans, layout->n_layer);
+            break;
+        }
+        for (uint32_t l = 0; l < n_layer && !r.failed; l++)
+            layer_k(&r, &layers[l], learn, l, n_cells, view->k ? &view->k[l] : NULL);
+        for (uint32_t l = 0; l < n_layer && !r.failed; l++)
+            layer_v(&r, &layers[l], learn, v_trans, l, n_cells, view->v ? &view->v[l] : NULL);
+    }
+    if (!r.failed && learn && !seen)
+        fail(&r, "the probe's state holds no cells");
+    if (!r.failed && r.p != r.end)
+        fail(&r, "%zu bytes after the KV cache's state: a memory part this connector does "
+             "not know", (size_t)(r.end - r.p));
+out:
+    if (learn) {
+        if (r.failed) {
+            free(layers);
+            layout->n_layer = 0;
+        } else {
+            layout->layers = layers;
+            layout->n_stream = n_stream;
+        }
+    }
+    return r.failed ? -1 : 0;
+}
+
+size_t sb_llama_state_bytes(const sb_llama_state_layout *layout, uint32_t n_cells)
+{
+    uint64_t b = 12 + 4ull * layout->n_stream + (uint64_t)n_cells * CELL_BYTES + 8;
+    for (uint32_t l = 0; l < layout->n_layer; l++) {
+        const sb_llama_state_layer *L = &layout->layers[l];
+        b += 12 + L->k_row * n_cells;
+        b += 12 + L->v_row * n_cells;
+    }
+    return b > SIZE_MAX / 2 ? 0 : (size_t)b;
+}
+
+static uint8_t *put32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+    return p + 4;
+}
+
+static uint8_t *put64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+    return p + 8;
+}
+
+void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t seq_id,
+                          uint8_t *buf, uint8_t **k, uint8_t **v)
+{
+    uint8_t *p = buf;
+    p = put32(p, SB_LLAMA_STATE_MAGIC);
+    p = put32(p, (uint32_t)seq_id);
+    p = put32(p, layout->n_stream);
+    for (uint32_t s = 0; s < layout->n_stream; s++) {
+        p = put32(p, s == 0 ? n_cells : 0);
+        if (s != 0 || n_cells == 0)
+            continue;
+        for (uint32_t i = 0; i < n_cells; i++) {
+            p = put32(p, i);
+            p = put32(p, 1);
+            p = put32(p, (uint32_t)seq_id);
+        }
+        p = put32(p, layout->v_trans);
+        p = put32(p, layout->n_layer);
+        for (uint32_t l = 0; l < layout->n_layer; l++) {
+            const sb_llama_state_layer *L = &layout->layers[l];
+            p = put32(p, (uint32_t)L->k_type);
+            p = put64(p, L->k_row);
+            k[l] = p;
+            p += L->k_row * n_cells;
+        }
+        for (uint32_t l = 0; l < layout->n_layer; l++) {
+            const sb_llama_state_layer *L = &layout->layers[l];
+            p = put32(p, (uint32_t)L->v_type);
+            if (!layout->v_trans) {
+                p = put64(p, L->v_row);
+            } else {
+                p = put32(p, L->v_el);
+                p = put32(p, L->n_embd_v);
+            }
+            v[l] = p;
+            p += L->v_row * n_cells;
+        }
+    }
+}
+
+void sb_llama_state_transpose(uint8_t *rows, uint8_t *block, uint32_t n_cells, uint32_t n_embd,
+                              uint32_t el, int to_rows)
+{
+    /* Tiles of 64 cells x 64 elements keep both sides in cache. */
+    enum { T = 64 };
+    for (uint32_t c0 = 0; c0 < n_cells; c0 += T) {
+        uint32_t c1 = c0 + T < n_cells ? c0 + T : n_cells;
+        for (uint32_t j0 = 0; j0 < n_embd; j0 += T) {
+            uint32_t j1 = j0 + T < n_embd ? j0 + T : n_embd;
+            for (uint32_t c = c0; c < c1; c++) {
+                for (uint32_t j = j0; j < j1; j++) {
+                    uint8_t *a = rows + ((size_t)c * n_embd + j) * el;
+                    uint8_t *b = block + ((size_t)j * n_cells + c) * el;
+                    if (el == 2) {
+                        if (to_rows)
+                            memcpy(a, b, 2);
+                        else
+                            memcpy(b, a, 2);
+                    } else if (to_rows) {
+                        memcpy(a, b, el);
+                    } else {
+                        memcpy(b, a, el);
+                    }
+                }
+            }
+        }
+    }
+}

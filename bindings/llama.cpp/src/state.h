@@ -1,4 +1,128 @@
-/* state.h -- placeholder: llama.cpp's sequence state parser. */
+/* state.h -- llama.cpp's sequence state: parsed field by field and checked,
+ * and written back for a restore. The format is llama.cpp's (v0.5.0,
+ * src/llama-context.cpp and src/llama-kv-cache.cpp: state_seq_get_data,
+ * llama_kv_cache::state_write); this file only reads and writes it, and
+ * refuses every byte it cannot account for.
+ *
+ * A sequence state of a model whose memory is one KV cache
+ * (llama_state_seq_get_data, flags 0), all integers little-endian:
+ *
+ *     offset  size  field
+ *     0       4     magic      u32 0xaf143cd8
+ *     4       4     seq_id     i32, the sequence it was read from
+ *     8       4     n_stream   u32, the cache's streams (1 unless the
+ *                              context has kv_unified off and several
+ *                              sequences)
+ *     then, for each stream s in 0 .. n_stream - 1:
+ *             4     cell_count u32 (0: the stream holds nothing of the
+ *                              sequence, and nothing more follows for s)
+ *             cell_count x     one cell, in cache order (not position order):
+ *               4               pos       i32
+ *               4               n_seq_id  u32, 1 in a sequence's state
+ *               4 * n_seq_id    seq_id    i32 each
+ *             4     v_trans    u32, 1 when V is stored transposed (flash
+ *                              attention off), else 0
+ *             4     n_layer    u32, layers with a KV cache
+ *             n_layer x        K of one layer:
+ *               4               k_type    i32, a ggml_type
+ *               8               k_row     u64, bytes of one cell's K row
+ *               cell_count * k_row  the rows, cell by cell
+ *             n_layer x        V of one layer, v_trans 0:
+ *               4               v_type    i32
+ *               8               v_row     u64
+ *               cell_count * v_row  the rows
+ *             ... or, v_trans 1:
+ *               4               v_type    i32 (a type of block size 1)
+ *               4               v_el      u32, bytes of one element
+ *               4               n_embd_v  u32, elements of one cell's V
+ *               n_embd_v * cell_count * v_el  element j of every cell,
+ *                               then element j + 1 of every cell, ...
+ *
+ * and nothing after the last stream. Models whose memory has more parts
+ * (a sliding-window cache beside the base one, a recurrent state, cell
+ * extensions for M-RoPE) write more: those are refused by the connector
+ * before a state is read, and a state with bytes left over after the
+ * parse above is refused here.
+ *
+ * The connector keeps one row per token per tensor: the K rows as they
+ * are, and V token-major (a transposed V is transposed on the way in and
+ * out). A state to restore is written with all its cells in stream 0, at
+ * positions 0 .. n - 1 in order, so llama.cpp places them in that order. */
 #ifndef SB_LLAMA_STATE_H
 #define SB_LLAMA_STATE_H
-#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SB_LLAMA_STATE_MAGIC 0xaf143cd8u
+#define SB_LLAMA_STATE_LAYERS_MAX 4096u
+
+/* One layer's K and V, as the probe found them. */
+typedef struct sb_llama_state_layer {
+    int32_t k_type;
+    uint64_t k_row;               /* bytes of one token's K */
+    int32_t v_type;
+    uint64_t v_row;               /* bytes of one token's V (token-major) */
+    uint32_t v_el;                /* v_trans: bytes of one element */
+    uint32_t n_embd_v;            /* v_trans: elements of one token's V */
+} sb_llama_state_layer;
+
+/* What every state of one context looks like. */
+typedef struct sb_llama_state_layout {
+    uint32_t n_stream;
+    uint32_t v_trans;
+    uint32_t n_layer;
+    sb_llama_state_layer *layers; /* n_layer, owned by whoever made it */
+} sb_llama_state_layout;
+
+/* A parsed state: pointers into the buffer it was parsed from. */
+typedef struct sb_llama_state_view {
+    int32_t seq_id;               /* the header's */
+    uint32_t n_cells;             /* cells of the sequence (one stream) */
+    const uint8_t *cells;         /* n_cells cells of 12 bytes: pos, 1, seq */
+    const uint8_t **k;            /* n_layer: layer l's K rows */
+    const uint8_t **v;            /* n_layer: layer l's V (rows, or the
+                                     transposed block) */
+} sb_llama_state_view;
+
+/* sb_llama_state_parse -- parse buf[0, n) as a sequence state.
+ *
+ * learn (layout->layers NULL on entry): the layout is taken from the state
+ * (layers allocated with malloc, the caller frees them) after checking
+ * every field: a known ggml type whose row size fits its block size, V
+ * transposed only for a type of block size 1, every layer's sizes below
+ * 1 GiB. Otherwise the state must have exactly the layout given.
+ * view->k and view->v must have room for n_layer pointers (learn: pass
+ * NULL for both; they are not filled).
+ *
+ * Every state: the magic, at most one stream with cells, every cell with
+ * one sequence id equal to want_seq (-1: any, but the same for all), and
+ * the bytes add up to n exactly.
+ * Returns 0, or -1 with a message in err (err_len bytes, may be 0). */
+int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *layout,
+                         int32_t want_seq, sb_llama_state_view *view, char *err,
+                         size_t err_len);
+
+/* sb_llama_state_cell_pos -- the position of cell i of a parsed view. */
+int32_t sb_llama_state_cell_pos(const sb_llama_state_view *view, uint32_t i);
+
+/* sb_llama_state_bytes -- bytes of a state of n_cells cells in this layout
+ * (what sb_llama_state_write needs); 0 when it would overflow. */
+size_t sb_llama_state_bytes(const sb_llama_state_layout *layout, uint32_t n_cells);
+
+/* sb_llama_state_write -- write the header, cells (positions 0 .. n_cells
+ * - 1 of seq_id, all in stream 0) and per-layer field headers of a state
+ * of n_cells cells into buf (sb_llama_state_bytes long), and point k[l]
+ * and v[l] at where layer l's K rows and V (rows, or transposed block) go;
+ * the caller fills them. */
+void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t seq_id,
+                          uint8_t *buf, uint8_t **k, uint8_t **v);
+
+/* sb_llama_state_transpose -- V between token-major rows (rows: n_cells
+ * rows of n_embd elements of el bytes) and llama.cpp's transposed block
+ * (block: element j of cell c at (j * n_cells + c) * el). to_rows 1 reads
+ * the block and writes rows; 0 the other way. */
+void sb_llama_state_transpose(uint8_t *rows, uint8_t *block, uint32_t n_cells, uint32_t n_embd,
+                              uint32_t el, int to_rows);
+
+#endif /* SB_LLAMA_STATE_H */
