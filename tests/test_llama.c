@@ -15,7 +15,8 @@
  * (logits) and in one unified cache (there the restored K and V bytes are
  * compared with the saved sequence's, since where cells land beside
  * another sequence's moves llama.cpp's sums, cold or restored alike); a
- * second turn that saves only its new tokens; from RAM, from disk in a
+ * second turn that saves only its new tokens; a prompt restored a chunk
+ * at a time, with the disk reads ahead of the chunks; from RAM, from disk in a
  * second process, and from the shared tier on a second store; refusals (a
  * hybrid model, a planted state with bytes it cannot account for, every
  * truncation of a real state, a busy probe sequence, parameters that
@@ -54,6 +55,7 @@
 extern char **environ;
 
 static char tmp[256];
+static int teardown(void **state);
 static char self_exe[512];
 
 /* ---- fixtures --------------------------------------------------------------------- */
@@ -127,9 +129,10 @@ typedef struct opts {
     enum ggml_type k, v;
     uint32_t n_seq;
     int unified;
+    uint32_t n_ctx;               /* 0: 1024 */
 } opts;
 
-static const opts DEFAULT = { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_F16, GGML_TYPE_F16, 2, 1 };
+static const opts DEFAULT = { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_F16, GGML_TYPE_F16, 2, 1, 0 };
 
 static void engine_open(engine *e, const char *path, const opts *o)
 {
@@ -137,7 +140,7 @@ static void engine_open(engine *e, const char *path, const opts *o)
     e->model = llama_model_load_from_file(path, mp);
     assert_non_null(e->model);
     e->cp = llama_context_default_params();
-    e->cp.n_ctx = 1024;
+    e->cp.n_ctx = o->n_ctx ? o->n_ctx : 1024;
     e->cp.n_batch = 512;
     e->cp.n_ubatch = 512;
     e->cp.n_seq_max = o->n_seq;
@@ -157,19 +160,24 @@ static void engine_close(engine *e)
     llama_model_free(e->model);
 }
 
+/* Decode t[0, n) at positions pos0.. into seq, in batches of n_batch. */
 static void decode(engine *e, const llama_token *t, int n, int pos0, llama_seq_id seq)
 {
-    struct llama_batch b = llama_batch_init(n, 0, 1);
-    for (int i = 0; i < n; i++) {
-        b.token[i] = t[i];
-        b.pos[i] = pos0 + i;
-        b.n_seq_id[i] = 1;
-        b.seq_id[i][0] = seq;
-        b.logits[i] = i == n - 1;
+    int step = (int)llama_n_batch(e->ctx);
+    for (int i = 0; i < n; i += step) {
+        int m = n - i < step ? n - i : step;
+        struct llama_batch b = llama_batch_init(m, 0, 1);
+        for (int j = 0; j < m; j++) {
+            b.token[j] = t[i + j];
+            b.pos[j] = pos0 + i + j;
+            b.n_seq_id[j] = 1;
+            b.seq_id[j][0] = seq;
+            b.logits[j] = i + j == n - 1;
+        }
+        b.n_tokens = m;
+        assert_int_equal(llama_decode(e->ctx, b), 0);
+        llama_batch_free(b);
     }
-    b.n_tokens = n;
-    assert_int_equal(llama_decode(e->ctx, b), 0);
-    llama_batch_free(b);
 }
 
 /* The last token's logits, copied. */
@@ -474,6 +482,69 @@ static void test_incremental_save(void **state)
     }
 }
 
+/* A prompt longer than the connector's chunk (1,024 tokens): restored a
+ * chunk at a time through the scratch sequence, from RAM and, after the
+ * store is closed and opened again, from disk with the reads running
+ * ahead of the chunks; and without a scratch sequence, in one piece. */
+static void test_long_chunked(void **state)
+{
+    (void)state;
+    const char *m = model_file("small", "f16");
+    enum { LONG = 2600 };
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/long", tmp);
+    opts o = DEFAULT;
+    o.n_ctx = 4096;
+    engine e;
+    engine_open(&e, m, &o);
+    llama_token *t = malloc(LONG * sizeof *t);
+    uint64_t rng = 5;
+    for (int i = 0; i < LONG; i++)
+        t[i] = 3 + (llama_token)(tu_rand(&rng) % (uint64_t)(e.n_vocab - 3));
+    float *want = cold(&e, t, LONG, LONG - 1, 0);
+    sb_config c = disk_config(dir);
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&c, &st), SB_OK);
+    sb_llama *sl = attach(st, &e, m);
+    decode(&e, t, LONG, 0, 0);
+    assert_int_equal(sb_llama_save(sl, 0, t, LONG, NULL), SB_OK);
+    llama_memory_t mem = llama_get_memory(e.ctx);
+    for (int round = 0; round < 3; round++) {
+        if (round == 1) { /* a restart: the pages come from disk */
+            sb_llama_detach(sl);
+            assert_int_equal(sb_store_close(st), SB_OK);
+            assert_int_equal(sb_store_open(&c, &st), SB_OK);
+            llama_memory_seq_rm(mem, 0, -1, -1);
+            sl = attach(st, &e, m);
+        }
+        if (round == 2) { /* no scratch sequence: one piece */
+            sb_llama_detach(sl);
+            llama_memory_seq_rm(mem, 0, -1, -1);
+            sb_llama_config cfg;
+            sb_llama_config_default(&cfg);
+            cfg.model_path = m;
+            cfg.cparams = &e.cp;
+            assert_int_equal(sb_llama_attach(st, e.ctx, &cfg, &sl, NULL, 0), SB_OK);
+        }
+        llama_memory_seq_rm(mem, 0, -1, -1);
+        sb_llama_restore_info ri;
+        assert_int_equal(sb_llama_restore(sl, 0, t, LONG, LONG - 1, &ri), SB_OK);
+        assert_int_equal(ri.n_restored, LONG - 1);
+        assert_int_equal(round == 1 ? ri.tokens_disk : ri.tokens_ram, LONG - 1);
+        assert_int_equal(llama_memory_seq_pos_max(mem, 0), LONG - 2);
+        assert_int_equal(llama_memory_seq_pos_max(mem, 1), -1); /* scratch left empty */
+        decode(&e, t + LONG - 1, 1, LONG - 1, 0);
+        float *got = logits(&e);
+        assert_memory_equal(got, want, (size_t)e.n_vocab * sizeof *got);
+        free(got);
+    }
+    free(want);
+    free(t);
+    sb_llama_detach(sl);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    engine_close(&e);
+}
+
 /* The child of test_disk_second_process: decode A, save, close. */
 static int child_save(const char *dir, const char *model)
 {
@@ -776,7 +847,7 @@ static void test_state_parser(void **state)
     size_t wb = sb_llama_state_bytes(&lay, 7);
     uint8_t *w = calloc(1, wb);
     uint8_t *wk[4], *wv[4];
-    sb_llama_state_write(&lay, 7, 1, w, wk, wv);
+    sb_llama_state_write(&lay, 7, 0, 1, w, wk, wv);
     assert_int_equal(sb_llama_state_parse(w, wb, &lay, 1, &view, err, sizeof err), 0);
     assert_int_equal(view.n_cells, 7);
     assert_ptr_equal(view.k[3], wk[3]);
@@ -794,6 +865,48 @@ static void test_state_parser(void **state)
     free(buf);
     free(lay.layers);
     engine_close(&e);
+}
+
+/* `test_llama --write-seeds DIR`: fuzz_llama_state's seeds, real states
+ * llama.cpp exported (tiny llama and qwen3 models; flash attention on and
+ * off; K/V f16 and q8_0; a unified cache and one with two streams). */
+static int write_seeds(const char *out)
+{
+    snprintf(tmp, sizeof tmp, "/tmp/sb-test-llama-XXXXXX");
+    if (!mkdtemp(tmp))
+        return 1;
+    struct {
+        const char *preset, *dtype, *name;
+        opts o;
+    } seeds[] = {
+        { "tiny", "f32", "tiny-fa-f16", { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_F16, GGML_TYPE_F16, 1, 1, 0 } },
+        { "tiny", "f32", "tiny-nofa-f16", { LLAMA_FLASH_ATTN_TYPE_DISABLED, GGML_TYPE_F16, GGML_TYPE_F16, 1, 1, 0 } },
+        { "small", "f16", "small-fa-q8", { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, 1, 1, 0 } },
+        { "tiny-qwen3", "f32", "qwen3-streams", { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_F16, GGML_TYPE_F16, 2, 0, 0 } },
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0] && rc == 0; i++) {
+        const char *m = model_file(seeds[i].preset, seeds[i].dtype);
+        engine e;
+        engine_open(&e, m, &seeds[i].o);
+        llama_token t[3] = { 5, 6, 7 };
+        decode(&e, t, 3, 0, 1 % (int)seeds[i].o.n_seq);
+        llama_seq_id s = 1 % (llama_seq_id)seeds[i].o.n_seq;
+        size_t n = llama_state_seq_get_size(e.ctx, s);
+        uint8_t *buf = malloc(n);
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", out, seeds[i].name);
+        FILE *f = fopen(path, "wb");
+        if (!buf || llama_state_seq_get_data(e.ctx, buf, n, s) != n || !f ||
+            fwrite(buf, 1, n, f) != n)
+            rc = 1;
+        if (f && fclose(f) != 0)
+            rc = 1;
+        free(buf);
+        engine_close(&e);
+    }
+    teardown(NULL);
+    return rc;
 }
 
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -823,6 +936,8 @@ int main(int argc, char **argv)
     llama_backend_init();
     if (argc == 4 && strcmp(argv[1], "--save") == 0)
         return child_save(argv[2], argv[3]);
+    if (argc == 3 && strcmp(argv[1], "--write-seeds") == 0)
+        return write_seeds(argv[2]);
     ssize_t got = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (got <= 0)
         return 1;
@@ -834,6 +949,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kv_types_and_flash_attention),
         cmocka_unit_test(test_two_sequences),
         cmocka_unit_test(test_incremental_save),
+        cmocka_unit_test(test_long_chunked),
         cmocka_unit_test(test_disk_second_process),
         cmocka_unit_test(test_shared_tier),
         cmocka_unit_test(test_identity_apart),

@@ -183,7 +183,11 @@ typedef struct sb_llama_restore_info {
     size_t tokens_disk;           /* ... read from the disk tier */
     size_t tokens_remote;         /* ... fetched from the shared tier */
     sb_miss miss;                 /* why not max_tokens (SB_MISS_NONE if equal) */
-    double restore_ms;            /* wall time of the call */
+    double restore_ms;            /* wall time of the call, of which: */
+    double bank_ms;               /* the bank: match, shared-tier fetch, disk
+                                     reads, pages copied into llama.cpp's
+                                     state format */
+    double set_ms;                /* llama.cpp: llama_state_seq_set_data */
 } sb_llama_restore_info;
 
 /* sb_llama_restore -- put the longest prefix of tokens[0, max_tokens) that

@@ -7,10 +7,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -105,13 +107,60 @@ static int reserve(void **p, size_t *cap, size_t n)
 
 /* ---- attach ---------------------------------------------------------------------- */
 
-/* XXH3-128 of the whole file. */
+/* XXH3-128 of the whole file, remembered for the process by device,
+ * inode, size and modification time, so attaching a second context to
+ * the same model does not read it again. */
+#define DIGESTS 8
+static struct digest_memo {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    uint8_t digest[16];
+} memo[DIGESTS];
+static unsigned memo_next;
+static pthread_mutex_t memo_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int memo_find(const struct stat *st, uint8_t out[16])
+{
+    int hit = 0;
+    pthread_mutex_lock(&memo_lock);
+    for (unsigned i = 0; i < DIGESTS && !hit; i++) {
+        const struct digest_memo *d = &memo[i];
+        if (d->size == st->st_size && d->dev == st->st_dev && d->ino == st->st_ino &&
+            d->mtime.tv_sec == st->st_mtim.tv_sec && d->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+            d->size > 0) {
+            memcpy(out, d->digest, 16);
+            hit = 1;
+        }
+    }
+    pthread_mutex_unlock(&memo_lock);
+    return hit;
+}
+
+static void memo_add(const struct stat *st, const uint8_t digest[16])
+{
+    pthread_mutex_lock(&memo_lock);
+    struct digest_memo *d = &memo[memo_next++ % DIGESTS];
+    d->dev = st->st_dev;
+    d->ino = st->st_ino;
+    d->size = st->st_size;
+    d->mtime = st->st_mtim;
+    memcpy(d->digest, digest, 16);
+    pthread_mutex_unlock(&memo_lock);
+}
+
 static int file_digest(const char *path, uint8_t out[16], char *err, size_t err_len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         say(err, err_len, "%s: %s", path, strerror(errno));
         return SB_LLAMA_ERR_MODEL_FILE;
+    }
+    struct stat before, after;
+    if (fstat(fd, &before) == 0 && memo_find(&before, out)) {
+        close(fd);
+        return SB_OK;
     }
     size_t cap = 8u << 20;
     uint8_t *b = malloc(cap);
@@ -138,6 +187,11 @@ static int file_digest(const char *path, uint8_t out[16], char *err, size_t err_
     XXH128_canonical_t c;
     XXH128_canonicalFromHash(&c, XXH3_128bits_digest(s));
     memcpy(out, c.digest, 16);
+    /* remembered only when the file did not change while it was read */
+    if (fstat(fd, &after) == 0 && after.st_size == before.st_size &&
+        after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+        after.st_mtim.tv_nsec == before.st_mtim.tv_nsec)
+        memo_add(&after, out);
 out:
     XXH3_freeState(s);
     free(b);
@@ -423,15 +477,17 @@ static int bank_tokens(sb_llama *sl, const llama_token *tokens, size_t n)
 
 /* ---- restore --------------------------------------------------------------------- */
 
-/* Build the state of the match's first n tokens in sl->buf; *bytes its
- * size. A page that fails to read shrinks the match: the caller asks again. */
-static int build_state(sb_llama *sl, sb_match *m, size_t n, llama_seq_id seq, size_t *bytes)
+/* Build the state of the match's positions [from, from + n) in sl->buf, as
+ * cells of sequence seq; *bytes its size. A page that fails to read
+ * shrinks the match (SB_ERR_CORRUPT, SB_ERR_IO): the caller asks again. */
+static int build_state(sb_llama *sl, sb_match *m, size_t from, size_t n, llama_seq_id seq,
+                       size_t *bytes)
 {
     const sb_llama_state_layout *lay = &sl->lay;
     size_t b = sb_llama_state_bytes(lay, (uint32_t)n);
     if (b == 0 || reserve((void **)&sl->buf, &sl->buf_cap, b))
         return SB_ERR_NOMEM;
-    sb_llama_state_write(lay, (uint32_t)n, seq, sl->buf, sl->wk, sl->wv);
+    sb_llama_state_write(lay, (uint32_t)n, (int32_t)from, seq, sl->buf, sl->wk, sl->wv);
     if (lay->v_trans) {
         size_t vmax = 0;
         for (uint32_t l = 0; l < lay->n_layer; l++)
@@ -440,24 +496,123 @@ static int build_state(sb_llama *sl, sb_match *m, size_t n, llama_seq_id seq, si
         if (reserve((void **)&sl->vtmp, &sl->vtmp_cap, vmax * n))
             return SB_ERR_NOMEM;
     }
-    for (uint32_t l = 0; l < lay->n_layer; l++) {
-        /* K, and V when it is not transposed, straight into the state. */
-        sb_block_table t[2] = { { .base = sl->wk[l] }, { .base = sl->wv[l] } };
-        uint32_t nt = lay->v_trans ? 1 : 2;
-        int rc = sb_match_restore_blocks(m, 0, n, 2 * l, nt, t);
+    if (!lay->v_trans) {
+        /* Every layer's K and V straight into the state, one pass over
+         * each page. */
+        for (uint32_t l = 0; l < lay->n_layer; l++) {
+            sl->tables[2 * l] = (sb_block_table){ .base = sl->wk[l], .first_pos = from };
+            sl->tables[2 * l + 1] = (sb_block_table){ .base = sl->wv[l], .first_pos = from };
+        }
+        int rc = sb_match_restore_blocks(m, from, n, 0, 2 * lay->n_layer, sl->tables);
         if (rc != SB_OK)
             return rc;
-        if (!lay->v_trans)
-            continue;
+    }
+    for (uint32_t l = 0; lay->v_trans && l < lay->n_layer; l++) {
+        /* K straight into the state; V token-major, then transposed. */
         const sb_llama_state_layer *L = &lay->layers[l];
-        sb_block_table tv = { .base = sl->vtmp };
-        rc = sb_match_restore_blocks(m, 0, n, 2 * l + 1, 1, &tv);
+        sb_block_table t[2] = { { .base = sl->wk[l], .first_pos = from },
+                                { .base = sl->vtmp, .first_pos = from } };
+        int rc = sb_match_restore_blocks(m, from, n, 2 * l, 2, t);
         if (rc != SB_OK)
             return rc;
         sb_llama_state_transpose(sl->vtmp, sl->wv[l], (uint32_t)n, L->n_embd_v, L->v_el, 0);
     }
     *bytes = b;
     return SB_OK;
+}
+
+/* A restore in progress: the match, how far it can go, the clocks. */
+typedef struct restoring {
+    sb_match *m;
+    sb_load *ld;                  /* the disk reads, ahead of the chunks */
+    size_t n;                     /* tokens to restore (shrinks on a bad page) */
+    sb_miss miss;
+    double set_ms;                /* in llama_state_seq_set_data */
+} restoring;
+
+/* A page failed: the match shrank; n follows it. */
+static void shrunk(restoring *r)
+{
+    sb_match_info mi;
+    sb_match_get_info(r->m, &mi);
+    if (mi.n_tokens < r->n) {
+        r->n = mi.n_tokens;
+        r->miss = mi.miss;
+    }
+}
+
+/* Positions [from, to) of the match into sequence `into` (the target, or
+ * the scratch sequence of a chunked restore). to may shrink with r->n. */
+static int restore_range(sb_llama *sl, restoring *r, size_t from, size_t to, llama_seq_id into,
+                         size_t *done)
+{
+    *done = from;
+    int rc = SB_OK;
+    size_t bytes = 0;
+    for (;;) {
+        if (r->ld) {
+            size_t need = (to + sl->page_tokens - 1) / sl->page_tokens;
+            rc = sb_load_wait(r->ld, need, -1, NULL);
+            if (rc == SB_ERR_CORRUPT || rc == SB_ERR_IO)
+                shrunk(r);
+            else if (rc != SB_OK)
+                return rc;
+        }
+        if (to > r->n)
+            to = r->n;
+        if (to <= from)
+            return SB_OK;
+        rc = build_state(sl, r->m, from, to - from, into, &bytes);
+        if (rc != SB_ERR_CORRUPT && rc != SB_ERR_IO)
+            break;
+        shrunk(r);
+    }
+    if (rc != SB_OK)
+        return rc;
+    double t1 = now_ms();
+    size_t set = llama_state_seq_set_data(sl->ctx, sl->buf, bytes, into);
+    r->set_ms += now_ms() - t1;
+    if (set != bytes)
+        return SB_LLAMA_ERR_DECODE;
+    *done = to;
+    return SB_OK;
+}
+
+/* Restore r->n tokens into seq. With a scratch sequence (one stream), a
+ * chunk at a time: each chunk's state goes into the scratch sequence and
+ * is copied to seq (llama_memory_seq_cp in one cache moves no bytes), so
+ * the staging buffer stays a chunk long and the disk reads, started first,
+ * run ahead of the chunks. Else the whole state at once. */
+#define CHUNK_TOKENS 1024u
+static int restore_all(sb_llama *sl, restoring *r, llama_seq_id seq)
+{
+    llama_memory_t mem = llama_get_memory(sl->ctx);
+    size_t pages = (r->n + sl->page_tokens - 1) / sl->page_tokens;
+    if (sb_match_load_start(r->m, pages, 0, &r->ld) != SB_OK)
+        r->ld = NULL; /* the restores read what they need themselves */
+    int rc = SB_OK;
+    size_t done = 0;
+    if (sl->scratch < 0 || sl->scratch == seq) {
+        rc = restore_range(sl, r, 0, r->n, seq, &done);
+    } else {
+        size_t chunk = CHUNK_TOKENS / sl->page_tokens * sl->page_tokens;
+        if (chunk == 0)
+            chunk = sl->page_tokens;
+        while (rc == SB_OK && done < r->n) {
+            size_t from = done;
+            rc = restore_range(sl, r, from, from + chunk, sl->scratch, &done);
+            if (rc == SB_OK && done > from)
+                llama_memory_seq_cp(mem, sl->scratch, seq, (llama_pos)from, (llama_pos)done);
+            llama_memory_seq_rm(mem, sl->scratch, -1, -1);
+        }
+    }
+    sb_load_free(r->ld);
+    r->ld = NULL;
+    if (rc != SB_OK)
+        llama_memory_seq_rm(mem, seq, -1, -1);
+    else
+        r->n = done;
+    return rc;
 }
 
 /* Match (and fetch from the shared tier when short); *m is the match. */
@@ -509,28 +664,18 @@ int sb_llama_restore(sb_llama *sl, llama_seq_id seq, const llama_token *tokens,
     rc = find(sl, max_tokens, &m, &mi, &remote);
     if (rc != SB_OK)
         return rc;
-    size_t ram_pages = mi.n_pages_ram, n = mi.n_tokens, bytes = 0;
-    sb_miss miss = mi.miss;
-    while (n > 0) {
-        rc = build_state(sl, m, n, seq, &bytes);
-        if (rc != SB_ERR_CORRUPT && rc != SB_ERR_IO)
-            break;
-        sb_match_get_info(m, &mi); /* shrank past the page that failed */
-        n = mi.n_tokens;
-        miss = mi.miss;
-        if (remote > n)
-            remote = n;
-    }
+    size_t ram_pages = mi.n_pages_ram;
+    restoring r = { .m = m, .n = mi.n_tokens, .miss = mi.miss };
+    if (r.n > 0)
+        rc = restore_all(sl, &r, seq);
     sb_match_release(m);
-    if (rc != SB_OK && n > 0)
+    if (rc != SB_OK)
         return rc;
-    if (n > 0) {
-        size_t set = llama_state_seq_set_data(sl->ctx, sl->buf, bytes, seq);
-        if (set != bytes) {
-            llama_memory_seq_rm(mem, seq, -1, -1);
-            return SB_LLAMA_ERR_DECODE;
-        }
-    }
+    size_t n = r.n;
+    sb_miss miss = r.miss;
+    if (remote > n)
+        remote = n;
+    ri.set_ms = r.set_ms;
     ri.n_restored = n;
     ri.miss = n == max_tokens ? SB_MISS_NONE : miss;
     ri.tokens_remote = remote;
@@ -540,6 +685,7 @@ int sb_llama_restore(sb_llama *sl, llama_seq_id seq, const llama_token *tokens,
     ri.tokens_disk = local - ri.tokens_ram;
 done:
     ri.restore_ms = now_ms() - t0;
+    ri.bank_ms = ri.restore_ms - ri.set_ms;
     if (info)
         *info = ri;
     return SB_OK;

@@ -273,8 +273,8 @@ static uint8_t *put64(uint8_t *p, uint64_t v)
     return p + 8;
 }
 
-void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t seq_id,
-                          uint8_t *buf, uint8_t **k, uint8_t **v)
+void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t pos0,
+                          int32_t seq_id, uint8_t *buf, uint8_t **k, uint8_t **v)
 {
     uint8_t *p = buf;
     p = put32(p, SB_LLAMA_STATE_MAGIC);
@@ -285,7 +285,7 @@ void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells,
         if (s != 0 || n_cells == 0)
             continue;
         for (uint32_t i = 0; i < n_cells; i++) {
-            p = put32(p, i);
+            p = put32(p, (uint32_t)(pos0 + (int32_t)i));
             p = put32(p, 1);
             p = put32(p, (uint32_t)seq_id);
         }

@@ -110,13 +110,13 @@ int32_t sb_llama_state_cell_pos(const sb_llama_state_view *view, uint32_t i);
  * (what sb_llama_state_write needs); 0 when it would overflow. */
 size_t sb_llama_state_bytes(const sb_llama_state_layout *layout, uint32_t n_cells);
 
-/* sb_llama_state_write -- write the header, cells (positions 0 .. n_cells
- * - 1 of seq_id, all in stream 0) and per-layer field headers of a state
- * of n_cells cells into buf (sb_llama_state_bytes long), and point k[l]
- * and v[l] at where layer l's K rows and V (rows, or transposed block) go;
- * the caller fills them. */
-void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t seq_id,
-                          uint8_t *buf, uint8_t **k, uint8_t **v);
+/* sb_llama_state_write -- write the header, cells (positions pos0 ..
+ * pos0 + n_cells - 1 of seq_id, all in stream 0) and per-layer field
+ * headers of a state of n_cells cells into buf (sb_llama_state_bytes
+ * long), and point k[l] and v[l] at where layer l's K rows and V (rows, or
+ * transposed block) go; the caller fills them. */
+void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t pos0,
+                          int32_t seq_id, uint8_t *buf, uint8_t **k, uint8_t **v);
 
 /* sb_llama_state_transpose -- V between token-major rows (rows: n_cells
  * rows of n_embd elements of el bytes) and llama.cpp's transposed block

@@ -1,0 +1,92 @@
+/* fuzz_llama_state.c -- libFuzzer harness: the llama.cpp connector's
+ * parser of llama.cpp's sequence state (bindings/llama.cpp/src/state.h) on
+ * arbitrary bytes.
+ *
+ * Property. The parser refuses its input (and then leaves no layout
+ * behind) or accepts it; what it accepts parses again against the layout it
+ * learned, with the same cells and every layer's rows inside the input; a
+ * state written back from the view (sb_llama_state_write, rows copied)
+ * parses with that layout, and when the input's cells were already
+ * positions 0 .. n-1 in order in stream 0 -- the form the writer makes --
+ * the written state is the input, byte for byte. It never reads outside
+ * its buffer (ASan) and never crashes.
+ *
+ * Input: the bytes of a state. Seeds (fuzz/corpus/llama_state/) are real
+ * states llama.cpp v0.5.0 exported, written by `test_llama --write-seeds
+ * DIR`. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "state.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FAIL(...)                                                              \
+    do {                                                                       \
+        fprintf(stderr, "fuzz_llama_state: " __VA_ARGS__);                     \
+        fputc('\n', stderr);                                                   \
+        abort();                                                               \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf)
+        return 0;
+    memcpy(buf, data, size);
+    sb_llama_state_layout lay = { 0 };
+    sb_llama_state_view first = { 0 };
+    if (sb_llama_state_parse(buf, size, &lay, -1, &first, NULL, 0) != 0) {
+        if (lay.layers)
+            FAIL("a refused state left a layout");
+        free(buf);
+        return 0;
+    }
+    uint32_t nl = lay.n_layer, n = first.n_cells;
+    const uint8_t **k = calloc(nl, sizeof *k), **v = calloc(nl, sizeof *v);
+    uint8_t **wk = calloc(nl, sizeof *wk), **wv = calloc(nl, sizeof *wv);
+    sb_llama_state_view view = { .k = k, .v = v };
+    char err[200];
+    if (!k || !v || !wk || !wv)
+        goto out;
+    if (sb_llama_state_parse(buf, size, &lay, -1, &view, err, sizeof err) != 0)
+        FAIL("accepted once, refused against its own layout: %s", err);
+    if (view.n_cells != n)
+        FAIL("%u cells, then %u", n, view.n_cells);
+    int canonical = n > 0 && view.cells == buf + 16; /* stream 0's cells */
+    int32_t seq = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (sb_llama_state_cell_pos(&view, i) != (int32_t)i)
+            canonical = 0;
+        memcpy(&seq, view.cells + (size_t)i * 12 + 8, 4);
+    }
+    for (uint32_t l = 0; l < nl; l++) {
+        const sb_llama_state_layer *L = &lay.layers[l];
+        if (k[l] < buf || k[l] + L->k_row * n > buf + size || v[l] < buf ||
+            v[l] + L->v_row * n > buf + size)
+            FAIL("layer %u's rows outside the input", l);
+    }
+    size_t wb = sb_llama_state_bytes(&lay, n);
+    uint8_t *out = wb ? malloc(wb) : NULL;
+    if (!out)
+        goto out;
+    sb_llama_state_write(&lay, n, 0, seq, out, wk, wv);
+    for (uint32_t l = 0; l < nl; l++) {
+        memcpy(wk[l], k[l], lay.layers[l].k_row * n);
+        memcpy(wv[l], v[l], lay.layers[l].v_row * n);
+    }
+    sb_llama_state_view back = { .k = (const uint8_t **)wk, .v = (const uint8_t **)wv };
+    if (sb_llama_state_parse(out, wb, &lay, seq, &back, err, sizeof err) != 0)
+        FAIL("the written state does not parse: %s", err);
+    /* the header's seq_id is the reader's business, not the cells' */
+    if (canonical && first.seq_id == seq && (wb != size || memcmp(out, buf, size) != 0))
+        FAIL("a state already in the writer's form did not write back the same");
+    free(out);
+out:
+    free(k), free(v), free(wk), free(wv);
+    free(lay.layers);
+    free(buf);
+    return 0;
+}
