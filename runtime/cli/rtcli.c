@@ -16,6 +16,10 @@
 #include "text/tokenizer.h"
 
 const char rt_opts_help[] =
+    "  --engine E             who computes: builtin (default: snapbank's runtime, its\n"
+    "                         KV in bank pages) or llama.cpp (libllama computes, with\n"
+    "                         its tokenizer and chat template; the bank keeps its KV\n"
+    "                         through the llama.cpp connector; not with --boundary-*)\n"
     "  -n N                   tokens to generate (default 32; 0: prefill only)\n"
     "  --threads N            threads (default: every online CPU)\n"
     "  --temp T               sampling temperature (default 0: greedy)\n"
@@ -192,11 +196,13 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
         bad = rt_parse_u64(v, 1, 1024, &o->threads);
     else if (!strcmp(a, "--page-tokens"))
         bad = rt_parse_u64(v, 1, 65536, &o->page_tokens);
-    else if (!strcmp(a, "--boundary-grid"))
+    else if (!strcmp(a, "--boundary-grid")) {
         bad = rt_parse_u64(v, 0, 1u << 30, &o->boundary_grid) || o->boundary_grid % SB_RT_GDN_CHUNK;
-    else if (!strcmp(a, "--boundary-kib"))
+        o->builtin_only = a;
+    } else if (!strcmp(a, "--boundary-kib")) {
         bad = rt_parse_u64(v, 1, 1u << 30, &o->boundary_kib);
-    else if (!strcmp(a, "--batch"))
+        o->builtin_only = a;
+    } else if (!strcmp(a, "--batch"))
         bad = rt_parse_u64(v, 1, 65536, &o->batch);
     else if (!strcmp(a, "--seed"))
         bad = rt_parse_u64(v, 0, UINT64_MAX, &o->seed);
@@ -223,6 +229,9 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
     else if (!strcmp(a, "--ssd-session-cache"))
         bad = parse_word(v, (const char *const[]){ "on", "off", "write-only" },
                          (const int[]){ RT_SSD_ON, RT_SSD_OFF, RT_SSD_WRITE_ONLY }, 3, &o->ssd);
+    else if (!strcmp(a, "--engine"))
+        bad = parse_word(v, (const char *const[]){ "builtin", "llama.cpp" },
+                         (const int[]){ RT_ENGINE_BUILTIN, RT_ENGINE_LLAMA }, 2, &o->engine);
     else if (!strcmp(a, "--durability"))
         bad = parse_word(v, (const char *const[]){ "periodic", "commit", "none" },
                          (const int[]){ SB_DURABILITY_PERIODIC, SB_DURABILITY_COMMIT,
@@ -260,6 +269,11 @@ int rt_parse_args(rt_opts *o, int argc, char **argv, const char *cmd, void (*usa
         if (took == 0 && a[0] != '-' && !o->model) {
             o->model = a;
             continue;
+        }
+        if (!strcmp(a, "--engine")) { /* name the choices */
+            fprintf(stderr, "snapbank %s: --engine '%s': no such engine: use builtin or "
+                            "llama.cpp\n", cmd, v ? v : "");
+            return 2;
         }
         fprintf(stderr, "snapbank %s: bad argument '%s'%s%s\n\n", cmd, a, v ? " " : "",
                 v && a[0] == '-' ? v : "");
@@ -300,6 +314,21 @@ int rt_opts_check(const rt_opts *o, const char *cmd)
         fprintf(stderr, "snapbank %s: --scope is longer than %u bytes\n", cmd, SB_SCOPE_MAX);
         return 2;
     }
+    if (o->engine == RT_ENGINE_LLAMA && o->builtin_only) {
+        /* Recurrent-state boundaries are the builtin runtime's; the llama.cpp
+         * connector refuses hybrid models at attach. */
+        fprintf(stderr, "snapbank %s: %s: not with --engine llama.cpp (boundaries of a hybrid "
+                        "model's recurrent state are the builtin engine's; the llama.cpp "
+                        "connector keeps attention KV only)\n", cmd, o->builtin_only);
+        return 2;
+    }
+#ifndef SB_CLI_LLAMA
+    if (o->engine == RT_ENGINE_LLAMA) {
+        fprintf(stderr, "snapbank %s: --engine llama.cpp: this snapbank was built without "
+                        "llama.cpp: run scripts/setup.sh (needs npm) and rebuild\n", cmd);
+        return 2;
+    }
+#endif
     return 0;
 }
 
@@ -317,6 +346,50 @@ static int ensure_dir(const char *path, const char *cmd)
     return 1;
 }
 
+int rt_bank_paths(const rt_opts *o, const char *suffix, char *store_dir, char *sess_path,
+                  const char *cmd)
+{
+    store_dir[0] = sess_path[0] = 0;
+    if (!o->bank_dir)
+        return 0;
+    char sess_dir[4096];
+    if (snprintf(store_dir, 4096, "%s/store", o->bank_dir) >= 4096 ||
+        snprintf(sess_dir, sizeof sess_dir, "%s/sessions", o->bank_dir) >= (int)sizeof sess_dir) {
+        fprintf(stderr, "snapbank %s: --bank-dir: path too long\n", cmd);
+        return 1;
+    }
+    if (ensure_dir(o->bank_dir, cmd) || ensure_dir(sess_dir, cmd))
+        return 1;
+    if (o->session && snprintf(sess_path, 4096, "%s/sessions/%s%s", o->bank_dir, o->session,
+                               suffix) >= 4096) {
+        fprintf(stderr, "snapbank %s: --bank-dir: path too long\n", cmd);
+        return 1;
+    }
+    return 0;
+}
+
+int rt_bank_config(const rt_opts *o, uint32_t max_seq_tokens, const char *store_dir,
+                   sb_config *cfg, rt_auth *auth, const char *cmd)
+{
+    memset(auth, 0, sizeof *auth);
+    sb_config_default(cfg);
+    cfg->ram_bytes = o->ram_mib << 20;
+    cfg->max_seq_tokens = max_seq_tokens;
+    cfg->min_prefix_tokens = (uint32_t)o->min_prefix;
+    cfg->dir = o->bank_dir && o->ssd != RT_SSD_OFF ? store_dir : NULL;
+    cfg->write_mode = o->ssd == RT_SSD_WRITE_ONLY ? SB_WRITE_ONLY : SB_WRITE_THROUGH;
+    cfg->durability = (sb_durability)o->durability;
+    if (o->shared) {
+        if (!(cfg->shared_seeds = rt_shared_seeds(o->shared, cmd)))
+            return 1;
+        if (o->shared_auth && rt_shared_auth(o->shared_auth, auth, cmd))
+            return 1;
+        cfg->shared_user = auth->user[0] ? auth->user : NULL;
+        cfg->shared_password = auth->password[0] ? auth->password : NULL;
+    }
+    return 0;
+}
+
 int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
 {
     memset(e, 0, sizeof *e);
@@ -327,40 +400,12 @@ int rt_env_open(rt_env *e, const rt_opts *o, const char *cmd)
         return 1;
     }
     e->t_load = sb_rt_now_s() - t0;
-    char store_dir[4096] = "";
-    if (o->bank_dir) {
-        char sess_dir[4096];
-        if (snprintf(store_dir, sizeof store_dir, "%s/store", o->bank_dir) >=
-                (int)sizeof store_dir ||
-            snprintf(sess_dir, sizeof sess_dir, "%s/sessions", o->bank_dir) >=
-                (int)sizeof sess_dir) {
-            fprintf(stderr, "snapbank %s: --bank-dir: path too long\n", cmd);
-            goto fail;
-        }
-        if (ensure_dir(o->bank_dir, cmd) || ensure_dir(sess_dir, cmd))
-            goto fail;
-        if (o->session && snprintf(e->sess_path, sizeof e->sess_path, "%s/sessions/%s.session",
-                                   o->bank_dir, o->session) >= (int)sizeof e->sess_path) {
-            fprintf(stderr, "snapbank %s: --bank-dir: path too long\n", cmd);
-            goto fail;
-        }
-    }
+    char store_dir[4096];
+    if (rt_bank_paths(o, ".session", store_dir, e->sess_path, cmd))
+        goto fail;
     sb_config cfg;
-    sb_config_default(&cfg);
-    cfg.ram_bytes = o->ram_mib << 20;
-    cfg.max_seq_tokens = e->m->hp.n_ctx;
-    cfg.min_prefix_tokens = (uint32_t)o->min_prefix;
-    cfg.dir = o->bank_dir && o->ssd != RT_SSD_OFF ? store_dir : NULL;
-    cfg.write_mode = o->ssd == RT_SSD_WRITE_ONLY ? SB_WRITE_ONLY : SB_WRITE_THROUGH;
-    cfg.durability = (sb_durability)o->durability;
-    if (o->shared) {
-        if (!(cfg.shared_seeds = rt_shared_seeds(o->shared, cmd)))
-            goto fail;
-        if (o->shared_auth && rt_shared_auth(o->shared_auth, &e->auth, cmd))
-            goto fail;
-        cfg.shared_user = e->auth.user[0] ? e->auth.user : NULL;
-        cfg.shared_password = e->auth.password[0] ? e->auth.password : NULL;
-    }
+    if (rt_bank_config(o, e->m->hp.n_ctx, store_dir, &cfg, &e->auth, cmd))
+        goto fail;
     const char *what = "the bank";
     sb_layout layout;
     int rc = SB_ERR_NOMEM;

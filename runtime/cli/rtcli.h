@@ -23,6 +23,12 @@
 /* --ssd-session-cache */
 enum { RT_SSD_ON = 0, RT_SSD_OFF = 1, RT_SSD_WRITE_ONLY = 2 };
 
+/* --engine: who computes. builtin: snapbank's own runtime, its KV in the
+ * bank's pages; llama.cpp: libllama computes and the bank keeps its state
+ * through the llama.cpp connector (cli/llama_engine.h; built only where
+ * llama.cpp was found, SB_CLI_LLAMA). */
+enum { RT_ENGINE_BUILTIN = 0, RT_ENGINE_LLAMA = 1 };
+
 typedef struct rt_opts {
     const char *model;
     uint64_t n_gen, threads, page_tokens, batch, seed, top_k, ram_mib, min_prefix;
@@ -34,6 +40,9 @@ typedef struct rt_opts {
     int durability; /* sb_durability of the bank */
     const char *shared;      /* --shared redis://HOST:PORT[,...], or NULL */
     const char *shared_auth; /* --shared-auth FILE, or NULL */
+    int engine;              /* RT_ENGINE_* */
+    const char *builtin_only; /* the last option given that only the builtin
+                                 engine honours (--boundary-*), or NULL */
 } rt_opts;
 
 /* Credentials for the shared tier, read from a file (rt_shared_auth). */
@@ -87,9 +96,27 @@ int rt_parse_args(rt_opts *o, int argc, char **argv, const char *cmd, void (*usa
                   rt_args_fn own, void *ctx);
 
 /* rt_opts_check -- the checks across options (--session needs
- * --bank-dir, a session ID's characters). Prints the fault naming cmd.
+ * --bank-dir, a session ID's characters, --engine llama.cpp in a build
+ * without llama.cpp). Prints the fault naming cmd.
  * Returns: 0 ok; 2 usage error. */
 int rt_opts_check(const rt_opts *o, const char *cmd);
+
+/* rt_bank_paths -- with --bank-dir, create DIR and DIR/sessions and write
+ * DIR/store into store_dir and, with --session, DIR/sessions/ID<suffix>
+ * into sess_path (both 4096 bytes; "" when not used). Prints the fault
+ * naming cmd. Returns: 0; 1 failure (a path too long, a directory that
+ * cannot be made). */
+int rt_bank_paths(const rt_opts *o, const char *suffix, char *store_dir, char *sess_path,
+                  const char *cmd);
+
+/* rt_bank_config -- the store configuration the options ask for (RAM
+ * budget, --min-prefix, the disk tier in store_dir unless
+ * --ssd-session-cache off, its write mode and durability, the shared
+ * tier), sequences of up to max_seq_tokens. With --shared-auth the
+ * credentials are read into *auth, which cfg then points at: wipe it once
+ * the store is open. Prints the fault naming cmd. Returns: 0; 1 failure. */
+int rt_bank_config(const rt_opts *o, uint32_t max_seq_tokens, const char *store_dir,
+                   sb_config *cfg, rt_auth *auth, const char *cmd);
 
 /* A model with its bank, context, sampler and one session. */
 typedef struct rt_env {
