@@ -19,6 +19,9 @@
 
 #include "cli.h"
 #include "cli/rtcli.h"
+#ifdef SB_CLI_LLAMA
+#include "cli/llama_engine.h"
+#endif
 #include "kernels/kernels.h"
 #include "text/tokenizer.h"
 
@@ -32,7 +35,9 @@ static void chat_usage(FILE *f)
             "far) and computes only the rest. Messages come one per line from --script\n"
             "FILE (blank lines and lines starting with '#' skipped) or from stdin. After\n"
             "each turn a line reports cache_mode (cold, warm_prefix, ssd, remote), the cached\n"
-            "tokens, the time to first token and the speeds.\n\n"
+            "tokens, the time to first token and the speeds. With --engine llama.cpp,\n"
+            "llama.cpp computes and the prompt is the conversation rendered by the model's\n"
+            "chat template (llama_chat_apply_template; without one, the plain format).\n\n"
             "options:\n"
             "  --script FILE          read the user's messages from FILE\n"
             "  --system TEXT          the system prompt of a new session\n"
@@ -162,6 +167,22 @@ static int add_text(const sb_rt_model *m, const char *text, uint32_t **in, size_
     return 0;
 }
 
+/* Print the report of turn turn_no (a table row or a line). */
+static void report(const chat_opts *o, int turn_no, const sb_rt_turn *r)
+{
+    const char *who = o->rt.session ? o->rt.session : "chat";
+    if (o->table) {
+        if (turn_no == 1)
+            rt_table_header(stdout);
+        rt_table_row(stdout, who, turn_no, r);
+    } else {
+        char label[160];
+        snprintf(label, sizeof label, "[%s turn %d]", who, turn_no);
+        rt_report(stdout, label, r);
+    }
+    fflush(stdout);
+}
+
 /* One turn for message msg (its line, without the newline). */
 static int chat_turn(rt_env *e, const chat_opts *o, const char *system, const char *msg,
                      int turn_no)
@@ -204,22 +225,61 @@ static int chat_turn(rt_env *e, const chat_opts *o, const char *system, const ch
         fprintf(stderr, "snapbank chat: turn %d failed: %s\n", turn_no, sb_strerror(rc));
         goto out;
     }
-    const char *who = o->rt.session ? o->rt.session : "chat";
-    if (o->table) {
-        if (turn_no == 1)
-            rt_table_header(stdout);
-        rt_table_row(stdout, who, turn_no, &r);
-    } else {
-        char label[160];
-        snprintf(label, sizeof label, "[%s turn %d]", who, turn_no);
-        rt_report(stdout, label, &r);
-    }
-    fflush(stdout);
+    report(o, turn_no, &r);
     ret = rt_env_save(e, "chat");
 out:
     free(in);
     return ret;
 }
+
+#ifdef SB_CLI_LLAMA
+typedef struct llama_printer {
+    const rt_llama *L;
+    int quiet, ids;
+} llama_printer;
+
+static void llama_print_token(void *ctx, uint32_t id)
+{
+    llama_printer *p = ctx;
+    if (p->quiet)
+        return;
+    if (p->ids) {
+        printf(" %" PRIu32, id);
+    } else {
+        char buf[256];
+        size_t n;
+        rt_llama_piece(p->L, id, buf, sizeof buf, &n);
+        for (size_t i = 0; i < n; i++) /* one line per answer */
+            putchar(buf[i] == '\n' ? ' ' : buf[i]);
+    }
+    fflush(stdout);
+}
+
+/* One turn with --engine llama.cpp: the input from the chat template. */
+static int llama_chat_turn(rt_llama *L, const chat_opts *o, const char *system, const char *msg,
+                           int turn_no)
+{
+    uint32_t *in;
+    size_t n_in;
+    if (rt_llama_chat_input(L, system, msg, &in, &n_in, "chat"))
+        return 1;
+    if (!o->quiet)
+        printf("user> %s\nassistant>", msg);
+    llama_printer p = { L, o->quiet, o->rt.print_ids };
+    rt_llama_gen g = { o->rt.n_gen, o->rt.stop_eos, llama_print_token, &p, NULL };
+    sb_rt_turn r;
+    int rc = rt_llama_turn(L, in, n_in, &g, &r, "chat");
+    free(in);
+    if (!o->quiet)
+        printf("\n");
+    if (rc) {
+        fprintf(stderr, "snapbank chat: turn %d failed\n", turn_no);
+        return 1;
+    }
+    report(o, turn_no, &r);
+    return rt_llama_save_session(L, "chat");
+}
+#endif
 
 int sb_cli_chat(int argc, char **argv)
 {
@@ -235,14 +295,27 @@ int sb_cli_chat(int argc, char **argv)
         return 1;
     }
     rt_env e;
-    if (rt_env_open(&e, &o.rt, "chat")) {
-        free(system), free(script);
-        return 1;
+#ifdef SB_CLI_LLAMA
+    rt_llama *L = NULL;
+    if (o.rt.engine == RT_ENGINE_LLAMA) {
+        memset(&e, 0, sizeof e);
+        if (rt_llama_open(&o.rt, "chat", &L)) {
+            free(system), free(script);
+            return 1;
+        }
+        rt_llama_banner(L, "chat");
+    } else
+#endif
+    {
+        if (rt_env_open(&e, &o.rt, "chat")) {
+            free(system), free(script);
+            return 1;
+        }
+        fprintf(stderr, "chat: %s, %u threads, %s kernels; bank %s (opened in %.3f s)%s%s\n",
+                o.rt.model, sb_rt_ctx_threads(e.ctx), sb_rt_kernels_best()->name,
+                o.rt.bank_dir ? o.rt.bank_dir : "in RAM", e.t_open,
+                e.resumed ? "; resumed session " : "", e.resumed ? o.rt.session : "");
     }
-    fprintf(stderr, "chat: %s, %u threads, %s kernels; bank %s (opened in %.3f s)%s%s\n",
-            o.rt.model, sb_rt_ctx_threads(e.ctx), sb_rt_kernels_best()->name,
-            o.rt.bank_dir ? o.rt.bank_dir : "in RAM", e.t_open,
-            e.resumed ? "; resumed session " : "", e.resumed ? o.rt.session : "");
     const char *sys = o.system ? o.system : system;
     int ret = 0, turn_no = 0;
     char *line = NULL;
@@ -274,11 +347,25 @@ int sb_cli_chat(int argc, char **argv)
             msg[--ml] = 0;
         if (!ml || msg[0] == '#')
             continue;
+#ifdef SB_CLI_LLAMA
+        if (L) {
+            if ((ret = llama_chat_turn(L, &o, sys, msg, ++turn_no)) != 0)
+                break;
+            continue;
+        }
+#endif
         if ((ret = chat_turn(&e, &o, sys, msg, ++turn_no)) != 0)
             break;
     }
     free(line);
     free(system), free(script);
+#ifdef SB_CLI_LLAMA
+    if (L) {
+        if (rt_llama_close(L, "chat") && !ret)
+            ret = 1;
+        return ret;
+    }
+#endif
     if (rt_env_close(&e, "chat", &o.rt) && !ret)
         ret = 1;
     return ret;

@@ -11,6 +11,9 @@
 
 #include "cli.h"
 #include "cli/rtcli.h"
+#ifdef SB_CLI_LLAMA
+#include "cli/llama_engine.h"
+#endif
 #include "kernels/kernels.h"
 #include "text/tokenizer.h"
 
@@ -24,7 +27,9 @@ static void run_usage(FILE *f)
             "prompt the bank holds is restored instead of recomputed (from RAM, or from\n"
             "disk with --bank-dir), and the prompt and answer are stored for next time.\n"
             "Prints the generated text on stdout; the cache_mode (cold, warm_prefix,\n"
-            "ssd, shared), cached tokens, time to first token and speeds on stderr.\n\n"
+            "ssd, shared), cached tokens, time to first token and speeds on stderr.\n"
+            "With --engine llama.cpp, llama.cpp computes (any model it loads whose state\n"
+            "the llama.cpp connector accounts for) and the bank keeps its KV the same way.\n\n"
             "options:\n"
             "  --prompt TEXT          the prompt, tokenized with the model's vocabulary\n"
             "                         (BOS first when the model asks for it and the\n"
@@ -126,12 +131,96 @@ static void emit(void *ctx, uint32_t id)
     fflush(stdout);
 }
 
+#ifdef SB_CLI_LLAMA
+typedef struct llama_emitter {
+    const rt_llama *L;
+    int ids, first;
+} llama_emitter;
+
+/* Print a generated token as text (or as its id), llama.cpp's pieces. */
+static void llama_emit(void *ctx, uint32_t id)
+{
+    llama_emitter *e = ctx;
+    if (e->ids) {
+        printf(e->first ? "%" PRIu32 : ",%" PRIu32, id);
+    } else {
+        char buf[256];
+        size_t n;
+        rt_llama_piece(e->L, id, buf, sizeof buf, &n);
+        fwrite(buf, 1, n, stdout);
+    }
+    e->first = 0;
+    fflush(stdout);
+}
+
+/* `run --engine llama.cpp`: the same turn and report, llama.cpp computing. */
+static int run_llama(const run_opts *o)
+{
+    rt_llama *L;
+    if (rt_llama_open(&o->rt, "run", &L))
+        return 1;
+    uint32_t *prompt = NULL;
+    size_t n_prompt = 0;
+    float *logits = NULL;
+    int ret = 1;
+    if (o->prompt_tokens) {
+        n_prompt = parse_tokens(o->prompt_tokens, &prompt);
+        if (!n_prompt) {
+            fprintf(stderr, "snapbank run: --prompt-tokens: expected ids like 1,2,3\n");
+            ret = 2;
+            goto out;
+        }
+    } else if (rt_llama_tokenize(L, o->prompt, rt_llama_n_history(L) == 0, &prompt, &n_prompt,
+                                 "run")) {
+        goto out;
+    }
+    if (rt_llama_check_ids(L, prompt, n_prompt, "run"))
+        goto out;
+    if (o->logits_out && !(logits = malloc((size_t)rt_llama_n_vocab(L) * sizeof *logits)))
+        goto out;
+    rt_llama_banner(L, "model");
+    llama_emitter em = { L, o->rt.print_ids, 1 };
+    rt_llama_gen g = { o->rt.n_gen, o->rt.stop_eos, llama_emit, &em, logits };
+    sb_rt_turn r;
+    int rc = rt_llama_turn(L, prompt, n_prompt, &g, &r, "run");
+    printf("\n");
+    if (rc)
+        goto out;
+    if (o->logits_out) {
+        FILE *f = fopen(o->logits_out, "wb");
+        uint32_t nv = rt_llama_n_vocab(L);
+        if (!f || fwrite(logits, sizeof *logits, nv, f) != nv || fclose(f) != 0) {
+            fprintf(stderr, "snapbank run: %s: cannot write the logits: %s\n", o->logits_out,
+                    strerror(errno));
+            goto out;
+        }
+    }
+    rt_report(stderr, "turn:", &r);
+    fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tokens/s)\n", r.prefill_tokens,
+            r.prefill_s, r.prefill_tok_s);
+    if (r.gen_tokens > 1)
+        fprintf(stderr, "decode: %zu tokens in %.3f s (%.1f tokens/s)\n", r.gen_tokens,
+                r.decode_s, r.decode_tok_s);
+    ret = rt_llama_save_session(L, "run");
+out:
+    free(prompt);
+    free(logits);
+    if (rt_llama_close(L, "run") && !ret)
+        ret = 1;
+    return ret;
+}
+#endif
+
 int sb_cli_run(int argc, char **argv)
 {
     run_opts o;
     int prc = parse(argc, argv, &o);
     if (prc)
         return prc == 1 ? 0 : prc;
+#ifdef SB_CLI_LLAMA
+    if (o.rt.engine == RT_ENGINE_LLAMA)
+        return run_llama(&o);
+#endif
     rt_env e;
     if (rt_env_open(&e, &o.rt, "run"))
         return 1;
