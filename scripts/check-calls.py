@@ -85,6 +85,9 @@ INTERFACES = [
     # Everything above the store uses its public API only.
     ("runtime/*", "store/*", "store/include/*.h"),
     ("bindings/llama.cpp/src", "store/*", "store/include/snapbank*.h"),
+    # `snapbank run/chat --engine llama.cpp` uses the connector through its
+    # public header only.
+    ("runtime/*", "bindings/llama.cpp/src", "bindings/llama.cpp/include/snapbank_llama.h"),
     ("tools/*", "store/*", "store/include/*.h"),
     # `snapbank bench` uses the runtime through its public header only
     # (sbrt_make_model, which tools/make_model defines, included).

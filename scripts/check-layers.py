@@ -18,7 +18,9 @@ It also checks the rules DESIGN.md states outright:
   - tools/bench (`snapbank bench`) includes only the public headers
     (store/include, runtime/include) besides its own files;
   - the llama.cpp connector (bindings/llama.cpp) includes only the store's
-    public headers besides its own (and llama.cpp's, which are not ours).
+    public headers besides its own (and llama.cpp's, which are not ours);
+  - runtime/ (the CLI's llama.cpp engine) includes only the connector's
+    public header (bindings/llama.cpp/include), never its sources.
 
 Usage: scripts/check-layers.py [ROOT]. Exit status 0 when clean, 1 with a
 report otherwise. Standard library only.
@@ -34,7 +36,8 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
 # including file's own folder (what CMake's include directories say).
 PARTS = {
     "store": ["store/include", "store/core", "store/format", "store/disk", "store/remote", "store/open"],
-    "runtime": ["runtime", "runtime/core", "store/include", "tools", "tools/bench"],
+    "runtime": ["runtime", "runtime/core", "store/include", "tools", "tools/bench",
+                "bindings/llama.cpp/include"],
     "tools": ["tools", "tools/bench", "runtime", "runtime/core", "runtime/include",
               "store/include"],
     "bench": ["bench", "tools", "runtime", "runtime/core", "store/include",
@@ -107,6 +110,10 @@ def main():
             bad.append("a tier must not include the wiring above it: %s" % where)
         if b in LEAVES:
             bad.append("nothing may include %s/: %s" % (b, where))
+        if (a.startswith("runtime") and b.startswith("bindings")
+                and b != "bindings/llama.cpp/include"):
+            bad.append("runtime uses the llama.cpp connector through its public header only "
+                       "(bindings/llama.cpp/include), not %s: %s" % (b, where))
         if a in PUBLIC_ONLY and b not in PUBLIC_ONLY[a]:
             bad.append("%s uses only the public headers (%s), not %s: %s" % (
                 a, ", ".join(PUBLIC_ONLY[a]), b, where))
