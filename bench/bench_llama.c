@@ -12,7 +12,8 @@
  * each warm path then decoding token N for its logits; and a 20-turn chat:
  * what each turn's save costs beside that turn's decode (prefill of the new
  * tokens and generation), and the disk tier's write amplification over
- * the conversation (bytes written / bytes of the K and V kept).
+ * the conversation (bytes written / bytes of the K and V kept), saving
+ * every token and saving whole pages only (sb_llama_config.whole_pages).
  *
  * Description: makes the `small` preset model (F16, dim 768, 12 layers,
  * 12/4 heads; context 33,792) with make-model's library unless --model is
@@ -23,7 +24,8 @@
  * every restore checked to restore what it should (the smoke run).
  *
  * Usage: bench_llama [--model FILE] [--sizes N,N,...] [--rounds R]
- *                    [--threads T] [--turns T] [--shared redis://H:P,...]
+ *                    [--threads T] [--turns T] [--page-tokens N]
+ *                    [--shared redis://H:P,...]
  *                    [--dir DIR] [--quick] */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -48,6 +50,7 @@
 #define MAX_ROUNDS 9
 
 static int threads = 2;
+static uint32_t page_tokens; /* 0: the connector's default */
 static const char *shared_seeds; /* --shared's, past the scheme */
 static char dir[512];
 
@@ -132,11 +135,14 @@ static sb_store *open_store(const char *store_dir, const char *seeds)
     return st;
 }
 
-static sb_llama *attach(sb_store *st, struct llama_context *ctx,
-                        const struct llama_context_params *cp, const char *model, double *ms)
+static sb_llama *attach_with(sb_store *st, struct llama_context *ctx,
+                             const struct llama_context_params *cp, const char *model,
+                             double *ms, int whole_pages)
 {
     sb_llama_config c;
     sb_llama_config_default(&c);
+    c.page_tokens = page_tokens;
+    c.whole_pages = whole_pages;
     c.model_path = model;
     c.cparams = cp;
     c.scratch_seq = 1;
@@ -149,6 +155,12 @@ static sb_llama *attach(sb_store *st, struct llama_context *ctx,
     if (ms)
         *ms = (now_s() - t0) * 1e3;
     return sl;
+}
+
+static sb_llama *attach(sb_store *st, struct llama_context *ctx,
+                        const struct llama_context_params *cp, const char *model, double *ms)
+{
+    return attach_with(st, ctx, cp, model, ms, 0);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -165,7 +177,7 @@ static double median(double *v, int n)
 
 /* Restore n - 1 tokens through sl and decode the last: ms to its logits. */
 static double warm(sb_llama *sl, struct llama_context *ctx, const llama_token *t, int n,
-                   size_t *ram, size_t *disk, size_t *remote, const char *what)
+                   size_t *ram, size_t *disk, size_t *remote, const char *what, size_t expect)
 {
     llama_memory_seq_rm(llama_get_memory(ctx), 0, -1, -1);
     double t0 = now_s();
@@ -173,8 +185,9 @@ static double warm(sb_llama *sl, struct llama_context *ctx, const llama_token *t
     check(sb_llama_restore(sl, 0, t, (size_t)n, (size_t)n - 1, &ri), "sb_llama_restore");
     decode(ctx, t + ri.n_restored, n - (int)ri.n_restored, (int)ri.n_restored);
     double ms = (now_s() - t0) * 1e3;
-    if (ri.n_restored != (size_t)n - 1) {
-        fprintf(stderr, BENCH_NAME ": restored %zu of %d tokens\n", ri.n_restored, n - 1);
+    if (ri.n_restored != expect) {
+        fprintf(stderr, BENCH_NAME ": %s restored %zu of %d tokens, not %zu\n", what,
+                ri.n_restored, n - 1, expect);
         exit(1);
     }
     *ram = ri.tokens_ram, *disk = ri.tokens_disk, *remote = ri.tokens_remote;
@@ -213,6 +226,8 @@ static void ttft(const char *model, int n, int rounds)
     sb_store *st = open_store(store_dir, NULL);
     double attach_ms;
     sb_llama *sl = attach(st, ctx, &cp, model, &attach_ms);
+    sb_llama_info info;
+    sb_llama_get_info(sl, &info);
 
     double cold[MAX_ROUNDS], ram[MAX_ROUNDS], disk[MAX_ROUNDS], shr[MAX_ROUNDS], fil[MAX_ROUNDS];
     int cold_rounds = n > 8192 ? 1 : rounds;
@@ -249,7 +264,7 @@ static void ttft(const char *model, int n, int rounds)
     }
     for (int r = 0; r < rounds; r++) {
         size_t a, b, c;
-        ram[r] = warm(sl, ctx, t, n, &a, &b, &c, "ram");
+        ram[r] = warm(sl, ctx, t, n, &a, &b, &c, "ram", (size_t)n - 1);
         r_ram = a;
         /* llama.cpp's file, out of the page cache */
         drop_file(file);
@@ -266,7 +281,7 @@ static void ttft(const char *model, int n, int rounds)
         nftw(store_dir, drop_one, 16, FTW_PHYS);
         st = open_store(store_dir, NULL);
         sl = attach(st, ctx, &cp, model, NULL);
-        disk[r] = warm(sl, ctx, t, n, &a, &b, &c, "disk");
+        disk[r] = warm(sl, ctx, t, n, &a, &b, &c, "disk", (size_t)n - 1);
         r_disk = b;
         if (shared_seeds) {
             /* a second machine: a fresh store on the same pool each round */
@@ -275,7 +290,9 @@ static void ttft(const char *model, int n, int rounds)
                 check(sb_store_close(sb2), "sb_store_close");
             sb2 = open_store(NULL, shared_seeds);
             lb = attach(sb2, ctx, &cp, model, NULL);
-            shr[r] = warm(lb, ctx, t, n, &a, &b, &c, "shared");
+            /* the shared tier holds whole pages only */
+            shr[r] = warm(lb, ctx, t, n, &a, &b, &c, "shared",
+                          (size_t)(n - 1) / info.page_tokens * info.page_tokens);
             r_remote = c;
         }
     }
@@ -305,7 +322,7 @@ static void ttft(const char *model, int n, int rounds)
 
 /* A chat: a system prompt of 1,000 tokens, then per turn 200 user tokens
  * and 64 generated ones, the sequence saved after each turn. */
-static void chat(const char *model, int turns)
+static void chat(const char *model, int turns, int whole_pages)
 {
     struct llama_model *m = llama_model_load_from_file(model, llama_model_default_params());
     struct llama_context_params cp = llama_context_default_params();
@@ -324,7 +341,7 @@ static void chat(const char *model, int turns)
     snprintf(store_dir, sizeof store_dir, "%s/store-chat", dir);
     rm_tree(store_dir);
     sb_store *st = open_store(store_dir, NULL);
-    sb_llama *sl = attach(st, ctx, &cp, model, NULL);
+    sb_llama *sl = attach_with(st, ctx, &cp, model, NULL, whole_pages);
     sb_llama_info info;
     sb_llama_get_info(sl, &info);
     llama_token *t = malloc((size_t)total * sizeof *t);
@@ -367,8 +384,9 @@ static void chat(const char *model, int turns)
             s.disk_summary_bytes / 1048576.0,
             (s.disk_superblock_bytes + s.disk_ns_record_bytes) / 1048576.0,
             (unsigned long long)s.pages_superseded);
-    printf("| %d turns, %d tokens | %.1f s | %.1f ms | %.2f%% (worst turn %.2f%%) | %.1f MiB | "
-           "%.1f MiB | %.3f |\n", turns, n, decode_s, save_ms, 100 * save_ms / (decode_s * 1e3),
+    printf("| %d turns, %d tokens, pages of %u%s | %.1f s | %.1f ms | %.2f%% (worst turn %.2f%%) | %.1f MiB | "
+           "%.1f MiB | %.3f |\n", turns, n, info.page_tokens,
+           whole_pages ? ", whole pages only" : "", decode_s, save_ms, 100 * save_ms / (decode_s * 1e3),
            100 * worst, exported / 1048576.0, s.disk_write_bytes / 1048576.0,
            s.disk_write_bytes / kept);
     sb_llama_detach(sl);
@@ -395,6 +413,8 @@ int main(int argc, char **argv)
             rounds = atoi(v), i++;
         } else if (!strcmp(a, "--threads") && v) {
             threads = atoi(v), i++;
+        } else if (!strcmp(a, "--page-tokens") && v) {
+            page_tokens = (uint32_t)atoi(v), i++;
         } else if (!strcmp(a, "--turns") && v) {
             turns = atoi(v), i++;
         } else if (!strcmp(a, "--shared") && v) {
@@ -411,7 +431,8 @@ int main(int argc, char **argv)
             i++;
         } else {
             fprintf(stderr, "usage: bench_llama [--model FILE] [--sizes N,N,...] [--rounds R] "
-                    "[--threads T] [--turns T] [--shared redis://H:P,...] [--dir DIR] "
+                    "[--threads T] [--turns T] [--page-tokens N] [--shared redis://H:P,...] "
+                    "[--dir DIR] "
                     "[--quick]\n");
             return 2;
         }
@@ -446,7 +467,8 @@ int main(int argc, char **argv)
         ttft(model, sizes[i], rounds);
     printf("\n| chat | decode | saves | save / decode | exported | disk written | "
            "write amplification |\n|---|---:|---:|---:|---:|---:|---:|\n");
-    chat(model, turns);
+    chat(model, turns, 0);
+    chat(model, turns, 1);
     llama_backend_free();
     return 0;
 }

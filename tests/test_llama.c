@@ -16,7 +16,8 @@
  * compared with the saved sequence's, since where cells land beside
  * another sequence's moves llama.cpp's sums, cold or restored alike); a
  * second turn that saves only its new tokens; a prompt restored a chunk
- * at a time, with the disk reads ahead of the chunks; from RAM, from disk in a
+ * at a time, with the disk reads ahead of the chunks; saves of whole pages
+ * only; from RAM, from disk in a
  * second process, and from the shared tier on a second store; refusals (a
  * hybrid model, a planted state with bytes it cannot account for, every
  * truncation of a real state, a busy probe sequence, parameters that
@@ -545,6 +546,53 @@ static void test_long_chunked(void **state)
     engine_close(&e);
 }
 
+/* whole_pages: a save keeps whole pages only (the tail is decoded again),
+ * a sequence shorter than a page keeps nothing; prefault_tokens readies
+ * the buffers at attach. The restore is exact all the same. */
+static void test_whole_pages(void **state)
+{
+    (void)state;
+    const char *m = model_file("small", "f16");
+    engine e;
+    engine_open(&e, m, &DEFAULT);
+    sb_store *st = ram_store();
+    sb_llama_config c;
+    sb_llama_config_default(&c);
+    c.model_path = m;
+    c.cparams = &e.cp;
+    c.scratch_seq = 1;
+    c.whole_pages = 1;
+    c.prefault_tokens = 3000; /* more than a chunk: the chunk's buffer */
+    sb_llama *sl = NULL;
+    assert_int_equal(sb_llama_attach(st, e.ctx, &c, &sl, NULL, 0), SB_OK);
+    sb_stats stats;
+    assert_int_equal(sb_store_stats(st, &stats), SB_OK);
+    assert_true(stats.pool_spare_pages >= 3000 / PT);
+    llama_token a[NA], b[NB];
+    prompts(&e, a, b);
+    float *want = cold(&e, a, NA, NA / PT * PT, 0);
+    decode(&e, a, NA, 0, 0);
+    sb_llama_save_info si;
+    assert_int_equal(sb_llama_save(sl, 0, a, 50, &si), SB_OK); /* under a page */
+    assert_int_equal(si.n_stored, 0);
+    assert_int_equal(si.n_new, 0);
+    assert_int_equal(sb_llama_save(sl, 0, a, NA, &si), SB_OK);
+    assert_int_equal(si.n_stored, NA / PT * PT);
+    assert_int_equal(si.n_new, NA / PT * PT);
+    llama_memory_seq_rm(llama_get_memory(e.ctx), 0, -1, -1);
+    sb_llama_restore_info ri; /* A's whole pages, its tail decoded again */
+    assert_int_equal(sb_llama_restore(sl, 0, a, NA, NA - 1, &ri), SB_OK);
+    assert_int_equal(ri.n_restored, NA / PT * PT);
+    decode(&e, a + ri.n_restored, NA - (int)ri.n_restored, (int)ri.n_restored, 0);
+    float *got = logits(&e);
+    assert_memory_equal(got, want, (size_t)e.n_vocab * sizeof *got);
+    free(got);
+    free(want);
+    sb_llama_detach(sl);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    engine_close(&e);
+}
+
 /* The child of test_disk_second_process: decode A, save, close. */
 static int child_save(const char *dir, const char *model)
 {
@@ -950,6 +998,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_two_sequences),
         cmocka_unit_test(test_incremental_save),
         cmocka_unit_test(test_long_chunked),
+        cmocka_unit_test(test_whole_pages),
         cmocka_unit_test(test_disk_second_process),
         cmocka_unit_test(test_shared_tier),
         cmocka_unit_test(test_identity_apart),

@@ -125,6 +125,22 @@ typedef struct sb_llama_config {
                                      remove); -1 (default): none, each save
                                      exports the whole sequence and keeps
                                      only its new part */
+    int whole_pages;              /* 1: a save keeps only the sequence's whole
+                                     pages, never a partial last page, so a
+                                     chat's disk tier writes each page once
+                                     (a partial page written at a periodic
+                                     sync and then superseded by the next
+                                     turn's longer one costs a whole page);
+                                     the tail, under page_tokens tokens, is
+                                     decoded again by the next restore.
+                                     0 (default): every token is kept */
+    size_t prefault_tokens;       /* make the bank's page buffers and the
+                                     connector's staging buffer for restores
+                                     of this many tokens ready at attach
+                                     (sb_ns_prefault), as an engine
+                                     allocates its KV cache at start, so the
+                                     first restore after a start costs no
+                                     page faults; 0 (default): none */
 } sb_llama_config;
 
 /* sb_llama_config_default -- every field to its default (no model, no
@@ -233,7 +249,9 @@ typedef struct sb_llama_save_info {
 /* sb_llama_save -- put the state of sequence seq's tokens[0, n_tokens)
  * into the bank. tokens are the tokens at positions 0 .. n_tokens - 1 of
  * the sequence (the caller's word: llama.cpp does not keep them); the
- * sequence may hold more positions (generated tokens not yet kept). Only
+ * sequence may hold more positions (generated tokens not yet kept). With
+ * cfg->whole_pages the save stops at the last whole page (n_tokens rounded
+ * down to page_tokens; nothing when that is 0). Only
  * the tokens past the prefix the bank already holds are exported and put
  * (with a scratch sequence, only they are read from llama.cpp; without
  * one the whole sequence is read and the rest dropped). Budgets,

@@ -22,6 +22,7 @@
 #define DEFAULT_PAGE_TOKENS 64u
 #define MODEL_ID_MAX 512u
 #define PROBE_TOKENS 2
+#define CHUNK_TOKENS 1024u /* a chunked restore's step */
 
 struct sb_llama {
     sb_store *st;
@@ -29,6 +30,7 @@ struct sb_llama {
     sb_ns *ns;
     sb_llama_state_layout lay;
     uint32_t page_tokens;
+    int whole_pages;              /* saves stop at the last whole page */
     llama_seq_id scratch;         /* -1: none (or the cache has streams) */
     uint8_t identity[16];
     uint64_t bytes_per_token;
@@ -364,6 +366,30 @@ static int open_ns(sb_llama *sl, const sb_llama_config *cfg)
     return rc;
 }
 
+/* The bank's page buffers for n tokens, and the staging buffers of the
+ * restores: allocated and touched now. */
+static int prefault(sb_llama *sl, size_t n)
+{
+    int rc = sb_ns_prefault(sl->ns, (n + sl->page_tokens - 1) / sl->page_tokens, NULL);
+    if (rc != SB_OK)
+        return rc;
+    /* a chunked restore stages a chunk, one in one piece the whole */
+    size_t cells = sl->scratch >= 0 && n > CHUNK_TOKENS ? CHUNK_TOKENS : n;
+    size_t b = sb_llama_state_bytes(&sl->lay, (uint32_t)cells);
+    if (b == 0 || reserve((void **)&sl->buf, &sl->buf_cap, b))
+        return SB_ERR_NOMEM;
+    memset(sl->buf, 0, b);
+    if (sl->lay.v_trans) {
+        size_t v = 0;
+        for (uint32_t l = 0; l < sl->lay.n_layer; l++)
+            v = sl->lay.layers[l].v_row > v ? sl->lay.layers[l].v_row : v;
+        if (reserve((void **)&sl->vtmp, &sl->vtmp_cap, v * cells))
+            return SB_ERR_NOMEM;
+        memset(sl->vtmp, 0, v * cells);
+    }
+    return SB_OK;
+}
+
 int sb_llama_attach(sb_store *st, struct llama_context *ctx, const sb_llama_config *cfg,
                     sb_llama **out, char *err, size_t err_len)
 {
@@ -387,6 +413,7 @@ int sb_llama_attach(sb_store *st, struct llama_context *ctx, const sb_llama_conf
     sl->st = st;
     sl->ctx = ctx;
     sl->page_tokens = cfg->page_tokens ? cfg->page_tokens : DEFAULT_PAGE_TOKENS;
+    sl->whole_pages = cfg->whole_pages != 0;
     rc = probe(sl, cfg, err, err_len);
     if (rc != SB_OK)
         goto fail;
@@ -420,6 +447,14 @@ int sb_llama_attach(sb_store *st, struct llama_context *ctx, const sb_llama_conf
     if (rc != SB_OK) {
         say(err, err_len, "llama.cpp connector: opening the namespace: %s", sb_strerror(rc));
         goto fail;
+    }
+    if (cfg->prefault_tokens) {
+        rc = prefault(sl, cfg->prefault_tokens);
+        if (rc != SB_OK) {
+            say(err, err_len, "llama.cpp connector: prefaulting for %zu tokens: %s",
+                cfg->prefault_tokens, sb_strerror(rc));
+            goto fail;
+        }
     }
     *out = sl;
     return SB_OK;
@@ -583,7 +618,6 @@ static int restore_range(sb_llama *sl, restoring *r, size_t from, size_t to, lla
  * is copied to seq (llama_memory_seq_cp in one cache moves no bytes), so
  * the staging buffer stays a chunk long and the disk reads, started first,
  * run ahead of the chunks. Else the whole state at once. */
-#define CHUNK_TOKENS 1024u
 static int restore_all(sb_llama *sl, restoring *r, llama_seq_id seq)
 {
     llama_memory_t mem = llama_get_memory(sl->ctx);
@@ -778,11 +812,16 @@ int sb_llama_save(sb_llama *sl, llama_seq_id seq, const llama_token *tokens, siz
     int rc = bank_tokens(sl, tokens, n_tokens);
     if (rc != SB_OK)
         return rc;
-    sb_lookup q = { .tokens = sl->toks, .n_tokens = n_tokens };
-    rc = sb_ns_lookup(sl->ns, &q, 1);
-    if (rc != SB_OK)
-        return rc;
-    size_t from = q.info.n_tokens;
+    if (sl->whole_pages)
+        n_tokens = n_tokens / sl->page_tokens * sl->page_tokens;
+    size_t from = 0;
+    if (n_tokens > 0) {
+        sb_lookup q = { .tokens = sl->toks, .n_tokens = n_tokens };
+        rc = sb_ns_lookup(sl->ns, &q, 1);
+        if (rc != SB_OK)
+            return rc;
+        from = q.info.n_tokens;
+    }
     /* Eviction between the lookup and the put can take pages from under
      * `from`: the put then says how much the bank holds, and we go again
      * from there (a few times at most). */
