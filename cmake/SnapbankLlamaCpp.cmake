@@ -162,3 +162,18 @@ function(sb_find_llama_cpp)
   set(SB_LLAMA_BACKEND_DIR "${_sb_backend}" CACHE INTERNAL
       "ggml_backend_load_all_from_path's directory (empty: nothing to load)")
 endfunction()
+
+# sb_llama_tsan_env(TEST...) -- under SB_TSAN, the tests that run llama.cpp's
+# prebuilt (uninstrumented) libraries get tests/tsan-llama.supp, which drops
+# the reports with a frame in those libraries (their thread pool syncs
+# through atomics TSan cannot see); the options test-all.sh gives the rest
+# are kept.
+function(sb_llama_tsan_env)
+  if(NOT SB_TSAN)
+    return()
+  endif()
+  foreach(t ${ARGN})
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+        "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${PROJECT_SOURCE_DIR}/tests/tsan-llama.supp")
+  endforeach()
+endfunction()

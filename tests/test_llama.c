@@ -1005,6 +1005,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_hybrid_refused),
     };
+    /* SB_TEST_FILTER, SB_TEST_SKIP: cmocka patterns of the cases to run
+     * and to leave out (the TSan build leaves out the quantizer's minute). */
+    if (getenv("SB_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("SB_TEST_FILTER"));
+    if (getenv("SB_TEST_SKIP"))
+        cmocka_set_skip_filter(getenv("SB_TEST_SKIP"));
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     llama_backend_free();
     return rc;
