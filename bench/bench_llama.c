@@ -186,9 +186,12 @@ static double warm(sb_llama *sl, struct llama_context *ctx, const llama_token *t
     decode(ctx, t + ri.n_restored, n - (int)ri.n_restored, (int)ri.n_restored);
     double ms = (now_s() - t0) * 1e3;
     if (ri.n_restored != expect) {
+        /* a tier that holds less is a result (the shared tier's pool may
+         * not have taken every page); RAM and disk must hold it all */
         fprintf(stderr, BENCH_NAME ": %s restored %zu of %d tokens, not %zu\n", what,
                 ri.n_restored, n - 1, expect);
-        exit(1);
+        if (strcmp(what, "shared") != 0)
+            exit(1);
     }
     *ram = ri.tokens_ram, *disk = ri.tokens_disk, *remote = ri.tokens_remote;
     fprintf(stderr, "  %d tokens from %s: %.1f ms = bank %.1f + llama.cpp set %.1f + the "

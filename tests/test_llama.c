@@ -256,6 +256,27 @@ static sb_config disk_config(const char *dir)
     return c;
 }
 
+/* Restore t[0, n - 1) into seq 0 (emptied first), expect `restored`
+ * tokens back at positions 0 .. restored - 1, decode the rest, and compare
+ * the last logits with want (llama.cpp's cold prefill cut at `restored`).
+ * Returns the restore's info. */
+static sb_llama_restore_info restore_check(engine *e, sb_llama *sl, const llama_token *t, int n,
+                                           size_t restored, const float *want)
+{
+    llama_memory_t mem = llama_get_memory(e->ctx);
+    llama_memory_seq_rm(mem, 0, -1, -1);
+    sb_llama_restore_info ri;
+    assert_int_equal(sb_llama_restore(sl, 0, t, (size_t)n, (size_t)n - 1, &ri), SB_OK);
+    assert_int_equal(ri.n_restored, restored);
+    assert_int_equal(ri.tokens_ram + ri.tokens_disk + ri.tokens_remote, restored);
+    assert_int_equal(llama_memory_seq_pos_max(mem, 0), (llama_pos)restored - 1);
+    decode(e, t + restored, n - (int)restored, (int)restored, 0);
+    float *got = logits(e);
+    assert_memory_equal(got, want, (size_t)e->n_vocab * sizeof *got);
+    free(got);
+    return ri;
+}
+
 /* Sequence seq's state as llama.cpp exports it, parsed (layout learned
  * into *lay: free lay->layers). */
 static uint8_t *export_parsed(engine *e, llama_seq_id seq, sb_llama_state_layout *lay,
@@ -467,15 +488,8 @@ static void test_incremental_save(void **state)
         assert_int_equal(sb_llama_save(sl, 0, a, NA, &s3), SB_OK); /* nothing new */
         assert_int_equal(s3.n_new, 0);
         assert_int_equal(s3.bytes_exported, 0);
-        llama_memory_seq_rm(llama_get_memory(e.ctx), 0, -1, -1);
-        sb_llama_restore_info ri;
-        assert_int_equal(sb_llama_restore(sl, 0, a, NA, NA - 1, &ri), SB_OK);
-        assert_int_equal(ri.n_restored, NA - 1);
+        sb_llama_restore_info ri = restore_check(&e, sl, a, NA, NA - 1, want);
         assert_int_equal(ri.miss, SB_MISS_NONE);
-        decode(&e, a + NA - 1, 1, NA - 1, 0);
-        float *got = logits(&e);
-        assert_memory_equal(got, want, (size_t)e.n_vocab * sizeof *got);
-        free(got);
         free(want);
         sb_llama_detach(sl);
         assert_int_equal(sb_store_close(st), SB_OK);
@@ -527,17 +541,9 @@ static void test_long_chunked(void **state)
             cfg.cparams = &e.cp;
             assert_int_equal(sb_llama_attach(st, e.ctx, &cfg, &sl, NULL, 0), SB_OK);
         }
-        llama_memory_seq_rm(mem, 0, -1, -1);
-        sb_llama_restore_info ri;
-        assert_int_equal(sb_llama_restore(sl, 0, t, LONG, LONG - 1, &ri), SB_OK);
-        assert_int_equal(ri.n_restored, LONG - 1);
+        sb_llama_restore_info ri = restore_check(&e, sl, t, LONG, LONG - 1, want);
         assert_int_equal(round == 1 ? ri.tokens_disk : ri.tokens_ram, LONG - 1);
-        assert_int_equal(llama_memory_seq_pos_max(mem, 0), LONG - 2);
         assert_int_equal(llama_memory_seq_pos_max(mem, 1), -1); /* scratch left empty */
-        decode(&e, t + LONG - 1, 1, LONG - 1, 0);
-        float *got = logits(&e);
-        assert_memory_equal(got, want, (size_t)e.n_vocab * sizeof *got);
-        free(got);
     }
     free(want);
     free(t);
@@ -579,14 +585,7 @@ static void test_whole_pages(void **state)
     assert_int_equal(sb_llama_save(sl, 0, a, NA, &si), SB_OK);
     assert_int_equal(si.n_stored, NA / PT * PT);
     assert_int_equal(si.n_new, NA / PT * PT);
-    llama_memory_seq_rm(llama_get_memory(e.ctx), 0, -1, -1);
-    sb_llama_restore_info ri; /* A's whole pages, its tail decoded again */
-    assert_int_equal(sb_llama_restore(sl, 0, a, NA, NA - 1, &ri), SB_OK);
-    assert_int_equal(ri.n_restored, NA / PT * PT);
-    decode(&e, a + ri.n_restored, NA - (int)ri.n_restored, (int)ri.n_restored, 0);
-    float *got = logits(&e);
-    assert_memory_equal(got, want, (size_t)e.n_vocab * sizeof *got);
-    free(got);
+    restore_check(&e, sl, a, NA, NA / PT * PT, want); /* A's tail decoded again */
     free(want);
     sb_llama_detach(sl);
     assert_int_equal(sb_store_close(st), SB_OK);
@@ -638,14 +637,8 @@ static void test_disk_second_process(void **state)
     sb_store *st = NULL;
     assert_int_equal(sb_store_open(&c, &st), SB_OK);
     sb_llama *sl = attach(st, &e, m);
-    sb_llama_restore_info ri;
-    assert_int_equal(sb_llama_restore(sl, 0, b, NB, NB - 1, &ri), SB_OK);
-    assert_int_equal(ri.n_restored, SHARED);
+    sb_llama_restore_info ri = restore_check(&e, sl, b, NB, SHARED, want);
     assert_int_equal(ri.tokens_disk, SHARED);
-    decode(&e, b + SHARED, NB - SHARED, SHARED, 0);
-    float *got = logits(&e);
-    assert_memory_equal(got, want, (size_t)e.n_vocab * sizeof *got);
-    free(got);
     free(want);
     sb_llama_detach(sl);
     assert_int_equal(sb_store_close(st), SB_OK);
@@ -686,14 +679,8 @@ static void test_shared_tier(void **state)
 
     assert_int_equal(sb_store_open(&c, &sb), SB_OK);
     sb_llama *lb = attach(sb, &e, m);
-    sb_llama_restore_info ri;
-    assert_int_equal(sb_llama_restore(lb, 0, b, NB, NB - 1, &ri), SB_OK);
-    assert_int_equal(ri.n_restored, whole);
+    sb_llama_restore_info ri = restore_check(&e, lb, b, NB, whole, want);
     assert_int_equal(ri.tokens_remote, whole);
-    decode(&e, b + whole, NB - (int)whole, (int)whole, 0);
-    float *got = logits(&e);
-    assert_memory_equal(got, want, (size_t)e.n_vocab * sizeof *got);
-    free(got);
     free(want);
     sb_llama_detach(lb);
     assert_int_equal(sb_store_close(sb), SB_OK);

@@ -153,6 +153,30 @@ static void llama_emit(void *ctx, uint32_t id)
     fflush(stdout);
 }
 
+/* A turn's end, either engine: the logits to --logits-out (when asked),
+ * the report and the speeds on stderr. Returns 0, or 1 (the logits could
+ * not be written; said on stderr). */
+static int finish(const char *logits_out, const float *logits, uint32_t n_vocab,
+                  const sb_rt_turn *r)
+{
+    if (logits_out) {
+        FILE *f = fopen(logits_out, "wb");
+        int bad = !f || fwrite(logits, sizeof *logits, n_vocab, f) != n_vocab;
+        if ((f && fclose(f) != 0) || bad) {
+            fprintf(stderr, "snapbank run: %s: cannot write the logits: %s\n", logits_out,
+                    strerror(errno));
+            return 1;
+        }
+    }
+    rt_report(stderr, "turn:", r);
+    fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tokens/s)\n", r->prefill_tokens,
+            r->prefill_s, r->prefill_tok_s);
+    if (r->gen_tokens > 1)
+        fprintf(stderr, "decode: %zu tokens in %.3f s (%.1f tokens/s)\n", r->gen_tokens,
+                r->decode_s, r->decode_tok_s);
+    return 0;
+}
+
 /* `run --engine llama.cpp`: the same turn and report, llama.cpp computing. */
 static int run_llama(const run_opts *o)
 {
@@ -186,21 +210,8 @@ static int run_llama(const run_opts *o)
     printf("\n");
     if (rc)
         goto out;
-    if (o->logits_out) {
-        FILE *f = fopen(o->logits_out, "wb");
-        uint32_t nv = rt_llama_n_vocab(L);
-        if (!f || fwrite(logits, sizeof *logits, nv, f) != nv || fclose(f) != 0) {
-            fprintf(stderr, "snapbank run: %s: cannot write the logits: %s\n", o->logits_out,
-                    strerror(errno));
-            goto out;
-        }
-    }
-    rt_report(stderr, "turn:", &r);
-    fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tokens/s)\n", r.prefill_tokens,
-            r.prefill_s, r.prefill_tok_s);
-    if (r.gen_tokens > 1)
-        fprintf(stderr, "decode: %zu tokens in %.3f s (%.1f tokens/s)\n", r.gen_tokens,
-                r.decode_s, r.decode_tok_s);
+    if (finish(o->logits_out, logits, rt_llama_n_vocab(L), &r))
+        goto out;
     ret = rt_llama_save_session(L, "run");
 out:
     free(prompt);
@@ -271,21 +282,8 @@ int sb_cli_run(int argc, char **argv)
         fprintf(stderr, "snapbank run: %s: the turn failed: %s\n", o.rt.model, sb_strerror(rc));
         goto out;
     }
-    if (o.logits_out) {
-        FILE *f = fopen(o.logits_out, "wb");
-        if (!f || fwrite(logits, sizeof *logits, hp->n_vocab, f) != hp->n_vocab ||
-            fclose(f) != 0) {
-            fprintf(stderr, "snapbank run: %s: cannot write the logits: %s\n", o.logits_out,
-                    strerror(errno));
-            goto out;
-        }
-    }
-    rt_report(stderr, "turn:", &r);
-    fprintf(stderr, "prefill: %zu tokens in %.3f s (%.1f tokens/s)\n", r.prefill_tokens,
-            r.prefill_s, r.prefill_tok_s);
-    if (r.gen_tokens > 1)
-        fprintf(stderr, "decode: %zu tokens in %.3f s (%.1f tokens/s)\n", r.gen_tokens,
-                r.decode_s, r.decode_tok_s);
+    if (finish(o.logits_out, logits, hp->n_vocab, &r))
+        goto out;
     ret = rt_env_save(&e, "run");
 out:
     free(prompt);
