@@ -222,6 +222,14 @@ typedef struct sb_llama_restore_info {
  * more; info->miss says SB_MISS_CORRUPT or SB_MISS_IO). A shared tier that
  * fails or times out is a miss, not an error.
  *
+ * With a scratch sequence and one cache (kv_unified, or one sequence) the
+ * state goes in 1,024 tokens at a time: each chunk into the scratch
+ * sequence, then llama_memory_seq_cp to seq (no bytes move), the disk
+ * pages' reads started first and running ahead of the chunks; the
+ * scratch sequence is left empty. Otherwise the whole state is staged and
+ * set at once. The handle keeps its staging buffer (a chunk's state, or
+ * the largest whole state it set) until detach.
+ *
  * seq must be empty (llama_memory_seq_rm it first): a restore never mixes
  * with what a sequence holds. With n_restored 0 the sequence is untouched.
  * tokens is read during the call only; info may be NULL.
