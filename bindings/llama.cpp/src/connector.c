@@ -76,7 +76,8 @@ void sb_llama_config_default(sb_llama_config *cfg)
     cfg->scratch_seq = -1;
 }
 
-static void say(char *err, size_t err_len, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void say(char *err, size_t err_len, const char *fmt,
+                                                    ...)
 {
     if (!err || !err_len)
         return;

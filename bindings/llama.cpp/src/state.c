@@ -19,7 +19,7 @@ typedef struct rd {
     int failed;
 } rd;
 
-static void fail(rd *r, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void fail(rd *r, const char *fmt, ...)
 {
     if (r->failed)
         return;
