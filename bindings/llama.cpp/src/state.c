@@ -324,18 +324,14 @@ void sb_llama_state_transpose(uint8_t *rows, uint8_t *block, uint32_t n_cells, u
             uint32_t j1 = j0 + T < n_embd ? j0 + T : n_embd;
             for (uint32_t c = c0; c < c1; c++) {
                 for (uint32_t j = j0; j < j1; j++) {
-                    uint8_t *a = rows + ((size_t)c * n_embd + j) * el;
+                    uint8_t *r = rows + ((size_t)c * n_embd + j) * el;
                     uint8_t *b = block + ((size_t)j * n_cells + c) * el;
-                    if (el == 2) {
-                        if (to_rows)
-                            memcpy(a, b, 2);
-                        else
-                            memcpy(b, a, 2);
-                    } else if (to_rows) {
-                        memcpy(a, b, el);
-                    } else {
-                        memcpy(b, a, el);
-                    }
+                    uint8_t *dst = to_rows ? r : b;
+                    const uint8_t *src = to_rows ? b : r;
+                    if (el == 2) /* F16/BF16: a fixed-size copy the compiler inlines */
+                        memcpy(dst, src, 2);
+                    else
+                        memcpy(dst, src, el);
                 }
             }
         }
