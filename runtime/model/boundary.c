@@ -51,3 +51,36 @@ int sb_rt_boundary_decode(const sb_rt_model *m, sb_rt_gdn *g, const void *pv, si
         memcpy(logits, p + SB_RT_BOUNDARY_HEAD + G, (size_t)m->hp.n_vocab * sizeof(float));
     return SB_OK;
 }
+
+size_t sb_rt_boundary_marks(size_t grid, size_t keep, size_t from, size_t n, size_t *at)
+{
+    if (!grid || !keep || n <= from + 1)
+        return 0;
+    size_t first = from / grid + 1, last = (n - 1) / grid; /* in (from, n) */
+    if (last < first)
+        return 0;
+    size_t cnt = last - first + 1, k = 0;
+    if (cnt <= keep && cnt <= 64) { /* they all fit */
+        for (size_t g = first; g <= last; g++)
+            at[k++] = g * grid;
+        return k;
+    }
+    /* j counts back from the tail: j = 1 is grid point `last` */
+    for (size_t j = 1; j <= cnt && k < keep && k < 64; j = j == 1 ? 2 : j * 2) {
+        if (j == 1) {
+            at[k++] = last * grid;
+            if (cnt > 1 && k < keep)
+                at[k++] = first * grid; /* the oldest */
+            continue;
+        }
+        if (j < cnt) /* j == cnt is the oldest, kept already */
+            at[k++] = (last + 1 - j) * grid;
+    }
+    /* ascending */
+    for (size_t i = 1; i < k; i++)
+        for (size_t m = i; m > 0 && at[m - 1] > at[m]; m--) {
+            size_t t = at[m];
+            at[m] = at[m - 1], at[m - 1] = t;
+        }
+    return k;
+}

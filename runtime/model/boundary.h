@@ -65,4 +65,12 @@ void sb_rt_boundary_encode(const sb_rt_model *m, const struct sb_rt_gdn *g, cons
 int sb_rt_boundary_decode(const sb_rt_model *m, struct sb_rt_gdn *g, const void *p, size_t pos,
                           float *logits, bool *has_logits);
 
+/* sb_rt_boundary_marks -- the grid positions a hybrid prefill of the
+ * positions (from, n) records as boundaries (session.h's policy: the
+ * multiples of grid in (from, n); when more than keep of them, or more
+ * than 64, counted back from the prompt's end -- j = 1 the last -- j = 1,
+ * then the oldest, then j = 2, 4, 8, ... until keep), ascending, into at
+ * (room for min(keep, 64)); returns the count. grid 0 or keep 0: none. */
+size_t sb_rt_boundary_marks(size_t grid, size_t keep, size_t from, size_t n, size_t *at);
+
 #endif /* SB_RT_BOUNDARY_H */

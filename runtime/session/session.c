@@ -500,41 +500,6 @@ static void record_boundary(sb_rt_session *s)
     }
 }
 
-/* The grid positions a hybrid prefill of (from, n) records (session.h's
- * policy), ascending, into at (s->keep of them at most); returns the count. */
-static size_t grid_marks(const sb_rt_session *s, size_t from, size_t n, size_t *at)
-{
-    if (!s->grid || !s->keep || n <= from + 1)
-        return 0;
-    size_t first = from / s->grid + 1, last = (n - 1) / s->grid; /* in (from, n) */
-    if (last < first)
-        return 0;
-    size_t cnt = last - first + 1, k = 0;
-    if (cnt <= s->keep && cnt <= 64) { /* they all fit */
-        for (size_t g = first; g <= last; g++)
-            at[k++] = g * s->grid;
-        return k;
-    }
-    /* j counts back from the tail: j = 1 is grid point `last` */
-    for (size_t j = 1; j <= cnt && k < s->keep && k < 64; j = j == 1 ? 2 : j * 2) {
-        if (j == 1) {
-            at[k++] = last * s->grid;
-            if (cnt > 1 && k < s->keep)
-                at[k++] = first * s->grid; /* the oldest */
-            continue;
-        }
-        if (j < cnt) /* j == cnt is the oldest, kept already */
-            at[k++] = (last + 1 - j) * s->grid;
-    }
-    /* ascending */
-    for (size_t i = 1; i < k; i++)
-        for (size_t m = i; m > 0 && at[m - 1] > at[m]; m--) {
-            size_t t = at[m];
-            at[m] = at[m - 1], at[m - 1] = t;
-        }
-    return k;
-}
-
 /* ---- a turn, step by step ---------------------------------------------------------- */
 
 sb_rt_turn_state sb_rt_session_state(const sb_rt_session *s)
@@ -610,7 +575,7 @@ int sb_rt_session_begin(sb_rt_session *s, const uint32_t *input, size_t n_input,
                     : r->cached_tokens    ? SB_RT_CACHE_WARM
                                           : SB_RT_CACHE_COLD;
     r->prefill_tokens = n - r->cached_tokens;
-    s->n_marks = hybrid && !r->point_hit ? grid_marks(s, r->cached_tokens, n, s->marks) : 0;
+    s->n_marks = hybrid && !r->point_hit ? sb_rt_boundary_marks(s->grid, s->keep, r->cached_tokens, n, s->marks) : 0;
     s->mark_i = 0;
     s->state = SB_RT_TURN_PREFILL;
     if (r->point_hit) /* the logits came with the match: nothing to compute */
