@@ -11,9 +11,11 @@
  * the written state is the input, byte for byte. It never reads outside
  * its buffer (ASan) and never crashes.
  *
- * Input: the bytes of a state. Seeds (fuzz/corpus/llama_state/) are real
- * states llama.cpp v0.5.0 exported, written by `test_llama --write-seeds
- * DIR`. */
+ * Input: one byte of flags (bit 0: a hybrid model's recurrent part
+ * follows the KV cache's; bit 1: cells carry M-RoPE's extension; the
+ * other bits ignored), then the bytes of a state. Seeds
+ * (fuzz/corpus/llama_state/) are real states llama.cpp v0.5.0 exported,
+ * each after its flags byte, written by `test_llama --write-seeds DIR`. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +34,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (size == 0)
+        return 0;
+    uint8_t flags = data[0];
+    data++, size--;
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf)
         return 0;
     memcpy(buf, data, size);
-    sb_llama_state_layout lay = { 0 };
+    sb_llama_state_layout lay = { .recurrent = flags & 1, .cell_ext = (flags >> 1) & 1 };
     sb_llama_state_view first = { 0 };
     if (sb_llama_state_parse(buf, size, &lay, -1, &first, NULL, 0) != 0) {
         if (lay.layers)
@@ -47,9 +53,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t nl = lay.n_layer, n = first.n_cells;
     const uint8_t **k = calloc(nl, sizeof *k), **v = calloc(nl, sizeof *v);
     uint8_t **wk = calloc(nl, sizeof *wk), **wv = calloc(nl, sizeof *wv);
+    uint32_t *toks = calloc(n ? n : 1, sizeof *toks);
     sb_llama_state_view view = { .k = k, .v = v };
     char err[200];
-    if (!k || !v || !wk || !wv)
+    if (!k || !v || !wk || !wv || !toks)
         goto out;
     if (sb_llama_state_parse(buf, size, &lay, -1, &view, err, sizeof err) != 0)
         FAIL("accepted once, refused against its own layout: %s", err);
@@ -58,10 +65,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int canonical = n > 0 && view.cells == buf + 16; /* stream 0's cells */
     int32_t seq = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (sb_llama_state_cell_pos(&view, i) != (int32_t)i)
+        const uint8_t *c = view.cells + (size_t)i * view.cell_bytes;
+        int32_t tok = 0;
+        if (lay.cell_ext)
+            memcpy(&tok, c + 16, 4);
+        toks[i] = (uint32_t)tok;
+        if (sb_llama_state_cell_pos(&view, i) != (int32_t)i ||
+            !sb_llama_state_cell_text(&view, i, tok))
             canonical = 0;
-        memcpy(&seq, view.cells + (size_t)i * 12 + 8, 4);
+        memcpy(&seq, c + view.cell_bytes - 4, 4);
     }
+    if (lay.recurrent && (!view.rec || view.rec < buf ||
+                          view.rec + lay.rec_bytes > buf + size))
+        FAIL("the recurrent part outside the input");
     for (uint32_t l = 0; l < nl; l++) {
         const sb_llama_state_layer *L = &lay.layers[l];
         if (k[l] < buf || k[l] + L->k_row * n > buf + size || v[l] < buf ||
@@ -72,10 +88,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *out = wb ? malloc(wb) : NULL;
     if (!out)
         goto out;
-    sb_llama_state_write(&lay, n, 0, seq, out, wk, wv);
+    sb_llama_state_write(&lay, n, 0, seq, toks, out, wk, wv);
     for (uint32_t l = 0; l < nl; l++) {
         memcpy(wk[l], k[l], lay.layers[l].k_row * n);
         memcpy(wv[l], v[l], lay.layers[l].v_row * n);
+    }
+    if (lay.recurrent) {
+        memcpy(out + wb - lay.rec_bytes, view.rec, lay.rec_bytes);
+        if (sb_llama_state_rec_check(&lay, view.rec, view.rec_pos, err, sizeof err) != 0)
+            FAIL("the parsed recurrent part fails its own check: %s", err);
     }
     sb_llama_state_view back = { .k = (const uint8_t **)wk, .v = (const uint8_t **)wv };
     if (sb_llama_state_parse(out, wb, &lay, seq, &back, err, sizeof err) != 0)
@@ -85,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FAIL("a state already in the writer's form did not write back the same");
     free(out);
 out:
-    free(k), free(v), free(wk), free(wv);
+    free(k), free(v), free(wk), free(wv), free(toks);
     free(lay.layers);
     free(buf);
     return 0;

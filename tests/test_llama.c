@@ -17,9 +17,10 @@
  * another sequence's moves llama.cpp's sums, cold or restored alike); a
  * second turn that saves only its new tokens; a prompt restored a chunk
  * at a time, with the disk reads ahead of the chunks; saves of whole pages
- * only; from RAM, from disk in a
- * second process, and from the shared tier on a second store; refusals (a
- * hybrid model, a planted state with bytes it cannot account for, every
+ * only; a hybrid model (qwen35: M-RoPE attention cells and Gated DeltaNet
+ * recurrent state, kept as point states at each save's end); from RAM,
+ * from disk in a second process, and from the shared tier on a second
+ * store; refusals (a planted state with bytes it cannot account for, every
  * truncation of a real state, a busy probe sequence, parameters that
  * disagree with the state, a restore into a sequence that holds
  * something); a context whose settings change the bytes never restores
@@ -790,36 +791,169 @@ static void test_refusals(void **state)
     engine_close(&e);
 }
 
-/* A hybrid model (Gated DeltaNet + attention): refused at attach when
- * llama.cpp loads it. */
-static void test_hybrid_refused(void **state)
+/* make-model's tiny qwen35 hybrid, or NULL (with a message) when this
+ * llama.cpp does not load it. */
+static const char *hybrid_model(void)
 {
-    (void)state;
     const char *m = model_file("tiny-hybrid", "f32");
-    struct llama_model_params mp = llama_model_default_params();
-    struct llama_model *model = llama_model_load_from_file(m, mp);
+    struct llama_model *model = llama_model_load_from_file(m, llama_model_default_params());
     if (!model) {
         print_message("test_llama: llama.cpp v0.5.0 does not load make-model's qwen35 "
-                      "hybrid; its refusal is not tested\n");
-        skip();
+                      "hybrid; its cases are not run\n");
+        return NULL;
     }
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 256;
-    struct llama_context *ctx = llama_init_from_model(model, cp);
-    assert_non_null(ctx);
-    sb_store *st = ram_store();
-    sb_llama_config c;
-    sb_llama_config_default(&c);
-    c.model_path = m;
-    c.cparams = &cp;
-    sb_llama *sl = NULL;
-    char err[256];
-    assert_int_equal(sb_llama_attach(st, ctx, &c, &sl, err, sizeof err), SB_LLAMA_ERR_FORMAT);
-    assert_non_null(strstr(err, "hybrid"));
-    assert_null(sl);
-    assert_int_equal(sb_store_close(st), SB_OK);
-    llama_free(ctx);
     llama_model_free(model);
+    return m;
+}
+
+/* llama.cpp's cold prefill of t[0, n) cut into batches at each of cuts[]
+ * (ascending, < n): a recurrent layer's state, like the logits, depends
+ * on where a prompt is cut, so the reference is cut where the saved turns
+ * and the restore cut. */
+static float *cold_cuts(engine *e, const llama_token *t, int n, const int *cuts, int n_cuts)
+{
+    llama_memory_t mem = llama_get_memory(e->ctx);
+    llama_memory_seq_rm(mem, 0, -1, -1);
+    int at = 0;
+    for (int i = 0; i <= n_cuts; i++) {
+        int to = i < n_cuts ? cuts[i] : n;
+        decode(e, t + at, to - at, at, 0);
+        at = to;
+    }
+    float *l = logits(e);
+    llama_memory_seq_rm(mem, 0, -1, -1);
+    return l;
+}
+
+/* A hybrid model (qwen35: Gated DeltaNet layers beside gated attention):
+ * its KV cache is paged as any model's, and its recurrent state -- what
+ * llama.cpp calls the partial state -- is the point state at each save's
+ * end. A restore stops exactly at a saved end (the recurrent state exists
+ * for no other position): a whole turn, a second turn that exported only
+ * its new tokens, none for a prompt that leaves the saved one before its
+ * end; logits bit-identical to a cold prefill cut at the same places;
+ * with and without a scratch sequence; whole_pages refused. */
+static void test_hybrid(void **state)
+{
+    (void)state;
+    const char *m = hybrid_model();
+    if (!m)
+        skip();
+    enum { EXTRA = 40, T2 = 20 };
+    for (int scratch = 1; scratch >= 0; scratch--) {
+        engine e;
+        engine_open(&e, m, &DEFAULT);
+        sb_store *st = ram_store();
+        sb_llama_config c;
+        sb_llama_config_default(&c);
+        c.model_path = m;
+        c.cparams = &e.cp;
+        c.scratch_seq = scratch ? 1 : -1;
+        sb_llama *sl = NULL;
+        char err[256];
+        c.whole_pages = 1;
+        assert_int_equal(sb_llama_attach(st, e.ctx, &c, &sl, err, sizeof err),
+                         SB_LLAMA_ERR_SETTING);
+        assert_non_null(strstr(err, "whole_pages"));
+        c.whole_pages = 0;
+        if (sb_llama_attach(st, e.ctx, &c, &sl, err, sizeof err) != SB_OK)
+            fail_msg("attach: %s", err);
+        sb_llama_info info;
+        assert_int_equal(sb_llama_get_info(sl, &info), SB_OK);
+        assert_true(info.n_layer_recurrent > 0 && info.n_layer > 0);
+        assert_true(info.point_bytes > 0);
+
+        llama_token a[NA], b[NB], t[NA + EXTRA];
+        prompts(&e, a, b);
+        memcpy(t, a, sizeof a);
+        uint64_t rng = 7;
+        for (int i = NA; i < NA + EXTRA; i++)
+            t[i] = 3 + (llama_token)(tu_rand(&rng) % (uint64_t)(e.n_vocab - 3));
+        int cut1[] = { NA }, cut2[] = { NA, NA + T2 };
+        float *want1 = cold_cuts(&e, t, NA + 10, cut1, 1);
+        float *want2 = cold_cuts(&e, t, NA + EXTRA, cut2, 2);
+
+        /* turn 1, then turn 2 (its new tokens only) */
+        decode(&e, t, NA, 0, 0);
+        assert_int_equal(sb_llama_save(sl, 0, t, NA - 1, NULL), SB_LLAMA_ERR_SEQ);
+        sb_llama_save_info s1, s2, s3;
+        assert_int_equal(sb_llama_save(sl, 0, t, NA, &s1), SB_OK);
+        assert_int_equal(s1.n_stored, NA);
+        assert_int_equal(s1.n_new, NA);
+        decode(&e, t + NA, T2, NA, 0);
+        assert_int_equal(sb_llama_save(sl, 0, t, NA + T2, &s2), SB_OK);
+        assert_int_equal(s2.n_stored, NA + T2);
+        assert_int_equal(s2.n_new, T2);
+        if (scratch)
+            assert_true(s2.bytes_exported <
+                        (uint64_t)(T2 + 16) * info.bytes_per_token + info.point_bytes + 4096);
+        else
+            assert_true(s2.bytes_exported >= (uint64_t)(NA + T2) * info.bytes_per_token);
+        assert_int_equal(sb_llama_save(sl, 0, t, NA + T2, &s3), SB_OK);
+        assert_int_equal(s3.n_new, 0);
+        assert_int_equal(s3.bytes_exported, 0);
+        sb_stats ss;
+        assert_int_equal(sb_store_stats(st, &ss), SB_OK);
+        assert_int_equal(ss.points, 2);
+
+        /* restores stop at a saved end */
+        sb_llama_restore_info ri = restore_check(&e, sl, t, NA + 10, NA, want1);
+        assert_int_equal(ri.tokens_ram, NA);
+        assert_int_equal(ri.miss, SB_MISS_NO_POINT); /* pages to NA + T2 */
+        assert_int_equal(ri.n_matched, NA + 9);
+        restore_check(&e, sl, t, NA + EXTRA, NA + T2, want2);
+        llama_memory_t mem = llama_get_memory(e.ctx);
+        llama_memory_seq_rm(mem, 0, -1, -1);
+        assert_int_equal(sb_llama_restore(sl, 0, b, NB, NB - 1, &ri), SB_OK);
+        assert_int_equal(ri.n_restored, 0); /* b leaves a before any saved end */
+        assert_int_equal(ri.miss, SB_MISS_NO_POINT);
+        assert_int_equal(llama_memory_seq_pos_max(mem, 0), -1);
+        free(want1);
+        free(want2);
+        tu_check(st);
+        sb_llama_detach(sl);
+        assert_int_equal(sb_store_close(st), SB_OK);
+        engine_close(&e);
+    }
+}
+
+/* A hybrid model's turn saved to disk by a second process (this binary's
+ * --save child) and restored from there after it exits. */
+static void test_hybrid_disk(void **state)
+{
+    (void)state;
+    const char *m = hybrid_model();
+    if (!m)
+        skip();
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/hybrid-disk", tmp);
+    char *argv[] = { self_exe, "--save", dir, (char *)m, NULL };
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, self_exe, NULL, NULL, argv, environ), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    engine e;
+    engine_open(&e, m, &DEFAULT);
+    llama_token a[NA], b[NB], t[NA + 10];
+    prompts(&e, a, b);
+    memcpy(t, a, sizeof a);
+    for (int i = NA; i < NA + 10; i++)
+        t[i] = 3 + i;
+    int cut[] = { NA };
+    float *want = cold_cuts(&e, t, NA + 10, cut, 1);
+    sb_config c = disk_config(dir);
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&c, &st), SB_OK);
+    sb_llama *sl = attach(st, &e, m);
+    sb_llama_restore_info ri = restore_check(&e, sl, t, NA + 10, NA, want);
+    assert_int_equal(ri.tokens_disk, NA);
+    free(want);
+    sb_llama_detach(sl);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    engine_close(&e);
 }
 
 /* The parser on a real state: it parses whole; every truncation, a byte
@@ -882,7 +1016,7 @@ static void test_state_parser(void **state)
     size_t wb = sb_llama_state_bytes(&lay, 7);
     uint8_t *w = calloc(1, wb);
     uint8_t *wk[4], *wv[4];
-    sb_llama_state_write(&lay, 7, 0, 1, w, wk, wv);
+    sb_llama_state_write(&lay, 7, 0, 1, NULL, w, wk, wv);
     assert_int_equal(sb_llama_state_parse(w, wb, &lay, 1, &view, err, sizeof err), 0);
     assert_int_equal(view.n_cells, 7);
     assert_ptr_equal(view.k[3], wk[3]);
@@ -902,9 +1036,80 @@ static void test_state_parser(void **state)
     engine_close(&e);
 }
 
+/* The parser on a hybrid's real state: M-RoPE cells and the recurrent
+ * part learned and checked; every truncation, a byte more, a recurrent
+ * state after another position, a transposed one, a cell that is not the
+ * caller's text token fail; the writer's state parses back. */
+static void test_state_parser_hybrid(void **state)
+{
+    (void)state;
+    const char *m = hybrid_model();
+    if (!m)
+        skip();
+    engine e;
+    engine_open(&e, m, &DEFAULT);
+    llama_token t[5] = { 5, 6, 7, 8, 9 };
+    decode(&e, t, 5, 0, 1);
+    size_t n = llama_state_seq_get_size(e.ctx, 1);
+    uint8_t *buf = malloc(n + 8);
+    assert_int_equal(llama_state_seq_get_data(e.ctx, buf, n, 1), n);
+    sb_llama_state_layout lay = { .recurrent = 1, .cell_ext = 1 };
+    sb_llama_state_view v = { 0 };
+    char err[200];
+    if (sb_llama_state_parse(buf, n, &lay, 1, &v, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_true(lay.n_rec > 0 && lay.n_layer_all == lay.n_layer + lay.n_rec);
+    assert_int_equal(v.rec_pos, 4);
+    assert_ptr_equal(v.rec + lay.rec_bytes, buf + n); /* the last part */
+    assert_int_equal(v.cell_bytes, 24);
+    const uint8_t **k = calloc(lay.n_layer, sizeof *k), **vv = calloc(lay.n_layer, sizeof *vv);
+    sb_llama_state_view view = { .k = k, .v = vv };
+    assert_int_equal(sb_llama_state_parse(buf, n, &lay, 1, &view, err, sizeof err), 0);
+    for (uint32_t i = 0; i < 5; i++) {
+        int32_t pos = sb_llama_state_cell_pos(&view, i);
+        assert_true(sb_llama_state_cell_text(&view, i, t[pos]));
+        assert_false(sb_llama_state_cell_text(&view, i, t[pos] + 1));
+    }
+    for (size_t cut = 0; cut < n; cut++)
+        assert_int_equal(sb_llama_state_parse(buf, cut, &lay, 1, &view, err, sizeof err), -1);
+    memset(buf + n, 0, 8);
+    assert_int_equal(sb_llama_state_parse(buf, n + 4, &lay, 1, &view, err, sizeof err), -1);
+    assert_int_equal(sb_llama_state_rec_check(&lay, view.rec, 4, err, sizeof err), 0);
+    assert_int_equal(sb_llama_state_rec_check(&lay, view.rec, 3, err, sizeof err), -1);
+    assert_non_null(strstr(err, "position"));
+    uint8_t *bad = malloc(n);
+    memcpy(bad, buf, n);
+    bad[view.rec - buf + 12] = 1; /* s_trans */
+    assert_int_equal(sb_llama_state_parse(bad, n, &lay, 1, &view, err, sizeof err), -1);
+    assert_non_null(strstr(err, "transposed"));
+    /* without the layout's parts the same bytes do not parse */
+    sb_llama_state_layout plain = { 0 };
+    assert_int_equal(sb_llama_state_parse(buf, n, &plain, 1, &v, err, sizeof err), -1);
+    assert_null(plain.layers);
+    /* the writer: text cells of the tokens given, the recurrent part last */
+    uint32_t toks[3] = { 11, 12, 13 };
+    size_t wb = sb_llama_state_bytes(&lay, 3);
+    uint8_t *w = calloc(1, wb);
+    uint8_t **wk = calloc(lay.n_layer, sizeof *wk), **wv = calloc(lay.n_layer, sizeof *wv);
+    sb_llama_state_write(&lay, 3, 0, 1, toks, w, wk, wv);
+    assert_int_equal(sb_llama_state_parse(buf, n, &lay, 1, &view, err, sizeof err), 0);
+    memcpy(w + wb - lay.rec_bytes, view.rec, lay.rec_bytes);
+    memcpy(w + wb - lay.rec_bytes + 4, &(int32_t){ 2 }, 4); /* after position 2 */
+    if (sb_llama_state_parse(w, wb, &lay, 1, &view, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(view.rec_pos, 2);
+    for (uint32_t i = 0; i < 3; i++)
+        assert_true(sb_llama_state_cell_text(&view, i, (int32_t)toks[i]));
+    free(w), free(wk), free(wv), free(k), free(vv), free(bad), free(buf);
+    free(lay.layers);
+    engine_close(&e);
+}
+
 /* `test_llama --write-seeds DIR`: fuzz_llama_state's seeds, real states
  * llama.cpp exported (tiny llama and qwen3 models; flash attention on and
- * off; K/V f16 and q8_0; a unified cache and one with two streams). */
+ * off; K/V f16 and q8_0; a unified cache and one with two streams; the
+ * qwen35 hybrid, M-RoPE cells and a recurrent part), each after the
+ * harness's flags byte. */
 static int write_seeds(const char *out)
 {
     snprintf(tmp, sizeof tmp, "/tmp/sb-test-llama-XXXXXX");
@@ -918,6 +1123,7 @@ static int write_seeds(const char *out)
         { "tiny", "f32", "tiny-nofa-f16", { LLAMA_FLASH_ATTN_TYPE_DISABLED, GGML_TYPE_F16, GGML_TYPE_F16, 1, 1, 0 } },
         { "small", "f16", "small-fa-q8", { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, 1, 1, 0 } },
         { "tiny-qwen3", "f32", "qwen3-streams", { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_F16, GGML_TYPE_F16, 2, 0, 0 } },
+        { "tiny-hybrid", "f32", "qwen35-hybrid", { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_F16, GGML_TYPE_F16, 1, 1, 0 } },
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0] && rc == 0; i++) {
@@ -932,8 +1138,11 @@ static int write_seeds(const char *out)
         char path[600];
         snprintf(path, sizeof path, "%s/%s", out, seeds[i].name);
         FILE *f = fopen(path, "wb");
+        int rope = llama_model_rope_type(e.model);
+        uint8_t flags = (uint8_t)(llama_model_is_hybrid(e.model) |
+                                  (rope == LLAMA_ROPE_TYPE_MROPE || rope == LLAMA_ROPE_TYPE_IMROPE) << 1);
         if (!buf || llama_state_seq_get_data(e.ctx, buf, n, s) != n || !f ||
-            fwrite(buf, 1, n, f) != n)
+            fputc(flags, f) == EOF || fwrite(buf, 1, n, f) != n)
             rc = 1;
         if (f && fclose(f) != 0)
             rc = 1;
@@ -990,7 +1199,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_shared_tier),
         cmocka_unit_test(test_identity_apart),
         cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_hybrid_refused),
+        cmocka_unit_test(test_state_parser_hybrid),
+        cmocka_unit_test(test_hybrid),
+        cmocka_unit_test(test_hybrid_disk),
     };
     /* SB_TEST_FILTER, SB_TEST_SKIP: cmocka patterns of the cases to run
      * and to leave out (the TSan build leaves out the quantizer's minute). */

@@ -33,10 +33,23 @@
  * (flash attention off). Each layer's K and V become two tensors of a
  * snapbank namespace, one row per token, V always token-major. A state
  * that does not parse exactly -- an unknown section, a size that does not
- * add up, a recurrent, hybrid, sliding-window or M-RoPE model whose partial
- * state the connector does not know yet -- is refused at attach with a
- * message naming the fault; the connector never restores bytes it could
- * not account for.
+ * add up, a recurrent model with no KV cache, a sliding-window model whose
+ * partial state the connector does not know yet, an encoder-decoder -- is
+ * refused at attach with a message naming the fault; the connector never
+ * restores bytes it could not account for.
+ *
+ * Hybrid models (llama_model_is_hybrid: recurrent layers beside attention
+ * layers, e.g. Qwen3.5's Gated DeltaNet). The attention layers' K and V
+ * are paged as above; the recurrent layers' state -- what llama.cpp calls
+ * the partial state (LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY), a fixed-size
+ * summary of every token before it -- cannot be cut back to an earlier
+ * position, so each save keeps it whole as the namespace's point state at
+ * the save's end (a boundary; SB_LAYOUT_POINT_REQUIRED), and a restore
+ * lands on the longest prefix that ends on one. A program that wants
+ * boundaries inside a long prompt (a shared system prompt, a grid of
+ * positions) decodes up to each and saves there. M-RoPE models (Qwen3.5's
+ * attention) keep text tokens only: a save checks that every cell is a
+ * text token's at its own position, and a restore writes that back.
  *
  * Identity. The namespace's model identity is an XXH3-128 digest of the
  * whole model file (or the caller's own model_id), the state layout the
@@ -161,10 +174,11 @@ SB_API void sb_llama_config_default(sb_llama_config *cfg);
  * message (at most err_len bytes, NUL-terminated) naming the fault.
  * Returns: SB_OK; SB_ERR_INVAL (NULL st, ctx, cfg, cparams or out; neither
  * model_path nor model_id, or both; model_id too long); SB_LLAMA_ERR_FORMAT
- * (a recurrent, hybrid, sliding-window, encoder or M-RoPE model, or a
- * probe state that does not parse exactly); SB_LLAMA_ERR_SETTING
- * (probe_seq out of range or not empty; a probe state whose K or V type
- * is not cparams' type_k / type_v); SB_LLAMA_ERR_DECODE (the probe's
+ * (a recurrent model with no KV cache, a hybrid with recurrent rollback
+ * snapshots (n_rs_seq), a sliding-window or encoder model, or a probe
+ * state that does not parse exactly); SB_LLAMA_ERR_SETTING (probe_seq out
+ * of range or not empty; a probe state whose K or V type is not cparams'
+ * type_k / type_v; whole_pages with a hybrid model); SB_LLAMA_ERR_DECODE (the probe's
  * decode or state read failed); SB_LLAMA_ERR_MODEL_FILE; the codes of
  * sb_ns_open (SB_ERR_LAYOUT_MISMATCH: the namespace exists with another
  * page size); SB_ERR_NOMEM. */
@@ -185,6 +199,10 @@ typedef struct sb_llama_info {
     uint32_t page_tokens;
     uint8_t identity[16];         /* the namespace's model identity */
     sb_ns *ns;                    /* the namespace (borrowed until detach) */
+    uint32_t n_layer_recurrent;   /* a hybrid model's recurrent layers; 0: none */
+    uint64_t point_bytes;         /* a hybrid model's recurrent state (the
+                                     point state kept at each save's end);
+                                     0: none */
 } sb_llama_info;
 
 /* sb_llama_get_info -- describe an attached handle.
@@ -199,6 +217,10 @@ typedef struct sb_llama_restore_info {
     size_t tokens_disk;           /* ... read from the disk tier */
     size_t tokens_remote;         /* ... fetched from the shared tier */
     sb_miss miss;                 /* why not max_tokens (SB_MISS_NONE if equal) */
+    size_t n_matched;             /* tokens of the prompt the bank's pages
+                                     matched (>= n_restored: a hybrid's
+                                     restore stops at the last boundary
+                                     before; the rest is decoded again) */
     double restore_ms;            /* wall time of the call, of which: */
     double bank_ms;               /* the bank: match, shared-tier fetch, disk
                                      reads, pages copied into llama.cpp's
@@ -229,6 +251,12 @@ typedef struct sb_llama_restore_info {
  * scratch sequence is left empty. Otherwise the whole state is staged and
  * set at once. The handle keeps its staging buffer (a chunk's state, or
  * the largest whole state it set) until detach.
+ *
+ * A hybrid model's restore ends on a boundary (its recurrent state is
+ * set with the K and V, in one piece: llama.cpp copies a recurrent state
+ * between sequences whole, so the scratch sequence's chunks are not used)
+ * and is never longer than the last boundary at or before max_tokens;
+ * info->miss says SB_MISS_NO_POINT when pages reached further.
  *
  * seq must be empty (llama_memory_seq_rm it first): a restore never mixes
  * with what a sequence holds. With n_restored 0 the sequence is untouched.
@@ -264,12 +292,18 @@ typedef struct sb_llama_save_info {
  * (with a scratch sequence, only they are read from llama.cpp; without
  * one the whole sequence is read and the rest dropped). Budgets,
  * durability and the disk tier's outcome as sb_ns_put_blocks. info may be
- * NULL.
+ * NULL. A hybrid model's save is a boundary: n_tokens must be the
+ * sequence's length (its recurrent state is after its last position
+ * only), and the recurrent state goes in as the point state at n_tokens
+ * beside the new K and V (with SB_ERR_BUDGET it may be the point that did
+ * not fit: the sequence is then restorable only to an earlier boundary).
  *
  * Returns: SB_OK; SB_ERR_BUDGET (the RAM budgets held a prefix only:
  * info->n_stored says how much); SB_ERR_INVAL (NULL sl or tokens, a
  * negative token); SB_ERR_NO_TOKENS; SB_LLAMA_ERR_SEQ (seq out of range,
- * or its positions are not 0 .. at least n_tokens - 1 with no hole);
+ * or its positions are not 0 .. at least n_tokens - 1 with no hole; a
+ * hybrid's not exactly 0 .. n_tokens - 1; an M-RoPE cell that is not the
+ * text token tokens[] has there);
  * SB_LLAMA_ERR_DECODE (llama.cpp's state read failed); SB_LLAMA_ERR_FORMAT
  * (the exported state does not parse as the probe's did: nothing stored);
  * the other codes of sb_ns_put_blocks. */

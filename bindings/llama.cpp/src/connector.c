@@ -31,6 +31,9 @@ struct sb_llama {
     sb_llama_state_layout lay;
     uint32_t page_tokens;
     int whole_pages;              /* saves stop at the last whole page */
+    int recurrent;                /* a hybrid model: each state ends with
+                                     its recurrent part, kept as the point
+                                     state at its end */
     llama_seq_id scratch;         /* -1: none (or the cache has streams) */
     uint8_t identity[16];
     uint64_t bytes_per_token;
@@ -44,6 +47,7 @@ struct sb_llama {
     uint32_t *idx;                /* a save: the cell of each new position */
     size_t idx_cap;
     sb_block_table *tables;       /* 2 * n_layer */
+    const uint8_t *point;         /* a save: the exported recurrent part */
     const uint8_t **rk, **rv;     /* a parsed state's layers */
     uint8_t **wk, **wv;           /* a written state's layers */
 };
@@ -202,21 +206,21 @@ out:
     return rc;
 }
 
-/* The memory kinds whose state is more than one KV cache. */
-static int model_known(const struct llama_model *m, char *err, size_t err_len)
+/* The memory kinds the connector keeps: one KV cache, or a hybrid's KV
+ * cache and recurrent state (without llama.cpp's experimental rollback
+ * snapshots, which widen the recurrent tensors). */
+static int model_known(const struct llama_context *ctx, char *err, size_t err_len)
 {
+    const struct llama_model *m = llama_get_model(ctx);
     const char *why = NULL;
     if (llama_model_is_recurrent(m))
-        why = "a recurrent model (its state is not a KV cache)";
-    else if (llama_model_is_hybrid(m))
-        why = "a hybrid model (recurrent state beside the KV cache)";
+        why = "a recurrent model with no KV cache (its state has no per-token part to page)";
+    else if (llama_model_is_hybrid(m) && llama_n_rs_seq(ctx) != 0)
+        why = "a hybrid model with recurrent rollback snapshots (n_rs_seq)";
     else if (llama_model_n_swa(m) > 0)
         why = "a sliding-window model (a second, partial KV cache)";
     else if (llama_model_has_encoder(m))
         why = "an encoder-decoder model";
-    else if (llama_model_rope_type(m) == LLAMA_ROPE_TYPE_MROPE ||
-             llama_model_rope_type(m) == LLAMA_ROPE_TYPE_IMROPE)
-        why = "an M-RoPE model (cells carry 2-D positions)";
     if (!why)
         return SB_OK;
     say(err, err_len, "llama.cpp connector: %s is not supported yet", why);
@@ -295,11 +299,28 @@ static int probe(sb_llama *sl, const sb_llama_config *cfg, char *err, size_t err
             why);
         return SB_LLAMA_ERR_FORMAT;
     }
+    if (sl->recurrent && view.rec_pos != PROBE_TOKENS - 1) {
+        say(err, err_len, "llama.cpp connector: the probe's recurrent state is after position "
+            "%d, not %d", view.rec_pos, PROBE_TOKENS - 1);
+        return SB_LLAMA_ERR_FORMAT;
+    }
+    if (sl->lay.recurrent && sl->lay.rec_bytes > SB_POINT_BYTES_MAX) {
+        say(err, err_len, "llama.cpp connector: a recurrent state of %llu bytes is over the "
+            "bank's point-state limit", (unsigned long long)sl->lay.rec_bytes);
+        return SB_LLAMA_ERR_FORMAT;
+    }
     if (view.n_cells != PROBE_TOKENS || sb_llama_state_cell_pos(&view, 0) +
                                                 sb_llama_state_cell_pos(&view, 1) != 1) {
         say(err, err_len, "llama.cpp connector: the probe's state holds %u cells, not "
             "positions 0 and 1", view.n_cells);
         return SB_LLAMA_ERR_FORMAT;
+    }
+    for (uint32_t c = 0; c < PROBE_TOKENS; c++) {
+        if (!sb_llama_state_cell_text(&view, c, t[sb_llama_state_cell_pos(&view, c)])) {
+            say(err, err_len, "llama.cpp connector: the probe's cell %u carries an extension "
+                "that is not a text token's (x = y = pos, its token)", c);
+            return SB_LLAMA_ERR_FORMAT;
+        }
     }
     const struct llama_context_params *cp = cfg->cparams;
     for (uint32_t l = 0; l < sl->lay.n_layer; l++) {
@@ -332,6 +353,17 @@ static void identity(sb_llama *sl, const uint8_t *model, size_t model_bytes,
         uint64_t d[] = { (uint64_t)L->k_type, L->k_row, (uint64_t)L->v_type, L->v_row };
         XXH3_128bits_update(s, d, sizeof d);
     }
+    /* (a model with one KV cache and plain cells hashes as it did before
+     * these parts were known) */
+    for (uint32_t r = 0; r < sl->lay.n_rec; r++) {
+        const sb_llama_state_rec *R = &sl->lay.rec[r];
+        uint64_t d[] = { (uint64_t)R->r_type, R->r_row, (uint64_t)R->s_type, R->s_row };
+        XXH3_128bits_update(s, d, sizeof d);
+    }
+    if (sl->lay.recurrent || sl->lay.cell_ext) {
+        uint32_t more[] = { sl->lay.recurrent, sl->lay.n_layer_all, sl->lay.cell_ext };
+        XXH3_128bits_update(s, more, sizeof more);
+    }
     float f[] = { cp->rope_freq_base, cp->rope_freq_scale, cp->yarn_ext_factor,
                   cp->yarn_attn_factor, cp->yarn_beta_fast, cp->yarn_beta_slow };
     XXH3_128bits_update(s, f, sizeof f);
@@ -362,9 +394,21 @@ static int open_ns(sb_llama *sl, const sb_llama_config *cfg)
     sb_layout lay = { .model_id = sl->identity, .model_id_bytes = sizeof sl->identity,
                       .page_tokens = sl->page_tokens, .n_tensors = n, .bytes_per_token = bpt,
                       .flags = elem16 ? SB_LAYOUT_ELEM16 : 0 };
+    if (sl->recurrent) {
+        lay.point_bytes = (uint32_t)sl->lay.rec_bytes;
+        lay.flags |= SB_LAYOUT_POINT_REQUIRED;
+    }
     int rc = sb_ns_open(sl->st, &lay, cfg->scope, cfg->scope_bytes, &sl->ns);
     free(bpt);
     return rc;
+}
+
+/* Restores go a chunk at a time through the scratch sequence: not for a
+ * hybrid, whose recurrent state llama.cpp copies whole (seq_cp shares the
+ * source's one cell), so its state is set in one piece. */
+static int chunked(const sb_llama *sl)
+{
+    return sl->scratch >= 0 && !sl->recurrent;
 }
 
 /* The bank's page buffers for n tokens, and the staging buffers of the
@@ -375,7 +419,7 @@ static int prefault(sb_llama *sl, size_t n)
     if (rc != SB_OK)
         return rc;
     /* a chunked restore stages a chunk, one in one piece the whole */
-    size_t cells = sl->scratch >= 0 && n > CHUNK_TOKENS ? CHUNK_TOKENS : n;
+    size_t cells = chunked(sl) && n > CHUNK_TOKENS ? CHUNK_TOKENS : n;
     size_t b = sb_llama_state_bytes(&sl->lay, (uint32_t)cells);
     if (b == 0 || reserve((void **)&sl->buf, &sl->buf_cap, b))
         return SB_ERR_NOMEM;
@@ -405,7 +449,7 @@ int sb_llama_attach(sb_store *st, struct llama_context *ctx, const sb_llama_conf
             "parameters, and one of a model path or a model id (1 .. %u bytes)", MODEL_ID_MAX);
         return SB_ERR_INVAL;
     }
-    int rc = model_known(llama_get_model(ctx), err, err_len);
+    int rc = model_known(ctx, err, err_len);
     if (rc != SB_OK)
         return rc;
     sb_llama *sl = calloc(1, sizeof *sl);
@@ -415,6 +459,16 @@ int sb_llama_attach(sb_store *st, struct llama_context *ctx, const sb_llama_conf
     sl->ctx = ctx;
     sl->page_tokens = cfg->page_tokens ? cfg->page_tokens : DEFAULT_PAGE_TOKENS;
     sl->whole_pages = cfg->whole_pages != 0;
+    sl->recurrent = llama_model_is_hybrid(llama_get_model(ctx));
+    sl->lay.recurrent = (uint32_t)sl->recurrent;
+    int rope = llama_model_rope_type(llama_get_model(ctx));
+    sl->lay.cell_ext = rope == LLAMA_ROPE_TYPE_MROPE || rope == LLAMA_ROPE_TYPE_IMROPE;
+    if (sl->recurrent && sl->whole_pages) {
+        say(err, err_len, "llama.cpp connector: whole_pages with a hybrid model: its recurrent "
+            "state exists only at the sequence's end, so a save cannot stop at a page");
+        rc = SB_LLAMA_ERR_SETTING;
+        goto fail;
+    }
     rc = probe(sl, cfg, err, err_len);
     if (rc != SB_OK)
         goto fail;
@@ -495,6 +549,8 @@ int sb_llama_get_info(const sb_llama *sl, sb_llama_info *out)
     out->page_tokens = sl->page_tokens;
     memcpy(out->identity, sl->identity, sizeof out->identity);
     out->ns = sl->ns;
+    out->n_layer_recurrent = sl->lay.n_rec;
+    out->point_bytes = sl->recurrent ? sl->lay.rec_bytes : 0;
     return SB_OK;
 }
 
@@ -523,7 +579,8 @@ static int build_state(sb_llama *sl, sb_match *m, size_t from, size_t n, llama_s
     size_t b = sb_llama_state_bytes(lay, (uint32_t)n);
     if (b == 0 || reserve((void **)&sl->buf, &sl->buf_cap, b))
         return SB_ERR_NOMEM;
-    sb_llama_state_write(lay, (uint32_t)n, (int32_t)from, seq, sl->buf, sl->wk, sl->wv);
+    sb_llama_state_write(lay, (uint32_t)n, (int32_t)from, seq, sl->toks + from, sl->buf, sl->wk,
+                         sl->wv);
     if (lay->v_trans) {
         size_t vmax = 0;
         for (uint32_t l = 0; l < lay->n_layer; l++)
@@ -552,6 +609,19 @@ static int build_state(sb_llama *sl, sb_match *m, size_t from, size_t n, llama_s
         if (rc != SB_OK)
             return rc;
         sb_llama_state_transpose(sl->vtmp, sl->wv[l], (uint32_t)n, L->n_embd_v, L->v_el, 0);
+    }
+    if (sl->recurrent) {
+        /* The recurrent part: the point state at the match's end, checked
+         * to be one of this layout after exactly that position. */
+        const uint8_t *pt = sb_match_point(m);
+        if (!pt) {
+            sb_match_info mi;
+            sb_match_get_info(m, &mi);
+            return mi.n_tokens < from + n ? SB_ERR_CORRUPT : SB_ERR_NO_POINT;
+        }
+        if (sb_llama_state_rec_check(lay, pt, (int32_t)(from + n) - 1, NULL, 0) != 0)
+            return SB_LLAMA_ERR_FORMAT;
+        memcpy(sl->buf + b - lay->rec_bytes, pt, lay->rec_bytes);
     }
     *bytes = b;
     return SB_OK;
@@ -623,11 +693,11 @@ static int restore_all(sb_llama *sl, restoring *r, llama_seq_id seq)
 {
     llama_memory_t mem = llama_get_memory(sl->ctx);
     size_t pages = (r->n + sl->page_tokens - 1) / sl->page_tokens;
-    if (sb_match_load_start(r->m, pages, 0, &r->ld) != SB_OK)
+    if (sb_match_load_start(r->m, pages, sl->recurrent, &r->ld) != SB_OK)
         r->ld = NULL; /* the restores read what they need themselves */
     int rc = SB_OK;
     size_t done = 0;
-    if (sl->scratch < 0 || sl->scratch == seq) {
+    if (!chunked(sl) || sl->scratch == seq) {
         rc = restore_range(sl, r, 0, r->n, seq, &done);
     } else {
         size_t chunk = CHUNK_TOKENS / sl->page_tokens * sl->page_tokens;
@@ -712,6 +782,7 @@ int sb_llama_restore(sb_llama *sl, llama_seq_id seq, const llama_token *tokens,
         remote = n;
     ri.set_ms = r.set_ms;
     ri.n_restored = n;
+    ri.n_matched = mi.n_matched_tokens > n ? mi.n_matched_tokens : n;
     ri.miss = n == max_tokens ? SB_MISS_NONE : miss;
     ri.tokens_remote = remote;
     size_t local = n - remote;
@@ -759,11 +830,18 @@ static int export_new(sb_llama *sl, llama_seq_id seq, size_t from, size_t n, siz
             continue;
         if (sl->idx[pos - from] != UINT32_MAX)
             return SB_LLAMA_ERR_SEQ; /* one position twice */
+        if (!sb_llama_state_cell_text(&view, c, (int32_t)sl->toks[pos]))
+            return SB_LLAMA_ERR_SEQ; /* M-RoPE: not the caller's text token there */
         sl->idx[pos - from] = c;
         found++;
     }
     if (found != want)
         return SB_LLAMA_ERR_SEQ;
+    /* A hybrid's recurrent state is after the sequence's last position:
+     * it is the point state at n only when that is n - 1. */
+    if (sl->recurrent && view.rec_pos != (int32_t)n - 1)
+        return SB_LLAMA_ERR_SEQ;
+    sl->point = view.rec;
     const sb_llama_state_layout *lay = &sl->lay;
     uint8_t *vt = NULL;
     if (lay->v_trans) {
@@ -777,6 +855,8 @@ static int export_new(sb_llama *sl, llama_seq_id seq, size_t from, size_t n, siz
     for (uint32_t l = 0; l < lay->n_layer; l++) {
         const sb_llama_state_layer *L = &lay->layers[l];
         sb_block_table *tk = &sl->tables[2 * l], *tv = &sl->tables[2 * l + 1];
+        if (view.n_cells == 0) /* a hybrid's point alone: the tables name nothing */
+            sl->rk[l] = sl->rv[l] = sl->buf;
         *tk = (sb_block_table){ .base = (void *)sl->rk[l], .block_ids = sl->idx,
                                 .first_pos = from, .block_tokens = 1,
                                 .block_stride = L->k_row };
@@ -807,8 +887,11 @@ int sb_llama_save(sb_llama *sl, llama_seq_id seq, const llama_token *tokens, siz
     if (!seq_ok(sl, seq))
         return SB_LLAMA_ERR_SEQ;
     llama_memory_t mem = llama_get_memory(sl->ctx);
-    if (llama_memory_seq_pos_min(mem, seq) != 0 ||
-        llama_memory_seq_pos_max(mem, seq) < (llama_pos)n_tokens - 1)
+    /* (a hybrid's lowest position is its recurrent state's, the last: its
+     * KV cells are checked position by position when exported) */
+    llama_pos last = llama_memory_seq_pos_max(mem, seq);
+    if ((!sl->recurrent && llama_memory_seq_pos_min(mem, seq) != 0) ||
+        last < (llama_pos)n_tokens - 1 || (sl->recurrent && last != (llama_pos)n_tokens - 1))
         return SB_LLAMA_ERR_SEQ;
     int rc = bank_tokens(sl, tokens, n_tokens);
     if (rc != SB_OK)
@@ -816,18 +899,24 @@ int sb_llama_save(sb_llama *sl, llama_seq_id seq, const llama_token *tokens, siz
     if (sl->whole_pages)
         n_tokens = n_tokens / sl->page_tokens * sl->page_tokens;
     size_t from = 0;
+    int held = 0;                 /* the bank restores all n_tokens already */
     if (n_tokens > 0) {
         sb_lookup q = { .tokens = sl->toks, .n_tokens = n_tokens };
         rc = sb_ns_lookup(sl->ns, &q, 1);
         if (rc != SB_OK)
             return rc;
-        from = q.info.n_tokens;
+        /* a hybrid's pages may reach further than its last point state:
+         * they are kept, and the point at n_tokens is put beside them */
+        from = sl->recurrent ? q.info.n_matched_tokens : q.info.n_tokens;
+        if (from > n_tokens)
+            from = n_tokens;
+        held = q.info.n_tokens >= n_tokens;
     }
     /* Eviction between the lookup and the put can take pages from under
      * `from`: the put then says how much the bank holds, and we go again
      * from there (a few times at most). */
     for (int tries = 0; tries < 4; tries++) {
-        if (from >= n_tokens) {
+        if (held || (from >= n_tokens && !sl->recurrent)) {
             si.n_stored = n_tokens;
             rc = SB_OK;
             break;
@@ -838,8 +927,8 @@ int sb_llama_save(sb_llama *sl, llama_seq_id seq, const llama_token *tokens, siz
             break;
         si.bytes_exported += bytes;
         size_t stored = 0;
-        rc = sb_ns_put_blocks(sl->ns, sl->toks, n_tokens, from, sl->tables, NULL, &stored,
-                              &si.outcome);
+        rc = sb_ns_put_blocks(sl->ns, sl->toks, n_tokens, from, sl->tables,
+                              sl->recurrent ? sl->point : NULL, &stored, &si.outcome);
         if (rc == SB_ERR_RANGE && stored < from) {
             from = stored;
             continue;

@@ -10,6 +10,7 @@
 #include "ggml.h"
 
 #define CELL_BYTES 12u           /* pos, n_seq_id 1, seq_id */
+#define EXT_BYTES 12u            /* M-RoPE's x, y, tok */
 #define ROW_MAX (1ull << 30)     /* no layer's row of one token is 1 GiB */
 
 typedef struct rd {
@@ -86,8 +87,19 @@ static int type_ok(rd *r, int32_t type, uint64_t row, const char *what, uint32_t
 int32_t sb_llama_state_cell_pos(const sb_llama_state_view *view, uint32_t i)
 {
     int32_t pos;
-    memcpy(&pos, view->cells + (size_t)i * CELL_BYTES, 4);
+    memcpy(&pos, view->cells + (size_t)i * view->cell_bytes, 4);
     return pos;
+}
+
+int sb_llama_state_cell_text(const sb_llama_state_view *view, uint32_t i, int32_t token)
+{
+    if (view->cell_bytes == CELL_BYTES)
+        return 1;
+    int32_t f[4]; /* pos, then the extension's x, y, tok */
+    const uint8_t *c = view->cells + (size_t)i * view->cell_bytes;
+    memcpy(&f[0], c, 4);
+    memcpy(&f[1], c + 8, 12);
+    return f[1] == f[0] && f[2] == f[0] && f[3] == token;
 }
 
 /* One layer's field header (K or V) checked against, or learned into, L. */
@@ -151,6 +163,98 @@ static void layer_v(rd *r, sb_llama_state_layer *L, int learn, uint32_t v_trans,
         *rows = q;
 }
 
+/* One recurrent tensor's header (R or S of rec layer i) checked against,
+ * or learned into, *type and *row; its row taken. */
+static const uint8_t *rec_tensor(rd *r, int learn, const char *what, uint32_t i, int32_t *type,
+                                 uint64_t *row)
+{
+    int32_t t = (int32_t)u32(r, "a recurrent type");
+    uint64_t w = u64(r, "a recurrent row size");
+    if (r->failed)
+        return NULL;
+    if (learn) {
+        if (!type_ok(r, t, w, what, i))
+            return NULL;
+        *type = t;
+        *row = w;
+    } else if (t != *type || w != *row) {
+        fail(r, "recurrent layer %u: %s is %d with %llu bytes, the probe found %d with %llu",
+             i, what, t, (unsigned long long)w, *type, (unsigned long long)*row);
+        return NULL;
+    }
+    return take(r, w, "a recurrent row");
+}
+
+/* The recurrent part after the KV cache's (state.h). learn: n_layer_all,
+ * n_rec and rec are learned, rec in *layers' block (grown here). */
+static void parse_rec(rd *r, sb_llama_state_layout *layout, int learn,
+                      sb_llama_state_layer **layers, uint32_t n_kv, sb_llama_state_view *view)
+{
+    const uint8_t *start = r->p;
+    uint32_t cells = u32(r, "the recurrent cell count");
+    int32_t pos = (int32_t)u32(r, "the recurrent cell");
+    uint32_t n_seq = u32(r, "the recurrent cell");
+    uint32_t s_trans = u32(r, "the recurrent layout");
+    uint32_t n_all = u32(r, "the recurrent layer count");
+    if (r->failed)
+        return;
+    if (cells != 1 || pos < 0 || n_seq != 0) {
+        fail(r, "the recurrent part holds %u cells (pos %d, %u sequence ids), not a "
+             "sequence's one", cells, pos, n_seq);
+        return;
+    }
+    if (s_trans != 0) {
+        fail(r, "a transposed recurrent state (s_trans %u) is not one this connector knows",
+             s_trans);
+        return;
+    }
+    if (learn) {
+        if (n_all <= n_kv || n_all > SB_LLAMA_STATE_LAYERS_MAX) {
+            fail(r, "%u layers in all beside %u with a KV cache", n_all, n_kv);
+            return;
+        }
+        size_t kv = (size_t)n_kv * sizeof **layers;
+        sb_llama_state_layer *grown = realloc(*layers, kv + (n_all - n_kv) * sizeof *layout->rec);
+        if (!grown) {
+            fail(r, "out of memory");
+            return;
+        }
+        *layers = grown;
+        layout->n_layer_all = n_all;
+        layout->n_rec = n_all - n_kv;
+        layout->rec = (sb_llama_state_rec *)(void *)((uint8_t *)grown + kv);
+    } else if (n_all != layout->n_layer_all) {
+        fail(r, "%u layers in all, the probe found %u", n_all, layout->n_layer_all);
+        return;
+    }
+    for (uint32_t i = 0; i < layout->n_rec && !r->failed; i++)
+        rec_tensor(r, learn, "R", i, &layout->rec[i].r_type, &layout->rec[i].r_row);
+    for (uint32_t i = 0; i < layout->n_rec && !r->failed; i++)
+        rec_tensor(r, learn, "S", i, &layout->rec[i].s_type, &layout->rec[i].s_row);
+    if (r->failed)
+        return;
+    if (learn)
+        layout->rec_bytes = (uint64_t)(r->p - start);
+    view->rec = start;
+    view->rec_pos = pos;
+}
+
+int sb_llama_state_rec_check(const sb_llama_state_layout *layout, const uint8_t *rec,
+                             int32_t pos, char *err, size_t err_len)
+{
+    rd r = { rec, rec + layout->rec_bytes, err, err_len, 0 };
+    sb_llama_state_layout copy = *layout;
+    sb_llama_state_layer *layers = layout->layers;
+    sb_llama_state_view v = { 0 };
+    parse_rec(&r, &copy, 0, &layers, layout->n_layer, &v);
+    if (!r.failed && v.rec_pos != pos)
+        fail(&r, "a recurrent state after position %d where one after %d was wanted", v.rec_pos,
+             pos);
+    if (!r.failed && r.p != r.end)
+        fail(&r, "%zu bytes after the recurrent part", (size_t)(r.end - r.p));
+    return r.failed ? -1 : 0;
+}
+
 int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *layout,
                          int32_t want_seq, sb_llama_state_view *view, char *err,
                          size_t err_len)
@@ -159,6 +263,9 @@ int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *la
     int learn = layout->layers == NULL;
     sb_llama_state_layer *layers = layout->layers;
     memset(view, 0, offsetof(sb_llama_state_view, k));
+    view->rec = NULL;
+    view->rec_pos = -1;
+    view->cell_bytes = CELL_BYTES + (layout->cell_ext ? EXT_BYTES : 0);
 
     uint32_t magic = u32(&r, "the header");
     view->seq_id = (int32_t)u32(&r, "the header");
@@ -184,18 +291,19 @@ int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *la
             break;
         }
         seen = 1;
+        uint32_t cb = view->cell_bytes;
         view->n_cells = n_cells;
-        view->cells = take(&r, (uint64_t)n_cells * CELL_BYTES, "the cells");
+        view->cells = take(&r, (uint64_t)n_cells * cb, "the cells");
         if (r.failed)
             break;
         int32_t seq0 = 0;
         for (uint32_t i = 0; i < n_cells; i++) {
-            const uint8_t *c = view->cells + (size_t)i * CELL_BYTES;
+            const uint8_t *c = view->cells + (size_t)i * cb;
             int32_t pos, seq;
             uint32_t n_seq;
             memcpy(&pos, c, 4);
             memcpy(&n_seq, c + 4, 4);
-            memcpy(&seq, c + 8, 4);
+            memcpy(&seq, c + cb - 4, 4);
             if (i == 0)
                 seq0 = seq;
             if (n_seq != 1 || pos < 0 || seq < 0 || seq != seq0 ||
@@ -234,6 +342,8 @@ int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *la
     }
     if (!r.failed && learn && !seen)
         fail(&r, "the probe's state holds no cells");
+    if (!r.failed && layout->recurrent)
+        parse_rec(&r, layout, learn, &layers, layout->n_layer, view);
     if (!r.failed && r.p != r.end)
         fail(&r, "%zu bytes after the KV cache's state: a memory part this connector does "
              "not know", (size_t)(r.end - r.p));
@@ -242,6 +352,8 @@ out:
         if (r.failed) {
             free(layers);
             layout->n_layer = 0;
+            layout->n_rec = 0;
+            layout->rec = NULL;
         } else {
             layout->layers = layers;
             layout->n_stream = n_stream;
@@ -252,12 +364,15 @@ out:
 
 size_t sb_llama_state_bytes(const sb_llama_state_layout *layout, uint32_t n_cells)
 {
-    uint64_t b = 12 + 4ull * layout->n_stream + (uint64_t)n_cells * CELL_BYTES + 8;
+    uint64_t cb = CELL_BYTES + (layout->cell_ext ? EXT_BYTES : 0);
+    uint64_t b = 12 + 4ull * layout->n_stream + (uint64_t)n_cells * cb + 8;
     for (uint32_t l = 0; l < layout->n_layer; l++) {
         const sb_llama_state_layer *L = &layout->layers[l];
         b += 12 + L->k_row * n_cells;
         b += 12 + L->v_row * n_cells;
     }
+    if (layout->recurrent)
+        b += layout->rec_bytes;
     return b > SIZE_MAX / 2 ? 0 : (size_t)b;
 }
 
@@ -274,7 +389,8 @@ static uint8_t *put64(uint8_t *p, uint64_t v)
 }
 
 void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t pos0,
-                          int32_t seq_id, uint8_t *buf, uint8_t **k, uint8_t **v)
+                          int32_t seq_id, const uint32_t *tokens, uint8_t *buf, uint8_t **k,
+                          uint8_t **v)
 {
     uint8_t *p = buf;
     p = put32(p, SB_LLAMA_STATE_MAGIC);
@@ -285,8 +401,14 @@ void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells,
         if (s != 0 || n_cells == 0)
             continue;
         for (uint32_t i = 0; i < n_cells; i++) {
-            p = put32(p, (uint32_t)(pos0 + (int32_t)i));
+            uint32_t pos = (uint32_t)(pos0 + (int32_t)i);
+            p = put32(p, pos);
             p = put32(p, 1);
+            if (layout->cell_ext) {
+                p = put32(p, pos);
+                p = put32(p, pos);
+                p = put32(p, tokens[i]);
+            }
             p = put32(p, (uint32_t)seq_id);
         }
         p = put32(p, layout->v_trans);

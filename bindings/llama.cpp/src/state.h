@@ -19,6 +19,12 @@
  *             cell_count x     one cell, in cache order (not position order):
  *               4               pos       i32
  *               4               n_seq_id  u32, 1 in a sequence's state
+ *               12              ext       only for an M-RoPE model (rope
+ *                                         type MROPE or IMROPE: the cache's
+ *                                         cells carry an extension):
+ *                                         x i32, y i32, tok i32; a text
+ *                                         token's is x = y = pos, tok its
+ *                                         token id
  *               4 * n_seq_id    seq_id    i32 each
  *             4     v_trans    u32, 1 when V is stored transposed (flash
  *                              attention off), else 0
@@ -38,16 +44,44 @@
  *               n_embd_v * cell_count * v_el  element j of every cell,
  *                               then element j + 1 of every cell, ...
  *
- * and nothing after the last stream. Models whose memory has more parts
- * (a sliding-window cache beside the base one, a recurrent state, cell
- * extensions for M-RoPE) write more: those are refused by the connector
+ * A hybrid model's memory (llama_memory_hybrid: attention layers in a KV
+ * cache, recurrent layers beside them) writes the KV cache's part above,
+ * then the recurrent part (src/llama-memory-recurrent.cpp,
+ * llama_memory_recurrent::state_write; what llama.cpp calls the partial
+ * state, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY):
+ *
+ *             4     rec_cells  u32, 1 (a sequence's one recurrent cell)
+ *             4     pos        i32, the position the state is after
+ *             4     n_seq_id   u32, 0 in a sequence's state
+ *             4     s_trans    u32, 0 (1, S transposed, is refused)
+ *             4     n_layer    u32, every layer of the model
+ *             n_rec x          R (conv state) of one recurrent layer:
+ *               4               r_type    i32
+ *               8               r_row     u64
+ *               r_row           the row
+ *             n_rec x          S (the recurrent state) of one layer:
+ *               4               s_type    i32
+ *               8               s_row     u64
+ *               s_row           the row
+ *
+ * where n_rec = n_layer - the KV cache's layers (every layer is one or
+ * the other). The connector keeps this part whole as the point state at
+ * the sequence's end (SB_LAYOUT_POINT_REQUIRED): a state is only ever
+ * restored with the recurrent state of exactly its last position.
+ *
+ * Models whose memory has other parts (a sliding-window cache beside the
+ * base one, a recurrent model with no KV cache, the cell extension of
+ * per-layer n-gram embeddings) write more or otherwise: those are refused by the connector
  * before a state is read, and a state with bytes left over after the
  * parse above is refused here.
  *
  * The connector keeps one row per token per tensor: the K rows as they
  * are, and V token-major (a transposed V is transposed on the way in and
  * out). A state to restore is written with all its cells in stream 0, at
- * positions 0 .. n - 1 in order, so llama.cpp places them in that order. */
+ * positions 0 .. n - 1 in order, so llama.cpp places them in that order.
+ * An M-RoPE cell's extension is not kept: a save checks that every cell
+ * is a text token's (x = y = pos, tok the caller's token), and a restore
+ * writes that back. */
 #ifndef SB_LLAMA_STATE_H
 #define SB_LLAMA_STATE_H
 
@@ -67,22 +101,42 @@ typedef struct sb_llama_state_layer {
     uint32_t n_embd_v;            /* v_trans: elements of one token's V */
 } sb_llama_state_layer;
 
+/* One recurrent layer's R and S, as the probe found them. */
+typedef struct sb_llama_state_rec {
+    int32_t r_type;
+    uint64_t r_row;               /* bytes of the layer's R */
+    int32_t s_type;
+    uint64_t s_row;               /* bytes of the layer's S */
+} sb_llama_state_rec;
+
 /* What every state of one context looks like. */
 typedef struct sb_llama_state_layout {
     uint32_t n_stream;
     uint32_t v_trans;
-    uint32_t n_layer;
+    uint32_t n_layer;             /* layers with a KV cache */
     sb_llama_state_layer *layers; /* n_layer, owned by whoever made it */
+    uint32_t recurrent;           /* 1: a recurrent part follows (set by
+                                     the caller before learning) */
+    uint32_t cell_ext;            /* 1: cells carry M-RoPE's extension (set
+                                     by the caller before learning) */
+    uint32_t n_layer_all;         /* recurrent: the model's layers */
+    uint32_t n_rec;               /* recurrent: n_layer_all - n_layer */
+    sb_llama_state_rec *rec;      /* n_rec, in the same allocation as layers */
+    uint64_t rec_bytes;           /* recurrent: bytes of the recurrent part */
 } sb_llama_state_layout;
 
 /* A parsed state: pointers into the buffer it was parsed from. */
 typedef struct sb_llama_state_view {
     int32_t seq_id;               /* the header's */
     uint32_t n_cells;             /* cells of the sequence (one stream) */
-    const uint8_t *cells;         /* n_cells cells of 12 bytes: pos, 1, seq */
+    const uint8_t *cells;         /* n_cells cells: pos, 1, [ext,] seq */
+    uint32_t cell_bytes;          /* 12, or 24 with the extension */
     const uint8_t **k;            /* n_layer: layer l's K rows */
     const uint8_t **v;            /* n_layer: layer l's V (rows, or the
                                      transposed block) */
+    const uint8_t *rec;           /* recurrent: the recurrent part
+                                     (layout->rec_bytes), else NULL */
+    int32_t rec_pos;              /* recurrent: the position it is after */
 } sb_llama_state_view;
 
 /* sb_llama_state_parse -- parse buf[0, n) as a sequence state.
@@ -96,8 +150,11 @@ typedef struct sb_llama_state_view {
  * NULL for both; they are not filled).
  *
  * Every state: the magic, at most one stream with cells, every cell with
- * one sequence id equal to want_seq (-1: any, but the same for all), and
- * the bytes add up to n exactly.
+ * one sequence id equal to want_seq (-1: any, but the same for all), with
+ * layout->recurrent the recurrent part (one cell; in learn mode it is
+ * learned, and a probe's state needs one), and the bytes add up to n
+ * exactly. Learning allocates layers and rec in one block (free
+ * layout->layers).
  * Returns 0, or -1 with a message in err (err_len bytes, may be 0). */
 int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *layout,
                          int32_t want_seq, sb_llama_state_view *view, char *err,
@@ -105,6 +162,10 @@ int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *la
 
 /* sb_llama_state_cell_pos -- the position of cell i of a parsed view. */
 int32_t sb_llama_state_cell_pos(const sb_llama_state_view *view, uint32_t i);
+
+/* sb_llama_state_cell_text -- 1 when cell i of a parsed view is a text
+ * token's: no extension, or one of x = y = pos and tok == token; else 0. */
+int sb_llama_state_cell_text(const sb_llama_state_view *view, uint32_t i, int32_t token);
 
 /* sb_llama_state_bytes -- bytes of a state of n_cells cells in this layout
  * (what sb_llama_state_write needs); 0 when it would overflow. */
@@ -114,9 +175,20 @@ size_t sb_llama_state_bytes(const sb_llama_state_layout *layout, uint32_t n_cell
  * pos0 + n_cells - 1 of seq_id, all in stream 0) and per-layer field
  * headers of a state of n_cells cells into buf (sb_llama_state_bytes
  * long), and point k[l] and v[l] at where layer l's K rows and V (rows, or
- * transposed block) go; the caller fills them. */
+ * transposed block) go; the caller fills them. With cell_ext, tokens
+ * holds the n_cells tokens (their extensions are written as a text
+ * token's); else it may be NULL. A recurrent layout's
+ * recurrent part (rec_bytes) is the buffer's last bytes, left for the
+ * caller to fill (a point state checked by sb_llama_state_rec_check). */
 void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t pos0,
-                          int32_t seq_id, uint8_t *buf, uint8_t **k, uint8_t **v);
+                          int32_t seq_id, const uint32_t *tokens, uint8_t *buf, uint8_t **k,
+                          uint8_t **v);
+
+/* sb_llama_state_rec_check -- rec (rec_bytes) is a recurrent part of this
+ * layout (every field header the probe's) of one cell after position pos.
+ * Returns 0, or -1 with a message in err. */
+int sb_llama_state_rec_check(const sb_llama_state_layout *layout, const uint8_t *rec,
+                             int32_t pos, char *err, size_t err_len);
 
 /* sb_llama_state_transpose -- V between token-major rows (rows: n_cells
  * rows of n_embd elements of el bytes) and llama.cpp's transposed block
