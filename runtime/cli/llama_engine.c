@@ -12,6 +12,8 @@
 #include "snapbank_llama.h"
 
 #include "cli/llama_engine.h"
+#include "model/boundary.h"
+#include "session/session.h"
 #include "session/sfile.h"
 
 #ifndef SB_CLI_LLAMA_BACKENDS
@@ -34,7 +36,9 @@ struct rt_llama {
                                        string), NULL: the plain format */
     sb_store *st;
     sb_llama *sl;
-    sb_llama_info info;             /* identity, bytes_per_token, page_tokens */
+    sb_llama_info info;             /* identity, bytes_per_token, page_tokens,
+                                       point_bytes (a hybrid model's) */
+    size_t grid, keep;              /* a hybrid's boundary policy (session.h) */
     llama_token *hist;              /* (n_hist) the conversation's tokens */
     size_t n_hist;
     int resumed;                    /* the session file held tokens */
@@ -205,6 +209,11 @@ int rt_llama_open(const rt_opts *o, const char *cmd, rt_llama **out)
         goto fail;
     }
     sb_llama_get_info(L->sl, &L->info);
+    if (L->info.point_bytes) {
+        L->grid = o->boundary_grid;
+        L->keep = o->boundary_kib ? (o->boundary_kib << 10) / L->info.point_bytes
+                                  : SB_RT_BOUNDARY_KEEP;
+    }
     if (L->sess_path[0]) {
         sb_rt_sfile f;
         sb_rt_err e = { 0 };
@@ -488,10 +497,34 @@ int rt_llama_turn(rt_llama *L, const uint32_t *in, size_t n_in, const rt_llama_g
         goto out;
     }
     double t1 = sb_rt_now_s();
-    /* 2. prefill the rest, the last prompt token alone (llama_engine.h). */
-    size_t k = ri.n_restored;
-    if ((rc = decode(L, &b, all + k, n - 1 - k, k, batch, false)) != 0 ||
-        (rc = decode(L, &b, all + n - 1, 1, n - 1, 1, true)) != 0) {
+    /* 2. prefill the rest, the last prompt token alone (llama_engine.h); a
+     *    hybrid model's stops at its boundaries and saves there. */
+    size_t k = ri.n_restored, at = k;
+    size_t marks[68], n_marks = 0;
+    if (L->info.point_bytes) {
+        n_marks = sb_rt_boundary_marks(L->grid, L->keep, k, n - 1, marks);
+        if (n - 1 > k)
+            marks[n_marks++] = n - 1; /* the end of the prompt */
+    }
+    for (size_t i = 0; i <= n_marks; i++) {
+        size_t to = i < n_marks ? marks[i] : n - 1;
+        if ((rc = decode(L, &b, all + at, to - at, at, batch, false)) != 0)
+            break;
+        at = to;
+        if (i == n_marks)
+            break;
+        sb_llama_save_info si;
+        int src = sb_llama_save(L->sl, SEQ, all, to, &si);
+        if (src != SB_OK && src != SB_ERR_BUDGET) {
+            fprintf(stderr, "snapbank %s: saving the boundary at %zu: %s\n", cmd, to,
+                    sb_llama_strerror(src));
+            goto out;
+        }
+        r->boundaries_written += si.outcome.points_new;
+    }
+    if (rc == 0)
+        rc = decode(L, &b, all + n - 1, 1, n - 1, 1, true);
+    if (rc != 0) {
         fprintf(stderr, "snapbank %s: llama_decode failed (%d) in the prompt\n", cmd, rc);
         goto out;
     }
@@ -524,6 +557,7 @@ int rt_llama_turn(rt_llama *L, const uint32_t *in, size_t n_in, const rt_llama_g
     memset(&si, 0, sizeof si);
     r->commit_rc = sb_llama_save(L->sl, SEQ, all, n + n_decoded, &si);
     r->disk = si.outcome;
+    r->boundaries_written += si.outcome.points_new;
     /* The history: the prompt and every kept token (the last one sampled
      * is decoded by the next turn). */
     llama_token *h = realloc(L->hist, (n + n_kept) * sizeof *h);
@@ -544,12 +578,17 @@ int rt_llama_turn(rt_llama *L, const uint32_t *in, size_t n_in, const rt_llama_g
     r->cached_shared_tokens = ri.tokens_remote;
     r->miss = ri.miss;
     r->prefill_tokens = n - ri.n_restored;
+    if (L->info.point_bytes) {
+        r->boundary_tokens = ri.n_restored;
+        r->recomputed_tokens = ri.n_matched - ri.n_restored;
+    }
     r->gen_tokens = n_kept;
     r->restore_s = t1 - t0;
     /* Bytes of KV read from disk: the connector counts tokens, so this is
      * tokens x bytes per token (the builtin counts whole pages). */
     r->restore_bytes = ri.tokens_disk * L->info.bytes_per_token;
-    r->bank_bytes = ri.n_restored * L->info.bytes_per_token;
+    r->bank_bytes = ri.n_restored * L->info.bytes_per_token +
+                    (ri.n_restored ? L->info.point_bytes : 0);
     r->prefill_s = t2 - t1;
     r->ttft_s = (g->n_gen ? t3 : t2) - t0;
     r->decode_s = t4 - t3;

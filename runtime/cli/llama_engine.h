@@ -25,6 +25,20 @@
  * way), and the restore finds exactly the common prefix; it costs a copy
  * of the prefix's state from the bank's RAM tier each turn.
  *
+ * A hybrid model (recurrent layers beside attention: the connector keeps
+ * the recurrent state as a point state at each save's end, a boundary):
+ * the prefill stops at the grid positions the builtin engine's policy
+ * chooses (--boundary-grid, --boundary-kib; sb_rt_boundary_marks) and at
+ * all but the last prompt token, and saves at each, so a prompt through a
+ * shared prefix resumes from the last grid boundary before it parts, and
+ * the same prompt asked again from its end; the turn's save after the
+ * answer is the end-of-turn boundary the next turn resumes from. The
+ * report adds boundary, recomputed and boundaries_written as the builtin
+ * engine's does. (llama.cpp's recurrent kernels, like its attention,
+ * give bits that depend on where the prefill is cut: a cold run and a
+ * restored one agree bit for bit when they cut at the same places, as
+ * the same prompt does.)
+ *
  * Sessions (--session ID with --bank-dir): the history is kept in
  * DIR/sessions/ID.llama.session in the builtin engine's session file
  * format (session/sfile.h: the tokens, no conversation section), with

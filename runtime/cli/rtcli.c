@@ -19,7 +19,7 @@ const char rt_opts_help[] =
     "  --engine E             who computes: builtin (default: snapbank's runtime, its\n"
     "                         KV in bank pages) or llama.cpp (libllama computes, with\n"
     "                         its tokenizer and chat template; the bank keeps its KV\n"
-    "                         through the llama.cpp connector; not with --boundary-*)\n"
+    "                         through the llama.cpp connector)\n"
     "  -n N                   tokens to generate (default 32; 0: prefill only)\n"
     "  --threads N            threads (default: every online CPU)\n"
     "  --temp T               sampling temperature (default 0: greedy)\n"
@@ -198,10 +198,8 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
         bad = rt_parse_u64(v, 1, 65536, &o->page_tokens);
     else if (!strcmp(a, "--boundary-grid")) {
         bad = rt_parse_u64(v, 0, 1u << 30, &o->boundary_grid) || o->boundary_grid % SB_RT_GDN_CHUNK;
-        o->builtin_only = a;
     } else if (!strcmp(a, "--boundary-kib")) {
         bad = rt_parse_u64(v, 1, 1u << 30, &o->boundary_kib);
-        o->builtin_only = a;
     } else if (!strcmp(a, "--batch"))
         bad = rt_parse_u64(v, 1, 65536, &o->batch);
     else if (!strcmp(a, "--seed"))
@@ -312,14 +310,6 @@ int rt_opts_check(const rt_opts *o, const char *cmd)
         return 2;
     if (strlen(o->scope) > SB_SCOPE_MAX) {
         fprintf(stderr, "snapbank %s: --scope is longer than %u bytes\n", cmd, SB_SCOPE_MAX);
-        return 2;
-    }
-    if (o->engine == RT_ENGINE_LLAMA && o->builtin_only) {
-        /* Recurrent-state boundaries are the builtin runtime's; the llama.cpp
-         * connector refuses hybrid models at attach. */
-        fprintf(stderr, "snapbank %s: %s: not with --engine llama.cpp (boundaries of a hybrid "
-                        "model's recurrent state are the builtin engine's; the llama.cpp "
-                        "connector keeps attention KV only)\n", cmd, o->builtin_only);
         return 2;
     }
 #ifndef SB_CLI_LLAMA
@@ -543,7 +533,7 @@ void rt_report(FILE *f, const char *label, const sb_rt_turn *r)
     fprintf(f, " miss=%s", sb_miss_name(r->miss));
     if (r->point_hit)
         fprintf(f, " logits=point_state");
-    if (r->boundaries_written) /* a hybrid model's turn */
+    if (r->boundaries_written || r->boundary_tokens) /* a hybrid model's turn */
         fprintf(f, " boundary=%zu recomputed=%zu bank=%zuB boundaries_written=%zu",
                 r->boundary_tokens, r->recomputed_tokens, r->bank_bytes,
                 r->boundaries_written);

@@ -41,8 +41,6 @@ typedef struct rt_opts {
     const char *shared;      /* --shared redis://HOST:PORT[,...], or NULL */
     const char *shared_auth; /* --shared-auth FILE, or NULL */
     int engine;              /* RT_ENGINE_* */
-    const char *builtin_only; /* the last option given that only the builtin
-                                 engine honours (--boundary-*), or NULL */
 } rt_opts;
 
 /* Credentials for the shared tier, read from a file (rt_shared_auth). */

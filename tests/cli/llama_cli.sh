@@ -8,8 +8,12 @@
 #   - chat --session s fed two messages, then a second process fed a third:
 #     cold, warm_prefix, then ssd with the earlier turns' tokens cached;
 #   - the two engines never read each other's session files;
-#   - --engine bogus and --boundary-grid (builtin only) refused, naming
-#     the flag, exit 2.
+#   - a hybrid model (make-model's qwen35): a cold run records boundaries
+#     on the --boundary-grid and at the prompt's end; the same prompt again
+#     resumes from the end's (ssd, the last token computed, the same text
+#     and logits); a prompt that leaves it midway resumes from a grid
+#     boundary before the divergence;
+#   - --engine bogus refused, naming the flag, exit 2.
 # Where the CLI was built without llama.cpp it says so and exits 77 (skip).
 set -eu
 bin=$1
@@ -47,6 +51,25 @@ cmp -s "$work/o1" "$work/o3" || fail "greedy text of a RAM-only run differs"
 "$bin" run "$m" $l --prompt-tokens 1,2,3,4,5 -n 3 --print-token-ids > "$work/o4" 2> "$work/r4"
 grep -q "^[0-9]*,[0-9]*,[0-9]*$" "$work/o4" || fail "--prompt-tokens/--print-token-ids: $(cat "$work/o4")"
 
+# a hybrid model: boundaries on the grid and at the prompt's end
+"$bin" make-model --preset tiny-hybrid -o "$work/h.gguf" > /dev/null
+h="$work/h.gguf --engine llama.cpp --threads 1 --min-prefix 1 --boundary-grid 64 --bank-dir $work/b3"
+hp="$p $p $p $p $p $p $p $p"
+"$bin" run $h --prompt "$hp" -n 6 --logits-out "$work/hl1" > "$work/ho1" 2> "$work/hr1"
+grep -q "cache_mode=cold .*boundaries_written=[2-9]" "$work/hr1" ||
+    fail "hybrid cold run recorded no grid boundaries: $(cat "$work/hr1")"
+n=$(sed -n 's/.*cache_mode=cold cached=0\/\([0-9]*\) .*/\1/p' "$work/hr1")
+[ "${n:-0}" -gt 128 ] || fail "hybrid prompt of ${n:-?} tokens: too short for the grid"
+"$bin" run $h --prompt "$hp" -n 6 --logits-out "$work/hl2" > "$work/ho2" 2> "$work/hr2"
+grep -q "cache_mode=ssd cached=$((n - 1))/$n .*prefill=1 .*boundary=$((n - 1)) " "$work/hr2" ||
+    fail "hybrid second run did not resume from the prompt's end: $(cat "$work/hr2")"
+cmp -s "$work/ho1" "$work/ho2" || fail "hybrid greedy text differs after a restore"
+cmp -s "$work/hl1" "$work/hl2" || fail "hybrid logits differ after a restore"
+"$bin" run $h --prompt "$p $p $p $p Something else entirely." -n 2 > /dev/null 2> "$work/hr3"
+b=$(sed -n 's/.* boundary=\([0-9]*\) .*/\1/p' "$work/hr3")
+[ "${b:-0}" -gt 0 ] && [ $((b % 64)) -eq 0 ] && grep -q "cache_mode=ssd" "$work/hr3" ||
+    fail "a diverging prompt did not resume from a grid boundary: $(cat "$work/hr3")"
+
 # chat: a session across two processes (two messages, then one)
 printf 'Hello there.\n# a comment\n\nWhat do you keep?\n' > "$work/s1"
 printf 'I am back.\n' > "$work/s2"
@@ -80,15 +103,9 @@ cp "$work/b2/sessions/y.session" "$work/b2/sessions/y.llama.session"
     > /dev/null 2> "$work/e4"
 [ $? -eq 1 ] && grep -q "y.llama.session" "$work/e4" || fail "llama.cpp read a builtin session: $(cat "$work/e4")"
 
-# refusals: an unknown engine, an option the llama.cpp engine cannot honour
+# refusals: an unknown engine
 "$bin" run "$m" --engine bogus --prompt x > /dev/null 2> "$work/e5"
 [ $? -eq 2 ] && grep -q -- "--engine 'bogus': no such engine" "$work/e5" || fail "--engine bogus: $(cat "$work/e5")"
-"$bin" run "$m" $l --prompt x --boundary-grid 64 > /dev/null 2> "$work/e6"
-[ $? -eq 2 ] && grep -q -- "--boundary-grid: not with --engine llama.cpp" "$work/e6" ||
-    fail "--boundary-grid: $(cat "$work/e6")"
-"$bin" chat "$m" $l --boundary-kib 64 < /dev/null > /dev/null 2> "$work/e7"
-[ $? -eq 2 ] && grep -q -- "--boundary-kib: not with --engine llama.cpp" "$work/e7" ||
-    fail "--boundary-kib: $(cat "$work/e7")"
 "$bin" run "$work/none.gguf" $l --prompt x > /dev/null 2> "$work/e8"
 [ $? -eq 1 ] && grep -q "none.gguf" "$work/e8" || fail "a missing model: $(cat "$work/e8")"
 set -e
