@@ -13,7 +13,8 @@ static void mm_usage(FILE *f)
 {
     fprintf(f,
             "usage: snapbank make-model -o FILE [--preset P] [options]\n\n"
-            "Writes a GGUF v3 model (llama, qwen2, qwen3, or the hybrid qwen35) with random\n"
+            "Writes a GGUF v3 model (llama, qwen2, qwen3, the hybrid qwen35, or olmo2 with\n"
+            "sliding-window attention, for llama.cpp only: `run` refuses olmo2) with random\n"
             "weights drawn from a seed (the same options give the same bytes) and a\n"
             "generated SentencePiece vocabulary, or a real one (--vocab FILE).\n\n"
             "options:\n"
@@ -27,8 +28,15 @@ static void mm_usage(FILE *f)
             "                     hybrid Gated DeltaNet + gated attention (qwen35):\n"
             "                     tiny-hybrid (dim 64, 4 layers, F32), small-hybrid\n"
             "                     (dim 768, 12 layers, 1 in 4 attention, F16),\n"
-            "                     qwen3.5-0.8b (the real shape)\n"
-            "  --arch A           llama, qwen2 (Q/K/V biases), qwen3 (q/k norms), qwen35\n"
+            "                     qwen3.5-0.8b (the real shape); sliding window (olmo2,\n"
+            "                     llama.cpp only): tiny-swa (dim 64, 4 layers, 4/2 heads\n"
+            "                     of 16, window 32, untied, F32)\n"
+            "  --arch A           llama, qwen2 (Q/K/V biases), qwen3 (q/k norms), qwen35,\n"
+            "                     olmo2 (untied, head size dim / heads)\n"
+            "  --swa N            olmo2's sliding window: olmo2.attention.sliding_window\n"
+            "                     = N positions; layers 0-2 of every 4 slide (llama.cpp's\n"
+            "                     default pattern), every 4th attends to all; 0: no\n"
+            "                     window written (every layer full); other archs: 0 only\n"
             "  --dtype T          matrices and embeddings: f32, f16, bf16, q4_0, q4_1,\n"
             "                     q5_0, q5_1, q8_0, q4_k, q5_k, q6_k (every matrix that\n"
             "                     type), or q4_k_m, q5_k_m (llama.cpp's per-tensor mixes)\n"
@@ -102,10 +110,13 @@ int sb_cli_make_model(int argc, char **argv)
         return rc == -1 ? 2 : 1; /* SB_ERR_INVAL: a bad shape is a usage error */
     }
     struct stat st;
-    printf("wrote %s (%s, %s, %u layers, dim %u, %u/%u heads of %u, ff %u, vocab %u, ctx %u, "
+    char win[32] = "";
+    if (o.n_swa)
+        snprintf(win, sizeof win, ", window %u", o.n_swa);
+    printf("wrote %s (%s, %s, %u layers, dim %u, %u/%u heads of %u, ff %u, vocab %u, ctx %u%s, "
            "%s, seed %llu): %lld bytes\n", out, o.arch, sb_rt_make_dtype_name(o.dtype),
            o.n_layers, o.dim, o.n_heads, o.n_kv_heads, o.head_dim ? o.head_dim : o.dim / o.n_heads,
-           o.n_ff, o.n_vocab, o.n_ctx, o.tied ? "tied" : "untied", (unsigned long long)o.seed,
+           o.n_ff, o.n_vocab, o.n_ctx, win, o.tied ? "tied" : "untied", (unsigned long long)o.seed,
            stat(out, &st) == 0 ? (long long)st.st_size : -1LL);
     return 0;
 }

@@ -104,6 +104,7 @@ static const struct preset {
       1e-6f, 0 },
     { "qwen3.5-0.8b", "qwen35", SB_RT_F16, 1024, 24, 8, 2, 256, 3584, 248320, 262144, true,
       1e7f, 1e-6f, 0 },
+    { "tiny-swa", "olmo2", SB_RT_F32, 64, 4, 4, 2, 0, 192, 512, 2048, false, 1e4f, 1e-6f, 0 },
 };
 
 /* The qwen35 presets' hybrid shape: rope dims, attention interval, conv
@@ -115,6 +116,14 @@ static const struct hybrid_preset {
     { "tiny-hybrid", 16, 2, 4, 2, 4, 16 },
     { "small-hybrid", 32, 4, 4, 6, 12, 128 },
     { "qwen3.5-0.8b", 64, 4, 4, 16, 16, 128 },
+};
+
+/* The olmo2 presets' sliding window (attention.sliding_window). */
+static const struct swa_preset {
+    const char *name;
+    uint32_t n_swa;
+} swa_presets[] = {
+    { "tiny-swa", 32 },
 };
 
 int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
@@ -141,6 +150,9 @@ int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset)
         o->ssm_k_heads = q->ssm_k_heads, o->ssm_v_heads = q->ssm_v_heads;
         o->ssm_head_dim = q->ssm_head_dim;
     }
+    for (size_t h = 0; h < sizeof swa_presets / sizeof *swa_presets; h++)
+        if (!strcmp(swa_presets[h].name, p->name))
+            o->n_swa = swa_presets[h].n_swa;
     return i < n ? SB_OK : SB_ERR_INVAL;
 }
 
@@ -195,7 +207,7 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
         return SB_ERR_INVAL;
     if (!strcmp(name, "arch")) {
         if (strcmp(v, "llama") && strcmp(v, "qwen2") && strcmp(v, "qwen3") &&
-            strcmp(v, "qwen35"))
+            strcmp(v, "qwen35") && strcmp(v, "olmo2"))
             return SB_ERR_INVAL;
         snprintf(o->arch, sizeof o->arch, "%s", v);
         if (!strcmp(v, "qwen35") && !o->ssm_head_dim) { /* from another arch's preset */
@@ -258,6 +270,7 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
         { "ssm-v-heads", offsetof(sb_rt_make_opts, ssm_v_heads), 1, 1024 },
         { "ssm-head-dim", offsetof(sb_rt_make_opts, ssm_head_dim), 1, 1024 },
         { "mtp", offsetof(sb_rt_make_opts, mtp), 0, 1 },
+        { "swa", offsetof(sb_rt_make_opts, n_swa), 0, 1u << 22 },
     };
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (!strcmp(name, f[i].name)) {
@@ -521,6 +534,21 @@ static int check_hybrid(const sb_rt_make_opts *o, uint32_t hd, sb_rt_err *err)
     return SB_OK;
 }
 
+/* What llama.cpp's olmo2 loader needs (make_model.h): its head size is
+ * dim / heads whatever key_length says (q and attn_output are dim by dim),
+ * and output.weight is required. */
+static int check_olmo2(const sb_rt_make_opts *o, uint32_t hd, sb_rt_err *err)
+{
+    if (o->tied)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: olmo2 cannot be tied (llama.cpp "
+                          "requires its output.weight): use --untied");
+    if (o->dim % o->n_heads || hd != o->dim / o->n_heads)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: impossible olmo2 shape (head dim %"
+                          PRIu32 ", dim %" PRIu32 ", heads %" PRIu32 "): olmo2's head size is "
+                          "dim / heads", hd, o->dim, o->n_heads);
+    return SB_OK;
+}
+
 /* The qwen35 metadata beyond the common keys (model.h): the Gated DeltaNet
  * shapes, the layer pattern, the MTP count and M-RoPE sections covering
  * the n_rot / 2 pairs as Qwen3.5's [11, 11, 10, 0] covers 32. */
@@ -610,10 +638,10 @@ static uint32_t tensor_type(const sb_rt_make_opts *o, const char *role, uint32_t
 static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path, sb_rt_err *err)
 {
     bool qwen2 = !strcmp(o->arch, "qwen2"), qwen3 = !strcmp(o->arch, "qwen3");
-    bool hybrid = !strcmp(o->arch, "qwen35");
-    if (!qwen2 && !qwen3 && !hybrid && strcmp(o->arch, "llama"))
+    bool hybrid = !strcmp(o->arch, "qwen35"), olmo2 = !strcmp(o->arch, "olmo2");
+    if (!qwen2 && !qwen3 && !hybrid && !olmo2 && strcmp(o->arch, "llama"))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: architecture '%s' (llama, qwen2, "
-                          "qwen3, qwen35)", o->arch);
+                          "qwen3, qwen35, olmo2)", o->arch);
     uint32_t ftype = UINT32_MAX;
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
         if (dtypes[i].id == o->dtype)
@@ -642,12 +670,15 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
                           "context %" PRIu32 ")", (double)o->rope_base, (double)o->rms_eps,
                           (double)o->rope_freqs, o->rope_scaling, (double)o->rope_scale,
                           o->rope_orig_ctx);
-    if (o->rope_freqs > 0 && (qwen2 || qwen3 || hybrid))
+    if (o->rope_freqs > 0 && (qwen2 || qwen3 || hybrid || olmo2))
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: rope_freqs is a llama tensor (%s "
                           "does not use it)", o->arch);
-    int hrc = hybrid ? check_hybrid(o, hd, err) : SB_OK;
+    int hrc = hybrid ? check_hybrid(o, hd, err) : olmo2 ? check_olmo2(o, hd, err) : SB_OK;
     if (hrc != SB_OK)
         return hrc;
+    if (o->n_swa && !olmo2)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: a sliding window (--swa %" PRIu32
+                          ") is written for olmo2 only, not %s", o->n_swa, o->arch);
     const char *a = o->arch;
     uint32_t qd = o->n_heads * hd, kvd = o->n_kv_heads * hd;
     vocab v = { 0 };
@@ -677,6 +708,8 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
     sb_rt_gguf_add_u32(w, KEY("rope.dimension_count"), hybrid && o->n_rot ? o->n_rot : hd);
     if (hybrid)
         hybrid_keys(w, o, hd);
+    if (olmo2 && o->n_swa) /* layers slide by llama.cpp's default pattern (make_model.h) */
+        sb_rt_gguf_add_u32(w, KEY("attention.sliding_window"), o->n_swa);
     if (o->rope_scaling[0]) {
         sb_rt_gguf_add_str(w, KEY("rope.scaling.type"), o->rope_scaling);
         sb_rt_gguf_add_f32(w, KEY("rope.scaling.factor"), o->rope_scale);
@@ -767,6 +800,23 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
             TENSOR(NAME("ffn_gate.weight"), TYPE("ffn_gate", o->dim), o->dim, o->n_ff, 0, sd);
             TENSOR(NAME("ffn_up.weight"), TYPE("ffn_up", o->dim), o->dim, o->n_ff, 0, sd);
             TENSOR(NAME("ffn_down.weight"), TYPE("ffn_down", o->n_ff), o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
+            continue;
+        }
+        if (olmo2) {
+            /* olmo2 (make_model.h): no pre-norms; whole-Q and whole-K norms,
+             * norms after attention and after the FFN; qd == dim */
+            float sd = 1 / sqrtf((float)o->dim);
+            TENSOR(NAME("attn_q.weight"), TYPE("attn_q", o->dim), o->dim, qd, 0, sd);
+            TENSOR(NAME("attn_k.weight"), TYPE("attn_k", o->dim), o->dim, kvd, 0, sd);
+            TENSOR(NAME("attn_v.weight"), TYPE("attn_v", o->dim), o->dim, kvd, 0, sd);
+            TENSOR(NAME("attn_output.weight"), TYPE("attn_output", qd), qd, o->dim, 0, 1 / sqrtf((float)qd));
+            TENSOR(NAME("attn_q_norm.weight"), SB_RT_F32, qd, 1, 1, 0.1f);
+            TENSOR(NAME("attn_k_norm.weight"), SB_RT_F32, kvd, 1, 1, 0.1f);
+            TENSOR(NAME("post_attention_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
+            TENSOR(NAME("ffn_gate.weight"), TYPE("ffn_gate", o->dim), o->dim, o->n_ff, 0, sd);
+            TENSOR(NAME("ffn_up.weight"), TYPE("ffn_up", o->dim), o->dim, o->n_ff, 0, sd);
+            TENSOR(NAME("ffn_down.weight"), TYPE("ffn_down", o->n_ff), o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
+            TENSOR(NAME("post_ffw_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
             continue;
         }
         TENSOR(NAME("attn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);

@@ -7,7 +7,26 @@
  * qwen2 (Q/K/V biases), qwen3 (per-head q/k norms) and qwen35 (hybrid:
  * Gated DeltaNet and gated attention layers, partial RoPE, M-RoPE
  * sections, optionally an MTP block), optionally with a
- * Llama 3 rope_freqs.weight and rope.scaling.* keys. Weights: matrices
+ * Llama 3 rope_freqs.weight and rope.scaling.* keys; and olmo2 (below),
+ * which only llama.cpp runs: snapbank's runtime refuses it by name.
+ *
+ * olmo2 (OLMo 2, and with a window the sliding-window attention of
+ * OLMo 3): no norm before attention or FFN; RMS norms over the whole Q
+ * (dim) and the whole K (kv heads * head size) before RoPE, and after the
+ * attention output (post_attention_norm) and the FFN output
+ * (post_ffw_norm), each added to the residual. Per layer, in file order:
+ *   attn_q (dim, dim), attn_k (dim, kv_dim), attn_v (dim, kv_dim),
+ *   attn_output (dim, dim), attn_q_norm (dim), attn_k_norm (kv_dim),
+ *   post_attention_norm (dim), ffn_gate (dim, ff), ffn_up (dim, ff),
+ *   ffn_down (ff, dim), post_ffw_norm (dim);
+ * then output_norm and output (untied: llama.cpp requires output.weight).
+ * The head size is dim / heads (llama.cpp's olmo2 reads no other).
+ * --swa N (n_swa below) writes olmo2.attention.sliding_window = N: a
+ * layer attends to its last N positions; which layers is llama.cpp's
+ * default pattern 4 (no sliding_window_pattern key is written): layers
+ * 0, 1, 2 of every 4 slide, 3, 7, ... attend to everything. --swa 0
+ * writes no window (plain OLMo 2, every layer full). Only olmo2 takes a
+ * window; a window on another architecture is refused. Weights: matrices
  * normal with standard deviation 1/sqrt(in) (so activations keep their
  * scale layer to layer), embeddings standard deviation 1 (1/sqrt(dim) when
  * tied, as the output matrix's: logits near 1, as in a trained model), norm
@@ -72,7 +91,7 @@
 #define SB_RT_MAKE_Q5_K_M 0x111u
 
 typedef struct sb_rt_make_opts {
-    char arch[16];             /* "llama", "qwen2", "qwen3" or "qwen35" */
+    char arch[16];             /* "llama", "qwen2", "qwen3", "qwen35" or "olmo2" */
     uint32_t dtype;            /* matrices and embeddings: a GGML type id
                                 * (quant.h) or SB_RT_MAKE_Q4_K_M / _Q5_K_M */
     uint32_t dim, n_layers, n_heads, n_kv_heads, n_ff, n_vocab, n_ctx;
@@ -96,6 +115,9 @@ typedef struct sb_rt_make_opts {
     uint32_t ssm_k_heads, ssm_v_heads, ssm_head_dim; /* Gated DeltaNet heads */
     uint32_t mtp;              /* MTP blocks written after the trunk (0 or 1):
                                 * nextn_predict_layers, tensors not run */
+    /* olmo2 */
+    uint32_t n_swa;            /* attention.sliding_window in positions;
+                                * 0: none (no key written) */
     char vocab[512];           /* "" to generate the vocabulary; else a GGUF file whose
                                 * tokenizer.* keys are copied (n_vocab is then its
                                 * token count, whatever n_vocab says) */
@@ -106,7 +128,7 @@ typedef struct sb_rt_make_opts {
 /* The preset names, for usage messages. */
 #define SB_RT_MAKE_PRESETS "tiny, small, tiny-llama3, tiny-qwen2, tiny-qwen3, tiny-hybrid, " \
                            "small-hybrid, llama3-1b, qwen2.5-0.5b, qwen3-0.6b, " \
-                           "smollm2-360m, qwen3.5-0.8b"
+                           "smollm2-360m, qwen3.5-0.8b, tiny-swa"
 
 /* sb_rt_make_opts_preset -- fill o with a preset (seed 1; rope base 10000,
  * epsilon 1e-5 unless listed):
@@ -146,6 +168,11 @@ typedef struct sb_rt_make_opts {
  *                 key / 16 value heads of 128, conv 4, ff 3584, vocab
  *                 248320, ctx 262144, rope base 1e7, epsilon 1e-6 (its MTP
  *                 block left out)
+ * sliding-window attention, for llama.cpp only (snapbank's runtime does
+ * not run olmo2):
+ *   tiny-swa      olmo2, F32, dim 64, 4 layers, 4/2 heads of 16, ff 192,
+ *                 vocab 512, ctx 2048, window 32 (layers 0-2 slide,
+ *                 layer 3 full), untied, rope base 10000, epsilon 1e-6
  * (make_model.c cites the published configurations.)
  * Returns: SB_OK; SB_ERR_INVAL (an unknown name: o is then tiny). */
 int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
@@ -155,7 +182,7 @@ int sb_rt_make_opts_preset(sb_rt_make_opts *o, const char *preset);
 const char *sb_rt_make_dtype_name(uint32_t dtype);
 
 /* sb_rt_make_opts_set -- set one option by name: "arch" (llama|qwen2|
- * qwen3|qwen35), "dtype" (f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|
+ * qwen3|qwen35|olmo2), "dtype" (f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|
  * q4_k_m|q5_k_m), "dim", "layers", "heads", "kv-heads",
  * "head-dim" (0: dim / heads), "ff", "vocab" (a number: the generated
  * vocabulary's size; anything else: a GGUF file to take the vocabulary
@@ -164,7 +191,8 @@ const char *sb_rt_make_dtype_name(uint32_t dtype);
  * "rope-orig-ctx", "rope-scaling" (none|linear|yarn|"" for not written),
  * "rope-scale" (the factor); qwen35: "rope-dim" (n_rot, 0: head_dim),
  * "attn-interval", "ssm-conv", "ssm-k-heads", "ssm-v-heads",
- * "ssm-head-dim", "mtp" (0|1).
+ * "ssm-head-dim", "mtp" (0|1); olmo2: "swa" (the window in positions,
+ * 0 none).
  * Returns: SB_OK; SB_ERR_INVAL (unknown name or bad value). */
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value);
 
@@ -176,7 +204,8 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value)
  * not a multiple of kv heads, vocab under 300, a dimension 0 or too large,
  * an unknown rope scaling type; qwen35: an odd rope-dim or one above the
  * head size, value heads not a multiple of key heads, no full-attention
- * layer);
+ * layer; a window (n_swa) on an architecture other than olmo2; olmo2:
+ * tied, head_dim other than dim / heads);
  * SB_ERR_NOMEM; SB_ERR_IO (err names the
  * path); with o->vocab also what sb_rt_gguf_open, sb_rt_tok_from_gguf and
  * sb_rt_vocab_copy return (err names the vocabulary file). */
