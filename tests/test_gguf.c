@@ -13,9 +13,12 @@
  * architecture, a missing or misshapen tensor (qwen3's q/k norms,
  * rope_freqs), a tensor the architecture does not use, a RoPE scaling type
  * or YaRN parameter it does not compute, partial RoPE, K and V heads of
- * different sizes.
+ * different sizes; the sliding-window preset tiny-swa (olmo2, for
+ * llama.cpp) carries its window and exactly llama.cpp's olmo2 tensors, and
+ * the runtime refuses olmo2 by name.
  */
 #define _GNU_SOURCE /* memmem */
+#include <inttypes.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -306,6 +309,20 @@ static void rejects_bad_files(void **state)
     assert_non_null(strstr(err.msg, "/nonexistent/x.gguf"));
 }
 
+/* Whether the files at p1 and p2 hold the same bytes. */
+static bool same_bytes(const char *p1, const char *p2)
+{
+    FILE *a = fopen(p1, "rb"), *b = fopen(p2, "rb");
+    assert_true(a && b);
+    int same = 1, ca, cb;
+    do {
+        ca = fgetc(a), cb = fgetc(b);
+        same &= ca == cb;
+    } while (ca != EOF && cb != EOF);
+    fclose(a), fclose(b);
+    return same;
+}
+
 static void generator(void **state)
 {
     (void)state;
@@ -313,18 +330,16 @@ static void generator(void **state)
     snprintf(p1, sizeof p1, "/tmp/test_gguf.%ld.a", (long)getpid());
     snprintf(p2, sizeof p2, "/tmp/test_gguf.%ld.b", (long)getpid());
     sb_rt_make_opts o;
-    sb_rt_make_opts_preset(&o, "tiny");
     sb_rt_err err = { 0 };
+    /* the same options, the same bytes (tiny-swa: the olmo2 branch too) */
+    assert_int_equal(sb_rt_make_opts_preset(&o, "tiny-swa"), SB_OK);
     assert_int_equal(sb_rt_make_model(&o, p1, &err), SB_OK);
     assert_int_equal(sb_rt_make_model(&o, p2, &err), SB_OK);
-    FILE *a = fopen(p1, "rb"), *b = fopen(p2, "rb");
-    int same = 1, ca, cb;
-    do {
-        ca = fgetc(a), cb = fgetc(b);
-        same &= ca == cb;
-    } while (ca != EOF && cb != EOF);
-    fclose(a), fclose(b);
-    assert_true(same);
+    assert_true(same_bytes(p1, p2));
+    sb_rt_make_opts_preset(&o, "tiny");
+    assert_int_equal(sb_rt_make_model(&o, p1, &err), SB_OK);
+    assert_int_equal(sb_rt_make_model(&o, p2, &err), SB_OK);
+    assert_true(same_bytes(p1, p2));
     o.seed = 2;
     assert_int_equal(sb_rt_make_model(&o, p2, &err), SB_OK);
     sb_rt_model *m1, *m2;
@@ -734,6 +749,112 @@ static void presets_have_the_published_shapes(void **state)
     unlink(p);
 }
 
+/* ---- sliding-window (olmo2) files ---------------------------------------------------- */
+
+/* tiny-swa, for llama.cpp (make_model.h): olmo2 metadata with the window,
+ * exactly the tensors llama.cpp's olmo2 loader creates (it refuses a file
+ * with one more or one less), in the documented order and shapes; --swa 0
+ * writes no window; what llama.cpp's olmo2 would refuse or misread is not
+ * written; snapbank's own loader refuses the architecture by name. */
+static void olmo2_swa_files(void **state)
+{
+    (void)state;
+    char p[64];
+    snprintf(p, sizeof p, "/tmp/test_gguf.%ld.swa", (long)getpid());
+    make_preset("tiny-swa", p, NULL, NULL);
+    sb_rt_gguf *g;
+    sb_rt_err err = { 0 };
+    assert_int_equal(sb_rt_gguf_open(p, &g, &err), SB_OK);
+    const char *arch;
+    size_t arch_len;
+    assert_int_equal(sb_rt_gguf_get_str(g, "general.architecture", &arch, &arch_len), SB_OK);
+    assert_true(arch_len == 5 && !memcmp(arch, "olmo2", 5));
+    static const struct { const char *key; uint64_t v; } keys[] = {
+        { "olmo2.attention.sliding_window", 32 }, { "olmo2.embedding_length", 64 },
+        { "olmo2.block_count", 4 },               { "olmo2.attention.head_count", 4 },
+        { "olmo2.attention.head_count_kv", 2 },   { "olmo2.attention.key_length", 16 },
+        { "olmo2.attention.value_length", 16 },   { "olmo2.rope.dimension_count", 16 },
+        { "olmo2.feed_forward_length", 192 },     { "olmo2.context_length", 2048 },
+        { "olmo2.vocab_size", 512 },              { "general.file_type", 0 },
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        uint64_t v;
+        if (sb_rt_gguf_get_u64(g, keys[i].key, &v) != SB_OK || v != keys[i].v)
+            fail_msg("%s is not %" PRIu64, keys[i].key, keys[i].v);
+    }
+    float eps;
+    assert_int_equal(sb_rt_gguf_get_f32(g, "olmo2.attention.layer_norm_rms_epsilon", &eps), SB_OK);
+    uint64_t pat;
+    assert_int_equal(sb_rt_gguf_get_u64(g, "olmo2.attention.sliding_window_pattern", &pat),
+                     SB_ERR_NOT_FOUND); /* llama.cpp's default pattern, 4 */
+    /* the tensors, in file order: (name, in, rows); rows 1 is a vector */
+    static const struct { const char *name; uint64_t in, rows; } layer[] = {
+        { "attn_q.weight", 64, 64 },          { "attn_k.weight", 64, 32 },
+        { "attn_v.weight", 64, 32 },          { "attn_output.weight", 64, 64 },
+        { "attn_q_norm.weight", 64, 1 },      { "attn_k_norm.weight", 32, 1 },
+        { "post_attention_norm.weight", 64, 1 }, { "ffn_gate.weight", 64, 192 },
+        { "ffn_up.weight", 64, 192 },         { "ffn_down.weight", 192, 64 },
+        { "post_ffw_norm.weight", 64, 1 },
+    };
+    size_t n_layer = sizeof layer / sizeof *layer;
+    assert_int_equal(sb_rt_gguf_n_tensors(g), 1 + 4 * n_layer + 2);
+    for (size_t i = 0; i < sb_rt_gguf_n_tensors(g); i++) {
+        const sb_rt_gguf_tensor *t = sb_rt_gguf_tensor_at(g, i);
+        char want[96];
+        uint64_t in = 64, rows = 512;
+        if (i == 0) {
+            snprintf(want, sizeof want, "token_embd.weight");
+        } else if (i == 1 + 4 * n_layer) {
+            snprintf(want, sizeof want, "output_norm.weight"), rows = 1;
+        } else if (i == 2 + 4 * n_layer) {
+            snprintf(want, sizeof want, "output.weight");
+        } else {
+            size_t l = (i - 1) / n_layer, j = (i - 1) % n_layer;
+            snprintf(want, sizeof want, "blk.%zu.%s", l, layer[j].name);
+            in = layer[j].in, rows = layer[j].rows;
+        }
+        if (strcmp(t->name, want) || t->ne[0] != in || t->ne[1] != rows ||
+            t->n_dims != (rows == 1 ? 1u : 2u) || t->type != SB_RT_F32)
+            fail_msg("tensor %zu is %s (%" PRIu64 ", %" PRIu64 "), expected %s (%" PRIu64
+                     ", %" PRIu64 ")", i, t->name, t->ne[0], t->ne[1], want, in, rows);
+    }
+    sb_rt_gguf_close(g);
+    /* snapbank's runtime does not run olmo2: refused by name, not loaded */
+    refused(p, SB_ERR_UNSUPPORTED, "architecture 'olmo2' is not supported", NULL);
+    /* --swa 0: no window key (plain OLMo 2) */
+    make_preset("tiny-swa", p, "swa", "0");
+    assert_int_equal(sb_rt_gguf_open(p, &g, &err), SB_OK);
+    uint64_t v;
+    assert_int_equal(sb_rt_gguf_get_u64(g, "olmo2.attention.sliding_window", &v),
+                     SB_ERR_NOT_FOUND);
+    sb_rt_gguf_close(g);
+    /* what llama.cpp's olmo2 cannot load is not written */
+    sb_rt_make_opts o;
+    assert_int_equal(sb_rt_make_opts_preset(&o, "tiny-swa"), SB_OK);
+    o.tied = true; /* olmo2 needs output.weight */
+    assert_int_equal(sb_rt_make_model(&o, p, &err), SB_ERR_INVAL);
+    assert_non_null(strstr(err.msg, "tied"));
+    o.tied = false;
+    assert_int_equal(sb_rt_make_opts_set(&o, "head-dim", "32"), SB_OK); /* not dim / heads */
+    assert_int_equal(sb_rt_make_model(&o, p, &err), SB_ERR_INVAL);
+    assert_non_null(strstr(err.msg, "olmo2's head size is dim / heads"));
+    assert_int_equal(sb_rt_make_opts_set(&o, "head-dim", "0"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "rope-freqs", "8"), SB_OK);
+    assert_int_equal(sb_rt_make_model(&o, p, &err), SB_ERR_INVAL);
+    assert_non_null(strstr(err.msg, "rope_freqs"));
+    /* a window elsewhere is refused, not silently dropped */
+    assert_int_equal(sb_rt_make_opts_preset(&o, "tiny"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "swa", "8"), SB_OK);
+    assert_int_equal(sb_rt_make_model(&o, p, &err), SB_ERR_INVAL);
+    assert_non_null(strstr(err.msg, "olmo2 only"));
+    assert_int_equal(sb_rt_make_opts_set(&o, "swa", "-1"), SB_ERR_INVAL);
+    /* another (untied) preset made olmo2 is written: its head size is dim / heads */
+    assert_int_equal(sb_rt_make_opts_set(&o, "swa", "16"), SB_OK);
+    assert_int_equal(sb_rt_make_opts_set(&o, "arch", "olmo2"), SB_OK);
+    assert_int_equal(sb_rt_make_model(&o, p, &err), SB_OK);
+    unlink(p);
+}
+
 /* ---- hybrid (qwen35) files ----------------------------------------------------------- */
 
 static void add_v_heads3(sb_rt_gguf_writer *w)
@@ -864,6 +985,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hybrid_files),
+        cmocka_unit_test(olmo2_swa_files),
         cmocka_unit_test(round_trip),
         cmocka_unit_test(rejects_bad_files),
         cmocka_unit_test(generator),

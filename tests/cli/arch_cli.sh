@@ -9,7 +9,9 @@
 #   - `chat` resumes a session in a second process from disk;
 #   - errors: an unknown preset or scaling type is a usage error (exit 2)
 #     naming it; a model of an unknown architecture is refused (exit 1)
-#     with the architecture named.
+#     with the architecture named, and so is make-model's olmo2 preset
+#     tiny-swa (a sliding-window model for llama.cpp only), which
+#     make-model writes the same twice.
 set -eu
 bin=$1
 work=$2
@@ -75,5 +77,19 @@ set -e
 [ $rc -eq 1 ] && grep -q "architecture 'qwen9' is not supported" "$work/e3" ||
     fail "unknown architecture (exit $rc): $(cat "$work/e3")"
 grep -q "other.gguf" "$work/e3" || fail "the message does not name the file: $(cat "$work/e3")"
+# olmo2 with a sliding window: written (byte-identical twice), run refuses it by name
+"$bin" make-model --preset tiny-swa -o "$work/swa.gguf" > "$work/mm" || fail "tiny-swa: make-model"
+grep -q "(olmo2, f32, 4 layers, .*window 32, untied" "$work/mm" || fail "tiny-swa: $(cat "$work/mm")"
+"$bin" make-model --preset tiny-swa -o "$work/swa2.gguf" > /dev/null || fail "tiny-swa: make-model"
+cmp -s "$work/swa.gguf" "$work/swa2.gguf" || fail "tiny-swa: the same options gave other bytes"
+set +e
+"$bin" run "$work/swa.gguf" --prompt x -n 1 --bank-dir "$work/b-swa" > /dev/null 2> "$work/e4"
+rc=$?
+"$bin" make-model --preset tiny --swa 8 -o "$work/x.gguf" > /dev/null 2> "$work/e5"
+rc5=$?
+set -e
+[ $rc -eq 1 ] && grep -q "architecture 'olmo2' is not supported" "$work/e4" ||
+    fail "olmo2 (exit $rc): $(cat "$work/e4")"
+[ $rc5 -eq 2 ] && grep -q "olmo2 only" "$work/e5" || fail "--swa on llama (exit $rc5): $(cat "$work/e5")"
 rm -rf "$work"
 echo "arch_cli: ok"
