@@ -12,8 +12,10 @@
  * its buffer (ASan) and never crashes.
  *
  * Input: one byte of flags (bit 0: a hybrid model's recurrent part
- * follows the KV cache's; bit 1: cells carry M-RoPE's extension; the
- * other bits ignored), then the bytes of a state. Seeds
+ * follows the KV cache's; bit 1: cells carry M-RoPE's extension; bit 2: a
+ * sliding-window cache's part follows the base one, written back after
+ * it (with bit 0 as well, only parsed); the other bits ignored), then the
+ * bytes of a state. Seeds
  * (fuzz/corpus/llama_state/) are real states llama.cpp v0.5.0 exported,
  * each after its flags byte, written by `test_llama --write-seeds DIR`. */
 #include <stdint.h>
@@ -42,38 +44,46 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!buf)
         return 0;
     memcpy(buf, data, size);
-    sb_llama_state_layout lay = { .recurrent = flags & 1, .cell_ext = (flags >> 1) & 1 };
+    sb_llama_state_layout lay = { .recurrent = flags & 1, .cell_ext = (flags >> 1) & 1,
+                                  .swa = (flags >> 2) & 1 };
     sb_llama_state_view first = { 0 };
     if (sb_llama_state_parse(buf, size, &lay, -1, &first, NULL, 0) != 0) {
-        if (lay.layers)
+        if (lay.layers || lay.swa_kv.layers)
             FAIL("a refused state left a layout");
         free(buf);
         return 0;
     }
     uint32_t nl = lay.n_layer, n = first.n_cells;
+    uint32_t ns = lay.swa_kv.n_layer, c = first.swa_n_cells;
     const uint8_t **k = calloc(nl, sizeof *k), **v = calloc(nl, sizeof *v);
     uint8_t **wk = calloc(nl, sizeof *wk), **wv = calloc(nl, sizeof *wv);
+    const uint8_t **sk = calloc(ns + 1, sizeof *sk), **sv = calloc(ns + 1, sizeof *sv);
+    uint8_t **swk = calloc(ns + 1, sizeof *swk), **swv = calloc(ns + 1, sizeof *swv);
     uint32_t *toks = calloc(n ? n : 1, sizeof *toks);
-    sb_llama_state_view view = { .k = k, .v = v };
+    uint32_t *stoks = calloc(c ? c : 1, sizeof *stoks);
+    sb_llama_state_view view = { .k = k, .v = v, .swa_k = sk, .swa_v = sv };
     char err[200];
-    if (!k || !v || !wk || !wv || !toks)
+    uint8_t *out = NULL;
+    if (!k || !v || !wk || !wv || !sk || !sv || !swk || !swv || !toks || !stoks)
         goto out;
     if (sb_llama_state_parse(buf, size, &lay, -1, &view, err, sizeof err) != 0)
         FAIL("accepted once, refused against its own layout: %s", err);
-    if (view.n_cells != n)
-        FAIL("%u cells, then %u", n, view.n_cells);
-    int canonical = n > 0 && view.cells == buf + 16; /* stream 0's cells */
+    if (view.n_cells != n || view.swa_n_cells != c)
+        FAIL("%u and %u cells, then %u and %u", n, c, view.n_cells, view.swa_n_cells);
+    /* (a window's part is written back in stream 0 with consecutive
+     * positions: only checked to parse) */
+    int canonical = n > 0 && view.cells == buf + 16 && !lay.swa; /* stream 0's cells */
     int32_t seq = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const uint8_t *c = view.cells + (size_t)i * view.cell_bytes;
+        const uint8_t *cl = view.cells + (size_t)i * view.cell_bytes;
         int32_t tok = 0;
         if (lay.cell_ext)
-            memcpy(&tok, c + 16, 4);
+            memcpy(&tok, cl + 16, 4);
         toks[i] = (uint32_t)tok;
         if (sb_llama_state_cell_pos(&view, i) != (int32_t)i ||
             !sb_llama_state_cell_text(&view, i, tok))
             canonical = 0;
-        memcpy(&seq, c + view.cell_bytes - 4, 4);
+        memcpy(&seq, cl + view.cell_bytes - 4, 4);
     }
     if (lay.recurrent && (!view.rec || view.rec < buf ||
                           view.rec + lay.rec_bytes > buf + size))
@@ -84,14 +94,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             v[l] + L->v_row * n > buf + size)
             FAIL("layer %u's rows outside the input", l);
     }
+    for (uint32_t l = 0; c && l < ns; l++) {
+        const sb_llama_state_layer *L = &lay.swa_kv.layers[l];
+        if (sk[l] < buf || sk[l] + L->k_row * c > buf + size || sv[l] < buf ||
+            sv[l] + L->v_row * c > buf + size)
+            FAIL("window layer %u's rows outside the input", l);
+    }
+    if (lay.swa && lay.recurrent)
+        goto out; /* no writer for both: the connector refuses such a model */
+    int32_t pos0 = 0;
+    for (uint32_t i = 0; i < c; i++) {
+        const uint8_t *cell = view.swa_cells + (size_t)i * view.cell_bytes;
+        int32_t tok = 0;
+        if (lay.cell_ext)
+            memcpy(&tok, cell + 16, 4);
+        stoks[i] = (uint32_t)tok;
+        if (i == 0)
+            memcpy(&pos0, cell, 4);
+    }
     size_t wb = sb_llama_state_bytes(&lay, n);
-    uint8_t *out = wb ? malloc(wb) : NULL;
+    size_t sb = lay.swa && wb ? sb_llama_state_swa_bytes(&lay, c) : 0;
+    out = wb && (sb || !lay.swa) ? malloc(wb + sb) : NULL;
     if (!out)
         goto out;
     sb_llama_state_write(&lay, n, 0, seq, toks, out, wk, wv);
     for (uint32_t l = 0; l < nl; l++) {
         memcpy(wk[l], k[l], lay.layers[l].k_row * n);
         memcpy(wv[l], v[l], lay.layers[l].v_row * n);
+    }
+    if (lay.swa) { /* cell order kept: rows and transposed blocks as they are */
+        sb_llama_state_write_swa(&lay, c, pos0, seq, stoks, out + wb, swk, swv);
+        for (uint32_t l = 0; c && l < ns; l++) {
+            memcpy(swk[l], sk[l], lay.swa_kv.layers[l].k_row * c);
+            memcpy(swv[l], sv[l], lay.swa_kv.layers[l].v_row * c);
+        }
+        wb += sb;
     }
     if (lay.recurrent) {
         memcpy(out + wb - lay.rec_bytes, view.rec, lay.rec_bytes);
@@ -104,10 +141,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the header's seq_id is the reader's business, not the cells' */
     if (canonical && first.seq_id == seq && (wb != size || memcmp(out, buf, size) != 0))
         FAIL("a state already in the writer's form did not write back the same");
-    free(out);
 out:
+    free(out);
     free(k), free(v), free(wk), free(wv), free(toks);
-    free(lay.layers);
+    free(sk), free(sv), free(swk), free(swv), free(stoks);
+    sb_llama_state_layout_free(&lay);
     free(buf);
     return 0;
 }

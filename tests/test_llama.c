@@ -18,7 +18,8 @@
  * second turn that saves only its new tokens; a prompt restored a chunk
  * at a time, with the disk reads ahead of the chunks; saves of whole pages
  * only; a hybrid model (qwen35: M-RoPE attention cells and Gated DeltaNet
- * recurrent state, kept as point states at each save's end); from RAM,
+ * recurrent state, kept as point states at each save's end) and a
+ * sliding-window one (olmo2: the window's cells as the point state); from RAM,
  * from disk in a second process, and from the shared tier on a second
  * store; refusals (a planted state with bytes it cannot account for, every
  * truncation of a real state, a busy probe sequence, parameters that
@@ -502,15 +503,15 @@ static void test_incremental_save(void **state)
  * chunk at a time through the scratch sequence, from RAM and, after the
  * store is closed and opened again, from disk with the reads running
  * ahead of the chunks; and without a scratch sequence, in one piece. */
-static void test_long_chunked(void **state)
+static void long_case(int fa, const char *name)
 {
-    (void)state;
     const char *m = model_file("small", "f16");
     enum { LONG = 2600 };
     char dir[300];
-    snprintf(dir, sizeof dir, "%s/long", tmp);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
     opts o = DEFAULT;
     o.n_ctx = 4096;
+    o.fa = fa;
     engine e;
     engine_open(&e, m, &o);
     llama_token *t = malloc(LONG * sizeof *t);
@@ -551,6 +552,14 @@ static void test_long_chunked(void **state)
     sb_llama_detach(sl);
     assert_int_equal(sb_store_close(st), SB_OK);
     engine_close(&e);
+}
+
+/* Flash attention on, and off: each chunk's V transposed on its way in. */
+static void test_long_chunked(void **state)
+{
+    (void)state;
+    long_case(LLAMA_FLASH_ATTN_TYPE_ENABLED, "long");
+    long_case(LLAMA_FLASH_ATTN_TYPE_DISABLED, "long-nofa");
 }
 
 /* whole_pages: a save keeps whole pages only (the tail is decoded again),
@@ -833,16 +842,12 @@ static float *cold_cuts(engine *e, const llama_token *t, int n, const int *cuts,
  * its new tokens, none for a prompt that leaves the saved one before its
  * end; logits bit-identical to a cold prefill cut at the same places;
  * with and without a scratch sequence; whole_pages refused. */
-static void test_hybrid(void **state)
+static void ends_case(const char *m, const opts *o, int swa)
 {
-    (void)state;
-    const char *m = hybrid_model();
-    if (!m)
-        skip();
     enum { EXTRA = 40, T2 = 20 };
     for (int scratch = 1; scratch >= 0; scratch--) {
         engine e;
-        engine_open(&e, m, &DEFAULT);
+        engine_open(&e, m, o);
         sb_store *st = ram_store();
         sb_llama_config c;
         sb_llama_config_default(&c);
@@ -860,8 +865,11 @@ static void test_hybrid(void **state)
             fail_msg("attach: %s", err);
         sb_llama_info info;
         assert_int_equal(sb_llama_get_info(sl, &info), SB_OK);
-        assert_true(info.n_layer_recurrent > 0 && info.n_layer > 0);
-        assert_true(info.point_bytes > 0);
+        if (swa)
+            assert_true(info.n_layer_swa > 0 && info.n_layer_recurrent == 0);
+        else
+            assert_true(info.n_layer_recurrent > 0 && info.n_layer_swa == 0);
+        assert_true(info.n_layer > 0 && info.point_bytes > 0);
 
         llama_token a[NA], b[NB], t[NA + EXTRA];
         prompts(&e, a, b);
@@ -884,9 +892,10 @@ static void test_hybrid(void **state)
         assert_int_equal(sb_llama_save(sl, 0, t, NA + T2, &s2), SB_OK);
         assert_int_equal(s2.n_stored, NA + T2);
         assert_int_equal(s2.n_new, T2);
-        if (scratch)
-            assert_true(s2.bytes_exported <
-                        (uint64_t)(T2 + 16) * info.bytes_per_token + info.point_bytes + 4096);
+        if (scratch) /* the new tokens (and a window's cells) */
+            assert_true(s2.bytes_exported < (uint64_t)(T2 + 16 + (swa ? 64 : 0)) *
+                                                    info.bytes_per_token +
+                                                info.point_bytes + 4096);
         else
             assert_true(s2.bytes_exported >= (uint64_t)(NA + T2) * info.bytes_per_token);
         assert_int_equal(sb_llama_save(sl, 0, t, NA + T2, &s3), SB_OK);
@@ -917,16 +926,22 @@ static void test_hybrid(void **state)
     }
 }
 
-/* A hybrid model's turn saved to disk by a second process (this binary's
- * --save child) and restored from there after it exits. */
-static void test_hybrid_disk(void **state)
+static void test_hybrid(void **state)
 {
     (void)state;
     const char *m = hybrid_model();
     if (!m)
         skip();
+    ends_case(m, &DEFAULT, 0);
+}
+
+/* A boundary model's turn (hybrid or sliding-window) saved to disk by a
+ * second process (this binary's --save child) and restored from there
+ * after it exits. */
+static void ends_disk_case(const char *m, const char *name)
+{
     char dir[300];
-    snprintf(dir, sizeof dir, "%s/hybrid-disk", tmp);
+    snprintf(dir, sizeof dir, "%s/%s-disk", tmp, name);
     char *argv[] = { self_exe, "--save", dir, (char *)m, NULL };
     pid_t pid;
     assert_int_equal(posix_spawn(&pid, self_exe, NULL, NULL, argv, environ), 0);
@@ -953,6 +968,75 @@ static void test_hybrid_disk(void **state)
     free(want);
     sb_llama_detach(sl);
     assert_int_equal(sb_store_close(st), SB_OK);
+    engine_close(&e);
+}
+
+static void test_hybrid_disk(void **state)
+{
+    (void)state;
+    const char *m = hybrid_model();
+    if (!m)
+        skip();
+    ends_disk_case(m, "hybrid");
+}
+
+/* make-model's tiny-swa (olmo2 with a 32-token window on three layers of
+ * four): the window's cells are the point state at each save's end; flash
+ * attention on and off (the window's V transposed too); from RAM and from
+ * disk in a second process. */
+static void test_sliding_window(void **state)
+{
+    (void)state;
+    const char *m = model_file("tiny-swa", "f32");
+    opts nofa = DEFAULT;
+    nofa.fa = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    ends_case(m, &DEFAULT, 1);
+    ends_case(m, &nofa, 1);
+    ends_disk_case(m, "swa");
+}
+
+/* The parser on a sliding-window model's real state: the window's cells
+ * (at most n_swa + 1 of the last positions) beside all of the base
+ * cache's; every truncation fails; without the flag the bytes do not
+ * parse. */
+static void test_state_parser_swa(void **state)
+{
+    (void)state;
+    const char *m = model_file("tiny-swa", "f32");
+    engine e;
+    engine_open(&e, m, &DEFAULT);
+    int32_t n_swa = llama_model_n_swa(e.model);
+    assert_true(n_swa > 0 && n_swa < 50);
+    llama_token t[50];
+    for (int i = 0; i < 50; i++)
+        t[i] = 5 + i;
+    decode(&e, t, 50, 0, 1);
+    size_t n = llama_state_seq_get_size(e.ctx, 1);
+    uint8_t *buf = malloc(n);
+    assert_int_equal(llama_state_seq_get_data(e.ctx, buf, n, 1), n);
+    sb_llama_state_layout lay = { .swa = 1 };
+    sb_llama_state_view v = { 0 };
+    char err[200];
+    if (sb_llama_state_parse(buf, n, &lay, 1, &v, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(v.n_cells, 50);
+    assert_true(v.swa_n_cells >= (uint32_t)n_swa && v.swa_n_cells <= (uint32_t)n_swa + 1);
+    assert_true(lay.swa_kv.n_layer > 0 && lay.n_layer > 0);
+    sb_llama_state_view w = v;
+    w.cells = v.swa_cells;
+    w.n_cells = v.swa_n_cells;
+    for (uint32_t i = 0; i < w.n_cells; i++) {
+        int32_t pos = sb_llama_state_cell_pos(&w, i);
+        assert_true(pos >= 50 - (int32_t)w.n_cells && pos < 50);
+    }
+    for (size_t cut = 0; cut < n; cut++)
+        assert_int_equal(sb_llama_state_parse(buf, cut, &lay, 1, &v, err, sizeof err), -1);
+    sb_llama_state_layout plain = { 0 };
+    assert_int_equal(sb_llama_state_parse(buf, n, &plain, 1, &v, err, sizeof err), -1);
+    assert_non_null(strstr(err, "memory part"));
+    assert_null(plain.layers);
+    free(buf);
+    sb_llama_state_layout_free(&lay);
     engine_close(&e);
 }
 
@@ -1124,6 +1208,7 @@ static int write_seeds(const char *out)
         { "small", "f16", "small-fa-q8", { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, 1, 1, 0 } },
         { "tiny-qwen3", "f32", "qwen3-streams", { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_F16, GGML_TYPE_F16, 2, 0, 0 } },
         { "tiny-hybrid", "f32", "qwen35-hybrid", { LLAMA_FLASH_ATTN_TYPE_ENABLED, GGML_TYPE_F16, GGML_TYPE_F16, 1, 1, 0 } },
+        { "tiny-swa", "f32", "olmo2-swa-nofa", { LLAMA_FLASH_ATTN_TYPE_DISABLED, GGML_TYPE_F16, GGML_TYPE_F16, 1, 1, 0 } },
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0] && rc == 0; i++) {
@@ -1140,7 +1225,8 @@ static int write_seeds(const char *out)
         FILE *f = fopen(path, "wb");
         int rope = llama_model_rope_type(e.model);
         uint8_t flags = (uint8_t)(llama_model_is_hybrid(e.model) |
-                                  (rope == LLAMA_ROPE_TYPE_MROPE || rope == LLAMA_ROPE_TYPE_IMROPE) << 1);
+                                  (rope == LLAMA_ROPE_TYPE_MROPE || rope == LLAMA_ROPE_TYPE_IMROPE) << 1 |
+                                  (llama_model_n_swa(e.model) > 0) << 2);
         if (!buf || llama_state_seq_get_data(e.ctx, buf, n, s) != n || !f ||
             fputc(flags, f) == EOF || fwrite(buf, 1, n, f) != n)
             rc = 1;
@@ -1202,6 +1288,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_state_parser_hybrid),
         cmocka_unit_test(test_hybrid),
         cmocka_unit_test(test_hybrid_disk),
+        cmocka_unit_test(test_state_parser_swa),
+        cmocka_unit_test(test_sliding_window),
     };
     /* SB_TEST_FILTER, SB_TEST_SKIP: cmocka patterns of the cases to run
      * and to leave out (the TSan build leaves out the quantizer's minute). */

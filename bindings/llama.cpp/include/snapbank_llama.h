@@ -33,10 +33,10 @@
  * (flash attention off). Each layer's K and V become two tensors of a
  * snapbank namespace, one row per token, V always token-major. A state
  * that does not parse exactly -- an unknown section, a size that does not
- * add up, a recurrent model with no KV cache, a sliding-window model whose
- * partial state the connector does not know yet, an encoder-decoder -- is
- * refused at attach with a message naming the fault; the connector never
- * restores bytes it could not account for.
+ * add up, a recurrent model with no KV cache, a hybrid with a sliding-
+ * window cache, an encoder-decoder -- is refused at attach with a message
+ * naming the fault; the connector never restores bytes it could not
+ * account for.
  *
  * Hybrid models (llama_model_is_hybrid: recurrent layers beside attention
  * layers, e.g. Qwen3.5's Gated DeltaNet). The attention layers' K and V
@@ -47,8 +47,17 @@
  * the save's end (a boundary; SB_LAYOUT_POINT_REQUIRED), and a restore
  * lands on the longest prefix that ends on one. A program that wants
  * boundaries inside a long prompt (a shared system prompt, a grid of
- * positions) decodes up to each and saves there. M-RoPE models (Qwen3.5's
- * attention) keep text tokens only: a save checks that every cell is a
+ * positions) decodes up to each and saves there.
+ *
+ * Sliding-window models (llama_model_n_swa > 0: layers that attend to a
+ * window of recent positions beside layers that attend to all, OLMo 3,
+ * Gemma 2/3, ...): llama.cpp keeps the windowed layers in a second cache
+ * that holds only the window (its partial state). The full-attention
+ * layers are paged as above; the window's cells at the save's end -- at
+ * most n_swa + 1 positions of every windowed layer's K and V -- are the
+ * point state there, a boundary as for a hybrid, with the same rules.
+ *
+ * M-RoPE models (Qwen3.5's attention) keep text tokens only: a save checks that every cell is a
  * text token's at its own position, and a restore writes that back.
  *
  * Identity. The namespace's model identity is an XXH3-128 digest of the
@@ -175,10 +184,11 @@ SB_API void sb_llama_config_default(sb_llama_config *cfg);
  * Returns: SB_OK; SB_ERR_INVAL (NULL st, ctx, cfg, cparams or out; neither
  * model_path nor model_id, or both; model_id too long); SB_LLAMA_ERR_FORMAT
  * (a recurrent model with no KV cache, a hybrid with recurrent rollback
- * snapshots (n_rs_seq), a sliding-window or encoder model, or a probe
- * state that does not parse exactly); SB_LLAMA_ERR_SETTING (probe_seq out
- * of range or not empty; a probe state whose K or V type is not cparams'
- * type_k / type_v; whole_pages with a hybrid model); SB_LLAMA_ERR_DECODE (the probe's
+ * snapshots (n_rs_seq) or a sliding-window cache, an encoder model, or a
+ * probe state that does not parse exactly); SB_LLAMA_ERR_SETTING
+ * (probe_seq out of range or not empty; a probe state whose K or V type
+ * is not cparams' type_k / type_v; whole_pages with a hybrid or
+ * sliding-window model; a point state over SB_POINT_BYTES_MAX); SB_LLAMA_ERR_DECODE (the probe's
  * decode or state read failed); SB_LLAMA_ERR_MODEL_FILE; the codes of
  * sb_ns_open (SB_ERR_LAYOUT_MISMATCH: the namespace exists with another
  * page size); SB_ERR_NOMEM. */
@@ -200,9 +210,11 @@ typedef struct sb_llama_info {
     uint8_t identity[16];         /* the namespace's model identity */
     sb_ns *ns;                    /* the namespace (borrowed until detach) */
     uint32_t n_layer_recurrent;   /* a hybrid model's recurrent layers; 0: none */
-    uint64_t point_bytes;         /* a hybrid model's recurrent state (the
-                                     point state kept at each save's end);
-                                     0: none */
+    uint32_t n_layer_swa;         /* a sliding-window model's windowed layers
+                                     (not in n_layer); 0: none */
+    uint64_t point_bytes;         /* the point state kept at each save's end:
+                                     a hybrid's recurrent state, a sliding-
+                                     window model's window; 0: none */
 } sb_llama_info;
 
 /* sb_llama_get_info -- describe an attached handle.
@@ -252,9 +264,11 @@ typedef struct sb_llama_restore_info {
  * set at once. The handle keeps its staging buffer (a chunk's state, or
  * the largest whole state it set) until detach.
  *
- * A hybrid model's restore ends on a boundary (its recurrent state is
- * set with the K and V, in one piece: llama.cpp copies a recurrent state
- * between sequences whole, so the scratch sequence's chunks are not used)
+ * A hybrid or sliding-window model's restore ends on a boundary (its
+ * recurrent state or window is set with the K and V, in one piece:
+ * llama.cpp copies a recurrent state between sequences whole, and a
+ * window belongs to the last position, so the scratch sequence's chunks
+ * are not used)
  * and is never longer than the last boundary at or before max_tokens;
  * info->miss says SB_MISS_NO_POINT when pages reached further.
  *
@@ -292,17 +306,20 @@ typedef struct sb_llama_save_info {
  * (with a scratch sequence, only they are read from llama.cpp; without
  * one the whole sequence is read and the rest dropped). Budgets,
  * durability and the disk tier's outcome as sb_ns_put_blocks. info may be
- * NULL. A hybrid model's save is a boundary: n_tokens must be the
- * sequence's length (its recurrent state is after its last position
- * only), and the recurrent state goes in as the point state at n_tokens
- * beside the new K and V (with SB_ERR_BUDGET it may be the point that did
+ * NULL. A hybrid or sliding-window model's save is a boundary: n_tokens
+ * must be the sequence's length (its recurrent state, or its window, is
+ * that of its last position only), and that goes in as the point state
+ * at n_tokens beside the new K and V (a window's cells are exported
+ * through the scratch sequence with the new tokens) (with SB_ERR_BUDGET it may be the point that did
  * not fit: the sequence is then restorable only to an earlier boundary).
  *
  * Returns: SB_OK; SB_ERR_BUDGET (the RAM budgets held a prefix only:
  * info->n_stored says how much); SB_ERR_INVAL (NULL sl or tokens, a
  * negative token); SB_ERR_NO_TOKENS; SB_LLAMA_ERR_SEQ (seq out of range,
  * or its positions are not 0 .. at least n_tokens - 1 with no hole; a
- * hybrid's not exactly 0 .. n_tokens - 1; an M-RoPE cell that is not the
+ * hybrid's or sliding-window model's not exactly 0 .. n_tokens - 1; a
+ * window that is not the n_swa + 1 positions before n_tokens at most; an
+ * M-RoPE cell that is not the
  * text token tokens[] has there);
  * SB_LLAMA_ERR_DECODE (llama.cpp's state read failed); SB_LLAMA_ERR_FORMAT
  * (the exported state does not parse as the probe's did: nothing stored);

@@ -34,6 +34,16 @@ struct sb_llama {
     int recurrent;                /* a hybrid model: each state ends with
                                      its recurrent part, kept as the point
                                      state at its end */
+    int swa;                      /* a sliding-window model: the window's
+                                     cells are the point state at the end */
+    int ends;                     /* recurrent or swa: state is kept only
+                                     at a sequence's end (a boundary) */
+    uint32_t swa_max;             /* swa: cells a window keeps at most */
+    uint64_t point_bytes;         /* the namespace's point state; 0: none */
+    uint8_t *swa_point;           /* swa: a save's point, built here */
+    uint32_t *swa_at;             /* swa: a save's cell of each window position */
+    const uint8_t **swa_rk, **swa_rv; /* swa: a parsed state's window layers */
+    uint8_t **swa_wk, **swa_wv;   /* swa: a written state's */
     llama_seq_id scratch;         /* -1: none (or the cache has streams) */
     uint8_t identity[16];
     uint64_t bytes_per_token;
@@ -217,8 +227,8 @@ static int model_known(const struct llama_context *ctx, char *err, size_t err_le
         why = "a recurrent model with no KV cache (its state has no per-token part to page)";
     else if (llama_model_is_hybrid(m) && llama_n_rs_seq(ctx) != 0)
         why = "a hybrid model with recurrent rollback snapshots (n_rs_seq)";
-    else if (llama_model_n_swa(m) > 0)
-        why = "a sliding-window model (a second, partial KV cache)";
+    else if (llama_model_n_swa(m) > 0 && llama_model_is_hybrid(m))
+        why = "a hybrid model with a sliding-window cache";
     else if (llama_model_has_encoder(m))
         why = "an encoder-decoder model";
     if (!why)
@@ -293,7 +303,7 @@ static int probe(sb_llama *sl, const sb_llama_config *cfg, char *err, size_t err
     }
     sb_llama_state_view view;
     char why[192];
-    view.k = view.v = NULL;
+    view.k = view.v = view.swa_k = view.swa_v = NULL;
     if (sb_llama_state_parse(sl->buf, n, &sl->lay, seq, &view, why, sizeof why) != 0) {
         say(err, err_len, "llama.cpp connector: the probe's sequence state does not parse: %s",
             why);
@@ -304,9 +314,9 @@ static int probe(sb_llama *sl, const sb_llama_config *cfg, char *err, size_t err
             "%d, not %d", view.rec_pos, PROBE_TOKENS - 1);
         return SB_LLAMA_ERR_FORMAT;
     }
-    if (sl->lay.recurrent && sl->lay.rec_bytes > SB_POINT_BYTES_MAX) {
-        say(err, err_len, "llama.cpp connector: a recurrent state of %llu bytes is over the "
-            "bank's point-state limit", (unsigned long long)sl->lay.rec_bytes);
+    if (sl->swa && (view.swa_n_cells == 0 || view.swa_n_cells > PROBE_TOKENS)) {
+        say(err, err_len, "llama.cpp connector: the probe's sliding-window cache holds %u "
+            "cells, not 1 or 2", view.swa_n_cells);
         return SB_LLAMA_ERR_FORMAT;
     }
     if (view.n_cells != PROBE_TOKENS || sb_llama_state_cell_pos(&view, 0) +
@@ -323,8 +333,11 @@ static int probe(sb_llama *sl, const sb_llama_config *cfg, char *err, size_t err
         }
     }
     const struct llama_context_params *cp = cfg->cparams;
-    for (uint32_t l = 0; l < sl->lay.n_layer; l++) {
-        const sb_llama_state_layer *L = &sl->lay.layers[l];
+    uint32_t n_kv = sl->lay.n_layer + sl->lay.swa_kv.n_layer;
+    for (uint32_t i = 0; i < n_kv; i++) {
+        uint32_t l = i < sl->lay.n_layer ? i : i - sl->lay.n_layer;
+        const sb_llama_state_layer *L = i < sl->lay.n_layer ? &sl->lay.layers[l]
+                                                             : &sl->lay.swa_kv.layers[l];
         if (L->k_type != (int32_t)cp->type_k || L->v_type != (int32_t)cp->type_v) {
             say(err, err_len, "llama.cpp connector: layer %u keeps K as %s and V as %s, the "
                 "context parameters say %s and %s", l, ggml_type_name(L->k_type),
@@ -360,8 +373,14 @@ static void identity(sb_llama *sl, const uint8_t *model, size_t model_bytes,
         uint64_t d[] = { (uint64_t)R->r_type, R->r_row, (uint64_t)R->s_type, R->s_row };
         XXH3_128bits_update(s, d, sizeof d);
     }
-    if (sl->lay.recurrent || sl->lay.cell_ext) {
-        uint32_t more[] = { sl->lay.recurrent, sl->lay.n_layer_all, sl->lay.cell_ext };
+    for (uint32_t l = 0; l < sl->lay.swa_kv.n_layer; l++) {
+        const sb_llama_state_layer *L = &sl->lay.swa_kv.layers[l];
+        uint64_t d[] = { (uint64_t)L->k_type, L->k_row, (uint64_t)L->v_type, L->v_row };
+        XXH3_128bits_update(s, d, sizeof d);
+    }
+    if (sl->lay.recurrent || sl->lay.cell_ext || sl->lay.swa) {
+        uint32_t more[] = { sl->lay.recurrent, sl->lay.n_layer_all, sl->lay.cell_ext,
+                            sl->lay.swa, sl->swa_max, sl->lay.swa_kv.v_trans };
         XXH3_128bits_update(s, more, sizeof more);
     }
     float f[] = { cp->rope_freq_base, cp->rope_freq_scale, cp->yarn_ext_factor,
@@ -394,8 +413,8 @@ static int open_ns(sb_llama *sl, const sb_llama_config *cfg)
     sb_layout lay = { .model_id = sl->identity, .model_id_bytes = sizeof sl->identity,
                       .page_tokens = sl->page_tokens, .n_tensors = n, .bytes_per_token = bpt,
                       .flags = elem16 ? SB_LAYOUT_ELEM16 : 0 };
-    if (sl->recurrent) {
-        lay.point_bytes = (uint32_t)sl->lay.rec_bytes;
+    if (sl->point_bytes) {
+        lay.point_bytes = (uint32_t)sl->point_bytes;
         lay.flags |= SB_LAYOUT_POINT_REQUIRED;
     }
     int rc = sb_ns_open(sl->st, &lay, cfg->scope, cfg->scope_bytes, &sl->ns);
@@ -405,10 +424,11 @@ static int open_ns(sb_llama *sl, const sb_llama_config *cfg)
 
 /* Restores go a chunk at a time through the scratch sequence: not for a
  * hybrid, whose recurrent state llama.cpp copies whole (seq_cp shares the
- * source's one cell), so its state is set in one piece. */
+ * source's one cell), nor a sliding-window model, whose window goes with
+ * the last chunk's state: their state is set in one piece. */
 static int chunked(const sb_llama *sl)
 {
-    return sl->scratch >= 0 && !sl->recurrent;
+    return sl->scratch >= 0 && !sl->ends;
 }
 
 /* The bank's page buffers for n tokens, and the staging buffers of the
@@ -421,6 +441,8 @@ static int prefault(sb_llama *sl, size_t n)
     /* a chunked restore stages a chunk, one in one piece the whole */
     size_t cells = chunked(sl) && n > CHUNK_TOKENS ? CHUNK_TOKENS : n;
     size_t b = sb_llama_state_bytes(&sl->lay, (uint32_t)cells);
+    if (b && sl->swa)
+        b += sb_llama_state_swa_bytes(&sl->lay, sl->swa_max);
     if (b == 0 || reserve((void **)&sl->buf, &sl->buf_cap, b))
         return SB_ERR_NOMEM;
     memset(sl->buf, 0, b);
@@ -432,6 +454,30 @@ static int prefault(sb_llama *sl, size_t n)
             return SB_ERR_NOMEM;
         memset(sl->vtmp, 0, v * cells);
     }
+    return SB_OK;
+}
+
+/* The point state's size: a hybrid's recurrent part, or a sliding-window
+ * model's window (state.h: 8 bytes of count and first position, then each
+ * window layer's K rows and token-major V rows for swa_max cells). */
+static int point_layout(sb_llama *sl, char *err, size_t err_len)
+{
+    uint64_t b = 0;
+    if (sl->recurrent) {
+        b = sl->lay.rec_bytes;
+    } else if (sl->swa) {
+        uint64_t row = 0;
+        for (uint32_t l = 0; l < sl->lay.swa_kv.n_layer; l++)
+            row += sl->lay.swa_kv.layers[l].k_row + sl->lay.swa_kv.layers[l].v_row;
+        b = 8 + row * sl->swa_max;
+    }
+    if (b > SB_POINT_BYTES_MAX) {
+        say(err, err_len, "llama.cpp connector: a point state of %llu bytes (the %s) is over "
+            "the bank's limit", (unsigned long long)b,
+            sl->recurrent ? "recurrent state" : "sliding window's cells");
+        return SB_LLAMA_ERR_SETTING;
+    }
+    sl->point_bytes = b;
     return SB_OK;
 }
 
@@ -461,11 +507,18 @@ int sb_llama_attach(sb_store *st, struct llama_context *ctx, const sb_llama_conf
     sl->whole_pages = cfg->whole_pages != 0;
     sl->recurrent = llama_model_is_hybrid(llama_get_model(ctx));
     sl->lay.recurrent = (uint32_t)sl->recurrent;
+    int32_t n_swa = llama_model_n_swa(llama_get_model(ctx));
+    sl->swa = n_swa > 0;
+    sl->lay.swa = (uint32_t)sl->swa;
+    sl->swa_max = sl->swa ? (uint32_t)n_swa + 1 : 0;
+    sl->ends = sl->recurrent || sl->swa;
     int rope = llama_model_rope_type(llama_get_model(ctx));
     sl->lay.cell_ext = rope == LLAMA_ROPE_TYPE_MROPE || rope == LLAMA_ROPE_TYPE_IMROPE;
-    if (sl->recurrent && sl->whole_pages) {
-        say(err, err_len, "llama.cpp connector: whole_pages with a hybrid model: its recurrent "
-            "state exists only at the sequence's end, so a save cannot stop at a page");
+    if (sl->ends && sl->whole_pages) {
+        say(err, err_len, "llama.cpp connector: whole_pages with a %s model: its %s exists "
+            "only at the sequence's end, so a save cannot stop at a page",
+            sl->recurrent ? "hybrid" : "sliding-window",
+            sl->recurrent ? "recurrent state" : "window");
         rc = SB_LLAMA_ERR_SETTING;
         goto fail;
     }
@@ -488,7 +541,21 @@ int sb_llama_attach(sb_store *st, struct llama_context *ctx, const sb_llama_conf
         model_bytes = sizeof digest;
     }
     identity(sl, model, model_bytes, cfg->cparams);
-    uint32_t nl = sl->lay.n_layer;
+    rc = point_layout(sl, err, err_len);
+    if (rc != SB_OK)
+        goto fail;
+    uint32_t nl = sl->lay.n_layer, ns = sl->lay.swa_kv.n_layer + 1;
+    sl->swa_rk = calloc(ns, sizeof *sl->swa_rk);
+    sl->swa_rv = calloc(ns, sizeof *sl->swa_rv);
+    sl->swa_wk = calloc(ns, sizeof *sl->swa_wk);
+    sl->swa_wv = calloc(ns, sizeof *sl->swa_wv);
+    sl->swa_point = sl->swa ? malloc(sl->point_bytes) : NULL;
+    sl->swa_at = sl->swa ? malloc(sl->swa_max * sizeof *sl->swa_at) : NULL;
+    if (!sl->swa_rk || !sl->swa_rv || !sl->swa_wk || !sl->swa_wv ||
+        (sl->swa && (!sl->swa_point || !sl->swa_at))) {
+        rc = SB_ERR_NOMEM;
+        goto fail;
+    }
     sl->tables = calloc(2 * (size_t)nl, sizeof *sl->tables);
     sl->rk = calloc(nl, sizeof *sl->rk);
     sl->rv = calloc(nl, sizeof *sl->rv);
@@ -523,7 +590,13 @@ void sb_llama_detach(sb_llama *sl)
     if (!sl)
         return;
     sb_ns_close(sl->ns);
-    free(sl->lay.layers);
+    sb_llama_state_layout_free(&sl->lay);
+    free(sl->swa_point);
+    free(sl->swa_at);
+    free(sl->swa_rk);
+    free(sl->swa_rv);
+    free(sl->swa_wk);
+    free(sl->swa_wv);
     free(sl->buf);
     free(sl->vtmp);
     free(sl->toks);
@@ -550,7 +623,8 @@ int sb_llama_get_info(const sb_llama *sl, sb_llama_info *out)
     memcpy(out->identity, sl->identity, sizeof out->identity);
     out->ns = sl->ns;
     out->n_layer_recurrent = sl->lay.n_rec;
-    out->point_bytes = sl->recurrent ? sl->lay.rec_bytes : 0;
+    out->point_bytes = sl->point_bytes;
+    out->n_layer_swa = sl->lay.swa_kv.n_layer;
     return SB_OK;
 }
 
@@ -567,6 +641,97 @@ static int bank_tokens(sb_llama *sl, const llama_token *tokens, size_t n)
     return SB_OK;
 }
 
+/* ---- a sliding-window model's point state ------------------------------------------ */
+
+/* Where window layer l's K (or V) rows start in a point. */
+static size_t swa_off(const sb_llama *sl, uint32_t l, int v)
+{
+    const sb_llama_state_kv *kv = &sl->lay.swa_kv;
+    size_t off = 8;
+    for (uint32_t j = 0; j < kv->n_layer; j++)
+        off += (v ? kv->layers[j].k_row : 0) * sl->swa_max;
+    for (uint32_t j = 0; j < l; j++)
+        off += (v ? kv->layers[j].v_row : kv->layers[j].k_row) * sl->swa_max;
+    return off;
+}
+
+/* A save: the window's cells of a parsed state of positions .. n - 1 (each
+ * of n - c .. n - 1 once, c <= swa_max, text tokens) into sl->swa_point,
+ * rows in position order, V token-major. */
+static int swa_point_from(sb_llama *sl, const sb_llama_state_view *view, size_t n)
+{
+    const sb_llama_state_kv *kv = &sl->lay.swa_kv;
+    uint32_t c = view->swa_n_cells;
+    if (c == 0 || c > sl->swa_max || c > n)
+        return SB_LLAMA_ERR_FORMAT;
+    size_t pos0 = n - c;
+    sb_llama_state_view w = *view;
+    w.cells = view->swa_cells;
+    w.n_cells = c;
+    uint32_t *at = sl->swa_at; /* the cell of each position */
+    memset(at, 0xff, (size_t)c * sizeof *at);
+    for (uint32_t i = 0; i < c; i++) {
+        int32_t pos = sb_llama_state_cell_pos(&w, i);
+        if (pos < (int32_t)pos0 || (size_t)pos >= n || at[pos - pos0] != UINT32_MAX ||
+            !sb_llama_state_cell_text(&w, i, (int32_t)sl->toks[pos]))
+            return SB_LLAMA_ERR_SEQ;
+        at[pos - pos0] = i;
+    }
+    uint8_t *pt = sl->swa_point;
+    memset(pt, 0, sl->point_bytes);
+    memcpy(pt, &c, 4);
+    int32_t p0 = (int32_t)pos0;
+    memcpy(pt + 4, &p0, 4);
+    for (uint32_t l = 0; l < kv->n_layer; l++) {
+        const sb_llama_state_layer *L = &kv->layers[l];
+        const uint8_t *vrows = view->swa_v[l];
+        if (kv->v_trans) {
+            if (reserve((void **)&sl->vtmp, &sl->vtmp_cap, L->v_row * c))
+                return SB_ERR_NOMEM;
+            sb_llama_state_transpose(sl->vtmp, (uint8_t *)view->swa_v[l], c, L->n_embd_v, L->v_el,
+                                     1);
+            vrows = sl->vtmp;
+        }
+        uint8_t *k = pt + swa_off(sl, l, 0), *v = pt + swa_off(sl, l, 1);
+        for (uint32_t i = 0; i < c; i++) {
+            memcpy(k + (size_t)i * L->k_row, view->swa_k[l] + (size_t)at[i] * L->k_row, L->k_row);
+            memcpy(v + (size_t)i * L->v_row, vrows + (size_t)at[i] * L->v_row, L->v_row);
+        }
+    }
+    return SB_OK;
+}
+
+/* A restore to L: the window's cells from point pt written as the state's
+ * sliding-window part at buf (swa_bytes long, from swa_cells). */
+static int swa_cells_of(const sb_llama *sl, const uint8_t *pt, size_t L, uint32_t *c)
+{
+    int32_t pos0;
+    memcpy(c, pt, 4);
+    memcpy(&pos0, pt + 4, 4);
+    if (*c == 0 || *c > sl->swa_max || pos0 < 0 || (size_t)pos0 + *c != L)
+        return SB_LLAMA_ERR_FORMAT;
+    return SB_OK;
+}
+
+static int swa_write(sb_llama *sl, const uint8_t *pt, uint32_t c, size_t L, llama_seq_id seq,
+                     uint8_t *buf)
+{
+    const sb_llama_state_kv *kv = &sl->lay.swa_kv;
+    size_t pos0 = L - c;
+    sb_llama_state_write_swa(&sl->lay, c, (int32_t)pos0, seq, sl->toks + pos0, buf, sl->swa_wk,
+                             sl->swa_wv);
+    for (uint32_t l = 0; l < kv->n_layer; l++) {
+        const sb_llama_state_layer *Ly = &kv->layers[l];
+        memcpy(sl->swa_wk[l], pt + swa_off(sl, l, 0), (size_t)c * Ly->k_row);
+        if (!kv->v_trans)
+            memcpy(sl->swa_wv[l], pt + swa_off(sl, l, 1), (size_t)c * Ly->v_row);
+        else /* rows to llama.cpp's block (the transpose only reads the rows) */
+            sb_llama_state_transpose((uint8_t *)(uintptr_t)(pt + swa_off(sl, l, 1)), sl->swa_wv[l],
+                                     c, Ly->n_embd_v, Ly->v_el, 0);
+    }
+    return SB_OK;
+}
+
 /* ---- restore --------------------------------------------------------------------- */
 
 /* Build the state of the match's positions [from, from + n) in sl->buf, as
@@ -576,8 +741,29 @@ static int build_state(sb_llama *sl, sb_match *m, size_t from, size_t n, llama_s
                        size_t *bytes)
 {
     const sb_llama_state_layout *lay = &sl->lay;
+    /* A boundary's point state: the match's, checked to be one of this
+     * layout at exactly its end. */
+    const uint8_t *pt = NULL;
+    uint32_t swa_c = 0;
+    size_t extra = 0;
+    if (sl->ends) {
+        pt = sb_match_point(m);
+        if (!pt) {
+            sb_match_info mi;
+            sb_match_get_info(m, &mi);
+            return mi.n_tokens < from + n ? SB_ERR_CORRUPT : SB_ERR_NO_POINT;
+        }
+        if (sl->recurrent &&
+            sb_llama_state_rec_check(lay, pt, (int32_t)(from + n) - 1, NULL, 0) != 0)
+            return SB_LLAMA_ERR_FORMAT;
+        if (sl->swa) {
+            if (swa_cells_of(sl, pt, from + n, &swa_c) != SB_OK)
+                return SB_LLAMA_ERR_FORMAT;
+            extra = sb_llama_state_swa_bytes(lay, swa_c);
+        }
+    }
     size_t b = sb_llama_state_bytes(lay, (uint32_t)n);
-    if (b == 0 || reserve((void **)&sl->buf, &sl->buf_cap, b))
+    if (b == 0 || reserve((void **)&sl->buf, &sl->buf_cap, b + extra))
         return SB_ERR_NOMEM;
     sb_llama_state_write(lay, (uint32_t)n, (int32_t)from, seq, sl->toks + from, sl->buf, sl->wk,
                          sl->wv);
@@ -610,20 +796,11 @@ static int build_state(sb_llama *sl, sb_match *m, size_t from, size_t n, llama_s
             return rc;
         sb_llama_state_transpose(sl->vtmp, sl->wv[l], (uint32_t)n, L->n_embd_v, L->v_el, 0);
     }
-    if (sl->recurrent) {
-        /* The recurrent part: the point state at the match's end, checked
-         * to be one of this layout after exactly that position. */
-        const uint8_t *pt = sb_match_point(m);
-        if (!pt) {
-            sb_match_info mi;
-            sb_match_get_info(m, &mi);
-            return mi.n_tokens < from + n ? SB_ERR_CORRUPT : SB_ERR_NO_POINT;
-        }
-        if (sb_llama_state_rec_check(lay, pt, (int32_t)(from + n) - 1, NULL, 0) != 0)
-            return SB_LLAMA_ERR_FORMAT;
+    if (sl->recurrent) /* the recurrent part, last */
         memcpy(sl->buf + b - lay->rec_bytes, pt, lay->rec_bytes);
-    }
-    *bytes = b;
+    if (sl->swa) /* the window's cells after the base cache's */
+        swa_write(sl, pt, swa_c, from + n, seq, sl->buf + b);
+    *bytes = b + extra;
     return SB_OK;
 }
 
@@ -693,7 +870,7 @@ static int restore_all(sb_llama *sl, restoring *r, llama_seq_id seq)
 {
     llama_memory_t mem = llama_get_memory(sl->ctx);
     size_t pages = (r->n + sl->page_tokens - 1) / sl->page_tokens;
-    if (sb_match_load_start(r->m, pages, sl->recurrent, &r->ld) != SB_OK)
+    if (sb_match_load_start(r->m, pages, sl->ends, &r->ld) != SB_OK)
         r->ld = NULL; /* the restores read what they need themselves */
     int rc = SB_OK;
     size_t done = 0;
@@ -806,8 +983,12 @@ static int export_new(sb_llama *sl, llama_seq_id seq, size_t from, size_t n, siz
     llama_memory_t mem = llama_get_memory(sl->ctx);
     llama_seq_id src = seq;
     if (sl->scratch >= 0 && sl->scratch != seq) {
+        /* (a window's cells reach back before from: copied too) */
+        size_t cp = from;
+        if (sl->swa && n - cp < sl->swa_max)
+            cp = n > sl->swa_max ? n - sl->swa_max : 0;
         llama_memory_seq_rm(mem, sl->scratch, -1, -1);
-        llama_memory_seq_cp(mem, seq, sl->scratch, (llama_pos)from, (llama_pos)n);
+        llama_memory_seq_cp(mem, seq, sl->scratch, (llama_pos)cp, (llama_pos)n);
         src = sl->scratch;
     }
     int rc = export_seq(sl, src, bytes);
@@ -815,7 +996,8 @@ static int export_new(sb_llama *sl, llama_seq_id seq, size_t from, size_t n, siz
         llama_memory_seq_rm(mem, src, -1, -1);
     if (rc != SB_OK)
         return rc;
-    sb_llama_state_view view = { .k = sl->rk, .v = sl->rv };
+    sb_llama_state_view view = { .k = sl->rk, .v = sl->rv, .swa_k = sl->swa_rk,
+                                 .swa_v = sl->swa_rv };
     if (sb_llama_state_parse(sl->buf, *bytes, &sl->lay, src, &view, NULL, 0) != 0)
         return SB_LLAMA_ERR_FORMAT;
     /* Every position of [from, n) in exactly one cell. */
@@ -842,6 +1024,12 @@ static int export_new(sb_llama *sl, llama_seq_id seq, size_t from, size_t n, siz
     if (sl->recurrent && view.rec_pos != (int32_t)n - 1)
         return SB_LLAMA_ERR_SEQ;
     sl->point = view.rec;
+    if (sl->swa) {
+        int rc2 = swa_point_from(sl, &view, n);
+        if (rc2 != SB_OK)
+            return rc2;
+        sl->point = sl->swa_point;
+    }
     const sb_llama_state_layout *lay = &sl->lay;
     uint8_t *vt = NULL;
     if (lay->v_trans) {
@@ -890,8 +1078,8 @@ int sb_llama_save(sb_llama *sl, llama_seq_id seq, const llama_token *tokens, siz
     /* (a hybrid's lowest position is its recurrent state's, the last: its
      * KV cells are checked position by position when exported) */
     llama_pos last = llama_memory_seq_pos_max(mem, seq);
-    if ((!sl->recurrent && llama_memory_seq_pos_min(mem, seq) != 0) ||
-        last < (llama_pos)n_tokens - 1 || (sl->recurrent && last != (llama_pos)n_tokens - 1))
+    if ((!sl->ends && llama_memory_seq_pos_min(mem, seq) != 0) ||
+        last < (llama_pos)n_tokens - 1 || (sl->ends && last != (llama_pos)n_tokens - 1))
         return SB_LLAMA_ERR_SEQ;
     int rc = bank_tokens(sl, tokens, n_tokens);
     if (rc != SB_OK)
@@ -907,7 +1095,7 @@ int sb_llama_save(sb_llama *sl, llama_seq_id seq, const llama_token *tokens, siz
             return rc;
         /* a hybrid's pages may reach further than its last point state:
          * they are kept, and the point at n_tokens is put beside them */
-        from = sl->recurrent ? q.info.n_matched_tokens : q.info.n_tokens;
+        from = sl->ends ? q.info.n_matched_tokens : q.info.n_tokens;
         if (from > n_tokens)
             from = n_tokens;
         held = q.info.n_tokens >= n_tokens;
@@ -916,7 +1104,7 @@ int sb_llama_save(sb_llama *sl, llama_seq_id seq, const llama_token *tokens, siz
      * `from`: the put then says how much the bank holds, and we go again
      * from there (a few times at most). */
     for (int tries = 0; tries < 4; tries++) {
-        if (held || (from >= n_tokens && !sl->recurrent)) {
+        if (held || (from >= n_tokens && !sl->ends)) {
             si.n_stored = n_tokens;
             rc = SB_OK;
             break;
@@ -928,7 +1116,7 @@ int sb_llama_save(sb_llama *sl, llama_seq_id seq, const llama_token *tokens, siz
         si.bytes_exported += bytes;
         size_t stored = 0;
         rc = sb_ns_put_blocks(sl->ns, sl->toks, n_tokens, from, sl->tables,
-                              sl->recurrent ? sl->point : NULL, &stored, &si.outcome);
+                              sl->ends ? sl->point : NULL, &stored, &si.outcome);
         if (rc == SB_ERR_RANGE && stored < from) {
             from = stored;
             continue;

@@ -255,50 +255,48 @@ int sb_llama_state_rec_check(const sb_llama_state_layout *layout, const uint8_t 
     return r.failed ? -1 : 0;
 }
 
-int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *layout,
-                         int32_t want_seq, sb_llama_state_view *view, char *err,
-                         size_t err_len)
-{
-    rd r = { buf, buf + n, err, err_len, 0 };
-    int learn = layout->layers == NULL;
-    sb_llama_state_layer *layers = layout->layers;
-    memset(view, 0, offsetof(sb_llama_state_view, k));
-    view->rec = NULL;
-    view->rec_pos = -1;
-    view->cell_bytes = CELL_BYTES + (layout->cell_ext ? EXT_BYTES : 0);
+/* Where one KV part's cells and rows are. */
+typedef struct kv_found {
+    uint32_t n_cells;
+    const uint8_t *cells;
+    const uint8_t **k, **v;       /* n_layer each, or NULL: not wanted */
+} kv_found;
 
-    uint32_t magic = u32(&r, "the header");
-    view->seq_id = (int32_t)u32(&r, "the header");
-    uint32_t n_stream = u32(&r, "the header");
-    if (r.failed)
-        goto out;
-    if (magic != SB_LLAMA_STATE_MAGIC) {
-        fail(&r, "not a llama.cpp sequence state (magic 0x%08x, expected 0x%08x)", magic,
-             SB_LLAMA_STATE_MAGIC);
-        goto out;
+/* One KV cache's part (state.h): n_stream, then each stream's count, its
+ * cells and layers, checked against kv, or learned into it (layers
+ * allocated here). cb: the bytes of a cell. what: "KV cache" or "sliding-
+ * window cache", for messages. */
+static void parse_kv(rd *r, sb_llama_state_kv *kv, int learn, int32_t want_seq, uint32_t cb,
+                     kv_found *f, const char *what)
+{
+    f->n_cells = 0;
+    f->cells = NULL;
+    uint32_t n_stream = u32(r, "the header");
+    if (r->failed)
+        return;
+    if (n_stream == 0 || n_stream > 65536 || (!learn && n_stream != kv->n_stream)) {
+        fail(r, "%s: %u streams (the probe found %u)", what, n_stream, learn ? 0 : kv->n_stream);
+        return;
     }
-    if (n_stream == 0 || n_stream > 65536 || (!learn && n_stream != layout->n_stream)) {
-        fail(&r, "%u streams (the probe found %u)", n_stream, learn ? 0 : layout->n_stream);
-        goto out;
-    }
+    if (learn)
+        kv->n_stream = n_stream;
     int seen = 0;
-    for (uint32_t s = 0; s < n_stream && !r.failed; s++) {
-        uint32_t n_cells = u32(&r, "a stream's cell count");
-        if (r.failed || n_cells == 0)
+    for (uint32_t s = 0; s < n_stream && !r->failed; s++) {
+        uint32_t n_cells = u32(r, "a stream's cell count");
+        if (r->failed || n_cells == 0)
             continue;
         if (seen) {
-            fail(&r, "a sequence's cells in two streams");
-            break;
+            fail(r, "%s: a sequence's cells in two streams", what);
+            return;
         }
         seen = 1;
-        uint32_t cb = view->cell_bytes;
-        view->n_cells = n_cells;
-        view->cells = take(&r, (uint64_t)n_cells * cb, "the cells");
-        if (r.failed)
-            break;
+        f->n_cells = n_cells;
+        f->cells = take(r, (uint64_t)n_cells * cb, "the cells");
+        if (r->failed)
+            return;
         int32_t seq0 = 0;
         for (uint32_t i = 0; i < n_cells; i++) {
-            const uint8_t *c = view->cells + (size_t)i * cb;
+            const uint8_t *c = f->cells + (size_t)i * cb;
             int32_t pos, seq;
             uint32_t n_seq;
             memcpy(&pos, c, 4);
@@ -308,71 +306,142 @@ int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *la
                 seq0 = seq;
             if (n_seq != 1 || pos < 0 || seq < 0 || seq != seq0 ||
                 (want_seq >= 0 && seq != want_seq)) {
-                fail(&r, "cell %u is not one cell of sequence %d (pos %d, %u sequence ids, "
-                     "first %d)", i, want_seq >= 0 ? want_seq : seq0, pos, n_seq, seq);
-                break;
+                fail(r, "%s: cell %u is not one cell of sequence %d (pos %d, %u sequence ids, "
+                     "first %d)", what, i, want_seq >= 0 ? want_seq : seq0, pos, n_seq, seq);
+                return;
             }
         }
-        uint32_t v_trans = u32(&r, "the V layout");
-        uint32_t n_layer = u32(&r, "the layer count");
-        if (r.failed)
-            break;
+        uint32_t v_trans = u32(r, "the V layout");
+        uint32_t n_layer = u32(r, "the layer count");
+        if (r->failed)
+            return;
         if (v_trans > 1 || n_layer == 0 || n_layer > SB_LLAMA_STATE_LAYERS_MAX) {
-            fail(&r, "V layout %u with %u layers is not a KV cache this connector knows",
-                 v_trans, n_layer);
-            break;
+            fail(r, "%s: V layout %u with %u layers is not a KV cache this connector knows",
+                 what, v_trans, n_layer);
+            return;
         }
         if (learn) {
-            layers = calloc(n_layer, sizeof *layers);
-            if (!layers) {
-                fail(&r, "out of memory");
-                break;
+            kv->layers = calloc(n_layer, sizeof *kv->layers);
+            if (!kv->layers) {
+                fail(r, "out of memory");
+                return;
             }
-            layout->v_trans = v_trans;
-            layout->n_layer = n_layer;
-        } else if (v_trans != layout->v_trans || n_layer != layout->n_layer) {
-            fail(&r, "V layout %u with %u layers, the probe found %u with %u", v_trans,
-                 n_layer, layout->v_trans, layout->n_layer);
-            break;
+            kv->v_trans = v_trans;
+            kv->n_layer = n_layer;
+        } else if (v_trans != kv->v_trans || n_layer != kv->n_layer) {
+            fail(r, "%s: V layout %u with %u layers, the probe found %u with %u", what,
+                 v_trans, n_layer, kv->v_trans, kv->n_layer);
+            return;
         }
-        for (uint32_t l = 0; l < n_layer && !r.failed; l++)
-            layer_k(&r, &layers[l], learn, l, n_cells, view->k ? &view->k[l] : NULL);
-        for (uint32_t l = 0; l < n_layer && !r.failed; l++)
-            layer_v(&r, &layers[l], learn, v_trans, l, n_cells, view->v ? &view->v[l] : NULL);
+        for (uint32_t l = 0; l < n_layer && !r->failed; l++)
+            layer_k(r, &kv->layers[l], learn, l, n_cells, f->k ? &f->k[l] : NULL);
+        for (uint32_t l = 0; l < n_layer && !r->failed; l++)
+            layer_v(r, &kv->layers[l], learn, v_trans, l, n_cells, f->v ? &f->v[l] : NULL);
     }
-    if (!r.failed && learn && !seen)
-        fail(&r, "the probe's state holds no cells");
+    if (!r->failed && learn && !seen)
+        fail(r, "%s: the probe's state holds no cells", what);
+}
+
+int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *layout,
+                         int32_t want_seq, sb_llama_state_view *view, char *err,
+                         size_t err_len)
+{
+    rd r = { buf, buf + n, err, err_len, 0 };
+    int learn = layout->layers == NULL;
+    memset(view, 0, offsetof(sb_llama_state_view, k));
+    view->rec = NULL;
+    view->rec_pos = -1;
+    view->swa_n_cells = 0;
+    view->swa_cells = NULL;
+    view->cell_bytes = CELL_BYTES + (layout->cell_ext ? EXT_BYTES : 0);
+
+    uint32_t magic = u32(&r, "the header");
+    view->seq_id = (int32_t)u32(&r, "the header");
+    if (!r.failed && magic != SB_LLAMA_STATE_MAGIC)
+        fail(&r, "not a llama.cpp sequence state (magic 0x%08x, expected 0x%08x)", magic,
+             SB_LLAMA_STATE_MAGIC);
+    sb_llama_state_kv base = { layout->n_stream, layout->v_trans, layout->n_layer,
+                               layout->layers };
+    kv_found f = { .k = view->k, .v = view->v };
+    parse_kv(&r, &base, learn, want_seq, view->cell_bytes, &f, "the KV cache");
+    view->n_cells = f.n_cells;
+    view->cells = f.cells;
+    sb_llama_state_layer *layers = base.layers;
+    if (learn) { /* kept on success, freed below on failure */
+        layout->n_stream = base.n_stream;
+        layout->v_trans = base.v_trans;
+        layout->n_layer = base.n_layer;
+    }
+    if (!r.failed && layout->swa) {
+        kv_found w = { .k = view->swa_k, .v = view->swa_v };
+        parse_kv(&r, &layout->swa_kv, learn, want_seq, view->cell_bytes, &w,
+                 "the sliding-window cache");
+        view->swa_n_cells = w.n_cells;
+        view->swa_cells = w.cells;
+    }
     if (!r.failed && layout->recurrent)
         parse_rec(&r, layout, learn, &layers, layout->n_layer, view);
     if (!r.failed && r.p != r.end)
-        fail(&r, "%zu bytes after the KV cache's state: a memory part this connector does "
+        fail(&r, "%zu bytes after the state's known parts: a memory part this connector does "
              "not know", (size_t)(r.end - r.p));
-out:
     if (learn) {
         if (r.failed) {
             free(layers);
+            free(layout->swa_kv.layers);
+            layout->swa_kv.layers = NULL;
+            layout->swa_kv.n_layer = 0;
             layout->n_layer = 0;
             layout->n_rec = 0;
             layout->rec = NULL;
         } else {
             layout->layers = layers;
-            layout->n_stream = n_stream;
         }
     }
     return r.failed ? -1 : 0;
 }
 
-size_t sb_llama_state_bytes(const sb_llama_state_layout *layout, uint32_t n_cells)
+void sb_llama_state_layout_free(sb_llama_state_layout *layout)
 {
-    uint64_t cb = CELL_BYTES + (layout->cell_ext ? EXT_BYTES : 0);
-    uint64_t b = 12 + 4ull * layout->n_stream + (uint64_t)n_cells * cb + 8;
-    for (uint32_t l = 0; l < layout->n_layer; l++) {
-        const sb_llama_state_layer *L = &layout->layers[l];
+    free(layout->layers);
+    free(layout->swa_kv.layers);
+    layout->layers = layout->swa_kv.layers = NULL;
+    layout->rec = NULL;
+}
+
+/* Bytes of one KV part of n_cells cells. */
+static uint64_t kv_bytes(const sb_llama_state_kv *kv, uint64_t cb, uint32_t n_cells)
+{
+    uint64_t b = 4 + 4ull * kv->n_stream;
+    if (n_cells == 0)
+        return b; /* no cells: a count of 0 in each stream, nothing more */
+    b += (uint64_t)n_cells * cb + 8;
+    for (uint32_t l = 0; l < kv->n_layer; l++) {
+        const sb_llama_state_layer *L = &kv->layers[l];
         b += 12 + L->k_row * n_cells;
         b += 12 + L->v_row * n_cells;
     }
+    return b;
+}
+
+static sb_llama_state_kv base_kv(const sb_llama_state_layout *layout)
+{
+    return (sb_llama_state_kv){ layout->n_stream, layout->v_trans, layout->n_layer,
+                                layout->layers };
+}
+
+size_t sb_llama_state_bytes(const sb_llama_state_layout *layout, uint32_t n_cells)
+{
+    sb_llama_state_kv kv = base_kv(layout);
+    uint64_t b = 8 + kv_bytes(&kv, CELL_BYTES + (layout->cell_ext ? EXT_BYTES : 0), n_cells);
     if (layout->recurrent)
         b += layout->rec_bytes;
+    return b > SIZE_MAX / 2 ? 0 : (size_t)b;
+}
+
+size_t sb_llama_state_swa_bytes(const sb_llama_state_layout *layout, uint32_t n_cells)
+{
+    uint64_t b = kv_bytes(&layout->swa_kv, CELL_BYTES + (layout->cell_ext ? EXT_BYTES : 0),
+                          n_cells);
     return b > SIZE_MAX / 2 ? 0 : (size_t)b;
 }
 
@@ -388,15 +457,14 @@ static uint8_t *put64(uint8_t *p, uint64_t v)
     return p + 8;
 }
 
-void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t pos0,
-                          int32_t seq_id, const uint32_t *tokens, uint8_t *buf, uint8_t **k,
-                          uint8_t **v)
+/* One KV part at p: its cells (positions pos0.., all in stream 0) and
+ * field headers; k[l], v[l] where the rows go. Returns the end. */
+static uint8_t *write_kv(const sb_llama_state_kv *kv, int cell_ext, uint32_t n_cells,
+                         int32_t pos0, int32_t seq_id, const uint32_t *tokens, uint8_t *p,
+                         uint8_t **k, uint8_t **v)
 {
-    uint8_t *p = buf;
-    p = put32(p, SB_LLAMA_STATE_MAGIC);
-    p = put32(p, (uint32_t)seq_id);
-    p = put32(p, layout->n_stream);
-    for (uint32_t s = 0; s < layout->n_stream; s++) {
+    p = put32(p, kv->n_stream);
+    for (uint32_t s = 0; s < kv->n_stream; s++) {
         p = put32(p, s == 0 ? n_cells : 0);
         if (s != 0 || n_cells == 0)
             continue;
@@ -404,26 +472,26 @@ void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells,
             uint32_t pos = (uint32_t)(pos0 + (int32_t)i);
             p = put32(p, pos);
             p = put32(p, 1);
-            if (layout->cell_ext) {
+            if (cell_ext) {
                 p = put32(p, pos);
                 p = put32(p, pos);
                 p = put32(p, tokens[i]);
             }
             p = put32(p, (uint32_t)seq_id);
         }
-        p = put32(p, layout->v_trans);
-        p = put32(p, layout->n_layer);
-        for (uint32_t l = 0; l < layout->n_layer; l++) {
-            const sb_llama_state_layer *L = &layout->layers[l];
+        p = put32(p, kv->v_trans);
+        p = put32(p, kv->n_layer);
+        for (uint32_t l = 0; l < kv->n_layer; l++) {
+            const sb_llama_state_layer *L = &kv->layers[l];
             p = put32(p, (uint32_t)L->k_type);
             p = put64(p, L->k_row);
             k[l] = p;
             p += L->k_row * n_cells;
         }
-        for (uint32_t l = 0; l < layout->n_layer; l++) {
-            const sb_llama_state_layer *L = &layout->layers[l];
+        for (uint32_t l = 0; l < kv->n_layer; l++) {
+            const sb_llama_state_layer *L = &kv->layers[l];
             p = put32(p, (uint32_t)L->v_type);
-            if (!layout->v_trans) {
+            if (!kv->v_trans) {
                 p = put64(p, L->v_row);
             } else {
                 p = put32(p, L->v_el);
@@ -433,6 +501,25 @@ void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells,
             p += L->v_row * n_cells;
         }
     }
+    return p;
+}
+
+void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t pos0,
+                          int32_t seq_id, const uint32_t *tokens, uint8_t *buf, uint8_t **k,
+                          uint8_t **v)
+{
+    uint8_t *p = buf;
+    p = put32(p, SB_LLAMA_STATE_MAGIC);
+    p = put32(p, (uint32_t)seq_id);
+    sb_llama_state_kv kv = base_kv(layout);
+    write_kv(&kv, (int)layout->cell_ext, n_cells, pos0, seq_id, tokens, p, k, v);
+}
+
+void sb_llama_state_write_swa(const sb_llama_state_layout *layout, uint32_t n_cells,
+                              int32_t pos0, int32_t seq_id, const uint32_t *tokens, uint8_t *buf,
+                              uint8_t **k, uint8_t **v)
+{
+    write_kv(&layout->swa_kv, (int)layout->cell_ext, n_cells, pos0, seq_id, tokens, buf, k, v);
 }
 
 void sb_llama_state_transpose(uint8_t *rows, uint8_t *block, uint32_t n_cells, uint32_t n_embd,

@@ -44,6 +44,15 @@
  *               n_embd_v * cell_count * v_el  element j of every cell,
  *                               then element j + 1 of every cell, ...
  *
+ * A sliding-window model's memory (llama_kv_cache_iswa: the layers that
+ * attend to every position in a base KV cache, those that attend to a
+ * window of recent positions in a second one) writes the base cache's
+ * part above, then the sliding-window cache's part in the same format
+ * (from n_stream on) holding only the cells the window keeps for the
+ * sequence's last position (llama.cpp drops the masked ones). The
+ * connector pages the base layers and keeps the window's cells as the
+ * point state at the sequence's end (see the point format below).
+ *
  * A hybrid model's memory (llama_memory_hybrid: attention layers in a KV
  * cache, recurrent layers beside them) writes the KV cache's part above,
  * then the recurrent part (src/llama-memory-recurrent.cpp,
@@ -69,11 +78,26 @@
  * the sequence's end (SB_LAYOUT_POINT_REQUIRED): a state is only ever
  * restored with the recurrent state of exactly its last position.
  *
- * Models whose memory has other parts (a sliding-window cache beside the
- * base one, a recurrent model with no KV cache, the cell extension of
- * per-layer n-gram embeddings) write more or otherwise: those are refused by the connector
- * before a state is read, and a state with bytes left over after the
- * parse above is refused here.
+ * The connector's own point state of a sliding-window model (the namespace's
+ * point_bytes, fixed: W = n_swa + 1 cells at most; not llama.cpp's
+ * format, which it is written back into at a restore):
+ *
+ *     offset  size  field
+ *     0       4     n          u32, the window's cells (1 .. W)
+ *     4       4     pos0       i32, their positions pos0 .. pos0 + n - 1,
+ *                              the last one the boundary's L - 1
+ *     8       per windowed layer l: W * k_row   K rows, position order
+ *                              (the first n used, the rest 0)
+ *     then    per windowed layer l: W * v_row   V rows, token-major
+ *
+ * Its version is the connector's (SB_LLAMA_VERSION), which is part of the
+ * namespace identity: a change of this format opens another namespace.
+ *
+ * Models whose memory has other parts (a recurrent model with no KV
+ * cache, a hybrid with a sliding-window cache, the cell extension of
+ * per-layer n-gram embeddings) write more or otherwise: those are
+ * refused by the connector before a state is read, and a state with
+ * bytes left over after the parse above is refused here.
  *
  * The connector keeps one row per token per tensor: the K rows as they
  * are, and V token-major (a transposed V is transposed on the way in and
@@ -109,6 +133,14 @@ typedef struct sb_llama_state_rec {
     uint64_t s_row;               /* bytes of the layer's S */
 } sb_llama_state_rec;
 
+/* One KV cache part's layout. */
+typedef struct sb_llama_state_kv {
+    uint32_t n_stream;
+    uint32_t v_trans;
+    uint32_t n_layer;
+    sb_llama_state_layer *layers; /* n_layer */
+} sb_llama_state_kv;
+
 /* What every state of one context looks like. */
 typedef struct sb_llama_state_layout {
     uint32_t n_stream;
@@ -119,9 +151,13 @@ typedef struct sb_llama_state_layout {
                                      the caller before learning) */
     uint32_t cell_ext;            /* 1: cells carry M-RoPE's extension (set
                                      by the caller before learning) */
+    uint32_t swa;                 /* 1: a sliding-window KV part follows the
+                                     base one (set before learning) */
+    sb_llama_state_kv swa_kv;     /* swa: its layout (layers its own block) */
     uint32_t n_layer_all;         /* recurrent: the model's layers */
     uint32_t n_rec;               /* recurrent: n_layer_all - n_layer */
-    sb_llama_state_rec *rec;      /* n_rec, in the same allocation as layers */
+    sb_llama_state_rec *rec;      /* n_rec, in the same allocation as layers
+                                     (sb_llama_state_layout_free frees all) */
     uint64_t rec_bytes;           /* recurrent: bytes of the recurrent part */
 } sb_llama_state_layout;
 
@@ -131,9 +167,13 @@ typedef struct sb_llama_state_view {
     uint32_t n_cells;             /* cells of the sequence (one stream) */
     const uint8_t *cells;         /* n_cells cells: pos, 1, [ext,] seq */
     uint32_t cell_bytes;          /* 12, or 24 with the extension */
+    uint32_t swa_n_cells;         /* swa: the window's cells */
+    const uint8_t *swa_cells;     /* swa: they, cell_bytes each */
     const uint8_t **k;            /* n_layer: layer l's K rows */
     const uint8_t **v;            /* n_layer: layer l's V (rows, or the
                                      transposed block) */
+    const uint8_t **swa_k;        /* swa: swa_kv.n_layer, or NULL: not wanted */
+    const uint8_t **swa_v;
     const uint8_t *rec;           /* recurrent: the recurrent part
                                      (layout->rec_bytes), else NULL */
     int32_t rec_pos;              /* recurrent: the position it is after */
@@ -151,14 +191,19 @@ typedef struct sb_llama_state_view {
  *
  * Every state: the magic, at most one stream with cells, every cell with
  * one sequence id equal to want_seq (-1: any, but the same for all), with
- * layout->recurrent the recurrent part (one cell; in learn mode it is
+ * layout->swa the sliding-window part (its cells and rows in view->swa_*),
+ * with layout->recurrent the recurrent part (one cell; in learn mode it is
  * learned, and a probe's state needs one), and the bytes add up to n
- * exactly. Learning allocates layers and rec in one block (free
- * layout->layers).
+ * exactly. Learning allocates the layers (free them with
+ * sb_llama_state_layout_free).
  * Returns 0, or -1 with a message in err (err_len bytes, may be 0). */
 int sb_llama_state_parse(const uint8_t *buf, size_t n, sb_llama_state_layout *layout,
                          int32_t want_seq, sb_llama_state_view *view, char *err,
                          size_t err_len);
+
+/* sb_llama_state_layout_free -- free what learning allocated (the layout
+ * itself is the caller's). */
+void sb_llama_state_layout_free(sb_llama_state_layout *layout);
 
 /* sb_llama_state_cell_pos -- the position of cell i of a parsed view. */
 int32_t sb_llama_state_cell_pos(const sb_llama_state_view *view, uint32_t i);
@@ -183,6 +228,18 @@ size_t sb_llama_state_bytes(const sb_llama_state_layout *layout, uint32_t n_cell
 void sb_llama_state_write(const sb_llama_state_layout *layout, uint32_t n_cells, int32_t pos0,
                           int32_t seq_id, const uint32_t *tokens, uint8_t *buf, uint8_t **k,
                           uint8_t **v);
+
+/* sb_llama_state_swa_bytes -- bytes of a sliding-window part of n_cells
+ * cells (what sb_llama_state_write_swa writes). */
+size_t sb_llama_state_swa_bytes(const sb_llama_state_layout *layout, uint32_t n_cells);
+
+/* sb_llama_state_write_swa -- as sb_llama_state_write for the sliding-
+ * window part alone (it goes right after the base part): its cells at
+ * positions pos0 .. pos0 + n_cells - 1 in stream 0, k[l] and v[l] where
+ * layer l's rows go. */
+void sb_llama_state_write_swa(const sb_llama_state_layout *layout, uint32_t n_cells,
+                              int32_t pos0, int32_t seq_id, const uint32_t *tokens, uint8_t *buf,
+                              uint8_t **k, uint8_t **v);
 
 /* sb_llama_state_rec_check -- rec (rec_bytes) is a recurrent part of this
  * layout (every field header the probe's) of one cell after position pos.
