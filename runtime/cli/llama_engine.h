@@ -26,7 +26,8 @@
  * of the prefix's state from the bank's RAM tier each turn.
  *
  * A hybrid model (recurrent layers beside attention: the connector keeps
- * the recurrent state as a point state at each save's end, a boundary):
+ * the recurrent state as a point state at each save's end, a boundary),
+ * or a sliding-window one (the window's cells are that point state):
  * the prefill stops at the grid positions the builtin engine's policy
  * chooses (--boundary-grid, --boundary-kib; sb_rt_boundary_marks) and at
  * all but the last prompt token, and saves at each, so a prompt through a

@@ -8,7 +8,8 @@
 #   - chat --session s fed two messages, then a second process fed a third:
 #     cold, warm_prefix, then ssd with the earlier turns' tokens cached;
 #   - the two engines never read each other's session files;
-#   - a hybrid model (make-model's qwen35): a cold run records boundaries
+#   - a hybrid model (make-model's qwen35) and a sliding-window one
+#     (olmo2): a cold run records boundaries
 #     on the --boundary-grid and at the prompt's end; the same prompt again
 #     resumes from the end's (ssd, the last token computed, the same text
 #     and logits); a prompt that leaves it midway resumes from a grid
@@ -51,24 +52,28 @@ cmp -s "$work/o1" "$work/o3" || fail "greedy text of a RAM-only run differs"
 "$bin" run "$m" $l --prompt-tokens 1,2,3,4,5 -n 3 --print-token-ids > "$work/o4" 2> "$work/r4"
 grep -q "^[0-9]*,[0-9]*,[0-9]*$" "$work/o4" || fail "--prompt-tokens/--print-token-ids: $(cat "$work/o4")"
 
-# a hybrid model: boundaries on the grid and at the prompt's end
-"$bin" make-model --preset tiny-hybrid -o "$work/h.gguf" > /dev/null
-h="$work/h.gguf --engine llama.cpp --threads 1 --min-prefix 1 --boundary-grid 64 --bank-dir $work/b3"
+# a hybrid model (qwen35) and a sliding-window one (olmo2): boundaries on
+# the grid and at the prompt's end
 hp="$p $p $p $p $p $p $p $p"
-"$bin" run $h --prompt "$hp" -n 6 --logits-out "$work/hl1" > "$work/ho1" 2> "$work/hr1"
-grep -q "cache_mode=cold .*boundaries_written=[2-9]" "$work/hr1" ||
-    fail "hybrid cold run recorded no grid boundaries: $(cat "$work/hr1")"
-n=$(sed -n 's/.*cache_mode=cold cached=0\/\([0-9]*\) .*/\1/p' "$work/hr1")
-[ "${n:-0}" -gt 128 ] || fail "hybrid prompt of ${n:-?} tokens: too short for the grid"
-"$bin" run $h --prompt "$hp" -n 6 --logits-out "$work/hl2" > "$work/ho2" 2> "$work/hr2"
-grep -q "cache_mode=ssd cached=$((n - 1))/$n .*prefill=1 .*boundary=$((n - 1)) " "$work/hr2" ||
-    fail "hybrid second run did not resume from the prompt's end: $(cat "$work/hr2")"
-cmp -s "$work/ho1" "$work/ho2" || fail "hybrid greedy text differs after a restore"
-cmp -s "$work/hl1" "$work/hl2" || fail "hybrid logits differ after a restore"
-"$bin" run $h --prompt "$p $p $p $p Something else entirely." -n 2 > /dev/null 2> "$work/hr3"
-b=$(sed -n 's/.* boundary=\([0-9]*\) .*/\1/p' "$work/hr3")
-[ "${b:-0}" -gt 0 ] && [ $((b % 64)) -eq 0 ] && grep -q "cache_mode=ssd" "$work/hr3" ||
-    fail "a diverging prompt did not resume from a grid boundary: $(cat "$work/hr3")"
+for preset in tiny-hybrid tiny-swa; do
+    "$bin" make-model --preset $preset -o "$work/$preset.gguf" > /dev/null
+    h="$work/$preset.gguf --engine llama.cpp --threads 1 --min-prefix 1 --boundary-grid 64"
+    h="$h --bank-dir $work/b-$preset"
+    "$bin" run $h --prompt "$hp" -n 6 --logits-out "$work/hl1" > "$work/ho1" 2> "$work/hr1"
+    grep -q "cache_mode=cold .*boundaries_written=[2-9]" "$work/hr1" ||
+        fail "$preset: the cold run recorded no grid boundaries: $(cat "$work/hr1")"
+    n=$(sed -n 's/.*cache_mode=cold cached=0\/\([0-9]*\) .*/\1/p' "$work/hr1")
+    [ "${n:-0}" -gt 128 ] || fail "$preset: a prompt of ${n:-?} tokens is too short for the grid"
+    "$bin" run $h --prompt "$hp" -n 6 --logits-out "$work/hl2" > "$work/ho2" 2> "$work/hr2"
+    grep -q "cache_mode=ssd cached=$((n - 1))/$n .*prefill=1 .*boundary=$((n - 1)) " "$work/hr2" ||
+        fail "$preset: the second run did not resume from the prompt's end: $(cat "$work/hr2")"
+    cmp -s "$work/ho1" "$work/ho2" || fail "$preset: greedy text differs after a restore"
+    cmp -s "$work/hl1" "$work/hl2" || fail "$preset: logits differ after a restore"
+    "$bin" run $h --prompt "$p $p $p $p Something else entirely." -n 2 > /dev/null 2> "$work/hr3"
+    b=$(sed -n 's/.* boundary=\([0-9]*\) .*/\1/p' "$work/hr3")
+    [ "${b:-0}" -gt 0 ] && [ $((b % 64)) -eq 0 ] && grep -q "cache_mode=ssd" "$work/hr3" ||
+        fail "$preset: a diverging prompt did not resume from a grid boundary: $(cat "$work/hr3")"
+done
 
 # chat: a session across two processes (two messages, then one)
 printf 'Hello there.\n# a comment\n\nWhat do you keep?\n' > "$work/s1"
