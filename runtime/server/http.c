@@ -3,6 +3,7 @@
 #include "server/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -216,6 +217,21 @@ void srv_hreq_set_route(srv_hreq *r, const char *route)
 
 /* ---- the MHD callbacks ------------------------------------------------------------- */
 
+/* Whether the client of a waiting request has gone: its socket reads as
+ * closed (EOF) or broken. Peeked, not read: a pipelined next request's
+ * bytes stay for MHD. A client that only half-closed its side after the
+ * request reads as gone too; MHD itself treats that EOF the same way. */
+static bool client_gone(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return false;
+    char b;
+    ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* Queue the answer the handler or poll left in r. */
 static enum MHD_Result send_answer(srv_hreq *r)
 {
@@ -287,6 +303,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         h->handler(h->app, r);
     }
     if (r->poll) { /* waiting: poll, under the producer's lock */
+        if (client_gone(conn))
+            return MHD_NO; /* closed: on_completed tells the app it was aborted */
         pthread_mutex_lock(r->link->mu);
         bool done = r->poll(r->poll_ctx, r);
         if (!done) {

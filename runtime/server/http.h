@@ -26,7 +26,9 @@
  * the body is read; a chunked body that grows over it closes the
  * connection), connection count, idle timeout and per-connection memory
  * (MHD options). While the client is suspended MHD does not see it leave;
- * a stream notices at its next write (the engine wakes it on every token).
+ * a stream notices at its next write (the engine wakes it on every token),
+ * and a waiting request looks at its socket at each wake before poll: a
+ * socket that reads as closed ends the request, on_close(ctx, true).
  *
  * Thread safety: srv_hreq calls from the handler, poll and read callbacks
  * (pool threads, one at a time per request); srv_link_wake from any thread

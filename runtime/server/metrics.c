@@ -42,6 +42,7 @@ struct srv_metrics {
     labelled miss[MAX_LABELS]; /* tokens by reason */
     size_t n_miss;
     uint64_t finished[SB_RT_FINISH__COUNT];
+    uint64_t client_gone;      /* completions whose client left first */
     uint64_t prompt, generated, queries, hit_ram, hit_disk, turns[4];
     hist ttft, tpot, restore, seqs;
 };
@@ -121,6 +122,13 @@ void srv_metrics_turn(srv_metrics *mx, const srv_turn_figures *f)
         hist_add(&mx->ttft, f->ttft_s);
     if (f->restore_s >= 0)
         hist_add(&mx->restore, f->restore_s);
+    pthread_mutex_unlock(&mx->mu);
+}
+
+void srv_metrics_client_gone(srv_metrics *mx)
+{
+    pthread_mutex_lock(&mx->mu);
+    mx->client_gone++;
     pthread_mutex_unlock(&mx->mu);
 }
 
@@ -211,6 +219,9 @@ int srv_metrics_render(srv_metrics *mx, const srv_gauges *g, char **text, size_t
     for (int i = 0; i < SB_RT_FINISH__COUNT; i++)
         pr(&o, "snapbank:requests_finished_total{finished_reason=\"%s\"} %llu\n", finish_names[i],
            (unsigned long long)mx->finished[i]);
+    scalar(&o, "snapbank:requests_client_gone_total", "counter",
+           "Completions whose client left before the answer was done; their generation "
+           "was cancelled.", (double)mx->client_gone);
     scalar(&o, "snapbank:prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
            (double)mx->prompt);
     scalar(&o, "snapbank:generation_tokens_total", "counter", "Tokens generated.",

@@ -6,6 +6,8 @@
  *
  *   snapbank:requests_total{endpoint,status}       HTTP requests answered
  *   snapbank:requests_finished_total{finished_reason}  stop|length|cancelled|error
+ *   snapbank:requests_client_gone_total            ...of them cancelled because
+ *                                                  the client left first
  *   snapbank:prompt_tokens_total, snapbank:generation_tokens_total
  *   snapbank:prefix_cache_queries_total            prompt tokens looked up
  *   snapbank:prefix_cache_hits_total{tier}         ...restored: ram | disk
@@ -48,6 +50,10 @@ void srv_metrics_free(srv_metrics *mx);
 /* srv_metrics_request -- one HTTP request answered: endpoint is a route
  * label (a static string), status the HTTP status. */
 void srv_metrics_request(srv_metrics *mx, const char *endpoint, unsigned status);
+
+/* srv_metrics_client_gone -- a completion's client left before its
+ * answer was done (its generation is cancelled). */
+void srv_metrics_client_gone(srv_metrics *mx);
 
 /* A finished turn's figures. */
 typedef struct srv_turn_figures {

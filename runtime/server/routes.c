@@ -138,9 +138,11 @@ static void req_release(void *ctx)
 static void req_closed(void *ctx, bool aborted)
 {
     req_ctx *c = ctx;
-    if (aborted) /* the client left: stop its generation */
-        atomic_store(&c->j->cancel, 1);
     pthread_mutex_lock(&c->j->mu);
+    if (aborted && !c->j->done) { /* the client left: stop its generation */
+        atomic_store(&c->j->cancel, 1);
+        srv_metrics_client_gone(c->srv->mx);
+    }
     job_link(c->j)->parked = false; /* never resume a connection that is gone */
     job_link(c->j)->conn = NULL;
     pthread_mutex_unlock(&c->j->mu);
