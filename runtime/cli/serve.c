@@ -36,8 +36,16 @@ static void serve_usage(FILE *f)
         "  --admin-key-file FILE    the key of the /v1/bank/* endpoints (off without it)\n"
         "  --allow-unauthenticated  listen on a non-loopback --host without API keys\n"
         "  --http-threads N         HTTP threads (default 4)\n"
-        "  --max-connections N      connections at once (default 256)\n"
-        "  --timeout S              idle connection timeout, seconds (default 600)\n"
+        "  --max-connections N      connections at once (default 256); at most three\n"
+        "                           quarters of them may wait for their request header:\n"
+        "                           past that the oldest waiting one is closed\n"
+        "  --max-connections-per-ip N  connections from one address (default 64; 0: no\n"
+        "                           limit); more are closed at once\n"
+        "  --header-timeout S       a request's whole header must arrive within S seconds\n"
+        "                           of the connection (or of the previous answer on a\n"
+        "                           kept-alive one), else it is closed (default 10)\n"
+        "  --timeout S              idle timeout once the header is in: reading the body,\n"
+        "                           writing the answer, seconds (default 600)\n"
         "  --max-body-bytes N       largest request body (default 4194304; over: 413)\n\n"
         "the model:\n"
         "  --model-name NAME        the model id clients send (default: the file name\n"
@@ -127,6 +135,10 @@ int sb_cli_serve(int argc, char **argv)
             bad = rt_parse_u64(v, 1, 256, &x), c.http_threads = (unsigned)x;
         } else if (!strcmp(a, "--max-connections")) {
             bad = rt_parse_u64(v, 1, 1u << 20, &x), c.max_conns = (unsigned)x;
+        } else if (!strcmp(a, "--max-connections-per-ip")) {
+            bad = rt_parse_u64(v, 0, 1u << 20, &x), c.max_conns_per_ip = (unsigned)x;
+        } else if (!strcmp(a, "--header-timeout")) {
+            bad = rt_parse_u64(v, 1, 3600, &x), c.header_timeout_s = (unsigned)x;
         } else if (!strcmp(a, "--timeout")) {
             bad = rt_parse_u64(v, 1, 86400, &x), c.timeout_s = (unsigned)x;
         } else if (!strcmp(a, "--max-body-bytes")) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -19,6 +20,18 @@
 #include "snapbank.h"
 
 #define STREAM_BLOCK 16384 /* bytes MHD asks a stream for at a time */
+
+/* A connection as the guard sees it (MHD's socket context). From accept
+ * until its request header is whole, and again from the end of each
+ * response until the next header is whole, it is "waiting": on the
+ * guard's list, oldest first (so deadlines ascend). */
+typedef struct guard_conn {
+    struct guard_conn *prev, *next; /* the waiting list, under guard_mu */
+    MHD_socket fd;                  /* MHD's; valid until NOTIFY_CLOSED */
+    double deadline;                /* monotonic seconds: the header is due */
+    bool waiting;                   /* on the list */
+    bool cut;                       /* shut down by the guard */
+} guard_conn;
 
 struct srv_http {
     struct MHD_Daemon *d;
@@ -30,6 +43,16 @@ struct srv_http {
     MHD_socket quiesced;   /* the listening socket after quiesce, to close */
     atomic_size_t open;    /* requests begun and not closed */
     atomic_int started;    /* MHD's own log lines go to stderr until then */
+    /* the guard: header deadlines and room for new clients */
+    pthread_mutex_t guard_mu;
+    pthread_cond_t guard_cv;       /* the reaper's sleep (CLOCK_MONOTONIC) */
+    pthread_t reaper;
+    bool reaper_on, guard_stop;    /* under guard_mu */
+    guard_conn *wait_head, *wait_tail; /* waiting connections, oldest first */
+    size_t n_waiting;
+    size_t waiting_cap;            /* more waiting than this: the oldest goes */
+    double header_timeout;         /* seconds */
+    atomic_ullong cut_timeout, cut_room; /* connections the guard closed */
 };
 
 enum { REQ_NEW = 0, REQ_HANDLED = 1 };
@@ -215,6 +238,141 @@ void srv_hreq_set_route(srv_hreq *r, const char *route)
     r->route = route;
 }
 
+/* ---- the guard: header deadline, room for new clients -------------------------------
+
+   Hardened servers do not let a connection that has not asked anything hold
+   a place for long. Here:
+     1. a connection's whole request header must arrive within
+        header_timeout of its accept, or of the end of its previous response
+        (a kept-alive connection waiting for its next request): a client
+        that sends nothing, or dribbles, is cut when that time is up;
+     2. at most waiting_cap connections may be waiting for their header at
+        once (a quarter of the connection table is kept for connections
+        that have sent their request): a new one past the cap cuts the
+        oldest waiting one, so a flood of silent sockets cannot lock a new
+        client out;
+     3. cutting is shutdown(2) of MHD's socket under guard_mu: MHD then
+        reads the end and closes the connection itself. MHD tells us a
+        connection closed (NOTIFY_CLOSED, which takes it off the list under
+        guard_mu) before it closes the socket, so the descriptor shut down
+        is always the connection's own.
+   The per-address limit is MHD's (MHD_OPTION_PER_IP_CONNECTION_LIMIT). */
+
+static double mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void wait_unlink(srv_http *h, guard_conn *g)
+{
+    if (!g->waiting)
+        return;
+    if (g->prev)
+        g->prev->next = g->next;
+    else
+        h->wait_head = g->next;
+    if (g->next)
+        g->next->prev = g->prev;
+    else
+        h->wait_tail = g->prev;
+    g->prev = g->next = NULL;
+    g->waiting = false;
+    h->n_waiting--;
+}
+
+/* Put g at the list's tail with a fresh deadline (guard_mu held). */
+static void wait_link(srv_http *h, guard_conn *g)
+{
+    wait_unlink(h, g);
+    if (g->cut)
+        return;
+    g->deadline = mono_now() + h->header_timeout;
+    g->prev = h->wait_tail;
+    if (h->wait_tail)
+        h->wait_tail->next = g;
+    else
+        h->wait_head = g;
+    h->wait_tail = g;
+    g->waiting = true;
+    h->n_waiting++;
+    pthread_cond_signal(&h->guard_cv);
+}
+
+/* Step 3: cut g (guard_mu held). */
+static void guard_cut(srv_http *h, guard_conn *g, atomic_ullong *count)
+{
+    wait_unlink(h, g);
+    g->cut = true;
+    shutdown(g->fd, SHUT_RDWR);
+    atomic_fetch_add(count, 1);
+}
+
+static guard_conn *guard_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    srv_http *h = cls;
+    guard_conn *g = *socket_ctx;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (!g)
+            return;
+        pthread_mutex_lock(&h->guard_mu);
+        wait_unlink(h, g);
+        pthread_mutex_unlock(&h->guard_mu);
+        free(g);
+        *socket_ctx = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci || !(g = calloc(1, sizeof *g)))
+        return; /* unguarded: MHD's idle timeout still holds it */
+    g->fd = ci->connect_fd;
+    pthread_mutex_lock(&h->guard_mu);
+    wait_link(h, g); /* step 1 */
+    if (h->n_waiting > h->waiting_cap && h->wait_head != g) /* step 2 */
+        guard_cut(h, h->wait_head, &h->cut_room);
+    pthread_mutex_unlock(&h->guard_mu);
+    *socket_ctx = g;
+}
+
+/* The reaper thread: step 1's deadlines. */
+static void *reaper_main(void *arg)
+{
+    srv_http *h = arg;
+    pthread_mutex_lock(&h->guard_mu);
+    while (!h->guard_stop) {
+        double now = mono_now();
+        while (h->wait_head && h->wait_head->deadline <= now)
+            guard_cut(h, h->wait_head, &h->cut_timeout);
+        double until = h->wait_head ? h->wait_head->deadline : now + 1.0;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double add = until - now + 0.001;
+        ts.tv_sec += (time_t)add;
+        ts.tv_nsec += (long)((add - (double)(time_t)add) * 1e9);
+        if (ts.tv_nsec >= 1000000000L)
+            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&h->guard_cv, &h->guard_mu, &ts);
+    }
+    pthread_mutex_unlock(&h->guard_mu);
+    return NULL;
+}
+
+void srv_http_guard_counts(srv_http *h, uint64_t *header_timeouts, uint64_t *room)
+{
+    *header_timeouts = atomic_load(&h->cut_timeout);
+    *room = atomic_load(&h->cut_room);
+}
+
 /* ---- the MHD callbacks ------------------------------------------------------------- */
 
 /* Whether the client of a waiting request has gone: its socket reads as
@@ -262,6 +420,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             return MHD_NO;
         }
         r->h = h, r->conn = conn;
+        guard_conn *g = guard_of(conn);
+        if (g) { /* the header is in: no longer waiting */
+            pthread_mutex_lock(&h->guard_mu);
+            wait_unlink(h, g);
+            pthread_mutex_unlock(&h->guard_mu);
+        }
         snprintf(r->method, sizeof r->method, "%s", method);
         atomic_fetch_add(&h->open, 1);
         *req_cls = r;
@@ -323,12 +487,17 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     srv_http *h = cls;
     srv_hreq *r = *req_cls;
     if (!r)
         return;
     *req_cls = NULL;
+    guard_conn *g = guard_of(conn);
+    if (g && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) { /* kept alive: waits again */
+        pthread_mutex_lock(&h->guard_mu);
+        wait_link(h, g);
+        pthread_mutex_unlock(&h->guard_mu);
+    }
     if (r->on_close)
         r->on_close(r->close_ctx, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (r->resp)
@@ -352,6 +521,21 @@ static void on_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* ---- the daemon -------------------------------------------------------------------- */
+
+/* Stop the reaper and free h (MHD stopped: every connection closed). */
+static void guard_free(srv_http *h)
+{
+    if (h->reaper_on) {
+        pthread_mutex_lock(&h->guard_mu);
+        h->guard_stop = true;
+        pthread_cond_signal(&h->guard_cv);
+        pthread_mutex_unlock(&h->guard_mu);
+        pthread_join(h->reaper, NULL);
+    }
+    pthread_cond_destroy(&h->guard_cv);
+    pthread_mutex_destroy(&h->guard_mu);
+    free(h);
+}
 
 int srv_http_start(const srv_http_cfg *cfg, srv_handler_fn handler, srv_status_fn status,
                    void *app, srv_http **out, sb_rt_err *err)
@@ -377,6 +561,24 @@ int srv_http_start(const srv_http_cfg *cfg, srv_handler_fn handler, srv_status_f
         return sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
     h->handler = handler, h->status = status, h->app = app, h->max_body = cfg->max_body;
     h->quiesced = MHD_INVALID_SOCKET;
+    h->header_timeout = cfg->header_timeout_s;
+    unsigned keep = cfg->max_conns / 4; /* step 2: room kept for requests */
+    h->waiting_cap = cfg->max_conns - (keep ? keep : 1);
+    if (h->waiting_cap < 1)
+        h->waiting_cap = 1;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->guard_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&h->guard_mu, NULL);
+    if (pthread_create(&h->reaper, NULL, reaper_main, h) != 0) {
+        pthread_cond_destroy(&h->guard_cv);
+        pthread_mutex_destroy(&h->guard_mu);
+        free(h);
+        return sb_rt_fail(err, SB_ERR_NOMEM, "cannot start the connection guard's thread");
+    }
+    h->reaper_on = true;
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
@@ -387,10 +589,12 @@ int srv_http_start(const srv_http_cfg *cfg, srv_handler_fn handler, srv_status_f
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64u << 10),
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_per_ip,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_END);
     if (!h->d) {
-        free(h);
+        guard_free(h);
         return sb_rt_fail(err, SB_ERR_IO, "cannot listen on %s port %u (in use, or not an "
                           "address of this machine)", cfg->host, cfg->port);
     }
@@ -424,5 +628,5 @@ void srv_http_stop(srv_http *h)
     MHD_stop_daemon(h->d);
     if (h->quiesced != MHD_INVALID_SOCKET)
         close(h->quiesced);
-    free(h);
+    guard_free(h);
 }

@@ -24,8 +24,11 @@
  *
  * Limits: --max-body-bytes (a Content-Length over it is answered 413 before
  * the body is read; a chunked body that grows over it closes the
- * connection), connection count, idle timeout and per-connection memory
- * (MHD options). While the client is suspended MHD does not see it leave;
+ * connection), connection count, connections per address, idle timeout and
+ * per-connection memory (MHD options); the guard (http.c) closes a
+ * connection whose request header has not come whole within
+ * header_timeout_s, and the oldest connection still waiting for its header
+ * when more than three quarters of max_conns wait (room for new clients). While the client is suspended MHD does not see it leave;
  * a stream notices at its next write (the engine wakes it on every token),
  * and a waiting request looks at its socket at each wake before poll: a
  * socket that reads as closed ends the request, on_close(ctx, true).
@@ -40,6 +43,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <jansson.h>
@@ -57,7 +61,10 @@ typedef struct srv_http_cfg {
     unsigned port;          /* 0: any free port (srv_http_port tells which) */
     unsigned threads;       /* pool threads */
     unsigned max_conns;     /* connections at once */
-    unsigned timeout_s;     /* idle connection timeout */
+    unsigned timeout_s;     /* idle timeout once a request's header is in */
+    unsigned header_timeout_s; /* a request's whole header must come within
+                               this of the accept or the previous answer */
+    unsigned max_per_ip;    /* connections from one address (0: no limit) */
     size_t max_body;        /* request body limit, bytes */
 } srv_http_cfg;
 
@@ -81,6 +88,10 @@ void srv_http_quiesce(srv_http *h);
 
 /* srv_http_open_requests -- requests begun and not yet closed. */
 size_t srv_http_open_requests(srv_http *h);
+
+/* srv_http_guard_counts -- connections the guard closed since the start:
+ * their header came too late, or they made room for a new client. */
+void srv_http_guard_counts(srv_http *h, uint64_t *header_timeouts, uint64_t *room);
 
 /* srv_http_stop -- close every connection and free. Every suspended
  * connection must have been woken first. NULL is a no-op. */

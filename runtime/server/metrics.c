@@ -253,6 +253,14 @@ int srv_metrics_render(srv_metrics *mx, const srv_gauges *g, char **text, size_t
               "Sequences that shared one forward pass (continuous batching).", &mx->seqs);
     pthread_mutex_unlock(&mx->mu);
 
+    head(&o, "snapbank:connections_closed_total", "counter",
+         "Connections the server closed before their request: its header did not come "
+         "whole within --header-timeout (header_timeout), or the oldest connection still "
+         "waiting for its header made room for a new client (room).");
+    pr(&o, "snapbank:connections_closed_total{reason=\"header_timeout\"} %llu\n",
+       (unsigned long long)g->cut_header_timeout);
+    pr(&o, "snapbank:connections_closed_total{reason=\"room\"} %llu\n",
+       (unsigned long long)g->cut_room);
     scalar(&o, "snapbank:num_requests_running", "gauge", "Requests in a slot.", (double)g->running);
     scalar(&o, "snapbank:num_requests_waiting", "gauge", "Requests waiting for a slot.",
            (double)g->waiting);

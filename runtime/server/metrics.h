@@ -17,6 +17,7 @@
  *   snapbank:time_per_output_token_seconds         histogram (between tokens)
  *   snapbank:restore_seconds                       histogram (match + restore)
  *   snapbank:forward_pass_sequences                histogram (batch width)
+ *   snapbank:connections_closed_total{reason}      header_timeout | room
  *   gauges of the moment: requests running and waiting, the bank's bytes
  *   against each budget, disk bytes written against the hourly budget,
  *   write amplification, sessions held (srv_gauges)
@@ -41,6 +42,8 @@ typedef struct srv_gauges {
     sb_stats stats;           /* the store's */
     uint64_t written_last_hour;   /* disk bytes written in the last hour */
     uint64_t budget_per_hour;     /* the store's hourly write budget */
+    uint64_t cut_header_timeout;  /* connections closed: header too late */
+    uint64_t cut_room;            /* ...: room made for new clients */
 } srv_gauges;
 
 /* srv_metrics_new -- zeroed counters. Returns: NULL when out of memory. */

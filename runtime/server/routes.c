@@ -690,6 +690,7 @@ static void metrics(srv_server *s, srv_hreq *r)
     g.queue_cap = s->cfg.max_queue;
     g.slots = s->cfg.parallel;
     g.sessions = srv_sessions_count(s->sessions);
+    srv_http_guard_counts(s->http, &g.cut_header_timeout, &g.cut_room);
     pthread_rwlock_rdlock(&s->bank_lock);
     g.have_stats = sb_store_stats(s->st, &g.stats) == SB_OK;
     pthread_rwlock_unlock(&s->bank_lock);

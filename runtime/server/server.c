@@ -23,7 +23,7 @@ void srv_config_default(srv_config *c)
         .host = "127.0.0.1", .port = 8080, .ram_mib = 1024, .ssd = SRV_SSD_ON,
         .min_prefix = 512, .page_tokens = 16, .durability = SB_DURABILITY_PERIODIC,
         .parallel = 4, .max_queue = 64, .batch = 256, .http_threads = 4, .max_conns = 256,
-        .timeout_s = 600, .max_body = 4u << 20, .max_sessions = 4096,
+        .timeout_s = 600, .header_timeout_s = 10, .max_conns_per_ip = 64, .max_body = 4u << 20, .max_sessions = 4096,
         .shutdown_timeout_s = 10, .log_requests = true,
     };
 }
@@ -456,8 +456,10 @@ int srv_run(const srv_config *c)
         server_free(s);
         return ret;
     }
-    srv_http_cfg hc = { c->host, c->port, c->http_threads, c->max_conns, c->timeout_s,
-                        c->max_body };
+    srv_http_cfg hc = { .host = c->host, .port = c->port, .threads = c->http_threads,
+                        .max_conns = c->max_conns, .timeout_s = c->timeout_s,
+                        .header_timeout_s = c->header_timeout_s,
+                        .max_per_ip = c->max_conns_per_ip, .max_body = c->max_body };
     sb_rt_err err = { 0 };
     if (srv_http_start(&hc, srv_route, status_hook, s, &s->http, &err) != SB_OK) {
         fprintf(stderr, "snapbank serve: %s\n", err.msg);

@@ -52,6 +52,8 @@ typedef struct srv_config {
     uint32_t batch;               /* rows per forward pass */
     unsigned threads;             /* forward-pass threads (0: every CPU) */
     unsigned http_threads, max_conns, timeout_s;
+    unsigned header_timeout_s;    /* a request header must come whole within */
+    unsigned max_conns_per_ip;    /* 0: no limit */
     size_t max_body;
     size_t max_sessions;          /* sessions kept in RAM */
     size_t default_max_tokens;    /* when a request sets none (0: to the context's end) */

@@ -7,7 +7,15 @@ Description:
     tokens a second) asked for 30000 tokens, the socket closed once 20
     tokens ran; the request is counted cancelled and client-gone in
     /metrics, the slot is free, and fewer than 500 tokens ran after the
-    close (before the fix it went on to its end of turn: 7,742 tokens).
+    close (before the fix it went on to its end of turn: 7,742 tokens);
+  - a flood of silent connections: --max-connections 8, 12 sockets that
+    send nothing; the oldest are closed by the server (at most 6 of 8 may
+    wait for a header) and a new client still gets 200 (before: locked out);
+  - --max-connections-per-ip 3: a fourth connection from the same address
+    is closed without an answer; once one of the three goes, 200;
+  - --header-timeout 1: a client dribbling its header a byte every 0.1 s
+    is cut long before its 400 bytes are sent; a silent connection and a
+    kept-alive one after its answer are closed too; /metrics counts them.
 """
 import http.client
 import json
@@ -53,6 +61,88 @@ class Hardening(ServerTest):
         self.assertEqual(m["snapbank:num_requests_running"], 0)
         self.assertLess(m["snapbank:generation_tokens_total"], ran + 500)
         self.assertEqual(s.stop(), 0)
+
+    # ---- hostile connections ----------------------------------------------------
+
+    def silent(self, s, n):
+        """n connections that send nothing (each connected before the next)."""
+        out = []
+        for _ in range(n):
+            c = socket.create_connection(("127.0.0.1", s.port))
+            self.addCleanup(c.close)
+            out.append(c)
+        return out
+
+    @staticmethod
+    def closed_by_server(c):
+        """Whether the server has closed c (reads the end, or a reset)."""
+        c.setblocking(False)
+        try:
+            return c.recv(1) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+    def test_silent_flood(self):
+        s = self.start(self.tiny, "--max-connections", "8", "--max-connections-per-ip", "0",
+                       "--header-timeout", "300", name="flood")
+        socks = self.silent(s, 12)
+        wait_for(lambda: sum(map(self.closed_by_server, socks)) >= 6,
+                 "the oldest silent connections to be closed")
+        st, _, r = s.get("/health")  # a new client, with 6 silent ones still open
+        self.assertEqual(st, 200, r)
+        self.assertFalse(any(self.closed_by_server(c) for c in socks[-5:]))
+        m = s.metrics()
+        self.assertGreaterEqual(m['snapbank:connections_closed_total{reason="room"}'], 6)
+        self.assertEqual(m['snapbank:connections_closed_total{reason="header_timeout"}'], 0)
+
+    def test_per_ip_limit(self):
+        s = self.start(self.tiny, "--max-connections-per-ip", "3", name="perip")
+        socks = self.silent(s, 3)
+        with self.assertRaises((OSError, http.client.HTTPException)):
+            s.get("/health")  # closed without an answer
+        socks[0].close()
+        wait_for(lambda: self.try_health(s), "a place once one connection went")
+
+    @staticmethod
+    def try_health(s):
+        try:
+            return s.get("/health")[0] == 200
+        except (OSError, http.client.HTTPException):
+            return False
+
+    def test_header_timeout(self):
+        s = self.start(self.tiny, "--header-timeout", "1", name="hto")
+        # dribbling: 400 header bytes at one every 0.1 s would take 40 s
+        c = socket.create_connection(("127.0.0.1", s.port))
+        self.addCleanup(c.close)
+        head = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 360 + b"\r\n\r\n"
+        sent, cut = 0, False
+        for i in range(len(head)):
+            try:
+                c.sendall(head[i:i + 1])
+            except OSError:
+                cut = True
+                break
+            sent += 1
+            if self.closed_by_server(c):
+                cut = True
+                break
+            c.setblocking(True)
+            time.sleep(0.1)
+        self.assertTrue(cut, "the dribbling client was never cut")
+        self.assertLess(sent, len(head))
+        # silent, and kept alive after an answer: both closed
+        quiet = self.silent(s, 1)[0]
+        kept = http.client.HTTPConnection("127.0.0.1", s.port, timeout=LIMIT)
+        kept.request("GET", "/health")
+        self.assertEqual(kept.getresponse().read()[:1], b"{")
+        wait_for(lambda: self.closed_by_server(quiet) and self.closed_by_server(kept.sock),
+                 "the idle connections to be closed")
+        kept.close()
+        m = s.metrics()
+        self.assertGreaterEqual(m['snapbank:connections_closed_total{reason="header_timeout"}'], 3)
 
 
 if __name__ == "__main__":
