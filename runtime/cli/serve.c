@@ -35,6 +35,11 @@ static void serve_usage(FILE *f)
         "                           tenant\n"
         "  --admin-key-file FILE    the key of the /v1/bank/* endpoints (off without it)\n"
         "  --allow-unauthenticated  listen on a non-loopback --host without API keys\n"
+        "  --cors-origin ORIGIN     let browser pages from ORIGIN (e.g.\n"
+        "                           https://app.example.com; repeatable; '*': any) call\n"
+        "                           the server: answers carry Access-Control-Allow-Origin,\n"
+        "                           an OPTIONS preflight gets 204 (403 from another\n"
+        "                           origin). Default: none (OPTIONS is 405)\n"
         "  --http-threads N         HTTP threads (default 4)\n"
         "  --max-connections N      connections at once (default 256); at most three\n"
         "                           quarters of them may wait for their request header:\n"
@@ -110,6 +115,8 @@ int sb_cli_serve(int argc, char **argv)
     srv_config c;
     srv_config_default(&c);
     const char *shared_auth = NULL;
+    const char *cors[64]; /* --cors-origin values */
+    c.cors_origins = cors;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x = 0;
@@ -131,6 +138,10 @@ int sb_cli_serve(int argc, char **argv)
             bad = !v, c.api_key_file = v;
         } else if (!strcmp(a, "--admin-key-file")) {
             bad = !v, c.admin_key_file = v;
+        } else if (!strcmp(a, "--cors-origin")) {
+            bad = !v || !*v || (strcmp(v, "*") && !strstr(v, "://")) || c.n_cors_origins >= 64;
+            if (!bad)
+                cors[c.n_cors_origins++] = v;
         } else if (!strcmp(a, "--http-threads")) {
             bad = rt_parse_u64(v, 1, 256, &x), c.http_threads = (unsigned)x;
         } else if (!strcmp(a, "--max-connections")) {

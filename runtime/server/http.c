@@ -73,6 +73,8 @@ struct srv_hreq {
     void *poll_ctx;
     void (*on_close)(void *ctx, bool aborted);
     void *close_ctx;
+    char *extra[2 * SRV_HREQ_EXTRA]; /* headers for every answer: name, value (owned) */
+    size_t n_extra;                  /* pairs */
 };
 
 typedef struct stream {
@@ -203,6 +205,20 @@ void srv_hreq_stream(srv_hreq *r, srv_link *link, srv_read_fn read, void (*relea
     MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(r->resp, "X-Accel-Buffering", "no");
+}
+
+void srv_hreq_add_header(srv_hreq *r, const char *name, const char *value)
+{
+    if (r->n_extra >= SRV_HREQ_EXTRA)
+        return;
+    char *n = strdup(name), *v = strdup(value);
+    if (!n || !v) {
+        free(n);
+        free(v);
+        return;
+    }
+    r->extra[2 * r->n_extra] = n, r->extra[2 * r->n_extra + 1] = v;
+    r->n_extra++;
 }
 
 void srv_hreq_on_close(srv_hreq *r, void (*fn)(void *ctx, bool aborted), void *ctx)
@@ -398,6 +414,8 @@ static enum MHD_Result send_answer(srv_hreq *r)
                        "the server produced no response");
     if (!r->resp)
         return MHD_NO;
+    for (size_t i = 0; i < r->n_extra; i++)
+        MHD_add_response_header(r->resp, r->extra[2 * i], r->extra[2 * i + 1]);
     enum MHD_Result ret = MHD_queue_response(r->conn, r->status, r->resp);
     MHD_destroy_response(r->resp);
     r->resp = NULL;
@@ -502,6 +520,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         r->on_close(r->close_ctx, toe != MHD_REQUEST_TERMINATED_COMPLETED_OK);
     if (r->resp)
         MHD_destroy_response(r->resp);
+    for (size_t i = 0; i < 2 * r->n_extra; i++)
+        free(r->extra[i]);
     free(r->body);
     free(r->path);
     free(r);

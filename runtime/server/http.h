@@ -152,6 +152,13 @@ typedef ssize_t (*srv_read_fn)(void *ctx, char *buf, size_t max);
 void srv_hreq_stream(srv_hreq *r, srv_link *link, srv_read_fn read, void (*release)(void *ctx),
                      void *ctx);
 
+#define SRV_HREQ_EXTRA 8 /* headers srv_hreq_add_header keeps */
+
+/* srv_hreq_add_header -- a header for the request's answer, whichever call
+ * makes it (name and value copied; past SRV_HREQ_EXTRA, or out of memory,
+ * it is dropped). */
+void srv_hreq_add_header(srv_hreq *r, const char *name, const char *value);
+
 /* srv_hreq_on_close -- fn(ctx, aborted) once when the request is over:
  * aborted when the client left or the response could not be sent. */
 void srv_hreq_on_close(srv_hreq *r, void (*fn)(void *ctx, bool aborted), void *ctx);

@@ -972,10 +972,56 @@ static const route routes[] = {
     { "/v1/bank/clear", "POST", "/v1/bank/clear" },
 };
 
+/* ---- CORS -------------------------------------------------------------------------
+
+   With --cors-origin, a browser page from a listed origin (or any, with
+   "*") may call the server: each answer to a request whose Origin is
+   allowed carries Access-Control-Allow-Origin (that origin) and Vary:
+   Origin, and a preflight (OPTIONS with Access-Control-Request-Method) is
+   answered 204 with the methods and the headers clients send
+   (Authorization, Content-Type, X-Session-Id). A preflight from another
+   origin gets 403 and no CORS headers. Without --cors-origin nothing
+   changes: an OPTIONS is 405, and no answer carries CORS headers, which a
+   browser takes as "not allowed" whatever the status. */
+
+static bool cors_allowed(const srv_server *s, const char *origin)
+{
+    for (size_t i = 0; origin && i < s->cfg.n_cors_origins; i++)
+        if (!strcmp(s->cfg.cors_origins[i], "*") || !strcmp(s->cfg.cors_origins[i], origin))
+            return true;
+    return false;
+}
+
+/* An OPTIONS request to a route with methods, with --cors-origin. */
+static void preflight(srv_server *s, srv_hreq *r, const char *methods)
+{
+    const char *origin = srv_hreq_header(r, "Origin");
+    if (origin && srv_hreq_header(r, "Access-Control-Request-Method") &&
+        !cors_allowed(s, origin)) {
+        srv_hreq_error(r, 403, "invalid_request_error", "origin_not_allowed", NULL, NULL,
+                       "Cross-origin requests from %s are not allowed (--cors-origin).", origin);
+        return;
+    }
+    char allow[64];
+    snprintf(allow, sizeof allow, "%s, OPTIONS", methods);
+    const char *h[] = { "Allow", allow, "Access-Control-Allow-Methods", allow,
+                        "Access-Control-Allow-Headers",
+                        "Authorization, Content-Type, X-Session-Id",
+                        "Access-Control-Max-Age", "600", NULL };
+    srv_hreq_respond(r, 204, NULL, "", 0, h);
+}
+
 void srv_route(void *app, srv_hreq *r)
 {
     srv_server *s = app;
     const char *path = srv_hreq_path(r), *method = srv_hreq_method(r);
+    const char *origin = srv_hreq_header(r, "Origin");
+    if (cors_allowed(s, origin)) {
+        srv_hreq_add_header(r, "Access-Control-Allow-Origin", origin);
+        srv_hreq_add_header(r, "Access-Control-Expose-Headers", "Retry-After");
+    }
+    if (s->cfg.n_cors_origins)
+        srv_hreq_add_header(r, "Vary", "Origin");
     const route *rt = NULL;
     const char *id = NULL;
     for (size_t i = 0; i < sizeof routes / sizeof *routes && !rt; i++) {
@@ -994,6 +1040,10 @@ void srv_route(void *app, srv_hreq *r)
         return;
     }
     srv_hreq_set_route(r, rt->label);
+    if (s->cfg.n_cors_origins && !strcmp(method, "OPTIONS")) {
+        preflight(s, r, rt->methods);
+        return;
+    }
     /* the method must be one of the route's, as a whole word */
     const char *m = strstr(rt->methods, method);
     size_t ml = strlen(method);

@@ -59,6 +59,9 @@ typedef struct srv_config {
     size_t default_max_tokens;    /* when a request sets none (0: to the context's end) */
     const char *api_key_file, *admin_key_file, *chat_template;
     bool allow_public;            /* listen beyond loopback without keys */
+    const char *const *cors_origins; /* (n_cors_origins) --cors-origin: origins
+                                     browsers may call from; "*": any (borrowed) */
+    size_t n_cors_origins;
     double shutdown_timeout_s;
     bool log_requests;            /* a line per completion on stderr */
     const char *shared_seeds;     /* the shared tier's "host:port[,...]" (NULL:

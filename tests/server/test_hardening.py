@@ -15,12 +15,18 @@ Description:
     is closed without an answer; once one of the three goes, 200;
   - --header-timeout 1: a client dribbling its header a byte every 0.1 s
     is cut long before its 400 bytes are sent; a silent connection and a
-    kept-alive one after its answer are closed too; /metrics counts them.
+    kept-alive one after its answer are closed too; /metrics counts them;
+  - CORS: --cors-origin https://ok.example: a preflight from it gets 204
+    with Allow-Origin (that origin), -Methods and -Headers (Authorization,
+    Content-Type); its POST's answer carries Allow-Origin; a preflight from
+    another origin gets 403 and no CORS headers, its answers none either;
+    without the option OPTIONS stays 405 with no CORS headers.
 """
 import http.client
 import json
 import os
 import socket
+import subprocess
 import time
 import unittest
 
@@ -143,6 +149,47 @@ class Hardening(ServerTest):
         kept.close()
         m = s.metrics()
         self.assertGreaterEqual(m['snapbank:connections_closed_total{reason="header_timeout"}'], 3)
+
+    # ---- CORS -------------------------------------------------------------------
+
+    def preflight(self, s, origin, path="/v1/chat/completions"):
+        return s.request("OPTIONS", path, headers={
+            "Origin": origin, "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type"})
+
+    def test_cors(self):
+        ok = "https://ok.example"
+        s = self.start(self.tiny, "--cors-origin", ok, "--cors-origin", "http://b.example",
+                       name="cors")
+        st, h, _ = self.preflight(s, ok)
+        self.assertEqual(st, 204)
+        self.assertEqual(h.get("access-control-allow-origin"), ok)
+        self.assertIn("POST", h.get("access-control-allow-methods", ""))
+        allow = h.get("access-control-allow-headers", "").lower()
+        self.assertIn("authorization", allow)
+        self.assertIn("content-type", allow)
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "Hi."}],
+                "max_tokens": 2}
+        st, h, r = s.post("/v1/chat/completions", body, headers={"Origin": ok})
+        self.assertEqual(st, 200, r)
+        self.assertEqual(h.get("access-control-allow-origin"), ok)
+        st, h, r = self.preflight(s, "https://evil.example")
+        self.assertEqual(st, 403, r)
+        self.assertEqual(r["error"]["code"], "origin_not_allowed")
+        self.assertFalse([k for k in h if k.startswith("access-control-")], h)
+        st, h, r = s.post("/v1/chat/completions", body, headers={"Origin": "https://evil.example"})
+        self.assertFalse([k for k in h if k.startswith("access-control-")], h)
+        # without the option: as before
+        t = self.start(self.tiny, name="nocors")
+        st, h, r = self.preflight(t, ok)
+        self.assertEqual(st, 405, r)
+        self.assertFalse([k for k in h if k.startswith("access-control-")], h)
+        for bad in ("", "ok.example"):
+            p = subprocess.run([os.environ.get("SNAPBANK_BIN", "snapbank"),
+                                              "serve", self.tiny, "--cors-origin", bad],
+                                             capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("--cors-origin", p.stderr)
 
 
 if __name__ == "__main__":
