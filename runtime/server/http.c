@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -31,6 +32,7 @@ typedef struct guard_conn {
     double deadline;                /* monotonic seconds: the header is due */
     bool waiting;                   /* on the list */
     bool cut;                       /* shut down by the guard */
+    uint64_t rx_mark;               /* bytes received when it began waiting */
 } guard_conn;
 
 struct srv_http {
@@ -271,7 +273,11 @@ void srv_hreq_set_route(srv_hreq *r, const char *route)
         reads the end and closes the connection itself. MHD tells us a
         connection closed (NOTIFY_CLOSED, which takes it off the list under
         guard_mu) before it closes the socket, so the descriptor shut down
-        is always the connection's own.
+        is always the connection's own. A connection cut in step 1 after
+        its client sent part of a request (TCP_INFO's bytes received grew
+        since it began waiting, and the client has not closed) is first
+        told why: 408 and an error object, written to the socket (MHD
+        writes nothing while it reads a header).
    The per-address limit is MHD's (MHD_OPTION_PER_IP_CONNECTION_LIMIT). */
 
 static double mono_now(void)
@@ -298,12 +304,49 @@ static void wait_unlink(srv_http *h, guard_conn *g)
     h->n_waiting--;
 }
 
+/* Bytes the kernel has received on fd since the accept (0 when unknown). */
+static uint64_t rx_bytes(MHD_socket fd)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+        return 0;
+    return ti.tcpi_bytes_received;
+}
+
+/* Whether the waiting g's client sent bytes since it began waiting and is
+ * still there (nothing unread, no end read): MHD took them and found no
+ * request in them. */
+static bool sent_and_waits(const guard_conn *g)
+{
+    char b;
+    ssize_t n = recv(g->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && rx_bytes(g->fd) > g->rx_mark;
+}
+
+/* A last answer written straight to the socket before it closes: status
+ * line and an OpenAI error object (best effort, never blocks). */
+static void guard_answer(MHD_socket fd, const char *status, const char *code, const char *msg)
+{
+    char body[512], all[1024];
+    int nb = snprintf(body, sizeof body, "{\"error\":{\"message\":\"%s\",\"type\":"
+                      "\"invalid_request_error\",\"param\":null,\"code\":\"%s\"}}\n", msg,
+                      code);
+    int n = snprintf(all, sizeof all, "HTTP/1.1 %s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %d\r\nConnection: close\r\n\r\n%s", status, nb, body);
+    if (nb > 0 && n > 0 && (size_t)n < sizeof all)
+        (void)!send(fd, all, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* Put g at the list's tail with a fresh deadline (guard_mu held). */
 static void wait_link(srv_http *h, guard_conn *g)
 {
     wait_unlink(h, g);
     if (g->cut)
         return;
+    g->rx_mark = rx_bytes(g->fd);
     g->deadline = mono_now() + h->header_timeout;
     g->prev = h->wait_tail;
     if (h->wait_tail)
@@ -354,6 +397,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     g->fd = ci->connect_fd;
     pthread_mutex_lock(&h->guard_mu);
     wait_link(h, g); /* step 1 */
+    g->rx_mark = 0;  /* what came before the accept counts too */
     if (h->n_waiting > h->waiting_cap && h->wait_head != g) /* step 2 */
         guard_cut(h, h->wait_head, &h->cut_room);
     pthread_mutex_unlock(&h->guard_mu);
@@ -367,8 +411,13 @@ static void *reaper_main(void *arg)
     pthread_mutex_lock(&h->guard_mu);
     while (!h->guard_stop) {
         double now = mono_now();
-        while (h->wait_head && h->wait_head->deadline <= now)
+        while (h->wait_head && h->wait_head->deadline <= now) {
+            if (sent_and_waits(h->wait_head)) /* a part of a request came: say why */
+                guard_answer(h->wait_head->fd, "408 Request Timeout", "request_timeout",
+                             "The request header did not arrive whole in time "
+                             "(--header-timeout).");
             guard_cut(h, h->wait_head, &h->cut_timeout);
+        }
         double until = h->wait_head ? h->wait_head->deadline : now + 1.0;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -428,7 +477,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
                                  const char *method, const char *version,
                                  const char *upload, size_t *upload_size, void **req_cls)
 {
-    (void)version;
     srv_http *h = cls;
     srv_hreq *r = *req_cls;
     if (!r) { /* the headers are in */
@@ -447,6 +495,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         snprintf(r->method, sizeof r->method, "%s", method);
         atomic_fetch_add(&h->open, 1);
         *req_cls = r;
+        /* RFC 9112 3.2: an HTTP/1.1 request without Host is answered 400 */
+        if (!strcmp(version, MHD_HTTP_VERSION_1_1) &&
+            !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)) {
+            r->state = REQ_HANDLED;
+            srv_hreq_error(r, 400, "invalid_request_error", "missing_host", NULL, NULL,
+                           "An HTTP/1.1 request needs a Host header (RFC 9112).");
+            return send_answer(r);
+        }
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > h->max_body) {

@@ -22,6 +22,10 @@
  * mutex held, so a wake-up is never lost: the check and the suspension
  * happen under that mutex, and so does the resume.
  *
+ * Refused before the application sees them: an HTTP/1.1 request without
+ * Host (400, RFC 9112), a header that does not come whole in time (408
+ * when part of it came, else the connection is just closed).
+ *
  * Limits: --max-body-bytes (a Content-Length over it is answered 413 before
  * the body is read; a chunked body that grows over it closes the
  * connection), connection count, connections per address, idle timeout and

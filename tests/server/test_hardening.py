@@ -16,6 +16,9 @@ Description:
   - --header-timeout 1: a client dribbling its header a byte every 0.1 s
     is cut long before its 400 bytes are sent; a silent connection and a
     kept-alive one after its answer are closed too; /metrics counts them;
+  - bad request framing: HTTP/1.1 without Host gets 400 with an error
+    object (code missing_host; HTTP/1.0 without Host is fine); a header
+    left unfinished past --header-timeout gets 408 with an error object;
   - CORS: --cors-origin https://ok.example: a preflight from it gets 204
     with Allow-Origin (that origin), -Methods and -Headers (Authorization,
     Content-Type); its POST's answer carries Allow-Origin; a preflight from
@@ -150,6 +153,38 @@ class Hardening(ServerTest):
         m = s.metrics()
         self.assertGreaterEqual(m['snapbank:connections_closed_total{reason="header_timeout"}'], 3)
 
+    @staticmethod
+    def raw(s, data):
+        """Send data on a new connection; everything the server answers
+        until it closes."""
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=LIMIT)
+        c.sendall(data)
+        out = b""
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                out += b
+        except OSError:
+            pass
+        c.close()
+        return out
+
+    def error_of(self, answer):
+        head, _, body = answer.partition(b"\r\n\r\n")
+        return head.split(b"\r\n")[0], json.loads(body)["error"]
+
+    def test_framing(self):
+        s = self.start(self.tiny, "--header-timeout", "1", name="framing")
+        line, e = self.error_of(self.raw(s, b"GET /health HTTP/1.1\r\n\r\n"))
+        self.assertEqual(line, b"HTTP/1.1 400 Bad Request")
+        self.assertEqual(e["code"], "missing_host")
+        self.assertIn(b" 200 ", self.raw(s, b"GET /health HTTP/1.0\r\n\r\n").split(b"\r\n")[0])
+        line, e = self.error_of(self.raw(s, b"GET /health HTTP/1.1\r\nHo"))
+        self.assertEqual(line, b"HTTP/1.1 408 Request Timeout")
+        self.assertEqual(e["code"], "request_timeout")
+
     # ---- CORS -------------------------------------------------------------------
 
     def preflight(self, s, origin, path="/v1/chat/completions"):
@@ -185,9 +220,8 @@ class Hardening(ServerTest):
         self.assertEqual(st, 405, r)
         self.assertFalse([k for k in h if k.startswith("access-control-")], h)
         for bad in ("", "ok.example"):
-            p = subprocess.run([os.environ.get("SNAPBANK_BIN", "snapbank"),
-                                              "serve", self.tiny, "--cors-origin", bad],
-                                             capture_output=True, text=True)
+            p = subprocess.run([os.environ.get("SNAPBANK_BIN", "snapbank"), "serve", self.tiny,
+                                "--cors-origin", bad], capture_output=True, text=True)
             self.assertEqual(p.returncode, 2)
             self.assertIn("--cors-origin", p.stderr)
 
