@@ -35,6 +35,9 @@ static void serve_usage(FILE *f)
         "                           tenant\n"
         "  --admin-key-file FILE    the key of the /v1/bank/* endpoints (off without it)\n"
         "  --allow-unauthenticated  listen on a non-loopback --host without API keys\n"
+        "  --metrics-auth M         who may read GET /metrics: none (default: anyone who\n"
+        "                           reaches the port), key (any key of --api-key-file, or\n"
+        "                           the admin key), admin (the admin key); else 401\n"
         "  --cors-origin ORIGIN     let browser pages from ORIGIN (e.g.\n"
         "                           https://app.example.com; repeatable; '*': any) call\n"
         "                           the server: answers carry Access-Control-Allow-Origin,\n"
@@ -138,6 +141,16 @@ int sb_cli_serve(int argc, char **argv)
             bad = !v, c.api_key_file = v;
         } else if (!strcmp(a, "--admin-key-file")) {
             bad = !v, c.admin_key_file = v;
+        } else if (!strcmp(a, "--metrics-auth")) {
+            bad = !v;
+            if (v && !strcmp(v, "none"))
+                c.metrics_auth = SRV_METRICS_OPEN;
+            else if (v && !strcmp(v, "key"))
+                c.metrics_auth = SRV_METRICS_KEY;
+            else if (v && !strcmp(v, "admin"))
+                c.metrics_auth = SRV_METRICS_ADMIN;
+            else
+                bad = 1;
         } else if (!strcmp(a, "--cors-origin")) {
             bad = !v || !*v || (strcmp(v, "*") && !strstr(v, "://")) || c.n_cors_origins >= 64;
             if (!bad)

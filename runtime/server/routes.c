@@ -683,8 +683,30 @@ static void health(srv_server *s, srv_hreq *r)
                   NULL);
 }
 
+/* Whether the request may read /metrics (--metrics-auth; answers 401 if
+ * not). */
+static bool authorize_metrics(srv_server *s, srv_hreq *r)
+{
+    if (s->cfg.metrics_auth == SRV_METRICS_OPEN)
+        return true;
+    const char *auth = srv_hreq_header(r, "Authorization");
+    if (s->admin_key[0] && srv_bearer_is(auth, s->admin_key))
+        return true;
+    if (s->cfg.metrics_auth == SRV_METRICS_KEY && srv_tenants_keyed(s->tenants) &&
+        srv_tenants_auth(s->tenants, auth))
+        return true;
+    srv_hreq_error(r, 401, "invalid_request_error", auth ? "invalid_api_key" : NULL, NULL, NULL,
+                   "%s", s->cfg.metrics_auth == SRV_METRICS_ADMIN
+                             ? "/metrics needs the admin key (Authorization: Bearer KEY)."
+                             : "/metrics needs an API key or the admin key (Authorization: "
+                               "Bearer KEY).");
+    return false;
+}
+
 static void metrics(srv_server *s, srv_hreq *r)
 {
+    if (!authorize_metrics(s, r))
+        return;
     srv_gauges g = { 0 };
     sb_rt_batch_counts(s->engine, &g.running, &g.waiting);
     g.queue_cap = s->cfg.max_queue;

@@ -248,6 +248,16 @@ static int start(srv_server *s)
                 c->ssd == SRV_SSD_OFF ? "off" : "write-only");
         return 2;
     }
+    if (c->metrics_auth == SRV_METRICS_ADMIN && !c->admin_key_file) {
+        fprintf(stderr, "snapbank serve: --metrics-auth admin needs --admin-key-file\n");
+        return 2;
+    }
+    if (c->metrics_auth == SRV_METRICS_KEY && !c->admin_key_file &&
+        !srv_tenants_keyed(s->tenants)) {
+        fprintf(stderr, "snapbank serve: --metrics-auth key needs --api-key-file or "
+                        "--admin-key-file\n");
+        return 2;
+    }
     if (c->admin_key_file && srv_admin_key_load(c->admin_key_file, s->admin_key, &err) != SB_OK) {
         fprintf(stderr, "snapbank serve: %s\n", err.msg);
         return 2;

@@ -26,6 +26,9 @@
 
 #include "snapbank.h"
 
+/* --metrics-auth: who may read GET /metrics */
+enum { SRV_METRICS_OPEN = 0, SRV_METRICS_KEY = 1, SRV_METRICS_ADMIN = 2 };
+
 /* --ssd-session-cache */
 enum { SRV_SSD_ON = 0, SRV_SSD_OFF = 1, SRV_SSD_WRITE_ONLY = 2 };
 
@@ -59,6 +62,8 @@ typedef struct srv_config {
     size_t default_max_tokens;    /* when a request sets none (0: to the context's end) */
     const char *api_key_file, *admin_key_file, *chat_template;
     bool allow_public;            /* listen beyond loopback without keys */
+    int metrics_auth;             /* SRV_METRICS_*: open (default), any API
+                                     key or the admin key, the admin key */
     const char *const *cors_origins; /* (n_cors_origins) --cors-origin: origins
                                      browsers may call from; "*": any (borrowed) */
     size_t n_cors_origins;

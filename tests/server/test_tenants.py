@@ -12,6 +12,10 @@ to bob, an admin key file.
   - admin: /v1/bank/* refused with a tenant key or none (401), answered with
     the admin key: stats list both tenants, flush, clear (alice is cold
     again after it); without --admin-key-file they are off (403);
+  - /metrics: open by default even with keys; --metrics-auth admin: 401
+    without a key or with a tenant's, 200 with the admin key; --metrics-auth
+    key: any tenant's key or the admin key; either mode without the keys it
+    needs is refused at start (exit 2, naming the option);
   - bad key files (a malformed line, a key twice, a missing file) stop the
     server at start with exit 2 and the file named; so do options out of
     range or that contradict each other, named;
@@ -47,6 +51,30 @@ class Tenants(ServerTest):
         with open(cls.admin, "w") as f:
             f.write(ADMIN + "\n")
         os.chmod(cls.admin, 0o600)
+
+    def test_metrics_auth(self):
+        s = self.start(self.model, "--api-key-file", self.keys, "--admin-key-file", self.admin,
+                       name="mx-open")
+        self.assertEqual(s.get("/metrics")[0], 200)  # as before: open by default
+        a = self.start(self.model, "--api-key-file", self.keys, "--admin-key-file", self.admin,
+                       "--metrics-auth", "admin", name="mx-admin")
+        st, _, r = a.get("/metrics")
+        self.assertEqual(st, 401, r)
+        self.assertIn("admin key", r["error"]["message"])
+        self.assertEqual(a.get("/metrics", headers=auth(A1))[0], 401)
+        st, _, text = a.get("/metrics", headers=auth(ADMIN))
+        self.assertEqual(st, 200)
+        self.assertIn("snapbank:requests_total", text)
+        k = self.start(self.model, "--api-key-file", self.keys, "--metrics-auth", "key",
+                       name="mx-key")
+        self.assertEqual(k.get("/metrics")[0], 401)
+        self.assertEqual(k.get("/metrics", headers=auth("nope"))[0], 401)
+        self.assertEqual(k.get("/metrics", headers=auth(B))[0], 200)
+        for mode, need in (("admin", "--admin-key-file"), ("key", "--api-key-file")):
+            p = subprocess.run([BIN, "serve", self.model, "--metrics-auth", mode],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(need, p.stderr)
 
     def ask(self, s, key, sid=None):
         body = {"model": M, "messages": [{"role": "system", "content": SYS},
