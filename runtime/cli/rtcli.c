@@ -530,7 +530,8 @@ void rt_report(FILE *f, const char *label, const sb_rt_turn *r)
         fprintf(f, " prefill_tok/s=%.0f", r->prefill_tok_s);
     if (r->gen_tokens > 1)
         fprintf(f, " decode_tok/s=%.1f", r->decode_tok_s);
-    fprintf(f, " miss=%s", sb_miss_name(r->miss));
+    const char *why = sb_rt_turn_miss_reason(r);
+    fprintf(f, " miss=%s", why ? why : "none");
     if (r->point_hit)
         fprintf(f, " logits=point_state");
     if (r->boundaries_written || r->boundary_tokens) /* a hybrid model's turn */
@@ -582,9 +583,11 @@ void rt_table_header(FILE *f)
 
 void rt_table_row(FILE *f, const char *session, int turn, const sb_rt_turn *r)
 {
+    const char *why = sb_rt_turn_miss_reason(r);
     fprintf(f, "%-8s %4d  %-11s %6zu %6zu %6zu %7zu %10.1f %9.1f %8.1f %-8s %s%s\n", session,
             turn, sb_rt_cache_mode_name(r->cache_mode), r->prompt_tokens, r->cached_tokens,
             r->cached_disk_tokens, r->prefill_tokens, r->restore_s * 1e3, r->ttft_s * 1e3,
-            r->decode_tok_s, rt_durable_word(&r->disk), sb_miss_name(r->miss),
-            r->disk_skipped ? " (disk skipped: recompute was faster)" : "");
+            r->decode_tok_s, rt_durable_word(&r->disk), why ? why : "none",
+            r->disk_skipped && !(why && !strcmp(why, "recompute_faster"))
+                ? " (disk skipped: recompute was faster)" : "");
 }

@@ -69,6 +69,8 @@ const char *sb_rt_turn_miss_reason(const sb_rt_turn *r)
         return "recompute_faster"; /* disk pages matched; reading was slower */
     if (r->miss == SB_MISS_NONE)
         return "last_position";    /* all matched, no logits stored: recomputed */
+    if (r->miss == SB_MISS_NO_PREFIX && r->matched_tokens)
+        return "new_tokens";       /* the bank held the start; the rest is new */
     return sb_miss_name(r->miss);
 }
 

@@ -156,11 +156,13 @@ typedef struct sb_rt_turn {
 } sb_rt_turn;
 
 /* sb_rt_turn_miss_reason -- why a turn did not restore its whole prompt:
- * the bank's miss reason (sb_miss_name: "no_prefix", "evicted", ...),
- * "recompute_faster" (disk pages matched and recomputing was estimated
- * faster than reading them), "last_position" (everything matched but no
- * logits were stored there: the last position was computed again); NULL
- * when it did. Returns: a static string or NULL. */
+ * "new_tokens" (the bank held the prompt's start and never held the rest:
+ * new text, the usual next turn of a conversation), the bank's miss reason
+ * otherwise (sb_miss_name: "no_prefix" when nothing of the prompt was
+ * there, "evicted", ...), "recompute_faster" (disk pages matched and
+ * recomputing was estimated faster than reading them), "last_position"
+ * (everything matched but no logits were stored there: the last position
+ * was computed again); NULL when it did. Returns: a static string or NULL. */
 const char *sb_rt_turn_miss_reason(const sb_rt_turn *r);
 
 /* Called with each generated token as soon as it is sampled. */
