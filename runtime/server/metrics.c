@@ -29,6 +29,8 @@ static const double tpot_le[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.0
                                   0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5 };
 static const double restore_le[] = { 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
                                      0.25, 0.5, 1.0, 2.5, 5.0 };
+/* the share of a prompt restored: 0 is a cold turn, 1 all of it */
+static const double share_le[] = { 0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1 };
 static const double seqs_le[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 };
 
 static const char *const finish_names[SB_RT_FINISH__COUNT] = { "stop", "length", "cancelled",
@@ -44,7 +46,7 @@ struct srv_metrics {
     uint64_t finished[SB_RT_FINISH__COUNT];
     uint64_t client_gone;      /* completions whose client left first */
     uint64_t prompt, generated, queries, hit_ram, hit_disk, turns[4];
-    hist ttft, tpot, restore, seqs;
+    hist ttft, tpot, restore, seqs, share;
 };
 
 static void hist_init(hist *h, const double *le, size_t n)
@@ -72,6 +74,7 @@ srv_metrics *srv_metrics_new(void)
     hist_init(&mx->tpot, tpot_le, sizeof tpot_le / sizeof *tpot_le);
     hist_init(&mx->restore, restore_le, sizeof restore_le / sizeof *restore_le);
     hist_init(&mx->seqs, seqs_le, sizeof seqs_le / sizeof *seqs_le);
+    hist_init(&mx->share, share_le, sizeof share_le / sizeof *share_le);
     return mx;
 }
 
@@ -118,6 +121,8 @@ void srv_metrics_turn(srv_metrics *mx, const srv_turn_figures *f)
     for (int i = 0; i < 4; i++)
         if (f->cache_mode && !strcmp(f->cache_mode, modes[i]))
             mx->turns[i]++;
+    if (f->cache_mode && f->prompt_tokens) /* the turn began: its share restored */
+        hist_add(&mx->share, (double)(f->cached_ram + f->cached_disk) / (double)f->prompt_tokens);
     if (f->ttft_s >= 0)
         hist_add(&mx->ttft, f->ttft_s);
     if (f->restore_s >= 0)
@@ -243,6 +248,9 @@ int srv_metrics_render(srv_metrics *mx, const srv_gauges *g, char **text, size_t
     for (int i = 0; i < 4; i++)
         pr(&o, "snapbank:turns_total{cache_mode=\"%s\"} %llu\n", modes[i],
            (unsigned long long)mx->turns[i]);
+    histogram(&o, "snapbank:prompt_cached_fraction",
+              "The share of each prompt's tokens restored from the bank (0: cold; a "
+              "warm_prefix turn may be anywhere above 0).", &mx->share);
     histogram(&o, "snapbank:time_to_first_token_seconds",
               "From a request's arrival to its first token.", &mx->ttft);
     histogram(&o, "snapbank:time_per_output_token_seconds",

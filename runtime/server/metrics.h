@@ -12,7 +12,9 @@
  *   snapbank:prefix_cache_queries_total            prompt tokens looked up
  *   snapbank:prefix_cache_hits_total{tier}         ...restored: ram | disk
  *   snapbank:prefix_cache_misses_total{reason}     ...computed, by why
- *   snapbank:turns_total{cache_mode}               cold | warm_prefix | ssd
+ *   snapbank:turns_total{cache_mode}               cold | warm_prefix | ssd | remote
+ *   snapbank:prompt_cached_fraction                histogram (cached / prompt
+ *                                                  tokens, per turn)
  *   snapbank:time_to_first_token_seconds           histogram (from arrival)
  *   snapbank:time_per_output_token_seconds         histogram (between tokens)
  *   snapbank:restore_seconds                       histogram (match + restore)
@@ -60,7 +62,8 @@ void srv_metrics_client_gone(srv_metrics *mx);
 
 /* A finished turn's figures. */
 typedef struct srv_turn_figures {
-    size_t prompt_tokens, cached_ram, cached_disk, generated;
+    size_t prompt_tokens, cached_ram, cached_disk, generated; /* cached_ram holds
+                                 the shared tier's tokens too */
     const char *miss_reason;  /* why prompt > cached ("none" otherwise) */
     const char *cache_mode;   /* "cold", "warm_prefix", "ssd" */
     sb_rt_finish finish;

@@ -19,6 +19,10 @@ Description:
   - bad request framing: HTTP/1.1 without Host gets 400 with an error
     object (code missing_host; HTTP/1.0 without Host is fine); a header
     left unfinished past --header-timeout gets 408 with an error object;
+  - the cached share: a cold turn then one sharing its system prompt: the
+    second is warm_prefix with miss_reason new_tokens (the first stays
+    no_prefix), and /metrics' snapbank:prompt_cached_fraction histogram
+    has the cold one in le="0" and the sum of both shares;
   - CORS: --cors-origin https://ok.example: a preflight from it gets 204
     with Allow-Origin (that origin), -Methods and -Headers (Authorization,
     Content-Type); its POST's answer carries Allow-Origin; a preflight from
@@ -184,6 +188,31 @@ class Hardening(ServerTest):
         line, e = self.error_of(self.raw(s, b"GET /health HTTP/1.1\r\nHo"))
         self.assertEqual(line, b"HTTP/1.1 408 Request Timeout")
         self.assertEqual(e["code"], "request_timeout")
+
+    def test_cached_share(self):
+        s = self.start(self.tiny, name="share")
+        sys_msg = {"role": "system", "content": "The bank keeps what was read. " * 8}
+        us = []
+        for q in ("First question.", "A second, different question."):
+            st, _, r = s.post("/v1/chat/completions", {
+                "model": "tiny", "messages": [sys_msg, {"role": "user", "content": q}],
+                "max_tokens": 2, "temperature": 0})
+            self.assertEqual(st, 200, r)
+            us.append(r["usage"])
+        self.assertEqual((us[0]["cache_mode"], us[0]["miss_reason"]), ("cold", "no_prefix"))
+        self.assertEqual((us[1]["cache_mode"], us[1]["miss_reason"]),
+                         ("warm_prefix", "new_tokens"))
+        share = [u["prompt_tokens_details"]["cached_tokens"] / u["prompt_tokens"] for u in us]
+        self.assertGreater(share[1], 0)
+        m = s.metrics()
+        h = "snapbank:prompt_cached_fraction"
+        self.assertEqual(m[h + '_bucket{le="0"}'], 1)
+        self.assertEqual(m[h + '_bucket{le="1"}'], 2)
+        self.assertEqual(m[h + "_count"], 2)
+        self.assertAlmostEqual(m[h + "_sum"], sum(share), places=9)
+        above = [float(k.split('"')[1]) for k in m if k.startswith(h + "_bucket") and
+                 "+Inf" not in k and m[k] == 2]
+        self.assertLessEqual(share[1], min(above))  # the second share is in its bucket
 
     # ---- CORS -------------------------------------------------------------------
 
