@@ -57,7 +57,7 @@ const char rt_shared_help[] =
     "                         are published in the background; a prompt's pages past\n"
     "                         what RAM and disk hold are fetched when that is\n"
     "                         estimated faster than recomputing them (cache_mode\n"
-    "                         shared); every fetched page is checked\n"
+    "                         remote); every fetched page is checked\n"
     "  --shared-auth FILE     the cluster's credentials: a file holding \"PASSWORD\"\n"
     "                         or \"USER PASSWORD\", readable by its owner only (never\n"
     "                         on the command line)\n";

@@ -27,7 +27,7 @@ static void run_usage(FILE *f)
             "prompt the bank holds is restored instead of recomputed (from RAM, or from\n"
             "disk with --bank-dir), and the prompt and answer are stored for next time.\n"
             "Prints the generated text on stdout; the cache_mode (cold, warm_prefix,\n"
-            "ssd, shared), cached tokens, time to first token and speeds on stderr.\n"
+            "ssd, remote), cached tokens, time to first token and speeds on stderr.\n"
             "With --engine llama.cpp, llama.cpp computes (any model it loads whose state\n"
             "the llama.cpp connector accounts for) and the bank keeps its KV the same way.\n\n"
             "options:\n"

@@ -23,6 +23,8 @@ Description:
     second is warm_prefix with miss_reason new_tokens (the first stays
     no_prefix), and /metrics' snapbank:prompt_cached_fraction histogram
     has the cold one in le="0" and the sum of both shares;
+  - the help of serve, run and chat names the shared tier's cache_mode
+    remote, as every response does, never "shared";
   - CORS: --cors-origin https://ok.example: a preflight from it gets 204
     with Allow-Origin (that origin), -Methods and -Headers (Authorization,
     Content-Type); its POST's answer carries Allow-Origin; a preflight from
@@ -213,6 +215,16 @@ class Hardening(ServerTest):
         above = [float(k.split('"')[1]) for k in m if k.startswith(h + "_bucket") and
                  "+Inf" not in k and m[k] == 2]
         self.assertLessEqual(share[1], min(above))  # the second share is in its bucket
+
+    def test_help_says_remote(self):
+        for cmd in ("serve", "run", "chat"):
+            p = subprocess.run([os.environ.get("SNAPBANK_BIN", "snapbank"), cmd, "--help"],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            text = " ".join(p.stdout.split())
+            self.assertIn("remote", text, cmd)
+            for wrong in ("cache_mode shared", "ssd, shared", "or shared ("):
+                self.assertNotIn(wrong, text, cmd)
 
     # ---- CORS -------------------------------------------------------------------
 
