@@ -1,6 +1,6 @@
 /* server.h -- `snapbank serve`: an OpenAI-compatible HTTP server over the
  * runtime's sessions and the bank, whose every response says where its
- * prompt came from (cache_mode cold / warm_prefix / ssd).
+ * prompt came from (cache_mode cold / warm_prefix / ssd / remote).
  *
  * One process: the model, one bank (RAM tier, and with --bank-dir its disk
  * tier in DIR/store and sessions in DIR/sessions), one namespace per
