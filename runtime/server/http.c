@@ -1,5 +1,5 @@
 /* http.c -- the HTTP layer over libmicrohttpd (http.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* accept4 */
 #include "server/http.h"
 
 #include <arpa/inet.h>
@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,7 +27,7 @@
 /* A connection as the guard sees it (MHD's socket context). From accept
  * until its request header is whole, and again from the end of each
  * response until the next header is whole, it is "waiting": on the
- * guard's list, oldest first (so deadlines ascend). */
+ * guard's list, oldest first. */
 typedef struct guard_conn {
     struct guard_conn *prev, *next; /* the waiting list, under guard_mu */
     MHD_socket fd;                  /* MHD's; valid until NOTIFY_CLOSED */
@@ -33,7 +35,26 @@ typedef struct guard_conn {
     bool waiting;                   /* on the list */
     bool cut;                       /* shut down by the guard */
     uint64_t rx_mark;               /* bytes received when it began waiting */
+    unsigned char ip[17];           /* its address (family, 16 bytes), counted
+                                       in the per-address table */
+    bool ip_counted;
 } guard_conn;
+
+/* A connection the front holds until its request line is whole. */
+typedef struct held {
+    struct held *prev, *next;       /* oldest first: deadlines ascend */
+    int fd;
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    unsigned char ip[17];
+    double deadline;                /* monotonic: the request line is due */
+} held;
+
+/* Connections of one address (front and MHD's together). */
+typedef struct ip_count {
+    unsigned char ip[17];
+    unsigned n;
+} ip_count;
 
 struct srv_http {
     struct MHD_Daemon *d;
@@ -42,7 +63,21 @@ struct srv_http {
     void *app;
     size_t max_body;
     unsigned port;
-    MHD_socket quiesced;   /* the listening socket after quiesce, to close */
+    /* the front: our listening socket, and connections not yet handed to MHD
+     * (the front thread's alone) */
+    int lfd;                       /* -1 once quiesced */
+    int efd, wake_fd;              /* epoll; eventfd that wakes the front */
+    pthread_t front;
+    bool front_on;
+    atomic_int front_quiesce, front_stop;
+    held *held_head, *held_tail;
+    size_t n_held;
+    unsigned max_per_ip;           /* 0: no limit */
+    ip_count *ips;                 /* (n_ips) under guard_mu */
+    size_t n_ips, cap_ips;
+    int handoff_fd;                /* under guard_mu: the socket being handed */
+    double handoff_deadline;       /* to MHD, and its header deadline */
+    atomic_ullong cut_per_ip, bad_line;
     atomic_size_t open;    /* requests begun and not closed */
     atomic_int started;    /* MHD's own log lines go to stderr until then */
     /* the guard: header deadlines and room for new clients */
@@ -278,7 +313,13 @@ void srv_hreq_set_route(srv_hreq *r, const char *route)
         since it began waiting, and the client has not closed) is first
         told why: 408 and an error object, written to the socket (MHD
         writes nothing while it reads a header).
-   The per-address limit is MHD's (MHD_OPTION_PER_IP_CONNECTION_LIMIT). */
+   A connection is first held by the front (below) until its request line
+   is whole, under the same deadline and cap; the guard then watches it in
+   MHD with what is left of its deadline. */
+
+static void ip_key(const struct sockaddr *sa, unsigned char out[17]);
+static bool ip_add(srv_http *h, const unsigned char ip[17], bool limit);
+static void ip_del(srv_http *h, const unsigned char ip[17]);
 
 static double mono_now(void)
 {
@@ -385,6 +426,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             return;
         pthread_mutex_lock(&h->guard_mu);
         wait_unlink(h, g);
+        if (g->ip_counted)
+            ip_del(h, g->ip);
         pthread_mutex_unlock(&h->guard_mu);
         free(g);
         *socket_ctx = NULL;
@@ -395,9 +438,17 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     if (!ci || !(g = calloc(1, sizeof *g)))
         return; /* unguarded: MHD's idle timeout still holds it */
     g->fd = ci->connect_fd;
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     pthread_mutex_lock(&h->guard_mu);
+    if (ai && ai->client_addr) {
+        ip_key(ai->client_addr, g->ip);
+        g->ip_counted = ip_add(h, g->ip, false);
+    }
     wait_link(h, g); /* step 1 */
     g->rx_mark = 0;  /* what came before the accept counts too */
+    if (g->fd == h->handoff_fd) /* the front's deadline goes on */
+        g->deadline = h->handoff_deadline;
     if (h->n_waiting > h->waiting_cap && h->wait_head != g) /* step 2 */
         guard_cut(h, h->wait_head, &h->cut_room);
     pthread_mutex_unlock(&h->guard_mu);
@@ -410,15 +461,21 @@ static void *reaper_main(void *arg)
     srv_http *h = arg;
     pthread_mutex_lock(&h->guard_mu);
     while (!h->guard_stop) {
-        double now = mono_now();
-        while (h->wait_head && h->wait_head->deadline <= now) {
-            if (sent_and_waits(h->wait_head)) /* a part of a request came: say why */
-                guard_answer(h->wait_head->fd, "408 Request Timeout", "request_timeout",
+        double now = mono_now(), until = now + 1.0;
+        /* the whole list: a connection the front handed over keeps its
+         * earlier deadline, so deadlines only nearly ascend */
+        for (guard_conn *g = h->wait_head, *next; g; g = next) {
+            next = g->next;
+            if (g->deadline > now) {
+                until = g->deadline < until ? g->deadline : until;
+                continue;
+            }
+            if (sent_and_waits(g)) /* a part of a request came: say why */
+                guard_answer(g->fd, "408 Request Timeout", "request_timeout",
                              "The request header did not arrive whole in time "
                              "(--header-timeout).");
-            guard_cut(h, h->wait_head, &h->cut_timeout);
+            guard_cut(h, g, &h->cut_timeout);
         }
-        double until = h->wait_head ? h->wait_head->deadline : now + 1.0;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         double add = until - now + 0.001;
@@ -432,10 +489,266 @@ static void *reaper_main(void *arg)
     return NULL;
 }
 
-void srv_http_guard_counts(srv_http *h, uint64_t *header_timeouts, uint64_t *room)
+void srv_http_guard_counts(srv_http *h, srv_http_counts *c)
 {
-    *header_timeouts = atomic_load(&h->cut_timeout);
-    *room = atomic_load(&h->cut_room);
+    c->header_timeout = atomic_load(&h->cut_timeout);
+    c->room = atomic_load(&h->cut_room);
+    c->per_ip = atomic_load(&h->cut_per_ip);
+    c->bad_request_line = atomic_load(&h->bad_line);
+}
+
+/* ---- the front: request lines before MHD --------------------------------------------
+
+   libmicrohttpd 0.9.75 closes a connection whose request line it cannot
+   split without a word, and counts a connection against its limits only
+   once it has it. So the server listens itself, and a front thread holds
+   each new connection (not reading: peeking) until its first line is in:
+     1. a line that is not METHOD SP TARGET SP HTTP/D.D is answered 400 with
+        an error object and closed (as is a first line over 8 KiB);
+     2. a whole line: the connection goes to MHD (MHD_add_connection), whose
+        header deadline is what was left of the front's;
+     3. a connection that sends no whole line within header_timeout is
+        closed (408 first when part of a line came); one that closes is
+        dropped;
+     4. at most waiting_cap connections are held: a new one past it closes
+        the oldest held (room for new clients);
+     5. at most max_per_ip connections of one address, held here or open in
+        MHD (counted in ips under guard_mu: the front adds at accept and
+        removes at hand-off, the guard adds when MHD starts a connection and
+        removes when it closes it): more are closed at once. */
+
+/* An address's key: family, then the IPv4 or IPv6 address (port left out). */
+static void ip_key(const struct sockaddr *sa, unsigned char out[17])
+{
+    memset(out, 0, 17);
+    out[0] = (unsigned char)sa->sa_family;
+    if (sa->sa_family == AF_INET)
+        memcpy(out + 1, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+    else if (sa->sa_family == AF_INET6)
+        memcpy(out + 1, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+}
+
+/* Count one more connection of ip (guard_mu held); with limit, refuse
+ * (false) when the address has that many. */
+static bool ip_add(srv_http *h, const unsigned char ip[17], bool limit)
+{
+    for (size_t i = 0; i < h->n_ips; i++)
+        if (!memcmp(h->ips[i].ip, ip, 17)) {
+            if (limit && h->max_per_ip && h->ips[i].n >= h->max_per_ip)
+                return false;
+            h->ips[i].n++;
+            return true;
+        }
+    if (h->n_ips == h->cap_ips) {
+        size_t cap = h->cap_ips ? 2 * h->cap_ips : 64;
+        ip_count *n = realloc(h->ips, cap * sizeof *n);
+        if (!n)
+            return !limit; /* out of memory: refuse a new one rather than miscount */
+        h->ips = n, h->cap_ips = cap;
+    }
+    memcpy(h->ips[h->n_ips].ip, ip, 17);
+    h->ips[h->n_ips++].n = 1;
+    return true;
+}
+
+static void ip_del(srv_http *h, const unsigned char ip[17])
+{
+    for (size_t i = 0; i < h->n_ips; i++)
+        if (!memcmp(h->ips[i].ip, ip, 17)) {
+            if (--h->ips[i].n == 0)
+                h->ips[i] = h->ips[--h->n_ips];
+            return;
+        }
+}
+
+static void held_unlink(srv_http *h, held *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        h->held_head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        h->held_tail = e->prev;
+    h->n_held--;
+}
+
+/* Drop a held connection: uncount, close, free. */
+static void held_close(srv_http *h, held *e)
+{
+    held_unlink(h, e);
+    epoll_ctl(h->efd, EPOLL_CTL_DEL, e->fd, NULL);
+    pthread_mutex_lock(&h->guard_mu);
+    ip_del(h, e->ip);
+    pthread_mutex_unlock(&h->guard_mu);
+    close(e->fd);
+    free(e);
+}
+
+static bool tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* Step 1: whether line (len bytes, no newline) is METHOD SP TARGET SP
+ * HTTP/D.D, with an optional CR at its end. */
+static bool request_line_ok(const char *line, size_t len)
+{
+    if (len && line[len - 1] == '\r')
+        len--;
+    size_t i = 0;
+    while (i < len && tchar((unsigned char)line[i]))
+        i++;
+    if (i == 0 || i >= len || line[i] != ' ')
+        return false;
+    size_t t = ++i;
+    while (i < len && (unsigned char)line[i] > 0x20 && (unsigned char)line[i] < 0x7f)
+        i++;
+    if (i == t || i >= len || line[i] != ' ')
+        return false;
+    i++;
+    return len - i == 8 && !memcmp(line + i, "HTTP/", 5) && line[i + 5] >= '0' &&
+           line[i + 5] <= '9' && line[i + 6] == '.' && line[i + 7] >= '0' && line[i + 7] <= '9';
+}
+
+/* Steps 1-3 for a held connection that may have bytes. */
+static void held_examine(srv_http *h, held *e)
+{
+    char buf[8192];
+    ssize_t n = recv(e->fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n <= 0) { /* the client left */
+        held_close(h, e);
+        return;
+    }
+    size_t skip = 0; /* RFC 9112 2.2: empty lines before a request are ignored */
+    while (skip < (size_t)n && (buf[skip] == '\r' || buf[skip] == '\n'))
+        skip++;
+    char *nl = memchr(buf + skip, '\n', (size_t)n - skip);
+    if (!nl) {
+        if ((size_t)n < sizeof buf)
+            return; /* not whole yet */
+        guard_answer(e->fd, "400 Bad Request", "invalid_request_line",
+                     "The request line is longer than 8 KiB.");
+        atomic_fetch_add(&h->bad_line, 1);
+        held_close(h, e);
+        return;
+    }
+    if (!request_line_ok(buf + skip, (size_t)(nl - buf) - skip)) {
+        guard_answer(e->fd, "400 Bad Request", "invalid_request_line",
+                     "The request line is not METHOD TARGET HTTP/1.1.");
+        atomic_fetch_add(&h->bad_line, 1);
+        held_close(h, e);
+        return;
+    }
+    /* step 2 */
+    held_unlink(h, e);
+    epoll_ctl(h->efd, EPOLL_CTL_DEL, e->fd, NULL);
+    pthread_mutex_lock(&h->guard_mu);
+    ip_del(h, e->ip); /* the guard counts it again when MHD starts it */
+    h->handoff_fd = e->fd, h->handoff_deadline = e->deadline;
+    pthread_mutex_unlock(&h->guard_mu);
+    MHD_add_connection(h->d, e->fd, (const struct sockaddr *)&e->sa, e->salen); /* closes
+                                                                           it on failure */
+    pthread_mutex_lock(&h->guard_mu);
+    h->handoff_fd = -1;
+    pthread_mutex_unlock(&h->guard_mu);
+    free(e);
+}
+
+/* Accept what waits on the listening socket (steps 4 and 5). */
+static void front_accept(srv_http *h)
+{
+    for (;;) {
+        held *e = calloc(1, sizeof *e);
+        if (!e)
+            return;
+        e->salen = sizeof e->sa;
+        e->fd = accept4(h->lfd, (struct sockaddr *)&e->sa, &e->salen,
+                        SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (e->fd < 0) {
+            free(e);
+            return; /* EAGAIN, or out of descriptors: try at the next event */
+        }
+        ip_key((struct sockaddr *)&e->sa, e->ip);
+        pthread_mutex_lock(&h->guard_mu);
+        bool ok = ip_add(h, e->ip, true);
+        pthread_mutex_unlock(&h->guard_mu);
+        if (!ok) { /* step 5 */
+            close(e->fd);
+            free(e);
+            atomic_fetch_add(&h->cut_per_ip, 1);
+            continue;
+        }
+        if (h->n_held >= h->waiting_cap && h->held_head) { /* step 4 */
+            held_close(h, h->held_head);
+            atomic_fetch_add(&h->cut_room, 1);
+        }
+        e->deadline = mono_now() + h->header_timeout;
+        e->prev = h->held_tail;
+        if (h->held_tail)
+            h->held_tail->next = e;
+        else
+            h->held_head = e;
+        h->held_tail = e;
+        h->n_held++;
+        struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = e };
+        if (epoll_ctl(h->efd, EPOLL_CTL_ADD, e->fd, &ev) != 0)
+            held_close(h, e);
+    }
+}
+
+static void *front_main(void *arg)
+{
+    srv_http *h = arg;
+    struct epoll_event evs[64];
+    while (!atomic_load(&h->front_stop)) {
+        if (atomic_load(&h->front_quiesce) && h->lfd >= 0) {
+            epoll_ctl(h->efd, EPOLL_CTL_DEL, h->lfd, NULL);
+            close(h->lfd);
+            h->lfd = -1;
+        }
+        double now = mono_now();
+        while (h->held_head && h->held_head->deadline <= now) { /* step 3 */
+            char b;
+            if (recv(h->held_head->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
+                guard_answer(h->held_head->fd, "408 Request Timeout", "request_timeout",
+                             "The request header did not arrive whole in time "
+                             "(--header-timeout).");
+            held_close(h, h->held_head);
+            atomic_fetch_add(&h->cut_timeout, 1);
+        }
+        int ms = h->held_head ? (int)((h->held_head->deadline - now) * 1e3) + 1 : 1000;
+        int n = epoll_wait(h->efd, evs, 64, ms);
+        bool accept_now = false;
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.ptr == &h->lfd) {
+                accept_now = true;
+            } else if (evs[i].data.ptr == &h->wake_fd) {
+                uint64_t v;
+                (void)!read(h->wake_fd, &v, sizeof v);
+            } else {
+                held_examine(h, evs[i].data.ptr);
+            }
+        }
+        /* after the batch: an accept may close a held connection (step 4)
+         * whose event is still in it */
+        if (accept_now && h->lfd >= 0 && !atomic_load(&h->front_quiesce))
+            front_accept(h);
+    }
+    while (h->held_head)
+        held_close(h, h->held_head);
+    return NULL;
+}
+
+static void front_wake(srv_http *h)
+{
+    uint64_t one = 1;
+    if (h->wake_fd >= 0)
+        (void)!write(h->wake_fd, &one, sizeof one);
 }
 
 /* ---- the MHD callbacks ------------------------------------------------------------- */
@@ -610,6 +923,7 @@ static void guard_free(srv_http *h)
     }
     pthread_cond_destroy(&h->guard_cv);
     pthread_mutex_destroy(&h->guard_mu);
+    free(h->ips);
     free(h);
 }
 
@@ -636,7 +950,8 @@ int srv_http_start(const srv_http_cfg *cfg, srv_handler_fn handler, srv_status_f
     if (!h)
         return sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
     h->handler = handler, h->status = status, h->app = app, h->max_body = cfg->max_body;
-    h->quiesced = MHD_INVALID_SOCKET;
+    h->lfd = h->efd = h->wake_fd = h->handoff_fd = -1;
+    h->max_per_ip = cfg->max_per_ip;
     h->header_timeout = cfg->header_timeout_s;
     unsigned keep = cfg->max_conns / 4; /* step 2: room kept for requests */
     h->waiting_cap = cfg->max_conns - (keep ? keep : 1);
@@ -655,27 +970,53 @@ int srv_http_start(const srv_http_cfg *cfg, srv_handler_fn handler, srv_status_f
         return sb_rt_fail(err, SB_ERR_NOMEM, "cannot start the connection guard's thread");
     }
     h->reaper_on = true;
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (v6)
-        flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, h,
-                            MHD_OPTION_EXTERNAL_LOGGER, on_log, h,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64u << 10),
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_per_ip,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
-                            MHD_OPTION_END);
-    if (!h->d) {
+    /* our listening socket (the front's) */
+    socklen_t salen = v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    int one = 1;
+    h->lfd = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (h->lfd < 0 || setsockopt(h->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(h->lfd, (struct sockaddr *)&sa, salen) != 0 || listen(h->lfd, 511) != 0) {
+        if (h->lfd >= 0)
+            close(h->lfd);
+        h->lfd = -1;
         guard_free(h);
         return sb_rt_fail(err, SB_ERR_IO, "cannot listen on %s port %u (in use, or not an "
                           "address of this machine)", cfg->host, cfg->port);
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    h->port = di ? di->port : cfg->port;
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    if (getsockname(h->lfd, (struct sockaddr *)&bound, &blen) == 0)
+        h->port = ntohs(v6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                           : ((struct sockaddr_in *)&bound)->sin_port);
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_log, h,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64u << 10),
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                            MHD_OPTION_END);
+    if (!h->d) {
+        srv_http_stop(h);
+        return sb_rt_fail(err, SB_ERR_IO, "cannot start libmicrohttpd on %s port %u",
+                          cfg->host, cfg->port);
+    }
+    struct epoll_event lev = { .events = EPOLLIN, .data.ptr = &h->lfd };
+    struct epoll_event wev = { .events = EPOLLIN, .data.ptr = &h->wake_fd };
+    h->efd = epoll_create1(EPOLL_CLOEXEC);
+    h->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (h->efd < 0 || h->wake_fd < 0 || epoll_ctl(h->efd, EPOLL_CTL_ADD, h->lfd, &lev) != 0 ||
+        epoll_ctl(h->efd, EPOLL_CTL_ADD, h->wake_fd, &wev) != 0 ||
+        pthread_create(&h->front, NULL, front_main, h) != 0) {
+        srv_http_stop(h);
+        return sb_rt_fail(err, SB_ERR_NOMEM, "cannot start the HTTP front thread");
+    }
+    h->front_on = true;
     atomic_store(&h->started, 1);
     *out = h;
     return SB_OK;
@@ -688,8 +1029,8 @@ unsigned srv_http_port(const srv_http *h)
 
 void srv_http_quiesce(srv_http *h)
 {
-    if (h->quiesced == MHD_INVALID_SOCKET)
-        h->quiesced = MHD_quiesce_daemon(h->d);
+    atomic_store(&h->front_quiesce, 1); /* the front closes the listening socket */
+    front_wake(h);
 }
 
 size_t srv_http_open_requests(srv_http *h)
@@ -701,8 +1042,18 @@ void srv_http_stop(srv_http *h)
 {
     if (!h)
         return;
-    MHD_stop_daemon(h->d);
-    if (h->quiesced != MHD_INVALID_SOCKET)
-        close(h->quiesced);
+    if (h->front_on) {
+        atomic_store(&h->front_stop, 1);
+        front_wake(h);
+        pthread_join(h->front, NULL);
+    }
+    if (h->d)
+        MHD_stop_daemon(h->d);
+    if (h->lfd >= 0)
+        close(h->lfd);
+    if (h->efd >= 0)
+        close(h->efd);
+    if (h->wake_fd >= 0)
+        close(h->wake_fd);
     guard_free(h);
 }

@@ -22,6 +22,12 @@
  * mutex held, so a wake-up is never lost: the check and the suspension
  * happen under that mutex, and so does the resume.
  *
+ * The server listens itself: a front thread holds each new connection
+ * until its request line is whole, answers a line that is not METHOD
+ * TARGET HTTP/D.D with 400 and an error object (libmicrohttpd 0.9.75
+ * would close the connection unanswered), enforces the per-address limit
+ * and the header deadline, and hands the rest to MHD (MHD_add_connection).
+ *
  * Refused before the application sees them: an HTTP/1.1 request without
  * Host (400, RFC 9112), a header that does not come whole in time (408
  * when part of it came, else the connection is just closed).
@@ -93,9 +99,16 @@ void srv_http_quiesce(srv_http *h);
 /* srv_http_open_requests -- requests begun and not yet closed. */
 size_t srv_http_open_requests(srv_http *h);
 
-/* srv_http_guard_counts -- connections the guard closed since the start:
- * their header came too late, or they made room for a new client. */
-void srv_http_guard_counts(srv_http *h, uint64_t *header_timeouts, uint64_t *room);
+/* Connections closed before their request since the start. */
+typedef struct srv_http_counts {
+    uint64_t header_timeout;   /* the header did not come whole in time */
+    uint64_t room;             /* the oldest waiting one, for a new client */
+    uint64_t per_ip;           /* over max_per_ip of its address */
+    uint64_t bad_request_line; /* answered 400: not METHOD TARGET HTTP/D.D */
+} srv_http_counts;
+
+/* srv_http_guard_counts -- the counts above into *c. */
+void srv_http_guard_counts(srv_http *h, srv_http_counts *c);
 
 /* srv_http_stop -- close every connection and free. Every suspended
  * connection must have been woken first. NULL is a no-op. */

@@ -263,12 +263,18 @@ int srv_metrics_render(srv_metrics *mx, const srv_gauges *g, char **text, size_t
 
     head(&o, "snapbank:connections_closed_total", "counter",
          "Connections the server closed before their request: its header did not come "
-         "whole within --header-timeout (header_timeout), or the oldest connection still "
-         "waiting for its header made room for a new client (room).");
+         "whole within --header-timeout (header_timeout), the oldest connection still "
+         "waiting for its header made room for a new client (room), its address had "
+         "--max-connections-per-ip open (per_ip), its request line was not HTTP, answered "
+         "400 (bad_request_line).");
     pr(&o, "snapbank:connections_closed_total{reason=\"header_timeout\"} %llu\n",
        (unsigned long long)g->cut_header_timeout);
     pr(&o, "snapbank:connections_closed_total{reason=\"room\"} %llu\n",
        (unsigned long long)g->cut_room);
+    pr(&o, "snapbank:connections_closed_total{reason=\"per_ip\"} %llu\n",
+       (unsigned long long)g->cut_per_ip);
+    pr(&o, "snapbank:connections_closed_total{reason=\"bad_request_line\"} %llu\n",
+       (unsigned long long)g->cut_bad_line);
     scalar(&o, "snapbank:num_requests_running", "gauge", "Requests in a slot.", (double)g->running);
     scalar(&o, "snapbank:num_requests_waiting", "gauge", "Requests waiting for a slot.",
            (double)g->waiting);

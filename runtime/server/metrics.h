@@ -19,7 +19,8 @@
  *   snapbank:time_per_output_token_seconds         histogram (between tokens)
  *   snapbank:restore_seconds                       histogram (match + restore)
  *   snapbank:forward_pass_sequences                histogram (batch width)
- *   snapbank:connections_closed_total{reason}      header_timeout | room
+ *   snapbank:connections_closed_total{reason}      header_timeout | room |
+ *                                                  per_ip | bad_request_line
  *   gauges of the moment: requests running and waiting, the bank's bytes
  *   against each budget, disk bytes written against the hourly budget,
  *   write amplification, sessions held (srv_gauges)
@@ -46,6 +47,8 @@ typedef struct srv_gauges {
     uint64_t budget_per_hour;     /* the store's hourly write budget */
     uint64_t cut_header_timeout;  /* connections closed: header too late */
     uint64_t cut_room;            /* ...: room made for new clients */
+    uint64_t cut_per_ip;          /* ...: over --max-connections-per-ip */
+    uint64_t cut_bad_line;        /* ...: a request line that is not HTTP */
 } srv_gauges;
 
 /* srv_metrics_new -- zeroed counters. Returns: NULL when out of memory. */

@@ -712,7 +712,10 @@ static void metrics(srv_server *s, srv_hreq *r)
     g.queue_cap = s->cfg.max_queue;
     g.slots = s->cfg.parallel;
     g.sessions = srv_sessions_count(s->sessions);
-    srv_http_guard_counts(s->http, &g.cut_header_timeout, &g.cut_room);
+    srv_http_counts hc;
+    srv_http_guard_counts(s->http, &hc);
+    g.cut_header_timeout = hc.header_timeout, g.cut_room = hc.room;
+    g.cut_per_ip = hc.per_ip, g.cut_bad_line = hc.bad_request_line;
     pthread_rwlock_rdlock(&s->bank_lock);
     g.have_stats = sb_store_stats(s->st, &g.stats) == SB_OK;
     pthread_rwlock_unlock(&s->bank_lock);

@@ -16,9 +16,13 @@ Description:
   - --header-timeout 1: a client dribbling its header a byte every 0.1 s
     is cut long before its 400 bytes are sent; a silent connection and a
     kept-alive one after its answer are closed too; /metrics counts them;
-  - bad request framing: HTTP/1.1 without Host gets 400 with an error
-    object (code missing_host; HTTP/1.0 without Host is fine); a header
-    left unfinished past --header-timeout gets 408 with an error object;
+  - bad request framing: a request line that is not METHOD TARGET
+    HTTP/D.D (no spaces, a bare method, a bad version, control bytes, over
+    8 KiB) gets 400 with an error object (code invalid_request_line;
+    before: closed unanswered, or libmicrohttpd's HTML 400) and is counted;
+    HTTP/1.1 without Host gets 400 (code missing_host; HTTP/1.0 without
+    Host is fine); a header left unfinished past --header-timeout gets 408
+    with an error object;
   - the cached share: a cold turn then one sharing its system prompt: the
     second is warm_prefix with miss_reason new_tokens (the first stays
     no_prefix), and /metrics' snapbank:prompt_cached_fraction histogram
@@ -119,6 +123,9 @@ class Hardening(ServerTest):
             s.get("/health")  # closed without an answer
         socks[0].close()
         wait_for(lambda: self.try_health(s), "a place once one connection went")
+        # (the health check's own connection counts until the server sees it close)
+        m = wait_for(lambda: self.try_metrics(s), "a place for /metrics")
+        self.assertGreaterEqual(m['snapbank:connections_closed_total{reason="per_ip"}'], 1)
 
     @staticmethod
     def try_health(s):
@@ -126,6 +133,13 @@ class Hardening(ServerTest):
             return s.get("/health")[0] == 200
         except (OSError, http.client.HTTPException):
             return False
+
+    @staticmethod
+    def try_metrics(s):
+        try:
+            return s.metrics()
+        except (OSError, http.client.HTTPException):
+            return None
 
     def test_header_timeout(self):
         s = self.start(self.tiny, "--header-timeout", "1", name="hto")
@@ -190,6 +204,15 @@ class Hardening(ServerTest):
         line, e = self.error_of(self.raw(s, b"GET /health HTTP/1.1\r\nHo"))
         self.assertEqual(line, b"HTTP/1.1 408 Request Timeout")
         self.assertEqual(e["code"], "request_timeout")
+        bad = [b"GARBAGE\r\n\r\n", b"GET\r\n\r\n", b"GET / FOO/1.1\r\n\r\n",
+               b"\x00\x01\x02 hello\r\n\r\n", b"x" * 9000]
+        for req in bad:
+            line, e = self.error_of(self.raw(s, req))
+            self.assertEqual((line, e["code"]), (b"HTTP/1.1 400 Bad Request",
+                                                 "invalid_request_line"), req[:20])
+        m = s.metrics()
+        self.assertEqual(m['snapbank:connections_closed_total{reason="bad_request_line"}'],
+                         len(bad))
 
     def test_cached_share(self):
         s = self.start(self.tiny, name="share")
