@@ -3,6 +3,9 @@
  * application, and the two ways a response can wait for the engine without
  * holding a pool thread.
  *
+ *   accept ──► front thread: held until the request line is whole
+ *                 │ not HTTP: 400; too late: closed (408); over a limit: closed
+ *                 ▼ MHD_add_connection
  *   connection ──► access handler (pool thread) ──► app handler(r)
  *                     │ respond now:  srv_hreq_respond*         ─► sent
  *                     │ wait:         srv_hreq_wait(r, link, poll)
