@@ -624,19 +624,25 @@ static int child_save(const char *dir, const char *model)
     return 0;
 }
 
-static void test_disk_second_process(void **state)
+/* Run this binary as `--save DIR MODEL` (child_save) and wait for it. */
+static void spawn_save(const char *dir, const char *m)
 {
-    (void)state;
-    const char *m = model_file("small", "f16");
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s/disk", tmp);
-    char *argv[] = { self_exe, "--save", dir, (char *)m, NULL };
+    char *argv[] = { self_exe, "--save", (char *)dir, (char *)m, NULL };
     pid_t pid;
     assert_int_equal(posix_spawn(&pid, self_exe, NULL, NULL, argv, environ), 0);
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void test_disk_second_process(void **state)
+{
+    (void)state;
+    const char *m = model_file("small", "f16");
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/disk", tmp);
+    spawn_save(dir, m);
 
     engine e;
     engine_open(&e, m, &DEFAULT);
@@ -942,13 +948,7 @@ static void ends_disk_case(const char *m, const char *name)
 {
     char dir[300];
     snprintf(dir, sizeof dir, "%s/%s-disk", tmp, name);
-    char *argv[] = { self_exe, "--save", dir, (char *)m, NULL };
-    pid_t pid;
-    assert_int_equal(posix_spawn(&pid, self_exe, NULL, NULL, argv, environ), 0);
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    spawn_save(dir, m);
 
     engine e;
     engine_open(&e, m, &DEFAULT);
