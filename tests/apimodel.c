@@ -967,13 +967,20 @@ bool am_ticket_may_fail(am *z, const am_ticket *k)
  * its entry. */
 void am_ticket_answer(am *z, am_ticket *k, int rc, const char *what)
 {
-    AM_CHECK(z, rc == SB_OK || rc == SB_ERR_PENDING || rc == SB_ERR_NOT_DURABLE,
-             "%s of ticket %" PRIu64 ": %s", what, k->t, sb_strerror(rc));
+    /* A write-only store's synced state answers SB_ERR_WRITE_ONLY, never
+     * SB_OK; any other store's never SB_ERR_WRITE_ONLY. */
+    bool wo = z->cfg.write_mode == SB_WRITE_ONLY;
+    AM_CHECK(z, (rc == SB_OK && !wo) || (rc == SB_ERR_WRITE_ONLY && wo) ||
+                    rc == SB_ERR_PENDING || rc == SB_ERR_NOT_DURABLE,
+             "%s of ticket %" PRIu64 ": %s (write mode %d)", what, k->t, sb_strerror(rc),
+             (int)z->cfg.write_mode);
     AM_CHECK(z, k->state == SB_ERR_PENDING || rc == k->state,
              "%s of ticket %" PRIu64 ": %s after %s", what, k->t, sb_strerror(rc),
              sb_strerror(k->state));
     k->state = rc;
-    if (rc == SB_OK && k->ei < z->ns[k->xi].n_e) {
+    /* Synced: a power cut and a reopen that reads the tier restore it
+     * (write-only too: what it is for). */
+    if ((rc == SB_OK || rc == SB_ERR_WRITE_ONLY) && k->ei < z->ns[k->xi].n_e) {
         am_entry *e = &z->ns[k->xi].e[k->ei];
         if (e->ticket == k->t && !e->durable) {
             e->durable = true;

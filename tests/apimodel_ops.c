@@ -57,6 +57,11 @@ static void check_outcome(am *z, int xi, const sb_write_outcome *oc, size_t n, s
                  oc->queued);
         return;
     }
+    /* Write-only: never durable, and the outcome says why. */
+    bool wo = z->cfg.write_mode == SB_WRITE_ONLY;
+    AM_CHECK(z, oc->write_only == (int)wo && (!wo || !oc->durable),
+             "%s: write mode %d, outcome write_only %d durable %d", what, (int)z->cfg.write_mode,
+             oc->write_only, oc->durable);
     AM_CHECK(z, oc->ticket > z->max_ticket, "%s: ticket %" PRIu64 " after %" PRIu64
              " (tickets rise)", what, oc->ticket, z->max_ticket);
     z->max_ticket = oc->ticket;
@@ -66,7 +71,7 @@ static void check_outcome(am *z, int xi, const sb_write_outcome *oc, size_t n, s
                  "%s: durable 1 with %u denied, %u deferred, %u dirty", what, oc->denied,
                  oc->deferred, oc->dirty);
     if (z->cfg.durability == SB_DURABILITY_COMMIT)
-        AM_CHECK(z, oc->durable == (!oc->denied && !oc->deferred),
+        AM_CHECK(z, oc->durable == (!wo && !oc->denied && !oc->deferred),
                  "%s: COMMIT durability, durable %d with %u denied and %u deferred", what,
                  oc->durable, oc->denied, oc->deferred);
     if (z->mode == AM_EXACT)
@@ -77,10 +82,15 @@ static void check_outcome(am *z, int xi, const sb_write_outcome *oc, size_t n, s
     if (oc->durable)
         AM_CHECK(z, rc == SB_OK, "%s: durable 1, but its ticket answers %s", what,
                  sb_strerror(rc));
+    if (wo && z->cfg.durability == SB_DURABILITY_COMMIT && !oc->denied && !oc->deferred)
+        AM_CHECK(z, rc == SB_ERR_WRITE_ONLY && oc->written == oc->queued,
+                 "%s: write-only COMMIT, %u of %u written, its ticket answers %s", what,
+                 oc->written, oc->queued, sb_strerror(rc));
     if (oc->denied)
         AM_CHECK(z, rc == SB_ERR_NOT_DURABLE, "%s: %u blocks denied, but its ticket answers %s",
                  what, oc->denied, sb_strerror(rc));
-    AM_CHECK(z, rc == SB_OK || rc == SB_ERR_PENDING || rc == SB_ERR_NOT_DURABLE,
+    AM_CHECK(z, (rc == SB_OK && !wo) || (rc == SB_ERR_WRITE_ONLY && wo) ||
+                    rc == SB_ERR_PENDING || rc == SB_ERR_NOT_DURABLE,
              "%s: its ticket answers %s", what, sb_strerror(rc));
     if (e) {
         e->ticket = oc->ticket;

@@ -7,8 +7,10 @@
  * moment (the writer still running) that keeps, garbles or drops each
  * unsynced 4 KiB unit, and a reopen. After each: the open succeeds, every
  * sequence acknowledged durable (put before a flush that returned SB_OK,
- * a put whose outcome said durable, a ticket whose wait said SB_OK)
- * restores in full, and whatever any sequence restores is bit-exact (a
+ * a put whose outcome said durable, a ticket whose wait said SB_OK; in a
+ * write-only cycle, which is never durable, a put synced under COMMIT or a
+ * ticket that said SB_ERR_WRITE_ONLY, for the next cycle that reads the
+ * tier) restores in full, and whatever any sequence restores is bit-exact (a
  * restore that meets a damaged page returns the shorter valid prefix).
  *
  * faults: EIO, ENOSPC and a short write at the Nth I/O operation, for every
@@ -202,15 +204,28 @@ static void crash_round(uint64_t seed)
                 sb_write_outcome oc;
                 rc = put_oc(st, s, &oc);
                 assert_true(rc == SB_OK || rc == SB_ERR_BUDGET);
-                /* COMMIT: durable on return, in every write mode (unless
-                 * the outcome says why not); else now and then a wait on
-                 * the ticket makes it so. */
+                /* COMMIT: durable on return, in every write mode but
+                 * write-only (unless the outcome says why not); else now
+                 * and then a wait on the ticket makes it so. Write-only is
+                 * never durable: its synced state (SB_ERR_WRITE_ONLY)
+                 * survives for a later open that reads the tier. */
+                bool wo = c.write_mode == SB_WRITE_ONLY;
+                int synced_rc = wo ? SB_ERR_WRITE_ONLY : SB_OK;
+                bool synced = rc == SB_OK && oc.durable;
+                if (rc == SB_OK) {
+                    assert_int_equal(oc.write_only, wo);
+                    if (wo)
+                        assert_int_equal(oc.durable, 0);
+                }
                 if (rc == SB_OK && c.durability == SB_DURABILITY_COMMIT && !oc.denied &&
-                    !oc.deferred)
-                    assert_int_equal(oc.durable, 1);
-                if (rc == SB_OK && !oc.durable && tu_rand(&w.rng) % 4 == 0)
-                    oc.durable = sb_store_wait_durable(st, oc.ticket, SB_WAIT_FOREVER) == SB_OK;
-                if (rc == SB_OK && oc.durable)
+                    !oc.deferred) {
+                    assert_int_equal(oc.durable, !wo);
+                    assert_int_equal(sb_store_is_durable(st, oc.ticket), synced_rc);
+                    synced = true;
+                }
+                if (rc == SB_OK && !synced && tu_rand(&w.rng) % 4 == 0)
+                    synced = sb_store_wait_durable(st, oc.ticket, SB_WAIT_FOREVER) == synced_rc;
+                if (synced)
                     s->durable = true;
             } else if (r < 7) {
                 /* Everything put so far survives once a flush succeeds,

@@ -15,6 +15,12 @@
  *                      a put's ticket is pending; a wait makes it durable;
  *                      a power cut then loses nothing
  *   write_back_dirty   write-back: pages dirty, a wait writes them
+ *   write_only         write-only under NONE, PERIODIC and COMMIT: never
+ *                      durable (durable 0, write_only 1, the ticket
+ *                      SB_ERR_WRITE_ONLY once synced); a write-only reopen
+ *                      restores nothing, a write-through one everything,
+ *                      after a close and after a power cut (before the fix:
+ *                      durable 1 and SB_OK, and the reopen restored nothing)
  *   budget_never       a record the write budget can never take: denied
  *                      "budget", NOT_DURABLE at once (not a timeout)
  *   budget_deferred    pages past the budget wait in the pool: PENDING;
@@ -233,13 +239,15 @@ static void wait_round(sb_config c, bool dirty)
     /* The third needs the second's shared pages too: waiting for it
      * writes them. Under write-back the first is still pending then (the
      * wait wrote only what its ticket needed). */
-    assert_int_equal(sb_store_wait_durable(st, ticket[2], SB_WAIT_FOREVER), SB_OK);
+    /* (Write-only: written and synced, never durable.) */
+    int want = c.write_mode == SB_WRITE_ONLY ? SB_ERR_WRITE_ONLY : SB_OK;
+    assert_int_equal(sb_store_wait_durable(st, ticket[2], SB_WAIT_FOREVER), want);
     if (dirty)
         assert_int_equal(sb_store_is_durable(st, ticket[0]), SB_ERR_PENDING);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(sb_store_wait_durable(st, ticket[i], SB_WAIT_FOREVER), SB_OK);
+        assert_int_equal(sb_store_wait_durable(st, ticket[i], SB_WAIT_FOREVER), want);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(sb_store_is_durable(st, ticket[i]), SB_OK);
+        assert_int_equal(sb_store_is_durable(st, ticket[i]), want);
     tu_check(st);
     sb_ns_close(ns);
     st = power_cut(io, st, c);
@@ -264,6 +272,85 @@ static void test_durable_write_back_dirty(void **state)
     (void)state;
     wait_round(config(SB_DURABILITY_PERIODIC, SB_WRITE_BACK), true);
     wait_round(config(SB_DURABILITY_NONE, SB_WRITE_BACK), true);
+}
+
+/* Write-only, under each durability: a put is never durable (outcome
+ * durable 0, write_only 1; its ticket SB_ERR_WRITE_ONLY once synced, never
+ * SB_OK), flush and close say SB_OK ("written and synced"); reopened
+ * write-only the store restores none of it (what "not durable" warns
+ * of), reopened write-through all of it, after a clean close and after a
+ * power cut. Before the fix every such put said durable 1 and its ticket
+ * SB_OK while the reopen restored nothing (issue 29). */
+static void write_only_round(sb_durability dur, bool cut)
+{
+    sb_io *io = tu_mem_fs();
+    sb_config c = config(dur, SB_WRITE_ONLY);
+    sb_store *st = tu_open_io(&c, io);
+    sb_ns *ns = tu_ns(st, &LA, "wo");
+    uint64_t rng = 29;
+    enum { N = 12, T = 22 };
+    uint32_t tok[N][T];
+    uint64_t ticket[N];
+    for (int i = 0; i < N; i++) {
+        tu_tokens(&rng, tok[i], T, 1000);
+        if (i % 3 == 2) /* some share a prefix with the one before */
+            memcpy(tok[i], tok[i - 1], 8 * sizeof **tok);
+        sb_write_outcome oc;
+        size_t stored = 0;
+        assert_int_equal(tu_put_ex(ns, &LA, tok[i], T, true, &stored, &oc), SB_OK);
+        assert_int_equal(stored, T);
+        assert_true(oc.ticket > 0);
+        assert_int_equal(oc.durable, 0);
+        assert_int_equal(oc.write_only, 1);
+        assert_int_equal(oc.denied, 0);
+        if (dur == SB_DURABILITY_COMMIT) /* written and synced all the same */
+            assert_true(oc.queued > 0 && oc.written == oc.queued);
+        int rc = sb_store_is_durable(st, oc.ticket);
+        assert_true(rc == (dur == SB_DURABILITY_COMMIT ? SB_ERR_WRITE_ONLY : SB_ERR_PENDING) ||
+                    (dur == SB_DURABILITY_PERIODIC && rc == SB_ERR_WRITE_ONLY));
+        ticket[i] = oc.ticket;
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(sb_store_wait_durable(st, ticket[i], SB_WAIT_FOREVER),
+                         SB_ERR_WRITE_ONLY);
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(sb_store_is_durable(st, ticket[i]), SB_ERR_WRITE_ONLY);
+    tu_check(st);
+    sb_ns_close(ns);
+    if (cut) {
+        assert_int_equal(sb_io_mem_crash(io, 1, 0.0, 0.0), 0);
+        sb_store_crash(st);
+    } else {
+        assert_int_equal(sb_store_close(st), SB_OK);
+    }
+    /* The same store reopened as it was: nothing comes back. */
+    st = tu_open_io(&c, io);
+    ns = tu_ns(st, &LA, "wo");
+    for (int i = 0; i < N; i++)
+        assert_int_equal(restored(ns, tok[i], T, true), 0);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    /* An open that reads the tier finds every state whole. */
+    c.write_mode = SB_WRITE_THROUGH;
+    st = tu_open_io(&c, io);
+    ns = tu_ns(st, &LA, "wo");
+    for (int i = 0; i < N; i++)
+        assert_int_equal(restored(ns, tok[i], T, true), T);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
+static void test_durable_write_only(void **state)
+{
+    (void)state;
+    for (int cut = 0; cut < 2; cut++) {
+        write_only_round(SB_DURABILITY_NONE, cut);
+        write_only_round(SB_DURABILITY_PERIODIC, cut);
+        write_only_round(SB_DURABILITY_COMMIT, cut);
+    }
 }
 
 /* 4 tokens of 16 KiB: 64 KiB pages, records of 68 KiB. */
@@ -700,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_durable_commit_short),
         cmocka_unit_test(test_durable_ticket_wait),
         cmocka_unit_test(test_durable_write_back_dirty),
+        cmocka_unit_test(test_durable_write_only),
         cmocka_unit_test(test_durable_budget_never),
         cmocka_unit_test(test_durable_budget_deferred),
         cmocka_unit_test(test_durable_deferred_evicted),

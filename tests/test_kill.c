@@ -5,7 +5,9 @@
  * sb_ns_put_ex, flushes at random and records in a shared, mmap'd
  * expected-state table which sequences are acknowledged durable: the put
  * returned durable (its outcome), its ticket's wait returned SB_OK, or a
- * flush returned SB_OK after it. Rounds cycle through every durability
+ * flush returned SB_OK after it (write-only, never durable: its ticket
+ * said SB_ERR_WRITE_ONLY, written and synced for the reopen, which reads
+ * the tier). Rounds cycle through every durability
  * mode and write mode (COMMIT with write-back included: its puts must
  * return durable unless the outcome says why not). The parent kills it
  * with SIGKILL after a random few milliseconds, reopens the directory
@@ -88,16 +90,24 @@ static void child(shared *sh, uint64_t round)
         tu_free_state(&LK, state);
         if (rc != SB_OK)
             _exit(4);
-        /* COMMIT: durable on return in every write mode (min_prefix 1 and
-         * the default budget deny nothing here), unless the file system
-         * is full or failing (denied "capacity" or "error"). */
-        if (c.durability == SB_DURABILITY_COMMIT && !oc.durable &&
+        /* COMMIT: durable on return in every write mode but write-only
+         * (min_prefix 1 and the default budget deny nothing here), unless
+         * the file system is full or failing (denied "capacity" or
+         * "error"). Write-only is never durable: its state synced
+         * (SB_ERR_WRITE_ONLY) is what the reopen, which reads the tier,
+         * must find. */
+        bool wo = c.write_mode == SB_WRITE_ONLY;
+        int synced_rc = wo ? SB_ERR_WRITE_ONLY : SB_OK;
+        if (oc.write_only != wo || (wo && oc.durable))
+            _exit(6);
+        bool synced = oc.durable || (wo && sb_store_is_durable(st, oc.ticket) == synced_rc);
+        if (c.durability == SB_DURABILITY_COMMIT && !synced &&
             !oc.denied_by[SB_DENY_CAPACITY] && !oc.denied_by[SB_DENY_ERROR])
             _exit(5);
-        if (!oc.durable && tu_rand(&rng) % 8 == 0 &&
-            sb_store_wait_durable(st, oc.ticket, SB_WAIT_FOREVER) == SB_OK)
-            oc.durable = 1;
-        if (oc.durable)
+        if (!synced && tu_rand(&rng) % 8 == 0 &&
+            sb_store_wait_durable(st, oc.ticket, SB_WAIT_FOREVER) == synced_rc)
+            synced = true;
+        if (synced)
             sh->durable[k] = 1;
         else if (n_pending < N_SEQ)
             pending[n_pending++] = k;

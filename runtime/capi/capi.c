@@ -209,7 +209,8 @@ static int turn_report(const sb_rt_turn *r, char *report, size_t report_cap)
         jput(report, report_cap, &len, "\"%s\"", sb_strerror(r->commit_rc));
     const sb_write_outcome *d = &r->disk;
     const char *durable = !d->ticket ? "null" : d->durable ? "\"yes\""
-                          : d->denied ? "\"no\"" : "\"pending\"";
+                          : d->denied ? "\"no\"" : d->write_only ? "\"write-only\""
+                          : "\"pending\"";
     jput(report, report_cap, &len,
          ",\"durable\":%s,\"disk\":{\"ticket\":%llu,\"pages_new\":%u,\"points_new\":%u,"
          "\"queued\":%u,\"written\":%u,\"deferred\":%u,\"dirty\":%u,\"denied\":%u",

@@ -571,7 +571,9 @@ void rt_report(FILE *f, const char *label, const sb_rt_turn *r)
 
 const char *rt_durable_word(const sb_write_outcome *d)
 {
-    return !d->ticket ? "-" : d->durable ? "yes" : d->denied ? "no" : "pending";
+    /* (A write-only store's state is never durable: "write-only".) */
+    return !d->ticket ? "-" : d->durable ? "yes" : d->denied ? "no"
+           : d->write_only ? "write-only" : "pending";
 }
 
 void rt_table_header(FILE *f)

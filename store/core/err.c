@@ -31,6 +31,8 @@ static const char *const err_text[] = {
     [24] = "the load was canceled before it finished",
     [25] = "the match is loading: what the call needs is not resident yet",
     [26] = "a layered put was finished before every tensor was given",
+    [27] = ("written and synced by a write-only store, which never reads it back: "
+            "not durable (an open in a mode that reads the disk tier finds it)"),
 };
 
 const char *sb_strerror(int err)

@@ -536,9 +536,10 @@ void sb_disk_wset_unreserve(sb_store *st)
         sb_disk_of(st)->wsets_reserved--;
 }
 
-/* What ticket id stands at: SB_OK, SB_ERR_PENDING, SB_ERR_NOT_DURABLE,
- * SB_ERR_RANGE (not handed out, or forgotten). */
-static int answer(const sb_disk *d, uint64_t id)
+/* What ticket id stands at, the write mode aside: SB_OK (written and
+ * synced), SB_ERR_PENDING, SB_ERR_NOT_DURABLE, SB_ERR_RANGE (not handed
+ * out, or forgotten). */
+static int synced_answer(const sb_disk *d, uint64_t id)
 {
     if (!id)
         return SB_ERR_NOT_DURABLE;
@@ -550,6 +551,15 @@ static int answer(const sb_disk *d, uint64_t id)
     if (runs_has(d, id))
         return SB_ERR_NOT_DURABLE;
     return id <= d->wforgot ? SB_ERR_RANGE : SB_OK;
+}
+
+/* What ticket id answers: synced_answer, where a write-only store's
+ * synced state is SB_ERR_WRITE_ONLY (never durable: the manual's
+ * "Write-only"). */
+static int answer(const sb_disk *d, uint64_t id)
+{
+    int rc = synced_answer(d, id);
+    return rc == SB_OK && d->mode == SB_WRITE_ONLY ? SB_ERR_WRITE_ONLY : rc;
 }
 
 /* Ask the writer for what ws waits on: its queue written now (partial
@@ -629,6 +639,7 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
     sb_disk *d = sb_disk_of(st);
     oc->ticket = 0;
     oc->durable = 0;
+    oc->write_only = d && d->mode == SB_WRITE_ONLY;
     if (!d || !ws)
         return;
     d->wsets_reserved--; /* its place: taken now, or not needed */
@@ -677,14 +688,18 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
             pthread_cond_wait(&d->done_cv, &st->mu);
         }
     }
+    bool synced; /* every block written and synced */
     if (keep) {
-        oc->durable = answer(d, id) == SB_OK;
+        synced = synced_answer(d, id) == SB_OK;
     } else { /* the set is the call's: pending, or out of the table */
         pending = find(d, id) == ws;
-        oc->durable = pending ? ws_durable(d, ws) : !ws->failed;
+        synced = pending ? ws_durable(d, ws) : !ws->failed;
     }
+    /* A write-only store's state is never durable (its ticket answers
+     * SB_ERR_WRITE_ONLY once synced). */
+    oc->durable = synced && !oc->write_only;
     for (size_t i = 0; i < n; i++)
-        tally(d, blocks[i], t0, oc->durable, oc);
+        tally(d, blocks[i], t0, synced, oc);
     for (int r = 0; r < SB_DENY__COUNT; r++)
         oc->denied += oc->denied_by[r];
     if (d->durability == SB_DURABILITY_COMMIT && d->running)

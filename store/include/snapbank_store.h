@@ -81,6 +81,12 @@ enum sb_err {
                                     or a point state not resident yet */
     SB_ERR_INCOMPLETE = -26,     /* a layered put was finished before every
                                     tensor was given (sb_put_finish) */
+    SB_ERR_WRITE_ONLY = -27,     /* a ticket of an SB_WRITE_ONLY store: its
+                                    state is written and synced, for a later
+                                    open in a mode that reads the disk tier,
+                                    but it is not durable (this store never
+                                    restores it; an open in write-only mode
+                                    starts empty) */
 };
 
 /* sb_strerror -- a short English description of an sb_err code.
@@ -130,7 +136,16 @@ typedef enum sb_write_mode {
                              store, so a put of those tokens stores them
                              again), and an open in this mode starts
                              empty: the records on disk serve a later open
-                             in a mode that reads them */
+                             in a mode that reads them. So nothing it
+                             stores is ever durable: a crash and a reopen
+                             of the same store restore none of it. Its
+                             outcomes say durable 0 and write_only 1, and
+                             its tickets answer SB_ERR_WRITE_ONLY once
+                             their state is written and synced (the
+                             warmer's signal that a later reading open
+                             finds it), never SB_OK. Flush and close
+                             still return SB_OK: they promise "written
+                             and synced", which holds */
 } sb_write_mode;
 
 /* Store configuration. Fill it with sb_config_default() and then change the
@@ -380,7 +395,8 @@ SB_API int sb_store_open(const sb_config *cfg, sb_store **out);
 SB_API int sb_store_close(sb_store *st);
 
 /* sb_store_flush -- wait until every page and point state committed before
- * the call is written to the disk tier and synced (durable), and, with a
+ * the call is written to the disk tier and synced (durable, except in an
+ * SB_WRITE_ONLY store: see "Write-only" below), and, with a
  * shared tier, every page offered to it is published (or dropped: the
  * cluster did not take it in time; the pool is a cache). Partial pages
  * waiting to be written late are written too, and under write-back every
@@ -465,14 +481,27 @@ SB_API const char *sb_deny_name(int reason);
  * A ticket stands for the state the call stored: the pages of the tokens
  * it left restorable (*n_stored for a put) and the point state it stored,
  * including pages earlier calls stored that are still being written. It
- * is durable once every one of them is written and synced: a crash (kill
- * -9, a power cut) and a reopen in a mode that reads the disk tier (not
- * SB_WRITE_ONLY) then restore that state whole. (Later
- * decisions of the cache may still drop it: reclamation under the disk
- * cap, a record found damaged.) It is never durable when one
+ * is durable once every one of them is written and synced by a store
+ * that reads its disk tier (write-through or write-back): a crash (kill
+ * -9, a power cut) and a reopen in such a mode then restore that state
+ * whole. (Later decisions of the cache may still drop it: reclamation
+ * under the disk cap, a record found damaged.) It is never durable when one
  * of them was denied (sb_deny: write budget, backlog, capacity, parent,
  * short) or its write failed: that state is in RAM only, and waiting on
  * the ticket says so at once (SB_ERR_NOT_DURABLE, not a timeout).
+ *
+ * Write-only. A store opened SB_WRITE_ONLY writes what it is given and
+ * never reads it back; reopened the same way it starts empty. Its states
+ * are therefore never durable: outcome durable 0 and write_only 1, and
+ * the ticket answers SB_ERR_WRITE_ONLY (not SB_OK) once every block is
+ * written and synced; before that SB_ERR_PENDING, and SB_ERR_NOT_DURABLE
+ * when a block was denied or failed, as in the other modes. Why not call
+ * it durable: durable is what a caller acts on ("I may let my copy go, a
+ * restart gives it back"), and the store that handed out the ticket,
+ * reopened as it is, gives nothing back; a warmer still learns, from the
+ * distinct code, that a later open in a reading mode finds the state
+ * whole (as a crash would leave it). Flush and close return SB_OK in
+ * this mode as in the others: they promise "written and synced".
  *
  * When it turns durable:
  *   SB_DURABILITY_COMMIT    before the call returns (outcome.durable 1),
@@ -501,7 +530,9 @@ typedef struct sb_write_outcome {
     uint64_t ticket;          /* for sb_store_wait_durable and
                                  sb_store_is_durable; 0: never durable */
     int durable;              /* 1: the state was written and synced when
-                                 the call returned */
+                                 the call returned, by a store that reads
+                                 its disk tier (never under SB_WRITE_ONLY:
+                                 see write_only) */
     uint32_t pages_new;       /* pages the call added to the index */
     uint32_t points_new;      /* point states it added (0 or 1) */
     uint32_t queued;          /* blocks the call queued for the writer
@@ -519,6 +550,12 @@ typedef struct sb_write_outcome {
                                  earlier call left unwritten count too, so
                                  this may exceed what the stats'
                                  disk_denials grew by */
+    int write_only;           /* 1: the store is in SB_WRITE_ONLY mode, so
+                                 the state is never durable (durable 0)
+                                 whatever was written: written says what
+                                 was synced for a later reading open, and
+                                 the ticket answers SB_ERR_WRITE_ONLY once
+                                 all of it is; 0 otherwise */
 } sb_write_outcome;
 
 #define SB_WAIT_FOREVER 0xFFFFFFFFu /* sb_store_wait_durable: no timeout */
@@ -531,9 +568,12 @@ typedef struct sb_write_outcome {
  * the priority pool still wait for the write budget. Thread-safe.
  * Returns: SB_OK (durable); SB_ERR_PENDING (not yet when the time ran
  * out); SB_ERR_NOT_DURABLE (never: a write it needs was denied or failed,
- * or the ticket is 0, or the store has no disk tier); SB_ERR_RANGE (a
- * ticket this store never handed out, or one too old to remember);
- * SB_ERR_INVAL (NULL st). Nothing is changed but the writer's hurry. */
+ * or the ticket is 0, or the store has no disk tier); SB_ERR_WRITE_ONLY
+ * (an SB_WRITE_ONLY store: written and synced, not durable -- see
+ * "Write-only" above); SB_ERR_RANGE (a ticket this store never handed
+ * out, or one too old to remember); SB_ERR_INVAL (NULL st). Answers move
+ * one way: SB_ERR_PENDING to any other. Nothing is changed but the
+ * writer's hurry. */
 SB_API int sb_store_wait_durable(sb_store *st, uint64_t ticket, uint32_t timeout_ms);
 
 /* sb_store_is_durable -- the state of ticket now: sb_store_wait_durable

@@ -54,7 +54,7 @@ __all__ = ["SnapbankError", "Store", "Namespace", "Match", "Load", "Page", "Bloc
 
 OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE, ERR_SUPERBLOCK = 0, -1, -8, -11, -21
 ERR_PENDING, ERR_NOT_DURABLE, ERR_CANCELED, ERR_BUSY = -22, -23, -24, -25
-ERR_INCOMPLETE = -26
+ERR_INCOMPLETE, ERR_WRITE_ONLY = -26, -27
 WAIT_FOREVER = 0xFFFFFFFF
 OPEN_SALVAGE = 1  # open_flags: rebuild a superblock that cannot be used (sb_store_open)
 
@@ -266,14 +266,16 @@ class Store(_Owned):
     def wait_durable(self, ticket, timeout_ms=None):
         """Wait (at most timeout_ms milliseconds; None: no limit) until the
         state of a put's ticket (PutOutcome.ticket) is durable. Returns
-        "durable", "pending" (the time ran out) or "never" (a write it needs
-        was denied or failed: the state is in RAM only; also ticket 0).
-        Raises SnapbankError for a ticket this store never handed out."""
+        "durable", "pending" (the time ran out), "never" (a write it needs
+        was denied or failed: the state is in RAM only; also ticket 0) or
+        "write_only" (a write-only store: written and synced for a later
+        open that reads the disk tier, never durable). Raises
+        SnapbankError for a ticket this store never handed out."""
         t = WAIT_FOREVER if timeout_ms is None else min(int(timeout_ms), WAIT_FOREVER - 1)
         return self._durable_word(lib.sb_store_wait_durable(self._live(), ticket, t))
 
     def is_durable(self, ticket):
-        """The state of a ticket now: "durable", "pending" or "never"."""
+        """The state of a ticket now: as wait_durable answers."""
         return self._durable_word(lib.sb_store_is_durable(self._live(), ticket))
 
     @staticmethod
@@ -284,6 +286,8 @@ class Store(_Owned):
             return "pending"
         if rc == ERR_NOT_DURABLE:
             return "never"
+        if rc == ERR_WRITE_ONLY:
+            return "write_only"
         raise SnapbankError(rc, "sb_store_wait_durable")
 
     def close(self):
@@ -1220,7 +1224,7 @@ class Session(_Owned):
         generated tokens. Returns Generation(tokens, text, report) with the
         turn's report: cache_mode ("cold", "warm_prefix", "ssd"),
         cached_tokens, prefill_tokens, ttft_s, restore_s, miss, durable
-        ("yes", "pending", "no"; None without a disk tier), disk (the
+        ("yes", "pending", "no", "write-only"; None without a disk tier), disk (the
         turn's write outcome: ticket, queued, written, denied, ...), ..."""
         if (prompt is None) == (tokens is None):
             raise ValueError("generate: give exactly one of prompt, tokens")

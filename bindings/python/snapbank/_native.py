@@ -101,7 +101,7 @@ class WriteOutcome(ctypes.Structure):
     _fields_ = [
         ("ticket", u64), ("durable", ip), ("pages_new", u32), ("points_new", u32),
         ("queued", u32), ("written", u32), ("deferred", u32), ("dirty", u32), ("denied", u32),
-        ("denied_by", u32 * N_DENY),
+        ("denied_by", u32 * N_DENY), ("write_only", ip),
     ]
 
 
