@@ -27,6 +27,11 @@
  *              are not on disk).
  *   floor      the free-space floor stops new segments before the file
  *              system is full, and lifting it lets writes resume.
+ *   small_fs   the default cap on an 8 MiB file system with 1 MiB
+ *              segments: 120 values acknowledged durable after 80 older
+ *              ones; reclamation takes the older first and a reopen
+ *              restores all 120 (before the fix a cap of two segments
+ *              reclaimed the segment just sealed: fresh values gone).
  *
  * SB_RECLAIM_ROUNDS overrides the random rounds (default 40).
  */
@@ -553,6 +558,96 @@ static void test_reclaim_floor(void **state)
     sb_io_destroy(io);
 }
 
+/* Put n sequences of 8 tokens (two pages, no point), each starting at a
+ * token of its own (first + i: none shares a page), under COMMIT: each
+ * durable when put returns; their tickets go to tickets[] (may be NULL). */
+static void put_values(sb_ns *ns, uint32_t first, int n, uint64_t *tickets)
+{
+    for (int i = 0; i < n; i++) {
+        uint32_t tok[8];
+        for (int k = 0; k < 8; k++)
+            tok[k] = (first + (uint32_t)i) * 16u + (uint32_t)k;
+        sb_write_outcome oc;
+        size_t stored = 0;
+        assert_int_equal(tu_put_ex(ns, &LA, tok, 8, false, &stored, &oc), SB_OK);
+        assert_int_equal(stored, 8);
+        assert_int_equal(oc.durable, 1);
+        if (tickets)
+            tickets[i] = oc.ticket;
+    }
+}
+
+/* How many of those n sequences a match restores whole. */
+static int restored_values(sb_ns *ns, uint32_t first, int n)
+{
+    int whole = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t tok[8];
+        for (int k = 0; k < 8; k++)
+            tok[k] = (first + (uint32_t)i) * 16u + (uint32_t)k;
+        whole += restore(ns, tok, 8) == 8;
+    }
+    return whole;
+}
+
+/* The default cap (disk_bytes 0: a quarter of the free space) on a file
+ * system of 8 MiB with segments of 1 MiB (as the default 256 MiB are to a
+ * disk of 2 GiB): before the fix the cap held two segments, so the tier
+ * reclaimed the segment it had just sealed to open the next, and values
+ * acknowledged durable were gone before the store was closed (issue 29:
+ * 119 of 120). Now a fresh store's segments shrink to an eighth of that
+ * cap: 80 older values, then 120 fresh ones acknowledged durable that
+ * fit the cap beside part of the old; reclamation takes the older ones
+ * first, and a reopen restores every fresh one. */
+static void test_reclaim_small_fs(void **state)
+{
+    (void)state;
+    sb_io *io = tu_mem_fs();
+    sb_io_mem_set_space(io, 8u << 20);
+    sb_config c;
+    sb_config_default(&c);
+    c.min_prefix_tokens = 1;
+    c.segment_bytes = 1u << 20;
+    c.disk_free_floor_bytes = 0; /* the floor is for a shared disk's other users */
+    c.durability = SB_DURABILITY_COMMIT;
+    c.queue_depth = 4;
+    sb_store *st = tu_open_io(&c, io);
+    sb_stats s = tu_stats(st);
+    assert_true(s.disk_bytes_limit >= 8 * (64u << 10));
+    sb_ns *ns = tu_ns(st, &LA, "small");
+    put_values(ns, 1000, 80, NULL); /* 16 KiB each: 1.25 MiB */
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+
+    st = tu_open_io(&c, io);
+    ns = tu_ns(st, &LA, "small");
+    assert_int_equal(tu_stats(st).recovered_pages, 160); /* (not matched: cold) */
+    enum { N = 120 };
+    uint64_t tickets[N];
+    put_values(ns, 1, N, tickets); /* 1.9 MiB */
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    s = tu_stats(st);
+    assert_true(s.disk_reclaimed_segments > 0); /* room was made */
+    fprintf(stderr, "small_fs: cap %llu KiB, %llu segments, %llu reclaimed\n",
+            (unsigned long long)(s.disk_bytes_limit >> 10), (unsigned long long)s.disk_segments,
+            (unsigned long long)s.disk_reclaimed_segments);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(sb_store_is_durable(st, tickets[i]), SB_OK);
+    assert_int_equal(restored_values(ns, 1, N), N);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+
+    st = tu_open_io(&c, io);
+    ns = tu_ns(st, &LA, "small");
+    assert_int_equal(restored_values(ns, 1, N), N);
+    assert_true(restored_values(ns, 1000, 80) < 80); /* the room was the old's */
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -562,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_cut_evictable),
         cmocka_unit_test(test_reclaim_nospc),
         cmocka_unit_test(test_reclaim_floor),
+        cmocka_unit_test(test_reclaim_small_fs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

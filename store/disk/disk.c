@@ -543,12 +543,14 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
      * file system without a size: 1 GiB). */
     d->cap_bytes = cfg->disk_bytes;
     d->floor_bytes = cfg->disk_free_floor_bytes;
+    uint64_t quarter = 0; /* the default cap before it is raised to a segment */
     if (!d->cap_bytes) {
         uint64_t avail = 0;
         if (d->wio->ops->space(d->wio, &avail) == 0 && avail < (1ull << 50))
             d->cap_bytes = avail / 4;
         else
             d->cap_bytes = 1ull << 30;
+        quarter = d->cap_bytes;
         if (d->cap_bytes < d->seg_bytes)
             d->cap_bytes = d->seg_bytes;
     }
@@ -571,6 +573,18 @@ int sb_disk_open(sb_store *st, const sb_config *cfg, sb_io *mem)
     } else if (fd < 0) {
         rc = sb_disk_errno(fd);
         goto fail;
+    }
+    if (fresh && !cfg->disk_bytes && quarter / d->seg_bytes < SB_CAP_SEGS_MIN) {
+        /* The default cap on a small file system: a cap of one or two
+         * segments reclaims the segment just sealed (the freshest data,
+         * maybe all there is) as soon as the next one opens, so its
+         * segments are made smaller instead, SB_CAP_SEGS_MIN to the cap
+         * (at least 64 KiB), and reclamation takes the oldest of many. */
+        uint64_t seg = quarter / SB_CAP_SEGS_MIN / 4096 * 4096;
+        d->seg_bytes = seg < (64u << 10) ? (64u << 10) : seg;
+        d->cap_bytes = quarter < d->seg_bytes ? d->seg_bytes : quarter;
+        meta = d->seg_bytes / 16 + 2 * d->slot_bytes + (64u << 10);
+        d->meta_reserve = (double)meta < d->depth / 2 ? meta : (uint64_t)(d->depth / 2);
     }
     if (fresh) {
         uint64_t want = d->cap_bytes / d->seg_bytes + 16;

@@ -23,6 +23,9 @@ typedef struct sb_disk sb_disk;
 typedef struct sb_wrun sb_wrun; /* a run of failed tickets (ticket.c) */
 
 #define SB_SEGS_MIN 1024u    /* a new superblock's capacity at least */
+#define SB_CAP_SEGS_MIN 8u   /* segments the default cap holds at least: a
+                                fresh store's segments shrink to fit
+                                (sb_disk_open) */
 #define SB_SEGS_MAX 65536u   /* and at most (a 1.5 MiB slot), unless the
                                 segments found need more (salvage) */
 

@@ -167,8 +167,22 @@ typedef struct sb_config {
                                      never take more (the oldest segment is
                                      reclaimed to make room); 0: what the
                                      store holds plus a quarter of the file
-                                     system's free space, at open */
-    uint64_t segment_bytes;       /* segment file size; default 256 MiB */
+                                     system's free space, at open. On a
+                                     fresh directory that default cap holds
+                                     at least 8 segments: when a quarter of
+                                     the free space is under 8 times
+                                     segment_bytes, the store's segments
+                                     are made an eighth of it instead (a
+                                     multiple of 4096, at least 64 KiB), so
+                                     that reclamation takes the oldest of
+                                     many segments and never the one just
+                                     written (a cap of one or two segments
+                                     would reclaim what was just made
+                                     durable to open the next). A cap you
+                                     set keeps segment_bytes as set */
+    uint64_t segment_bytes;       /* segment file size; default 256 MiB
+                                     (smaller under the default cap on a
+                                     small file system: disk_bytes) */
     uint64_t write_budget_bytes_per_hour; /* a token bucket over every byte
                                      the tier writes (records, padding,
                                      summaries, superblock, reclamation's
@@ -315,8 +329,9 @@ SB_API void sb_config_default(sb_config *cfg);
  * recovered: every valid record is indexed again (as a disk page, read back
  * on restore) and what was found and dropped shows in sb_store_stats
  * (recovered_*, recovery_*). One process at a time may open a directory.
- * On a fresh directory segment_bytes sets the segment size for good; an
- * existing store keeps the one it was made with.
+ * On a fresh directory segment_bytes sets the segment size for good (made
+ * smaller under the default cap on a small file system: see disk_bytes);
+ * an existing store keeps the one it was made with.
  *
  * Salvage. The superblock (two slots, each listing every segment) is what
  * open reads first; when neither slot can be used, open refuses the store
