@@ -971,13 +971,24 @@ void am_ticket_answer(am *z, am_ticket *k, int rc, const char *what)
      * SB_OK; any other store's never SB_ERR_WRITE_ONLY. */
     bool wo = z->cfg.write_mode == SB_WRITE_ONLY;
     AM_CHECK(z, (rc == SB_OK && !wo) || (rc == SB_ERR_WRITE_ONLY && wo) ||
-                    rc == SB_ERR_PENDING || rc == SB_ERR_NOT_DURABLE,
+                    rc == SB_ERR_PENDING || rc == SB_ERR_NOT_DURABLE ||
+                    (rc == SB_ERR_RECLAIMED && !wo && z->mode == AM_LOOSE),
              "%s of ticket %" PRIu64 ": %s (write mode %d)", what, k->t, sb_strerror(rc),
              (int)z->cfg.write_mode);
-    AM_CHECK(z, k->state == SB_ERR_PENDING || rc == k->state,
+    /* One way: pending to any answer; durable to reclaimed (a cap took
+     * its records: only where caps reclaim). */
+    AM_CHECK(z, k->state == SB_ERR_PENDING || rc == k->state ||
+                    (k->state == SB_OK && rc == SB_ERR_RECLAIMED),
              "%s of ticket %" PRIu64 ": %s after %s", what, k->t, sb_strerror(rc),
              sb_strerror(k->state));
     k->state = rc;
+    if (rc == SB_ERR_RECLAIMED && k->ei < z->ns[k->xi].n_e) {
+        am_entry *e = &z->ns[k->xi].e[k->ei];
+        if (e->ticket == k->t && e->durable) {
+            e->durable = false; /* a reopen need not restore it whole */
+            am_trace(z, "ticket %" PRIu64 " reclaimed (%s)", k->t, what);
+        }
+    }
     /* Synced: a power cut and a reopen that reads the tier restore it
      * (write-only too: what it is for). */
     if ((rc == SB_OK || rc == SB_ERR_WRITE_ONLY) && k->ei < z->ns[k->xi].n_e) {

@@ -28,7 +28,7 @@ static void test_strerror_every_code(void **state)
         SB_ERR_CORRUPT, SB_ERR_IO, SB_ERR_NOSPC, SB_ERR_LOCKED, SB_ERR_VERSION,
         SB_ERR_FORMAT, SB_ERR_UNSUPPORTED, SB_ERR_NO_POINT, SB_ERR_SUPERBLOCK, SB_ERR_PENDING,
         SB_ERR_NOT_DURABLE, SB_ERR_CANCELED, SB_ERR_BUSY, SB_ERR_INCOMPLETE,
-        SB_ERR_WRITE_ONLY,
+        SB_ERR_WRITE_ONLY, SB_ERR_RECLAIMED,
     };
     enum { N = sizeof codes / sizeof *codes };
     const char *seen[N];
@@ -41,7 +41,7 @@ static void test_strerror_every_code(void **state)
             assert_string_not_equal(s, seen[j]);
         seen[i] = s;
     }
-    static const int unknown[] = { 1, 2, 100, SB_ERR_WRITE_ONLY - 1, -100, INT_MIN, INT_MAX };
+    static const int unknown[] = { 1, 2, 100, SB_ERR_RECLAIMED - 1, -100, INT_MIN, INT_MAX };
     for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++)
         assert_string_equal(sb_strerror(unknown[i]), "unknown error");
 }

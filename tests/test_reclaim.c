@@ -27,6 +27,10 @@
  *              are not on disk).
  *   floor      the free-space floor stops new segments before the file
  *              system is full, and lifting it lets writes resume.
+ *   ticket     a durable ticket whose record reclamation took (left in
+ *              RAM only) answers SB_ERR_RECLAIMED, and the reopen agrees;
+ *              a hot one written again still answers SB_OK (before the
+ *              fix every such ticket kept answering SB_OK).
  *   small_fs   the default cap on an 8 MiB file system with 1 MiB
  *              segments: 120 values acknowledged durable after 80 older
  *              ones; reclamation takes the older first and a reopen
@@ -590,6 +594,55 @@ static int restored_values(sb_ns *ns, uint32_t first, int n)
     return whole;
 }
 
+/* A durable ticket whose records reclamation takes says so: under a cap
+ * of four segments, A (never matched) and B (matched: hot) are put under
+ * COMMIT, durable; 40 more values fill ten segments. A's segment was
+ * reclaimed and A left the disk (in RAM only now): its ticket answers
+ * SB_ERR_RECLAIMED, before and after a flush, and a reopen does not
+ * restore A. B was written again, so its ticket still answers SB_OK and
+ * a reopen restores it; so does the last value's. Before the fix A's
+ * ticket kept answering SB_OK (issue 29). */
+static void test_reclaim_ticket(void **state)
+{
+    (void)state;
+    sb_io *io = tu_mem_fs();
+    sb_config c = config(4, 4096);
+    c.durability = SB_DURABILITY_COMMIT;
+    sb_store *st = tu_open_io(&c, io);
+    sb_ns *ns = tu_ns(st, &LA, "tk");
+    uint64_t a = 0, b = 0, last = 0;
+    put_values(ns, 1, 1, &a);
+    put_values(ns, 2, 1, &b);
+    assert_int_equal(sb_store_is_durable(st, a), SB_OK);
+    assert_int_equal(sb_store_is_durable(st, b), SB_OK);
+    uint32_t tb[8];
+    for (int k = 0; k < 8; k++)
+        tb[k] = 2u * 16u + (uint32_t)k;
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(restore(ns, tb, 8), 8); /* B stays hot */
+        put_values(ns, 100 + (uint32_t)i, 1, &last);
+    }
+    assert_int_equal(sb_store_flush(st), SB_OK);
+    sb_stats s = tu_stats(st);
+    assert_true(s.disk_reclaimed_segments >= 2);
+    assert_true(s.disk_reclaim_kept > 0);
+    assert_int_equal(sb_store_is_durable(st, a), SB_ERR_RECLAIMED);
+    assert_int_equal(sb_store_wait_durable(st, a, SB_WAIT_FOREVER), SB_ERR_RECLAIMED);
+    assert_int_equal(sb_store_is_durable(st, b), SB_OK);
+    assert_int_equal(sb_store_is_durable(st, last), SB_OK);
+    tu_check(st);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    st = tu_open_io(&c, io);
+    ns = tu_ns(st, &LA, "tk");
+    assert_int_equal(restored_values(ns, 1, 1), 0);
+    assert_int_equal(restored_values(ns, 2, 1), 1);
+    assert_int_equal(restored_values(ns, 139, 1), 1);
+    sb_ns_close(ns);
+    assert_int_equal(sb_store_close(st), SB_OK);
+    sb_io_destroy(io);
+}
+
 /* The default cap (disk_bytes 0: a quarter of the free space) on a file
  * system of 8 MiB with segments of 1 MiB (as the default 256 MiB are to a
  * disk of 2 GiB): before the fix the cap held two segments, so the tier
@@ -658,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_nospc),
         cmocka_unit_test(test_reclaim_floor),
         cmocka_unit_test(test_reclaim_small_fs),
+        cmocka_unit_test(test_reclaim_ticket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,6 +33,7 @@ static const char *const err_text[] = {
     [26] = "a layered put was finished before every tensor was given",
     [27] = ("written and synced by a write-only store, which never reads it back: "
             "not durable (an open in a mode that reads the disk tier finds it)"),
+    [28] = "was durable, then reclamation under the disk cap took records it needs",
 };
 
 const char *sb_strerror(int err)

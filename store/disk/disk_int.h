@@ -20,7 +20,16 @@
 #include "internal.h"
 
 typedef struct sb_disk sb_disk;
-typedef struct sb_wrun sb_wrun; /* a run of failed tickets (ticket.c) */
+typedef struct sb_wrun sb_wrun; /* a run of tickets (ticket.c) */
+
+/* Tickets remembered as ascending runs [lo, hi] (ticket.c): failed ones,
+ * reclaimed ones. [mu] */
+typedef struct sb_truns {
+    sb_wrun *r;                /* (n) ascending, disjoint */
+    size_t n, cap;
+    uint64_t forgot;           /* tickets up to it may have been in a run
+                                  that was let go (0: none) */
+} sb_truns;
 
 #define SB_SEGS_MIN 1024u    /* a new superblock's capacity at least */
 #define SB_CAP_SEGS_MIN 8u   /* segments the default cap holds at least: a
@@ -361,11 +370,17 @@ struct sb_disk {
     size_t n_wsets, wsets_cap;
     size_t wsets_reserved;     /* places taken by calls under way
                                   (n_wsets + wsets_reserved <= wsets_cap) */
-    sb_wrun *wruns;            /* (n_wruns) failed tickets no longer
-                                  pending, as ascending runs */
-    size_t n_wruns, wruns_cap;
-    uint64_t wforgot;          /* tickets up to it that are not pending or
-                                  in a run are forgotten (0: none) */
+    sb_truns failed;           /* failed tickets no longer pending */
+    sb_truns rtickets;         /* durable tickets whose records reclamation
+                                  took since */
+    sb_wset *wdur_head, *wdur_tail; /* durable tickets still watched, oldest
+                                  first (through wnext): reclamation of one
+                                  of their blocks makes them reclaimed */
+    size_t n_wdur;             /* ...how many */
+    uint64_t wdur_nodes;       /* ...their nodes (bounded) */
+    bool reclaiming;           /* reclamation is taking records now: a
+                                  watched ticket that loses a block is
+                                  reclaimed (ticket.c) */
 
     /* tombstones [mu] (tomb.c) */
     sb_tomb *tq_head, *tq_tail; /* queued, written first */
@@ -546,7 +561,10 @@ int sb_disk_heads_ready(sb_disk *d, size_t bytes);
  *                    are synced when ok, else every ticket with a block
  *                    written after before (the last good synced_ticket)
  *                    fails
- *   sb_tkt_free_all  the tier closes: every pending ticket goes */
+ *   sb_tkt_free_all  the tier closes: every pending ticket goes
+ * Reclamation (reclaim.c, and writer.c's copies) sets d->reclaiming while
+ * it takes blocks' records: a durable ticket still watched that loses a
+ * block then is reclaimed (SB_ERR_RECLAIMED). */
 void sb_tkt_queued(sb_disk *d, sb_blk *b);
 void sb_tkt_resolved(sb_disk *d, sb_blk *b, bool ok);
 void sb_tkt_short(sb_disk *d, sb_blk *b);

@@ -41,6 +41,9 @@
  *      (evict.c). Blocks on disk only leave the index with every page and
  *      point state after them (a match holding one still restores it: its
  *      bytes, or its segment, stay until the match is released).
+ *      A durable ticket the store still watches that needs a block left
+ *      in RAM only or dropped here (or whose copy, or whose write again,
+ *      fails) answers SB_ERR_RECLAIMED from then on (ticket.c).
  *   Tombstones (tomb.c): one in V still needed -- another segment holds a
  *      record older than its removal sequence, which it removes -- is
  *      written again (a copy, queued at step 3 before any block), and V
@@ -265,6 +268,7 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
     /* At most 3/4 of a segment is written again per segment reclaimed, so
      * every reclamation frees room, however much is hot. */
     uint64_t keep = d->seg_bytes / 4 * 3;
+    d->reclaiming = true; /* durable tickets losing a block here are reclaimed */
     for (size_t i = 0; i < vs->n; i++) {
         sb_blk *b = vs->b[i];
         vs->b[i] = NULL;
@@ -326,6 +330,7 @@ static void settle(sb_disk *d, victims *vs, uint32_t v, bool copies)
         }
         sb_host_blk_unref(b);
     }
+    d->reclaiming = false;
     if (tail) {
         sb_drec_of(tail)->wq_next = d->q_head;
         if (!d->q_head)

@@ -24,9 +24,20 @@
  * turn is still writing). A node on a queued, deferred or dirty block
  * waits (counted in ws->waiting); a node on a written block watches: the
  * record may still be taken (reclamation) before the ticket is durable,
- * and the ticket must not then say durable for a state in RAM only. Once
- * durable a ticket stays durable: what becomes of its blocks later is a
- * decision of the cache (the manual says so), and lost() lets it go.
+ * and the ticket must not then say durable for a state in RAM only.
+ *
+ * Once durable, a handed-out set is not freed at once: it joins the watch
+ * list (d->wdur_head, oldest first; at most SB_TKT_WATCH_MAX sets and
+ * SB_TKT_WATCH_NODES nodes, the oldest let go beyond), its nodes still
+ * watching its blocks. When reclamation (d->reclaiming: reclaim.c's
+ * step 3, a failed copy in writer.c) takes one of them off the disk --
+ * in RAM only, or dropped from the index -- or a block it writes again
+ * (node moving) fails, the ticket joins d->rtickets, runs of reclaimed
+ * tickets, answered SB_ERR_RECLAIMED. Other losses of a durable state
+ * (removal, a damaged record) are decisions the manual leaves to the
+ * cache: the node lets go and the ticket stays durable, as does one let
+ * go from the watch list. A write-only store's tickets are never durable
+ * (SB_ERR_WRITE_ONLY once synced): never watched.
  *
  *   queued (admit.c)          counted, for a COMMIT call's wait
  *   written (writer.c)        the node watches now, max_t raised
@@ -66,11 +77,12 @@
  *
  * Pending write sets sit in d->wsets in ticket order (a ticket is handed
  * out when its set enters, so appending keeps the order). A failed set
- * leaves at once: its ticket joins d->wruns, runs of failed tickets
+ * leaves at once: its ticket joins d->failed, runs of failed tickets
  * (consecutive failures share one), at most SB_TKT_RUNS_MAX of them; when
- * the oldest run must go, every ticket up to it is forgotten (d->wforgot:
- * answered SB_ERR_RANGE). An issued ticket neither pending nor failed is
- * durable.
+ * the oldest run must go, every ticket up to it is forgotten (forgot:
+ * answered SB_ERR_RANGE). d->rtickets keeps reclaimed tickets the same
+ * way. An issued ticket neither pending, failed nor reclaimed is durable
+ * (SB_ERR_WRITE_ONLY in a write-only store).
  *
  * Thread safety: everything here runs with st->mu held, except
  * sb_disk_wset_new and sb_disk_wset_free (unlocked) and the public calls
@@ -89,6 +101,10 @@
 #define SB_TKT_PENDING_MAX 1024u /* pending tickets before the oldest is
                                     hurried */
 #define SB_TKT_HIDDEN (1ull << 63) /* hidden tickets: SB_TKT_HIDDEN + n */
+#define SB_TKT_WATCH_MAX 1024u /* durable tickets watched for reclamation */
+#define SB_TKT_WATCH_NODES (1u << 18) /* ...and their blocks together, at
+                                    most (the newest is watched whatever
+                                    its size) */
 
 /* A block a ticket waits for: one node on the block's list. */
 typedef struct sb_wnode {
@@ -98,6 +114,9 @@ typedef struct sb_wnode {
     bool q;                    /* counted in ws->queued */
     bool clean;                /* watched: b is written (CLEAN); not counted
                                   in ws->waiting */
+    bool moving;               /* ws durable and watched: reclamation is
+                                  writing b again elsewhere (a failure of
+                                  that write reclaims ws) */
 } sb_wnode;
 
 /* The blocks one ticket waits for. */
@@ -113,6 +132,8 @@ struct sb_wset {
     uint64_t max_t;            /* the highest block ticket written for it
                                   and not known synced when it was (0: none) */
     bool failed;
+    bool watched;              /* durable, on d's watch list (wprev, wnext) */
+    struct sb_wset *wprev, *wnext;
     sb_wnode nodes[];          /* (cap) */
 };
 
@@ -151,13 +172,13 @@ static void table_remove(sb_disk *d, const sb_wset *ws)
     }
 }
 
-/* The first failed run that ends at id or later (n_wruns: none). */
-static size_t runs_at(const sb_disk *d, uint64_t id)
+/* The first run of rs that ends at id or later (rs->n: none). */
+static size_t runs_at(const sb_truns *rs, uint64_t id)
 {
-    size_t lo = 0, hi = d->n_wruns;
+    size_t lo = 0, hi = rs->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (d->wruns[mid].hi < id)
+        if (rs->r[mid].hi < id)
             lo = mid + 1;
         else
             hi = mid;
@@ -165,50 +186,50 @@ static size_t runs_at(const sb_disk *d, uint64_t id)
     return lo;
 }
 
-static bool runs_has(const sb_disk *d, uint64_t id)
+static bool runs_has(const sb_truns *rs, uint64_t id)
 {
-    size_t i = runs_at(d, id);
-    return i < d->n_wruns && d->wruns[i].lo <= id;
+    size_t i = runs_at(rs, id);
+    return i < rs->n && rs->r[i].lo <= id;
 }
 
-/* Remember that ticket id failed. */
-static void runs_add(sb_disk *d, uint64_t id)
+/* Remember ticket id in rs. */
+static void runs_add(sb_truns *rs, uint64_t id)
 {
-    size_t lo = runs_at(d, id);
-    if (lo < d->n_wruns && d->wruns[lo].lo <= id)
+    size_t lo = runs_at(rs, id);
+    if (lo < rs->n && rs->r[lo].lo <= id)
         return; /* in it already */
-    if (lo > 0 && d->wruns[lo - 1].hi + 1 == id) { /* extends the run before */
-        d->wruns[lo - 1].hi = id;
-        if (lo < d->n_wruns && d->wruns[lo].lo == id + 1) { /* and meets the next */
-            d->wruns[lo - 1].hi = d->wruns[lo].hi;
-            memmove(d->wruns + lo, d->wruns + lo + 1, (d->n_wruns - lo - 1) * sizeof *d->wruns);
-            d->n_wruns--;
+    if (lo > 0 && rs->r[lo - 1].hi + 1 == id) { /* extends the run before */
+        rs->r[lo - 1].hi = id;
+        if (lo < rs->n && rs->r[lo].lo == id + 1) { /* and meets the next */
+            rs->r[lo - 1].hi = rs->r[lo].hi;
+            memmove(rs->r + lo, rs->r + lo + 1, (rs->n - lo - 1) * sizeof *rs->r);
+            rs->n--;
         }
         return;
     }
-    if (lo < d->n_wruns && d->wruns[lo].lo == id + 1) {
-        d->wruns[lo].lo = id;
+    if (lo < rs->n && rs->r[lo].lo == id + 1) {
+        rs->r[lo].lo = id;
         return;
     }
-    if (d->n_wruns == d->wruns_cap) {
-        size_t cap = d->wruns_cap ? 2 * d->wruns_cap : 64;
-        sb_wrun *p = cap <= SB_TKT_RUNS_MAX ? realloc(d->wruns, cap * sizeof *p) : NULL;
+    if (rs->n == rs->cap) {
+        size_t cap = rs->cap ? 2 * rs->cap : 64;
+        sb_wrun *p = cap <= SB_TKT_RUNS_MAX ? realloc(rs->r, cap * sizeof *p) : NULL;
         if (p) {
-            d->wruns = p;
-            d->wruns_cap = cap;
+            rs->r = p;
+            rs->cap = cap;
         } else { /* full (or no memory): forget the oldest run and what preceded it */
-            if (!d->n_wruns || lo == 0) {
-                d->wforgot = d->wforgot > id ? d->wforgot : id;
+            if (!rs->n || lo == 0) {
+                rs->forgot = rs->forgot > id ? rs->forgot : id;
                 return;
             }
-            d->wforgot = d->wruns[0].hi;
-            memmove(d->wruns, d->wruns + 1, --d->n_wruns * sizeof *d->wruns);
+            rs->forgot = rs->r[0].hi;
+            memmove(rs->r, rs->r + 1, --rs->n * sizeof *rs->r);
             lo--;
         }
     }
-    memmove(d->wruns + lo + 1, d->wruns + lo, (d->n_wruns - lo) * sizeof *d->wruns);
-    d->wruns[lo] = (sb_wrun){ id, id };
-    d->n_wruns++;
+    memmove(rs->r + lo + 1, rs->r + lo, (rs->n - lo) * sizeof *rs->r);
+    rs->r[lo] = (sb_wrun){ id, id };
+    rs->n++;
 }
 
 /* ---- nodes ------------------------------------------------------------------------ */
@@ -236,6 +257,7 @@ static void link_node(sb_wset *ws, sb_wnode *x, sb_blk *b)
 {
     x->ws = ws;
     x->b = b;
+    x->moving = false;
     x->prev = NULL;
     x->next = sb_drec_of(b)->waits;
     if (sb_drec_of(b)->waits)
@@ -287,7 +309,7 @@ static void fail(sb_disk *d, sb_wset *ws)
         return; /* still being built: sb_disk_outcome finishes it */
     table_remove(d, ws);
     if (!ws->hidden) {
-        runs_add(d, ws->id);
+        runs_add(&d->failed, ws->id);
         sb_host_free(ws);
     }
     pthread_cond_broadcast(&d->done_cv);
@@ -304,17 +326,95 @@ static void release(sb_disk *d, sb_wset *ws)
     pthread_cond_broadcast(&d->done_cv);
 }
 
+/* ---- durable tickets watched for reclamation ---------------------------------------- */
+
+/* Durable ws leaves the watch list; free_it: its nodes go and it is
+ * freed (its ticket answers SB_OK for good). */
+static void unwatch(sb_disk *d, sb_wset *ws, bool free_it)
+{
+    if (ws->wprev)
+        ws->wprev->wnext = ws->wnext;
+    else
+        d->wdur_head = ws->wnext;
+    if (ws->wnext)
+        ws->wnext->wprev = ws->wprev;
+    else
+        d->wdur_tail = ws->wprev;
+    ws->wprev = ws->wnext = NULL;
+    ws->watched = false;
+    d->n_wdur--;
+    d->wdur_nodes -= ws->used;
+    if (free_it) {
+        detach_all(ws);
+        sb_host_free(ws);
+    }
+}
+
+/* Handed-out ws (not hidden, out of the pending table) is durable: its
+ * nodes keep watching its blocks, so that reclamation taking one makes
+ * the ticket reclaimed; the oldest watched go past the bounds. A
+ * write-only store's tickets are never durable: not watched. Takes ws. */
+static void watch_durable(sb_disk *d, sb_wset *ws)
+{
+    if (d->mode == SB_WRITE_ONLY || !ws->used) {
+        detach_all(ws);
+        sb_host_free(ws);
+        return;
+    }
+    ws->watched = true;
+    ws->wnext = NULL;
+    ws->wprev = d->wdur_tail;
+    if (d->wdur_tail)
+        d->wdur_tail->wnext = ws;
+    else
+        d->wdur_head = ws;
+    d->wdur_tail = ws;
+    d->n_wdur++;
+    d->wdur_nodes += ws->used;
+    while (d->wdur_head != ws &&
+           (d->n_wdur > SB_TKT_WATCH_MAX || d->wdur_nodes > SB_TKT_WATCH_NODES))
+        unwatch(d, d->wdur_head, true);
+}
+
+/* Durable ws lost a block to reclamation: its ticket answers
+ * SB_ERR_RECLAIMED from now on. */
+static void reclaimed(sb_disk *d, sb_wset *ws)
+{
+    if (ws->watched)
+        unwatch(d, ws, false);
+    detach_all(ws);
+    table_remove(d, ws); /* (durable and not yet swept: still there) */
+    runs_add(&d->rtickets, ws->id);
+    sb_host_free(ws);
+    pthread_cond_broadcast(&d->done_cv);
+}
+
 /* The block x waits for or watches will not be on disk (denied, its write
  * failed, it left the index unwritten, or its record was taken): x's set
- * fails, unless it is durable already (then what happens to its blocks
- * later does not change that). */
+ * fails, unless it is durable already: then, when reclamation took the
+ * record (d->reclaiming, or a write again that failed), the ticket is
+ * reclaimed; else (removal, a damaged record, eviction from a store that
+ * reads nothing back) it stays durable, and a watched set stops watching
+ * that block. */
 static void lost(sb_disk *d, sb_wnode *x)
 {
     sb_wset *ws = x->ws;
-    if (ws->id && ws_durable(d, ws))
-        release(d, ws);
-    else
+    bool reclaim = d->reclaiming || x->moving;
+    if (ws->watched) {
+        if (reclaim)
+            reclaimed(d, ws);
+        else
+            detach(x);
+        return;
+    }
+    if (ws->id && ws_durable(d, ws)) {
+        if (reclaim && !ws->hidden && d->mode != SB_WRITE_ONLY)
+            reclaimed(d, ws);
+        else
+            release(d, ws);
+    } else {
         fail(d, ws);
+    }
 }
 
 /* Does a block not offered at its commit wait to be written (write-back
@@ -373,7 +473,7 @@ void sb_tkt_queued(sb_disk *d, sb_blk *b)
 {
     (void)d;
     for (sb_wnode *x = sb_drec_of(b)->waits; x; x = x->next)
-        if (!x->q) {
+        if (!x->q && !x->ws->watched) {
             x->q = true;
             x->ws->queued++;
         }
@@ -390,6 +490,7 @@ void sb_tkt_resolved(sb_disk *d, sb_blk *b, bool ok)
             lost(d, x);
             continue;
         }
+        x->moving = false; /* (written again: its record is in place) */
         if (!x->clean) { /* written: watched from now on */
             x->clean = true;
             ws->waiting--;
@@ -409,6 +510,13 @@ void sb_tkt_unclean(sb_disk *d, sb_blk *b)
         if (!x->clean || sb_disk_state(b) == SB_DISK_CLEAN)
             continue;
         int state = sb_disk_state(b);
+        if (x->ws->watched) { /* durable: written again, or reclaimed */
+            if (state == SB_DISK_QUEUED)
+                x->moving = true;
+            else
+                lost(d, x);
+            continue;
+        }
         if (state == SB_DISK_QUEUED || (state == SB_DISK_NONE && dirty_ok(d))) {
             /* written again (reclamation), or dirty again under
              * write-back: waited for like any unwritten block */
@@ -431,13 +539,14 @@ void sb_tkt_synced(sb_disk *d, uint64_t before, bool ok)
             detach_all(ws);
             ws->failed = true;
             if (!ws->hidden) {
-                runs_add(d, ws->id);
+                runs_add(&d->failed, ws->id);
                 sb_host_free(ws);
             }
         } else if (ws_durable(d, ws)) {
-            detach_all(ws);
-            if (!ws->hidden)
-                sb_host_free(ws);
+            if (ws->hidden)
+                detach_all(ws); /* (the call's: it frees it) */
+            else
+                watch_durable(d, ws);
         } else {
             d->wsets[k++] = ws;
         }
@@ -452,10 +561,14 @@ void sb_tkt_free_all(sb_disk *d)
         sb_host_free(d->wsets[i]);
     }
     sb_host_free(d->wsets);
-    free(d->wruns);
+    while (d->wdur_head)
+        unwatch(d, d->wdur_head, true);
+    free(d->failed.r);
+    free(d->rtickets.r);
     d->wsets = NULL;
-    d->wruns = NULL;
-    d->n_wsets = d->wsets_cap = d->n_wruns = d->wruns_cap = 0;
+    d->n_wsets = d->wsets_cap = 0;
+    memset(&d->failed, 0, sizeof d->failed);
+    memset(&d->rtickets, 0, sizeof d->rtickets);
 }
 
 void sb_disk_blk_gone(sb_store *st, sb_blk *b)
@@ -479,6 +592,11 @@ void sb_disk_supersede(sb_store *st, sb_blk *old, sb_blk *repl)
         next = x->next;
         sb_wset *ws = x->ws;
         detach(x);
+        if (ws->watched) { /* durable: repl is watched when it is written */
+            if (sb_disk_state(repl) == SB_DISK_CLEAN && !suspect(d, repl))
+                watch(d, ws, x, repl);
+            continue;
+        }
         /* The node is free again: repl takes it (ws stays the size of
          * its state). A new repl is offered by the commit under way right
          * after (sb_disk_short fails the ticket if that commit is too
@@ -548,9 +666,11 @@ static int synced_answer(const sb_disk *d, uint64_t id)
     const sb_wset *ws = find(d, id);
     if (ws)
         return ws_durable(d, ws) ? SB_OK : SB_ERR_PENDING;
-    if (runs_has(d, id))
+    if (runs_has(&d->failed, id))
         return SB_ERR_NOT_DURABLE;
-    return id <= d->wforgot ? SB_ERR_RANGE : SB_OK;
+    if (runs_has(&d->rtickets, id))
+        return SB_ERR_RECLAIMED;
+    return id <= d->failed.forgot || id <= d->rtickets.forgot ? SB_ERR_RANGE : SB_OK;
 }
 
 /* What ticket id answers: synced_answer, where a write-only store's
@@ -655,9 +775,10 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
     oc->ticket = keep ? id : 0;
     if (ws->failed) {
         if (keep)
-            runs_add(d, id);
+            runs_add(&d->failed, id);
     } else if (ws_durable(d, ws)) {
-        detach_all(ws); /* (its watched blocks) */
+        if (!keep)
+            detach_all(ws); /* (its watched blocks) */
     } else {
         /* Its place was reserved. Hidden tickets number after every
          * handed-out one, so the table stays in ticket order. */
@@ -673,7 +794,11 @@ void sb_disk_outcome(sb_store *st, sb_wset *ws, sb_blk **blocks, size_t n, uint6
     }
     bool pending = find(d, id) == ws;
     if (!pending && keep) {
-        sb_host_free(ws); /* failed (remembered) or durable: the ticket says so */
+        /* Failed (remembered) or durable (watched): the ticket says so. */
+        if (ws->failed)
+            sb_host_free(ws);
+        else
+            watch_durable(d, ws);
         ws = NULL;
     }
     /* COMMIT: wait until what the state has queued is written and synced

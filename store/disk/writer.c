@@ -646,7 +646,9 @@ static void copy_done(sb_disk *d, sb_blk *b, const wslot *s, bool lost)
             sb_disk_unclean(st, b, SB_DISK_CLEAN); /* leaves the old record */
             written_at(st, b, s);
         } else if (lost) {
+            d->reclaiming = true; /* (durable tickets that need it: reclaimed) */
             sb_disk_drop(b->ns, b);
+            d->reclaiming = false;
             d->rc_dropped++;
         }
     }

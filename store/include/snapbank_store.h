@@ -87,6 +87,10 @@ enum sb_err {
                                     but it is not durable (this store never
                                     restores it; an open in write-only mode
                                     starts empty) */
+    SB_ERR_RECLAIMED = -28,      /* a ticket's state was durable, then
+                                    reclamation under the disk cap took
+                                    records it needs: a reopen no longer
+                                    restores it whole */
 };
 
 /* sb_strerror -- a short English description of an sb_err code.
@@ -518,6 +522,18 @@ SB_API const char *sb_deny_name(int reason);
  * whole (as a crash would leave it). Flush and close return SB_OK in
  * this mode as in the others: they promise "written and synced".
  *
+ * Reclaimed. Durable is not for ever: the disk tier is a cache, and
+ * reclamation under the disk cap (oldest segments first; "disk_bytes")
+ * may later take records a durable state needs, as may a record found
+ * damaged. The store keeps watching the blocks of its most recent
+ * durable tickets -- the last 1024, fewer when their states hold more
+ * than 2^18 blocks together -- and when reclamation takes one of those
+ * blocks off the disk (left in RAM only, or dropped from the index with
+ * what follows it; not when it is written again elsewhere) the ticket
+ * answers SB_ERR_RECLAIMED from then on: a reopen would no longer
+ * restore that state whole. An older durable ticket keeps answering
+ * SB_OK whatever becomes of its records (a match says what is left).
+ *
  * When it turns durable:
  *   SB_DURABILITY_COMMIT    before the call returns (outcome.durable 1),
  *                           unless a block was denied, failed, or waits in
@@ -535,8 +551,9 @@ SB_API const char *sb_deny_name(int reason);
  * Tickets belong to one open store and rise from 1. 0 is never durable:
  * a call that failed or stored nothing, and every call on a RAM-only
  * store, gets 0. The store remembers a failed ticket among its last 4096
- * runs of failed tickets (consecutive failures are one run); a ticket
- * older than the oldest remembered is answered SB_ERR_RANGE.
+ * runs of failed tickets (consecutive failures are one run), and a
+ * reclaimed one among its last 4096 runs of reclaimed tickets; a ticket
+ * older than the oldest remembered of either is answered SB_ERR_RANGE.
  */
 
 /* What one put or commit did for the disk tier. "Blocks" are pages and
@@ -585,10 +602,12 @@ typedef struct sb_write_outcome {
  * out); SB_ERR_NOT_DURABLE (never: a write it needs was denied or failed,
  * or the ticket is 0, or the store has no disk tier); SB_ERR_WRITE_ONLY
  * (an SB_WRITE_ONLY store: written and synced, not durable -- see
- * "Write-only" above); SB_ERR_RANGE (a ticket this store never handed
- * out, or one too old to remember); SB_ERR_INVAL (NULL st). Answers move
- * one way: SB_ERR_PENDING to any other. Nothing is changed but the
- * writer's hurry. */
+ * "Write-only" above); SB_ERR_RECLAIMED (it was durable, and reclamation
+ * under the disk cap has since taken records it needs -- see "Reclaimed"
+ * above); SB_ERR_RANGE (a ticket this store never handed out, or one too
+ * old to remember); SB_ERR_INVAL (NULL st). Answers move one way:
+ * SB_ERR_PENDING to any other, and SB_OK to SB_ERR_RECLAIMED. Nothing is
+ * changed but the writer's hurry. */
 SB_API int sb_store_wait_durable(sb_store *st, uint64_t ticket, uint32_t timeout_ms);
 
 /* sb_store_is_durable -- the state of ticket now: sb_store_wait_durable

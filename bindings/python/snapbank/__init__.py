@@ -54,7 +54,7 @@ __all__ = ["SnapbankError", "Store", "Namespace", "Match", "Load", "Page", "Bloc
 
 OK, ERR_INVAL, ERR_BUDGET, ERR_RANGE, ERR_SUPERBLOCK = 0, -1, -8, -11, -21
 ERR_PENDING, ERR_NOT_DURABLE, ERR_CANCELED, ERR_BUSY = -22, -23, -24, -25
-ERR_INCOMPLETE, ERR_WRITE_ONLY = -26, -27
+ERR_INCOMPLETE, ERR_WRITE_ONLY, ERR_RECLAIMED = -26, -27, -28
 WAIT_FOREVER = 0xFFFFFFFF
 OPEN_SALVAGE = 1  # open_flags: rebuild a superblock that cannot be used (sb_store_open)
 
@@ -269,7 +269,9 @@ class Store(_Owned):
         "durable", "pending" (the time ran out), "never" (a write it needs
         was denied or failed: the state is in RAM only; also ticket 0) or
         "write_only" (a write-only store: written and synced for a later
-        open that reads the disk tier, never durable). Raises
+        open that reads the disk tier, never durable) or "reclaimed" (it
+        was durable, then reclamation under the disk cap took records it
+        needs). Raises
         SnapbankError for a ticket this store never handed out."""
         t = WAIT_FOREVER if timeout_ms is None else min(int(timeout_ms), WAIT_FOREVER - 1)
         return self._durable_word(lib.sb_store_wait_durable(self._live(), ticket, t))
@@ -288,6 +290,8 @@ class Store(_Owned):
             return "never"
         if rc == ERR_WRITE_ONLY:
             return "write_only"
+        if rc == ERR_RECLAIMED:
+            return "reclaimed"
         raise SnapbankError(rc, "sb_store_wait_durable")
 
     def close(self):
