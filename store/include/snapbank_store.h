@@ -531,7 +531,10 @@ SB_API const char *sb_deny_name(int reason);
  * blocks off the disk (left in RAM only, or dropped from the index with
  * what follows it; not when it is written again elsewhere) the ticket
  * answers SB_ERR_RECLAIMED from then on: a reopen would no longer
- * restore that state whole. An older durable ticket keeps answering
+ * restore that state whole. (A block written again counts as kept from
+ * the moment it is queued: a crash before that write is synced can still
+ * lose it while the ticket answers SB_OK; if the write fails or is
+ * denied, the ticket is reclaimed.) An older durable ticket keeps answering
  * SB_OK whatever becomes of its records (a match says what is left).
  *
  * When it turns durable:
