@@ -535,10 +535,13 @@ SB_API const char *sb_deny_name(int reason);
  * the moment it is queued: a crash before that write is synced can still
  * lose it while the ticket answers SB_OK; if the write fails or is
  * denied, the ticket is reclaimed.) An older durable ticket keeps answering
- * SB_OK whatever becomes of its records (a match says what is left).
+ * SB_OK whatever becomes of its records (a match says what is left), as
+ * does one whose record was found damaged or removed (sb_ns_remove); a
+ * write-only store's tickets keep answering SB_ERR_WRITE_ONLY.
  *
  * When it turns durable:
- *   SB_DURABILITY_COMMIT    before the call returns (outcome.durable 1),
+ *   SB_DURABILITY_COMMIT    before the call returns (outcome.durable 1;
+ *                           write-only: synced, durable 0, write_only 1),
  *                           unless a block was denied, failed, or waits in
  *                           the priority pool for the write budget (the
  *                           call does not wait for the pool: the ticket
