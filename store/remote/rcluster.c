@@ -70,6 +70,10 @@ struct sb_rc {
     uint16_t replica[SB_RC_SLOTS]; /* node index of one replica */
     bool refresh_due;
     redisReply *slots_reply;    /* the CLUSTER SLOTS answer being read */
+    sb_rc_fault last_fault;     /* the last node failure or refused
+                                   AUTH / CLUSTER SLOTS: why an operation
+                                   found no node to go to */
+    char last_msg[96];          /* ...the server's words, if any */
     sb_rc_stats st;
     unsigned char rbuf[RC_RBUF]; /* what one read() takes off a socket */
 };
@@ -82,6 +86,7 @@ typedef struct rc_track {
     uint8_t retries;   /* rounds after a node failure */
     bool in_flight;
     bool done;
+    uint8_t fault;     /* sb_rc_fault: what its last round met */
 } rc_track;
 
 static uint64_t rc_now(const sb_rc *c)
@@ -119,6 +124,36 @@ unsigned sb_rc_slot(const char *key, size_t len)
                    SB_RC_SLOTS;
     }
     return crc16((const unsigned char *)key, len) % SB_RC_SLOTS;
+}
+
+static bool starts_with(const char *s, size_t n, const char *w)
+{
+    size_t wl = strlen(w);
+    return n >= wl && !memcmp(s, w, wl);
+}
+
+sb_rc_fault sb_rc_fault_of(const char *msg, size_t n)
+{
+    if (!msg)
+        return RC_F_REFUSED;
+    if (starts_with(msg, n, "WRONGPASS") || starts_with(msg, n, "NOAUTH") ||
+        starts_with(msg, n, "ERR invalid password") || starts_with(msg, n, "ERR AUTH"))
+        return RC_F_AUTH;
+    if (starts_with(msg, n, "NOPERM"))
+        return RC_F_NOPERM;
+    if (starts_with(msg, n, "WRONGTYPE"))
+        return RC_F_WRONGTYPE;
+    if (starts_with(msg, n, "CLUSTERDOWN") || starts_with(msg, n, "TRYAGAIN") ||
+        starts_with(msg, n, "MASTERDOWN") || starts_with(msg, n, "LOADING"))
+        return RC_F_CLUSTERDOWN;
+    return RC_F_REFUSED;
+}
+
+/* Note why operations may find no node: f, and the server's words. */
+static void note_fault(sb_rc *c, sb_rc_fault f, const char *msg, size_t n)
+{
+    c->last_fault = f;
+    snprintf(c->last_msg, sizeof c->last_msg, "%.*s", (int)(n < 95 ? n : 95), msg ? msg : "");
 }
 
 const char *sb_rc_status_name(sb_rc_status s)
@@ -229,6 +264,7 @@ static bool node_connect(sb_rc *c, uint16_t idx)
             redisFree(ctx);
         nd->down_until = rc_now(c) + (uint64_t)c->cfg.down_ms * 1000000ull;
         c->st.node_errors++;
+        note_fault(c, RC_F_CONNECT, NULL, 0);
         return false;
     }
     nd->ctx = ctx;
@@ -264,11 +300,49 @@ typedef struct rc_batch {
     bool held;       /* operations wait for room in their node's window */
     sb_rc_got_fn got; /* a value arrived (may be NULL) */
     void *got_ctx;
+    sb_rc_limits *lim; /* the batch's bounds (see rcluster.h) */
+    uint64_t hard;    /* sb_rc_exec's bound: t0 + timeout_ms; 0: none */
+    uint64_t last_progress; /* clock of the last reply read */
 } rc_batch;
+
+static void op_settle(sb_rc_op *op, rc_track *t, sb_rc_status s);
+
+/* The clock at which batch b stops waiting: the stall bound from its last
+ * reply, the caller's until and the hard bound, whichever comes first. */
+static uint64_t batch_deadline(const rc_batch *b)
+{
+    uint64_t d = b->last_progress + b->lim->stall_ns;
+    uint64_t until = __atomic_load_n(&b->lim->until_ns, __ATOMIC_RELAXED);
+    if (until && until < d)
+        d = until;
+    if (b->hard && b->hard < d)
+        d = b->hard;
+    return d;
+}
+
+/* The caller's budget ran out while node idx still owed replies: its
+ * operations end DOWN with RC_F_DEADLINE and its connection is dropped
+ * (a late reply must not meet a later request), but it is not marked
+ * down: it was answering. */
+static void node_cut(sb_rc *c, rc_batch *b, uint16_t idx)
+{
+    rc_node *nd = &c->nodes[idx];
+    for (size_t k = 0; k < nd->fifo_len; k++) {
+        int v = nd->fifo[nd->fifo_head + k];
+        if (v >= 0 && !b->tr[v].done) {
+            b->tr[v].fault = RC_F_DEADLINE;
+            op_settle(&b->ops[v], &b->tr[v], SB_RC_DOWN);
+        }
+    }
+    node_drop(nd);
+    c->st.cuts++;
+}
 
 static void op_settle(sb_rc_op *op, rc_track *t, sb_rc_status s)
 {
     op->status = s;
+    if (s == SB_RC_DOWN)
+        op->fault = t->fault ? (sb_rc_fault)t->fault : RC_F_DEADLINE;
     t->done = true;
     t->in_flight = false;
 }
@@ -292,9 +366,12 @@ static void node_fail(sb_rc *c, rc_batch *b, uint16_t idx, bool timeout)
     rc_node *nd = &c->nodes[idx];
     for (size_t k = 0; k < nd->fifo_len; k++) {
         int v = nd->fifo[nd->fifo_head + k];
-        if (v >= 0 && b && !b->tr[v].done)
+        if (v >= 0 && b && !b->tr[v].done) {
+            b->tr[v].fault = timeout ? RC_F_TIMEOUT : RC_F_CONNECT;
             op_again(c, b, (size_t)v, false);
+        }
     }
+    note_fault(c, timeout ? RC_F_TIMEOUT : RC_F_CONNECT, NULL, 0);
     node_drop(nd);
     nd->down_until = rc_now(c) + (uint64_t)c->cfg.down_ms * 1000000ull;
     nd->dead_in_pump = true;
@@ -321,12 +398,6 @@ static bool parse_redirect(const char *msg, size_t len, const char *word, unsign
     *slot = s;
     p++;
     return parse_hostport(p, (size_t)(end - p), host, host_len, port);
-}
-
-static bool starts_with(const char *s, size_t n, const char *w)
-{
-    size_t wl = strlen(w);
-    return n >= wl && !memcmp(s, w, wl);
 }
 
 /* Step 4: settle one operation from its reply (which it may keep). */
@@ -356,10 +427,13 @@ static void on_reply(sb_rc *c, rc_batch *b, uint16_t node, size_t i, redisReply 
             c->refresh_due = true;
             c->st.tryagain++;
             t->ask = RC_NONE;
+            t->fault = RC_F_CLUSTERDOWN;
+            snprintf(op->err_msg, sizeof op->err_msg, "%.*s", (int)(n < 95 ? n : 95), r->str);
             op_again(c, b, i, true);
         } else {
             snprintf(op->err_msg, sizeof op->err_msg, "%.*s", (int)(n < 95 ? n : 95),
                      r->str ? r->str : "");
+            op->fault = sb_rc_fault_of(r->str, n);
             op_settle(op, t, SB_RC_REFUSED);
         }
         (void)node;
@@ -381,6 +455,8 @@ static void on_reply(sb_rc *c, rc_batch *b, uint16_t node, size_t i, redisReply 
             if (b->got)
                 b->got(b->got_ctx, i, op);
         } else {
+            if (r->type != REDIS_REPLY_NIL)
+                op->fault = RC_F_WRONGTYPE;
             op_settle(op, t, r->type == REDIS_REPLY_NIL ? SB_RC_MISSING : SB_RC_REFUSED);
         }
         break;
@@ -406,17 +482,22 @@ static void on_marker(sb_rc *c, rc_batch *b, uint16_t idx, int mk, redisReply *r
 {
     rc_node *nd = &c->nodes[idx];
     if (mk == MK_SLOTS) {
+        if (r->type == REDIS_REPLY_ERROR)
+            note_fault(c, sb_rc_fault_of(r->str, (size_t)r->len), r->str, (size_t)r->len);
         if (c->slots_reply)
             freeReplyObject(c->slots_reply);
         c->slots_reply = r;
         return;
     }
+    if (r->type == REDIS_REPLY_ERROR && mk == MK_AUTH)
+        note_fault(c, RC_F_AUTH, r->str, (size_t)r->len);
     if (r->type == REDIS_REPLY_ERROR && mk == MK_AUTH && b) {
         for (size_t k = 0; k < nd->fifo_len; k++) {
             int v = nd->fifo[nd->fifo_head + k];
             if (v >= 0 && !b->tr[v].done) {
                 snprintf(b->ops[v].err_msg, sizeof b->ops[v].err_msg, "%.*s",
                          (int)(r->len < 95 ? r->len : 95), r->str ? r->str : "");
+                b->ops[v].fault = RC_F_AUTH;
                 op_settle(&b->ops[v], &b->tr[v], SB_RC_REFUSED);
             }
         }
@@ -432,6 +513,7 @@ static void dispatch(sb_rc *c, rc_batch *b, bool refill);
 
 static void pump(sb_rc *c, rc_batch *b, uint64_t deadline)
 {
+    bool timed = b && b->lim;
     struct pollfd pfd[SB_RC_MAX_NODES];
     uint16_t who[SB_RC_MAX_NODES];
     for (uint32_t i = 0; i < c->n_nodes; i++)
@@ -453,9 +535,20 @@ static void pump(sb_rc *c, rc_batch *b, uint64_t deadline)
         if (!n)
             return;
         uint64_t now = rc_now(c);
+        if (timed)
+            deadline = batch_deadline(b);
         if (now >= deadline) {
-            for (nfds_t k = 0; k < n; k++)
-                node_fail(c, b, who[k], true);
+            /* A stall (no reply for stall_ns) or the hard bound: the nodes
+             * owing replies are failed as timed out; the caller's until
+             * reached while replies flowed: they are only cut. */
+            bool cut = timed && now < b->last_progress + b->lim->stall_ns &&
+                       (!b->hard || now < b->hard);
+            for (nfds_t k = 0; k < n; k++) {
+                if (cut)
+                    node_cut(c, b, who[k]);
+                else
+                    node_fail(c, b, who[k], true);
+            }
             return;
         }
         int ms = (int)((deadline - now + 999999) / 1000000);
@@ -495,6 +588,8 @@ static void pump(sb_rc *c, rc_batch *b, uint64_t deadline)
                     }
                     if (!rep)
                         break;
+                    if (b)
+                        b->last_progress = rc_now(c);
                     int v = fifo_pop(nd);
                     if (v >= 0) {
                         if (b && !b->tr[v].done)
@@ -553,6 +648,8 @@ static bool install_slots(sb_rc *c, uint16_t from, const redisReply *r)
     memcpy(c->replica, replica, sizeof replica);
     c->refresh_due = false;
     c->st.refreshes++;
+    c->last_fault = RC_F_NONE;
+    c->last_msg[0] = 0;
     return true;
 }
 
@@ -678,6 +775,9 @@ static void dispatch(sb_rc *c, rc_batch *b, bool refill)
         if (idx == RC_NONE || !node_connect(c, idx)) {
             /* Nobody to ask now: wait for a refresh, or give up. */
             c->refresh_due = true;
+            t->fault = c->last_fault ? c->last_fault : RC_F_CLUSTERDOWN;
+            if (c->last_msg[0] && !op->err_msg[0])
+                snprintf(op->err_msg, sizeof op->err_msg, "%s", c->last_msg);
             op_again(c, b, i, false);
             continue;
         }
@@ -710,6 +810,12 @@ int sb_rc_exec(sb_rc *c, sb_rc_op *ops, size_t n)
 
 int sb_rc_exec_each(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ctx)
 {
+    return sb_rc_exec_lim(c, ops, n, got, ctx, NULL);
+}
+
+int sb_rc_exec_lim(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ctx,
+                   sb_rc_limits *lim)
+{
     if (!c || (!ops && n))
         return SB_ERR_INVAL;
     for (size_t i = 0; i < n; i++)
@@ -725,30 +831,37 @@ int sb_rc_exec_each(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *c
         return SB_OK;
     }
     c->st.batches++;
-    uint64_t deadline = rc_now(c) + (uint64_t)c->cfg.timeout_ms * 1000000ull;
+    uint64_t t0 = rc_now(c);
+    uint64_t timeout_ns = (uint64_t)c->cfg.timeout_ms * 1000000ull;
+    sb_rc_limits own = { .stall_ns = timeout_ns };
+    if (lim && !lim->stall_ns)
+        lim->stall_ns = timeout_ns;
     bool unmapped = false;
     for (size_t i = 0; i < n; i++) {
         ops[i].status = SB_RC_DOWN;
         ops[i].data = NULL;
         ops[i].len = 0;
         ops[i].err_msg[0] = 0;
+        ops[i].fault = RC_F_NONE;
         tr[i] = (rc_track){ .slot = sb_rc_slot(ops[i].key, ops[i].key_len), .ask = RC_NONE };
         if (c->owner[tr[i].slot] == RC_NONE)
             unmapped = true;
     }
-    rc_batch b = { .ops = ops, .tr = tr, .n = n, .got = got, .got_ctx = ctx };
+    rc_batch b = { .ops = ops, .tr = tr, .n = n, .got = got, .got_ctx = ctx,
+                   .lim = lim ? lim : &own, .hard = lim ? 0 : t0 + timeout_ns,
+                   .last_progress = t0 };
     if (unmapped)
         c->refresh_due = true;
     for (;;) {
         if (c->refresh_due)
-            refresh(c, deadline);
+            refresh(c, batch_deadline(&b));
         b.n_round = 0;
         dispatch(c, &b, false);
-        pump(c, &b, deadline);
+        pump(c, &b, batch_deadline(&b));
         bool open = false;
         for (size_t i = 0; i < n && !open; i++)
             open = !tr[i].done;
-        if (!open || rc_now(c) >= deadline)
+        if (!open || rc_now(c) >= batch_deadline(&b))
             break;
         if (!b.n_round) {
             /* Operations are open but none could be sent: nothing will
@@ -762,7 +875,7 @@ int sb_rc_exec_each(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *c
     }
     for (size_t i = 0; i < n; i++)
         if (!tr[i].done)
-            ops[i].status = SB_RC_DOWN;
+            op_settle(&ops[i], &tr[i], SB_RC_DOWN);
     uint64_t now = rc_now(c);
     c->st.n_down = 0;
     for (uint32_t i = 0; i < c->n_nodes; i++)

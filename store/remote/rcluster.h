@@ -90,6 +90,22 @@ typedef enum sb_rc_status {
     SB_RC_NOMEM = 4,     /* no memory for the request or the reply */
 } sb_rc_status;
 
+/* Why an operation is DOWN or REFUSED (SB_RC_OK / MISSING: RC_F_NONE).
+ * Taken from the server's error reply (its first word) or from what the
+ * connection did; the deadline when nothing more specific was seen. */
+typedef enum sb_rc_fault {
+    RC_F_NONE = 0,
+    RC_F_AUTH = 1,        /* WRONGPASS, NOAUTH, or AUTH refused otherwise */
+    RC_F_NOPERM = 2,      /* NOPERM: the ACL user lacks the command or key */
+    RC_F_WRONGTYPE = 3,   /* WRONGTYPE: the key holds another type */
+    RC_F_REFUSED = 4,     /* any other error reply (OOM, READONLY, ...) */
+    RC_F_TIMEOUT = 5,     /* a node owed replies past the deadline (hung) */
+    RC_F_CONNECT = 6,     /* a connection refused, reset or closed */
+    RC_F_CLUSTERDOWN = 7, /* CLUSTERDOWN / TRYAGAIN / MASTERDOWN / LOADING,
+                             or slots without an owner */
+    RC_F_DEADLINE = 8,    /* the batch's deadline passed first */
+} sb_rc_fault;
+
 typedef struct sb_rc_op {
     /* in */
     sb_rc_kind kind;
@@ -104,7 +120,9 @@ typedef struct sb_rc_op {
     void *data;          /* GET on OK: the value, malloc'd, owned by the
                             caller (free()); NULL otherwise */
     size_t len;          /* its length */
-    char err_msg[96];    /* REFUSED: the server's error line, cut */
+    char err_msg[96];    /* REFUSED: the server's error line, cut; DOWN
+                            after an error reply: that reply */
+    sb_rc_fault fault;   /* DOWN / REFUSED: why */
 } sb_rc_op;
 
 /* Counters since open. */
@@ -113,6 +131,8 @@ typedef struct sb_rc_stats {
     uint64_t moved, ask, tryagain;   /* redirections followed */
     uint64_t refreshes;              /* slot maps read */
     uint64_t timeouts;               /* nodes that missed a deadline */
+    uint64_t cuts;                   /* connections dropped when a
+                                        caller's until passed (not down) */
     uint64_t node_errors;            /* connections lost or refused */
     uint64_t replica_reads;          /* GETs served by a replica */
     uint64_t bytes_out, bytes_in;    /* request and reply bytes */
@@ -153,6 +173,27 @@ typedef void (*sb_rc_got_fn)(void *ctx, size_t i, sb_rc_op *op);
  * sb_rc_exec. */
 int sb_rc_exec_each(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ctx);
 
+/* The bounds of one sb_rc_exec_lim batch. A batch that keeps getting
+ * replies is not cut by a fixed timeout: it waits while some node
+ * answered within stall_ns, until until_ns. */
+typedef struct sb_rc_limits {
+    uint64_t stall_ns;   /* no reply from any node for this long: the nodes
+                            owing replies are timed out and marked down
+                            (RC_F_TIMEOUT); 0: timeout_ms */
+    uint64_t until_ns;   /* the clock (cfg.clock_ns) past which the batch
+                            stops: nodes owing replies have their
+                            connections dropped but are not marked down;
+                            what is unanswered is DOWN with RC_F_DEADLINE.
+                            0: none. The got callback may move it (read
+                            and written atomically, on the calling thread) */
+} sb_rc_limits;
+
+/* sb_rc_exec_lim -- sb_rc_exec_each bounded by *lim instead of one
+ * timeout_ms for the whole batch (lim NULL: as sb_rc_exec_each). Returns
+ * as sb_rc_exec. */
+int sb_rc_exec_lim(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ctx,
+                   sb_rc_limits *lim);
+
 /* sb_rc_refresh -- read the slot map now (also done by itself after
  * MOVED, a failed node, or when slots have no owner).
  * Returns: SB_OK; SB_ERR_IO (no node answered). */
@@ -166,5 +207,10 @@ unsigned sb_rc_slot(const char *key, size_t len);
 
 /* sb_rc_status_name -- "ok", "missing", "down", "refused", "nomem". */
 const char *sb_rc_status_name(sb_rc_status s);
+
+/* sb_rc_fault_of -- the fault an error reply's text (n bytes) names:
+ * RC_F_AUTH, RC_F_NOPERM, RC_F_WRONGTYPE, RC_F_CLUSTERDOWN or
+ * RC_F_REFUSED. */
+sb_rc_fault sb_rc_fault_of(const char *msg, size_t n);
 
 #endif /* SB_RCLUSTER_H */
