@@ -13,10 +13,19 @@
  * refused a fetch. Options that do not hold are refused at open. With the whole
  * cluster stopped, a fetch fails with SB_ERR_IO within its timeout and the
  * store works on from RAM and disk.
+ *
+ * Failures told apart (sb_fetch_shared_info.fault, sb_stats.shared_err_*):
+ * a wrong password, an ACL user lacking GET, a key of another type where
+ * a page should be, a hung node, a budget that ran out (deadline), the
+ * cluster gone. A fetch that progresses slowly but steadily (a master
+ * kept busy by a script again and again) is not cut at the stall bound. A bad value is replaced by the node that recomputes the page,
+ * and a third node restores it.
  */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
+#include <hiredis/hiredis.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -73,6 +82,26 @@ static sb_store *open_store_with(const char *name, uint32_t timeout_ms, uint64_t
     cfg.shared_timeout_ms = timeout_ms;
     if (rate)
         cfg.shared_publish_bytes_per_s = rate;
+    sb_store *st = NULL;
+    assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
+    return st;
+}
+
+/* As open_store_with, as ACL user `user` with password pw. */
+static sb_store *open_store_user(const char *name, const char *user, const char *pw)
+{
+    char dir[320];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    sb_config cfg;
+    sb_config_default(&cfg);
+    cfg.min_prefix_tokens = 1;
+    cfg.ram_bytes = 16 << 20;
+    cfg.dir = NULL;
+    (void)dir;
+    cfg.shared_seeds = cl.seeds;
+    cfg.shared_user = user;
+    cfg.shared_password = pw;
+    cfg.shared_timeout_ms = 2000;
     sb_store *st = NULL;
     assert_int_equal(sb_store_open(&cfg, &st), SB_OK);
     return st;
@@ -430,6 +459,216 @@ static void test_remove_forgets(void **state)
 /* The whole cluster gone: a fetch fails cleanly, B works on RAM and disk
  * only, and its close does not hang on the publisher. (Last: it stops the
  * cluster.) */
+/* The pool key of page p (0-based) of tokens in ns (white box: the ns's
+ * root key and scope hash). */
+static void page_key(const sb_ns *ns, const uint32_t *tok, int p, char key[SB_REMOTE_KEY_LEN])
+{
+    sb_key k = ns->root_key;
+    for (int i = 0; i <= p; i++)
+        k = sb_key_chain(&k, tok + i * 16, 16);
+    sb_remote_ns rns = { .ns_id = ns->id, .scope_tag = ns->scope_hash };
+    sb_remote_key(key, &rns, (const uint64_t[2]){ k.lo, k.hi });
+}
+
+/* Run argv on every running server, expecting want. */
+static void on_all_want(const char *want, int argc, const char **argv)
+{
+    for (int i = 0; i < cl.n; i++) {
+        if (cl.pids[i] <= 0)
+            continue;
+        char buf[256];
+        assert_int_equal(tu_cluster_cmd(&cl, i, buf, sizeof buf, argc, argv), 0);
+        assert_string_equal(buf, want);
+    }
+}
+
+static void on_all(int argc, const char **argv)
+{
+    on_all_want("OK", argc, argv);
+}
+
+/* Each failure is told apart: the fetch says which, with the server's
+ * words, and the store counts it under its own name. */
+static void test_faults_told_apart(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_store *a = open_store("a5", 5000);
+    sb_ns *na = tu_ns(a, &LAY, "faults");
+    uint32_t tok[64];
+    tokens_of(tok, 64, 55);
+    tu_put(na, &LAY, tok, 64, false, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    on_all(7, (const char *[]){ "ACL", "SETUSER", "sbright", "on", ">right", "~*", "+@all" });
+    on_all(8, (const char *[]){ "ACL", "SETUSER", "sbnoget", "on", ">pw", "~*", "+@all",
+                                "-get" });
+    sb_fetch_shared_info fi;
+    sb_stats s;
+
+    /* 1. A wrong password: auth, with the server's WRONGPASS. */
+    sb_store *w = open_store_user("w5", "sbright", "wrong");
+    sb_ns *nw = tu_ns(w, &LAY, "faults");
+    assert_int_equal(sb_ns_fetch_shared_ex(nw, tok, 64, NULL, &fi), SB_ERR_IO);
+    assert_int_equal(fi.fault, SB_SHARED_FAULT_AUTH);
+    assert_string_equal(sb_shared_fault_name(fi.fault), "auth");
+    assert_non_null(strstr(fi.detail, "WRONGPASS"));
+    assert_int_equal(fi.n_added, 0);
+    sb_store_stats(w, &s);
+    assert_true(s.shared_err_auth > 0);
+    assert_int_equal(s.shared_err_noperm + s.shared_err_timeout + s.shared_err_connect, 0);
+
+    /* 2. An ACL user that may EXISTS but not GET: noperm. */
+    sb_store *n = open_store_user("n5", "sbnoget", "pw");
+    sb_ns *nn = tu_ns(n, &LAY, "faults");
+    assert_int_equal(sb_ns_fetch_shared_ex(nn, tok, 64, NULL, &fi), SB_ERR_IO);
+    assert_int_equal(fi.fault, SB_SHARED_FAULT_NOPERM);
+    assert_non_null(strstr(fi.detail, "NOPERM"));
+    assert_int_equal(fi.n_pages, 4); /* the probe found them */
+    sb_store_stats(n, &s);
+    assert_int_equal(s.shared_err_noperm, 4);
+    assert_int_equal(s.shared_err_auth, 0);
+
+    /* 3. A list where page 2 should be: wrongtype, the pages before kept. */
+    char key[SB_REMOTE_KEY_LEN + 1] = { 0 };
+    page_key(na, tok, 2, key);
+    int m = tu_cluster_master_of(&cl, sb_rc_slot(key, SB_REMOTE_KEY_LEN));
+    assert_true(m >= 0);
+    char buf[256];
+    assert_int_equal(tu_cluster_cmd(&cl, m, buf, sizeof buf, 2, (const char *[]){ "DEL", key }), 0);
+    assert_int_equal(
+        tu_cluster_cmd(&cl, m, buf, sizeof buf, 3, (const char *[]){ "RPUSH", key, "x" }), 0);
+    sb_store *b = open_store("b5", 5000);
+    sb_ns *nb = tu_ns(b, &LAY, "faults");
+    assert_int_equal(sb_ns_fetch_shared_ex(nb, tok, 64, NULL, &fi), SB_ERR_IO);
+    assert_int_equal(fi.fault, SB_SHARED_FAULT_WRONGTYPE);
+    assert_non_null(strstr(fi.detail, "WRONGTYPE"));
+    assert_int_equal(fi.n_added, 32);
+    sb_store_stats(b, &s);
+    assert_int_equal(s.shared_err_wrongtype, 1);
+    assert_int_equal(s.shared_bad_values, 0);
+    assert_int_equal(tu_cluster_cmd(&cl, m, buf, sizeof buf, 2, (const char *[]){ "DEL", key }), 0);
+
+    on_all_want("1", 3, (const char *[]){ "ACL", "DELUSER", "sbright" });
+    on_all_want("1", 3, (const char *[]){ "ACL", "DELUSER", "sbnoget" });
+    sb_ns_close(na), sb_ns_close(nw), sb_ns_close(nn), sb_ns_close(nb);
+    sb_store_close(a), sb_store_close(w), sb_store_close(n), sb_store_close(b);
+}
+
+/* A master kept busy again and again: a script that spins for 100 ms,
+ * sent again as soon as it returns. Between two, the server serves what
+ * the other clients sent meanwhile (a fetch's window of values), so a
+ * fetch through it progresses slowly but steadily: about one window per
+ * 100 ms. */
+typedef struct pauser {
+    int port;
+    int rounds;
+    pthread_t th;
+} pauser;
+
+static void *pause_loop(void *arg)
+{
+    pauser *p = arg;
+    redisContext *c = redisConnect("127.0.0.1", p->port);
+    for (int i = 0; c && !c->err && i < p->rounds; i++) {
+        redisReply *r = redisCommand(
+            c, "EVAL %s 0",
+            "local s = redis.call('TIME') "
+            "repeat local n = redis.call('TIME') "
+            "until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) >= 100000 return 1");
+        if (r)
+            freeReplyObject(r);
+    }
+    if (c)
+        redisFree(c);
+    return NULL;
+}
+
+static void pauser_start(pauser *p, int server, int rounds)
+{
+    p->port = cl.ports[server];
+    p->rounds = rounds;
+    assert_int_equal(pthread_create(&p->th, NULL, pause_loop, p), 0);
+    struct timespec ts = { 0, 5 * 1000000L }; /* the first spin is on */
+    nanosleep(&ts, NULL);
+}
+
+static void pauser_stop(pauser *p)
+{
+    pthread_join(p->th, NULL);
+}
+
+/* The fetch follows its progress: slow but steady is not cut (the stall
+ * bound is 300 ms; the fetch spans many 100 ms spins), a hung node is
+ * cut (timeout, marked down), and a caller's cost that makes recomputing
+ * cheaper ends it as a deadline (nodes not marked down). */
+static void test_fetch_follows_progress(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    enum { NT = 256 * 16 };
+    uint32_t *tok = malloc(NT * sizeof *tok);
+    tokens_of(tok, NT, 66);
+    sb_store *a = open_store("a6", 5000);
+    sb_ns *na = tu_ns(a, &LAY, "slow");
+    tu_put(na, &LAY, tok, NT, false, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    char key[SB_REMOTE_KEY_LEN + 1] = { 0 };
+    page_key(na, tok, 0, key);
+    int m = tu_cluster_master_of(&cl, sb_rc_slot(key, SB_REMOTE_KEY_LEN));
+    assert_true(m >= 0);
+    sb_fetch_shared_info fi;
+    sb_stats s;
+
+    /* 1. Slow but steady: all of it. */
+    sb_store *b = open_store("b6", 300);
+    sb_ns *nb = tu_ns(b, &LAY, "slow");
+    pauser p;
+    pauser_start(&p, m, 25);
+    int rc = sb_ns_fetch_shared_ex(nb, tok, NT, NULL, &fi);
+    pauser_stop(&p);
+    if (rc != SB_OK)
+        print_message("slow fetch: %s, %zu tokens, %s\n", sb_shared_fault_name(fi.fault),
+                      fi.n_added, fi.detail);
+    assert_int_equal(rc, SB_OK);
+    assert_int_equal(fi.fault, SB_SHARED_FAULT_NONE);
+    assert_int_equal(fi.n_added, NT);
+    assert_int_equal(tu_match_verify(nb, &LAY, tok, NT), NT);
+    sb_store_stats(b, &s);
+    assert_int_equal(s.shared_err_timeout + s.shared_err_deadline, 0);
+
+    /* 2. A cost that makes recomputing the rest faster than waiting for a
+     * busy master: a deadline, the node not marked down. */
+    sb_store *d = open_store("d6", 300);
+    sb_ns *nd = tu_ns(d, &LAY, "slow");
+    pauser_start(&p, m, 25);
+    sb_fetch_shared_opts cheap = { .recompute_s_per_token = 1e-9 };
+    rc = sb_ns_fetch_shared_ex(nd, tok, NT, &cheap, &fi);
+    pauser_stop(&p);
+    assert_int_equal(rc, SB_ERR_IO);
+    assert_int_equal(fi.fault, SB_SHARED_FAULT_DEADLINE);
+    assert_true(fi.n_added < NT);
+    sb_store_stats(d, &s);
+    assert_true(s.shared_err_deadline > 0);
+    assert_int_equal(s.shared_err_timeout, 0);
+
+    /* 3. A hung master (SIGSTOP): cut after the stall bound, a timeout. */
+    sb_store *c = open_store("c6", 300);
+    sb_ns *nc = tu_ns(c, &LAY, "slow");
+    tu_cluster_signal(&cl, m, SIGSTOP);
+    rc = sb_ns_fetch_shared_ex(nc, tok, NT, NULL, &fi);
+    tu_cluster_signal(&cl, m, SIGCONT);
+    assert_int_equal(rc, SB_ERR_IO);
+    assert_int_equal(fi.fault, SB_SHARED_FAULT_TIMEOUT);
+    assert_true(fi.n_added < NT);
+    sb_store_stats(c, &s);
+    assert_true(s.shared_err_timeout > 0);
+    assert_int_equal(tu_cluster_wait_ok(&cl, 30), 0);
+
+    free(tok);
+    sb_ns_close(na), sb_ns_close(nb), sb_ns_close(nd), sb_ns_close(nc);
+    sb_store_close(a), sb_store_close(b), sb_store_close(d), sb_store_close(c);
+}
+
 static void test_cluster_gone(void **state)
 {
     (void)state;
@@ -447,6 +686,9 @@ static void test_cluster_gone(void **state)
     sb_store_stats(b, &s0);
     tu_cluster_stop(&cl);
     have_cluster = false;
+    sb_fetch_shared_info fi;
+    assert_int_equal(sb_ns_fetch_shared_ex(nb, tok, 64, NULL, &fi), SB_ERR_IO);
+    assert_int_equal(fi.fault, SB_SHARED_FAULT_CONNECT);
     size_t added = 5;
     /* It returns (a hang would meet ctest's timeout; how long the fetch
      * waits, shared_timeout_ms, is not a figure for a test to assert). */
@@ -456,6 +698,7 @@ static void test_cluster_gone(void **state)
     sb_stats s;
     sb_store_stats(b, &s);
     assert_true(s.shared_down > 0);
+    assert_true(s.shared_err_connect > 0);
     /* RAM and disk work as before; what B commits is not published. */
     assert_int_equal(tu_match_verify(nb, &LAY, own, 40), 40);
     uint32_t more[80];
@@ -481,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_fetch_async),
         cmocka_unit_test(test_poisoned),       cmocka_unit_test(test_tenants_apart),
         cmocka_unit_test(test_point_layouts),  cmocka_unit_test(test_remove_forgets),
+        cmocka_unit_test(test_faults_told_apart), cmocka_unit_test(test_fetch_follows_progress),
         cmocka_unit_test(test_cluster_gone),
     };
     signal(SIGPIPE, SIG_IGN);

@@ -73,3 +73,23 @@ const char *sb_deny_name(int reason)
         return "unknown";
     return deny_text[reason];
 }
+
+static const char *const fault_text[SB_SHARED_FAULT__COUNT] = {
+    [SB_SHARED_FAULT_NONE] = "none",
+    [SB_SHARED_FAULT_AUTH] = "auth",
+    [SB_SHARED_FAULT_NOPERM] = "noperm",
+    [SB_SHARED_FAULT_WRONGTYPE] = "wrongtype",
+    [SB_SHARED_FAULT_REFUSED] = "refused",
+    [SB_SHARED_FAULT_TIMEOUT] = "timeout",
+    [SB_SHARED_FAULT_CONNECT] = "connect",
+    [SB_SHARED_FAULT_CLUSTERDOWN] = "clusterdown",
+    [SB_SHARED_FAULT_DEADLINE] = "deadline",
+    [SB_SHARED_FAULT_BAD_VALUE] = "bad_value",
+};
+
+const char *sb_shared_fault_name(int fault)
+{
+    if (fault < 0 || fault >= SB_SHARED_FAULT__COUNT)
+        return "unknown";
+    return fault_text[fault];
+}

@@ -44,9 +44,12 @@ typedef struct sb_shared_ops {
      * call's arguments checked: sb_ns_fetch_shared). The tier reaches the
      * index through host.h (hold the prefix, fresh pages, add the fetched
      * run) and never holds st->mu while it waits on the network. *n_added
-     * (not NULL, 0 on entry): the tokens added. Returns as
-     * sb_ns_fetch_shared. */
-    int (*extend)(struct sb_ns *ns, const uint32_t *tokens, size_t n, size_t *n_added);
+     * (not NULL, 0 on entry): the tokens added. opts (may be NULL) bound
+     * the fetch; *info (not NULL, zeroed) says what ended it short.
+     * Returns as sb_ns_fetch_shared. */
+    int (*extend)(struct sb_ns *ns, const uint32_t *tokens, size_t n,
+                  const sb_fetch_shared_opts *opts, sb_fetch_shared_info *info,
+                  size_t *n_added);
     /* Unlocked: wait until every page offered before the call is
      * published or dropped (the cluster did not take it). */
     void (*flush)(sb_store *st);

@@ -48,6 +48,82 @@ extern "C" {
  * user per tenant, confined to its key pattern sb1:<scope tag>:*).
  */
 
+/* Why the shared tier failed an operation (a fetch, a probe, a publish,
+ * a delete). sb_ns_fetch_shared_ex says which ended a fetch short, the
+ * store's counters (sb_stats.shared_err_*) count every key each one
+ * failed, and sb_shared_fault_name names them. The numbers are pinned.
+ *
+ *   fault          name          what happened
+ *   AUTH           auth          WRONGPASS / NOAUTH: the password or ACL
+ *                                user is wrong, or AUTH was not sent
+ *   NOPERM         noperm        NOPERM: the ACL user lacks the command
+ *                                or the key pattern (see "ACL rule")
+ *   WRONGTYPE      wrongtype     WRONGTYPE: the key holds another type
+ *                                (something else writes the pool's keys)
+ *   REFUSED        refused       another error reply (OOM, READONLY, ...)
+ *   TIMEOUT        timeout       a node did not answer for the stall bound
+ *                                (hung or overloaded): marked down
+ *   CONNECT        connect       a connection refused, reset or closed
+ *   CLUSTERDOWN    clusterdown   CLUSTERDOWN / TRYAGAIN / MASTERDOWN, or
+ *                                slots without a master
+ *   DEADLINE       deadline      the fetch's budget ran out while values
+ *                                were still arriving: recomputing the
+ *                                rest was estimated faster (nodes are not
+ *                                marked down)
+ *   BAD_VALUE      bad_value     a value failed its checks (see "What is
+ *                                checked"): a miss, never served
+ */
+enum sb_shared_fault {
+    SB_SHARED_FAULT_NONE = 0,
+    SB_SHARED_FAULT_AUTH = 1,
+    SB_SHARED_FAULT_NOPERM = 2,
+    SB_SHARED_FAULT_WRONGTYPE = 3,
+    SB_SHARED_FAULT_REFUSED = 4,
+    SB_SHARED_FAULT_TIMEOUT = 5,
+    SB_SHARED_FAULT_CONNECT = 6,
+    SB_SHARED_FAULT_CLUSTERDOWN = 7,
+    SB_SHARED_FAULT_DEADLINE = 8,
+    SB_SHARED_FAULT_BAD_VALUE = 9,
+    SB_SHARED_FAULT__COUNT
+};
+
+/* sb_shared_fault_name -- "none", "auth", "noperm", "wrongtype",
+ * "refused", "timeout", "connect", "clusterdown", "deadline",
+ * "bad_value"; "unknown" for any other number. Static storage. */
+SB_API const char *sb_shared_fault_name(int fault);
+
+/* How long a fetch may go on (sb_ns_fetch_shared_ex). A fetch is not cut
+ * at a fixed time: it waits while values keep arriving, and stops when
+ *   - no node has answered for stall_ms (a hung node: TIMEOUT, the node
+ *     marked down), or
+ *   - with recompute_s_per_token set, the values still to come have not
+ *     arrived within the time recomputing their tokens would take,
+ *     counted from the last value that arrived (before the first: the
+ *     whole run's recompute time plus stall_ms) (DEADLINE: recomputing
+ *     the rest is then the faster way; nodes are not marked down), or
+ *   - max_ms passed (DEADLINE).
+ * The probe before the fetch waits the same way, bounded by stall_ms and
+ * 50 x shared_timeout_ms.
+ * The pages that arrived good before the stop are kept. */
+typedef struct sb_fetch_shared_opts {
+    uint32_t stall_ms;            /* 0: the store's shared_timeout_ms */
+    double recompute_s_per_token; /* the caller's cost of computing one
+                                     token (its cost model); 0: unknown,
+                                     only stall_ms and max_ms bound it */
+    uint32_t max_ms;              /* 0: 50 x stall_ms */
+} sb_fetch_shared_opts;
+
+/* What a fetch did (sb_ns_fetch_shared_ex). */
+typedef struct sb_fetch_shared_info {
+    size_t n_added;      /* tokens added to the restorable prefix */
+    int fault;           /* enum sb_shared_fault that ended it short; 0 */
+    char detail[128];    /* the server's error line for AUTH, NOPERM,
+                            WRONGTYPE, REFUSED, CLUSTERDOWN; the key for
+                            BAD_VALUE; "" otherwise */
+    uint32_t n_bad;      /* values refused by the checks */
+    uint32_t n_pages;    /* pages the probe found past the index */
+} sb_fetch_shared_info;
+
 /* sb_ns_fetch_shared -- extend the index with pages of tokens[0, n_tokens)
  * from the shared tier.
  *
@@ -62,8 +138,9 @@ extern "C" {
  * cannot restore from pages alone and is refused. tokens is read during
  * the call only. *n_added (may be NULL) receives the tokens added to the
  * restorable prefix (a multiple of page_tokens; 0 on every error).
- * Thread-safe; it waits at most about twice shared_timeout_ms on the
- * network.
+ * Thread-safe; the probe waits at most shared_timeout_ms, the fetch as
+ * sb_fetch_shared_opts says (with the defaults: while some node answers
+ * within shared_timeout_ms, at most 50 times it).
  *
  * Returns: SB_OK (what the pool held past the index, possibly nothing, is
  * indexed); SB_ERR_CORRUPT (a value failed its checks: the good pages
@@ -79,6 +156,16 @@ extern "C" {
  * without an error. */
 SB_API int sb_ns_fetch_shared(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                               size_t *n_added);
+
+/* sb_ns_fetch_shared_ex -- sb_ns_fetch_shared bounded by *opts (NULL: all
+ * defaults; see sb_fetch_shared_opts), saying in *info (may be NULL;
+ * zeroed first, filled on every return) what it added and what ended it
+ * short. sb_ns_fetch_shared is this call with opts NULL.
+ * Returns as sb_ns_fetch_shared; SB_ERR_IO covers every network fault
+ * (info->fault says which), also DEADLINE; SB_ERR_INVAL also for a
+ * negative or NaN recompute_s_per_token (nothing changed). */
+SB_API int sb_ns_fetch_shared_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
+                                 const sb_fetch_shared_opts *opts, sb_fetch_shared_info *info);
 
 /* sb_ns_fetch_shared_start -- sb_ns_fetch_shared on one of the store's
  * loader threads (see "asynchronous loads"), returning at once: the load

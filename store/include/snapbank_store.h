@@ -824,6 +824,20 @@ typedef struct sb_stats {
                                     shared pool (the DEL found the key) */
     uint64_t shared_forget_failed; /* ...DELs no node answered in time (the
                                     key may stay until its TTL) */
+    /* the shared tier's failures by reason (enum sb_shared_fault,
+     * snapbank_shared.h): keys a probe, fetch, publish or delete failed */
+    uint64_t shared_err_auth;    /* WRONGPASS / NOAUTH */
+    uint64_t shared_err_noperm;  /* NOPERM: the ACL lacks a command or key */
+    uint64_t shared_err_wrongtype; /* WRONGTYPE: a key of another type */
+    uint64_t shared_err_refused; /* any other error reply */
+    uint64_t shared_err_timeout; /* a node silent past the stall bound */
+    uint64_t shared_err_connect; /* connection refused, reset or closed */
+    uint64_t shared_err_clusterdown; /* CLUSTERDOWN, TRYAGAIN, no master */
+    uint64_t shared_err_deadline; /* a fetch's budget ran out (recomputing
+                                    the rest was estimated faster) */
+    uint64_t shared_replaced;    /* values that failed their checks which
+                                    this store's publisher replaced with
+                                    its recomputed page */
 } sb_stats;
 
 /* sb_store_stats -- snapshot the store's counters into *out.

@@ -55,6 +55,7 @@ typedef struct rc_node {
     redisContext *ctx;   /* NULL: not connected */
     bool readonly;       /* READONLY sent on ctx */
     uint64_t down_until; /* clock ns; 0: up */
+    sb_rc_fault down_fault; /* why it was marked down last */
     int *fifo;           /* replies owed, oldest first */
     size_t fifo_head, fifo_len, fifo_cap;
     bool dead_in_pump;   /* failed during the current pump */
@@ -263,6 +264,7 @@ static bool node_connect(sb_rc *c, uint16_t idx)
         if (ctx)
             redisFree(ctx);
         nd->down_until = rc_now(c) + (uint64_t)c->cfg.down_ms * 1000000ull;
+        nd->down_fault = RC_F_CONNECT;
         c->st.node_errors++;
         note_fault(c, RC_F_CONNECT, NULL, 0);
         return false;
@@ -374,6 +376,7 @@ static void node_fail(sb_rc *c, rc_batch *b, uint16_t idx, bool timeout)
     note_fault(c, timeout ? RC_F_TIMEOUT : RC_F_CONNECT, NULL, 0);
     node_drop(nd);
     nd->down_until = rc_now(c) + (uint64_t)c->cfg.down_ms * 1000000ull;
+    nd->down_fault = timeout ? RC_F_TIMEOUT : RC_F_CONNECT;
     nd->dead_in_pump = true;
     c->refresh_due = true;
     if (timeout)
@@ -468,6 +471,7 @@ static void on_reply(sb_rc *c, rc_batch *b, uint16_t node, size_t i, redisReply 
         break;
     case SB_RC_EXISTS:
     case SB_RC_DEL:
+    case SB_RC_REPLACE:
         op_settle(op, t,
                   r->type != REDIS_REPLY_INTEGER ? SB_RC_REFUSED
                   : r->integer > 0               ? SB_RC_OK
@@ -701,12 +705,31 @@ int sb_rc_refresh(sb_rc *c)
 
 /* ---- batches ---------------------------------------------------------------- */
 
+/* REPLACE: the value is written when the key is absent or still holds the
+ * value whose SHA-1 the caller names (redis.sha1hex: the server hashes
+ * what it holds), so a value someone else wrote meanwhile is never
+ * overwritten. KEYS[1] key; ARGV value, digest, ttl (0: none). */
+static const char replace_lua[] =
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v and redis.sha1hex(v) ~= ARGV[2] then return 0 end "
+    "if ARGV[3] ~= '0' then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3]) "
+    "else redis.call('SET', KEYS[1], ARGV[1]) end "
+    "return 1";
+
 static bool append_op(rc_node *nd, const sb_rc_op *op)
 {
     char ttl[16];
     const char *argv[6];
     size_t lens[6];
     int argc = 0;
+    if (op->kind == SB_RC_REPLACE) {
+        const char *av[7] = { "EVAL", replace_lua, "1", op->key, op->val ? op->val : "",
+                              op->digest ? op->digest : "", ttl };
+        size_t lv[7] = { 4, sizeof replace_lua - 1, 1, op->key_len, op->val_len,
+                         op->digest ? strlen(op->digest) : 0, 0 };
+        lv[6] = (size_t)snprintf(ttl, sizeof ttl, "%u", op->ttl_s);
+        return redisAppendCommandArgv(nd->ctx, 7, av, lv) == REDIS_OK;
+    }
     switch (op->kind) {
     case SB_RC_GET:
         argv[argc] = "GET", lens[argc++] = 3;
@@ -719,6 +742,8 @@ static bool append_op(rc_node *nd, const sb_rc_op *op)
         break;
     case SB_RC_DEL:
         argv[argc] = "DEL", lens[argc++] = 3;
+        break;
+    case SB_RC_REPLACE:
         break;
     }
     argv[argc] = op->key, lens[argc++] = op->key_len;
@@ -775,7 +800,10 @@ static void dispatch(sb_rc *c, rc_batch *b, bool refill)
         if (idx == RC_NONE || !node_connect(c, idx)) {
             /* Nobody to ask now: wait for a refresh, or give up. */
             c->refresh_due = true;
-            t->fault = c->last_fault ? c->last_fault : RC_F_CLUSTERDOWN;
+            uint16_t own = c->owner[t->slot];
+            t->fault = own != RC_NONE && c->nodes[own].down_fault ? c->nodes[own].down_fault
+                       : c->last_fault                            ? c->last_fault
+                                                                  : RC_F_CLUSTERDOWN;
             if (c->last_msg[0] && !op->err_msg[0])
                 snprintf(op->err_msg, sizeof op->err_msg, "%s", c->last_msg);
             op_again(c, b, i, false);
@@ -819,7 +847,7 @@ int sb_rc_exec_lim(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ct
     if (!c || (!ops && n))
         return SB_ERR_INVAL;
     for (size_t i = 0; i < n; i++)
-        if (!ops[i].key || ops[i].key_len > RC_KEY_MAX || (unsigned)ops[i].kind > SB_RC_DEL)
+        if (!ops[i].key || ops[i].key_len > RC_KEY_MAX || (unsigned)ops[i].kind > SB_RC_REPLACE)
             return SB_ERR_INVAL;
     if (!n)
         return SB_OK;

@@ -74,6 +74,11 @@ typedef enum sb_rc_kind {
     SB_RC_SET = 1,    /* SET key val [EX ttl_s] [NX] */
     SB_RC_EXISTS = 2, /* EXISTS key */
     SB_RC_DEL = 3,    /* DEL key */
+    SB_RC_REPLACE = 4, /* SET key val [EX ttl_s], only when the key is
+                          absent or its value's SHA-1 is digest (one EVAL,
+                          atomic on the server): OK when written, MISSING
+                          when the key holds another value (someone
+                          replaced it first) */
 } sb_rc_kind;
 
 /* How an operation ended. */
@@ -115,6 +120,7 @@ typedef struct sb_rc_op {
     size_t val_len;
     uint32_t ttl_s;      /* SET: expiry in seconds; 0: none */
     int nx;              /* SET: only if absent */
+    const char *digest;  /* REPLACE: 40 lower-case hex digits, borrowed */
     /* out */
     sb_rc_status status;
     void *data;          /* GET on OK: the value, malloc'd, owned by the

@@ -34,6 +34,7 @@
 
 #define PUB_BATCH 32u
 #define PUB_BATCH_BYTES (16u << 20)
+#define BAD_MAX 64u /* bad values remembered for replacement */
 
 typedef struct pub_item {
     sb_remote_page pg;
@@ -64,6 +65,16 @@ struct sb_remote {
     double bucket;                /* [publisher] budget bytes available */
     uint64_t bucket_at;           /* [publisher] clock of the last refill */
     sb_remote_stats st;           /* [mu] */
+    struct badv {                 /* [mu] values a fetch refused, to be
+                                     replaced when the page is published:
+                                     a ring of the last BAD_MAX */
+        uint64_t ns_id, key[2];
+        char sha1[41];            /* of the value as the pool held it */
+        bool live;                /* false: replaced, or settled */
+    } bad[BAD_MAX];
+    size_t n_bad, bad_next;
+    bool logged[SB_SHARED_FAULT__COUNT]; /* [mu] a publish failure of
+                                     this reason went to stderr once */
 };
 
 static uint64_t now_ns(const sb_remote *r)
@@ -73,6 +84,121 @@ static uint64_t now_ns(const sb_remote *r)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- SHA-1 (FIPS 180-4), for the compare of a replacement ---------------------
+ * The server computes redis.sha1hex of what it holds; this computes it of
+ * what a fetch refused. Not used for secrecy or integrity. */
+
+static uint32_t rol32(uint32_t x, int k)
+{
+    return (x << k) | (x >> (32 - k));
+}
+
+static void sha1_block(uint32_t h[5], const uint8_t *p)
+{
+    uint32_t w[80];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 80; i++)
+        w[i] = rol32(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int i = 0; i < 80; i++) {
+        uint32_t f, k;
+        if (i < 20)
+            f = (b & c) | (~b & d), k = 0x5a827999u;
+        else if (i < 40)
+            f = b ^ c ^ d, k = 0x6ed9eba1u;
+        else if (i < 60)
+            f = (b & c) | (b & d) | (c & d), k = 0x8f1bbcdcu;
+        else
+            f = b ^ c ^ d, k = 0xca62c1d6u;
+        uint32_t t = rol32(a, 5) + f + e + k + w[i];
+        e = d, d = c, c = rol32(b, 30), b = a, a = t;
+    }
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
+}
+
+/* The SHA-1 of v[0, len) as 40 lower-case hex digits and a NUL. */
+static void sha1_hex(const void *v, size_t len, char out[41])
+{
+    uint32_t h[5] = { 0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u, 0xc3d2e1f0u };
+    const uint8_t *p = v;
+    size_t n = len;
+    for (; n >= 64; n -= 64, p += 64)
+        sha1_block(h, p);
+    uint8_t last[128] = { 0 };
+    memcpy(last, p, n);
+    last[n] = 0x80;
+    size_t tail = n + 9 <= 64 ? 64 : 128;
+    uint64_t bits = (uint64_t)len * 8;
+    for (int i = 0; i < 8; i++)
+        last[tail - 1 - i] = (uint8_t)(bits >> (8 * i));
+    sha1_block(h, last);
+    if (tail == 128)
+        sha1_block(h, last + 64);
+    static const char d[] = "0123456789abcdef";
+    for (int i = 0; i < 20; i++) {
+        uint8_t b = (uint8_t)(h[i / 4] >> (24 - 8 * (i % 4)));
+        out[2 * i] = d[b >> 4];
+        out[2 * i + 1] = d[b & 15];
+    }
+    out[40] = 0;
+}
+
+/* ---- faults ------------------------------------------------------------------ */
+
+/* Count op's failure by its reason, and note the first in *info. [mu] */
+static void count_fault(sb_remote *r, const sb_rc_op *op, sb_remote_fault_info *info)
+{
+    if (op->status != SB_RC_DOWN && op->status != SB_RC_REFUSED)
+        return;
+    int f = op->fault ? (int)op->fault : SB_SHARED_FAULT_REFUSED;
+    r->st.faults[f]++;
+    if (info && !info->fault) {
+        info->fault = f;
+        snprintf(info->detail, sizeof info->detail, "%s", op->err_msg);
+    }
+}
+
+/* A publish failed: the first of each reason goes to stderr, with the
+ * server's words (later ones are counted only: sb_stats.shared_err_*). [mu] */
+static void log_refused(sb_remote *r, const sb_rc_op *op)
+{
+    int f = op->fault ? (int)op->fault : SB_SHARED_FAULT_REFUSED;
+    if (r->logged[f])
+        return;
+    r->logged[f] = true;
+    fprintf(stderr, "snapbank: shared tier: publishing %.*s failed: %s%s%s (further %s failures "
+            "are counted only)\n", (int)op->key_len, op->key, sb_shared_fault_name(f),
+            op->err_msg[0] ? ": " : "", op->err_msg, sb_shared_fault_name(f));
+}
+
+/* The bad value remembered for (ns_id, key), or NULL. [mu] */
+static struct badv *bad_find(sb_remote *r, uint64_t ns_id, const uint64_t key[2])
+{
+    for (size_t i = 0; i < r->n_bad; i++)
+        if (r->bad[i].live && r->bad[i].ns_id == ns_id && r->bad[i].key[0] == key[0] &&
+            r->bad[i].key[1] == key[1])
+            return &r->bad[i];
+    return NULL;
+}
+
+/* Remember a refused value under (ns_id, key). [mu] */
+static void bad_note(sb_remote *r, uint64_t ns_id, const uint64_t key[2], const char sha1[41])
+{
+    struct badv *b = bad_find(r, ns_id, key);
+    if (!b) {
+        b = &r->bad[r->bad_next];
+        r->bad_next = (r->bad_next + 1) % BAD_MAX;
+        if (r->n_bad < BAD_MAX)
+            r->n_bad++;
+    }
+    b->ns_id = ns_id;
+    b->live = true;
+    b->key[0] = key[0], b->key[1] = key[1];
+    memcpy(b->sha1, sha1, 41);
 }
 
 /* ---- keys and values --------------------------------------------------------- */
@@ -193,6 +319,14 @@ static int check_value(const sb_remote_ns *ns, const sb_remote_want *w, const ui
 int sb_remote_probe(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)[2], size_t n,
                     size_t *n_present)
 {
+    return sb_remote_probe_ex(r, ns, keys, n, n_present, NULL);
+}
+
+int sb_remote_probe_ex(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)[2], size_t n,
+                       size_t *n_present, sb_remote_fault_info *info)
+{
+    if (info)
+        memset(info, 0, sizeof *info);
     if (!r || !ns || (!keys && n) || !n_present)
         return SB_ERR_INVAL;
     *n_present = 0;
@@ -210,19 +344,29 @@ int sb_remote_probe(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)
         ops[i] = (sb_rc_op){ .kind = SB_RC_EXISTS, .key = names + i * SB_REMOTE_KEY_LEN,
                              .key_len = SB_REMOTE_KEY_LEN };
     }
+    /* Like a fetch, a probe waits while answers arrive (a probe of many
+     * keys through a slow node is not cut at timeout_ms), at most 50
+     * times timeout_ms. */
+    uint64_t stall = (uint64_t)r->cfg.timeout_ms * 1000000ull;
+    sb_rc_limits lim = { .stall_ns = stall, .until_ns = now_ns(r) + 50 * stall };
     pthread_mutex_lock(&r->mu);
-    sb_rc_exec(r->fg, ops, n);
+    sb_rc_exec_lim(r->fg, ops, n, NULL, NULL, &lim);
     int rc = SB_OK;
     size_t run = 0;
     while (run < n && ops[run].status == SB_RC_OK)
         run++;
-    if (run < n && ops[run].status != SB_RC_MISSING)
+    if (run < n && ops[run].status != SB_RC_MISSING) {
         rc = SB_ERR_IO;
+        count_fault(r, &ops[run], info);
+    }
     r->st.probes++;
     r->st.probe_keys += n;
     r->st.probe_hits += run;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         r->st.down += ops[i].status == SB_RC_DOWN;
+        if (i != run)
+            count_fault(r, &ops[i], NULL);
+    }
     pthread_mutex_unlock(&r->mu);
     *n_present = run;
     free(ops);
@@ -235,22 +379,52 @@ int sb_remote_probe(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)
  * not the batch's (a batch of 256 pages of 192 KiB held 48 MiB of fresh
  * heap, faulted in on every fetch). */
 typedef struct fetch_ctx {
+    sb_remote *r;
     const sb_remote_ns *ns;
     const sb_remote_want *want;
     int *res;                  /* per value: check_value's result */
+    char (*bad_sha)[41];       /* per value: a refused one's SHA-1 */
+    size_t n, n_got;           /* values asked, arrived */
+    uint64_t t0;               /* the fetch's start */
+    double page_ns;            /* recomputing one page; 0: unknown */
+    uint64_t max_at;           /* the clock of max_ms */
+    sb_rc_limits *lim;
 } fetch_ctx;
 
+/* A value arrived: check it, and move the fetch's end. The values still
+ * to come must arrive within what recomputing them would take from now
+ * (when the caller gave a cost), never past max_at. */
 static void fetch_got(void *ctx, size_t i, sb_rc_op *op)
 {
     fetch_ctx *f = ctx;
     f->res[i] = check_value(f->ns, &f->want[i], op->data, op->len);
+    if (f->res[i] == SB_ERR_CORRUPT)
+        sha1_hex(op->data, op->len, f->bad_sha[i]);
     free(op->data);
     op->data = NULL;
+    f->n_got++;
+    if (f->page_ns > 0) {
+        uint64_t now = now_ns(f->r);
+        double rest = f->page_ns * (double)(f->n - f->n_got);
+        uint64_t until = f->max_at;
+        if (now + rest < (double)f->max_at)
+            until = now + (uint64_t)rest;
+        __atomic_store_n(&f->lim->until_ns, until, __ATOMIC_RELAXED);
+    }
 }
 
 int sb_remote_fetch(sb_remote *r, const sb_remote_ns *ns, const sb_remote_want *want, size_t n,
                     size_t *n_ok)
 {
+    return sb_remote_fetch_ex(r, ns, want, n, NULL, n_ok, NULL);
+}
+
+int sb_remote_fetch_ex(sb_remote *r, const sb_remote_ns *ns, const sb_remote_want *want,
+                       size_t n, const sb_remote_fetch_opts *opts, size_t *n_ok,
+                       sb_remote_fault_info *info)
+{
+    if (info)
+        memset(info, 0, sizeof *info);
     if (!r || !ns || (!want && n) || !n_ok)
         return SB_ERR_INVAL;
     *n_ok = 0;
@@ -259,10 +433,12 @@ int sb_remote_fetch(sb_remote *r, const sb_remote_ns *ns, const sb_remote_want *
     sb_rc_op *ops = calloc(n, sizeof *ops);
     char *names = malloc(n * SB_REMOTE_KEY_LEN);
     int *res = malloc(n * sizeof *res);
-    if (!ops || !names || !res) {
+    char(*bad_sha)[41] = malloc(n * sizeof *bad_sha);
+    if (!ops || !names || !res || !bad_sha) {
         free(ops);
         free(names);
         free(res);
+        free(bad_sha);
         return SB_ERR_NOMEM;
     }
     for (size_t i = 0; i < n; i++) {
@@ -271,22 +447,48 @@ int sb_remote_fetch(sb_remote *r, const sb_remote_ns *ns, const sb_remote_want *
                              .key_len = SB_REMOTE_KEY_LEN };
         res[i] = SB_ERR_IO; /* until its value is checked */
     }
-    fetch_ctx fc = { ns, want, res };
     uint64_t t0 = now_ns(r);
+    uint32_t stall_ms = opts && opts->stall_ms ? opts->stall_ms : r->cfg.timeout_ms;
+    uint64_t max_ns = (uint64_t)(opts && opts->max_ms ? opts->max_ms : 50ull * stall_ms) * 1000000ull;
+    double page_ns = opts && opts->page_recompute_ns > 0 ? opts->page_recompute_ns : 0;
+    sb_rc_limits lim = { .stall_ns = (uint64_t)stall_ms * 1000000ull, .until_ns = t0 + max_ns };
+    if (page_ns > 0) {
+        /* Before the first value: the whole run's recompute time, plus a
+         * stall for the first byte. */
+        double first = page_ns * (double)n + (double)lim.stall_ns;
+        if (first < (double)max_ns)
+            lim.until_ns = t0 + (uint64_t)first;
+    }
+    fetch_ctx fc = { .r = r, .ns = ns, .want = want, .res = res, .bad_sha = bad_sha, .n = n,
+                     .t0 = t0, .page_ns = page_ns, .max_at = t0 + max_ns, .lim = &lim };
     pthread_mutex_lock(&r->mu);
-    sb_rc_exec_each(r->fg, ops, n, fetch_got, &fc);
+    sb_rc_exec_lim(r->fg, ops, n, fetch_got, &fc, &lim);
     pthread_mutex_unlock(&r->mu);
     /* The good run from the first page: a page after a bad one was checked
      * (and written to its dst) as it arrived, but is not counted. */
     int rc = SB_OK;
     size_t good = 0, bad = 0, down = 0;
     uint64_t bytes = 0;
+    pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < n; i++) {
         int one = SB_OK;
         if (ops[i].status == SB_RC_OK) {
-            one = rc == SB_OK ? res[i] : SB_OK; /* count the run's first bad */
+            /* Every bad value is remembered for replacement; the run's
+             * first is counted and named. */
+            if (res[i] == SB_ERR_CORRUPT)
+                bad_note(r, ns->ns_id, want[i].key, bad_sha[i]);
+            one = rc == SB_OK ? res[i] : SB_OK;
             bad += one == SB_ERR_CORRUPT;
+            if (one == SB_ERR_CORRUPT && info && !info->fault) {
+                info->fault = SB_SHARED_FAULT_BAD_VALUE;
+                snprintf(info->detail, sizeof info->detail, "%.*s", (int)SB_REMOTE_KEY_LEN,
+                         names + i * SB_REMOTE_KEY_LEN);
+            }
         } else {
+            if (rc == SB_OK)
+                count_fault(r, &ops[i], info);
+            else
+                count_fault(r, &ops[i], NULL);
             one = ops[i].status == SB_RC_MISSING ? SB_ERR_NOT_FOUND
                   : ops[i].status == SB_RC_NOMEM ? SB_ERR_NOMEM
                                                  : SB_ERR_IO;
@@ -301,10 +503,13 @@ int sb_remote_fetch(sb_remote *r, const sb_remote_ns *ns, const sb_remote_want *
         free(ops[i].data);
     }
     free(res);
-    pthread_mutex_lock(&r->mu);
+    free(bad_sha);
+    if (info)
+        info->n_bad = (uint32_t)bad;
     r->st.fetched += good;
     r->st.fetched_bytes += bytes;
     r->st.bad_values += bad;
+    r->st.faults[SB_SHARED_FAULT_BAD_VALUE] += bad;
     r->st.down += down;
     r->st.fetch_ns += now_ns(r) - t0;
     pthread_mutex_unlock(&r->mu);
@@ -457,12 +662,27 @@ static void publish_batch(sb_remote *r, pub_item **b, size_t n, bool *sent_ok)
         sb_remote_key(names[q], &b[i]->pg.ns, b[i]->pg.key);
         at[q++] = i;
     }
-    /* Step 3: which does the pool hold already? */
+    /* Step 3: which does the pool hold already? A page whose value a
+     * fetch refused is not asked: it is replaced (step 4). */
+    char bad_sha[PUB_BATCH][41];
+    bool replace[PUB_BATCH] = { false };
+    pthread_mutex_lock(&r->mu);
+    for (size_t k = 0; k < q; k++) {
+        struct badv *bv = bad_find(r, b[at[k]]->pg.ns.ns_id, b[at[k]]->pg.key);
+        if (bv) {
+            replace[k] = true;
+            memcpy(bad_sha[k], bv->sha1, 41);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
     for (size_t k = 0; k < q; k++)
         ops[k] = (sb_rc_op){ .kind = SB_RC_EXISTS, .key = names[k],
                              .key_len = SB_REMOTE_KEY_LEN };
     if (q)
         sb_rc_exec(r->bg, ops, q);
+    for (size_t k = 0; k < q; k++)
+        if (replace[k])
+            ops[k].status = SB_RC_MISSING;
     size_t dedup = 0, sent = 0, failed = 0, down = 0;
     uint64_t bytes = 0;
     size_t m = 0;
@@ -473,9 +693,13 @@ static void publish_batch(sb_remote *r, pub_item **b, size_t n, bool *sent_ok)
             dedup++;
             continue;
         }
-        if (ops[k].status == SB_RC_DOWN) {
-            down++;
+        if (ops[k].status == SB_RC_DOWN || ops[k].status == SB_RC_REFUSED) {
+            down += ops[k].status == SB_RC_DOWN;
             failed++;
+            pthread_mutex_lock(&r->mu);
+            count_fault(r, &ops[k], NULL);
+            log_refused(r, &ops[k]);
+            pthread_mutex_unlock(&r->mu);
             continue;
         }
         size_t len;
@@ -484,28 +708,42 @@ static void publish_batch(sb_remote *r, pub_item **b, size_t n, bool *sent_ok)
             failed++;
             continue;
         }
-        ops[m] = (sb_rc_op){ .kind = SB_RC_SET, .key = names[k], .key_len = SB_REMOTE_KEY_LEN,
-                             .val = vals[m], .val_len = len, .ttl_s = r->cfg.ttl_s, .nx = 1 };
+        ops[m] = (sb_rc_op){ .kind = replace[k] ? SB_RC_REPLACE : SB_RC_SET, .key = names[k],
+                             .key_len = SB_REMOTE_KEY_LEN, .val = vals[m], .val_len = len,
+                             .ttl_s = r->cfg.ttl_s, .nx = 1,
+                             .digest = replace[k] ? bad_sha[k] : NULL };
         set_of[m] = i;
         m++;
     }
     /* Step 4. */
     if (m)
         sb_rc_exec(r->bg, ops, m);
+    size_t replaced = 0;
+    pthread_mutex_lock(&r->mu);
     for (size_t k = 0; k < m; k++) {
+        bool rep = ops[k].kind == SB_RC_REPLACE;
         if (ops[k].status == SB_RC_OK) {
             sent++;
+            replaced += rep;
             bytes += ops[k].val_len;
             sent_ok[set_of[k]] = true;
         } else if (ops[k].status == SB_RC_MISSING) {
-            dedup++; /* another node published it meanwhile */
+            dedup++; /* another node published (or replaced) it meanwhile */
         } else {
             failed++;
             down += ops[k].status == SB_RC_DOWN;
+            count_fault(r, &ops[k], NULL);
+            log_refused(r, &ops[k]);
+        }
+        if (rep && ops[k].status != SB_RC_DOWN) {
+            /* Settled either way: forget the bad value. */
+            struct badv *bv = bad_find(r, b[set_of[k]]->pg.ns.ns_id, b[set_of[k]]->pg.key);
+            if (bv)
+                bv->live = false;
         }
         free(vals[k]);
     }
-    pthread_mutex_lock(&r->mu);
+    r->st.replaced += replaced;
     r->st.dedup += dedup;
     r->st.published += sent;
     r->st.published_bytes += bytes;

@@ -51,7 +51,12 @@
  * that follow them), within a bytes-per-second budget of its own: first a
  * pipelined EXISTS for a batch, then SET ... NX EX ttl for the pages the
  * pool lacks, so a page already published by any node costs one probe,
- * not a second upload. Sequences shorter than min_prefix_tokens are not
+ * not a second upload. A page whose value a fetch of this handle refused
+ * (a bad value: it would otherwise stay in the pool for good, every node
+ * fetching and refusing it) is instead written with one atomic compare
+ * (EVAL: SET only if the key still holds the value with the bad one's
+ * SHA-1, or nothing), so a good value another node wrote meanwhile is
+ * never overwritten; counted as replaced. Sequences shorter than min_prefix_tokens are not
  * offered (the caller's check). Only full pages are published: a partial
  * tail page's key depends on how many tokens it holds, which another node
  * cannot guess, so a restore from the pool ends at a page boundary.
@@ -65,6 +70,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "snapbank.h"
 
 #define SB_REMOTE_KEY_LEN 70u /* "sb1:" 16 ":" 16 ":" 32 */
 
@@ -133,7 +140,25 @@ typedef struct sb_remote_stats {
     uint64_t forgotten;          /* keys sb_remote_forget deleted (DEL found
                                     them), the publisher's second DELs too */
     uint64_t forget_failed;      /* ...DELs no node answered (or refused) */
+    uint64_t faults[SB_SHARED_FAULT__COUNT]; /* keys an operation failed,
+                                    by reason (enum sb_shared_fault);
+                                    [BAD_VALUE] is bad_values */
+    uint64_t replaced;           /* bad values the publisher replaced */
 } sb_remote_stats;
+
+/* A fetch's bounds (snapbank_shared.h, sb_fetch_shared_opts). */
+typedef struct sb_remote_fetch_opts {
+    uint32_t stall_ms;           /* 0: timeout_ms */
+    double page_recompute_ns;    /* recomputing one page; 0: unknown */
+    uint32_t max_ms;             /* 0: 50 x stall_ms */
+} sb_remote_fetch_opts;
+
+/* What ended an operation short (snapbank_shared.h, "sb_shared_fault"). */
+typedef struct sb_remote_fault_info {
+    int fault;                   /* enum sb_shared_fault; 0: none */
+    char detail[128];            /* the server's words, or a bad value's key */
+    uint32_t n_bad;              /* values refused by the checks */
+} sb_remote_fault_info;
 
 /* sb_remote_open -- connect to the cluster (see rcluster.h: it opens even
  * when no node answers yet) and start the publisher thread.
@@ -162,6 +187,11 @@ int sb_remote_offer(sb_remote *r, const sb_remote_page *pg);
 int sb_remote_probe(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)[2], size_t n,
                     size_t *n_present);
 
+/* sb_remote_probe_ex -- sb_remote_probe, saying in *info (may be NULL)
+ * why the run ended short when a key had no answer or was refused. */
+int sb_remote_probe_ex(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)[2], size_t n,
+                       size_t *n_present, sb_remote_fault_info *info);
+
 /* sb_remote_fetch -- GET want[0, n), check each value (see the top of this
  * file) and write the good ones' page bytes to their dst. *n_ok receives
  * the length of the run of good pages from the first.
@@ -171,6 +201,19 @@ int sb_remote_probe(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys)
  * first page that was not good; dst of pages after *n_ok is unspecified. */
 int sb_remote_fetch(sb_remote *r, const sb_remote_ns *ns, const sb_remote_want *want, size_t n,
                     size_t *n_ok);
+
+/* sb_remote_fetch_ex -- sb_remote_fetch bounded by *opts (NULL: the
+ * defaults) instead of one timeout_ms: it waits while values arrive, at
+ * most stall_ms without one; with page_recompute_ns, the values still to
+ * come must arrive within the time recomputing them would take (from the
+ * last arrival; before the first, the whole run's plus stall_ms); never
+ * past max_ms. *info (may be NULL) says what ended it short. A bad value
+ * is remembered (its key and SHA-1): when this handle publishes that page
+ * later, it replaces the bad value (see Publishing).
+ * Returns as sb_remote_fetch (SB_ERR_IO for every network fault). */
+int sb_remote_fetch_ex(sb_remote *r, const sb_remote_ns *ns, const sb_remote_want *want,
+                       size_t n, const sb_remote_fetch_opts *opts, size_t *n_ok,
+                       sb_remote_fault_info *info);
 
 /* sb_remote_forget -- delete the pages of ns named by keys[0, n) from the
  * pool (a removal: sb_ns_remove). Their publications still queued are

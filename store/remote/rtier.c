@@ -131,7 +131,8 @@ static void rt_kick(sb_store *st)
 
 /* Probe the pool for the n pages named by keys: the run it holds from
  * the first (*n_present). Returns as sb_remote_probe. */
-static int probe(rtier *t, const sb_ns *ns, const sb_key *keys, size_t n, size_t *n_present)
+static int probe(rtier *t, const sb_ns *ns, const sb_key *keys, size_t n, size_t *n_present,
+                 sb_remote_fault_info *fi)
 {
     uint64_t(*k)[2] = malloc(n * sizeof *k);
     if (!k)
@@ -139,7 +140,7 @@ static int probe(rtier *t, const sb_ns *ns, const sb_key *keys, size_t n, size_t
     for (size_t i = 0; i < n; i++)
         k[i][0] = keys[i].lo, k[i][1] = keys[i].hi;
     sb_remote_ns rns = remote_ns(ns);
-    int rc = sb_remote_probe(t->r, &rns, (const uint64_t(*)[2])k, n, n_present);
+    int rc = sb_remote_probe_ex(t->r, &rns, (const uint64_t(*)[2])k, n, n_present, fi);
     free(k);
     return rc;
 }
@@ -150,7 +151,7 @@ static int probe(rtier *t, const sb_ns *ns, const sb_key *keys, size_t n, size_t
  * from the first (*n_ok). Returns as sb_remote_fetch. */
 static int fetch(rtier *t, const sb_ns *ns, const sb_key *parent, const sb_key *keys,
                  const uint32_t *tokens, uint32_t first_pos, size_t n, sb_blk **pages,
-                 size_t *n_ok)
+                 const sb_fetch_shared_opts *opts, size_t *n_ok, sb_remote_fault_info *fi)
 {
     sb_remote_want *w = malloc(n * sizeof *w);
     if (!w)
@@ -164,7 +165,12 @@ static int fetch(rtier *t, const sb_ns *ns, const sb_key *parent, const sb_key *
                                  .tokens = tokens + i * pt, .dst = pages[i]->data };
     }
     sb_remote_ns rns = remote_ns(ns);
-    int rc = sb_remote_fetch(t->r, &rns, w, n, n_ok);
+    sb_remote_fetch_opts ro = { 0 };
+    if (opts)
+        ro = (sb_remote_fetch_opts){ .stall_ms = opts->stall_ms, .max_ms = opts->max_ms,
+                                     .page_recompute_ns = opts->recompute_s_per_token * 1e9 *
+                                                          (double)pt };
+    int rc = sb_remote_fetch_ex(t->r, &rns, w, n, &ro, n_ok, fi);
     free(w);
     return rc;
 }
@@ -183,7 +189,9 @@ static int fetch(rtier *t, const sb_ns *ns, const sb_key *parent, const sb_key *
  *      commit (offered to the disk tier like any commit; never offered
  *      back to the pool).
  *   6. Drop this call's references; publish what the add offered. */
-static int rt_extend(sb_ns *ns, const uint32_t *tokens, size_t n, size_t *n_added)
+static int rt_extend(sb_ns *ns, const uint32_t *tokens, size_t n,
+                     const sb_fetch_shared_opts *opts, sb_fetch_shared_info *info,
+                     size_t *n_added)
 {
     sb_store *st = ns->st;
     rtier *t = tier_of(st);
@@ -211,8 +219,10 @@ static int rt_extend(sb_ns *ns, const uint32_t *tokens, size_t n, size_t *n_adde
         k = sb_host_key_chain(&k, tokens + (r0 + i) * pt, pt);
         keys[i] = k;
     }
+    sb_remote_fault_info fi = { 0 };
     if (want)
-        rc = probe(t, ns, keys, want, &present);
+        rc = probe(t, ns, keys, want, &present, &fi);
+    info->n_pages = (uint32_t)present;
 
     /* 3 */
     int arc = SB_OK;
@@ -222,13 +232,19 @@ static int rt_extend(sb_ns *ns, const uint32_t *tokens, size_t n, size_t *n_adde
 
     /* 4 */
     if (got) {
+        sb_remote_fault_info ff;
         int frc = fetch(t, ns, &parent, keys, tokens + r0 * pt, (uint32_t)(r0 * pt), got,
-                        pages + r0, &good);
+                        pages + r0, opts, &good, &ff);
+        info->n_bad = ff.n_bad;
+        if (ff.fault) /* what ended the fetch comes before the probe's end */
+            fi = ff;
         if (frc != SB_OK && frc != SB_ERR_NOT_FOUND)
             rc = frc;
     }
     if (rc == SB_OK && arc != SB_OK)
         rc = arc;
+    info->fault = fi.fault;
+    memcpy(info->detail, fi.detail, sizeof info->detail);
 
     /* 5 */
     pthread_mutex_lock(&st->mu);
@@ -321,6 +337,15 @@ static void rt_stats(const sb_store *st, sb_stats *out)
     out->shared_fetched_bytes = t->fetched_bytes;
     out->shared_forgotten = rs.forgotten;
     out->shared_forget_failed = rs.forget_failed + t->forget_lost;
+    out->shared_err_auth = rs.faults[SB_SHARED_FAULT_AUTH];
+    out->shared_err_noperm = rs.faults[SB_SHARED_FAULT_NOPERM];
+    out->shared_err_wrongtype = rs.faults[SB_SHARED_FAULT_WRONGTYPE];
+    out->shared_err_refused = rs.faults[SB_SHARED_FAULT_REFUSED];
+    out->shared_err_timeout = rs.faults[SB_SHARED_FAULT_TIMEOUT];
+    out->shared_err_connect = rs.faults[SB_SHARED_FAULT_CONNECT];
+    out->shared_err_clusterdown = rs.faults[SB_SHARED_FAULT_CLUSTERDOWN];
+    out->shared_err_deadline = rs.faults[SB_SHARED_FAULT_DEADLINE];
+    out->shared_replaced = rs.replaced;
 }
 
 /* Unlocked. */
