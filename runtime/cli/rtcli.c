@@ -543,10 +543,22 @@ void rt_report(FILE *f, const char *label, const sb_rt_turn *r)
                 r->disk_skipped ? "skipped" : "read", r->est_read_s * 1e3,
                 r->est_recompute_s * 1e3);
     if (r->est_fetch_s > 0)
-        fprintf(f, " shared=%s(fetch~%.1fms,recompute~%.1fms%s%s)",
+    {
+        fprintf(f, " shared=%s(fetch~%.1fms,recompute~%.1fms",
                 r->shared_skipped ? "skipped" : "asked", r->est_fetch_s * 1e3,
-                r->est_fetch_recompute_s * 1e3, r->shared_rc ? "," : "",
-                r->shared_rc ? sb_strerror(r->shared_rc) : "");
+                r->est_fetch_recompute_s * 1e3);
+        /* Why it ended short: the fault by name, the server's words or the
+         * refused value's key, and how many values were refused. */
+        if (r->shared_fault)
+            fprintf(f, ",fault=%s", sb_shared_fault_name(r->shared_fault));
+        else if (r->shared_rc)
+            fprintf(f, ",%s", sb_strerror(r->shared_rc));
+        if (r->shared_detail[0])
+            fprintf(f, ",\"%s\"", r->shared_detail);
+        if (r->shared_bad)
+            fprintf(f, ",bad_values=%u", r->shared_bad);
+        fputc(')', f);
+    }
     if (r->commit_rc != SB_OK)
         fprintf(f, " commit=%s", sb_strerror(r->commit_rc));
     const sb_write_outcome *d = &r->disk;

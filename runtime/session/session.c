@@ -281,8 +281,16 @@ static int fetch_shared(sb_rt_session *s, const uint32_t *prompt, size_t n, sb_m
         return SB_OK;
     }
     double t0 = sb_rt_now_s();
-    size_t got = 0;
-    rep->shared_rc = sb_ns_fetch_shared(s->ns, prompt, n, &got);
+    /* The fetch goes on while values arrive and recomputing what is still
+     * to come would take longer (the cost model's prefill rate). */
+    sb_fetch_shared_opts fo = { .recompute_s_per_token =
+                                    r->prefill_tok_s > 0 ? 1.0 / r->prefill_tok_s : 0 };
+    sb_fetch_shared_info fi;
+    rep->shared_rc = sb_ns_fetch_shared_ex(s->ns, prompt, n, &fo, &fi);
+    size_t got = fi.n_added;
+    rep->shared_fault = fi.fault;
+    rep->shared_bad = fi.n_bad;
+    memcpy(rep->shared_detail, fi.detail, sizeof rep->shared_detail);
     double dt = sb_rt_now_s() - t0;
     if (got) {
         size_t bytes = got / pt * s->page_bytes;

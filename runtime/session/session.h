@@ -105,6 +105,10 @@ typedef struct sb_rt_turn {
     int shared_rc;           /* SB_OK, or why the fetch failed (SB_ERR_IO:
                                 the cluster did not answer in time; the
                                 turn recomputed what it lacked) */
+    int shared_fault;        /* enum sb_shared_fault: what ended the fetch
+                                short (sb_shared_fault_name); 0: none */
+    char shared_detail[128]; /* the server's words, or the refused key */
+    unsigned shared_bad;     /* values the checks refused */
     double est_fetch_s;      /* the estimates behind the shared-tier choice */
     double est_fetch_recompute_s; /* (0 when there was nothing to ask for) */
     size_t shared_bytes;     /* page bytes fetched from the shared tier */
