@@ -598,14 +598,15 @@ static void pauser_stop(pauser *p)
 }
 
 /* The fetch follows its progress: slow but steady is not cut (the stall
- * bound is 300 ms; the fetch spans many 100 ms spins), a hung node is
+ * bound is 1 s; the probe and the fetch each span about 20 spins of 100
+ * ms), a hung node is
  * cut (timeout, marked down), and a caller's cost that makes recomputing
  * cheaper ends it as a deadline (nodes not marked down). */
 static void test_fetch_follows_progress(void **state)
 {
     (void)state;
     NEED_CLUSTER();
-    enum { NT = 256 * 16 };
+    enum { NT = 512 * 16 };
     uint32_t *tok = malloc(NT * sizeof *tok);
     tokens_of(tok, NT, 66);
     sb_store *a = open_store("a6", 5000);
@@ -620,10 +621,10 @@ static void test_fetch_follows_progress(void **state)
     sb_stats s;
 
     /* 1. Slow but steady: all of it. */
-    sb_store *b = open_store("b6", 300);
+    sb_store *b = open_store("b6", 1000);
     sb_ns *nb = tu_ns(b, &LAY, "slow");
     pauser p;
-    pauser_start(&p, m, 25);
+    pauser_start(&p, m, 50);
     int rc = sb_ns_fetch_shared_ex(nb, tok, NT, NULL, &fi);
     pauser_stop(&p);
     if (rc != SB_OK)
@@ -638,12 +639,15 @@ static void test_fetch_follows_progress(void **state)
 
     /* 2. A cost that makes recomputing the rest faster than waiting for a
      * busy master: a deadline, the node not marked down. */
-    sb_store *d = open_store("d6", 300);
+    sb_store *d = open_store("d6", 1000);
     sb_ns *nd = tu_ns(d, &LAY, "slow");
-    pauser_start(&p, m, 25);
+    pauser_start(&p, m, 50);
     sb_fetch_shared_opts cheap = { .recompute_s_per_token = 1e-9 };
     rc = sb_ns_fetch_shared_ex(nd, tok, NT, &cheap, &fi);
     pauser_stop(&p);
+    if (fi.fault != SB_SHARED_FAULT_DEADLINE)
+        print_message("cheap fetch: %s, %zu tokens, %s\n", sb_shared_fault_name(fi.fault),
+                      fi.n_added, fi.detail);
     assert_int_equal(rc, SB_ERR_IO);
     assert_int_equal(fi.fault, SB_SHARED_FAULT_DEADLINE);
     assert_true(fi.n_added < NT);
@@ -657,6 +661,9 @@ static void test_fetch_follows_progress(void **state)
     tu_cluster_signal(&cl, m, SIGSTOP);
     rc = sb_ns_fetch_shared_ex(nc, tok, NT, NULL, &fi);
     tu_cluster_signal(&cl, m, SIGCONT);
+    if (fi.fault != SB_SHARED_FAULT_TIMEOUT)
+        print_message("hung fetch: %s, %zu tokens, %s\n", sb_shared_fault_name(fi.fault),
+                      fi.n_added, fi.detail);
     assert_int_equal(rc, SB_ERR_IO);
     assert_int_equal(fi.fault, SB_SHARED_FAULT_TIMEOUT);
     assert_true(fi.n_added < NT);
@@ -667,6 +674,109 @@ static void test_fetch_follows_progress(void **state)
     free(tok);
     sb_ns_close(na), sb_ns_close(nb), sb_ns_close(nd), sb_ns_close(nc);
     sb_store_close(a), sb_store_close(b), sb_store_close(d), sb_store_close(c);
+}
+
+/* GET key raw: its value (malloc'd, *len) or NULL. */
+static uint8_t *raw_get(const char *key, size_t *len)
+{
+    sb_rc_config rcc = { .seeds = cl.seeds, .timeout_ms = 5000 };
+    sb_rc *rc = NULL;
+    assert_int_equal(sb_rc_open(&rcc, &rc, NULL, 0), SB_OK);
+    sb_rc_op op = { .kind = SB_RC_GET, .key = key, .key_len = SB_REMOTE_KEY_LEN };
+    assert_int_equal(sb_rc_exec(rc, &op, 1), SB_OK);
+    sb_rc_close(rc);
+    *len = op.len;
+    return op.status == SB_RC_OK ? op.data : NULL;
+}
+
+/* SET key raw. */
+static void raw_set(const char *key, const void *v, size_t len)
+{
+    sb_rc_config rcc = { .seeds = cl.seeds, .timeout_ms = 5000 };
+    sb_rc *rc = NULL;
+    assert_int_equal(sb_rc_open(&rcc, &rc, NULL, 0), SB_OK);
+    sb_rc_op set = { .kind = SB_RC_SET, .key = key, .key_len = SB_REMOTE_KEY_LEN, .val = v,
+                     .val_len = len };
+    assert_int_equal(sb_rc_exec(rc, &set, 1), SB_OK);
+    assert_int_equal(set.status, SB_RC_OK);
+    sb_rc_close(rc);
+}
+
+/* A bad value does not stay in the pool for good: the node that refused
+ * it and recomputed the page replaces it, and a third node restores the
+ * whole prefix. The replacement is a compare: a value someone else wrote
+ * meanwhile is not overwritten. */
+static void test_bad_value_replaced(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_store *a = open_store("a7", 5000), *b = open_store("b7", 5000);
+    sb_ns *na = tu_ns(a, &LAY, "replace"), *nb = tu_ns(b, &LAY, "replace");
+    uint32_t tok[64];
+    tokens_of(tok, 64, 77);
+    tu_put(na, &LAY, tok, 64, false, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    char key[SB_REMOTE_KEY_LEN + 1] = { 0 };
+    page_key(na, tok, 2, key);
+    size_t glen, len;
+    uint8_t *good = raw_get(key, &glen);
+    assert_non_null(good);
+    uint8_t *bad = malloc(glen);
+    memcpy(bad, good, glen);
+    bad[glen - 100] ^= 0x40;
+    raw_set(key, bad, glen);
+
+    /* B refuses it, names it, recomputes (commits the prefix) and the
+     * publisher replaces it. */
+    sb_fetch_shared_info fi;
+    assert_int_equal(sb_ns_fetch_shared_ex(nb, tok, 64, NULL, &fi), SB_ERR_CORRUPT);
+    assert_int_equal(fi.fault, SB_SHARED_FAULT_BAD_VALUE);
+    assert_string_equal(fi.detail, key);
+    assert_int_equal(fi.n_bad, 1);
+    assert_int_equal(fi.n_added, 32);
+    tu_put(nb, &LAY, tok, 64, false, SB_OK);
+    assert_int_equal(sb_store_flush(b), SB_OK);
+    sb_stats s;
+    sb_store_stats(b, &s);
+    assert_int_equal(s.shared_replaced, 1);
+    uint8_t *now = raw_get(key, &len);
+    assert_non_null(now);
+    assert_int_equal(len, glen);
+    assert_memory_equal(now, good, glen);
+    free(now);
+
+    /* A third node restores all of it. */
+    sb_store *c = open_store("c7", 5000);
+    sb_ns *nc = tu_ns(c, &LAY, "replace");
+    assert_int_equal(sb_ns_fetch_shared_ex(nc, tok, 64, NULL, &fi), SB_OK);
+    assert_int_equal(fi.n_added, 64);
+    assert_int_equal(tu_match_verify(nc, &LAY, tok, 64), 64);
+    sb_store_stats(c, &s);
+    assert_int_equal(s.shared_bad_values, 0);
+
+    /* The race: D refuses the bad value, but someone writes another value
+     * before D publishes: D's compare fails, that value stays. */
+    raw_set(key, bad, glen);
+    sb_store *d = open_store("d7", 5000);
+    sb_ns *nd = tu_ns(d, &LAY, "replace");
+    assert_int_equal(sb_ns_fetch_shared_ex(nd, tok, 64, NULL, &fi), SB_ERR_CORRUPT);
+    uint8_t *other = malloc(glen);
+    memcpy(other, good, glen);
+    other[glen - 50] ^= 0x01; /* anything but the bad value */
+    raw_set(key, other, glen);
+    tu_put(nd, &LAY, tok, 64, false, SB_OK);
+    assert_int_equal(sb_store_flush(d), SB_OK);
+    sb_store_stats(d, &s);
+    assert_int_equal(s.shared_replaced, 0);
+    now = raw_get(key, &len);
+    assert_non_null(now);
+    assert_memory_equal(now, other, glen);
+    free(now);
+    raw_set(key, good, glen);
+
+    free(good), free(bad), free(other);
+    sb_ns_close(na), sb_ns_close(nb), sb_ns_close(nc), sb_ns_close(nd);
+    sb_store_close(a), sb_store_close(b), sb_store_close(c), sb_store_close(d);
 }
 
 static void test_cluster_gone(void **state)
@@ -725,6 +835,7 @@ int main(void)
         cmocka_unit_test(test_poisoned),       cmocka_unit_test(test_tenants_apart),
         cmocka_unit_test(test_point_layouts),  cmocka_unit_test(test_remove_forgets),
         cmocka_unit_test(test_faults_told_apart), cmocka_unit_test(test_fetch_follows_progress),
+        cmocka_unit_test(test_bad_value_replaced),
         cmocka_unit_test(test_cluster_gone),
     };
     signal(SIGPIPE, SIG_IGN);
