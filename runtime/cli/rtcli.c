@@ -60,7 +60,34 @@ const char rt_shared_help[] =
     "                         remote); every fetched page is checked\n"
     "  --shared-auth FILE     the cluster's credentials: a file holding \"PASSWORD\"\n"
     "                         or \"USER PASSWORD\", readable by its owner only (never\n"
-    "                         on the command line)\n";
+    "                         on the command line)\n"
+    "  --shared-timeout MS    a fetch waits while pages arrive, at most MS without\n"
+    "                         one (a hung node), and stops when recomputing the\n"
+    "                         rest is estimated faster (default 200, at most 60000)\n"
+    "  --shared-ttl S         published pages expire after S seconds (default: never;\n"
+    "                         the cluster's maxmemory policy bounds the pool)\n"
+    "  --shared-publish-mib N publish at most N MiB of pages a second (default 64)\n";
+
+int rt_shared_tune_opt(const char *a, const char *v, rt_shared_tune *t, int *bad)
+{
+    if (!strcmp(a, "--shared-timeout"))
+        *bad = rt_parse_u64(v, 1, 60000, &t->timeout_ms);
+    else if (!strcmp(a, "--shared-ttl"))
+        *bad = rt_parse_u64(v, 1, UINT32_MAX, &t->ttl_s);
+    else if (!strcmp(a, "--shared-publish-mib"))
+        *bad = rt_parse_u64(v, 1, 1u << 20, &t->publish_mib);
+    else
+        return 0;
+    t->given = a;
+    return 1;
+}
+
+void rt_shared_tune_apply(const rt_shared_tune *t, sb_config *cfg)
+{
+    cfg->shared_timeout_ms = (uint32_t)t->timeout_ms;
+    cfg->shared_ttl_s = (uint32_t)t->ttl_s;
+    cfg->shared_publish_bytes_per_s = t->publish_mib << 20;
+}
 
 const char *rt_shared_seeds(const char *url, const char *cmd)
 {
@@ -224,6 +251,8 @@ int rt_opts_parse(rt_opts *o, int argc, char **argv, int *i)
         bad = v ? (o->shared = v, 0) : -1;
     else if (!strcmp(a, "--shared-auth"))
         bad = v ? (o->shared_auth = v, 0) : -1;
+    else if (rt_shared_tune_opt(a, v, &o->shared_tune, &bad))
+        ;
     else if (!strcmp(a, "--ssd-session-cache"))
         bad = parse_word(v, (const char *const[]){ "on", "off", "write-only" },
                          (const int[]){ RT_SSD_ON, RT_SSD_OFF, RT_SSD_WRITE_ONLY }, 3, &o->ssd);
@@ -302,8 +331,9 @@ int rt_opts_check(const rt_opts *o, const char *cmd)
             return 2;
         }
     }
-    if (o->shared_auth && !o->shared) {
-        fprintf(stderr, "snapbank %s: --shared-auth needs --shared\n", cmd);
+    if ((o->shared_auth || o->shared_tune.given) && !o->shared) {
+        fprintf(stderr, "snapbank %s: %s needs --shared\n", cmd,
+                o->shared_auth ? "--shared-auth" : o->shared_tune.given);
         return 2;
     }
     if (o->shared && !rt_shared_seeds(o->shared, cmd))
@@ -376,6 +406,7 @@ int rt_bank_config(const rt_opts *o, uint32_t max_seq_tokens, const char *store_
             return 1;
         cfg->shared_user = auth->user[0] ? auth->user : NULL;
         cfg->shared_password = auth->password[0] ? auth->password : NULL;
+        rt_shared_tune_apply(&o->shared_tune, cfg);
     }
     return 0;
 }

@@ -29,6 +29,15 @@ enum { RT_SSD_ON = 0, RT_SSD_OFF = 1, RT_SSD_WRITE_ONLY = 2 };
  * llama.cpp was found, SB_CLI_LLAMA). */
 enum { RT_ENGINE_BUILTIN = 0, RT_ENGINE_LLAMA = 1 };
 
+/* The shared tier's tuning options (run, chat and serve take them); 0:
+ * the store's default (sb_config). */
+typedef struct rt_shared_tune {
+    uint64_t timeout_ms;  /* --shared-timeout MS: shared_timeout_ms */
+    uint64_t ttl_s;       /* --shared-ttl S: shared_ttl_s */
+    uint64_t publish_mib; /* --shared-publish-mib N: MiB/s of publishing */
+    const char *given;    /* the last of them given, or NULL */
+} rt_shared_tune;
+
 typedef struct rt_opts {
     const char *model;
     uint64_t n_gen, threads, page_tokens, batch, seed, top_k, ram_mib, min_prefix;
@@ -40,6 +49,7 @@ typedef struct rt_opts {
     int durability; /* sb_durability of the bank */
     const char *shared;      /* --shared redis://HOST:PORT[,...], or NULL */
     const char *shared_auth; /* --shared-auth FILE, or NULL */
+    rt_shared_tune shared_tune; /* --shared-timeout, -ttl, -publish-mib */
     int engine;              /* RT_ENGINE_* */
 } rt_opts;
 
@@ -48,6 +58,13 @@ typedef struct rt_auth {
     char user[256];      /* "" : none (password only) */
     char password[512];  /* "" : no AUTH */
 } rt_auth;
+
+/* rt_shared_tune_opt -- when a is one of the options above, parse v into
+ * *t and return 1 with *bad set (-1: a bad or missing value); else 0. */
+int rt_shared_tune_opt(const char *a, const char *v, rt_shared_tune *t, int *bad);
+
+/* rt_shared_tune_apply -- put *t into cfg's shared_* options. */
+void rt_shared_tune_apply(const rt_shared_tune *t, sb_config *cfg);
 
 /* The shared-tier options' help text (run, chat and serve print it). */
 extern const char rt_shared_help[];

@@ -121,6 +121,7 @@ int sb_cli_serve(int argc, char **argv)
     const char *shared_auth = NULL;
     const char *cors[64]; /* --cors-origin values */
     c.cors_origins = cors;
+    rt_shared_tune tune = { 0 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x = 0;
@@ -225,6 +226,8 @@ int sb_cli_serve(int argc, char **argv)
             bad = !v || !(c.shared_seeds = rt_shared_seeds(v, "serve"));
         } else if (!strcmp(a, "--shared-auth")) {
             bad = !v, shared_auth = v;
+        } else if (rt_shared_tune_opt(a, v, &tune, &bad)) {
+            /* --shared-timeout, --shared-ttl, --shared-publish-mib */
         } else if (!strcmp(a, "--max-sessions")) {
             bad = rt_parse_u64(v, 1, 1u << 24, &x), c.max_sessions = (size_t)x;
         } else if (a[0] != '-' && !c.model) {
@@ -246,10 +249,14 @@ int sb_cli_serve(int argc, char **argv)
         serve_usage(stderr);
         return 2;
     }
-    if (shared_auth && !c.shared_seeds) {
-        fprintf(stderr, "snapbank serve: --shared-auth needs --shared\n");
+    if ((shared_auth || tune.given) && !c.shared_seeds) {
+        fprintf(stderr, "snapbank serve: %s needs --shared\n",
+                shared_auth ? "--shared-auth" : tune.given);
         return 2;
     }
+    c.shared_timeout_ms = (uint32_t)tune.timeout_ms;
+    c.shared_ttl_s = (uint32_t)tune.ttl_s;
+    c.shared_publish_bytes_per_s = tune.publish_mib << 20;
     rt_auth auth;
     if (shared_auth) {
         if (rt_shared_auth(shared_auth, &auth, "serve"))

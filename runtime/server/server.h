@@ -73,6 +73,9 @@ typedef struct srv_config {
                                      none; sb_config.shared_seeds) */
     const char *shared_user;      /* its credentials (NULL: none), read from */
     const char *shared_password;  /* a file by the caller */
+    uint32_t shared_timeout_ms;   /* sb_config.shared_timeout_ms (0: default) */
+    uint32_t shared_ttl_s;        /* sb_config.shared_ttl_s (0: none) */
+    uint64_t shared_publish_bytes_per_s; /* ...(0: default) */
 } srv_config;
 
 /* srv_config_default -- every option at its default. */

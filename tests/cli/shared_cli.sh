@@ -13,6 +13,14 @@
 #   - credentials only from a file: a URL with a password and a
 #     --shared-auth file others may read are refused (ACL users confining
 #     tenants are test_remote's);
+#   - --shared-ttl: the pages node A publishes expire; --shared-timeout,
+#     --shared-ttl, --shared-publish-mib refused without --shared or with
+#     a bad value;
+#   - a damaged value (SETRANGE on one page's key): node E's report names
+#     fault=bad_value and the key, E recomputes and its publisher replaces
+#     the value, node G restores the whole prompt from the pool again;
+#   - a wrong password (an ACL user): the report names fault=auth and the
+#     server's WRONGPASS;
 #   - the cluster gone: node C answers anyway (cold, exit 0).
 # Skips (exit 77) with a message when redis-server is absent.
 set -eu
@@ -41,7 +49,20 @@ m=$work/m.gguf
 p="The bank keeps what a model has already read, so that the next node does not start from nothing at all."
 
 "$bin" run "$m" $t --prompt "$p" -n 4 --min-prefix 1 --bank-dir "$work/A" --shared "$url" \
+    --shared-ttl 3600 --shared-timeout 1000 --shared-publish-mib 32 \
     > "$work/oA" 2> "$work/rA" || fail "node A: $(cat "$work/rA")"
+ports=$(echo "${url#redis://}" | tr ',' '\n' | sed 's/.*://')
+keys() { # every sb1 key as "port key", one a line
+    for q in $ports; do
+        redis-cli -p "$q" --scan --pattern 'sb1:*' | sed "s/^/$q /"
+    done
+}
+keys > "$work/keys"
+[ -s "$work/keys" ] || fail "node A published nothing"
+while read -r q k; do
+    ttl=$(redis-cli -p "$q" TTL "$k")
+    [ "$ttl" -gt 0 ] && [ "$ttl" -le 3600 ] || fail "--shared-ttl 3600: $k has TTL $ttl"
+done < "$work/keys"
 grep -q "cache_mode=cold" "$work/rA" || fail "node A not cold: $(cat "$work/rA")"
 
 "$bin" run "$m" $t --prompt "$p" -n 4 --min-prefix 1 --bank-dir "$work/B" --shared "$url" \
@@ -53,6 +74,35 @@ grep -q "(shared [1-9]" "$work/rB" || fail "node B does not say how many: $(cat 
     fail "cold run: $(cat "$work/rC")"
 cmp -s "$work/l.shared" "$work/l.cold" || fail "shared logits differ from cold logits"
 cmp -s "$work/oB" "$work/oC" || fail "shared tokens differ from cold tokens"
+
+# a damaged value: named in the report, replaced by the node that
+# recomputes it, restored whole by the next node
+read -r q k < "$work/keys"
+n=$(redis-cli -p "$q" STRLEN "$k")
+off=$((n - 8))
+c=$(redis-cli -p "$q" GETRANGE "$k" $off $off)
+[ "$c" = "A" ] && nc=B || nc=A
+redis-cli -p "$q" SETRANGE "$k" $off "$nc" > /dev/null
+"$bin" run "$m" $t --prompt "$p" -n 4 --min-prefix 1 --bank-dir "$work/E" --shared "$url" \
+    > /dev/null 2> "$work/rE" || fail "node E: $(cat "$work/rE")"
+grep -q "fault=bad_value,\"$k\",bad_values=1" "$work/rE" ||
+    fail "node E does not name the bad value $k: $(cat "$work/rE")"
+c2=$(redis-cli -p "$q" GETRANGE "$k" $off $off)
+[ "$c2" = "$c" ] || fail "the bad value of $k was not replaced"
+"$bin" run "$m" $t --prompt "$p" -n 4 --min-prefix 1 --bank-dir "$work/G" --shared "$url" \
+    > /dev/null 2> "$work/rG" || fail "node G: $(cat "$work/rG")"
+grep -q "cache_mode=remote" "$work/rG" && ! grep -q "fault=" "$work/rG" ||
+    fail "node G after the replacement: $(cat "$work/rG")"
+
+# a wrong password: the report says auth, with the server's words
+for q in $ports; do
+    redis-cli -p "$q" ACL SETUSER sbcli on '>right' '~*' '+@all' > /dev/null
+done
+printf 'sbcli wrong\n' > "$work/wrongauth"
+chmod 600 "$work/wrongauth"
+"$bin" run "$m" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/W" --shared "$url" \
+    --shared-auth "$work/wrongauth" > /dev/null 2> "$work/rW" || fail "node W: $(cat "$work/rW")"
+grep -q "fault=auth,\"WRONGPASS" "$work/rW" || fail "wrong password not named: $(cat "$work/rW")"
 
 # snapbank serve (RAM only) answers the same prompt from the pool:
 # usage.cache_mode remote
@@ -107,6 +157,18 @@ rc=$?
 "$bin" run "$m" --prompt x -n 1 --shared-auth "$work/auth" > /dev/null 2> "$work/e3"
 rc=$?
 [ $rc -eq 2 ] || fail "--shared-auth without --shared (exit $rc): $(cat "$work/e3")"
+"$bin" run "$m" --prompt x -n 1 --shared-ttl 60 > /dev/null 2> "$work/e5"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--shared-ttl needs --shared" "$work/e5" ||
+    fail "--shared-ttl without --shared (exit $rc): $(cat "$work/e5")"
+"$bin" chat "$m" --shared "$url" --shared-timeout 0 < /dev/null > /dev/null 2> "$work/e6"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--shared-timeout" "$work/e6" ||
+    fail "--shared-timeout 0 (exit $rc): $(cat "$work/e6")"
+"$bin" serve "$m" --shared "$url" --shared-publish-mib x > /dev/null 2> "$work/e7"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--shared-publish-mib" "$work/e7" ||
+    fail "serve --shared-publish-mib x (exit $rc): $(cat "$work/e7")"
 "$bin" run "$m" --prompt x -n 1 --shared "http://$first" > /dev/null 2> "$work/e4"
 rc=$?
 [ $rc -eq 2 ] && grep -q "redis://" "$work/e4" || fail "bad URL (exit $rc): $(cat "$work/e4")"
