@@ -23,6 +23,14 @@ pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd>=0.9.75)
 pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson>=2.14)
 # the shared tier: Redis Cluster over hiredis.
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+# libsodium: the shared tier's secrecy (keyed keys, values sealed with
+# XChaCha20-Poly1305; store/remote/seal.c).
+pkg_check_modules(SODIUM IMPORTED_TARGET libsodium)
+if(NOT SODIUM_FOUND)
+  message(FATAL_ERROR "libsodium not found (pkg-config libsodium): the shared tier's "
+                      "secrecy (shared_secret_file) needs it; install libsodium-dev "
+                      "(scripts/setup.sh lists it)")
+endif()
 if(SB_BUILD_TESTS)
   pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 endif()

@@ -12,7 +12,7 @@ PACKAGES="
   build-essential cmake pkg-config git
   liburing-dev libxxhash-dev libzstd-dev libjemalloc-dev
   libmicrohttpd-dev libjansson-dev curl
-  libhiredis-dev redis-server
+  libhiredis-dev redis-server libsodium-dev
   libcmocka-dev
   clang libclang-rt-14-dev
   python3 python3-numpy python3-jinja2

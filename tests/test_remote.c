@@ -9,7 +9,11 @@
  * namespace's record, wrong tokens, truncation, garbage) is refused and
  * counted, never written to the destination as good; the publisher never
  * sends more than its byte budget allows on the store clock; two tenants
- * confined by ACL users see nothing of each other's pages.
+ * confined by ACL users see nothing of each other's pages. With a secret
+ * (seal.h): keys are not the plain ones, a raw value holds none of the
+ * page's token IDs, a handle with another secret gets misses (not
+ * errors), and a forged value (correct checksums, no seal or another
+ * secret's) is refused and counted.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -28,6 +32,7 @@
 #include "rcluster.h"
 #include "rcluster_util.h"
 #include "remote.h"
+#include "seal.h"
 #include "snapbank.h"
 
 static tu_cluster cl;
@@ -430,12 +435,123 @@ static void test_tenants_acl(void **state)
     sb_remote_close(b);
 }
 
+static sb_remote *open_sealed(const sb_seal *seal)
+{
+    sb_remote_config cfg = { .seeds = cl.seeds, .timeout_ms = 5000, .seal = seal };
+    sb_remote *r = NULL;
+    assert_int_equal(sb_remote_open(&cfg, &r, NULL, 0), SB_OK);
+    return r;
+}
+
+/* GET key raw through a plain client. */
+static uint8_t *raw_get(const char *key, size_t *len)
+{
+    sb_rc_config rcc = { .seeds = cl.seeds, .timeout_ms = 5000 };
+    sb_rc *rc = NULL;
+    assert_int_equal(sb_rc_open(&rcc, &rc, NULL, 0), SB_OK);
+    sb_rc_op op = { .kind = SB_RC_GET, .key = key, .key_len = SB_REMOTE_KEY_LEN };
+    assert_int_equal(sb_rc_exec(rc, &op, 1), SB_OK);
+    sb_rc_close(rc);
+    *len = op.len;
+    return op.status == SB_RC_OK ? op.data : NULL;
+}
+
+static bool holds(const uint8_t *v, size_t n, const void *what, size_t wn)
+{
+    for (size_t i = 0; i + wn <= n; i++)
+        if (!memcmp(v + i, what, wn))
+            return true;
+    return false;
+}
+
+static void test_secrecy(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_seal sa, sbx;
+    assert_int_equal(sb_seal_from_bytes("secret of deployment A, 32 bytes", 32, &sa), SB_OK);
+    assert_int_equal(sb_seal_from_bytes("secret of deployment B, 32 bytes", 32, &sbx), SB_OK);
+    sb_remote *a = open_sealed(&sa), *b = open_sealed(&sbx), *p = open_remote(NULL, NULL, 0);
+    seq s;
+    seq_make(&s, 0xf1, 0xf2, 8, false);
+    for (size_t i = 0; i < N_PAGES; i++) {
+        sb_remote_page pg = seq_page(&s, i);
+        assert_int_equal(sb_remote_offer(a, &pg), SB_OK);
+    }
+    sb_remote_flush(a);
+    size_t n;
+    assert_int_equal(fetch_verify(a, &s, N_PAGES, &n), SB_OK);
+    assert_int_equal(n, N_PAGES);
+
+    /* Keys: not the plain ones, not the other secret's; the plain and the
+     * other handle find nothing, and that is a miss, not an error. */
+    char ka[SB_REMOTE_KEY_LEN + 1] = { 0 }, kp[SB_REMOTE_KEY_LEN + 1] = { 0 },
+         kb[SB_REMOTE_KEY_LEN + 1] = { 0 };
+    sb_remote_key_of(a, ka, &s.ns, s.key[3]);
+    sb_remote_key(kp, &s.ns, s.key[3]);
+    sb_remote_key_of(b, kb, &s.ns, s.key[3]);
+    assert_memory_not_equal(ka, kp, SB_REMOTE_KEY_LEN);
+    assert_memory_not_equal(ka, kb, SB_REMOTE_KEY_LEN);
+    assert_memory_equal(ka, "sb2:", 4);
+    assert_int_equal(sb_remote_probe(p, &s.ns, (const uint64_t(*)[2])s.key, N_PAGES, &n), SB_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(sb_remote_probe(b, &s.ns, (const uint64_t(*)[2])s.key, N_PAGES, &n), SB_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(fetch_verify(b, &s, 4, &n), SB_ERR_NOT_FOUND);
+    sb_remote_stats st;
+    sb_remote_get_stats(b, &st);
+    assert_int_equal(st.bad_values + st.down, 0);
+
+    /* A raw GET shows none of the page's token IDs (a plain value does). */
+    size_t len;
+    uint8_t *v = raw_get(ka, &len);
+    assert_non_null(v);
+    assert_false(holds(v, len, s.tokens + 3 * PT, 4 * PT));
+    assert_false(holds(v, len, s.tokens + 3 * PT, 16)); /* not even four */
+    free(v);
+    sb_remote_page pg = seq_page(&s, 3);
+    void *plain;
+    size_t plen;
+    assert_int_equal(sb_remote_encode_value(&pg, 0, &plain, &plen), SB_OK);
+    assert_true(holds(plain, plen, s.tokens + 3 * PT, 4 * PT));
+
+    /* Forged: a plain value with correct checksums under a's key of page
+     * 3, then one sealed with the other secret: refused, counted. */
+    sb_rc_config rcc = { .seeds = cl.seeds, .timeout_ms = 5000 };
+    sb_rc *rc = NULL;
+    assert_int_equal(sb_rc_open(&rcc, &rc, NULL, 0), SB_OK);
+    sb_rc_op set = { .kind = SB_RC_SET, .key = ka, .key_len = SB_REMOTE_KEY_LEN, .val = plain,
+                     .val_len = plen };
+    assert_int_equal(sb_rc_exec(rc, &set, 1), SB_OK);
+    assert_int_equal(set.status, SB_RC_OK);
+    assert_int_equal(fetch_verify(a, &s, N_PAGES, &n), SB_ERR_CORRUPT);
+    assert_int_equal(n, 3);
+    void *box;
+    size_t blen;
+    assert_int_equal(sb_seal_value(&sbx, s.ns.scope_tag, ka, plain, plen, &box, &blen), SB_OK);
+    set.val = box, set.val_len = blen;
+    assert_int_equal(sb_rc_exec(rc, &set, 1), SB_OK);
+    assert_int_equal(fetch_verify(a, &s, N_PAGES, &n), SB_ERR_CORRUPT);
+    assert_int_equal(n, 3);
+    sb_remote_get_stats(a, &st);
+    assert_int_equal(st.forged, 2);
+    assert_int_equal(st.bad_values, 2);
+    free(box);
+    free(plain);
+    sb_rc_close(rc);
+    seq_free(&s);
+    sb_remote_close(a);
+    sb_remote_close(b);
+    sb_remote_close(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_format),      cmocka_unit_test(test_publish_fetch_raw),
         cmocka_unit_test(test_publish_fetch_zstd), cmocka_unit_test(test_poisoned_values),
         cmocka_unit_test(test_publish_budget),  cmocka_unit_test(test_tenants_acl),
+        cmocka_unit_test(test_secrecy),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

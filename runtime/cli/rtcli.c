@@ -66,7 +66,12 @@ const char rt_shared_help[] =
     "                         rest is estimated faster (default 200, at most 60000)\n"
     "  --shared-ttl S         published pages expire after S seconds (default: never;\n"
     "                         the cluster's maxmemory policy bounds the pool)\n"
-    "  --shared-publish-mib N publish at most N MiB of pages a second (default 64)\n";
+    "  --shared-publish-mib N publish at most N MiB of pages a second (default 64)\n"
+    "  --shared-secret-file F the deployment's secret (32 to 4096 bytes, e.g. head -c 32\n"
+    "                         /dev/urandom; chmod 600): pool keys are keyed hashes and\n"
+    "                         values are encrypted and authenticated per scope, so a\n"
+    "                         reader of the pool without it learns no prompt; nodes\n"
+    "                         with another secret (or none) share nothing with them\n";
 
 int rt_shared_tune_opt(const char *a, const char *v, rt_shared_tune *t, int *bad)
 {
@@ -76,6 +81,8 @@ int rt_shared_tune_opt(const char *a, const char *v, rt_shared_tune *t, int *bad
         *bad = rt_parse_u64(v, 1, UINT32_MAX, &t->ttl_s);
     else if (!strcmp(a, "--shared-publish-mib"))
         *bad = rt_parse_u64(v, 1, 1u << 20, &t->publish_mib);
+    else if (!strcmp(a, "--shared-secret-file"))
+        *bad = v ? (t->secret_file = v, 0) : -1;
     else
         return 0;
     t->given = a;
@@ -87,6 +94,7 @@ void rt_shared_tune_apply(const rt_shared_tune *t, sb_config *cfg)
     cfg->shared_timeout_ms = (uint32_t)t->timeout_ms;
     cfg->shared_ttl_s = (uint32_t)t->ttl_s;
     cfg->shared_publish_bytes_per_s = t->publish_mib << 20;
+    cfg->shared_secret_file = t->secret_file;
 }
 
 const char *rt_shared_seeds(const char *url, const char *cmd)

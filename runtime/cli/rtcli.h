@@ -35,6 +35,7 @@ typedef struct rt_shared_tune {
     uint64_t timeout_ms;  /* --shared-timeout MS: shared_timeout_ms */
     uint64_t ttl_s;       /* --shared-ttl S: shared_ttl_s */
     uint64_t publish_mib; /* --shared-publish-mib N: MiB/s of publishing */
+    const char *secret_file; /* --shared-secret-file F: shared_secret_file */
     const char *given;    /* the last of them given, or NULL */
 } rt_shared_tune;
 

@@ -227,7 +227,7 @@ int sb_cli_serve(int argc, char **argv)
         } else if (!strcmp(a, "--shared-auth")) {
             bad = !v, shared_auth = v;
         } else if (rt_shared_tune_opt(a, v, &tune, &bad)) {
-            /* --shared-timeout, --shared-ttl, --shared-publish-mib */
+            /* --shared-timeout, -ttl, -publish-mib, -secret-file */
         } else if (!strcmp(a, "--max-sessions")) {
             bad = rt_parse_u64(v, 1, 1u << 24, &x), c.max_sessions = (size_t)x;
         } else if (a[0] != '-' && !c.model) {
@@ -257,6 +257,7 @@ int sb_cli_serve(int argc, char **argv)
     c.shared_timeout_ms = (uint32_t)tune.timeout_ms;
     c.shared_ttl_s = (uint32_t)tune.ttl_s;
     c.shared_publish_bytes_per_s = tune.publish_mib << 20;
+    c.shared_secret_file = tune.secret_file;
     rt_auth auth;
     if (shared_auth) {
         if (rt_shared_auth(shared_auth, &auth, "serve"))

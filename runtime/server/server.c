@@ -307,6 +307,7 @@ static int start(srv_server *s)
     s->store_cfg.shared_timeout_ms = c->shared_timeout_ms;
     s->store_cfg.shared_ttl_s = c->shared_ttl_s;
     s->store_cfg.shared_publish_bytes_per_s = c->shared_publish_bytes_per_s;
+    s->store_cfg.shared_secret_file = c->shared_secret_file;
     if (c->disk_mib)
         s->store_cfg.disk_bytes = c->disk_mib << 20;
     if (c->write_budget_mib)

@@ -76,6 +76,7 @@ typedef struct srv_config {
     uint32_t shared_timeout_ms;   /* sb_config.shared_timeout_ms (0: default) */
     uint32_t shared_ttl_s;        /* sb_config.shared_ttl_s (0: none) */
     uint64_t shared_publish_bytes_per_s; /* ...(0: default) */
+    const char *shared_secret_file; /* sb_config.shared_secret_file (NULL: none) */
 } srv_config;
 
 /* srv_config_default -- every option at its default. */

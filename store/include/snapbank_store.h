@@ -286,6 +286,11 @@ typedef struct sb_config {
                                      the pool) */
     uint64_t shared_publish_bytes_per_s; /* the publisher's budget, page bytes
                                      per second; 0: 64 MiB/s */
+    const char *shared_secret_file; /* the deployment's secret (32 to 4096
+                                     bytes, readable by its owner only):
+                                     pool keys keyed and values sealed with
+                                     it ("Secrecy", snapbank_shared.h);
+                                     NULL: plain keys and values */
 
     /* --- hooks ------------------------------------------------------------- */
     /* Monotonic clock in nanoseconds, for pin TTLs and write budgets. NULL:
@@ -838,6 +843,10 @@ typedef struct sb_stats {
     uint64_t shared_replaced;    /* values that failed their checks which
                                     this store's publisher replaced with
                                     its recomputed page */
+    uint64_t shared_forged;      /* of shared_bad_values: with a secret,
+                                    values whose seal did not open (no tag
+                                    or a wrong one: forged, or another
+                                    deployment's) */
 } sb_stats;
 
 /* sb_store_stats -- snapshot the store's counters into *out.

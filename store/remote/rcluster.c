@@ -150,6 +150,13 @@ sb_rc_fault sb_rc_fault_of(const char *msg, size_t n)
     return RC_F_REFUSED;
 }
 
+const char *sb_rc_fault_name(sb_rc_fault f)
+{
+    static const char *const name[] = { "none",    "auth",    "noperm",      "wrongtype", "refused",
+                                        "timeout", "connect", "clusterdown", "deadline" };
+    return (unsigned)f < sizeof name / sizeof *name ? name[f] : "unknown";
+}
+
 /* Note why operations may find no node: f, and the server's words. */
 static void note_fault(sb_rc *c, sb_rc_fault f, const char *msg, size_t n)
 {

@@ -219,4 +219,9 @@ const char *sb_rc_status_name(sb_rc_status s);
  * RC_F_REFUSED. */
 sb_rc_fault sb_rc_fault_of(const char *msg, size_t n);
 
+/* sb_rc_fault_name -- "none", "auth", "noperm", "wrongtype", "refused",
+ * "timeout", "connect", "clusterdown", "deadline" (snapbank_shared.h's
+ * names for the same numbers); "unknown" otherwise. */
+const char *sb_rc_fault_name(sb_rc_fault f);
+
 #endif /* SB_RCLUSTER_H */

@@ -30,6 +30,7 @@
 #include "format.h"
 #include "host.h"
 #include "rcluster.h"
+#include "seal.h"
 #include "snapbank.h"
 
 #define PUB_BATCH 32u
@@ -73,6 +74,8 @@ struct sb_remote {
         bool live;                /* false: replaced, or settled */
     } bad[BAD_MAX];
     size_t n_bad, bad_next;
+    bool sealed;                  /* [const] keys keyed, values sealed */
+    sb_seal seal;                 /* [const] ...with this (seal.h) */
     bool logged[SB_SHARED_FAULT__COUNT]; /* [mu] a publish failure of
                                      this reason went to stderr once */
 };
@@ -149,6 +152,16 @@ static void sha1_hex(const void *v, size_t len, char out[41])
 
 /* ---- faults ------------------------------------------------------------------ */
 
+/* rcluster's faults are the public ones, number for number. */
+_Static_assert((int)RC_F_AUTH == (int)SB_SHARED_FAULT_AUTH && (int)RC_F_NOPERM == (int)SB_SHARED_FAULT_NOPERM &&
+                   (int)RC_F_WRONGTYPE == (int)SB_SHARED_FAULT_WRONGTYPE &&
+                   (int)RC_F_REFUSED == (int)SB_SHARED_FAULT_REFUSED &&
+                   (int)RC_F_TIMEOUT == (int)SB_SHARED_FAULT_TIMEOUT &&
+                   (int)RC_F_CONNECT == (int)SB_SHARED_FAULT_CONNECT &&
+                   (int)RC_F_CLUSTERDOWN == (int)SB_SHARED_FAULT_CLUSTERDOWN &&
+                   (int)RC_F_DEADLINE == (int)SB_SHARED_FAULT_DEADLINE,
+               "sb_rc_fault and enum sb_shared_fault must agree");
+
 /* Count op's failure by its reason, and note the first in *info. [mu] */
 static void count_fault(sb_remote *r, const sb_rc_op *op, sb_remote_fault_info *info)
 {
@@ -171,8 +184,8 @@ static void log_refused(sb_remote *r, const sb_rc_op *op)
         return;
     r->logged[f] = true;
     fprintf(stderr, "snapbank: shared tier: publishing %.*s failed: %s%s%s (further %s failures "
-            "are counted only)\n", (int)op->key_len, op->key, sb_shared_fault_name(f),
-            op->err_msg[0] ? ": " : "", op->err_msg, sb_shared_fault_name(f));
+            "are counted only)\n", (int)op->key_len, op->key, sb_rc_fault_name((sb_rc_fault)f),
+            op->err_msg[0] ? ": " : "", op->err_msg, sb_rc_fault_name((sb_rc_fault)f));
 }
 
 /* The bad value remembered for (ns_id, key), or NULL. [mu] */
@@ -219,6 +232,15 @@ void sb_remote_key(char out[SB_REMOTE_KEY_LEN], const sb_remote_ns *ns, const ui
     out[37] = ':';
     hex64(out + 38, key[1]);
     hex64(out + 54, key[0]);
+}
+
+void sb_remote_key_of(const sb_remote *r, char out[SB_REMOTE_KEY_LEN], const sb_remote_ns *ns,
+                      const uint64_t key[2])
+{
+    if (r->sealed)
+        sb_seal_key(&r->seal, out, ns->scope_tag, ns->ns_id, key);
+    else
+        sb_remote_key(out, ns, key);
 }
 
 int sb_remote_encode_value(const sb_remote_page *pg, int compress, void **out, size_t *len)
@@ -340,7 +362,7 @@ int sb_remote_probe_ex(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*ke
         return SB_ERR_NOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        sb_remote_key(names + i * SB_REMOTE_KEY_LEN, ns, keys[i]);
+        sb_remote_key_of(r, names + i * SB_REMOTE_KEY_LEN, ns, keys[i]);
         ops[i] = (sb_rc_op){ .kind = SB_RC_EXISTS, .key = names + i * SB_REMOTE_KEY_LEN,
                              .key_len = SB_REMOTE_KEY_LEN };
     }
@@ -384,6 +406,8 @@ typedef struct fetch_ctx {
     const sb_remote_want *want;
     int *res;                  /* per value: check_value's result */
     char (*bad_sha)[41];       /* per value: a refused one's SHA-1 */
+    bool *forged;              /* per value: sealed, and did not open */
+    const char *names;         /* the keys, SB_REMOTE_KEY_LEN apart */
     size_t n, n_got;           /* values asked, arrived */
     uint64_t t0;               /* the fetch's start */
     double page_ns;            /* recomputing one page; 0: unknown */
@@ -397,7 +421,23 @@ typedef struct fetch_ctx {
 static void fetch_got(void *ctx, size_t i, sb_rc_op *op)
 {
     fetch_ctx *f = ctx;
-    f->res[i] = check_value(f->ns, &f->want[i], op->data, op->len);
+    if (f->r->sealed) {
+        /* Sealed: what does not open (no tag, a wrong one, another
+         * scope's or key's) is forged; what opens is checked as plain. */
+        void *plain;
+        size_t pn;
+        int orc = sb_seal_open(&f->r->seal, f->ns->scope_tag, f->names + i * SB_REMOTE_KEY_LEN,
+                               op->data, op->len, &plain, &pn);
+        if (orc == SB_OK) {
+            f->res[i] = check_value(f->ns, &f->want[i], plain, pn);
+            free(plain);
+        } else {
+            f->res[i] = orc;
+            f->forged[i] = orc == SB_ERR_CORRUPT;
+        }
+    } else {
+        f->res[i] = check_value(f->ns, &f->want[i], op->data, op->len);
+    }
     if (f->res[i] == SB_ERR_CORRUPT)
         sha1_hex(op->data, op->len, f->bad_sha[i]);
     free(op->data);
@@ -434,15 +474,17 @@ int sb_remote_fetch_ex(sb_remote *r, const sb_remote_ns *ns, const sb_remote_wan
     char *names = malloc(n * SB_REMOTE_KEY_LEN);
     int *res = malloc(n * sizeof *res);
     char(*bad_sha)[41] = malloc(n * sizeof *bad_sha);
-    if (!ops || !names || !res || !bad_sha) {
+    bool *forged = calloc(n, sizeof *forged);
+    if (!ops || !names || !res || !bad_sha || !forged) {
         free(ops);
         free(names);
         free(res);
         free(bad_sha);
+        free(forged);
         return SB_ERR_NOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        sb_remote_key(names + i * SB_REMOTE_KEY_LEN, ns, want[i].key);
+        sb_remote_key_of(r, names + i * SB_REMOTE_KEY_LEN, ns, want[i].key);
         ops[i] = (sb_rc_op){ .kind = SB_RC_GET, .key = names + i * SB_REMOTE_KEY_LEN,
                              .key_len = SB_REMOTE_KEY_LEN };
         res[i] = SB_ERR_IO; /* until its value is checked */
@@ -459,7 +501,8 @@ int sb_remote_fetch_ex(sb_remote *r, const sb_remote_ns *ns, const sb_remote_wan
         if (first < (double)max_ns)
             lim.until_ns = t0 + (uint64_t)first;
     }
-    fetch_ctx fc = { .r = r, .ns = ns, .want = want, .res = res, .bad_sha = bad_sha, .n = n,
+    fetch_ctx fc = { .r = r, .ns = ns, .want = want, .res = res, .bad_sha = bad_sha,
+                     .forged = forged, .names = names, .n = n,
                      .t0 = t0, .page_ns = page_ns, .max_at = t0 + max_ns, .lim = &lim };
     pthread_mutex_lock(&r->mu);
     sb_rc_exec_lim(r->fg, ops, n, fetch_got, &fc, &lim);
@@ -467,7 +510,7 @@ int sb_remote_fetch_ex(sb_remote *r, const sb_remote_ns *ns, const sb_remote_wan
     /* The good run from the first page: a page after a bad one was checked
      * (and written to its dst) as it arrived, but is not counted. */
     int rc = SB_OK;
-    size_t good = 0, bad = 0, down = 0;
+    size_t good = 0, bad = 0, down = 0, n_forged = 0;
     uint64_t bytes = 0;
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < n; i++) {
@@ -479,6 +522,7 @@ int sb_remote_fetch_ex(sb_remote *r, const sb_remote_ns *ns, const sb_remote_wan
                 bad_note(r, ns->ns_id, want[i].key, bad_sha[i]);
             one = rc == SB_OK ? res[i] : SB_OK;
             bad += one == SB_ERR_CORRUPT;
+            n_forged += one == SB_ERR_CORRUPT && forged[i];
             if (one == SB_ERR_CORRUPT && info && !info->fault) {
                 info->fault = SB_SHARED_FAULT_BAD_VALUE;
                 snprintf(info->detail, sizeof info->detail, "%.*s", (int)SB_REMOTE_KEY_LEN,
@@ -504,6 +548,8 @@ int sb_remote_fetch_ex(sb_remote *r, const sb_remote_ns *ns, const sb_remote_wan
     }
     free(res);
     free(bad_sha);
+    free(forged);
+    r->st.forged += n_forged;
     if (info)
         info->n_bad = (uint32_t)bad;
     r->st.fetched += good;
@@ -659,7 +705,7 @@ static void publish_batch(sb_remote *r, pub_item **b, size_t n, bool *sent_ok)
         sent_ok[i] = false;
         if (b[i]->pg.live && !b[i]->pg.live(b[i]->pg.ctx))
             continue;
-        sb_remote_key(names[q], &b[i]->pg.ns, b[i]->pg.key);
+        sb_remote_key_of(r, names[q], &b[i]->pg.ns, b[i]->pg.key);
         at[q++] = i;
     }
     /* Step 3: which does the pool hold already? A page whose value a
@@ -707,6 +753,20 @@ static void publish_batch(sb_remote *r, pub_item **b, size_t n, bool *sent_ok)
             SB_OK) {
             failed++;
             continue;
+        }
+        if (r->sealed) {
+            void *box;
+            size_t blen;
+            int src = sb_seal_value(&r->seal, b[i]->pg.ns.scope_tag, names[k], vals[m], len, &box,
+                                    &blen);
+            free(vals[m]);
+            vals[m] = NULL;
+            if (src != SB_OK) {
+                failed++;
+                continue;
+            }
+            vals[m] = box;
+            len = blen;
         }
         ops[m] = (sb_rc_op){ .kind = replace[k] ? SB_RC_REPLACE : SB_RC_SET, .key = names[k],
                              .key_len = SB_REMOTE_KEY_LEN, .val = vals[m], .val_len = len,
@@ -786,7 +846,7 @@ static void again(sb_remote *r, pub_item **b, size_t n, const bool *sent)
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < n; i++)
         if (sent[i] && was_forgotten(r, &b[i]->pg)) {
-            sb_remote_key(names[m], &b[i]->pg.ns, b[i]->pg.key);
+            sb_remote_key_of(r, names[m], &b[i]->pg.ns, b[i]->pg.key);
             ops[m] = (sb_rc_op){ .kind = SB_RC_DEL, .key = names[m],
                                  .key_len = SB_REMOTE_KEY_LEN };
             m++;
@@ -845,7 +905,7 @@ int sb_remote_forget(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*keys
     memcpy(sorted, keys, n * sizeof *sorted);
     qsort(sorted, n, sizeof *sorted, key_cmp);
     for (size_t i = 0; i < n; i++) {
-        sb_remote_key(names + i * SB_REMOTE_KEY_LEN, ns, keys[i]);
+        sb_remote_key_of(r, names + i * SB_REMOTE_KEY_LEN, ns, keys[i]);
         ops[i] = (sb_rc_op){ .kind = SB_RC_DEL, .key = names + i * SB_REMOTE_KEY_LEN,
                              .key_len = SB_REMOTE_KEY_LEN };
     }
@@ -1006,6 +1066,11 @@ int sb_remote_open(const sb_remote_config *cfg, sb_remote **out, char *err, size
         return e;
     }
     r->cfg.seeds = r->cfg.user = r->cfg.password = NULL; /* the clients keep copies */
+    if (cfg->seal) {
+        r->seal = *cfg->seal;
+        r->sealed = true;
+    }
+    r->cfg.seal = NULL;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->bucket = (double)r->cfg.publish_bytes_per_s;

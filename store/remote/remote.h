@@ -88,6 +88,9 @@ typedef struct sb_remote_config {
     uint64_t queue_bytes;         /* most bytes waiting to publish; 0: 256 MiB */
     uint32_t ttl_s;               /* expiry of each published key; 0: none */
     uint32_t compress_level;      /* zstd level for published payloads; 0: raw */
+    const struct sb_seal *seal;   /* the deployment's secret (seal.h): keys
+                                     keyed, values sealed; NULL: plain sb1
+                                     keys and values (copied) */
     /* Monotonic clock in ns (NULL: CLOCK_MONOTONIC), for the budget. */
     uint64_t (*clock_ns)(void *ctx);
     void *clock_ctx;
@@ -144,6 +147,8 @@ typedef struct sb_remote_stats {
                                     by reason (enum sb_shared_fault);
                                     [BAD_VALUE] is bad_values */
     uint64_t replaced;           /* bad values the publisher replaced */
+    uint64_t forged;             /* ...of bad_values: sealed values that
+                                    did not open (no tag or a wrong one) */
 } sb_remote_stats;
 
 /* A fetch's bounds (snapbank_shared.h, sb_fetch_shared_opts). */
@@ -173,6 +178,11 @@ void sb_remote_close(sb_remote *r);
 
 /* sb_remote_key -- the key of a page (SB_REMOTE_KEY_LEN chars, no NUL). */
 void sb_remote_key(char out[SB_REMOTE_KEY_LEN], const sb_remote_ns *ns, const uint64_t key[2]);
+
+/* sb_remote_key_of -- the key of a page as r names it: keyed (seal.h)
+ * when r has a secret, else sb_remote_key's. */
+void sb_remote_key_of(const sb_remote *r, char out[SB_REMOTE_KEY_LEN], const sb_remote_ns *ns,
+                      const uint64_t key[2]);
 
 /* sb_remote_offer -- queue a full page for publishing. Never blocks.
  * Returns: SB_OK (queued: release is called later); SB_ERR_BUDGET (the

@@ -26,6 +26,7 @@
 #include "internal.h"
 #include "remote.h"
 #include "rtier.h"
+#include "seal.h"
 #include "shared.h"
 
 typedef struct pend {
@@ -346,6 +347,7 @@ static void rt_stats(const sb_store *st, sb_stats *out)
     out->shared_err_clusterdown = rs.faults[SB_SHARED_FAULT_CLUSTERDOWN];
     out->shared_err_deadline = rs.faults[SB_SHARED_FAULT_DEADLINE];
     out->shared_replaced = rs.replaced;
+    out->shared_forged = rs.forged;
 }
 
 /* Unlocked. */
@@ -402,8 +404,8 @@ int sb_shared_config_check(const sb_config *cfg)
     const char *seeds = cfg->shared_seeds;
     bool on = seeds && seeds[0];
     const char *why = NULL;
-    if (!on && (cfg->shared_user || cfg->shared_password))
-        why = "shared_user or shared_password without shared_seeds";
+    if (!on && (cfg->shared_user || cfg->shared_password || cfg->shared_secret_file))
+        why = "shared_user, shared_password or shared_secret_file without shared_seeds";
     else if (on && cfg->shared_user && !cfg->shared_password)
         why = "shared_user without shared_password";
     else if (cfg->shared_timeout_ms > 60000)
@@ -444,8 +446,20 @@ int sb_shared_open(sb_store *st, const sb_config *cfg)
                             .publish_bytes_per_s = cfg->shared_publish_bytes_per_s,
                             .queue_bytes = queue, .ttl_s = cfg->shared_ttl_s,
                             .compress_level = cfg->compress_level };
-    char err[160] = "";
+    char err[320] = "";
+    sb_seal seal;
+    if (cfg->shared_secret_file) {
+        int se = sb_seal_load(cfg->shared_secret_file, &seal, err, sizeof err);
+        if (se != SB_OK) {
+            fprintf(stderr, "snapbank: shared tier: %s\n", err[0] ? err : "no secret");
+            free(t);
+            return se;
+        }
+        rc.seal = &seal;
+    }
     int e = sb_remote_open(&rc, &t->r, err, sizeof err);
+    if (cfg->shared_secret_file)
+        memset(&seal, 0, sizeof seal);
     if (e != SB_OK) {
         if (e == SB_ERR_INVAL)
             fprintf(stderr, "snapbank: shared tier: %s\n", err[0] ? err : "bad options");

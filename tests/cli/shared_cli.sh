@@ -21,6 +21,10 @@
 #     the value, node G restores the whole prompt from the pool again;
 #   - a wrong password (an ACL user): the report names fault=auth and the
 #     server's WRONGPASS;
+#   - --shared-secret-file: node S1 with a secret publishes under sb2 keys
+#     (nothing for nodes without it), S2 with the same secret restores
+#     from the pool, S3 with another secret is cold; a secret file others
+#     may read is refused;
 #   - the cluster gone: node C answers anyway (cold, exit 0).
 # Skips (exit 77) with a message when redis-server is absent.
 set -eu
@@ -52,9 +56,9 @@ p="The bank keeps what a model has already read, so that the next node does not 
     --shared-ttl 3600 --shared-timeout 1000 --shared-publish-mib 32 \
     > "$work/oA" 2> "$work/rA" || fail "node A: $(cat "$work/rA")"
 ports=$(echo "${url#redis://}" | tr ',' '\n' | sed 's/.*://')
-keys() { # every sb1 key as "port key", one a line
+keys() { # every sb1 or sb2 key as "port key", one a line
     for q in $ports; do
-        redis-cli -p "$q" --scan --pattern 'sb1:*' | sed "s/^/$q /"
+        redis-cli -p "$q" --scan --pattern 'sb[12]:*' | sed "s/^/$q /"
     done
 }
 keys > "$work/keys"
@@ -103,6 +107,32 @@ chmod 600 "$work/wrongauth"
 "$bin" run "$m" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/W" --shared "$url" \
     --shared-auth "$work/wrongauth" > /dev/null 2> "$work/rW" || fail "node W: $(cat "$work/rW")"
 grep -q "fault=auth,\"WRONGPASS" "$work/rW" || fail "wrong password not named: $(cat "$work/rW")"
+
+# a deployment's secret: keyed keys, sealed values; another secret shares nothing
+head -c 32 /dev/urandom > "$work/sec1"
+head -c 32 /dev/urandom > "$work/sec2"
+chmod 600 "$work/sec1" "$work/sec2"
+keys | grep -c ' sb2:' > "$work/n2" || true
+[ "$(cat "$work/n2")" = 0 ] || fail "sb2 keys before any secret"
+for node in S1 S2; do
+    "$bin" run "$m" $t --prompt "$p" -n 4 --min-prefix 1 --bank-dir "$work/$node" --shared "$url" \
+        --shared-secret-file "$work/sec1" > /dev/null 2> "$work/r$node" ||
+        fail "node $node: $(cat "$work/r$node")"
+done
+grep -q "cache_mode=cold" "$work/rS1" || fail "node S1 found plain pages: $(cat "$work/rS1")"
+grep -q "cache_mode=remote" "$work/rS2" || fail "node S2 not from the pool: $(cat "$work/rS2")"
+keys | grep -q ' sb2:' || fail "node S1 published no sb2 key"
+"$bin" run "$m" $t --prompt "$p" -n 4 --min-prefix 1 --bank-dir "$work/S3" --shared "$url" \
+    --shared-secret-file "$work/sec2" > /dev/null 2> "$work/rS3" || fail "node S3: $(cat "$work/rS3")"
+grep -q "cache_mode=cold" "$work/rS3" && ! grep -q "fault=" "$work/rS3" ||
+    fail "another secret is not a plain miss: $(cat "$work/rS3")"
+chmod 644 "$work/sec2"
+set +e
+"$bin" run "$m" $t --prompt "$p" -n 1 --shared "$url" --shared-secret-file "$work/sec2" \
+    > /dev/null 2> "$work/rS4"
+rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q "chmod 600" "$work/rS4" || fail "readable secret (exit $rc): $(cat "$work/rS4")"
 
 # snapbank serve (RAM only) answers the same prompt from the pool:
 # usage.cache_mode remote

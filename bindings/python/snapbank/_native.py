@@ -53,6 +53,7 @@ class Config(ctypes.Structure):
         ("disk_free_floor_bytes", u64), ("compress_level", u32), ("open_flags", u32),
         ("shared_seeds", cp), ("shared_user", cp), ("shared_password", cp),
         ("shared_timeout_ms", u32), ("shared_ttl_s", u32), ("shared_publish_bytes_per_s", u64),
+        ("shared_secret_file", cp),
         ("clock_ns", vp), ("clock_ctx", vp), ("fault_alloc_nth", u64),
     ]
 
