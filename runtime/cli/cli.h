@@ -13,5 +13,6 @@ int sb_cli_chat(int argc, char **argv);
 int sb_cli_make_model(int argc, char **argv);
 int sb_cli_tokenize(int argc, char **argv);
 int sb_cli_serve(int argc, char **argv);
+int sb_cli_remote_acl(int argc, char **argv);
 
 #endif /* SB_CLI_H */

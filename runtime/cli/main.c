@@ -22,6 +22,8 @@ static const struct {
       "a multi-turn chat whose KV is restored from the bank (cold, warm_prefix, ssd)" },
     { "serve", sb_cli_serve,
       "an OpenAI-compatible HTTP server whose every answer says where its prompt came from" },
+    { "remote-acl", sb_cli_remote_acl,
+      "print the ACL rule that confines a tenant to its scope's shared-tier keys" },
     { "make-model", sb_cli_make_model, "write a GGUF model with random weights (tiny, small)" },
     { "tokenize", sb_cli_tokenize,
       "the token ids of a text by a GGUF file's vocabulary, like llama-tokenize" },

@@ -183,6 +183,19 @@ SB_API int sb_ns_fetch_shared_ex(sb_ns *ns, const uint32_t *tokens, size_t n_tok
 SB_API int sb_ns_fetch_shared_start(sb_ns *ns, const uint32_t *tokens, size_t n_tokens,
                                     sb_load **out);
 
+/* sb_shared_key_pattern -- the key pattern of every pool key of a scope
+ * (all its models' pages), for an ACL rule that confines a tenant's user
+ * to it: "sb1:<tag>:*" without a secret, "sb2:<keyed tag>:*" with the
+ * deployment's secret file (NULL: none). scope is read during the call.
+ * `snapbank remote-acl` prints a whole rule with it. out receives the
+ * pattern and a NUL (SB_SHARED_PATTERN_LEN bytes suffice).
+ * Returns: SB_OK; SB_ERR_INVAL (NULL out, out_len too small, scope NULL
+ * with scope_bytes > 0, scope_bytes over SB_SCOPE_MAX, a secret file
+ * refused: a message goes to stderr). */
+#define SB_SHARED_PATTERN_LEN 23u /* "sb1:" 16 hex ":*" NUL */
+SB_API int sb_shared_key_pattern(const char *secret_file, const void *scope, size_t scope_bytes,
+                                 char *out, size_t out_len);
+
 /* sb_store_has_shared -- whether st was opened with a shared tier.
  * Returns: 1 or 0 (0 for NULL). */
 SB_API int sb_store_has_shared(const sb_store *st);

@@ -13,8 +13,12 @@
  * need (the chain starts at the namespace's root key), so one pipelined
  * EXISTS probe tells how far the pool extends a local match. The scope tag
  * leads so that one ACL key pattern per tenant (~sb1:<tag>:*) confines it
- * to its own pages whatever models it runs (`snapbank remote-acl` prints
- * the pattern of a scope).
+ * to its own pages whatever models it runs. With the deployment's secret
+ * (seal.h) keys are sb2:<keyed tag>:<keyed hash>, the same length, and the
+ * pattern ~sb2:<keyed tag>:*. `snapbank remote-acl --scope S` prints the
+ * whole rule of a scope (sb_shared_key_pattern): the pattern, and the
+ * commands this tier sends -- GET, SET, EXISTS, DEL, EVAL (a bad value's
+ * replacement), CLUSTER SLOTS, READONLY, ASKING.
  *
  * Values. A value is a page record in the disk tier's format (format.h):
  * the head (fixed fields, the page's token IDs) without the zero padding

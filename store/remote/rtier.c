@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "host.h"
 #include "internal.h"
 #include "remote.h"
@@ -427,6 +429,32 @@ int sb_shared_config_check(const sb_config *cfg)
         fprintf(stderr, "snapbank: shared tier: %s\n", why);
         return SB_ERR_INVAL;
     }
+    return SB_OK;
+}
+
+int sb_shared_key_pattern(const char *secret_file, const void *scope, size_t scope_bytes,
+                          char *out, size_t out_len)
+{
+    if (!out || out_len < SB_SHARED_PATTERN_LEN || (!scope && scope_bytes) ||
+        scope_bytes > SB_SCOPE_MAX)
+        return SB_ERR_INVAL;
+    /* The scope's hash as sb_ns_open computes it (store/core/ns.c). */
+    uint64_t sh = XXH3_64bits(scope_bytes ? scope : "", scope_bytes);
+    uint64_t tag = sh;
+    const char *ver = "sb1";
+    if (secret_file) {
+        sb_seal seal;
+        char err[320] = "";
+        int rc = sb_seal_load(secret_file, &seal, err, sizeof err);
+        if (rc != SB_OK) {
+            fprintf(stderr, "snapbank: shared tier: %s\n", err[0] ? err : "no secret");
+            return SB_ERR_INVAL;
+        }
+        tag = sb_seal_scope_tag(&seal, sh);
+        memset(&seal, 0, sizeof seal);
+        ver = "sb2";
+    }
+    snprintf(out, out_len, "%s:%016llx:*", ver, (unsigned long long)tag);
     return SB_OK;
 }
 

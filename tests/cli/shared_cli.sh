@@ -25,6 +25,9 @@
 #     (nothing for nodes without it), S2 with the same secret restores
 #     from the pool, S3 with another secret is cold; a secret file others
 #     may read is refused;
+#   - `snapbank remote-acl`: the rule it prints, applied, lets a tenant's
+#     user publish and fetch its scope (nodes X1, X2) and refuses its
+#     publishes in another scope (X3: the log names noperm);
 #   - the cluster gone: node C answers anyway (cold, exit 0).
 # Skips (exit 77) with a message when redis-server is absent.
 set -eu
@@ -133,6 +136,29 @@ set +e
 rc=$?
 set -e
 [ $rc -ne 0 ] && grep -q "chmod 600" "$work/rS4" || fail "readable secret (exit $rc): $(cat "$work/rS4")"
+
+# remote-acl: the printed rule is enough for a tenant's scope, and only it
+rule=$("$bin" remote-acl --scope acme --user acmeu) || fail "remote-acl"
+case "$rule" in "ACL SETUSER acmeu on >PASSWORD resetkeys ~sb1:"*) ;; *) fail "rule: $rule" ;; esac
+set -f
+for q in $ports; do
+    # shellcheck disable=SC2086
+    out=$(redis-cli -p "$q" $(echo "$rule" | sed 's/>PASSWORD/>pw1/'))
+    [ "$out" = OK ] || fail "applying the rule on $q: $out"
+done
+set +f
+printf 'acmeu pw1\n' > "$work/acme"
+chmod 600 "$work/acme"
+for node in X1 X2; do
+    "$bin" run "$m" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/$node" --scope acme \
+        --shared "$url" --shared-auth "$work/acme" > /dev/null 2> "$work/r$node" ||
+        fail "node $node: $(cat "$work/r$node")"
+done
+grep -q "cache_mode=remote" "$work/rX2" || fail "acme's user cannot share: $(cat "$work/rX2")"
+"$bin" run "$m" $t --prompt "$p" -n 2 --min-prefix 1 --bank-dir "$work/X3" --scope other \
+    --shared "$url" --shared-auth "$work/acme" > /dev/null 2> "$work/rX3" ||
+    fail "node X3: $(cat "$work/rX3")"
+grep -q "failed: noperm" "$work/rX3" || fail "acme's user published elsewhere: $(cat "$work/rX3")"
 
 # snapbank serve (RAM only) answers the same prompt from the pool:
 # usage.cache_mode remote
