@@ -30,7 +30,11 @@ extern "C" {
  * page the pool holds costs one probe, not a second upload). A queued
  * page is held (it is not evicted) until it is written or dropped; the
  * queue holds at most a quarter of ram_bytes (and 256 MiB), beyond that an
- * offer is denied (shared_denied). Partial pages and point states are not
+ * offer is denied (shared_denied). A page whose value a fetch of this
+ * store refused is published by replacing that value: written only if the
+ * key still holds the bad value (its SHA-1, compared by the server in one
+ * EVAL) or nothing, so a good value another node wrote is never
+ * overwritten (shared_replaced). Partial pages and point states are not
  * published: a page from the pool ends a restore at a page boundary, and
  * a namespace whose layout needs point states publishes nothing.
  *
@@ -42,10 +46,25 @@ extern "C" {
  * of this namespace, at the position asked, with the content key asked
  * (recomputed over its tokens), holding the request's tokens, with its
  * checksums intact: anything else is a miss, counted (shared_bad_values),
- * never served. The checks do not authenticate the writer: a client that
- * may write the pool's keys can store a well-formed page of wrong state
- * for tokens it knows. Give write access only to trusted nodes (one ACL
- * user per tenant, confined to its key pattern sb1:<scope tag>:*).
+ * never served. Without a secret the checks do not authenticate the
+ * writer: a client that may write the pool's keys can store a
+ * well-formed page of wrong state for tokens it knows. Give write access
+ * only to trusted nodes (one ACL user per tenant, confined to its key
+ * pattern: sb_shared_key_pattern, `snapbank remote-acl`).
+ *
+ * Secrecy. With sb_config.shared_secret_file the pool reveals nothing to
+ * a reader without the secret: keys are keyed hashes (BLAKE2b) of the
+ * scope and the page, so no key can be computed from tokens; values are
+ * sealed per scope (XChaCha20-Poly1305 with a key derived from the
+ * secret and the scope, the value's key authenticated with it), so no
+ * token ID or state can be read, and a value that does not open -- a
+ * forged one with correct checksums, another deployment's -- is refused
+ * and counted (shared_forged). Stores with another secret, or none, use
+ * other keys: they miss, without errors. A holder of the secret can do
+ * all a node can: compute every scope's keys, read and decrypt every
+ * scope's pages, write values every node accepts. The cluster still sees
+ * value sizes, timing and which keys are read together. The key and value
+ * formats: store/remote/seal.h.
  */
 
 /* Why the shared tier failed an operation (a fetch, a probe, a publish,

@@ -278,8 +278,11 @@ typedef struct sb_config {
                                      (needs shared_password) */
     const char *shared_password;  /* AUTH password; NULL: no AUTH. Read it
                                      from a file, never a command line */
-    uint32_t shared_timeout_ms;   /* bound on one probe or fetch (the
-                                     publisher waits five times this);
+    uint32_t shared_timeout_ms;   /* the stall bound of a probe or fetch:
+                                     it waits while values arrive, at most
+                                     this long without one and 50 times it
+                                     in all (sb_fetch_shared_opts); the
+                                     publisher waits five times this;
                                      0: 200, at most 60000 */
     uint32_t shared_ttl_s;        /* expiry of each published page; 0: none
                                      (the server's eviction policy bounds
