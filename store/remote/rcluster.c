@@ -500,10 +500,9 @@ static void on_marker(sb_rc *c, rc_batch *b, uint16_t idx, int mk, redisReply *r
         c->slots_reply = r;
         return;
     }
-    if (r->type == REDIS_REPLY_ERROR && mk == MK_AUTH)
+    if (r->type == REDIS_REPLY_ERROR && mk == MK_AUTH) {
         note_fault(c, RC_F_AUTH, r->str, (size_t)r->len);
-    if (r->type == REDIS_REPLY_ERROR && mk == MK_AUTH && b) {
-        for (size_t k = 0; k < nd->fifo_len; k++) {
+        for (size_t k = 0; b && k < nd->fifo_len; k++) {
             int v = nd->fifo[nd->fifo_head + k];
             if (v >= 0 && !b->tr[v].done) {
                 snprintf(b->ops[v].err_msg, sizeof b->ops[v].err_msg, "%.*s",
@@ -512,6 +511,14 @@ static void on_marker(sb_rc *c, rc_batch *b, uint16_t idx, int mk, redisReply *r
                 op_settle(&b->ops[v], &b->tr[v], SB_RC_REFUSED);
             }
         }
+        /* Refused credentials: the connection is not used as whoever the
+         * server then takes it for (a default user without a password
+         * would answer): dropped, the node down for down_ms. */
+        freeReplyObject(r);
+        node_drop(nd);
+        nd->down_until = rc_now(c) + (uint64_t)c->cfg.down_ms * 1000000ull;
+        nd->down_fault = RC_F_AUTH;
+        return;
     }
     if (mk == MK_READONLY && r->type != REDIS_REPLY_ERROR)
         nd->readonly = true;
