@@ -183,6 +183,12 @@ static json_t *usage_json(const sb_rt_job *j, bool hybrid)
     const char *why = j->started ? sb_rt_turn_miss_reason(r) : "no_prefix";
     if (u && why)
         json_object_set_new(u, "miss_reason", json_string(why));
+    /* why a shared-tier fetch ended short (enum sb_shared_fault), the
+     * server's words or the refused key, and the values refused */
+    if (u && j->started && r->shared_fault)
+        json_object_set_new(u, "shared_fault", json_pack("{s:s, s:s, s:I}",
+            "reason", sb_shared_fault_name(r->shared_fault), "detail", r->shared_detail,
+            "bad_values", (json_int_t)r->shared_bad));
     /* what the bank's disk tier made of the turn's commits (sb_write_outcome):
      * durable once the state is written and synced; zeroes without a disk */
     const sb_write_outcome *d = &r->disk;

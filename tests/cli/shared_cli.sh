@@ -20,7 +20,7 @@
 #     fault=bad_value and the key, E recomputes and its publisher replaces
 #     the value, node G restores the whole prompt from the pool again;
 #   - a wrong password (an ACL user): the report names fault=auth and the
-#     server's WRONGPASS;
+#     server's WRONGPASS, and so does serve's usage.shared_fault;
 #   - --shared-secret-file: node S1 with a secret publishes under sb2 keys
 #     (nothing for nodes without it), S2 with the same secret restores
 #     from the pool, S3 with another secret is cold; a secret file others
@@ -185,6 +185,32 @@ assert u["cached_tokens_shared"] > 0 and u["cached_tokens_shared"] % 16 == 0, u
 PY
 kill $spid
 wait $spid || fail "serve did not stop cleanly: $(cat "$work/serve.log")"
+
+# serve with a wrong password: usage.shared_fault names it
+"$bin" serve "$m" $t --port 0 --port-file "$work/pf2" --shared "$url" --min-prefix 1 --quiet \
+    --shared-auth "$work/wrongauth" 2> "$work/serve2.log" &
+spid=$!
+k=0
+until [ -s "$work/pf2" ]; do
+    k=$((k + 1))
+    [ $k -gt 100 ] && { kill $spid 2> /dev/null; fail "serve did not start: $(cat "$work/serve2.log")"; }
+    sleep 0.1
+done
+python3 - "$(cat "$work/pf2")" "$p" > "$work/usage2" <<'PY' || { kill $spid; fail "serve: $(cat "$work/usage2")"; }
+import json, sys, urllib.request
+port, prompt = sys.argv[1], sys.argv[2]
+req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % port,
+                             data=json.dumps({"model": "m", "prompt": prompt,
+                                              "max_tokens": 1}).encode(),
+                             headers={"Content-Type": "application/json"})
+u = json.load(urllib.request.urlopen(req, timeout=60))["usage"]
+print(json.dumps(u))
+assert u["cache_mode"] == "cold", u
+assert u["shared_fault"]["reason"] == "auth", u
+assert u["shared_fault"]["detail"].startswith("WRONGPASS"), u
+PY
+kill $spid
+wait $spid || fail "serve did not stop cleanly: $(cat "$work/serve2.log")"
 
 # a model so small that recomputing beats fetching: node B does not ask
 "$bin" make-model --preset tiny -o "$work/tiny.gguf" > /dev/null || fail "make-model tiny"
