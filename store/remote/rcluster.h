@@ -30,12 +30,21 @@
  *     refreshed from another node (a failover may have promoted its
  *     replica) and its operations retried once there; reads whose master
  *     is down go to a replica (READONLY). An operation that still has no
- *     answer when the batch's deadline passes is SB_RC_DOWN; nothing waits
- *     longer than timeout_ms in all. A node marked down is tried again
+ *     answer when the batch's deadline passes is SB_RC_DOWN; with
+ *     sb_rc_exec nothing waits longer than timeout_ms in all, with
+ *     sb_rc_exec_lim a batch waits while replies arrive (stall_ns since
+ *     the last one) until the caller's until_ns. A node marked down is tried again
  *     after down_ms, so the client comes back by itself.
  *
  * Authentication: AUTH [user] password on every new connection, before
  * anything else on it (an ACL user confines a tenant to its key pattern).
+ * A refused AUTH drops the connection and marks the node down (RC_F_AUTH):
+ * it is never used as whatever user the server then takes it for.
+ *
+ * Why an operation failed: every DOWN or REFUSED operation carries an
+ * sb_rc_fault, from the server's error reply (WRONGPASS / NOAUTH,
+ * NOPERM, WRONGTYPE, CLUSTERDOWN...) or from what its node did (timed
+ * out, refused or lost its connection), or the deadline.
  * Credentials are copied at open; they are never logged.
  *
  * Thread safety: a client is used by one thread at a time (the remote tier

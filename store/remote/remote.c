@@ -11,10 +11,14 @@
  *      page.
  *   3. Pages a removal took since their offer are dropped (the page's
  *      live callback); probe the rest with EXISTS: pages the pool holds
- *      are done (dedup).
- *   4. Encode the rest and SET them NX EX ttl in one pipelined batch; keys
- *      a removal deleted while the batch was in flight (sb_remote_forget)
- *      are deleted again.
+ *      are done (dedup), except a page whose value a fetch refused (the
+ *      bad-value ring): it goes on to be replaced.
+ *   4. Encode the rest (sealed with the secret, if any: seal.h) and SET
+ *      them NX EX ttl in one pipelined batch -- a bad value's page with
+ *      REPLACE instead, written only over that value (its SHA-1) or
+ *      nothing; keys a removal deleted while the batch was in flight
+ *      (sb_remote_forget) are deleted again. A refusal is counted by its
+ *      reason, the first of each reason logged.
  *   5. Release every page of the batch, whatever happened (the pool is a
  *      cache: a page it did not take is simply not shared).
  */
