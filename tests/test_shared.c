@@ -16,8 +16,9 @@
  *
  * Failures told apart (sb_fetch_shared_info.fault, sb_stats.shared_err_*):
  * a wrong password, an ACL user lacking GET, a key of another type where
- * a page should be, a hung node, a budget that ran out (deadline), the
- * cluster gone. A fetch that progresses slowly but steadily (a master
+ * a page should be, a hung node, a budget that ran out (deadline), a
+ * master and its replica gone (clusterdown), the whole cluster gone
+ * (connect). A fetch that progresses slowly but steadily (a master
  * kept busy by a script again and again) is not cut at the stall bound. A bad value is replaced by the node that recomputes the page,
  * and a third node restores it.
  */
@@ -794,6 +795,46 @@ static void test_cluster_gone(void **state)
     assert_int_equal(sb_store_flush(b), SB_OK);
     sb_stats s0;
     sb_store_stats(b, &s0);
+
+    /* A master and its replica killed: once the others say
+     * cluster_state:fail they answer CLUSTERDOWN, and that is what the
+     * fetch says (or connect, when its first key was the dead master's),
+     * and what is counted. */
+    char buf[2048], want[32];
+    int dead = tu_cluster_master_of(&cl, 0), rep = -1;
+    assert_true(dead >= 0);
+    snprintf(want, sizeof want, "master_port:%d\r", cl.ports[dead]);
+    for (int i = 0; i < cl.n && rep < 0; i++)
+        if (i != dead &&
+            tu_cluster_cmd(&cl, i, buf, sizeof buf, 2, (const char *[]){ "INFO", "replication" }) ==
+                0 &&
+            strstr(buf, want))
+            rep = i;
+    assert_true(rep >= 0);
+    tu_cluster_signal(&cl, dead, SIGKILL);
+    tu_cluster_signal(&cl, rep, SIGKILL);
+    int alive = -1;
+    for (int i = 0; i < cl.n && alive < 0; i++)
+        if (cl.pids[i] > 0)
+            alive = i;
+    bool failed = false;
+    for (int k = 0; k < 200 && !failed; k++) {
+        failed = tu_cluster_cmd(&cl, alive, buf, sizeof buf, 2,
+                                (const char *[]){ "CLUSTER", "INFO" }) == 0 &&
+                 strstr(buf, "cluster_state:fail");
+        if (!failed)
+            poll(NULL, 0, 50);
+    }
+    assert_true(failed);
+    uint32_t many[20 * 16];
+    tokens_of(many, 20 * 16, 47);
+    sb_fetch_shared_info cd;
+    assert_int_equal(sb_ns_fetch_shared_ex(nb, many, 20 * 16, NULL, &cd), SB_ERR_IO);
+    assert_true(cd.fault == SB_SHARED_FAULT_CLUSTERDOWN || cd.fault == SB_SHARED_FAULT_CONNECT);
+    sb_stats sc;
+    sb_store_stats(b, &sc);
+    assert_true(sc.shared_err_clusterdown > s0.shared_err_clusterdown);
+
     tu_cluster_stop(&cl);
     have_cluster = false;
     sb_fetch_shared_info fi;
