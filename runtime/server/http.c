@@ -992,6 +992,10 @@ int srv_http_start(const srv_http_cfg *cfg, srv_handler_fn handler, srv_status_f
                      MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
     if (v6)
         flags |= MHD_USE_IPv6;
+    /* The caller's handle is set before any thread starts, so a handler
+     * that reads it (through the application) is ordered after the write;
+     * every failure below clears it again. */
+    *out = h;
     h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_access, h,
                             MHD_OPTION_EXTERNAL_LOGGER, on_log, h,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
@@ -1002,6 +1006,7 @@ int srv_http_start(const srv_http_cfg *cfg, srv_handler_fn handler, srv_status_f
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_END);
     if (!h->d) {
+        *out = NULL;
         srv_http_stop(h);
         return sb_rt_fail(err, SB_ERR_IO, "cannot start libmicrohttpd on %s port %u",
                           cfg->host, cfg->port);
@@ -1013,12 +1018,12 @@ int srv_http_start(const srv_http_cfg *cfg, srv_handler_fn handler, srv_status_f
     if (h->efd < 0 || h->wake_fd < 0 || epoll_ctl(h->efd, EPOLL_CTL_ADD, h->lfd, &lev) != 0 ||
         epoll_ctl(h->efd, EPOLL_CTL_ADD, h->wake_fd, &wev) != 0 ||
         pthread_create(&h->front, NULL, front_main, h) != 0) {
+        *out = NULL;
         srv_http_stop(h);
         return sb_rt_fail(err, SB_ERR_NOMEM, "cannot start the HTTP front thread");
     }
     h->front_on = true;
     atomic_store(&h->started, 1);
-    *out = h;
     return SB_OK;
 }
 
