@@ -47,8 +47,7 @@ int sb_cli_remote_acl(int argc, char **argv)
             fprintf(stderr, "snapbank remote-acl: %s needs a value\n", a);
             return 2;
         }
-        *to = v;
-        i++;
+        *to = argv[++i];
     }
     if (!user[0] || strpbrk(user, " \t\n")) {
         fprintf(stderr, "snapbank remote-acl: --user: want a name without spaces\n");
