@@ -868,6 +868,54 @@ static void test_cluster_gone(void **state)
     sb_store_close(b);
 }
 
+/* A sequence longer than the publish queue is published whole: the pages
+ * its queue had no room for wait and are offered again (once the queue
+ * drains to half, and at the flush), and a second store fetches it all.
+ * The queue is a quarter of ram_bytes: 512 KiB, 128 of these 4 KiB pages;
+ * the sequence is 320 pages, offered in one put while the publisher pays
+ * 256 KiB/s (a bucket of 64 pages), so at least 128 are denied unless the
+ * put's offers took seconds. */
+static void test_longer_than_queue(void **state)
+{
+    (void)state;
+    NEED_CLUSTER();
+    sb_config cfg;
+    sb_config_default(&cfg);
+    cfg.min_prefix_tokens = 1;
+    cfg.ram_bytes = 2 << 20;
+    cfg.shared_seeds = cl.seeds;
+    cfg.shared_timeout_ms = 5000;
+    cfg.shared_publish_bytes_per_s = 256 << 10;
+    sb_store *a = NULL, *b = open_store("lq-b", 5000);
+    assert_int_equal(sb_store_open(&cfg, &a), SB_OK);
+    sb_ns *na = tu_ns(a, &LAY, "long"), *nb = tu_ns(b, &LAY, "long");
+    enum { PAGES = 320 };
+    static uint32_t tok[PAGES * 16];
+    size_t n = PAGES * 16;
+    tokens_of(tok, n, 77);
+    tu_put(na, &LAY, tok, n, false, SB_OK);
+    assert_int_equal(sb_store_flush(a), SB_OK);
+    sb_stats sa;
+    sb_store_stats(a, &sa);
+    assert_true(sa.shared_denied > 0);
+    assert_int_equal(sa.shared_requeued, sa.shared_denied);
+    assert_int_equal(sa.shared_offered, PAGES + sa.shared_requeued);
+    assert_int_equal(sa.shared_published + sa.shared_dedup, PAGES);
+    assert_int_equal(sa.shared_queued_bytes, 0);
+    assert_int_equal(sa.indexed_pages, PAGES);
+    assert_int_equal(sb_store_check(a), SB_OK);
+
+    size_t added = 0;
+    assert_int_equal(sb_ns_fetch_shared(nb, tok, n, &added), SB_OK);
+    assert_int_equal(added, n);
+    assert_int_equal(tu_match_verify(nb, &LAY, tok, n), n);
+    assert_int_equal(sb_store_check(b), SB_OK);
+    sb_ns_close(na);
+    sb_ns_close(nb);
+    sb_store_close(a);
+    sb_store_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -877,7 +925,8 @@ int main(void)
         cmocka_unit_test(test_point_layouts),  cmocka_unit_test(test_remove_forgets),
         cmocka_unit_test(test_faults_told_apart), cmocka_unit_test(test_fetch_follows_progress),
         cmocka_unit_test(test_bad_value_replaced),
-        cmocka_unit_test(test_cluster_gone),
+        cmocka_unit_test(test_longer_than_queue),
+        cmocka_unit_test(test_cluster_gone), /* last: it stops the cluster */
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -43,7 +43,7 @@
     X(shared_forget_failed)                                                                    \
     X(shared_err_auth) X(shared_err_noperm) X(shared_err_wrongtype) X(shared_err_refused)      \
     X(shared_err_timeout) X(shared_err_connect) X(shared_err_clusterdown)                     \
-    X(shared_err_deadline) X(shared_replaced) X(shared_forged)
+    X(shared_err_deadline) X(shared_replaced) X(shared_forged) X(shared_requeued)
 #define SB_COUNT_FIELD(f) +1
 _Static_assert(sizeof(sb_stats) ==
                    (0 SB_STATS_U64(SB_COUNT_FIELD)) * 8 + 2 * sizeof(double) +

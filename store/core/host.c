@@ -6,6 +6,7 @@
 #include "host.h"
 #include "internal.h"
 #include "radix.h"
+#include "shared.h"
 
 /* ---- the store -------------------------------------------------------------- */
 
@@ -103,6 +104,16 @@ bool sb_host_blk_leaf(const sb_blk *b)
 void sb_host_blk_mark(sb_blk *b, unsigned mask, unsigned bits)
 {
     b->below = (uint8_t)((b->below & ~mask) | (bits & mask));
+}
+
+int sb_host_blk_shared(const sb_blk *b)
+{
+    return b->shared;
+}
+
+void sb_host_blk_set_shared(sb_blk *b, int state)
+{
+    b->shared = (uint8_t)state;
 }
 
 bool sb_host_blk_removed(const sb_blk *b)
@@ -228,7 +239,7 @@ int sb_host_index_add(sb_ns *ns, const uint32_t *tokens, size_t n, sb_blk **page
                       size_t from)
 {
     for (size_t i = from; i < n / ns->page_tokens; i++)
-        pages[i]->shared = 1;
+        pages[i]->shared = SB_SHARED_OFFERED;
     ns->st->tick++;
     return sb_commit_locked(ns, tokens, n, pages, NULL, false, NULL);
 }

@@ -166,6 +166,13 @@ enum {
  * bits (the others stay). Only the tier below calls it. */
 void sb_host_blk_mark(sb_blk *b, unsigned mask, unsigned bits);
 
+/* sb_host_blk_shared / sb_host_blk_set_shared -- [mu] what the shared
+ * tier made of b (SB_SHARED_*, shared.h), and the shared tier's change of
+ * it: SB_SHARED_WAITING when its queue had no room for b, SB_SHARED_OFFERED
+ * when it offers a waiting b again. Only the shared tier sets it. */
+int sb_host_blk_shared(const sb_blk *b);
+void sb_host_blk_set_shared(sb_blk *b, int state);
+
 /* sb_host_blk_removed -- [mu] did sb_ns_remove take b out of the index
  * since b's last record written after it (internal.h sb_blk.removed)? A
  * record of b written before that removal's tombstone is dead.

@@ -104,8 +104,9 @@ struct sb_page {
     uint8_t below;          /* [mu] SB_BELOW_* (host.h): what the tier
                                below says of it, set by the tier alone
                                (sb_host_blk_mark); 0 without a tier */
-    uint8_t shared;         /* [mu] offered to the shared tier, or
-                               fetched from it: never offered (again) */
+    uint8_t shared;         /* [mu] SB_SHARED_* (shared.h): never offered,
+                               offered (or fetched: never offered again),
+                               or denied and waiting to be offered again */
     uint8_t superseded;     /* [mu] left the index for a page holding its
                                tokens and more (a longer partial page, or
                                a commit's own copy of it) */

@@ -42,7 +42,7 @@ static void gone(void *ctx, sb_blk *b)
 {
     gone_ctx *g = ctx;
     b->removed = 1;
-    b->shared = 0; /* its key leaves the pool: offered again if committed again */
+    b->shared = SB_SHARED_NONE; /* its key leaves the pool: offered again if committed again */
     if (b->kind == SB_BLK_POINT) {
         g->points++;
         return;

@@ -30,6 +30,16 @@
 
 #include "internal.h"
 
+/* A block's b->shared: what the shared tier made of it. */
+enum {
+    SB_SHARED_NONE = 0,    /* never offered (or removed since) */
+    SB_SHARED_OFFERED = 1, /* offered, or fetched from the pool: not again */
+    SB_SHARED_WAITING = 2  /* offered, but the publish queue was full: it
+                              waits, held by nothing of the tier, to be
+                              offered again (by a commit through it, or by
+                              the tier once its queue has room) */
+};
+
 typedef struct sb_shared_ops {
     /* [mu] full page b of ns (committed, indexed, resident) is to be
      * published; tokens are its page_tokens IDs (copied). The tier takes a
@@ -72,16 +82,18 @@ static inline bool sb_shared_on(const sb_store *st)
     return st->shared.ops != NULL;
 }
 
-/* sb_shared_offer -- [mu] offer full page b of ns (resident, committed,
- * not offered before: b->shared 0) for publishing; b->shared becomes 1
- * whatever the tier makes of it, so a page is offered once. Without a
- * shared tier: nothing. */
+/* sb_shared_offer -- [mu] offer full page b of ns (resident, committed)
+ * for publishing, unless it was offered before and not denied (b->shared
+ * SB_SHARED_OFFERED); b->shared becomes SB_SHARED_OFFERED, and the tier
+ * makes it SB_SHARED_WAITING again if its queue has no room, so a page is
+ * published at most once per time it is indexed. Without a shared tier:
+ * nothing. */
 static inline void sb_shared_offer(sb_store *st, struct sb_ns *ns, sb_blk *b,
                                    const uint32_t *tokens)
 {
-    if (!st->shared.ops || b->shared || !b->data)
+    if (!st->shared.ops || b->shared == SB_SHARED_OFFERED || !b->data)
         return;
-    b->shared = 1;
+    b->shared = SB_SHARED_OFFERED;
     st->shared.ops->offer(st, ns, b, tokens);
 }
 

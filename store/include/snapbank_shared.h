@@ -29,8 +29,11 @@ extern "C" {
  * shallowest first, within shared_publish_bytes_per_s, with SET NX so a
  * page the pool holds costs one probe, not a second upload). A queued
  * page is held (it is not evicted) until it is written or dropped; the
- * queue holds at most a quarter of ram_bytes (and 256 MiB), beyond that an
- * offer is denied (shared_denied). A page whose value a fetch of this
+ * queue holds at most a quarter of ram_bytes (and 256 MiB). A page beyond
+ * that is denied (shared_denied) and waits, not held: once the queue has
+ * drained to half, and at sb_store_flush, the waiting pages still in RAM
+ * are offered again (shared_requeued), so a sequence longer than the
+ * queue is published whole while it stays in RAM. A page whose value a fetch of this
  * store refused is published by replacing that value: written only if the
  * key still holds the bad value (its SHA-1, compared by the server in one
  * EVAL) or nothing, so a good value another node wrote is never

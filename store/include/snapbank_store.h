@@ -799,7 +799,8 @@ typedef struct sb_stats {
     uint64_t shared_published_bytes; /* the bytes of their values */
     uint64_t shared_dedup;       /* ...found in the pool already (one probe,
                                     no upload) */
-    uint64_t shared_denied;      /* offers refused: the publish queue was full */
+    uint64_t shared_denied;      /* offers refused: the publish queue was
+                                    full (the page waits: shared_requeued) */
     uint64_t shared_publish_failed; /* pages the cluster did not take */
     uint64_t shared_probes;      /* pipelined EXISTS batches (fetches' probes) */
     uint64_t shared_probe_hits;  /* pages the probes found */
@@ -850,6 +851,8 @@ typedef struct sb_stats {
                                     values whose seal did not open (no tag
                                     or a wrong one: forged, or another
                                     deployment's) */
+    uint64_t shared_requeued;    /* denied pages offered again once the
+                                    queue had room (still in RAM then) */
 } sb_stats;
 
 /* sb_store_stats -- snapshot the store's counters into *out.

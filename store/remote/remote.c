@@ -21,6 +21,9 @@
  *      reason, the first of each reason logged.
  *   5. Release every page of the batch, whatever happened (the pool is a
  *      cache: a page it did not take is simply not shared).
+ *   6. If an offer was denied (the queue full) and the queue is now at
+ *      most half full, call the owner's room callback, unlocked: it offers
+ *      the denied pages again (rtier.c).
  */
 #include "remote.h"
 
@@ -59,6 +62,8 @@ struct sb_remote {
     uint64_t queued_bytes;        /* [mu] */
     uint64_t next_order;          /* [mu] */
     bool busy;                    /* [mu] the publisher holds a batch */
+    bool want_room;               /* [mu] an offer was denied since the
+                                     room callback was last called */
     struct forgot {               /* [mu] keys sb_remote_forget deleted
                                      while a batch was in flight: what the
                                      batch wrote of them is deleted again */
@@ -638,6 +643,7 @@ int sb_remote_offer(sb_remote *r, const sb_remote_page *pg)
     if (r->stop || r->queued_bytes + pg->ns.page_bytes > r->cfg.queue_bytes ||
         (r->n_heap == r->cap_heap && !(r->cap_heap < SIZE_MAX / 2))) {
         r->st.denied_queue++;
+        r->want_room = !r->stop;
         pthread_mutex_unlock(&r->mu);
         item_free(it);
         return SB_ERR_BUDGET;
@@ -1008,6 +1014,14 @@ static void *publisher(void *arg)
         r->st.queued_bytes = r->queued_bytes;
         r->busy = false;
         pthread_cond_broadcast(&r->cv);
+        /* Step 6: room for what was denied. */
+        if (r->want_room && r->cfg.room && !r->stop &&
+            r->queued_bytes <= r->cfg.queue_bytes / 2) {
+            r->want_room = false;
+            pthread_mutex_unlock(&r->mu);
+            r->cfg.room(r->cfg.room_ctx);
+            pthread_mutex_lock(&r->mu);
+        }
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;

@@ -98,6 +98,12 @@ typedef struct sb_remote_config {
     /* Monotonic clock in ns (NULL: CLOCK_MONOTONIC), for the budget. */
     uint64_t (*clock_ns)(void *ctx);
     void *clock_ctx;
+    /* Called by the publisher, from its thread, holding no lock, once a
+     * batch leaves the queue at most half full after an offer was denied
+     * (queue full) since the last call: room to offer the denied pages
+     * again. It may call sb_remote_offer. NULL: never called. */
+    void (*room)(void *ctx);
+    void *room_ctx;
 } sb_remote_config;
 
 /* The namespace a page belongs to, as the keys and checks need it. */
@@ -190,8 +196,9 @@ void sb_remote_key_of(const sb_remote *r, char out[SB_REMOTE_KEY_LEN], const sb_
 
 /* sb_remote_offer -- queue a full page for publishing. Never blocks.
  * Returns: SB_OK (queued: release is called later); SB_ERR_BUDGET (the
- * queue is full: denied, release was called); SB_ERR_NOMEM (release was
- * called). */
+ * queue is full, or the pool is closing: denied, release was called; the
+ * config's room callback says when the queue has room again);
+ * SB_ERR_NOMEM (release was called). */
 int sb_remote_offer(sb_remote *r, const sb_remote_page *pg);
 
 /* sb_remote_probe -- how many of the pages named by keys[0, n) the pool

@@ -13,6 +13,16 @@
  * held by anyone but the index is never evicted) and the lock order is
  * st->mu, then the pool's mutex, only ever in that order.
  *
+ * A page the pool's queue has no room for (its offer denied) waits: the
+ * kick marks it SB_SHARED_WAITING (shared.h), holding nothing, so it may
+ * be evicted like any page. It is offered again by a later commit through
+ * it, or by a sweep of the index -- when the publisher says its queue has
+ * drained to half (the room callback) and at a flush -- that offers the
+ * waiting pages still resident, as many as the queue has room for. So a
+ * sequence longer than the queue is published whole, the queue's bound
+ * holding, as long as its pages stay in RAM; a page that leaves RAM first
+ * is not published (it stays counted in shared_denied, not requeued).
+ *
  * A removal (sb_ns_remove) forgets: offers not yet kicked whose page left
  * the index are dropped here, the pool drops those it queues and deletes
  * the keys (rt_forget, sb_remote_forget), and the publisher asks each
@@ -35,10 +45,16 @@ typedef struct pend {
     sb_blk *b;          /* one reference, dropped by release */
     sb_remote_page pg;  /* tokens: the copy below */
     uint32_t *tokens;   /* (page_tokens) owned */
+    bool denied;        /* the pool's queue had no room for it */
 } pend;
 
 typedef struct rtier {
     sb_remote *r;
+    sb_store *st;       /* [const] */
+    uint64_t queue;     /* [const] the pool's queue bound, bytes */
+    uint64_t waiting;   /* [st->mu] pages marked waiting since a sweep
+                           last found none left: whether to sweep */
+    uint64_t requeued;  /* [st->mu] waiting pages a sweep offered again */
     pend *pend;         /* [st->mu] offered, not yet handed to r */
     size_t n_pend, cap_pend;
     uint64_t lost;      /* [st->mu] offers dropped here: no memory */
@@ -115,7 +131,10 @@ static void rt_offer(sb_store *st, sb_ns *ns, sb_blk *b, const uint32_t *tokens)
                               .ctx = b };
 }
 
-/* Unlocked. */
+/* Unlocked: hand the pending offers to the pool. Each page is held by one
+ * more reference across its offer, so a denied one can be marked waiting
+ * afterwards (if nothing removed it meanwhile; a page larger than the
+ * whole queue never fits, and is not). */
 static void rt_kick(sb_store *st)
 {
     rtier *t = tier_of(st);
@@ -124,12 +143,117 @@ static void rt_kick(sb_store *st)
     size_t n = t->n_pend;
     t->pend = NULL;
     t->n_pend = t->cap_pend = 0;
+    for (size_t i = 0; i < n; i++)
+        sb_host_blk_ref(list[i].b);
     pthread_mutex_unlock(&st->mu);
+    if (!n) {
+        free(list);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
-        sb_remote_offer(t->r, &list[i].pg); /* released now or later */
+        /* released now or later */
+        list[i].denied = sb_remote_offer(t->r, &list[i].pg) == SB_ERR_BUDGET;
         free(list[i].tokens);
     }
+    pthread_mutex_lock(&st->mu);
+    for (size_t i = 0; i < n; i++) {
+        sb_blk *b = list[i].b;
+        sb_ns *ns = b->ns;
+        if (list[i].denied && b->indexed && sb_host_blk_shared(b) == SB_SHARED_OFFERED &&
+            b->bytes <= t->queue) {
+            sb_host_blk_set_shared(b, SB_SHARED_WAITING);
+            t->waiting++;
+        }
+        sb_host_blk_unref(b);
+        sb_host_ns_maybe_free(ns);
+    }
+    pthread_mutex_unlock(&st->mu);
     free(list);
+}
+
+/* A sweep's walk: the waiting pages found resident, up to room bytes. */
+typedef struct sweep_walk {
+    sb_blk **got;
+    size_t n_got, cap_got;
+    uint64_t room, left;
+    bool nomem;
+} sweep_walk;
+
+static void sweep_visit(void *ctx, sb_blk *b)
+{
+    sweep_walk *w = ctx;
+    if (b->kind != SB_BLK_PAGE || sb_host_blk_shared(b) != SB_SHARED_WAITING || !b->data ||
+        b->n_tokens != b->ns->page_tokens)
+        return;
+    if (b->bytes > w->room || w->nomem) {
+        w->left++;
+        return;
+    }
+    if (w->n_got == w->cap_got) {
+        size_t cap = w->cap_got ? 2 * w->cap_got : 64;
+        sb_blk **g = realloc(w->got, cap * sizeof *g);
+        if (!g) {
+            w->nomem = true;
+            w->left++;
+            return;
+        }
+        w->got = g;
+        w->cap_got = cap;
+    }
+    w->got[w->n_got++] = b;
+    w->room -= b->bytes;
+}
+
+/* [mu] Offer again (into the pending list: the caller kicks once it lets
+ * go of mu) the waiting pages still resident, at most room bytes of them,
+ * parents first. Returns how many; t->waiting becomes how many resident
+ * ones are left waiting. */
+static size_t sweep(rtier *t, uint64_t room)
+{
+    sb_store *st = t->st;
+    sweep_walk w = { .room = room };
+    size_t took = 0;
+    uint32_t *tok = NULL;
+    for (size_t i = 0; i < st->n_buckets; i++)
+        for (sb_ns *ns = st->buckets[i]; ns; ns = ns->next) {
+            if (ns->flags & SB_LAYOUT_POINT_REQUIRED)
+                continue; /* never offered */
+            w.n_got = 0;
+            if (sb_host_index_visit(ns, sweep_visit, &w) != SB_OK)
+                w.left++; /* not all visited: look again later */
+            uint32_t pt = ns->page_tokens;
+            uint32_t *nt = realloc(tok, 4 * (size_t)pt);
+            if (!nt) {
+                w.left += w.n_got;
+                continue;
+            }
+            tok = nt;
+            for (size_t k = 0; k < w.n_got; k++) {
+                sb_blk *b = w.got[k];
+                sb_host_index_tokens(b, b->region * pt, (b->region + 1) * pt, tok);
+                sb_host_blk_set_shared(b, SB_SHARED_OFFERED);
+                rt_offer(st, ns, b, tok);
+                took++;
+            }
+        }
+    free(tok);
+    free(w.got);
+    t->waiting = w.left;
+    t->requeued += took;
+    return took;
+}
+
+/* The pool's room callback (its publisher thread, no lock held): offer the
+ * waiting pages again, as many as half the queue holds. */
+static void rt_room(void *ctx)
+{
+    rtier *t = ctx;
+    sb_store *st = t->st;
+    pthread_mutex_lock(&st->mu);
+    size_t took = t->waiting ? sweep(t, t->queue / 2) : 0;
+    pthread_mutex_unlock(&st->mu);
+    if (took)
+        rt_kick(st);
 }
 
 /* Probe the pool for the n pages named by keys: the run it holds from
@@ -311,11 +435,20 @@ static void rt_forget(sb_ns *ns, const sb_key *keys, size_t n, size_t lost)
     }
 }
 
-/* Unlocked. */
+/* Unlocked: publish what was offered, the waiting pages still resident
+ * included (a queue's worth at a time), until none is left. */
 static void rt_flush(sb_store *st)
 {
-    rt_kick(st);
-    sb_remote_flush(tier_of(st)->r);
+    rtier *t = tier_of(st);
+    for (;;) {
+        rt_kick(st);
+        sb_remote_flush(t->r);
+        pthread_mutex_lock(&st->mu);
+        size_t took = t->waiting ? sweep(t, t->queue) : 0;
+        pthread_mutex_unlock(&st->mu);
+        if (!took)
+            break;
+    }
 }
 
 /* [mu] */
@@ -350,6 +483,7 @@ static void rt_stats(const sb_store *st, sb_stats *out)
     out->shared_err_deadline = rs.faults[SB_SHARED_FAULT_DEADLINE];
     out->shared_replaced = rs.replaced;
     out->shared_forged = rs.forged;
+    out->shared_requeued = t->requeued;
 }
 
 /* Unlocked. */
@@ -473,7 +607,10 @@ int sb_shared_open(sb_store *st, const sb_config *cfg)
                             .timeout_ms = cfg->shared_timeout_ms,
                             .publish_bytes_per_s = cfg->shared_publish_bytes_per_s,
                             .queue_bytes = queue, .ttl_s = cfg->shared_ttl_s,
-                            .compress_level = cfg->compress_level };
+                            .compress_level = cfg->compress_level,
+                            .room = rt_room, .room_ctx = t };
+    t->st = st;
+    t->queue = queue;
     char err[320] = "";
     sb_seal seal;
     if (cfg->shared_secret_file) {
