@@ -260,8 +260,14 @@ static void ttft(const char *model, int n, int rounds)
     if (shared_seeds) {
         sa = open_store(NULL, shared_seeds);
         la = attach(sa, ctx, &cp, model, NULL);
+        /* the same state, from the first store (exact to the bit, and no
+         * second cold prefill) */
         llama_memory_seq_rm(mem, 0, -1, -1);
-        decode(ctx, t, n - 1, 0);
+        sb_llama_restore_info ri;
+        check(sb_llama_restore(sl, 0, t, (size_t)n - 1, (size_t)n - 1, &ri),
+              "sb_llama_restore (for the shared store)");
+        if (ri.n_restored != (size_t)n - 1)
+            die("the first store did not restore the whole state");
         check(sb_llama_save(la, 0, t, (size_t)n - 1, NULL), "sb_llama_save (shared)");
         check(sb_store_flush(sa), "sb_store_flush (shared)");
     }
