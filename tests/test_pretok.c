@@ -4,9 +4,10 @@
  * Description: per pattern, a table of texts and the words the pattern
  * gives them, case by case from its alternatives (contractions and their
  * case, letter runs and what may lead them, digit grouping: unbounded for
- * GPT2, 1-3 for LLAMA3, single for QWEN2 and SMOLLM, punctuation runs and
- * the newlines LLAMA3 lets them take, white space before newlines, between
- * words and at the end); invalid bytes split as U+FFFD would and stay
+ * GPT2, 1-3 for LLAMA3, single for QWEN2, QWEN35 and SMOLLM, punctuation
+ * runs and the newlines LLAMA3 lets them take, white space before newlines,
+ * between words and at the end; combining marks, "other" but for QWEN35,
+ * whose letter runs take them); invalid bytes split as U+FFFD would and stay
  * bytes; on random text of every kind the words cover the text exactly,
  * none empty; the names table.
  */
@@ -119,7 +120,6 @@ static const split_case llama3_common[] = {
     /* other: a run, a leading space, then the newlines after it */
     { "hello, world", "hello|,| world" }, { "!!\n\nx", "!!\n\n|x" }, { " ...\n", " ...\n" },
     { "\xf0\x9f\x98\x80\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80\xf0\x9f\x98\x80" },
-    { "e\xcc\x81", "e|\xcc\x81" },
     /* white space up to the last newline; before a word all but the last */
     { "a  \n  b", "a|  \n| | b" }, { "a\r\n\r\nb", "a|\r\n\r\n|b" }, { "end   ", "end|   " },
     { "a \n", "a| \n" }, { " \n \n x", " \n \n| x" }, { "a  b", "a| | b" },
@@ -134,6 +134,8 @@ static void llama3(void **state)
         { "12345", "123|45" }, { "1234567", "123|456|7" }, { " 42", " |42" },
         { "x123456789y", "x|123|456|789|y" }, { "3.14", "3|.|14" },
         { "\xd9\xa3\xd9\xa4\xd9\xa5\xd9\xa6", "\xd9\xa3\xd9\xa4\xd9\xa5|\xd9\xa6" },
+        /* a combining mark is "other" */
+        { "e\xcc\x81", "e|\xcc\x81" },
     };
     check(SB_RT_PRETOK_LLAMA3, c, sizeof c / sizeof *c);
 }
@@ -146,8 +148,36 @@ static void qwen2(void **state)
         /* numbers: one at a time */
         { "12345", "1|2|3|4|5" }, { " 42", " |4|2" }, { "x12y", "x|1|2|y" },
         { "3.14", "3|.|1|4" },
+        /* a combining mark is "other": it ends a letter run, joins punctuation */
+        { "e\xcc\x81", "e|\xcc\x81" }, { "!!\xcc\x81", "!!\xcc\x81" },
+        { "\xe0\xa4\x95\xe0\xa5\x8d\xe0\xa4\xb7", "\xe0\xa4\x95|\xe0\xa5\x8d\xe0\xa4\xb7" },
     };
     check(SB_RT_PRETOK_QWEN2, c, sizeof c / sizeof *c);
+}
+
+/* QWEN2 with [\p{L}\p{M}]+ for \p{L}+ and [^\s\p{L}\p{M}\p{N}] for "other" */
+static void qwen35(void **state)
+{
+    (void)state;
+    check(SB_RT_PRETOK_QWEN35, llama3_common, sizeof llama3_common / sizeof *llama3_common);
+    static const split_case c[] = {
+        /* numbers: one at a time */
+        { "12345", "1|2|3|4|5" }, { " 42", " |4|2" }, { "3.14", "3|.|1|4" },
+        /* marks (Mn, Mc, Me) are letters: they join and lead letter runs */
+        { "e\xcc\x81", "e\xcc\x81" }, { ("caf\xcc\x81" "e\xcc\x81 x"), ("caf\xcc\x81" "e\xcc\x81| x") },
+        { "\xcc\x81\xcc\x82", "\xcc\x81\xcc\x82" }, { " \xcc\x81", " \xcc\x81" },
+        { "(\xcc\x81)", "(\xcc\x81|)" }, { "!!\xcc\x81", "!!|\xcc\x81" },
+        { "1\xcc\x81", "1|\xcc\x81" }, { "\n\xcc\x81", "\n|\xcc\x81" },
+        /* Devanagari: a virama (Mn) and a vowel sign (Mc) stay in the word */
+        { "\xe0\xa4\x95\xe0\xa5\x8d\xe0\xa4\xb7", "\xe0\xa4\x95\xe0\xa5\x8d\xe0\xa4\xb7" },
+        { ("\xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\x82\xe0\xa4\xa6\xe0\xa5\x80 "
+           "\xe0\xa4\xad\xe0\xa4\xbe\xe0\xa4\xb7\xe0\xa4\xbe"),
+          ("\xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\x82\xe0\xa4\xa6\xe0\xa5\x80| "
+           "\xe0\xa4\xad\xe0\xa4\xbe\xe0\xa4\xb7\xe0\xa4\xbe") },
+        /* an enclosing mark (Me, U+20DD) after a digit: the digit, then the mark */
+        { "1\xe2\x83\x9d", "1|\xe2\x83\x9d" },
+    };
+    check(SB_RT_PRETOK_QWEN35, c, sizeof c / sizeof *c);
 }
 
 /* \p{N} first (each number alone), then GPT2 between them */
@@ -184,7 +214,7 @@ static void covers_random_text(void **state)
     char text[2048];
     for (int i = 0; i < 2000; i++) {
         size_t len = tku_text(&rng, text, sizeof text, false);
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k <= SB_RT_PRETOK_QWEN35; k++) {
             words w;
             split((sb_rt_pretok_kind)k, text, len, &w); /* asserts coverage, no empty word */
         }
@@ -200,6 +230,9 @@ static void names(void **state)
     assert_true(p->ignore_merges && p->add_bos);
     p = sb_rt_pretok_find("qwen2", 5);
     assert_true(p && p->kind == SB_RT_PRETOK_QWEN2 && !p->ignore_merges && !p->add_bos);
+    p = sb_rt_pretok_find("qwen35", 6);
+    assert_true(p && p->kind == SB_RT_PRETOK_QWEN35 && !p->ignore_merges && !p->add_bos);
+    assert_non_null(strstr(sb_rt_pretok_names(), "qwen35"));
     p = sb_rt_pretok_find("gpt-2", 5);
     assert_true(p && p->kind == SB_RT_PRETOK_GPT2);
     p = sb_rt_pretok_find("smollm", 6);
@@ -217,6 +250,7 @@ int main(void)
         cmocka_unit_test(gpt2),
         cmocka_unit_test(llama3),
         cmocka_unit_test(qwen2),
+        cmocka_unit_test(qwen35),
         cmocka_unit_test(smollm),
         cmocka_unit_test(invalid_bytes),
         cmocka_unit_test(covers_random_text),

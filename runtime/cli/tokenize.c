@@ -21,7 +21,7 @@ static void tok_usage(FILE *f)
             "Prints the tokens of TEXT (or of file F's bytes, unchanged) by the vocabulary\n"
             "of the GGUF file MODEL: a model, or a vocabulary-only file. Both vocabulary\n"
             "kinds run: llama (SentencePiece) and gpt2 (byte-level BPE, with the\n"
-            "pre-tokenizers llama-bpe, qwen2, gpt-2, smollm and their aliases).\n"
+            "pre-tokenizers llama-bpe, qwen2, qwen35, gpt-2, smollm and their aliases).\n"
             "By default, like llama-tokenize: BOS (and EOS) as the vocabulary asks,\n"
             "special-token texts (<|im_start|>, <s>, ...) become those tokens, and one\n"
             "line per token: its id and its text ('id -> 'piece'').\n"

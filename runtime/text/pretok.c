@@ -24,6 +24,7 @@ static const sb_rt_pretok_info known[] = {
     { "deepseek-r1-qwen", SB_RT_PRETOK_QWEN2, false, false },
     { "stablelm2", SB_RT_PRETOK_QWEN2, false, false },
     { "megrez", SB_RT_PRETOK_QWEN2, false, false },
+    { "qwen35", SB_RT_PRETOK_QWEN35, false, false },
     { "gpt-2", SB_RT_PRETOK_GPT2, false, false },
     { "phi-2", SB_RT_PRETOK_GPT2, false, false },
     { "mpt", SB_RT_PRETOK_GPT2, false, false },
@@ -46,7 +47,8 @@ const sb_rt_pretok_info *sb_rt_pretok_find(const char *name, size_t len)
 const char *sb_rt_pretok_names(void)
 {
     return "llama-bpe, llama3, llama-v3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, stablelm2, "
-           "megrez, gpt-2, phi-2, mpt, olmo, smollm, starcoder, refact, codeshell, command-r";
+           "megrez, qwen35, gpt-2, phi-2, mpt, olmo, smollm, starcoder, refact, codeshell, "
+           "command-r";
 }
 
 int sb_rt_pretok_buf_reserve(sb_rt_pretok_buf *b, size_t n)
@@ -80,6 +82,7 @@ enum { C_NONE, C_SPACE, C_LETTER, C_NUMBER, C_OTHER };
 typedef struct walk {
     const uint8_t *props, *ascii;
     size_t hi;                 /* the stretch ends here */
+    bool marks;                /* \p{M} is C_LETTER (QWEN35), else C_OTHER */
 } walk;
 
 /* The class of code point i; C_NONE past the stretch. */
@@ -88,7 +91,8 @@ static int cls(const walk *w, size_t i)
     if (i >= w->hi)
         return C_NONE;
     uint8_t p = w->props[i];
-    return sb_rt_uni_space(p) ? C_SPACE : sb_rt_uni_letter(p) ? C_LETTER
+    return sb_rt_uni_space(p) ? C_SPACE
+         : sb_rt_uni_letter(p) || (w->marks && sb_rt_uni_mark(p)) ? C_LETTER
          : sb_rt_uni_number(p) ? C_NUMBER : C_OTHER;
 }
 
@@ -158,7 +162,7 @@ static size_t gpt2_word(const walk *w, size_t i)
     return spaces(w, i);                   /* 6 */
 }
 
-/* ---- LLAMA3 / QWEN2 ------------------------------------------------------------------ */
+/* ---- LLAMA3 / QWEN2 / QWEN35 (w->marks for QWEN35) ---------------------------------- */
 
 static size_t llama3_word(const walk *w, size_t i, size_t max_digits)
 {
@@ -204,7 +208,8 @@ static int stretch(splitter *s, size_t lo, size_t hi)
     s->w.hi = hi;
     for (size_t i = lo; i < hi;) {
         size_t e = s->kind == SB_RT_PRETOK_LLAMA3 ? llama3_word(&s->w, i, 3)
-                 : s->kind == SB_RT_PRETOK_QWEN2 ? llama3_word(&s->w, i, 1)
+                 : s->kind == SB_RT_PRETOK_QWEN2 || s->kind == SB_RT_PRETOK_QWEN35
+                 ? llama3_word(&s->w, i, 1)
                  : gpt2_word(&s->w, i);
         if (e <= i)
             e = i + 1;         /* nothing matched: the code point alone */
@@ -230,7 +235,8 @@ int sb_rt_pretok_split(sb_rt_pretok_kind kind, const char *text, size_t len,
         i += k;
     }
     b->off[n] = len;
-    splitter s = { { b->props, b->ascii, n }, b->off, kind, word, ctx };
+    splitter s = { { b->props, b->ascii, n, kind == SB_RT_PRETOK_QWEN35 }, b->off, kind, word,
+                   ctx };
     if (kind != SB_RT_PRETOK_SMOLLM)
         return stretch(&s, 0, n);
     /* SMOLLM: each number code point alone, GPT2 between them */

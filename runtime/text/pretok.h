@@ -11,6 +11,12 @@
  *   LLAMA3  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *           ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  *   QWEN2   LLAMA3 with \p{N} (one digit) for \p{N}{1,3}
+ *   QWEN35  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|
+ *           ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ -- QWEN2
+ *           with the marks \p{M} (combining accents, vowel signs, viramas)
+ *           counted as letters: they join letter runs and leave "other"
+ *           (a mark leading a word, where QWEN2's prefix could take it,
+ *           starts the same run either way)
  *   SMOLLM  first \p{N}: every number code point is a word of its own; then
  *           GPT2 inside each stretch between them (its lookahead ends
  *           where the stretch does)
@@ -23,17 +29,19 @@
  * numbers appear in pretok.c):
  *
  *   1. Contraction: an apostrophe U+0027 then s, t, m, d (2 code points)
- *      or re, ve, ll (3). LLAMA3 and QWEN2 also take upper case (ASCII:
- *      the only letters that fold to these).
+ *      or re, ve, ll (3). LLAMA3, QWEN2 and QWEN35 also take upper case
+ *      (ASCII: the only letters that fold to these).
  *   2. Letters. GPT2: an optional space U+0020 then a run of \p{L}.
  *      LLAMA3/QWEN2: an optional code point that is none of \r, \n,
  *      \p{L}, \p{N} (a space, a tab, punctuation, ...) then a run of \p{L}.
+ *      QWEN35: the same, \p{M} counting as \p{L}.
  *   3. Numbers. GPT2: an optional space then a run of \p{N}. LLAMA3: 1 to 3
- *      of \p{N} (a run of 7 digits is 3 + 3 + 1). QWEN2: one.
- *   4. Other. An optional space then a run of "other"; LLAMA3/QWEN2 then
- *      also take the \r and \n that follow.
- *   5. LLAMA3/QWEN2: white space up to and including the last \r or \n of
- *      the white-space run at i, if it holds one.
+ *      of \p{N} (a run of 7 digits is 3 + 3 + 1). QWEN2, QWEN35: one.
+ *   4. Other. An optional space then a run of "other" (QWEN35: not \p{M}
+ *      either); LLAMA3/QWEN2/QWEN35 then also take the \r and \n that
+ *      follow.
+ *   5. LLAMA3/QWEN2/QWEN35: white space up to and including the last \r or
+ *      \n of the white-space run at i, if it holds one.
  *   6. A run of k white-space code points: all of them when the run ends
  *      the text, else the first k - 1 (so the last one can lead the next
  *      word), else (k = 1) the one code point.
@@ -56,6 +64,7 @@ typedef enum sb_rt_pretok_kind {
     SB_RT_PRETOK_LLAMA3 = 1,
     SB_RT_PRETOK_QWEN2 = 2,
     SB_RT_PRETOK_SMOLLM = 3,
+    SB_RT_PRETOK_QWEN35 = 4,
 } sb_rt_pretok_kind;
 
 /* What a tokenizer.ggml.pre name means (llama.cpp's settings for it). */
@@ -70,6 +79,7 @@ typedef struct sb_rt_pretok_info {
 /* sb_rt_pretok_find -- the settings of pre-tokenizer name[0, len).
  * Known: llama-bpe, llama3, llama-v3 (LLAMA3, ignore_merges, BOS); dbrx,
  * smaug-bpe (LLAMA3); qwen2, deepseek-r1-qwen, stablelm2, megrez (QWEN2);
+ * qwen35 (QWEN35);
  * gpt-2, phi-2, mpt, olmo (GPT2); smollm, starcoder, refact, codeshell,
  * command-r (SMOLLM). Returns NULL for any other name. */
 const sb_rt_pretok_info *sb_rt_pretok_find(const char *name, size_t len);

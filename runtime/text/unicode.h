@@ -67,6 +67,11 @@ static inline bool sb_rt_uni_number(uint8_t p)   /* \p{N} */
     p &= SB_RT_UNI_CAT_MASK;
     return p >= SB_RT_UNI_ND && p <= SB_RT_UNI_NO;
 }
+static inline bool sb_rt_uni_mark(uint8_t p)     /* \p{M} */
+{
+    p &= SB_RT_UNI_CAT_MASK;
+    return p >= SB_RT_UNI_MN && p <= SB_RT_UNI_ME;
+}
 static inline bool sb_rt_uni_space(uint8_t p)    /* \s: White_Space */
 {
     return (p & SB_RT_UNI_WS) != 0;
