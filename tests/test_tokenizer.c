@@ -386,25 +386,25 @@ static void special_types_and_flags(void **state)
     uint32_t f;
     sb_rt_tok *t = special_vocab(&v, NULL, &f);
     char got[512], want[512];
-    /* flags 0: all plain text */
+    /* flags 0: user-defined texts only (llama.cpp without parse_special) */
     snprintf(want, sizeof want, "%u %u %u", letter(f, 'x'), letter(f, 'y'), letter(f, 'z'));
     assert_string_equal(ids_of(t, "xyz", 0, NULL, 0, got, sizeof got), want);
-    /* PARSE_USER: user-defined only */
-    assert_string_equal(ids_of(t, "xyz", SB_RT_TOK_PARSE_USER, NULL, 0, got, sizeof got), want);
     snprintf(want, sizeof want, "%u", f + 2);
-    assert_string_equal(ids_of(t, "ab", SB_RT_TOK_PARSE_USER, NULL, 0, got, sizeof got), want);
+    assert_string_equal(ids_of(t, "ab", 0, NULL, 0, got, sizeof got), want);
+    /* 8 was PARSE_USER: retired, refused */
+    size_t n_ids;
+    assert_int_equal(sb_rt_tok_encode(t, "ab", 2, 8u, NULL, 0, &n_ids), SB_ERR_INVAL);
     /* PARSE_SPECIAL: control, user-defined, unknown */
     snprintf(want, sizeof want, "%u %u %u", f, f + 2, f + 4);
     assert_string_equal(ids_of(t, "xyzab[u]", SB_RT_TOK_PARSE_SPECIAL, NULL, 0, got,
                                sizeof got), want);
-    /* an end text is control whatever the file says: not with PARSE_USER */
+    /* an end text is control whatever the file says: not without PARSE_SPECIAL */
     assert_int_equal(sb_rt_tok_type(t, f + 5), SB_RT_TOK_CONTROL);
     assert_int_equal(sb_rt_tok_type(t, f + 2), SB_RT_TOK_USER);
     snprintf(want, sizeof want, "%u", f + 5);
     assert_string_equal(ids_of(t, "<|im_end|>", SB_RT_TOK_PARSE_SPECIAL, NULL, 0, got,
                                sizeof got), want);
-    assert_string_not_equal(ids_of(t, "<|im_end|>", SB_RT_TOK_PARSE_USER, NULL, 0, got,
-                                   sizeof got), want);
+    assert_string_not_equal(ids_of(t, "<|im_end|>", 0, NULL, 0, got, sizeof got), want);
     assert_true(sb_rt_tok_is_eog(t, f + 5));
     /* BOS and EOS */
     snprintf(want, sizeof want, "1 %u 2", f);

@@ -31,7 +31,9 @@ static void tok_usage(FILE *f)
             "  --file F        the text is F's bytes\n"
             "  --ids-only      print the ids alone on one line, separated by spaces\n"
             "  --no-bos        add no BOS or EOS token\n"
-            "  --no-special    special-token texts are plain text\n\n"
+            "  --no-special    control-token texts are plain text (user-defined tokens,\n"
+            "                  such as MPT's runs of spaces, still match: as\n"
+            "                  llama-tokenize --no-parse-special)\n\n"
             "exit status: 0 printed, 1 failure, 2 usage.\n");
 }
 

@@ -50,7 +50,9 @@ SBRT_API int sbrt_make_model(const char *preset, const char *dtype, uint64_t see
 
 /* sbrt_tokenize -- ids of text[0, len) (BOS first when bos and the model
  * asks for it) into ids[0, cap); *n receives the count (the size needed
- * when it returns SB_ERR_RANGE). Returns: SB_OK; SB_ERR_RANGE;
+ * when it returns SB_ERR_RANGE). Control-token texts ("<|im_start|>")
+ * stay text; user-defined tokens' texts become those tokens, as
+ * llama.cpp's llama_tokenize with parse_special false. Returns: SB_OK; SB_ERR_RANGE;
  * SB_ERR_UNSUPPORTED (the model has no usable vocabulary); SB_ERR_NOMEM. */
 SBRT_API int sbrt_tokenize(const sb_rt_model *m, const char *text, size_t len, int bos,
                            uint32_t *ids, size_t cap, size_t *n);

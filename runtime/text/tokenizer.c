@@ -55,6 +55,7 @@ struct sb_rt_tok {
     /* special tokens */
     tnode *trie;
     size_t n_nodes;
+    bool has_user;             /* a user-defined token has a text: matched unasked */
     bool first_byte[256];      /* a special text starts with this byte */
     uint32_t bos, eos, eot, eom, pad, unk;
     bool add_bos, add_eos, space_prefix;
@@ -249,8 +250,10 @@ static int build_trie(sb_rt_tok *t, sb_rt_err *err)
     }
     n_sp = 0;
     for (uint32_t i = 0; i < t->n; i++)
-        if (special_type(t->type[i]) && tlen(t, i))
+        if (special_type(t->type[i]) && tlen(t, i)) {
             order[n_sp++] = (by_len){ tlen(t, i), i };
+            t->has_user |= t->type[i] == SB_RT_TOK_USER;
+        }
     qsort(order, n_sp, sizeof *order, cmp_match_order);
     t->trie[0].tok = NONE;
     t->n_nodes = 1;
@@ -658,9 +661,7 @@ static int find_specials(const sb_rt_tok *t, const char *text, size_t len, unsig
             uint32_t id = t->trie[node].tok;
             if (id == NONE)
                 continue;
-            bool want = t->type[id] == SB_RT_TOK_USER ? (flags & (SB_RT_TOK_PARSE_SPECIAL |
-                                                                  SB_RT_TOK_PARSE_USER)) != 0
-                      : (flags & SB_RT_TOK_PARSE_SPECIAL) != 0;
+            bool want = t->type[id] == SB_RT_TOK_USER || (flags & SB_RT_TOK_PARSE_SPECIAL);
             if (!want || !outside(lit, n_lit, i, j + 1 - i))
                 continue;
             if (n == cap) {
@@ -715,8 +716,7 @@ int sb_rt_tok_encode_ex(const sb_rt_tok *t, const char *text, size_t len, unsign
                         uint32_t *ids, size_t cap, size_t *n_ids)
 {
     if (!t || !n_ids || (len && !text) || (cap && !ids) || (n_literal && !literal) ||
-        (flags & ~(SB_RT_TOK_ADD_BOS | SB_RT_TOK_PARSE_SPECIAL | SB_RT_TOK_ADD_EOS |
-                   SB_RT_TOK_PARSE_USER)))
+        (flags & ~(SB_RT_TOK_ADD_BOS | SB_RT_TOK_PARSE_SPECIAL | SB_RT_TOK_ADD_EOS)))
         return SB_ERR_INVAL;
     *n_ids = 0;
     for (size_t i = 0; i < n_literal; i++)
@@ -725,7 +725,7 @@ int sb_rt_tok_encode_ex(const sb_rt_tok *t, const char *text, size_t len, unsign
             return SB_ERR_INVAL;
     match *sp = NULL;
     size_t n_sp = 0;
-    if ((flags & (SB_RT_TOK_PARSE_SPECIAL | SB_RT_TOK_PARSE_USER)) &&
+    if (((flags & SB_RT_TOK_PARSE_SPECIAL) || t->has_user) &&
         find_specials(t, text, len, flags, literal, n_literal, &sp, &n_sp) != SB_OK)
         return SB_ERR_NOMEM;
     idbuf o = { ids, cap, 0 };

@@ -16,11 +16,15 @@
  *
  * ENCODING
  *
- *   1. Special tokens. With SB_RT_TOK_PARSE_SPECIAL, the texts of control,
- *      user-defined and unknown-type tokens are found in the input and
- *      become those tokens, whole; SB_RT_TOK_PARSE_USER does the same for
- *      user-defined tokens only (what llama.cpp does when it is not asked
- *      to parse special tokens). The longest token text is matched first
+ *   1. Special tokens. The texts of user-defined tokens are found in the
+ *      input and become those tokens, whole, always; with
+ *      SB_RT_TOK_PARSE_SPECIAL the texts of control and unknown-type
+ *      tokens too. This is llama.cpp's rule (llama_tokenize's
+ *      parse_special = SB_RT_TOK_PARSE_SPECIAL): an added token such as
+ *      GPT-NeoX's runs of spaces (MPT, OLMo) is part of the vocabulary's
+ *      text encoding, not a markup token. For text that must match no
+ *      token at all, give sb_rt_tok_encode_ex a literal span over it.
+ *      The longest token text is matched first
  *      everywhere (ties: the lower id), then the next longest in what is
  *      left, and so on; an occurrence that overlaps one already taken, or
  *      (sb_rt_tok_encode_ex) any literal span, is plain text. A token with
@@ -57,11 +61,11 @@
  *   decode(encode(x)) == x for every byte string x, in both kinds, when
  *   the vocabulary has every byte (every vocabulary in tests/data/vocab
  *   has; `llama` also needs x free of U+2581 itself, which it reads as a
- *   space), with or without BOS/EOS; and with PARSE_SPECIAL and
- *   SHOW_SPECIAL too for `gpt2` (a `llama` vocabulary adds its space after
- *   each special token). A `gpt2` token
- *   may end inside a UTF-8 character: sb_rt_tok_piece gives its bytes as
- *   they are and the caller joins the pieces.
+ *   space, and of user-defined token texts: a `llama` vocabulary adds its
+ *   space after each special token), with or without BOS/EOS; and with
+ *   PARSE_SPECIAL and SHOW_SPECIAL too for `gpt2`. A `gpt2` token may end
+ *   inside a UTF-8 character: sb_rt_tok_piece gives its bytes as they are
+ *   and the caller joins the pieces.
  *
  * Thread safety: a tokenizer is immutable once made; any thread may use it.
  */
@@ -83,11 +87,12 @@ enum { /* token types (GGUF tokenizer.ggml.token_type; pinned) */
 
 /* flags of sb_rt_tok_encode / sb_rt_tok_encode_ex */
 #define SB_RT_TOK_ADD_BOS       1u /* put BOS first (a bool `true` keeps its old meaning) */
-#define SB_RT_TOK_PARSE_SPECIAL 2u /* control, user-defined and unknown-type token texts in
-                                      the input become those tokens, whole, never split */
+#define SB_RT_TOK_PARSE_SPECIAL 2u /* control and unknown-type token texts in the input
+                                      become those tokens, whole, never split (user-defined
+                                      ones do without it) */
 #define SB_RT_TOK_ADD_EOS       4u /* put EOS last */
-#define SB_RT_TOK_PARSE_USER    8u /* user-defined token texts only (llama.cpp without
-                                      parse_special) */
+/* 8u was SB_RT_TOK_PARSE_USER (user-defined texts only), retired when that
+ * became the behaviour without PARSE_SPECIAL; not reused: encode refuses it */
 /* flags of sb_rt_tok_decode_ex / sb_rt_tok_piece_ex */
 #define SB_RT_TOK_SHOW_SPECIAL 16u /* control, unknown and unused tokens print their text */
 #define SB_RT_TOK_KEEP_SPACE   32u /* piece_ex: a `llama` first token keeps its leading space
@@ -154,12 +159,12 @@ int sb_rt_tok_encode(const sb_rt_tok *t, const char *text, size_t len, unsigned 
 /* A byte range text[off, off + len). */
 typedef struct sb_rt_tok_span { size_t off, len; } sb_rt_tok_span;
 
-/* sb_rt_tok_encode_ex -- as sb_rt_tok_encode, except that with
- * SB_RT_TOK_PARSE_SPECIAL (or PARSE_USER) a special token is matched only
- * where it lies wholly outside every literal span: user content inside a
- * rendered chat template. literal: n_literal spans, sorted, disjoint,
- * inside [0, len) (NULL when n_literal is 0). The text inside a span is
- * still encoded together with the text around it.
+/* sb_rt_tok_encode_ex -- as sb_rt_tok_encode, except that a special token
+ * (user-defined, or with SB_RT_TOK_PARSE_SPECIAL control and unknown) is
+ * matched only where it lies wholly outside every literal span: user
+ * content inside a rendered chat template. literal: n_literal spans,
+ * sorted, disjoint, inside [0, len) (NULL when n_literal is 0). The text
+ * inside a span is still encoded together with the text around it.
  * Returns: as sb_rt_tok_encode; SB_ERR_INVAL also for spans out of order,
  * overlapping or past len. */
 int sb_rt_tok_encode_ex(const sb_rt_tok *t, const char *text, size_t len, unsigned flags,
