@@ -39,7 +39,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_DIR = os.path.join(ROOT, "tests", "data", "vocab")
 OUT_DIR = os.path.join(ROOT, "tests", "data", "tokenizer")
-VOCABS = ["llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2"]
+VOCABS = ["llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2", "qwen35", "mpt"]
 
 HELPER = r"""
 #include <stdio.h>
@@ -136,6 +136,15 @@ SPECIAL = {
               "x[PAD151646]y", "text<|endoftext|>more", "<|im_start|>system\n\n<|im_end|>"],
     "gpt-2": ["<|endoftext|>", "text<|endoftext|>more", "<|endoftext|><|endoftext|>",
               "<|endoftext", "<|endoftext|>\n", " <|endoftext|> "],
+    "qwen35": ["<|endoftext|>", "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+               "<think>\n\n</think>\n\n", "<|im_end", "<<|im_end|>>",
+               "<tool_call>x</tool_call>", "text<|endoftext|>more",
+               "<|vision_start|><|image_pad|><|vision_end|>"],
+    # MPT (GPT-NeoX's vocabulary): runs of 2 to 24 spaces are user-defined
+    # tokens, matched with or without parse_special
+    "mpt": ["<|endoftext|>", "text<|endoftext|>more", "<|padding|>", "a  b",
+            "x" + " " * 24 + "y", "x" + " " * 30 + "y", "  \n  ", "\t  x",
+            "<|endoftext|>  a", "def f():\n        return 1\n"],
 }
 
 
@@ -250,8 +259,9 @@ def main(argv):
                 f.write("# Token ids llama.cpp v0.5.0 gives for tests/data/vocab/ggml-vocab-%s"
                         ".gguf:\n" % vocab)
                 f.write("# llama_tokenize() of libllama, made by scripts/gen_tokenizer_golden.py"
-                        " (the first %d\n# strings also checked against llama-tokenize).\n"
-                        % n_cli)
+                        + (" (the first %d\n# strings also checked against llama-tokenize).\n"
+                           % n_cli if n_cli else "\n# (--check-cli 0: llama-tokenize not "
+                           "run).\n"))
                 f.write("# Each line: MODE \"TEXT\" IDS...; MODE special = add_special and "
                         "parse_special\n# (llama-tokenize's default), plain = neither "
                         "(--no-bos --no-parse-special).\n# TEXT escapes: \\\\ \\\" \\n \\t "

@@ -1,5 +1,6 @@
 /* test_tok_golden.c -- token ids from llama.cpp (runtime/text/tokenizer.h
- * against tests/data/tokenizer/golden-*.txt).
+ * against tests/data/tokenizer/golden-*.txt and llama.cpp's own vectors,
+ * tests/data/vocab/ggml-vocab-*.gguf.inp/.out).
  *
  * Description: for each vocabulary in tests/data/vocab, a few hundred
  * strings (every alternative of the pre-tokenizer patterns, code, a dozen
@@ -11,6 +12,13 @@
  * with PARSE_SPECIAL, `plain` is flags 0 (user-defined tokens still
  * match, as in llama.cpp without parse_special). Every mismatch is
  * printed.
+ *
+ * The vectors: llama.cpp's repository ships, beside each vocabulary file,
+ * the texts its tests/test-tokenizer-0.cpp tokenizes (.inp: each text
+ * followed by a line `__ggml_vocab_test__`) and the ids llama.cpp gives
+ * them (.out: one line per text, ids separated by spaces). That program
+ * runs them with add_special and parse_special false: here flags 0. Every
+ * vector of every vocabulary that has them must agree exactly.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -128,17 +136,114 @@ static void golden(const char *name)
     assert_int_equal(bad, 0);
 }
 
+/* The whole file at path, NUL-terminated, into *out (*len bytes; the
+ * caller frees); fails the test when it does not read. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("%s: cannot open", path);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    for (size_t got; (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (cap - n == 1) {
+            buf = realloc(buf, cap *= 2);
+            assert_non_null(buf);
+        }
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static void vectors(const char *name)
+{
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    char path[1024], out_path[1024];
+    tku_vocab_path(path, sizeof path - 4, name);
+    memcpy(out_path, path, strlen(path) + 1);
+    strcat(path, ".inp");
+    strcat(out_path, ".out");
+    size_t inp_len, out_len;
+    char *inp = slurp(path, &inp_len), *out = slurp(out_path, &out_len);
+    sb_rt_tok *t = tku_vocab(name);
+    size_t cases = 0, bad = 0;
+    uint32_t *want = malloc(out_len * sizeof *want + 1);
+    assert_non_null(want);
+    char *text = inp, *line = out;
+    while (text < inp + inp_len) {
+        char *end = strstr(text, sep);
+        if (!end)
+            fail_msg("%s: a text after the last separator", path);
+        if (line >= out + out_len)
+            fail_msg("%s: fewer lines than %s has texts", out_path, path);
+        char *eol = strchr(line, '\n');
+        eol = eol ? eol : out + out_len;
+        *eol = '\0';
+        size_t nw = 0;
+        for (char *p = line, *q;; p = q) {
+            unsigned long v = strtoul(p, &q, 10);
+            if (q == p)
+                break;
+            want[nw++] = (uint32_t)v;
+        }
+        size_t n;
+        uint32_t *got = tku_encode(t, text, (size_t)(end - text), 0, &n);
+        cases++;
+        if (n != nw || memcmp(got, want, n * sizeof *got)) {
+            if (++bad <= 20) {
+                fprintf(stderr, "%s: vector %zu (\"%.*s\") differs from llama.cpp's\n  want",
+                        name, cases, (int)(end - text > 60 ? 60 : end - text), text);
+                for (size_t i = 0; i < nw; i++)
+                    fprintf(stderr, " %u", want[i]);
+                fprintf(stderr, "\n  got ");
+                for (size_t i = 0; i < n; i++)
+                    fprintf(stderr, " %u", got[i]);
+                fprintf(stderr, "\n");
+            }
+        }
+        free(got);
+        text = end + sizeof sep - 1;
+        line = eol + 1;
+    }
+    if (line < out + out_len)
+        fail_msg("%s: more lines than %s has texts", out_path, path);
+    free(inp), free(out), free(want);
+    sb_rt_tok_free(t);
+    printf("%s: %zu of %zu vectors agree with llama.cpp\n", name, cases - bad, cases);
+    assert_true(cases >= 40);
+    assert_int_equal(bad, 0);
+}
+
+static void vectors_llama_spm(void **state) { (void)state; vectors("llama-spm"); }
+static void vectors_phi_3(void **state) { (void)state; vectors("phi-3"); }
+static void vectors_llama_bpe(void **state) { (void)state; vectors("llama-bpe"); }
+static void vectors_qwen2(void **state) { (void)state; vectors("qwen2"); }
+static void vectors_gpt_2(void **state) { (void)state; vectors("gpt-2"); }
+static void vectors_qwen35(void **state) { (void)state; vectors("qwen35"); }
+static void vectors_mpt(void **state) { (void)state; vectors("mpt"); }
+
 static void llama_spm(void **state) { (void)state; golden("llama-spm"); }
 static void phi_3(void **state) { (void)state; golden("phi-3"); }
 static void llama_bpe(void **state) { (void)state; golden("llama-bpe"); }
 static void qwen2(void **state) { (void)state; golden("qwen2"); }
 static void gpt_2(void **state) { (void)state; golden("gpt-2"); }
+static void qwen35(void **state) { (void)state; golden("qwen35"); }
+static void mpt(void **state) { (void)state; golden("mpt"); }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llama_spm), cmocka_unit_test(phi_3), cmocka_unit_test(llama_bpe),
-        cmocka_unit_test(qwen2), cmocka_unit_test(gpt_2),
+        cmocka_unit_test(qwen2), cmocka_unit_test(gpt_2), cmocka_unit_test(qwen35),
+        cmocka_unit_test(mpt),
+        cmocka_unit_test(vectors_llama_spm), cmocka_unit_test(vectors_phi_3),
+        cmocka_unit_test(vectors_llama_bpe), cmocka_unit_test(vectors_qwen2),
+        cmocka_unit_test(vectors_gpt_2), cmocka_unit_test(vectors_qwen35),
+        cmocka_unit_test(vectors_mpt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

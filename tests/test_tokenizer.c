@@ -616,10 +616,14 @@ static void round_trip(const char *name, unsigned enc_flags, unsigned dec_flags,
 {
     sb_rt_tok *t = tku_vocab(name);
     bool spm = !strcmp(name, "llama-spm") || !strcmp(name, "phi-3");
+    /* MPT (GPT-NeoX's vocabulary) has no token for the 13 bytes UTF-8
+     * never uses (C0, C1, F5..FF): they encode as unk, so its texts are
+     * UTF-8 */
+    bool utf8_only = !strcmp(name, "mpt");
     uint64_t rng = 1234;
     char text[1500], back[1500];
     for (int c = 0; c < rounds; c++) {
-        size_t len = tku_text(&rng, text, sizeof text, false), n, bl;
+        size_t len = tku_text(&rng, text, sizeof text, utf8_only), n, bl;
         bool has_sp = false;
         for (size_t i = 0; i + 3 <= len && !has_sp; i++)
             has_sp = !memcmp(text + i, SP, 3);
@@ -638,7 +642,7 @@ static void round_trip(const char *name, unsigned enc_flags, unsigned dec_flags,
 static void round_trips(void **state)
 {
     (void)state;
-    for (size_t v = 0; v < 5; v++) {
+    for (size_t v = 0; v < TKU_N_VOCABS; v++) {
         round_trip(tku_vocabs[v], 0, 0, 300);
         round_trip(tku_vocabs[v], SB_RT_TOK_ADD_BOS | SB_RT_TOK_ADD_EOS, 0, 100);
     }

@@ -33,7 +33,7 @@
 static void every_file_loads(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < TKU_N_VOCABS; i++) {
         char path[1024];
         sb_rt_gguf *g;
         sb_rt_err err = { 0 };

@@ -7,7 +7,9 @@
 
 #include "text/vocab.h"
 
-const char *const tku_vocabs[5] = { "llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2" };
+const char *const tku_vocabs[TKU_N_VOCABS] = {
+    "llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2", "qwen35", "mpt",
+};
 
 const char *tku_path(char *buf, size_t cap, const char *rel)
 {

@@ -15,9 +15,10 @@
 
 #include "text/tokenizer.h"
 
-/* The five vocabularies of tests/data/vocab, by the name in their file
- * name: llama-spm, phi-3, llama-bpe, qwen2, gpt-2. */
-extern const char *const tku_vocabs[5];
+/* The vocabularies of tests/data/vocab, by the name in their file name:
+ * llama-spm, phi-3, llama-bpe, qwen2, gpt-2, qwen35, mpt. */
+#define TKU_N_VOCABS 7
+extern const char *const tku_vocabs[TKU_N_VOCABS];
 
 /* tku_path -- tests/data/<rel> into buf (cap bytes); returns buf. */
 const char *tku_path(char *buf, size_t cap, const char *rel);

@@ -60,7 +60,8 @@
  *   nothing unless SB_RT_TOK_SHOW_SPECIAL asks for their text. So
  *   decode(encode(x)) == x for every byte string x, in both kinds, when
  *   the vocabulary has every byte (every vocabulary in tests/data/vocab
- *   has; `llama` also needs x free of U+2581 itself, which it reads as a
+ *   has but mpt, which lacks the 13 bytes UTF-8 never uses; `llama` also
+ *   needs x free of U+2581 itself, which it reads as a
  *   space, and of user-defined token texts: a `llama` vocabulary adds its
  *   space after each special token), with or without BOS/EOS; and with
  *   PARSE_SPECIAL and SHOW_SPECIAL too for `gpt2`. A `gpt2` token may end

@@ -3,7 +3,8 @@
 # vocabulary-only files and `snapbank make-model --vocab`:
 #   - the default output (one "id -> 'piece'" line per token, BOS as the
 #     vocabulary asks, special-token texts parsed), --ids-only, --no-bos,
-#     --no-special, --file (bytes as they are, newlines kept);
+#     --no-special (control tokens stay text, user-defined ones match:
+#     MPT), --file (bytes as they are, newlines kept); qwen35's marks;
 #   - a random-weight model with a real vocabulary runs a text prompt;
 #   - usage and file errors: exit 2 / 1 with the fault named.
 set -eu
@@ -37,6 +38,16 @@ printf "     1 -> '<s>'\n 15043 -> ' Hello'\n" | cmp -s - "$work/o2" || fail "sp
     || fail "special not parsed"
 out=$("$bin" tokenize "$q" --prompt "<|im_start|>user" --ids-only --no-special)
 case " $out " in *" 151644 "*) fail "--no-special parsed it: $out" ;; esac
+# user-defined tokens match with --no-special too, as in llama.cpp: MPT's
+# run of two spaces is one token (llama.cpp's vector: 50276 12092)
+mpt=$vocab/ggml-vocab-mpt.gguf
+[ "$("$bin" tokenize "$mpt" --prompt "  Hello" --ids-only --no-special)" = "50276 12092" ] \
+    || fail "mpt --no-special"
+[ "$("$bin" tokenize "$mpt" --prompt "  Hello" --ids-only --no-bos)" = "50276 12092" ] \
+    || fail "mpt"
+# qwen35: combining marks join letter runs ("re\u0301sume\u0301", llama.cpp's vector)
+[ "$("$bin" tokenize "$vocab/ggml-vocab-qwen35.gguf" --prompt "$(printf 're\314\201sume\314\201')" \
+    --ids-only --no-special)" = "265 53839 31323 53839" ] || fail "qwen35"
 # --file: the bytes as they are (a trailing newline is a token)
 printf 'a\n' > "$work/t.txt"
 [ "$("$bin" tokenize "$q" --file "$work/t.txt" --ids-only)" = "64 198" ] || fail "--file"
