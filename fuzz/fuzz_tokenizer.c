@@ -22,8 +22,8 @@
  *
  * Input: byte 0: bit 0 the kind (0 SentencePiece, 1 byte-level BPE), bits
  * 1-2 the pre-tokenizer (gpt-2, llama-bpe, qwen2, smollm), bit 3
- * PARSE_SPECIAL, bit 4 unused (it was PARSE_USER, now the behaviour
- * without PARSE_SPECIAL), bit 5 ADD_BOS, bit 6 ADD_EOS, bit 7
+ * PARSE_SPECIAL, bit 4 the qwen35 pre-tokenizer instead of bits 1-2's
+ * (it was PARSE_USER, now the behaviour without PARSE_SPECIAL), bit 5 ADD_BOS, bit 6 ADD_EOS, bit 7
  * RSTRIP on the user-defined token; byte 1: the number of literal spans
  * (its low 2 bits), then 2 bytes per span (offset, length); the rest is the
  * text. Seeds: fuzz/corpus/tokenizer/.
@@ -116,7 +116,7 @@ static void spm_vocab(vocab *v)
 
 static sb_rt_tok *make(const vocab *v, bool bpe, unsigned pre, bool strip)
 {
-    static const char *const pres[4] = { "gpt-2", "llama-bpe", "qwen2", "smollm" };
+    static const char *const pres[5] = { "gpt-2", "llama-bpe", "qwen2", "smollm", "qwen35" };
     sb_rt_tok_spec s;
     sb_rt_tok_spec_init(&s);
     s.n_vocab = v->n, s.pieces = v->p, s.piece_len = v->len, s.scores = v->score;
@@ -152,7 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     uint8_t f = data[0];
     bool bpe = f & 1, strip = f & 128;
-    unsigned pre = (f >> 1) & 3;
+    unsigned pre = (f & 16) ? 4 : (f >> 1) & 3;
     unsigned flags = ((f & 8) ? SB_RT_TOK_PARSE_SPECIAL : 0) |
                      ((f & 32) ? SB_RT_TOK_ADD_BOS : 0) | ((f & 64) ? SB_RT_TOK_ADD_EOS : 0);
     size_t n_sp = data[1] & 3, at = 2;
