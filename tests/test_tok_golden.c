@@ -75,6 +75,28 @@ static long unquote(const char **p, char *out, size_t cap)
     return (long)n;
 }
 
+/* Do got[0, n) and want[0, nw) differ? *bad counts the differences. */
+static bool ids_differ(const uint32_t *want, size_t nw, const uint32_t *got, size_t n,
+                       size_t *bad)
+{
+    if (n == nw && !memcmp(got, want, n * sizeof *got))
+        return false;
+    ++*bad;
+    return true;
+}
+
+/* Both lists of ids, under a heading the caller printed. */
+static void print_ids(const uint32_t *want, size_t nw, const uint32_t *got, size_t n)
+{
+    fprintf(stderr, "  want");
+    for (size_t i = 0; i < nw; i++)
+        fprintf(stderr, " %u", want[i]);
+    fprintf(stderr, "\n  got ");
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %u", got[i]);
+    fprintf(stderr, "\n");
+}
+
 static void golden(const char *name)
 {
     char path[1024], rel[256];
@@ -114,17 +136,10 @@ static void golden(const char *name)
         size_t n;
         uint32_t *got = tku_encode(t, text, (size_t)len, flags, &n);
         cases++;
-        if (n != nw || memcmp(got, want, n * sizeof *got)) {
-            if (++bad <= 20) {
-                fprintf(stderr, "%s:%zu: %s ids differ from llama.cpp's\n  want", path, lineno,
-                        special ? "special" : "plain");
-                for (size_t i = 0; i < nw; i++)
-                    fprintf(stderr, " %u", want[i]);
-                fprintf(stderr, "\n  got ");
-                for (size_t i = 0; i < n; i++)
-                    fprintf(stderr, " %u", got[i]);
-                fprintf(stderr, "\n");
-            }
+        if (ids_differ(want, nw, got, n, &bad) && bad <= 20) {
+            fprintf(stderr, "%s:%zu: %s ids differ from llama.cpp's\n", path, lineno,
+                    special ? "special" : "plain");
+            print_ids(want, nw, got, n);
         }
         free(got);
     }
@@ -193,17 +208,10 @@ static void vectors(const char *name)
         size_t n;
         uint32_t *got = tku_encode(t, text, (size_t)(end - text), 0, &n);
         cases++;
-        if (n != nw || memcmp(got, want, n * sizeof *got)) {
-            if (++bad <= 20) {
-                fprintf(stderr, "%s: vector %zu (\"%.*s\") differs from llama.cpp's\n  want",
-                        name, cases, (int)(end - text > 60 ? 60 : end - text), text);
-                for (size_t i = 0; i < nw; i++)
-                    fprintf(stderr, " %u", want[i]);
-                fprintf(stderr, "\n  got ");
-                for (size_t i = 0; i < n; i++)
-                    fprintf(stderr, " %u", got[i]);
-                fprintf(stderr, "\n");
-            }
+        if (ids_differ(want, nw, got, n, &bad) && bad <= 20) {
+            fprintf(stderr, "%s: vector %zu (\"%.*s\") differs from llama.cpp's\n", name,
+                    cases, (int)(end - text > 60 ? 60 : end - text), text);
+            print_ids(want, nw, got, n);
         }
         free(got);
         text = end + sizeof sep - 1;
