@@ -56,7 +56,7 @@ void sb_rt_job_unref(sb_rt_job *j)
 
 typedef struct slot {
     sb_rt_job *j;                /* NULL: free */
-    sb_rt_session *s;
+    bool open;                 /* the compute's unit for it is open */
     sb_rt_sampler smp;
     bool has_smp;
     uint32_t prev;             /* the previous token, for its piece */
@@ -70,13 +70,13 @@ typedef struct slot {
     sb_rt_finish finish;         /* ...for this reason */
     double t_last;             /* when the last token came */
     size_t order;              /* admission order (prompt chunks go first come) */
-    int ix;                    /* its step in this pass, -1 none */
+    bool planned;              /* it has rows in this pass */
 } slot;
 
 struct sb_rt_batch {
-    const sb_rt_model *m;
+    const sb_rt_model *m;      /* its tokenizer */
     sb_rt_batch_cfg cfg;
-    sb_rt_ctx *ctx;
+    sb_rt_compute comp;        /* owned */
     pthread_t th;
     bool th_started;
     pthread_mutex_t mu;        /* guards everything below */
@@ -90,9 +90,6 @@ struct sb_rt_batch {
     /* the engine thread's own */
     slot *slots;
     size_t admitted;           /* admissions so far */
-    sb_rt_rates rates;         /* learned restore-or-recompute rates */
-    bool have_rates;
-    sb_rt_seq_step *steps;     /* (slots) one pass's steps */
     sb_rt_job **admit;           /* (slots) jobs admitted in one iteration */
 };
 
@@ -226,20 +223,32 @@ int sb_rt_batch_new(const sb_rt_model *m, const sb_rt_batch_cfg *cfg, sb_rt_batc
     *out = NULL;
     if (!cfg->slots || !cfg->max_queue || !cfg->batch || !m->tok)
         return SB_ERR_INVAL;
+    sb_rt_compute comp;
+    int rc = sb_rt_compute_rt(m, cfg->slots, cfg->threads, cfg->batch, cfg->disk_use, &comp);
+    return rc == SB_OK ? sb_rt_batch_new_with(m, &comp, cfg, out) : rc;
+}
+
+int sb_rt_batch_new_with(const sb_rt_model *m, sb_rt_compute *comp, const sb_rt_batch_cfg *cfg,
+                         sb_rt_batch **out)
+{
+    *out = NULL;
+    if (!cfg->slots || !cfg->max_queue || !cfg->batch || !m->tok) {
+        comp->ops->free(comp->c);
+        return SB_ERR_INVAL;
+    }
     sb_rt_batch *e = calloc(1, sizeof *e);
-    if (!e)
+    if (!e) {
+        comp->ops->free(comp->c);
         return SB_ERR_NOMEM;
-    e->m = m, e->cfg = *cfg;
+    }
+    e->m = m, e->cfg = *cfg, e->comp = *comp;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     pthread_cond_init(&e->idle_cv, NULL);
     e->q = calloc(cfg->max_queue, sizeof *e->q);
     e->slots = calloc(cfg->slots, sizeof *e->slots);
-    e->steps = calloc(cfg->slots, sizeof *e->steps);
     e->admit = calloc(cfg->slots, sizeof *e->admit);
-    int rc = e->q && e->slots && e->steps && e->admit ? SB_OK : SB_ERR_NOMEM;
-    if (rc == SB_OK)
-        rc = sb_rt_ctx_new(m, cfg->threads, cfg->batch, &e->ctx);
+    int rc = e->q && e->slots && e->admit ? SB_OK : SB_ERR_NOMEM;
     if (rc == SB_OK && pthread_create(&e->th, NULL, engine_main, e) != 0)
         rc = SB_ERR_NOMEM;
     e->th_started = rc == SB_OK;
@@ -276,20 +285,23 @@ static void finish(sb_rt_batch *e, sb_rt_job *j, sb_rt_finish why, int err)
     sb_rt_job_unref(j);
 }
 
+/* The compute's calls for slot sl. */
+#define OPS (e->comp.ops)
+#define SLOT(sl) ((size_t)((sl) - e->slots))
+
 /* End a slot's turn: commit what was computed, keep the tokens, free it. */
 static void end_slot(sb_rt_batch *e, slot *sl, sb_rt_finish why, int err)
 {
     sb_rt_job *j = sl->j;
     sb_rt_turn rep = j->rep;
-    int rc = sl->held ? SB_ERR_INVAL : sb_rt_session_end(sl->s, &rep);
+    void *c = e->comp.c;
+    int rc = sl->held ? SB_ERR_INVAL : OPS->end(c, SLOT(sl), &rep);
     size_t n = 0;
-    const uint32_t *t = sb_rt_session_tokens(sl->s, &n);
+    const uint32_t *t = rc == SB_OK ? OPS->tokens(c, SLOT(sl), &n) : NULL;
     if (rc == SB_OK && n && (j->tokens = malloc(n * sizeof *t))) {
         memcpy(j->tokens, t, n * sizeof *t);
         j->n_tokens = n;
     }
-    e->rates = *sb_rt_session_rates(sl->s);
-    e->have_rates = true;
     /* marks past the tokens that ran are not the bank's */
     size_t ran = j->n_tokens > j->n_prompt ? j->n_tokens - j->n_prompt : 0;
     while (j->n_marks && j->marks[j->n_marks - 1].n > ran)
@@ -299,7 +311,8 @@ static void end_slot(sb_rt_batch *e, slot *sl, sb_rt_finish why, int err)
         emit(j, replacement, 3); /* an incomplete character at the end */
     j->rep = rep;
     pthread_mutex_unlock(&j->mu);
-    sb_rt_session_free(sl->s);
+    if (sl->open)
+        OPS->close(c, SLOT(sl));
     if (sl->has_smp)
         sb_rt_sampler_fini(&sl->smp);
     memset(sl, 0, sizeof *sl);
@@ -323,18 +336,15 @@ static void start(sb_rt_batch *e, sb_rt_job *j)
         rc = SB_ERR_INVAL; /* cannot be: admission counts the slots */
     } else {
         memset(sl, 0, sizeof *sl);
-        sl->ix = -1;
         sl->prev = SB_RT_TOK_NONE;
         sl->order = e->admitted++;
         for (size_t k = 0; k < j->n_stop; k++)
             if (strlen(j->stop[k]) > sl->max_stop)
                 sl->max_stop = strlen(j->stop[k]);
-        rc = sb_rt_session_new(e->m, e->ctx, j->ns, &sl->s);
+        rc = OPS->open(e->comp.c, SLOT(sl), j->ns);
+        sl->open = rc == SB_OK;
         if (rc == SB_OK) {
-            sb_rt_session_set_disk_use(sl->s, e->cfg.disk_use);
-            if (e->have_rates)
-                *sb_rt_session_rates(sl->s) = e->rates;
-            rc = sb_rt_sampler_init(&sl->smp, &j->sampling, e->m->hp.n_vocab);
+            rc = sb_rt_sampler_init(&sl->smp, &j->sampling, e->comp.n_vocab);
             sl->has_smp = rc == SB_OK;
         }
         if (rc == SB_OK) { /* begun in step 1b, once no other prompt it
@@ -343,7 +353,8 @@ static void start(sb_rt_batch *e, sb_rt_job *j)
             sl->held = true;
             return;
         }
-        sb_rt_session_free(sl->s);
+        if (sl->open)
+            OPS->close(e->comp.c, SLOT(sl));
         if (sl->has_smp)
             sb_rt_sampler_fini(&sl->smp);
         memset(sl, 0, sizeof *sl);
@@ -378,13 +389,12 @@ static bool shares_pending(sb_rt_batch *e, const slot *sl)
     for (size_t i = 0; i < e->cfg.slots; i++) {
         const slot *o = &e->slots[i];
         if (o == sl || !o->j || o->held || o->order > sl->order ||
-            sb_rt_session_state(o->s) != SB_RT_TURN_PREFILL ||
-            o->j->ns != j->ns)
+            OPS->state(e->comp.c, SLOT(o)) != SB_RT_TURN_PREFILL || o->j->ns != j->ns)
             continue;
         size_t n = o->j->n_prompt < j->n_prompt ? o->j->n_prompt : j->n_prompt, c = 0;
         while (c < n && o->j->prompt[c] == j->prompt[c])
             c++;
-        if (c > sb_rt_session_report(o->s)->cached_tokens + SHARE_MIN)
+        if (c > OPS->report(e->comp.c, SLOT(o))->cached_tokens + SHARE_MIN)
             return true;
     }
     return false;
@@ -395,7 +405,7 @@ static void begin(sb_rt_batch *e, slot *sl)
 {
     sb_rt_job *j = sl->j;
     sb_rt_turn rep;
-    int rc = sb_rt_session_begin(sl->s, j->prompt, j->n_prompt, j->max_gen, &rep);
+    int rc = OPS->begin(e->comp.c, SLOT(sl), j->prompt, j->n_prompt, j->max_gen, &rep);
     sl->held = false;
     if (rc != SB_OK) {
         end_slot(e, sl, SB_RT_FINISH_ERROR, rc);
@@ -428,7 +438,7 @@ static const char *turn_end_token_text(const sb_rt_batch *e, uint32_t id, size_t
 static void sample_one(sb_rt_batch *e, slot *sl)
 {
     sb_rt_job *j = sl->j;
-    uint32_t id = sb_rt_sample(&sl->smp, sb_rt_session_logits(sl->s));
+    uint32_t id = sb_rt_sample(&sl->smp, OPS->logits(e->comp.c, SLOT(sl)));
     const sb_rt_tok *tok = e->m->tok;
     bool eog = sb_rt_tok_is_eog(tok, id);
     char piece[512];
@@ -478,7 +488,7 @@ static void sample_one(sb_rt_batch *e, slot *sl)
         add_mark(j, j->n_gen, j->stext_len);
     sb_rt_finish why = stop ? SB_RT_FINISH_STOP : SB_RT_FINISH_LENGTH;
     bool last = stop || j->n_gen >= j->max_gen;
-    if (sb_rt_session_push(sl->s, id) != SB_OK) { /* the context is full */
+    if (OPS->push(e->comp.c, SLOT(sl), id) != SB_OK) { /* the context is full */
         end_slot(e, sl, why, SB_OK);
         return;
     }
@@ -510,7 +520,7 @@ static void step(sb_rt_batch *e, bool cancel_running)
     /* 3. sample where logits are ready; end where the last token ran */
     for (size_t i = 0; i < S; i++) {
         slot *sl = &e->slots[i];
-        if (!sl->j || sb_rt_session_state(sl->s) != SB_RT_TURN_SAMPLE)
+        if (!sl->j || sl->held || OPS->state(e->comp.c, i) != SB_RT_TURN_SAMPLE)
             continue;
         if (sl->final)
             end_slot(e, sl, sl->finish, SB_OK);
@@ -518,13 +528,14 @@ static void step(sb_rt_batch *e, bool cancel_running)
             sample_one(e, sl);
     }
     /* 4. one pass: decode steps, then prompt chunks first come first */
+    void *c = e->comp.c;
     size_t n = 0, budget = e->cfg.batch;
     for (size_t i = 0; i < S; i++) {
         slot *sl = &e->slots[i];
-        sl->ix = -1;
-        if (sl->j && sb_rt_session_state(sl->s) == SB_RT_TURN_RUN && budget &&
-            sb_rt_session_next(sl->s, 1, &e->steps[n])) {
-            sl->ix = (int)n++;
+        sl->planned = false;
+        if (sl->j && !sl->held && OPS->state(c, i) == SB_RT_TURN_RUN && budget &&
+            OPS->plan(c, i, 1)) {
+            sl->planned = true, n++;
             budget--;
         }
     }
@@ -532,27 +543,30 @@ static void step(sb_rt_batch *e, bool cancel_running)
         slot *first = NULL;
         for (size_t i = 0; i < S; i++) {
             slot *sl = &e->slots[i];
-            if (sl->j && sl->ix < 0 && sb_rt_session_state(sl->s) == SB_RT_TURN_PREFILL &&
-                (!first || sl->order < first->order))
+            if (sl->j && !sl->held && !sl->planned &&
+                OPS->state(c, i) == SB_RT_TURN_PREFILL && (!first || sl->order < first->order))
                 first = sl;
         }
         if (!first || !budget)
             break;
-        size_t rows = sb_rt_session_next(first->s, budget, &e->steps[n]);
-        first->ix = (int)n++;
-        budget -= rows;
+        size_t rows = OPS->plan(c, SLOT(first), budget);
+        if (!rows)
+            break; /* cannot be: a prompt in PREFILL has rows left */
+        first->planned = true, n++;
+        budget -= rows < budget ? rows : budget;
     }
     if (!n)
         return;
-    sb_rt_forward_multi(e->ctx, e->steps, n);
+    OPS->pass(c);
     if (e->cfg.obs.pass)
         e->cfg.obs.pass(e->cfg.obs.ctx, n);
-    /* 5. each step back to its session */
+    /* 5. each slot's rows back to its turn */
     for (size_t i = 0; i < S; i++) {
         slot *sl = &e->slots[i];
-        if (!sl->j || sl->ix < 0)
+        if (!sl->j || !sl->planned)
             continue;
-        int rc = sb_rt_session_ran(sl->s, &e->steps[sl->ix]);
+        sl->planned = false;
+        int rc = OPS->ran(c, i);
         if (rc != SB_OK)
             end_slot(e, sl, SB_RT_FINISH_ERROR, rc);
     }
@@ -628,7 +642,7 @@ int sb_rt_batch_submit(sb_rt_batch *e, sb_rt_job *j)
 
 unsigned sb_rt_batch_threads(const sb_rt_batch *e)
 {
-    return sb_rt_ctx_threads(e->ctx);
+    return e->comp.ops->threads(e->comp.c);
 }
 
 void sb_rt_batch_counts(sb_rt_batch *e, size_t *running, size_t *waiting)
@@ -694,10 +708,10 @@ void sb_rt_batch_free(sb_rt_batch *e)
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->th, NULL);
     }
-    sb_rt_ctx_free(e->ctx);
+    if (e->comp.ops)
+        e->comp.ops->free(e->comp.c);
     free(e->q);
     free(e->slots);
-    free(e->steps);
     free(e->admit);
     pthread_cond_destroy(&e->cv);
     pthread_cond_destroy(&e->idle_cv);

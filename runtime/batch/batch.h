@@ -1,7 +1,8 @@
 /* batch.h -- continuous batching: many turns at once over one model, their
  * decode steps (and chunks of new prompts) in shared forward passes. Each
- * turn is a job (sb_rt_job), run through a runtime session
- * (session/session.h) in a slot; the server's named sessions
+ * turn is a job (sb_rt_job), run in a slot through the compute
+ * (compute.h: a runtime session, session/session.h, by default; or a
+ * llama.cpp sequence); the server's named sessions
  * (server/sessions.h) are its caller's business, not known here. One
  * engine thread runs every job's turn, `slots` of them at once; the HTTP
  * server (snapbank serve) and the C API (sbrt_chat_turn_batch) are its
@@ -60,6 +61,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "batch/compute.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/sample.h"
@@ -194,11 +196,22 @@ typedef struct sb_rt_batch_cfg {
 } sb_rt_batch_cfg;
 
 /* sb_rt_batch_new -- start the engine thread for model m (borrowed; it
- * needs a tokenizer). On success *out is owned by the caller
+ * needs a tokenizer), computing with the builtin runtime
+ * (sb_rt_compute_rt). On success *out is owned by the caller
  * (sb_rt_batch_free). Returns: SB_OK; SB_ERR_NOMEM; SB_ERR_INVAL (slots,
  * max_queue or batch 0, or m without a tokenizer); the errors of
  * sb_rt_ctx_new. */
 int sb_rt_batch_new(const sb_rt_model *m, const sb_rt_batch_cfg *cfg, sb_rt_batch **out);
+
+/* sb_rt_batch_new_with -- the same over another compute (compute.h: e.g.
+ * llama.cpp's), which the engine takes whatever the outcome (freed with
+ * it, or at once on failure); m (borrowed) gives the tokenizer that turns
+ * the compute's tokens into text and tells which end generation: its ids
+ * must be the compute's. cfg's threads and disk_use are the compute's
+ * business and not read here. Returns: SB_OK; SB_ERR_NOMEM; SB_ERR_INVAL
+ * (slots, max_queue or batch 0, or m without a tokenizer). */
+int sb_rt_batch_new_with(const sb_rt_model *m, sb_rt_compute *comp, const sb_rt_batch_cfg *cfg,
+                         sb_rt_batch **out);
 
 /* sb_rt_batch_submit -- queue j (the engine takes a reference). Returns:
  * SB_OK; SB_ERR_BUDGET (the queue is full); SB_ERR_LOCKED (the engine
