@@ -7,18 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ggml-backend.h"
 #include "llama.h"
 #include "snapbank_llama.h"
 
 #include "cli/llama_engine.h"
+#include "llama/llama_host.h"
 #include "model/boundary.h"
 #include "session/session.h"
 #include "session/sfile.h"
-
-#ifndef SB_CLI_LLAMA_BACKENDS
-#define SB_CLI_LLAMA_BACKENDS "" /* libggml links its backends itself */
-#endif
 
 _Static_assert(sizeof(llama_token) == sizeof(uint32_t), "token ids are passed as uint32_t");
 
@@ -49,33 +45,11 @@ struct rt_llama {
     char store_dir[4096];           /* "" without --bank-dir */
 };
 
-/* llama.cpp's log: errors only. */
-static void quiet_log(enum ggml_log_level level, const char *text, void *user)
-{
-    (void)user;
-    if (level >= GGML_LOG_LEVEL_ERROR)
-        fputs(text, stderr);
-}
-
 /* llama.cpp's load progress (a dot at a time on stderr by default): none. */
 static bool no_progress(float progress, void *user)
 {
     (void)progress, (void)user;
     return true;
-}
-
-/* The CPU backends, loaded once per process (libggml keeps a registry). */
-static void load_backends(void)
-{
-    static int loaded; /* the one process-wide fact: libggml's registry is too */
-    if (loaded)
-        return;
-    loaded = 1;
-    const char *dir = getenv("SNAPBANK_LLAMA_BACKENDS");
-    if (!dir || !*dir)
-        dir = SB_CLI_LLAMA_BACKENDS;
-    if (*dir)
-        ggml_backend_load_all_from_path(dir);
 }
 
 static struct llama_sampler *make_sampler(const rt_opts *o)
@@ -133,8 +107,7 @@ int rt_llama_open(const rt_opts *o, const char *cmd, rt_llama **out)
         return 1;
     }
     L->o = o;
-    llama_log_set(quiet_log, NULL);
-    load_backends();
+    sb_rt_llama_init();
     double t0 = sb_rt_now_s();
     struct llama_model_params mp = llama_model_default_params();
     mp.progress_callback = no_progress;

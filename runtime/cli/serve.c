@@ -57,6 +57,11 @@ static void serve_usage(FILE *f)
         "                           writing the answer, seconds (default 600)\n"
         "  --max-body-bytes N       largest request body (default 4194304; over: 413)\n\n"
         "the model:\n"
+        "  --engine E               what computes: builtin (default: snapbank's CPU runtime)\n"
+        "                           or llama.cpp (llama.cpp's libllama, the bank through the\n"
+        "                           llama.cpp connector; where snapbank was built with it)\n"
+        "  -ngl, --gpu-layers N     llama.cpp: layers offloaded to a GPU backend (default:\n"
+        "                           llama.cpp's)\n"
         "  --model-name NAME        the model id clients send (default: the file name\n"
         "                           without .gguf)\n"
         "  --chat-template NAME     the chat template, overriding the model's (chatml)\n"
@@ -95,10 +100,54 @@ static void serve_usage(FILE *f)
         "                           back from DIR/sessions)\n\n"
         "the shared tier (pages shared with other nodes on a Redis Cluster):\n"
         "%s\n"
+        "llama-server's options, with the same meaning: -m/--model FILE, -c/--ctx-size\n"
+        "  (--ctx), -np (--parallel), -t (--threads), -b/--batch-size (--batch), -ngl,\n"
+        "  --host, --port, --api-key KEY[,KEY...] (keys of the one default tenant; not\n"
+        "  with --api-key-file), -a/--alias (--model-name), -n/--n-predict (--max-tokens;\n"
+        "  -1: none), --threads-http (--http-threads), -to (--timeout); --jinja,\n"
+        "  -cb/--cont-batching, -kvu/--kv-unified and --metrics are what it always does.\n"
+        "  Every other llama-server option is refused by name.\n\n"
         "  --quiet                  no log line per request\n"
         "  -h, --help               this help\n\n"
         "exit status: 0 after a clean shutdown, 1 failure, 2 usage.\n",
         rt_shared_help);
+}
+
+/* llama-server's flags (llama.cpp v0.5.0's `llama-server --help`) that
+ * snapbank serve does not take: each is refused by name, never ignored.
+ * Those it takes with the same meaning are in the usage's "llama-server's
+ * flags" and in the option loop below. */
+static const char *const llama_server_only[] = {
+    "-fa", "--flash-attn", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-ub",
+    "--ubatch-size", "-tb", "--threads-batch", "--mlock", "--no-mmap", "--mmap", "--numa",
+    "-dev", "--device", "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu",
+    "--rope-scaling", "--rope-scale", "--rope-freq-base", "--rope-freq-scale", "--yarn-orig-ctx",
+    "--yarn-ext-factor", "--yarn-attn-factor", "--yarn-beta-slow", "--yarn-beta-fast",
+    "--lora", "--lora-scaled", "--control-vector", "--mmproj", "--mmproj-url", "-mu",
+    "--model-url", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hft", "--hf-token",
+    "--embedding", "--embeddings", "--reranking", "--rerank", "--pooling", "--slot-save-path",
+    "--chat-template-file", "--chat-template-kwargs", "--no-jinja", "--grammar",
+    "--grammar-file", "-j", "--json-schema", "-s", "--seed", "--temp", "--top-k", "--top-p",
+    "--min-p", "--repeat-penalty", "--samplers", "--ssl-key-file", "--ssl-cert-file",
+    "--no-cont-batching", "-nocb", "--no-kv-unified", "--cache-reuse", "--ctx-checkpoints",
+    "--swa-full", "-md", "--model-draft", "--draft", "--draft-max", "--draft-min",
+    "--spec-replace", "-cd", "--ctx-size-draft", "-ngld", "--gpu-layers-draft", "--keep",
+    "--override-kv", "--override-tensor", "-ot", "--cpu-moe", "--n-cpu-moe", "-C", "--cpu-mask",
+    "-Cr", "--cpu-range", "--prio", "--poll", "--reasoning-format", "--reasoning-budget",
+    "-sp", "--special", "--no-warmup", "--defrag-thold", "-dt", "--slot-prompt-similarity",
+    "-sps", "--lora-init-without-apply", "--api-prefix", "--path", "--no-webui", "--webui",
+    "--props", "--slots", "--no-slots", "--log-file", "--log-colors", "-lv", "--verbosity",
+    "--log-verbosity", "-v", "--verbose", "--log-disable", "--cache-ram", "-cram",
+    "--kv-offload", "-nkvo", "--no-kv-offload", "--no-op-offload", "--check-tensors",
+    "--tools", "--no-prefill-assistant", "--embd-normalize", "--n-probs",
+};
+
+static bool llama_server_flag(const char *a)
+{
+    for (size_t i = 0; i < sizeof llama_server_only / sizeof *llama_server_only; i++)
+        if (!strcmp(a, llama_server_only[i]))
+            return true;
+    return false;
 }
 
 static int dbl(const char *v, double lo, double hi, double *out)
@@ -122,6 +171,7 @@ int sb_cli_serve(int argc, char **argv)
     const char *cors[64]; /* --cors-origin values */
     c.cors_origins = cors;
     rt_shared_tune tune = { 0 };
+    const char *gpu_flag = NULL; /* -ngl as given */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x = 0;
@@ -133,6 +183,29 @@ int sb_cli_serve(int argc, char **argv)
             c.allow_public = true, took = 1;
         } else if (!strcmp(a, "--quiet")) {
             c.log_requests = false, took = 1;
+        } else if (!strcmp(a, "--engine")) {
+            bad = !v || (strcmp(v, "builtin") && strcmp(v, "llama.cpp"));
+            c.engine = v && !strcmp(v, "llama.cpp") ? SRV_ENGINE_LLAMA : SRV_ENGINE_BUILTIN;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            bad = !v || !*v || c.model, c.model = v;
+        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--gpu-layers") ||
+                   !strcmp(a, "--n-gpu-layers")) {
+            bad = rt_parse_u64(v, 0, 100000, &x), c.gpu_layers = (int)x, gpu_flag = a;
+        } else if (!strcmp(a, "--api-key")) {
+            bad = !v || !*v, c.api_key = v;
+        } else if (!strcmp(a, "--jinja") || !strcmp(a, "-cb") || !strcmp(a, "--cont-batching") ||
+                   !strcmp(a, "-kvu") || !strcmp(a, "--kv-unified") || !strcmp(a, "--metrics")) {
+            took = 1; /* what snapbank serve always does */
+        } else if (!strcmp(a, "-a") || !strcmp(a, "--alias")) {
+            bad = !v || !*v || strlen(v) > 255, c.model_name = v;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict") || !strcmp(a, "--predict")) {
+            long long np = v ? strtoll(v, NULL, 10) : 0; /* -1: to the context's end */
+            bad = !v || (np != -1 && rt_parse_u64(v, 1, UINT32_MAX, &x));
+            c.default_max_tokens = np == -1 ? 0 : (size_t)x;
+        } else if (!strcmp(a, "--threads-http")) {
+            bad = rt_parse_u64(v, 1, 256, &x), c.http_threads = (unsigned)x;
+        } else if (!strcmp(a, "-to")) {
+            bad = rt_parse_u64(v, 1, 86400, &x), c.timeout_s = (unsigned)x;
         } else if (!strcmp(a, "--host")) {
             bad = !v || !*v, c.host = v;
         } else if (!strcmp(a, "--port")) {
@@ -173,15 +246,15 @@ int sb_cli_serve(int argc, char **argv)
             bad = !v || !*v || strlen(v) > 255, c.model_name = v;
         } else if (!strcmp(a, "--chat-template")) {
             bad = !v || !*v, c.chat_template = v;
-        } else if (!strcmp(a, "--ctx")) {
+        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
             bad = rt_parse_u64(v, 2, UINT32_MAX, &x), c.ctx = (uint32_t)x;
         } else if (!strcmp(a, "--max-tokens")) {
             bad = rt_parse_u64(v, 1, UINT32_MAX, &x), c.default_max_tokens = (size_t)x;
-        } else if (!strcmp(a, "--threads")) {
+        } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
             bad = rt_parse_u64(v, 1, 256, &x), c.threads = (unsigned)x;
-        } else if (!strcmp(a, "--batch")) {
+        } else if (!strcmp(a, "--batch") || !strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
             bad = rt_parse_u64(v, 1, 65536, &x), c.batch = (uint32_t)x;
-        } else if (!strcmp(a, "--parallel")) {
+        } else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
             bad = rt_parse_u64(v, 1, 1024, &x), c.parallel = (size_t)x;
         } else if (!strcmp(a, "--max-queue")) {
             bad = rt_parse_u64(v, 1, 1u << 20, &x), c.max_queue = (size_t)x;
@@ -232,6 +305,11 @@ int sb_cli_serve(int argc, char **argv)
             bad = rt_parse_u64(v, 1, 1u << 24, &x), c.max_sessions = (size_t)x;
         } else if (a[0] != '-' && !c.model) {
             c.model = a, took = 1;
+        } else if (llama_server_flag(a)) {
+            fprintf(stderr, "snapbank serve: %s is a llama-server option snapbank serve does not "
+                            "support (snapbank serve --help lists the llama-server options it "
+                            "takes)\n", a);
+            return 2;
         } else {
             fprintf(stderr, "snapbank serve: unknown argument '%s'\n\n", a);
             serve_usage(stderr);
@@ -243,6 +321,11 @@ int sb_cli_serve(int argc, char **argv)
             return 2;
         }
         i += took - 1;
+    }
+    if (gpu_flag && c.engine != SRV_ENGINE_LLAMA) {
+        fprintf(stderr, "snapbank serve: %s offloads llama.cpp's layers: it needs --engine "
+                        "llama.cpp (the builtin engine computes on the CPU)\n", gpu_flag);
+        return 2;
     }
     if (!c.model) {
         fprintf(stderr, "snapbank serve: need MODEL (a GGUF file)\n\n");

@@ -761,3 +761,37 @@ int sb_rt_model_load(const char *path, sb_rt_model **out, sb_rt_err *err)
     *out = m;
     return SB_OK;
 }
+
+int sb_rt_model_load_vocab(const char *path, sb_rt_model **out, sb_rt_err *err)
+{
+    sb_rt_err_clear(err);
+    if (!path || !out)
+        return FAIL(SB_ERR_INVAL, "sb_rt_model_load_vocab: NULL argument");
+    *out = NULL;
+    sb_rt_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return FAIL(SB_ERR_NOMEM, "%s: out of memory", path);
+    snprintf(m->path, sizeof m->path, "%s", path);
+    int rc = sb_rt_gguf_open(path, &m->gguf, err);
+    const char *arch;
+    size_t arch_len;
+    if (rc == SB_OK && sb_rt_gguf_get_str(m->gguf, "general.architecture", &arch, &arch_len) != SB_OK)
+        rc = FAIL(SB_ERR_FORMAT, "%s: metadata key 'general.architecture' is missing", path);
+    if (rc == SB_OK) {
+        char a[64];
+        snprintf(a, sizeof a, "%.*s", (int)(arch_len < 63 ? arch_len : 63), arch);
+        m->hp.n_ctx = 4096;
+        rc = get_u32(m->gguf, path, a, "context_length", false, 4096, 1, 1u << 22, &m->hp.n_ctx,
+                     err);
+    }
+    if (rc == SB_OK)
+        rc = sb_rt_tok_from_gguf(m->gguf, path, &m->tok, err);
+    if (rc != SB_OK) {
+        m->tok = NULL;
+        sb_rt_model_free(m);
+        return rc;
+    }
+    m->hp.n_vocab = sb_rt_tok_n_vocab(m->tok);
+    *out = m;
+    return SB_OK;
+}

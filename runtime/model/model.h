@@ -265,6 +265,17 @@ typedef struct sb_rt_model {
  * Nothing is left allocated on failure. */
 int sb_rt_model_load(const char *path, sb_rt_model **out, sb_rt_err *err);
 
+/* sb_rt_model_load_vocab -- the GGUF file's vocabulary and metadata only,
+ * for an engine that computes elsewhere (llama.cpp: snapbank serve
+ * --engine llama.cpp renders and tokenizes with it): the tokenizer
+ * (required, as sb_rt_model_load reads it), hp.n_vocab its size, hp.n_ctx
+ * the architecture's context_length (4096 when absent), the metadata for
+ * the chat template; any architecture, no tensors read (layers NULL,
+ * hp.n_layers 0, id zero). Free with sb_rt_model_free(). Returns: SB_OK;
+ * the codes of sb_rt_model_load, and SB_ERR_UNSUPPORTED for a vocabulary
+ * the tokenizer does not read (err names the file and the fault). */
+int sb_rt_model_load_vocab(const char *path, sb_rt_model **out, sb_rt_err *err);
+
 /* sb_rt_model_free -- unmap and free. NULL is a no-op. */
 void sb_rt_model_free(sb_rt_model *m);
 

@@ -268,7 +268,7 @@ static bool poll_done(void *ctx, srv_hreq *r)
                                       finish_name(j->finish));
     if (o && choice) {
         json_object_set_new(o, "choices", json_pack("[o]", choice));
-        json_object_set_new(o, "usage", usage_json(j, c->srv->m->hp.n_rec != 0));
+        json_object_set_new(o, "usage", usage_json(j, c->srv->boundaries));
         srv_hreq_json(r, 200, o, NULL);
     } else {
         json_decref(o);
@@ -355,7 +355,7 @@ static bool next_event(req_ctx *c)
             json_t *o = head_json(c, chat ? "chat.completion.chunk" : "text_completion");
             if (o) {
                 json_object_set_new(o, "choices", json_array());
-                json_object_set_new(o, "usage", usage_json(j, c->srv->m->hp.n_rec != 0));
+                json_object_set_new(o, "usage", usage_json(j, c->srv->boundaries));
             }
             event(c, o);
             return true;

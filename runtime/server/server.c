@@ -16,11 +16,14 @@
 #include "kernels/kernels.h"
 #include "model/kv.h"
 #include "server/server_int.h"
+#ifdef SB_SRV_LLAMA
+#include "llama/llama_host.h"
+#endif
 
 void srv_config_default(srv_config *c)
 {
     *c = (srv_config){
-        .host = "127.0.0.1", .port = 8080, .ram_mib = 1024, .ssd = SRV_SSD_ON,
+        .host = "127.0.0.1", .port = 8080, .gpu_layers = -1, .ram_mib = 1024, .ssd = SRV_SSD_ON,
         .min_prefix = 512, .page_tokens = 16, .durability = SB_DURABILITY_PERIODIC,
         .parallel = 4, .max_queue = 64, .batch = 256, .http_threads = 4, .max_conns = 256,
         .timeout_s = 600, .header_timeout_s = 10, .max_conns_per_ip = 64, .max_body = 4u << 20, .max_sessions = 4096,
@@ -78,14 +81,28 @@ int srv_bank_open(srv_server *s, bool wipe)
     }
     for (size_t i = 0; i < srv_tenants_count(s->tenants); i++) {
         srv_tenant *t = srv_tenants_at(s->tenants, i);
-        rc = sb_ns_open(s->st, &s->layout, t->scope, strlen(t->scope), &t->ns);
+        char why[256] = "";
+#ifdef SB_SRV_LLAMA
+        sb_llama_info info;
+        if (s->llama) { /* the connector opens the namespace of its identity */
+            rc = sb_rt_llama_attach(s->llama, s->st, t->scope, strlen(t->scope), &t->ns, &info,
+                                    why, sizeof why);
+            if (rc == SB_OK) {
+                memcpy(s->m->id, info.identity, sizeof info.identity);
+                s->boundaries = info.point_bytes != 0;
+            }
+        } else
+#endif
+            rc = sb_ns_open(s->st, &s->layout, t->scope, strlen(t->scope), &t->ns);
         if (rc != SB_OK) {
-            fprintf(stderr, "snapbank serve: tenant %s: cannot open its namespace: %s\n",
-                    t->name, sb_strerror(rc));
+            fprintf(stderr, "snapbank serve: tenant %s: cannot open its namespace: %s%s%s\n",
+                    t->name, sb_strerror(rc), why[0] ? ": " : "", why);
             srv_bank_close(s);
             return rc;
         }
     }
+    if (s->llama)
+        return SB_OK;
     /* One context's pages ready in the pool, as an engine allocates its KV
      * cache at start: restores and prefills then take pages without page
      * faults. Every tenant's namespace has the same layout, so the pages
@@ -97,9 +114,14 @@ int srv_bank_open(srv_server *s, bool wipe)
 
 void srv_bank_close(srv_server *s)
 {
+#ifdef SB_SRV_LLAMA
+    if (s->llama) /* the connector's handles close their namespaces */
+        sb_rt_llama_detach_all(s->llama);
+#endif
     for (size_t i = 0; s->tenants && i < srv_tenants_count(s->tenants); i++) {
         srv_tenant *t = srv_tenants_at(s->tenants, i);
-        sb_ns_close(t->ns);
+        if (!s->llama)
+            sb_ns_close(t->ns);
         t->ns = NULL;
     }
     sb_store_close(s->st);
@@ -231,7 +253,12 @@ static int start(srv_server *s)
 {
     const srv_config *c = &s->cfg;
     sb_rt_err err = { 0 };
-    if (srv_tenants_load(c->api_key_file, &s->tenants, &err) != SB_OK) {
+    if (c->api_key && c->api_key_file) {
+        fprintf(stderr, "snapbank serve: --api-key and --api-key-file: give one of them\n");
+        return 2;
+    }
+    if ((c->api_key ? srv_tenants_from_keys(c->api_key, &s->tenants, &err)
+                    : srv_tenants_load(c->api_key_file, &s->tenants, &err)) != SB_OK) {
         fprintf(stderr, "snapbank serve: %s\n", err.msg);
         return 2;
     }
@@ -262,15 +289,17 @@ static int start(srv_server *s)
         fprintf(stderr, "snapbank serve: %s\n", err.msg);
         return 2;
     }
-    if (sb_rt_model_load(c->model, &s->m, &err) != SB_OK) {
+    if ((c->engine == SRV_ENGINE_LLAMA ? sb_rt_model_load_vocab(c->model, &s->m, &err)
+                                       : sb_rt_model_load(c->model, &s->m, &err)) != SB_OK) {
         fprintf(stderr, "snapbank serve: %s\n", err.msg);
         return 1;
     }
+    s->boundaries = s->m->hp.n_rec != 0;
     if (c->model_name)
         snprintf(s->name, sizeof s->name, "%s", c->model_name);
     else
         model_name(c->model, s->name, sizeof s->name);
-    if (c->ctx > s->m->hp.n_ctx) {
+    if (c->ctx > s->m->hp.n_ctx && c->engine != SRV_ENGINE_LLAMA) {
         fprintf(stderr, "snapbank serve: --ctx %u is more than the model's context (%u tokens)\n",
                 c->ctx, s->m->hp.n_ctx);
         return 2;
@@ -296,7 +325,7 @@ static int start(srv_server *s)
     }
     sb_config_default(&s->store_cfg);
     s->store_cfg.ram_bytes = c->ram_mib << 20;
-    s->store_cfg.max_seq_tokens = s->m->hp.n_ctx;
+    s->store_cfg.max_seq_tokens = s->ctx_limit > s->m->hp.n_ctx ? s->ctx_limit : s->m->hp.n_ctx;
     s->store_cfg.min_prefix_tokens = c->min_prefix;
     s->store_cfg.durability = c->durability;
     s->store_cfg.dir = c->bank_dir && c->ssd != SRV_SSD_OFF ? s->store_dir : NULL;
@@ -312,8 +341,23 @@ static int start(srv_server *s)
         s->store_cfg.disk_bytes = c->disk_mib << 20;
     if (c->write_budget_mib)
         s->store_cfg.write_budget_bytes_per_hour = c->write_budget_mib << 20;
-    if (!(s->bpt = malloc(2 * s->m->hp.n_layers * sizeof *s->bpt)) ||
-        sb_rt_kv_layout(s->m, c->page_tokens, s->bpt, &s->layout) != SB_OK) {
+    if (c->engine == SRV_ENGINE_LLAMA) {
+#ifdef SB_SRV_LLAMA
+        sb_rt_llama_cfg lc = { .model = c->model, .slots = c->parallel, .n_ctx = s->ctx_limit,
+                               .batch = c->batch, .threads = c->threads,
+                               .gpu_layers = c->gpu_layers, .page_tokens = c->page_tokens };
+        char why[512];
+        if (sb_rt_llama_open(&lc, &s->llama, why, sizeof why) != SB_OK) {
+            fprintf(stderr, "snapbank serve: %s\n", why);
+            return 1;
+        }
+#else
+        fprintf(stderr, "snapbank serve: --engine llama.cpp: this snapbank was built without "
+                        "llama.cpp (scripts/setup.sh installs it; then build again)\n");
+        return 2;
+#endif
+    } else if (!(s->bpt = malloc(2 * s->m->hp.n_layers * sizeof *s->bpt)) ||
+               sb_rt_kv_layout(s->m, c->page_tokens, s->bpt, &s->layout) != SB_OK) {
         fprintf(stderr, "snapbank serve: --page-tokens %u: cannot lay out the model's KV\n",
                 c->page_tokens);
         return 1;
@@ -335,7 +379,16 @@ static int start(srv_server *s)
                            .turn_end_text = srv_prompt_turn_end(s->prompt),
                            .obs = { .ctx = s->mx, .turn = obs_turn, .token_gap = obs_token_gap,
                                     .pass = obs_pass } };
-    int rc = sb_rt_batch_new(s->m, &ec, &s->engine);
+    int rc;
+#ifdef SB_SRV_LLAMA
+    if (s->llama) {
+        sb_rt_compute comp;
+        rc = sb_rt_llama_compute(s->llama, &comp);
+        if (rc == SB_OK)
+            rc = sb_rt_batch_new_with(s->m, &comp, &ec, &s->engine);
+    } else
+#endif
+        rc = sb_rt_batch_new(s->m, &ec, &s->engine);
     if (rc != SB_OK) {
         fprintf(stderr, "snapbank serve: cannot start the engine: %s\n", sb_strerror(rc));
         return 1;
@@ -437,6 +490,9 @@ static void server_free(srv_server *s)
     sb_rt_batch_free(s->engine);
     srv_sessions_free(s->sessions);
     srv_bank_close(s);
+#ifdef SB_SRV_LLAMA
+    sb_rt_llama_close(s->llama);
+#endif
     srv_metrics_free(s->mx);
     srv_prompt_free(s->prompt);
     srv_tenants_free(s->tenants);
@@ -481,10 +537,20 @@ int srv_run(const srv_config *c)
         return 1;
     }
     unsigned port = srv_http_port(s->http);
+    char engine[200];
+    snprintf(engine, sizeof engine, "%s kernels", sb_rt_kernels_best()->name);
+#ifdef SB_SRV_LLAMA
+    if (s->llama) {
+        sb_rt_llama_desc d;
+        sb_rt_llama_describe(s->llama, &d);
+        snprintf(engine, sizeof engine, "llama.cpp (%s, %u layers, loaded in %.1f s)", d.desc,
+                 d.n_layer, d.load_s);
+    }
+#endif
     fprintf(stderr, "snapbank serve: %s as \"%s\" (context %u, chat template %s), %zu slots, %u "
-                    "threads, %s kernels; bank %s (RAM %llu MiB%s), %zu tenant%s%s\n",
+                    "threads, %s; bank %s (RAM %llu MiB%s), %zu tenant%s%s\n",
             c->model, s->name, s->ctx_limit, srv_prompt_template(s->prompt), c->parallel,
-            sb_rt_batch_threads(s->engine), sb_rt_kernels_best()->name,
+            sb_rt_batch_threads(s->engine), engine,
             s->store_cfg.dir ? s->store_cfg.dir : "in RAM", (unsigned long long)c->ram_mib,
             s->store_cfg.dir ? (c->ssd == SRV_SSD_WRITE_ONLY ? ", disk tier write-only"
                                                              : ", disk tier on")

@@ -29,11 +29,18 @@
 /* --metrics-auth: who may read GET /metrics */
 enum { SRV_METRICS_OPEN = 0, SRV_METRICS_KEY = 1, SRV_METRICS_ADMIN = 2 };
 
+/* --engine: what computes */
+enum { SRV_ENGINE_BUILTIN = 0, SRV_ENGINE_LLAMA = 1 };
+
 /* --ssd-session-cache */
 enum { SRV_SSD_ON = 0, SRV_SSD_OFF = 1, SRV_SSD_WRITE_ONLY = 2 };
 
 typedef struct srv_config {
     const char *model;            /* the GGUF file */
+    int engine;                   /* SRV_ENGINE_*: the builtin runtime, or
+                                     llama.cpp (where built with it) */
+    int gpu_layers;               /* llama.cpp: layers offloaded to a GPU
+                                     (-1: llama.cpp's default) */
     const char *model_name;       /* the id clients name (NULL: the file's
                                      name without .gguf) */
     const char *host;             /* default 127.0.0.1 */
@@ -61,6 +68,8 @@ typedef struct srv_config {
     size_t max_sessions;          /* sessions kept in RAM */
     size_t default_max_tokens;    /* when a request sets none (0: to the context's end) */
     const char *api_key_file, *admin_key_file, *chat_template;
+    const char *api_key;          /* --api-key: keys of the default tenant,
+                                     comma-separated (instead of the file) */
     bool allow_public;            /* listen beyond loopback without keys */
     int metrics_auth;             /* SRV_METRICS_*: open (default), any API
                                      key or the admin key, the admin key */

@@ -24,7 +24,12 @@ typedef struct srv_server {
     srv_config cfg;
     char name[256];               /* the model id clients name */
     time_t started;
-    sb_rt_model *m;
+    sb_rt_model *m;               /* the builtin engine's model; llama.cpp's
+                                     engine: the vocabulary and template only
+                                     (sb_rt_model_load_vocab) */
+    struct sb_rt_llama *llama;    /* --engine llama.cpp: its model and context */
+    bool boundaries;              /* the model's state resumes only from
+                                     boundaries (a hybrid): usage says where */
     uint32_t ctx_limit;           /* tokens a sequence may reach */
     srv_prompt *prompt;
     srv_tenants *tenants;

@@ -208,6 +208,48 @@ int srv_tenants_load(const char *path, srv_tenants **out, sb_rt_err *err)
     return SB_OK;
 }
 
+int srv_tenants_from_keys(const char *keys, srv_tenants **out, sb_rt_err *err)
+{
+    *out = NULL;
+    srv_tenants *t = calloc(1, sizeof *t);
+    char *copy = keys ? strdup(keys) : NULL;
+    size_t idx;
+    int rc = t && copy && add_tenant(t, "default", &idx) == SB_OK
+                 ? SB_OK : sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
+    if (t)
+        t->keyed = true;
+    char *save = NULL;
+    for (char *k = rc == SB_OK ? strtok_r(copy, ",", &save) : NULL; k && rc == SB_OK;
+         k = strtok_r(NULL, ",", &save)) {
+        if (!valid_key(k)) {
+            rc = sb_rt_fail(err, SB_ERR_FORMAT, "--api-key: each key 8-512 characters of "
+                            "A-Za-z0-9._~+/=- (several separated by commas)");
+            break;
+        }
+        key_entry *nk = realloc(t->keys, (t->n_keys + 1) * sizeof *nk);
+        if (!nk) {
+            rc = sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
+            break;
+        }
+        t->keys = nk;
+        snprintf(nk[t->n_keys].key, sizeof nk[t->n_keys].key, "%s", k);
+        nk[t->n_keys++].tenant = 0;
+    }
+    if (rc == SB_OK && t->n_keys == 0)
+        rc = sb_rt_fail(err, SB_ERR_FORMAT, "--api-key: no key given");
+    if (copy) { /* no key stays in freed memory */
+        memset(copy, 0, strlen(keys));
+        free(copy);
+    }
+    if (rc != SB_OK) {
+        srv_tenants_free(t);
+        return rc;
+    }
+    t->t[0].scope = "";
+    *out = t;
+    return SB_OK;
+}
+
 void srv_tenants_free(srv_tenants *t)
 {
     if (!t)

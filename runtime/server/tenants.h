@@ -58,6 +58,12 @@ typedef struct srv_tenants srv_tenants;
  * file and line); SB_ERR_NOMEM. */
 int srv_tenants_load(const char *path, srv_tenants **out, sb_rt_err *err);
 
+/* srv_tenants_from_keys -- llama-server's --api-key: keys (comma-separated,
+ * each as in the file above) all of the one tenant "default", whose scope
+ * is empty as without keys. Returns: SB_OK; SB_ERR_FORMAT (a bad key, or
+ * none: err says so); SB_ERR_NOMEM. */
+int srv_tenants_from_keys(const char *keys, srv_tenants **out, sb_rt_err *err);
+
 /* srv_tenants_free -- NULL is a no-op (the ns handles are the caller's). */
 void srv_tenants_free(srv_tenants *t);
 

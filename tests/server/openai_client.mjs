@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 
-const [port, key] = process.argv.slice(2);
+const [port, key, engine = 'builtin'] = process.argv.slice(2);
 const baseURL = `http://127.0.0.1:${port}/v1`;
 const client = new OpenAI({ baseURL, apiKey: key, maxRetries: 0 });
 
@@ -45,7 +45,9 @@ for await (const chunk of stream) {
 assert.equal(text, r.choices[0].message.content);
 assert.equal(finish, 'length');
 assert.equal(usage.cache_mode, 'warm_prefix');
-assert.equal(usage.prompt_tokens_details.cached_tokens, usage.prompt_tokens);
+// llama.cpp's engine keeps no logits in the bank: its last token is computed again
+assert.equal(usage.prompt_tokens_details.cached_tokens,
+             usage.prompt_tokens - (engine === 'builtin' ? 0 : 1));
 
 const c = await client.completions.create({
   model: 'tiny', prompt: 'The bank keeps', max_tokens: 5, temperature: 0,

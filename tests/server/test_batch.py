@@ -18,6 +18,12 @@ first one's prompt takes many passes); the first is cold, the others wait
 for its prompt to be committed and restore the shared part (warm_prefix,
 at least the system prompt's tokens cached) instead of computing it beside
 it.
+
+On the llama.cpp engine (SB_ENGINE=llama.cpp) the texts are not compared:
+llama.cpp's kernels do not promise a row the same bits whatever shares its
+pass. There every request of the batched server completes as it does
+alone (status, finish reason), passes hold several sequences, and the
+pacer is shorter (llama.cpp computes the tiny model's long context slower).
 """
 import json
 import threading
@@ -25,7 +31,7 @@ import unittest
 
 import os
 
-from harness import ServerTest, long_ctx, make_model, streamed_text, wait_for
+from harness import ENGINE, ServerTest, long_ctx, make_model, streamed_text, wait_for
 from test_lifecycle import drop, open_stream, read_events
 
 PROMPTS = ["A.", "The bank keeps what a model has read, page by page. " * 3,
@@ -67,6 +73,8 @@ class Batch(ServerTest):
     def compare(self, path, model, pacer_tokens):
         a = self.start(path, "--parallel", "6", "--batch", "32", name="batched-" + model)
         b = self.start(path, "--parallel", "1", name="alone-" + model)
+        if ENGINE != "builtin":
+            pacer_tokens = min(pacer_tokens, 3000)
         pacer = {"model": model, "messages": [{"role": "user", "content": "Keep going."}],
                  "max_tokens": pacer_tokens, "temperature": 0, "stream": True}
         c, r = open_stream(a.port, pacer)
@@ -81,6 +89,8 @@ class Batch(ServerTest):
                                 x["choices"][0]["finish_reason"])
                 for i in range(len(PROMPTS)):
                     self.assertEqual(together[i][0], 200)
+                    if ENGINE != "builtin":  # llama.cpp: the bits may differ (above)
+                        together[i], alone[i] = together[i][::2], alone[i][::2]
                     self.assertEqual(together[i], alone[i],
                                      "%s request %d (stream %s, temperature %s)" %
                                      (model, i, stream, temp))

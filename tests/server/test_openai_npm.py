@@ -10,7 +10,7 @@ import subprocess
 import sys
 import unittest
 
-from harness import ServerTest, WORK, tiny
+from harness import ENGINE, ServerTest, WORK, tiny
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KEY = "key-npm-0000001"
@@ -35,7 +35,7 @@ class OpenAINpm(ServerTest):
         os.chmod(keys, 0o600)
         d = npm_dir()
         s = self.start(tiny(self.dir), "--api-key-file", keys, "--min-prefix", "1")
-        p = subprocess.run(["node", os.path.join(d, "openai_client.mjs"), str(s.port), KEY],
+        p = subprocess.run(["node", os.path.join(d, "openai_client.mjs"), str(s.port), KEY, ENGINE],
                            capture_output=True, timeout=600, cwd=d)
         out = p.stdout.decode() + p.stderr.decode()
         self.assertEqual(p.returncode, 0, out)

@@ -1,0 +1,530 @@
+/* llama_host.c -- llama.cpp as the batching module's compute, the bank
+ * through the connector (llama_host.h says how a slot's turn goes). */
+#define _POSIX_C_SOURCE 200809L
+#include "llama/llama_host.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ggml-backend.h"
+#include "llama.h"
+#include "model/boundary.h"
+
+#ifndef SB_RT_LLAMA_BACKENDS
+#define SB_RT_LLAMA_BACKENDS "" /* libggml links its backends itself */
+#endif
+
+_Static_assert(sizeof(llama_token) == sizeof(uint32_t), "token ids are passed as uint32_t");
+
+#define MAX_SCOPES 4096 /* handles: one per tenant */
+#define MAX_MARKS 68    /* a hybrid prompt's boundaries (boundary.h: 64) + its end */
+
+typedef struct handle {
+    sb_llama *sl;
+    sb_ns *ns;
+} handle;
+
+typedef struct lslot {
+    sb_llama *h;              /* the connector of the job's namespace */
+    llama_token *toks;        /* (n_toks) the prompt, then pushed tokens */
+    size_t n_toks, cap;
+    size_t n_prompt, pos;     /* positions in the sequence (ran) */
+    size_t saved;             /* tokens the last save covered */
+    size_t planned;           /* rows in the pass being built */
+    int logit_row;            /* its row with logits in that pass, -1 none */
+    sb_rt_turn_state st;
+    sb_rt_turn rep;
+    size_t marks[MAX_MARKS], n_marks, next_mark; /* a hybrid's boundaries */
+    float *logits;            /* (n_vocab) the last position's */
+    double t_begin, t_prefilled, t_first;
+    int failed;               /* the pass failed: its code */
+} lslot;
+
+struct sb_rt_llama {
+    sb_rt_llama_cfg cfg;
+    struct llama_model *model;
+    const struct llama_vocab *vocab;
+    struct llama_context *ctx;
+    struct llama_context_params cp;
+    uint32_t n_ctx;
+    int32_t n_vocab;
+    double load_s;
+    handle *h;
+    size_t n_h;
+    sb_llama_info info;       /* the last attach's (the same for every scope
+                                 but the namespace) */
+    /* the compute's */
+    lslot *slots;
+    struct llama_batch b;
+    int pass_rc;
+};
+
+/* ---- llama.cpp, once per process ------------------------------------------------ */
+
+static void quiet_log(enum ggml_log_level level, const char *text, void *user)
+{
+    (void)user;
+    if (level >= GGML_LOG_LEVEL_ERROR)
+        fputs(text, stderr);
+}
+
+static bool no_progress(float progress, void *user)
+{
+    (void)progress, (void)user;
+    return true;
+}
+
+void sb_rt_llama_init(void)
+{
+    static int loaded; /* the one process-wide fact: libggml's registry is too */
+    if (loaded)
+        return;
+    loaded = 1;
+    llama_log_set(quiet_log, NULL);
+    const char *dir = getenv("SNAPBANK_LLAMA_BACKENDS");
+    if (!dir || !*dir)
+        dir = SB_RT_LLAMA_BACKENDS;
+    if (*dir)
+        ggml_backend_load_all_from_path(dir);
+}
+
+/* ---- the model and the context ---------------------------------------------------- */
+
+int sb_rt_llama_open(const sb_rt_llama_cfg *cfg, sb_rt_llama **out, char *err, size_t err_len)
+{
+    *out = NULL;
+    if (!cfg->slots || !cfg->batch || !cfg->model) {
+        snprintf(err, err_len, "no model, or slots or batch 0");
+        return SB_ERR_INVAL;
+    }
+    sb_rt_llama *L = calloc(1, sizeof *L);
+    if (!L) {
+        snprintf(err, err_len, "out of memory");
+        return SB_ERR_NOMEM;
+    }
+    L->cfg = *cfg;
+    sb_rt_llama_init();
+    double t0 = sb_rt_now_s();
+    struct llama_model_params mp = llama_model_default_params();
+    mp.progress_callback = no_progress;
+    if (cfg->gpu_layers >= 0)
+        mp.n_gpu_layers = cfg->gpu_layers;
+    if (!(L->model = llama_model_load_from_file(cfg->model, mp))) {
+        snprintf(err, err_len, "%s: llama.cpp could not load the model", cfg->model);
+        sb_rt_llama_close(L);
+        return SB_ERR_IO;
+    }
+    L->load_s = sb_rt_now_s() - t0;
+    L->vocab = llama_model_get_vocab(L->model);
+    L->n_vocab = llama_vocab_n_tokens(L->vocab);
+    int32_t n_train = llama_model_n_ctx_train(L->model);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cfg->threads ? (int)cfg->threads : cpus > 0 ? (int)cpus : 1;
+    L->cp = llama_context_default_params();
+    L->cp.n_ctx = cfg->n_ctx ? cfg->n_ctx : n_train > 0 ? (uint32_t)n_train : 4096;
+    L->cp.n_batch = cfg->batch;
+    L->cp.n_ubatch = cfg->batch < 512 ? cfg->batch : 512;
+    L->cp.n_seq_max = (uint32_t)cfg->slots + 1; /* the slots and the scratch */
+    L->cp.kv_unified = true; /* one cache: the scratch copy shares its cells */
+    L->cp.n_threads = L->cp.n_threads_batch = threads;
+    L->cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
+    L->cp.no_perf = true;
+    if (!(L->ctx = llama_init_from_model(L->model, L->cp))) {
+        snprintf(err, err_len, "%s: llama.cpp could not make a context of %u tokens for %zu "
+                 "sequences", cfg->model, L->cp.n_ctx, cfg->slots);
+        sb_rt_llama_close(L);
+        return SB_ERR_NOMEM;
+    }
+    L->n_ctx = llama_n_ctx(L->ctx);
+    *out = L;
+    return SB_OK;
+}
+
+void sb_rt_llama_detach_all(sb_rt_llama *L)
+{
+    for (size_t i = 0; i < L->n_h; i++)
+        sb_llama_detach(L->h[i].sl);
+    free(L->h);
+    L->h = NULL, L->n_h = 0;
+}
+
+void sb_rt_llama_close(sb_rt_llama *L)
+{
+    if (!L)
+        return;
+    sb_rt_llama_detach_all(L);
+    if (L->ctx)
+        llama_free(L->ctx);
+    if (L->model)
+        llama_model_free(L->model);
+    free(L);
+}
+
+void sb_rt_llama_describe(const sb_rt_llama *L, sb_rt_llama_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->n_ctx = L->n_ctx;
+    d->n_vocab = (uint32_t)L->n_vocab;
+    d->n_layer = (uint32_t)llama_model_n_layer(L->model);
+    d->n_batch = L->cp.n_batch;
+    d->threads = (unsigned)L->cp.n_threads;
+    d->load_s = L->load_s;
+    llama_model_desc(L->model, d->desc, sizeof d->desc);
+}
+
+int sb_rt_llama_attach(sb_rt_llama *L, sb_store *st, const void *scope, size_t scope_len,
+                       sb_ns **ns, sb_llama_info *info, char *err, size_t err_len)
+{
+    if (L->n_h == MAX_SCOPES) {
+        snprintf(err, err_len, "more than %d scopes", MAX_SCOPES);
+        return SB_ERR_RANGE;
+    }
+    handle *nh = realloc(L->h, (L->n_h + 1) * sizeof *nh);
+    if (!nh) {
+        snprintf(err, err_len, "out of memory");
+        return SB_ERR_NOMEM;
+    }
+    L->h = nh;
+    sb_llama_config lc;
+    sb_llama_config_default(&lc);
+    lc.model_path = L->cfg.model;
+    lc.cparams = &L->cp;
+    lc.scope = scope_len ? scope : NULL;
+    lc.scope_bytes = scope_len;
+    lc.page_tokens = L->cfg.page_tokens;
+    lc.probe_seq = 0;
+    lc.scratch_seq = (llama_seq_id)L->cfg.slots;
+    sb_llama *sl;
+    int rc = sb_llama_attach(st, L->ctx, &lc, &sl, err, err_len);
+    if (rc != SB_OK)
+        return rc;
+    sb_llama_get_info(sl, &L->info);
+    L->h[L->n_h++] = (handle){ sl, L->info.ns };
+    *ns = L->info.ns;
+    if (info)
+        *info = L->info;
+    return SB_OK;
+}
+
+/* ---- the compute ------------------------------------------------------------------ */
+
+static sb_llama *handle_of(sb_rt_llama *L, sb_ns *ns)
+{
+    for (size_t i = 0; i < L->n_h; i++)
+        if (L->h[i].ns == ns)
+            return L->h[i].sl;
+    return NULL;
+}
+
+static int ll_open(void *cv, size_t slot, sb_ns *ns)
+{
+    sb_rt_llama *L = cv;
+    lslot *s = &L->slots[slot];
+    if (!(s->h = handle_of(L, ns)))
+        return SB_ERR_INVAL;
+    s->st = SB_RT_TURN_NONE;
+    s->n_toks = s->pos = s->saved = s->planned = 0;
+    s->logit_row = -1;
+    s->failed = SB_OK;
+    return SB_OK;
+}
+
+static void ll_close(void *cv, size_t slot)
+{
+    sb_rt_llama *L = cv;
+    lslot *s = &L->slots[slot];
+    llama_memory_seq_rm(llama_get_memory(L->ctx), (llama_seq_id)slot, -1, -1);
+    s->h = NULL;
+    s->st = SB_RT_TURN_NONE;
+}
+
+static int grow(lslot *s, size_t n)
+{
+    if (n <= s->cap)
+        return SB_OK;
+    size_t c = s->cap ? s->cap : 256;
+    while (c < n)
+        c *= 2;
+    llama_token *t = realloc(s->toks, c * sizeof *t);
+    if (!t)
+        return SB_ERR_NOMEM;
+    s->toks = t, s->cap = c;
+    return SB_OK;
+}
+
+static int ll_begin(void *cv, size_t slot, const uint32_t *prompt, size_t n, size_t max_gen,
+                    sb_rt_turn *rep)
+{
+    sb_rt_llama *L = cv;
+    lslot *s = &L->slots[slot];
+    if (!n || s->st != SB_RT_TURN_NONE)
+        return SB_ERR_INVAL;
+    for (size_t i = 0; i < n; i++)
+        if (prompt[i] >= (uint32_t)L->n_vocab)
+            return SB_ERR_INVAL;
+    if (n + max_gen > L->n_ctx)
+        return SB_ERR_TOO_MANY_TOKENS;
+    if (grow(s, n + 1) != SB_OK)
+        return SB_ERR_NOMEM;
+    memcpy(s->toks, prompt, n * sizeof *prompt);
+    s->n_toks = s->n_prompt = n;
+    memset(&s->rep, 0, sizeof s->rep);
+    s->t_begin = sb_rt_now_s();
+    llama_seq_id seq = (llama_seq_id)slot;
+    llama_memory_seq_rm(llama_get_memory(L->ctx), seq, -1, -1);
+    sb_llama_restore_info ri;
+    int rc = sb_llama_restore(s->h, seq, s->toks, n, n - 1, &ri);
+    if (rc == SB_ERR_INVAL || rc == SB_LLAMA_ERR_SEQ)
+        return rc;
+    if (rc != SB_OK) { /* no memory, no cells: the turn goes cold */
+        llama_memory_seq_rm(llama_get_memory(L->ctx), seq, -1, -1);
+        memset(&ri, 0, sizeof ri);
+        ri.miss = SB_MISS_IO;
+    }
+    sb_rt_turn *r = &s->rep;
+    r->cache_mode = ri.tokens_remote ? SB_RT_CACHE_REMOTE
+                    : ri.tokens_disk ? SB_RT_CACHE_SSD
+                    : ri.n_restored  ? SB_RT_CACHE_WARM
+                                     : SB_RT_CACHE_COLD;
+    r->prompt_tokens = n;
+    r->cached_tokens = ri.n_restored;
+    r->matched_tokens = ri.n_matched > ri.n_restored ? ri.n_matched : ri.n_restored;
+    r->cached_disk_tokens = ri.tokens_disk;
+    r->cached_shared_tokens = ri.tokens_remote;
+    r->miss = ri.miss;
+    r->prefill_tokens = n - ri.n_restored;
+    if (L->info.point_bytes) {
+        r->boundary_tokens = ri.n_restored;
+        r->recomputed_tokens = ri.n_matched > ri.n_restored ? ri.n_matched - ri.n_restored : 0;
+    }
+    /* bytes of KV read from disk: the connector counts tokens, so this is
+     * tokens x bytes per token (the builtin counts whole pages) */
+    r->restore_bytes = ri.tokens_disk * L->info.bytes_per_token;
+    r->bank_bytes = ri.n_restored * L->info.bytes_per_token +
+                    (ri.n_restored ? L->info.point_bytes : 0);
+    r->restore_s = sb_rt_now_s() - s->t_begin;
+    s->pos = s->saved = ri.n_restored;
+    s->n_marks = s->next_mark = 0;
+    if (L->info.point_bytes) /* a hybrid's prefill stops at the grid's boundaries */
+        s->n_marks = sb_rt_boundary_marks(SB_RT_BOUNDARY_GRID, SB_RT_BOUNDARY_KEEP, s->pos, n - 1,
+                                          s->marks);
+    s->st = SB_RT_TURN_PREFILL;
+    s->t_prefilled = s->t_first = 0;
+    if (rep)
+        *rep = *r;
+    return SB_OK;
+}
+
+static sb_rt_turn_state ll_state(void *cv, size_t slot)
+{
+    sb_rt_llama *L = cv;
+    return L->slots[slot].st;
+}
+
+static const sb_rt_turn *ll_report(void *cv, size_t slot)
+{
+    sb_rt_llama *L = cv;
+    return &L->slots[slot].rep;
+}
+
+static size_t ll_plan(void *cv, size_t slot, size_t max_rows)
+{
+    sb_rt_llama *L = cv;
+    lslot *s = &L->slots[slot];
+    struct llama_batch *b = &L->b;
+    size_t room = L->cp.n_batch - (size_t)b->n_tokens;
+    if (max_rows > room)
+        max_rows = room;
+    if (!max_rows || (s->st != SB_RT_TURN_PREFILL && s->st != SB_RT_TURN_RUN))
+        return 0;
+    size_t rows = 1;
+    bool logits = true;
+    if (s->st == SB_RT_TURN_PREFILL && s->pos + 1 < s->n_prompt) {
+        /* up to the next boundary, and the last token apart */
+        size_t to = s->n_prompt - 1;
+        if (s->next_mark < s->n_marks && s->marks[s->next_mark] < to)
+            to = s->marks[s->next_mark];
+        rows = to - s->pos < max_rows ? to - s->pos : max_rows;
+        logits = false;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        int32_t k = b->n_tokens++;
+        b->token[k] = s->toks[s->pos + i];
+        b->pos[k] = (llama_pos)(s->pos + i);
+        b->n_seq_id[k] = 1;
+        b->seq_id[k][0] = (llama_seq_id)slot;
+        b->logits[k] = logits && i + 1 == rows;
+    }
+    s->planned = rows;
+    s->logit_row = logits ? b->n_tokens - 1 : -1;
+    return rows;
+}
+
+static void ll_pass(void *cv)
+{
+    sb_rt_llama *L = cv;
+    L->pass_rc = L->b.n_tokens ? llama_decode(L->ctx, L->b) : 0;
+    L->b.n_tokens = 0;
+}
+
+/* The outcome of a save added to the turn's report. */
+static void saved(sb_rt_turn *r, int rc, const sb_llama_save_info *si)
+{
+    sb_write_outcome m = si->outcome;
+    m.pages_new += r->disk.pages_new;
+    m.points_new += r->disk.points_new;
+    m.queued += r->disk.queued;
+    m.written += r->disk.written;
+    r->disk = m;
+    r->boundaries_written += si->outcome.points_new;
+    if (rc != SB_OK && r->commit_rc == SB_OK)
+        r->commit_rc = rc;
+}
+
+static void save(sb_rt_llama *L, size_t slot, size_t n)
+{
+    lslot *s = &L->slots[slot];
+    if (n <= s->saved)
+        return;
+    sb_llama_save_info si;
+    memset(&si, 0, sizeof si);
+    int rc = sb_llama_save(s->h, (llama_seq_id)slot, s->toks, n, &si);
+    saved(&s->rep, rc, &si);
+    s->saved = n;
+}
+
+static int ll_ran(void *cv, size_t slot)
+{
+    sb_rt_llama *L = cv;
+    lslot *s = &L->slots[slot];
+    size_t rows = s->planned;
+    s->planned = 0;
+    if (L->pass_rc != 0) /* 1: no cells for the pass; < 0 an error */
+        return SB_LLAMA_ERR_DECODE;
+    s->pos += rows;
+    if (s->logit_row >= 0) {
+        const float *lg = llama_get_logits_ith(L->ctx, s->logit_row);
+        if (!lg)
+            return SB_LLAMA_ERR_DECODE;
+        memcpy(s->logits, lg, (size_t)L->n_vocab * sizeof *lg);
+        s->logit_row = -1;
+    }
+    if (s->st == SB_RT_TURN_PREFILL) {
+        if (s->next_mark < s->n_marks && s->pos == s->marks[s->next_mark]) {
+            s->next_mark++;
+            save(L, slot, s->pos); /* a grid boundary */
+        }
+        if (s->pos < s->n_prompt)
+            return SB_OK;
+        s->t_prefilled = sb_rt_now_s();
+        s->rep.prefill_s = s->t_prefilled - s->t_begin - s->rep.restore_s;
+        s->rep.prefill_tok_s = s->rep.prefill_s > 0
+                                   ? (double)s->rep.prefill_tokens / s->rep.prefill_s : 0;
+        save(L, slot, s->n_prompt); /* the prompt, for the next turn */
+    }
+    s->st = SB_RT_TURN_SAMPLE;
+    return SB_OK;
+}
+
+static const float *ll_logits(void *cv, size_t slot)
+{
+    sb_rt_llama *L = cv;
+    return L->slots[slot].logits;
+}
+
+static int ll_push(void *cv, size_t slot, uint32_t id)
+{
+    sb_rt_llama *L = cv;
+    lslot *s = &L->slots[slot];
+    if (s->st != SB_RT_TURN_SAMPLE || id >= (uint32_t)L->n_vocab)
+        return SB_ERR_INVAL;
+    if (s->pos + 1 > L->n_ctx)
+        return SB_ERR_TOO_MANY_TOKENS;
+    if (grow(s, s->n_toks + 1) != SB_OK)
+        return SB_ERR_NOMEM;
+    if (!s->t_first) {
+        s->t_first = sb_rt_now_s();
+        s->rep.ttft_s = s->t_first - s->t_begin;
+    }
+    s->toks[s->n_toks++] = (llama_token)id;
+    s->rep.gen_tokens++;
+    s->st = SB_RT_TURN_RUN;
+    return SB_OK;
+}
+
+static int ll_end(void *cv, size_t slot, sb_rt_turn *rep)
+{
+    sb_rt_llama *L = cv;
+    lslot *s = &L->slots[slot];
+    if (s->st == SB_RT_TURN_NONE)
+        return SB_ERR_INVAL;
+    save(L, slot, s->pos); /* what ran: the prompt (or its part), the answer */
+    llama_memory_seq_rm(llama_get_memory(L->ctx), (llama_seq_id)slot, -1, -1);
+    sb_rt_turn *r = &s->rep;
+    if (s->t_first) {
+        r->decode_s = sb_rt_now_s() - s->t_first;
+        r->decode_tok_s = r->decode_s > 0 ? (double)r->gen_tokens / r->decode_s : 0;
+    }
+    s->n_toks = s->pos; /* a pushed token that did not run is not the bank's */
+    s->st = SB_RT_TURN_NONE;
+    if (rep)
+        *rep = *r;
+    return SB_OK;
+}
+
+static const uint32_t *ll_tokens(void *cv, size_t slot, size_t *n)
+{
+    sb_rt_llama *L = cv;
+    *n = L->slots[slot].n_toks;
+    return (const uint32_t *)L->slots[slot].toks;
+}
+
+static unsigned ll_threads(void *cv)
+{
+    sb_rt_llama *L = cv;
+    return (unsigned)L->cp.n_threads;
+}
+
+static void ll_free(void *cv)
+{
+    sb_rt_llama *L = cv;
+    if (!L->slots)
+        return;
+    for (size_t i = 0; i < L->cfg.slots; i++) {
+        free(L->slots[i].toks);
+        free(L->slots[i].logits);
+    }
+    free(L->slots);
+    L->slots = NULL;
+    llama_batch_free(L->b);
+    memset(&L->b, 0, sizeof L->b);
+}
+
+static const sb_rt_compute_ops ll_ops = {
+    .open = ll_open, .close = ll_close, .begin = ll_begin, .state = ll_state,
+    .report = ll_report, .plan = ll_plan, .pass = ll_pass, .ran = ll_ran,
+    .logits = ll_logits, .push = ll_push, .end = ll_end, .tokens = ll_tokens,
+    .threads = ll_threads, .free = ll_free,
+};
+
+int sb_rt_llama_compute(sb_rt_llama *L, sb_rt_compute *out)
+{
+    if (L->slots)
+        return SB_ERR_INVAL; /* one compute at a time */
+    L->slots = calloc(L->cfg.slots, sizeof *L->slots);
+    L->b = llama_batch_init((int32_t)L->cp.n_batch, 0, 1);
+    bool ok = L->slots && L->b.token;
+    for (size_t i = 0; ok && i < L->cfg.slots; i++)
+        ok = (L->slots[i].logits = malloc((size_t)L->n_vocab * sizeof(float))) != NULL;
+    if (!ok) {
+        if (!L->slots)
+            llama_batch_free(L->b), memset(&L->b, 0, sizeof L->b);
+        ll_free(L);
+        return SB_ERR_NOMEM;
+    }
+    L->b.n_tokens = 0;
+    *out = (sb_rt_compute){ &ll_ops, L, (uint32_t)L->n_vocab };
+    return SB_OK;
+}

@@ -1,0 +1,106 @@
+/* llama_host.h -- llama.cpp as the runtime's compute: a model loaded by
+ * libllama, one llama_context whose sequences are the batching module's
+ * slots (batch/compute.h), and the bank reached through the llama.cpp
+ * connector (snapbank_llama.h), one connector handle per scope (a
+ * tenant's namespace). `snapbank serve --engine llama.cpp` runs on it.
+ * Built only where llama.cpp was found (SB_HAVE_LLAMA).
+ *
+ * The context: n_seq_max = slots + 1, one unified KV cache of n_ctx
+ * cells that every slot's sequence draws from (as llama-server's
+ * --kv-unified), sequence `slots` the connector's scratch for saves.
+ * A sequence may reach n_ctx tokens; several long ones at once may find
+ * the cells taken, and then the pass fails for the slots in it
+ * (SB_LLAMA_ERR_DECODE).
+ *
+ * A slot's turn (compute.h's steps over llama.cpp):
+ *   begin: the slot's sequence is cleared and the bank's longest prefix
+ *     of the prompt, at most all but its last token, restored into it
+ *     (sb_llama_restore: RAM, disk, then the shared tier); a restore that
+ *     fails for want of memory, cells or a readable page leaves the
+ *     sequence empty and the turn cold. The report says where the prefix
+ *     came from as the builtin engine's does.
+ *   plan: prompt rows up to the budget, the prompt's last token in a row
+ *     of its own with logits (as `snapbank run --engine llama.cpp`, so a
+ *     cold and a restored prompt reach their first token the same way);
+ *     in RUN the pushed token.
+ *   pass: one llama_decode of every slot's planned rows.
+ *   ran: the prompt's end saves it to the bank (sb_llama_save: the
+ *     prompt's K and V, and a hybrid's or sliding-window model's point
+ *     state there, a boundary) before the first token is sampled.
+ *   end: the tokens that ran are saved, and the sequence cleared.
+ * Logits are copied out of llama.cpp at ran (n_vocab floats per slot).
+ * llama.cpp's kernels do not promise the same bits for a row whatever
+ * else shares its pass: a greedy answer may differ in its later tokens
+ * between a request that ran alone and one batched beside others.
+ *
+ * Thread safety: open and close from one thread; attach, detach and
+ * every call of the compute from the engine thread, or while it is idle
+ * (a barrier: the server's bank clear). */
+#ifndef SB_RT_LLAMA_HOST_H
+#define SB_RT_LLAMA_HOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batch/compute.h"
+#include "snapbank.h"
+#include "snapbank_llama.h"
+
+typedef struct sb_rt_llama sb_rt_llama;
+
+typedef struct sb_rt_llama_cfg {
+    const char *model;       /* the GGUF file */
+    size_t slots;            /* sequences computed at once, >= 1 */
+    uint32_t n_ctx;          /* KV cells (0: the model's training context) */
+    uint32_t batch;          /* rows per pass (llama.cpp's n_batch) */
+    unsigned threads;        /* 0: every online CPU */
+    int gpu_layers;          /* layers offloaded to a GPU backend; -1:
+                                llama.cpp's default (all, where one is) */
+    uint32_t page_tokens;    /* the bank's tokens per page (0: 64) */
+} sb_rt_llama_cfg;
+
+/* sb_rt_llama_init -- llama.cpp's log set to errors only, its CPU (and
+ * any other) backends loaded from $SNAPBANK_LLAMA_BACKENDS or else the
+ * directory CMake found; once per process (later calls: no-op). */
+void sb_rt_llama_init(void);
+
+/* sb_rt_llama_open -- load cfg->model with libllama and make the context
+ * (above; flash attention auto). cfg is copied. err receives what failed
+ * naming the file. Returns: SB_OK (*out owned: sb_rt_llama_close);
+ * SB_ERR_INVAL (slots or batch 0); SB_ERR_IO (llama.cpp could not load
+ * the model); SB_ERR_NOMEM (no context of that size). */
+int sb_rt_llama_open(const sb_rt_llama_cfg *cfg, sb_rt_llama **out, char *err, size_t err_len);
+
+/* sb_rt_llama_close -- detach every handle, free the context and the
+ * model. The compute (sb_rt_llama_compute) must be freed first. NULL: a
+ * no-op. */
+void sb_rt_llama_close(sb_rt_llama *L);
+
+/* What was loaded. */
+typedef struct sb_rt_llama_desc {
+    uint32_t n_ctx, n_vocab, n_layer, n_batch;
+    unsigned threads;
+    double load_s;           /* the model's load */
+    char desc[128];          /* llama_model_desc */
+} sb_rt_llama_desc;
+void sb_rt_llama_describe(const sb_rt_llama *L, sb_rt_llama_desc *d);
+
+/* sb_rt_llama_attach -- the connector over store st for scope[0,
+ * scope_len): *ns receives its namespace (borrowed until detach), the one
+ * a job of this scope names; info (may be NULL) what the probe found.
+ * Needs sequence 0 empty (no slot running). Returns: SB_OK; the codes of
+ * sb_llama_attach (err says why). */
+int sb_rt_llama_attach(sb_rt_llama *L, sb_store *st, const void *scope, size_t scope_len,
+                       sb_ns **ns, sb_llama_info *info, char *err, size_t err_len);
+
+/* sb_rt_llama_detach_all -- detach every handle (before their store
+ * closes; their namespaces go with them). */
+void sb_rt_llama_detach_all(sb_rt_llama *L);
+
+/* sb_rt_llama_compute -- the batching module's compute over L (borrowed:
+ * it outlives the compute) for cfg.slots slots; a job's namespace must be
+ * one attach gave. Returns: SB_OK; SB_ERR_NOMEM. */
+int sb_rt_llama_compute(sb_rt_llama *L, sb_rt_compute *out);
+
+#endif /* SB_RT_LLAMA_HOST_H */
