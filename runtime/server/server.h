@@ -1,6 +1,11 @@
 /* server.h -- `snapbank serve`: an OpenAI-compatible HTTP server over the
  * runtime's sessions and the bank, whose every response says where its
- * prompt came from (cache_mode cold / warm_prefix / ssd / remote).
+ * prompt came from (cache_mode cold / warm_prefix / ssd / remote). What
+ * computes is the engine: the builtin runtime, or llama.cpp's libllama
+ * (--engine llama.cpp, llama/llama_host.h: the same batching module over
+ * llama.cpp's sequences, the bank through the llama.cpp connector, the
+ * prompt rendered and tokenized by the builtin template engine and
+ * tokenizer from the model file's vocabulary).
  *
  * One process: the model, one bank (RAM tier, and with --bank-dir its disk
  * tier in DIR/store and sessions in DIR/sessions), one namespace per

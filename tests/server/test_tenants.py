@@ -173,6 +173,31 @@ class Tenants(ServerTest):
             self.assertEqual(rc, 2, (args, err))
             self.assertIn(says, err)
 
+    def test_llama_server_options(self):
+        # llama-server's options snapbank serve lacks: refused by name
+        for args, says in ((("-fa", "on"), "-fa is a llama-server option"),
+                           (("--lora", "x.gguf"), "--lora is a llama-server option"),
+                           (("-ctk", "q8_0"), "-ctk is a llama-server option"),
+                           (("--api-key", "short"), "--api-key"),
+                           (("--api-key", "K" * 12, "--api-key-file", "keys"),
+                            "--api-key and --api-key-file"),
+                           (("-ngl", "99", "--engine", "builtin"), "needs --engine llama.cpp"),
+                           (("--engine", "tensorrt"), "--engine")):
+            rc, err = self.run_bad(*args)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertIn(says, err)
+        # --api-key: the keys of the one default tenant; -a names the model
+        k1, k2 = "first-key-1234", "second-key-5678"
+        s = self.start(self.model, "--api-key", k1 + "," + k2, "-a", "my-model", "-np", "2")
+        body = chat("my-model", "Hello")
+        self.assertEqual(s.post("/v1/chat/completions", body)[0], 401)
+        for k in (k1, k2):
+            st, _, r = s.post("/v1/chat/completions", body, {"Authorization": "Bearer " + k})
+            self.assertEqual(st, 200, r)
+        st, _, h = s.get("/health")
+        self.assertEqual((h["model"], h["slots"]), ("my-model", 2))
+        self.assertEqual(s.stop(), 0)
+
     def test_where_to_listen(self):
         rc, err = self.run_bad("--host", "0.0.0.0")
         self.assertEqual(rc, 2, err)
