@@ -4,6 +4,7 @@
 #include "batch/batch.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -47,6 +48,7 @@ void sb_rt_job_unref(sb_rt_job *j)
     free(j->stext);
     free(j->marks);
     free(j->gen);
+    free(j->lp);
     free(j->out);
     pthread_mutex_destroy(&j->mu);
     free(j);
@@ -434,11 +436,47 @@ static const char *turn_end_token_text(const sb_rt_batch *e, uint32_t id, size_t
     return s;
 }
 
+/* The log probability of id under logits (n floats), and the k most
+ * likely tokens, into e. */
+static void logprob_of(const float *logits, uint32_t n, uint32_t id, uint32_t k, sb_rt_logprob *e)
+{
+    float mx = logits[0];
+    for (uint32_t i = 1; i < n; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (uint32_t i = 0; i < n; i++)
+        sum += exp((double)logits[i] - mx);
+    double lse = mx + log(sum);
+    e->id = id;
+    e->logprob = (float)((double)logits[id] - lse);
+    /* the top k, kept sorted (most likely first): most tokens fail the
+     * first comparison */
+    e->n_top = 0;
+    for (uint32_t i = 0; i < n && k; i++) {
+        if (e->n_top == k && logits[i] <= logits[e->top_id[k - 1]])
+            continue;
+        uint32_t at = e->n_top < k ? e->n_top++ : k - 1;
+        while (at > 0 && logits[e->top_id[at - 1]] < logits[i]) {
+            e->top_id[at] = e->top_id[at - 1];
+            at--;
+        }
+        e->top_id[at] = i;
+    }
+    for (uint32_t t = 0; t < e->n_top; t++)
+        e->top_lp[t] = (float)((double)logits[e->top_id[t]] - lse);
+}
+
 /* Step 3 for one slot whose logits are ready. */
 static void sample_one(sb_rt_batch *e, slot *sl)
 {
     sb_rt_job *j = sl->j;
-    uint32_t id = sb_rt_sample(&sl->smp, OPS->logits(e->comp.c, SLOT(sl)));
+    const float *logits = OPS->logits(e->comp.c, SLOT(sl));
+    uint32_t id = sb_rt_sample(&sl->smp, logits);
+    sb_rt_logprob lpe;
+    if (j->logprobs)
+        logprob_of(logits, e->comp.n_vocab, id,
+                   j->top_logprobs < SB_RT_TOP_LOGPROBS_MAX ? j->top_logprobs
+                                                            : SB_RT_TOP_LOGPROBS_MAX, &lpe);
     const sb_rt_tok *tok = e->m->tok;
     bool eog = sb_rt_tok_is_eog(tok, id);
     char piece[512];
@@ -464,6 +502,18 @@ static void sample_one(sb_rt_batch *e, slot *sl)
         j->t_first = now;
     size_t old = j->out_len;
     feed(sl, (const unsigned char *)piece, n);
+    if (j->logprobs) { /* out of memory: the entry is not kept */
+        if (j->n_lp == j->lp_cap) {
+            size_t c = j->lp_cap ? 2 * j->lp_cap : 64;
+            sb_rt_logprob *g = realloc(j->lp, c * sizeof *g);
+            if (g)
+                j->lp = g, j->lp_cap = c;
+        }
+        if (j->n_lp < j->lp_cap) {
+            lpe.text_start = old, lpe.text_end = j->out_len;
+            j->lp[j->n_lp++] = lpe;
+        }
+    }
     bool whole = true; /* the session's text spells every token so far */
     if (eog) {
         size_t tl;

@@ -88,6 +88,21 @@ typedef struct sb_rt_gen_mark {
     size_t n, text_len;
 } sb_rt_gen_mark;
 
+/* A generated token's log probability under the model (the logits'
+ * softmax, before temperature or any truncation), and the most likely
+ * tokens at its position. */
+#define SB_RT_TOP_LOGPROBS_MAX 20u
+typedef struct sb_rt_logprob {
+    uint32_t id;
+    float logprob;
+    size_t text_start, text_end; /* the bytes of out its text added (a
+                                    character split over tokens is counted
+                                    where it completes) */
+    uint32_t n_top;               /* top_id/top_lp entries, most likely first */
+    uint32_t top_id[SB_RT_TOP_LOGPROBS_MAX];
+    float top_lp[SB_RT_TOP_LOGPROBS_MAX];
+} sb_rt_logprob;
+
 typedef struct sb_rt_job sb_rt_job;
 
 /* Called on the engine thread when a job's turn has ended, before the job
@@ -114,6 +129,10 @@ struct sb_rt_job {
                                  generated and runs); SB_RT_TOK_NONE (a new
                                  job's): none */
     double t_arrival;         /* sb_rt_now_s() when the request came */
+    bool logprobs;            /* record each generated token's log
+                                 probability (lp below) */
+    uint32_t top_logprobs;    /* ...and this many most likely tokens at its
+                                 position (<= SB_RT_TOP_LOGPROBS_MAX) */
     void (*barrier)(void *ctx); /* SB_RT_JOB_BARRIER: runs when no job runs */
     void *barrier_ctx;
     sb_rt_job_end_fn on_end;  /* may be NULL */
@@ -145,6 +164,9 @@ struct sb_rt_job {
     size_t n_gen;             /* tokens generated */
     bool started;             /* rep's restore fields are set */
     bool done;                /* the engine is finished with the job */
+    sb_rt_logprob *lp;        /* (n_lp) with logprobs: one per generated
+                                 token, in order; owned */
+    size_t n_lp, lp_cap;
     sb_rt_finish finish;
     int error;                /* an sb_err when finish is SB_RT_FINISH_ERROR */
     sb_rt_turn rep;           /* the turn's report */

@@ -65,6 +65,7 @@ static void serve_usage(FILE *f)
         "  --model-name NAME        the model id clients send (default: the file name\n"
         "                           without .gguf)\n"
         "  --chat-template NAME     the chat template, overriding the model's (chatml)\n"
+        "  --chat-template-file F   a Jinja chat template, overriding the model's\n"
         "  --ctx N                  longest sequence, prompt and answer (default: the\n"
         "                           model's context)\n"
         "  --max-tokens N           tokens to generate when a request sets no max_tokens\n"
@@ -126,7 +127,7 @@ static const char *const llama_server_only[] = {
     "--lora", "--lora-scaled", "--control-vector", "--mmproj", "--mmproj-url", "-mu",
     "--model-url", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hft", "--hf-token",
     "--embedding", "--embeddings", "--reranking", "--rerank", "--pooling", "--slot-save-path",
-    "--chat-template-file", "--chat-template-kwargs", "--no-jinja", "--grammar",
+    "--chat-template-kwargs", "--no-jinja", "--grammar",
     "--grammar-file", "-j", "--json-schema", "-s", "--seed", "--temp", "--top-k", "--top-p",
     "--min-p", "--repeat-penalty", "--samplers", "--ssl-key-file", "--ssl-cert-file",
     "--no-cont-batching", "-nocb", "--no-kv-unified", "--cache-reuse", "--ctx-checkpoints",
@@ -246,6 +247,8 @@ int sb_cli_serve(int argc, char **argv)
             bad = !v || !*v || strlen(v) > 255, c.model_name = v;
         } else if (!strcmp(a, "--chat-template")) {
             bad = !v || !*v, c.chat_template = v;
+        } else if (!strcmp(a, "--chat-template-file")) {
+            bad = !v || !*v, c.chat_template_file = v;
         } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
             bad = rt_parse_u64(v, 2, UINT32_MAX, &x), c.ctx = (uint32_t)x;
         } else if (!strcmp(a, "--max-tokens")) {

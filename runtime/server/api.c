@@ -167,6 +167,122 @@ static int missing(srv_api_err *e, const char *param)
                 param);
 }
 
+/* An assistant message's tool_calls, a tool message's tool_call_id and
+ * name: checked, and put in r->msg_json[i] for the template. */
+static int msg_extras(json_t *msg, const char *role, size_t i, srv_api_req *r, srv_api_err *e)
+{
+    char param[96];
+    json_t *calls = json_object_get(msg, "tool_calls"), *x = json_object();
+    if (!x)
+        return SB_ERR_NOMEM;
+    int rc = SB_OK;
+    if (calls && !json_is_null(calls)) {
+        snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+        if (strcmp(role, "assistant"))
+            rc = fail(e, "invalid_value", param, "Invalid '%s': only an assistant message has "
+                      "tool calls.", param);
+        else if (!json_is_array(calls))
+            rc = wrong_type(e, param, "an array", calls);
+        json_t *out = rc == SB_OK ? json_array() : NULL;
+        for (size_t k = 0; rc == SB_OK && out && k < json_array_size(calls); k++) {
+            json_t *c = json_array_get(calls, k), *f = json_object_get(c, "function");
+            json_t *id = json_object_get(c, "id"), *name = json_object_get(f, "name");
+            json_t *args = json_object_get(f, "arguments");
+            snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu]", i, k);
+            if (!json_is_object(c) || !json_is_object(f) || !json_is_string(name) ||
+                !json_is_string(args) || (id && !json_is_string(id))) {
+                rc = fail(e, "invalid_value", param, "Invalid '%s': expected {\"id\": string, "
+                          "\"type\": \"function\", \"function\": {\"name\": string, "
+                          "\"arguments\": string}}.", param);
+                break;
+            }
+            /* templates print arguments as an object (tojson): parsed where
+             * the text is JSON, else passed as the text */
+            json_t *a = json_loads(json_string_value(args), 0, NULL);
+            json_t *one = json_pack("{s:O?, s:s, s:{s:O, s:o}}", "id", id, "type", "function",
+                                    "function", "name", name, "arguments",
+                                    a ? a : json_incref(args));
+            if (!one || json_array_append_new(out, one))
+                rc = SB_ERR_NOMEM;
+        }
+        if (rc == SB_OK && (!out || json_object_set_new(x, "tool_calls", out)))
+            rc = SB_ERR_NOMEM;
+        else if (rc != SB_OK)
+            json_decref(out);
+    }
+    json_t *tid = json_object_get(msg, "tool_call_id"), *name = json_object_get(msg, "name");
+    if (rc == SB_OK && !strcmp(role, "tool")) {
+        snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
+        if (!tid)
+            rc = missing(e, param);
+        else if (!json_is_string(tid))
+            rc = wrong_type(e, param, "a string", tid);
+        else
+            json_object_set(x, "tool_call_id", tid);
+    }
+    if (rc == SB_OK && name && !json_is_null(name)) {
+        snprintf(param, sizeof param, "messages[%zu].name", i);
+        if (!json_is_string(name))
+            rc = wrong_type(e, param, "a string", name);
+        else
+            json_object_set(x, "name", name);
+    }
+    if (rc == SB_OK && json_object_size(x)) {
+        if (!(r->msg_json[i] = json_dumps(x, JSON_COMPACT)))
+            rc = SB_ERR_NOMEM;
+        r->has_extras = true;
+    }
+    json_decref(x);
+    return rc;
+}
+
+/* tools and tool_choice (chat). */
+static int parse_tools(json_t *root, srv_api_req *r, srv_api_err *e)
+{
+    json_t *t = json_object_get(root, "tools"), *ch = json_object_get(root, "tool_choice");
+    int rc = get_bool(root, "parallel_tool_calls", &(bool){ false }, e);
+    if (rc != SB_OK)
+        return rc;
+    if (ch && !json_is_null(ch)) {
+        if (json_is_string(ch) && (!strcmp(json_string_value(ch), "auto") ||
+                                   !strcmp(json_string_value(ch), "none"))) {
+            if (!strcmp(json_string_value(ch), "none"))
+                t = NULL; /* the model is not shown them */
+        } else if (json_is_string(ch) && !strcmp(json_string_value(ch), "required")) {
+            return unsupported(e, "tool_choice", "only 'auto' and 'none' are (forcing a call "
+                               "needs constrained decoding, which snapbank does not do): "
+                               "'required'");
+        } else if (json_is_object(ch)) {
+            return unsupported(e, "tool_choice", "only 'auto' and 'none' are (forcing a call "
+                               "needs constrained decoding, which snapbank does not do): a named "
+                               "function");
+        } else {
+            return fail(e, "invalid_value", "tool_choice", "Invalid 'tool_choice': expected "
+                        "'none', 'auto', 'required' or {\"type\": \"function\", ...}.");
+        }
+    }
+    if (!t || json_is_null(t))
+        return SB_OK;
+    if (!json_is_array(t))
+        return wrong_type(e, "tools", "an array", t);
+    for (size_t i = 0; i < json_array_size(t); i++) {
+        json_t *one = json_array_get(t, i), *f = json_object_get(one, "function");
+        json_t *type = json_object_get(one, "type"), *name = json_object_get(f, "name");
+        json_t *params = json_object_get(f, "parameters"), *desc = json_object_get(f, "description");
+        char param[64];
+        snprintf(param, sizeof param, "tools[%zu]", i);
+        if (!json_is_object(one) || !json_is_string(type) ||
+            strcmp(json_string_value(type), "function") || !json_is_object(f) ||
+            !json_is_string(name) || !json_string_length(name) ||
+            (params && !json_is_object(params)) || (desc && !json_is_string(desc)))
+            return fail(e, "invalid_value", param, "Invalid '%s': expected {\"type\": "
+                        "\"function\", \"function\": {\"name\": string, \"description\": "
+                        "string, \"parameters\": object}}.", param);
+    }
+    r->tools = json_array_size(t) ? t : NULL;
+    return SB_OK;
+}
+
 static int parse_messages(json_t *root, srv_api_req *r, srv_api_err *e)
 {
     json_t *m = json_object_get(root, "messages");
@@ -180,7 +296,8 @@ static int parse_messages(json_t *root, srv_api_req *r, srv_api_err *e)
                     "array with minimum length 1, but got an empty array instead.");
     r->msgs = calloc(n, sizeof *r->msgs);
     r->joined = calloc(n, sizeof *r->joined);
-    if (!r->msgs || !r->joined)
+    r->msg_json = calloc(n, sizeof *r->msg_json);
+    if (!r->msgs || !r->joined || !r->msg_json)
         return SB_ERR_NOMEM;
     r->n_msgs = n;
     for (size_t i = 0; i < n; i++) {
@@ -203,9 +320,10 @@ static int parse_messages(json_t *root, srv_api_req *r, srv_api_err *e)
             return fail(e, "invalid_value", param, "Invalid value: '%s'. Supported values are: "
                         "'system', 'developer', 'user', 'assistant' and 'tool'.", rs);
         r->msgs[i].role = rs;
+        int rc = msg_extras(msg, rs, i, r, e);
+        if (rc != SB_OK)
+            return rc;
         snprintf(param, sizeof param, "messages[%zu].content", i);
-        if (json_object_get(msg, "tool_calls") && !json_is_null(json_object_get(msg, "tool_calls")))
-            return unsupported(e, "tool_calls", NULL);
         if (!content || json_is_null(content)) {
             if (strcmp(rs, "assistant") != 0)
                 return missing(e, param);
@@ -213,7 +331,7 @@ static int parse_messages(json_t *root, srv_api_req *r, srv_api_err *e)
         } else if (json_is_string(content)) {
             r->msgs[i].content = json_string_value(content);
         } else if (json_is_array(content)) {
-            int rc = join_parts(content, i, &r->joined[i], e);
+            rc = join_parts(content, i, &r->joined[i], e);
             if (rc != SB_OK)
                 return rc;
             r->msgs[i].content = r->joined[i];
@@ -295,16 +413,37 @@ static int parse_stop(json_t *root, srv_api_req *r, srv_api_err *e)
     return SB_OK;
 }
 
+/* logprobs and top_logprobs: a chat's boolean and 0-20, a completion's
+ * 0-5 (the top count: the chosen token's own is always given). */
+static int parse_logprobs(json_t *root, srv_api_req *r, srv_api_err *e)
+{
+    json_int_t top = 0;
+    bool top_set = false;
+    int rc;
+    if (r->kind == SRV_API_CHAT) {
+        if ((rc = get_bool(root, "logprobs", &r->logprobs, e)) != SB_OK ||
+            (rc = get_int(root, "top_logprobs", 0, 20, &top, &top_set, e)) != SB_OK)
+            return rc;
+        if (top_set && !r->logprobs)
+            return fail(e, "invalid_value", "top_logprobs", "Invalid 'top_logprobs': it needs "
+                        "'logprobs' set to true.");
+    } else {
+        if ((rc = get_int(root, "logprobs", 0, 5, &top, &top_set, e)) != SB_OK)
+            return rc;
+        if (json_object_get(root, "top_logprobs"))
+            return fail(e, "invalid_value", "top_logprobs", "Invalid 'top_logprobs': a "
+                        "completion takes the count in 'logprobs'.");
+        r->logprobs = top_set;
+    }
+    r->top_logprobs = (unsigned)top;
+    return SB_OK;
+}
+
 /* Fields this server does not implement: refused when they ask for
  * anything but the default. */
 static int refuse_unsupported(json_t *root, srv_api_req *r, srv_api_err *e)
 {
     json_t *v;
-    if ((v = json_object_get(root, "logprobs")) && !json_is_null(v) && !json_is_false(v) &&
-        !(json_is_integer(v) && json_integer_value(v) == 0))
-        return unsupported(e, "logprobs", NULL);
-    if ((v = json_object_get(root, "top_logprobs")) && !json_is_null(v))
-        return unsupported(e, "top_logprobs", NULL);
     if ((v = json_object_get(root, "echo")) && json_is_true(v))
         return unsupported(e, "echo", NULL);
     if ((v = json_object_get(root, "suffix")) && !json_is_null(v))
@@ -312,11 +451,11 @@ static int refuse_unsupported(json_t *root, srv_api_req *r, srv_api_err *e)
     if ((v = json_object_get(root, "best_of")) && !json_is_null(v) &&
         !(json_is_integer(v) && json_integer_value(v) == 1))
         return unsupported(e, "best_of", "one completion per request");
-    const char *lists[] = { "tools", "functions" };
-    for (int i = 0; i < 2; i++)
-        if ((v = json_object_get(root, lists[i])) && !json_is_null(v) &&
-            !(json_is_array(v) && json_array_size(v) == 0))
-            return unsupported(e, lists[i], NULL);
+    if ((v = json_object_get(root, "functions")) && !json_is_null(v) &&
+        !(json_is_array(v) && json_array_size(v) == 0))
+        return unsupported(e, "functions", "the deprecated 'functions' are not; 'tools' are");
+    if (r->kind != SRV_API_CHAT && (v = json_object_get(root, "tools")) && !json_is_null(v))
+        return unsupported(e, "tools", "a completion's tools are not; a chat's are");
     if ((v = json_object_get(root, "logit_bias")) && !json_is_null(v) &&
         !(json_is_object(v) && json_object_size(v) == 0))
         return unsupported(e, "logit_bias", NULL);
@@ -368,6 +507,8 @@ int srv_api_parse(srv_api_kind kind, const char *body, size_t len, srv_api_req *
         return wrong_type(e, "model", "a string", model);
     r->model = json_string_value(model);
     int rc = kind == SRV_API_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e);
+    if (rc == SB_OK && kind == SRV_API_CHAT)
+        rc = parse_tools(root, r, e);
     if (rc != SB_OK)
         return rc;
     if ((rc = get_bool(root, "stream", &r->stream, e)) != SB_OK)
@@ -400,7 +541,8 @@ int srv_api_parse(srv_api_kind kind, const char *body, size_t len, srv_api_req *
     r->sampling.top_p = top_p > 0 ? (float)top_p : 1e-9f; /* 0: only the most likely */
     r->sampling.top_k = (uint32_t)top_k;
     r->sampling.seed = (uint64_t)seed;
-    if ((rc = parse_stop(root, r, e)) != SB_OK || (rc = refuse_unsupported(root, r, e)) != SB_OK)
+    if ((rc = parse_stop(root, r, e)) != SB_OK || (rc = refuse_unsupported(root, r, e)) != SB_OK ||
+        (rc = parse_logprobs(root, r, e)) != SB_OK)
         return rc;
     json_t *sid = json_object_get(root, "session_id");
     if (sid && !json_is_null(sid)) {
@@ -417,7 +559,10 @@ void srv_api_req_free(srv_api_req *r)
         return;
     for (size_t i = 0; r->joined && i < r->n_msgs; i++)
         free(r->joined[i]);
+    for (size_t i = 0; r->msg_json && i < r->n_msgs; i++)
+        free(r->msg_json[i]);
     free(r->joined);
+    free(r->msg_json);
     free(r->msgs);
     free(r->prompt_ids);
     json_decref(r->root);

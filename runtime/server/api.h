@@ -12,7 +12,18 @@
  *                               roles system, developer (as system), user,
  *                               assistant, tool; content a string, null
  *                               (assistant), or an array of {type: "text",
- *                               text} parts
+ *                               text} parts; an assistant's tool_calls
+ *                               (array of {id, type "function", function:
+ *                               {name, arguments: a JSON text}}); a tool
+ *                               message's tool_call_id (required) and name
+ *   tools (chat)                array of {type "function", function: {name,
+ *                               description?, parameters?: object}}, given
+ *                               to the chat template as `tools`
+ *   tool_choice (chat)          "auto" (the default) or "none" (the tools
+ *                               are not shown to the model); "required" and
+ *                               a named function need constrained decoding:
+ *                               refused
+ *   parallel_tool_calls         a boolean (the model decides how many)
  *   prompt (completions)        a string, an array of token ids, or an array
  *                               holding one of those
  *   stream, stream_options.include_usage   booleans
@@ -21,7 +32,9 @@
  *   stop                        a string or up to 4 non-empty strings
  *   n                           1 only
  *   session_id                  snapbank's: continue that session
- *   logprobs, top_logprobs, echo, suffix, best_of > 1, tools, functions,
+ *   logprobs, top_logprobs      chat: a boolean and 0-20; completions:
+ *                               logprobs 0-5 (the top count)
+ *   echo, suffix, best_of > 1, functions,
  *   logit_bias, non-zero presence/frequency penalties, response_format
  *   other than text: refused (400, not supported) rather than ignored.
  * Other fields (user, metadata, store, ...) are ignored.
@@ -64,6 +77,15 @@ typedef struct srv_api_req {
     const char *stop[SRV_API_MAX_STOP];
     size_t n_stop;
     const char *session_id;   /* NULL when none */
+    json_t *tools;            /* chat: the tools array (borrowed from root),
+                                 NULL when none or tool_choice "none" */
+    char **msg_json;          /* (n_msgs) chat: each message's extras for the
+                                 template as a JSON object's text (tool_calls
+                                 with arguments parsed where they are JSON,
+                                 tool_call_id, name), or NULL; owned */
+    bool has_extras;          /* some msg_json is not NULL */
+    bool logprobs;            /* each generated token's log probability */
+    unsigned top_logprobs;    /* ...and this many alternatives */
 } srv_api_req;
 
 /* An error as the OpenAI API reports it. */

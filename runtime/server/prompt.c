@@ -9,6 +9,7 @@
 
 #include "template/chat_tmpl.h"
 #include "gguf/gguf.h"
+#include "server/tools.h"
 #include "text/tokenizer.h"
 
 struct srv_prompt {
@@ -18,6 +19,7 @@ struct srv_prompt {
     char name[64];          /* "chatml (qwen2.5)", "jinja", ... */
     const char *bos_text;   /* the BOS token's text, or NULL (borrowed from tok) */
     size_t bos_len;
+    int toolfmt;            /* srv_toolfmt the template teaches */
     char *after;            /* what the template writes after an assistant
                              * message's content ("<|im_end|>\n"), owned; ""
                              * when the probe could not tell */
@@ -55,8 +57,8 @@ static const char *tok_text(const sb_rt_tok *t, uint32_t id, size_t *len)
     return id == SB_RT_TOK_NONE ? NULL : sb_rt_tok_text(t, id, len);
 }
 
-int srv_prompt_new(const sb_rt_model *m, const char *template_name, srv_prompt **out,
-                   sb_rt_err *err)
+int srv_prompt_new(const sb_rt_model *m, const char *template_name, const char *template_source,
+                   srv_prompt **out, sb_rt_err *err)
 {
     *out = NULL;
     if (!m->tok)
@@ -74,7 +76,11 @@ int srv_prompt_new(const sb_rt_model *m, const char *template_name, srv_prompt *
     const char *src = NULL;
     size_t src_len = 0;
     char *source = NULL;
-    if (sb_rt_gguf_get_str(m->gguf, "tokenizer.chat_template", &src, &src_len) == SB_OK) {
+    if (template_source) {
+        src = template_source, src_len = strlen(template_source);
+        template_name = "jinja";
+    }
+    if (src || sb_rt_gguf_get_str(m->gguf, "tokenizer.chat_template", &src, &src_len) == SB_OK) {
         if (!(source = malloc(src_len + 1))) {
             free(p);
             return sb_rt_fail(err, SB_ERR_NOMEM, "out of memory");
@@ -83,6 +89,7 @@ int srv_prompt_new(const sb_rt_model *m, const char *template_name, srv_prompt *
         source[src_len] = 0;
     }
     int rc = sb_rt_chat_tmpl_new(source, template_name, p->bos_text, eos_text, &p->tmpl, err);
+    p->toolfmt = (int)srv_tools_format(source);
     free(source);
     if (rc != SB_OK) {
         if (!src && !template_name) /* say which model lacks one */
@@ -128,8 +135,20 @@ void srv_text_free(srv_text *t)
     memset(t, 0, sizeof *t);
 }
 
+int srv_prompt_toolfmt(const srv_prompt *p)
+{
+    return p->toolfmt;
+}
+
 int srv_prompt_render(const srv_prompt *p, const srv_msg *msgs, size_t n, srv_text *out,
                       sb_rt_err *err)
+{
+    return srv_prompt_render_ex(p, msgs, n, NULL, NULL, out, err);
+}
+
+int srv_prompt_render_ex(const srv_prompt *p, const srv_msg *msgs, size_t n,
+                         const char *const *msg_json, const char *vars_json, srv_text *out,
+                         sb_rt_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!n)
@@ -140,7 +159,10 @@ int srv_prompt_render(const srv_prompt *p, const srv_msg *msgs, size_t n, srv_te
     for (size_t i = 0; i < n; i++)
         cm[i] = (sb_rt_chat_msg){ msgs[i].role, msgs[i].content };
     sb_rt_chat_text ct;
-    int rc = sb_rt_chat_render(p->tmpl, cm, n, true, &ct, err);
+    sb_rt_chat_opts o = { .add_generation_prompt = true, .msg_json = msg_json,
+                          .vars_json = vars_json };
+    int rc = msg_json || vars_json ? sb_rt_chat_render_ex(p->tmpl, cm, n, &o, &ct, err)
+                                   : sb_rt_chat_render(p->tmpl, cm, n, true, &ct, err);
     free(cm);
     if (rc != SB_OK)
         return rc;

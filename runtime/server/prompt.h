@@ -56,14 +56,21 @@ typedef struct srv_prompt srv_prompt;
 
 /* srv_prompt_new -- the template and tokenizer of model m (borrowed: it
  * must outlive the result). template_name: NULL to take the model's own
- * (its tokenizer.chat_template), or a family name. On success *out is owned
+ * (its tokenizer.chat_template), or a family name; template_source: NULL,
+ * or a Jinja template's text that replaces the model's (rendered by the
+ * interpreter; --chat-template-file). On success *out is owned
  * by the caller (srv_prompt_free). Returns: SB_OK; SB_ERR_UNSUPPORTED (the
  * model has no usable tokenizer, no template and no name, or the template
  * is neither known nor renderable: err names the --chat-template option);
  * SB_ERR_INVAL (the template is not UTF-8); SB_ERR_RANGE (over the
  * template size limit); SB_ERR_NOMEM. */
-int srv_prompt_new(const sb_rt_model *m, const char *template_name, srv_prompt **out,
-                   sb_rt_err *err);
+int srv_prompt_new(const sb_rt_model *m, const char *template_name, const char *template_source,
+                   srv_prompt **out, sb_rt_err *err);
+
+/* srv_prompt_toolfmt -- the tool-call format the template teaches
+ * (tools.h's srv_toolfmt; SRV_TOOLFMT_NONE for a family named without a
+ * source). */
+int srv_prompt_toolfmt(const srv_prompt *p);
 
 /* srv_prompt_free -- NULL is a no-op. */
 void srv_prompt_free(srv_prompt *p);
@@ -80,6 +87,17 @@ const char *srv_prompt_template(const srv_prompt *p);
  * needs what the interpreter lacks); SB_ERR_NOMEM. */
 int srv_prompt_render(const srv_prompt *p, const srv_msg *msgs, size_t n, srv_text *out,
                       sb_rt_err *err);
+
+/* srv_prompt_render_ex -- the same with extras for the template
+ * (chat_tmpl.h's sb_rt_chat_opts): msg_json NULL or n entries, each NULL or
+ * a JSON object's text added to that message (tool_calls, tool_call_id,
+ * name); vars_json NULL or a JSON object's text of template variables
+ * ({"tools": [...]}). With either, the Jinja interpreter renders. Returns:
+ * as srv_prompt_render, and SB_ERR_UNSUPPORTED when the template cannot be
+ * rendered by the interpreter. */
+int srv_prompt_render_ex(const srv_prompt *p, const srv_msg *msgs, size_t n,
+                         const char *const *msg_json, const char *vars_json, srv_text *out,
+                         sb_rt_err *err);
 
 /* srv_text_free -- free the members; NULL is a no-op. */
 void srv_text_free(srv_text *t);

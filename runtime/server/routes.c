@@ -12,6 +12,8 @@
 #include "capi/stats_fields.h"
 #include "server/api.h"
 #include "server/server_int.h"
+#include "server/tools.h"
+#include "text/tokenizer.h"
 
 static const char *const retry1[] = { "Retry-After", "1", NULL };
 
@@ -119,6 +121,13 @@ typedef struct req_ctx {
     size_t sent;              /* out bytes sent */
     char *pend;               /* an event not yet taken by MHD */
     size_t pend_len, pend_off;
+    int toolfmt;              /* srv_toolfmt: the request gave tools */
+    unsigned long long call_seed; /* its tool calls' ids */
+    bool tools_parsed;        /* a stream's answer split (under j->mu): */
+    json_t *calls;            /* its tool calls, or NULL */
+    size_t content_end;       /* ...and the end of its content */
+    bool calls_sent;
+    size_t lp_sent;           /* a stream's logprob entries sent */
 } req_ctx;
 
 static void req_unref(req_ctx *c)
@@ -126,6 +135,7 @@ static void req_unref(req_ctx *c)
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
     sb_rt_job_unref(c->j);
+    json_decref(c->calls);
     free(c->pend);
     free(c);
 }
@@ -224,6 +234,104 @@ static json_t *text_json(const sb_rt_job *j, size_t from, size_t to)
     return t ? t : json_string(""); /* cannot be: out is valid UTF-8 */
 }
 
+/* ---- logprobs ---- */
+
+/* Token id's text after prev into a JSON string (invalid UTF-8 bytes as
+ * U+FFFD: a character split over tokens) and its raw bytes into *bytes. */
+static json_t *token_json(const srv_server *s, uint32_t id, uint32_t prev, json_t **bytes)
+{
+    char piece[512], fixed[3 * sizeof piece];
+    size_t n = 0, m = 0;
+    if (sb_rt_tok_piece(s->m->tok, id, prev, piece, sizeof piece, &n) != SB_OK)
+        n = 0;
+    *bytes = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(*bytes, json_integer((unsigned char)piece[i]));
+    for (size_t i = 0; i < n;) { /* keep whole valid characters, else U+FFFD */
+        unsigned char c = (unsigned char)piece[i];
+        size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        bool ok = k && i + k <= n && c;
+        for (size_t t = 1; ok && t < k; t++)
+            ok = ((unsigned char)piece[i + t] & 0xC0) == 0x80;
+        if (ok && k > 1) { /* jansson refuses overlongs and surrogates */
+            json_t *probe = json_stringn(piece + i, k);
+            ok = probe != NULL;
+            json_decref(probe);
+        }
+        if (ok) {
+            memcpy(fixed + m, piece + i, k), m += k, i += k;
+        } else {
+            memcpy(fixed + m, "\xEF\xBF\xBD", 3), m += 3, i++;
+        }
+    }
+    return json_stringn(fixed, m);
+}
+
+/* Chat's logprobs entry for j->lp[i] (under j->mu). */
+static json_t *lp_chat_entry(const req_ctx *c, size_t i)
+{
+    const sb_rt_job *j = c->j;
+    const sb_rt_logprob *e = &j->lp[i];
+    uint32_t prev = i ? j->lp[i - 1].id : SB_RT_TOK_NONE;
+    json_t *bytes, *tok = token_json(c->srv, e->id, prev, &bytes);
+    json_t *top = json_array();
+    for (uint32_t t = 0; t < e->n_top && t < j->top_logprobs; t++) {
+        json_t *tb, *tt = token_json(c->srv, e->top_id[t], prev, &tb);
+        json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", tt, "logprob",
+                                             (double)e->top_lp[t], "bytes", tb));
+    }
+    return json_pack("{s:o, s:f, s:o, s:o}", "token", tok, "logprob", (double)e->logprob, "bytes",
+                     bytes, "top_logprobs", top);
+}
+
+/* The logprobs of entries [from, to): chat's {"content": [...], "refusal":
+ * null}, or a completion's {"tokens", "token_logprobs", "top_logprobs",
+ * "text_offset"} (under j->mu). */
+static json_t *logprobs_json(const req_ctx *c, size_t from, size_t to)
+{
+    const sb_rt_job *j = c->j;
+    if (c->kind == SRV_API_CHAT) {
+        json_t *a = json_array();
+        for (size_t i = from; i < to; i++)
+            json_array_append_new(a, lp_chat_entry(c, i));
+        return json_pack("{s:o, s:n}", "content", a, "refusal");
+    }
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (size_t i = from; i < to; i++) {
+        const sb_rt_logprob *e = &j->lp[i];
+        uint32_t prev = i ? j->lp[i - 1].id : SB_RT_TOK_NONE;
+        json_t *b, *t = token_json(c->srv, e->id, prev, &b);
+        json_decref(b);
+        json_array_append_new(toks, t);
+        json_array_append_new(lps, json_real(e->logprob));
+        json_t *d = json_object();
+        for (uint32_t k = 0; k < e->n_top && k < j->top_logprobs; k++) {
+            json_t *kb, *kt = token_json(c->srv, e->top_id[k], prev, &kb);
+            json_decref(kb);
+            if (kt && !json_object_get(d, json_string_value(kt)))
+                json_object_set_new(d, json_string_value(kt), json_real(e->top_lp[k]));
+            json_decref(kt);
+        }
+        json_array_append_new(tops, d);
+        json_array_append_new(offs, json_integer((json_int_t)e->text_start));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps,
+                     "top_logprobs", tops, "text_offset", offs);
+}
+
+/* The entries to report of an answer whose text shown so far is out[0,
+ * end): those whose text ends there; once the answer is whole (done),
+ * every token whose text starts before end (not a stop string's or an
+ * end token's past it). */
+static size_t lp_upto(const sb_rt_job *j, size_t end, bool done)
+{
+    size_t k = 0;
+    while (k < j->n_lp && (done ? j->lp[k].text_start < end : j->lp[k].text_end <= end))
+        k++;
+    return k;
+}
+
 /* An answer that did not complete: its HTTP status and OpenAI error object. */
 static json_t *job_error(const sb_rt_job *j, unsigned *status)
 {
@@ -258,14 +366,26 @@ static bool poll_done(void *ctx, srv_hreq *r)
         return true;
     }
     bool chat = c->kind == SRV_API_CHAT;
+    json_t *calls = NULL;
+    size_t content = j->out_len;
+    if (c->toolfmt && srv_tools_parse(c->toolfmt, j->out, j->out_len, c->call_seed, &calls,
+                                      &content) != SB_OK) {
+        srv_hreq_error(r, 500, "server_error", NULL, NULL, NULL, "out of memory");
+        return true;
+    }
     json_t *o = head_json(c, chat ? "chat.completion" : "text_completion");
     json_t *choice = chat ? json_pack("{s:i, s:{s:s, s:o, s:n}, s:n, s:s}", "index", 0, "message",
-                                      "role", "assistant", "content", text_json(j, 0, j->out_len),
+                                      "role", "assistant", "content",
+                                      calls && !content ? json_null() : text_json(j, 0, content),
                                       "refusal", "logprobs", "finish_reason",
-                                      finish_name(j->finish))
+                                      calls ? "tool_calls" : finish_name(j->finish))
                           : json_pack("{s:o, s:i, s:n, s:s}", "text", text_json(j, 0, j->out_len),
                                       "index", 0, "logprobs", "finish_reason",
                                       finish_name(j->finish));
+    if (choice && calls)
+        json_object_set_new(json_object_get(choice, "message"), "tool_calls", calls);
+    if (choice && j->logprobs)
+        json_object_set_new(choice, "logprobs", logprobs_json(c, 0, lp_upto(j, content, true)));
     if (o && choice) {
         json_object_set_new(o, "choices", json_pack("[o]", choice));
         json_object_set_new(o, "usage", usage_json(j, c->srv->boundaries));
@@ -331,11 +451,32 @@ static bool next_event(req_ctx *c)
             return true;
         }
         /* fall through */
-    case PH_TEXT:
-        if (j->visible > c->sent) {
-            json_t *t = text_json(j, c->sent, j->visible);
-            c->sent = j->visible;
-            event(c, chunk(c, chat ? json_pack("{s:o}", "content", t) : t, NULL));
+    case PH_TEXT: {
+        /* with tools: what may be a call is held back until the answer is
+         * whole, then split into content and calls */
+        size_t vis = j->visible;
+        if (c->toolfmt && !c->tools_parsed && j->done && j->finish != SB_RT_FINISH_CANCELLED &&
+            j->finish != SB_RT_FINISH_ERROR) {
+            if (srv_tools_parse(c->toolfmt, j->out, j->out_len, c->call_seed, &c->calls,
+                                &c->content_end) != SB_OK)
+                c->calls = NULL, c->content_end = j->out_len; /* out of memory: text */
+            c->tools_parsed = true;
+        }
+        if (c->tools_parsed)
+            vis = c->content_end;
+        else if (c->toolfmt)
+            vis = srv_tools_visible(c->toolfmt, j->out, j->visible);
+        if (vis > c->sent) {
+            json_t *t = text_json(j, c->sent, vis);
+            c->sent = vis;
+            json_t *o = chunk(c, chat ? json_pack("{s:o}", "content", t) : t, NULL);
+            size_t k = j->logprobs ? lp_upto(j, vis, c->tools_parsed || j->done) : 0;
+            if (o && k > c->lp_sent) {
+                json_object_set_new(json_array_get(json_object_get(o, "choices"), 0), "logprobs",
+                                    logprobs_json(c, c->lp_sent, k));
+                c->lp_sent = k;
+            }
+            event(c, o);
             return true;
         }
         if (!j->done)
@@ -346,9 +487,26 @@ static bool next_event(req_ctx *c)
             c->phase = PH_DONE;
             return true;
         }
-        event(c, chunk(c, chat ? json_object() : json_string(""), finish_name(j->finish)));
+        if (c->calls && !c->calls_sent) { /* every call whole, in one delta */
+            c->calls_sent = true;
+            for (size_t i = 0; i < json_array_size(c->calls); i++)
+                json_object_set_new(json_array_get(c->calls, i), "index", json_integer((json_int_t)i));
+            event(c, chunk(c, json_pack("{s:O}", "tool_calls", c->calls), NULL));
+            return true;
+        }
+        json_t *o = chunk(c, chat ? json_object() : json_string(""),
+                          c->calls ? "tool_calls" : finish_name(j->finish));
+        size_t k = j->logprobs ? lp_upto(j, c->tools_parsed ? c->content_end : j->out_len, true)
+                               : 0;
+        if (o && k > c->lp_sent) { /* the entries of text held back to the end */
+            json_object_set_new(json_array_get(json_object_get(o, "choices"), 0), "logprobs",
+                                logprobs_json(c, c->lp_sent, k));
+            c->lp_sent = k;
+        }
+        event(c, o);
         c->phase = PH_USAGE;
         return true;
+    }
     case PH_USAGE:
         c->phase = PH_DONE;
         if (c->include_usage) {
@@ -520,8 +678,27 @@ static void completion(srv_server *s, srv_hreq *r, srv_api_kind kind)
     snprintf(t->tenant, sizeof t->tenant, "%s", tenant->name);
     snprintf(t->session_id, sizeof t->session_id, "%s", sid ? sid : "");
     sb_rt_err err = { 0 };
+    int toolfmt = q.tools ? srv_prompt_toolfmt(s->prompt) : SRV_TOOLFMT_NONE;
+    if (q.tools && toolfmt == SRV_TOOLFMT_NONE) {
+        srv_hreq_error(r, 400, "invalid_request_error", "unsupported_parameter", "tools", NULL,
+                       "'tools' is not supported for this model: its chat template teaches no "
+                       "tool-call format this server parses (<tool_call> as Qwen and Hermes, "
+                       "Llama 3's JSON, Mistral's [TOOL_CALLS]).");
+        goto out;
+    }
     if (kind == SRV_API_CHAT) {
-        if ((rc = srv_prompt_render(s->prompt, q.msgs, q.n_msgs, &t->text, &err)) != SB_OK) {
+        json_t *vo = q.tools ? json_pack("{s:O}", "tools", q.tools) : NULL;
+        char *vars = vo ? json_dumps(vo, JSON_COMPACT) : NULL;
+        json_decref(vo);
+        if (q.tools && !vars)
+            goto oom;
+        rc = q.tools || q.has_extras
+                 ? srv_prompt_render_ex(s->prompt, q.msgs, q.n_msgs,
+                                        q.has_extras ? (const char *const *)q.msg_json : NULL,
+                                        vars, &t->text, &err)
+                 : srv_prompt_render(s->prompt, q.msgs, q.n_msgs, &t->text, &err);
+        free(vars);
+        if (rc != SB_OK) {
             if (rc == SB_ERR_NOMEM)
                 goto oom;
             srv_hreq_error(r, 400, "invalid_request_error", "invalid_value", "messages", NULL,
@@ -591,6 +768,8 @@ static void completion(srv_server *s, srv_hreq *r, srv_api_kind kind)
                      ? s->cfg.default_max_tokens
                      : room;
     j->sampling = q.sampling;
+    j->logprobs = q.logprobs;
+    j->top_logprobs = q.top_logprobs;
     if (!q.has_seed)
         j->sampling.seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ atomic_fetch_add(&s->ids, 1);
     if (q.n_stop && !(j->stop = calloc(q.n_stop, sizeof *j->stop)))
@@ -604,6 +783,8 @@ static void completion(srv_server *s, srv_hreq *r, srv_api_kind kind)
     if (!c)
         goto oom;
     c->srv = s, c->j = j, c->kind = kind, c->stream = q.stream;
+    c->toolfmt = toolfmt;
+    c->call_seed = atomic_fetch_add(&s->ids, 1) * 0x9e3779b97f4a7c15ull ^ (unsigned long long)t_arrival;
     c->include_usage = q.include_usage;
     c->created = time(NULL);
     snprintf(c->id, sizeof c->id, "%s-%016llx", kind == SRV_API_CHAT ? "chatcmpl" : "cmpl",

@@ -248,6 +248,26 @@ static void obs_pass(void *ctx, size_t sequences)
     srv_metrics_pass(ctx, sequences);
 }
 
+/* A text file of at most 1 MiB with no NUL, malloc'd and NUL-terminated;
+ * NULL (errno set) otherwise. */
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *b = malloc((1u << 20) + 1);
+    size_t n = b ? fread(b, 1, (1u << 20) + 1, f) : 0;
+    int bad = !b || ferror(f) || n > (1u << 20) || memchr(b, 0, n);
+    fclose(f);
+    if (bad) {
+        free(b);
+        errno = errno ? errno : EFBIG;
+        return NULL;
+    }
+    b[n] = 0;
+    return b;
+}
+
 /* Everything but the HTTP side. Returns an exit status (0 ok). */
 static int start(srv_server *s)
 {
@@ -305,7 +325,18 @@ static int start(srv_server *s)
         return 2;
     }
     s->ctx_limit = c->ctx ? c->ctx : s->m->hp.n_ctx;
-    int prc = srv_prompt_new(s->m, c->chat_template, &s->prompt, &err);
+    char *tsrc = NULL;
+    if (c->chat_template_file && c->chat_template) {
+        fprintf(stderr, "snapbank serve: --chat-template and --chat-template-file: give one\n");
+        return 2;
+    }
+    if (c->chat_template_file && !(tsrc = read_text(c->chat_template_file))) {
+        fprintf(stderr, "snapbank serve: --chat-template-file %s: cannot read it (a text file "
+                        "of at most 1 MiB): %s\n", c->chat_template_file, strerror(errno));
+        return 2;
+    }
+    int prc = srv_prompt_new(s->m, c->chat_template, tsrc, &s->prompt, &err);
+    free(tsrc);
     if (prc != SB_OK) { /* a template to choose (--chat-template) is usage */
         fprintf(stderr, "snapbank serve: %s\n", err.msg);
         return prc == SB_ERR_UNSUPPORTED || prc == SB_ERR_INVAL ? 2 : 1;

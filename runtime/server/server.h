@@ -73,6 +73,7 @@ typedef struct srv_config {
     size_t max_sessions;          /* sessions kept in RAM */
     size_t default_max_tokens;    /* when a request sets none (0: to the context's end) */
     const char *api_key_file, *admin_key_file, *chat_template;
+    const char *chat_template_file; /* a Jinja template replacing the model's */
     const char *api_key;          /* --api-key: keys of the default tenant,
                                      comma-separated (instead of the file) */
     bool allow_public;            /* listen beyond loopback without keys */

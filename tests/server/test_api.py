@@ -179,6 +179,44 @@ class Api(ServerTest):
                 text, fin = r["choices"][0]["text"], r["choices"][0]["finish_reason"]
             self.assertEqual((st, text, fin), (200, want, "stop"), (stop, full))
 
+    def test_logprobs(self):
+        body = chat(M, "Log my probabilities", max_tokens=12, logprobs=True, top_logprobs=3)
+        st, _, r = self.s.post("/v1/chat/completions", body)
+        self.assertEqual(st, 200, r)
+        ch = r["choices"][0]
+        lp = ch["logprobs"]["content"]
+        # one entry per generated token, their bytes spelling the answer
+        self.assertEqual(len(lp), r["usage"]["completion_tokens"])
+        self.assertEqual(b"".join(bytes(e["bytes"]) for e in lp).decode("utf-8", "replace"),
+                         ch["message"]["content"])
+        for e in lp:
+            self.assertLessEqual(e["logprob"], 0)
+            top = e["top_logprobs"]
+            self.assertEqual(len(top), 3)
+            self.assertEqual([t["logprob"] for t in top],
+                             sorted((t["logprob"] for t in top), reverse=True))
+            # greedy: the token taken is the most likely one
+            self.assertEqual((top[0]["bytes"], top[0]["logprob"]), (e["bytes"], e["logprob"]))
+        self.assertLess(sum(2.718281828 ** t["logprob"] for t in lp[0]["top_logprobs"]), 1.0001)
+        # streamed: the same entries, spread over the chunks
+        st, ev = self.s.stream("/v1/chat/completions", dict(body, stream=True))
+        got = [e for c in ev[:-1] if c["choices"] and c["choices"][0].get("logprobs")
+               for e in c["choices"][0]["logprobs"]["content"]]
+        self.assertEqual([e["bytes"] for e in got], [e["bytes"] for e in lp])
+        self.assertEqual([e["logprob"] for e in got], [e["logprob"] for e in lp])
+        # without: null, as before
+        st, _, r = self.s.post("/v1/chat/completions", chat(M, "Log my probabilities"))
+        self.assertIsNone(r["choices"][0]["logprobs"])
+        # completions: the legacy shape
+        st, _, r = self.s.post("/v1/completions", {"model": M, "prompt": "The bank",
+                                                   "max_tokens": 6, "temperature": 0,
+                                                   "logprobs": 2})
+        self.assertEqual(st, 200, r)
+        c = r["choices"][0]
+        self.assertEqual(len(c["logprobs"]["tokens"]), r["usage"]["completion_tokens"])
+        self.assertEqual(len(c["logprobs"]["top_logprobs"][0]), 2)
+        self.assertEqual(c["logprobs"]["text_offset"][0], 0)
+
     def test_seed(self):
         body = {"model": M, "prompt": "Seeds", "max_tokens": 16, "temperature": 1.0,
                 "seed": 5}
@@ -232,8 +270,29 @@ class Api(ServerTest):
         bad(dict(ok, stop=5), code="invalid_type", param="stop")
         bad(dict(ok, stop=["a", "b", "c", "d", "e"]), code="invalid_value", param="stop")
         bad(dict(ok, n=2), code="invalid_value", param="n")
-        bad(dict(ok, logprobs=True), code="unsupported_parameter", param="logprobs")
-        bad(dict(ok, tools=[{"type": "function"}]), code="unsupported_parameter", param="tools")
+        bad(dict(ok, logprobs="yes"), code="invalid_type", param="logprobs")
+        bad(dict(ok, top_logprobs=2), code="invalid_value", param="top_logprobs")
+        bad(dict(ok, logprobs=True, top_logprobs=21), code="invalid_value", param="top_logprobs")
+        bad({"model": M, "prompt": "x", "logprobs": 6}, path="/v1/completions",
+            code="invalid_value", param="logprobs")
+        # tools: malformed, forced (needs constrained decoding), and the
+        # model's template (ChatML without tools) teaches no call format
+        fn = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+        bad(dict(ok, tools=[{"type": "function"}]), code="invalid_value", param="tools[0]")
+        bad(dict(ok, tools=[fn], tool_choice="required"), code="unsupported_parameter",
+            param="tool_choice")
+        bad(dict(ok, tools=[fn], tool_choice={"type": "function", "function": {"name": "f"}}),
+            code="unsupported_parameter", param="tool_choice")
+        bad(dict(ok, tools=[fn]), code="unsupported_parameter", param="tools")
+        bad({"model": M, "messages": [{"role": "tool", "content": "x"}]},
+            code="missing_required_parameter", param="messages[0].tool_call_id")
+        bad({"model": M, "messages": [{"role": "user", "content": "x", "tool_calls": []}]},
+            code="invalid_value", param="messages[0].tool_calls")
+        bad({"model": M, "messages": [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "f", "arguments": {}}}]}]},
+            code="invalid_value", param="messages[0].tool_calls[0]")
+        bad({"model": M, "prompt": "x", "tools": [fn]}, path="/v1/completions",
+            code="unsupported_parameter", param="tools")
         bad(dict(ok, stream_options={"include_usage": True}), param="stream_options")
         bad(dict(ok, session_id="../etc"), param="session_id")
         bad(chat(M, "short", max_tokens=250, session_id="refused"),
