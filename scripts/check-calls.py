@@ -66,6 +66,7 @@ LAYERS = [
     ["runtime/model"],
     ["runtime/session"],
     ["runtime/batch"],
+    ["runtime/llama"],                    # llama.cpp as the batching module's compute
     ["runtime/capi"],
     ["runtime/server"],
     ["tools/make_model"],                 # `snapbank make-model` (also in libsnapbank_rt)
@@ -85,8 +86,8 @@ INTERFACES = [
     # Everything above the store uses its public API only.
     ("runtime/*", "store/*", "store/include/*.h"),
     ("bindings/llama.cpp/src", "store/*", "store/include/snapbank*.h"),
-    # `snapbank run/chat --engine llama.cpp` uses the connector through its
-    # public header only.
+    # `snapbank run/chat/serve --engine llama.cpp` use the connector through
+    # its public header only.
     ("runtime/*", "bindings/llama.cpp/src", "bindings/llama.cpp/include/snapbank_llama.h"),
     ("tools/*", "store/*", "store/include/*.h"),
     # `snapbank bench` uses the runtime through its public header only
