@@ -54,7 +54,16 @@ static void mm_usage(FILE *f)
             "                     (0: none; llama only)\n"
             "  --rope-orig-ctx N  their original context (8192), and YaRN's\n"
             "  --rope-scaling T --rope-scale S\n"
-            "                     rope.scaling.type none|linear|yarn and its factor\n\n"
+            "                     rope.scaling.type none|linear|yarn and its factor\n"
+            "  --answer TEXT      a test fixture: the greedy answer (temperature 0) to any\n"
+            "                     ChatML chat prompt is TEXT (1 to 255 bytes), then\n"
+            "                     <|im_end|> (the end of generation), then </s>, on both\n"
+            "                     engines. TEXT is one user-defined token, the last of the\n"
+            "                     vocabulary after <|im_start|> and <|im_end|>; every block\n"
+            "                     adds nothing (attn_output and ffn_down zero) and\n"
+            "                     output.weight maps \"\\n\" -> TEXT -> <|im_end|> -> </s>\n"
+            "                     with a lead of 10 logits. llama only, f32 or f16, untied,\n"
+            "                     generated vocabulary\n\n"
             "exit status: 0 written, 1 failure, 2 usage.\n");
 }
 

@@ -224,6 +224,10 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *v)
             }
         return SB_ERR_INVAL;
     }
+    if (!strcmp(name, "answer")) {
+        o->answer = v; /* borrowed (make_model.h) */
+        return SB_OK;
+    }
     if (!strcmp(name, "rope-scaling")) {
         if (*v && strcmp(v, "none") && strcmp(v, "linear") && strcmp(v, "yarn"))
             return SB_ERR_INVAL;
@@ -320,6 +324,10 @@ typedef struct vocab {
     float *score;
     int32_t *type;
     uint32_t n, cap;
+    const char *answer;        /* an answer fixture's TEXT (borrowed), the piece of
+                                * id answer_id (its own piece is empty: TEXT may be
+                                * longer than MAX_PIECE); NULL: none */
+    uint32_t answer_id, eot_id; /* with answer: TEXT's id and <|im_end|>'s */
 } vocab;
 
 static void vocab_add(vocab *v, const char *s, size_t n, float score, int32_t type)
@@ -352,9 +360,12 @@ typedef struct span { uint32_t off, len; } span;
 /* A pair count while learning merges: the first occurrence, how many. */
 typedef struct pair_slot { size_t first, count; } pair_slot;
 
-static int build_vocab(vocab *v, uint32_t n_vocab)
+/* The generated vocabulary of n_vocab pieces; with answer, the learned
+ * ones stop three short and <|im_start|>, <|im_end|> and answer end it
+ * (make_model.h, answer fixture step 1). */
+static int build_vocab(vocab *v, uint32_t n_vocab, const char *answer)
 {
-    v->cap = n_vocab;
+    v->cap = n_vocab - (answer ? 3 : 0);
     v->piece = calloc(n_vocab, sizeof *v->piece);
     v->len = calloc(n_vocab, sizeof *v->len);
     v->score = calloc(n_vocab, sizeof *v->score);
@@ -461,6 +472,16 @@ static int build_vocab(vocab *v, uint32_t n_vocab)
     }
     free(text);
     free(sym);
+    if (answer) {
+        v->cap = n_vocab;
+        vocab_add(v, "<|im_start|>", 12, 0, SB_RT_TOK_CONTROL);
+        v->eot_id = v->n;
+        vocab_add(v, "<|im_end|>", 10, 0, SB_RT_TOK_CONTROL);
+        v->answer = answer;
+        v->answer_id = v->n;
+        vocab_add(v, "", 0, 0, SB_RT_TOK_USER);
+        v->len[v->answer_id] = strlen(answer);
+    }
     return SB_OK;
 }
 
@@ -476,7 +497,7 @@ static int add_vocab_keys(sb_rt_gguf_writer *w, const vocab *v)
     if (!pp)
         return SB_ERR_NOMEM;
     for (uint32_t i = 0; i < v->n; i++)
-        pp[i] = v->piece[i];
+        pp[i] = v->answer && i == v->answer_id ? v->answer : v->piece[i];
     sb_rt_gguf_add_str(w, "tokenizer.ggml.model", "llama");
     sb_rt_gguf_add_arr_str(w, "tokenizer.ggml.tokens", pp, v->len, v->n);
     free(pp);
@@ -485,6 +506,8 @@ static int add_vocab_keys(sb_rt_gguf_writer *w, const vocab *v)
     sb_rt_gguf_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
     sb_rt_gguf_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
     sb_rt_gguf_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    if (v->answer)
+        sb_rt_gguf_add_u32(w, "tokenizer.ggml.eot_token_id", v->eot_id);
     sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_bos_token", true);
     sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_eos_token", false);
     sb_rt_gguf_add_bool(w, "tokenizer.ggml.add_space_prefix", true);
@@ -633,6 +656,148 @@ static uint32_t tensor_type(const sb_rt_make_opts *o, const char *role, uint32_t
     return t;
 }
 
+/* ---- the answer fixture (make_model.h) --------------------------------------------------- */
+
+#define ANSWER_MAX 255u    /* bytes of TEXT: the CLI prints a piece through 256 */
+#define ANSWER_LOGIT 20.0  /* the successor's logit at each link (step 3) */
+#define ANSWER_MARGIN 10.0 /* its lead over every other logit, checked (step 4) */
+#define ANSWER_GEN_PROMPT "<|im_start|>assistant\n"
+
+/* What an answer fixture asks of o (make_model.h); vg: a vocabulary file
+ * given, or NULL. */
+static int check_answer(const sb_rt_make_opts *o, const sb_rt_gguf *vg, sb_rt_err *err)
+{
+    static const char *const special[] = { "<unk>", "<s>", "</s>", "<|im_start|>",
+                                           "<|im_end|>" };
+    const char *a = o->answer, *p = ANSWER_GEN_PROMPT;
+    size_t n = strlen(a), np = strlen(p);
+    if (strcmp(o->arch, "llama") || (o->dtype != SB_RT_F32 && o->dtype != SB_RT_F16) ||
+        o->tied || vg)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: --answer writes a llama model, f32 "
+                          "or f16, untied, with the generated vocabulary (not %s, %s%s%s)",
+                          o->arch, sb_rt_make_dtype_name(o->dtype), o->tied ? ", tied" : "",
+                          vg ? ", --vocab FILE" : "");
+    if (!n || n > ANSWER_MAX)
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: --answer: TEXT of %zu bytes (1 to "
+                          "%u)", n, ANSWER_MAX);
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+        if (!strcmp(a, special[i]))
+            return sb_rt_fail(err, SB_ERR_INVAL, "make-model: --answer: TEXT '%s' is a "
+                              "special token of the vocabulary", a);
+    if (n <= np && !memcmp(a, p + np - n, n))
+        return sb_rt_fail(err, SB_ERR_INVAL, "make-model: --answer: TEXT ends the generation "
+                          "prompt \"<|im_start|>assistant\\n\" and would be its last token");
+    return SB_OK;
+}
+
+/* Step 2: a matrix drawn, then zeroed (f32 and f16 zero are zero bytes). */
+static void zero_matrix(void *b, uint32_t t, size_t in, size_t rows)
+{
+    memset(b, 0, sb_rt_dtype_row_bytes((sb_rt_dtype)t, in) * rows);
+}
+
+/* Steps 3 and 4 (make_model.h): output.weight (out, type t_out: n_vocab
+ * rows of dim) rewritten in place for the chain <0x0A> -> TEXT ->
+ * <|im_end|> -> </s>, from token_embd (emb, type t_emb) and output_norm
+ * (norm, dim). Returns: SB_OK; SB_ERR_NOMEM; SB_ERR_INVAL (the inputs'
+ * embeddings are too alike, or the check fails: err says so). */
+static int answer_output(const sb_rt_make_opts *o, const vocab *v, const void *emb,
+                         uint32_t t_emb, const float *norm, void *out, uint32_t t_out,
+                         sb_rt_err *err)
+{
+    enum { K = 3 };
+    const uint32_t from[K] = { N_SPECIAL + '\n', v->answer_id, v->eot_id };
+    const uint32_t to[K] = { v->answer_id, v->eot_id, 2 /* </s> */ };
+    uint32_t dim = o->dim;
+    size_t erb = sb_rt_dtype_row_bytes((sb_rt_dtype)t_emb, dim);
+    size_t orb = sb_rt_dtype_row_bytes((sb_rt_dtype)t_out, dim);
+    double *a = malloc(K * (size_t)dim * sizeof *a), *d = malloc(K * (size_t)dim * sizeof *d);
+    float *row = malloc(dim * sizeof *row);
+    int rc = a && d && row ? SB_OK : SB_ERR_NOMEM;
+    if (rc != SB_OK)
+        goto out;
+    /* the inputs h = rmsnorm(embedding) * output norm: the rows of A */
+    for (int k = 0; k < K; k++) {
+        sb_rt_dequant_row((sb_rt_dtype)t_emb, (const uint8_t *)emb + from[k] * erb, row, dim);
+        double ss = 0;
+        for (uint32_t i = 0; i < dim; i++)
+            ss += (double)row[i] * row[i];
+        double r = 1 / sqrt(ss / dim + o->rms_eps);
+        for (uint32_t i = 0; i < dim; i++)
+            a[k * dim + i] = row[i] * r * norm[i];
+    }
+    /* the dual basis D = G^-1 A, G = A A^T (G^-1 by cofactors: G is 3 x 3) */
+    double g[K][K], gi[K][K];
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < K; j++) {
+            g[k][j] = 0;
+            for (uint32_t i = 0; i < dim; i++)
+                g[k][j] += a[k * dim + i] * a[j * dim + i];
+        }
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < K; j++) /* the cofactor of g[j][k] */
+            gi[k][j] = g[(j + 1) % K][(k + 1) % K] * g[(j + 2) % K][(k + 2) % K] -
+                       g[(j + 1) % K][(k + 2) % K] * g[(j + 2) % K][(k + 1) % K];
+    double det = g[0][0] * gi[0][0] + g[0][1] * gi[1][0] + g[0][2] * gi[2][0];
+    if (!(fabs(det) > 1e-6 * g[0][0] * g[1][1] * g[2][2])) {
+        rc = sb_rt_fail(err, SB_ERR_INVAL, "make-model: --answer: the embeddings of the "
+                        "chain's tokens are too alike (dim %" PRIu32 "): another --seed or "
+                        "a larger --dim", dim);
+        goto out;
+    }
+    for (int k = 0; k < K; k++)
+        for (uint32_t i = 0; i < dim; i++) {
+            d[k * dim + i] = 0;
+            for (int j = 0; j < K; j++)
+                d[k * dim + i] += gi[k][j] / det * a[j * dim + i];
+        }
+    /* each row: its part in A's span removed (logit 0 at every input), or
+     * for a successor ANSWER_LOGIT times its input's dual vector */
+    for (uint32_t r = 0; r < o->n_vocab; r++) {
+        uint8_t *w = (uint8_t *)out + r * orb;
+        int succ = -1;
+        for (int k = 0; k < K; k++)
+            succ = to[k] == r ? k : succ;
+        sb_rt_dequant_row((sb_rt_dtype)t_out, w, row, dim);
+        double c[K] = { 0 };
+        for (int k = 0; k < K; k++)
+            for (uint32_t i = 0; i < dim; i++)
+                c[k] += row[i] * a[k * dim + i];
+        for (uint32_t i = 0; i < dim; i++) {
+            double x = row[i];
+            for (int k = 0; k < K; k++)
+                x -= c[k] * d[k * dim + i];
+            row[i] = (float)(succ >= 0 ? ANSWER_LOGIT * d[succ * dim + i] : x);
+        }
+        sb_rt_quant_row((sb_rt_dtype)t_out, row, w, dim);
+    }
+    /* step 4: the logits of the rounded weights at each input */
+    for (int k = 0; k < K; k++) {
+        double want = 0, other = -INFINITY;
+        uint32_t other_id = 0;
+        for (uint32_t r = 0; r < o->n_vocab; r++) {
+            sb_rt_dequant_row((sb_rt_dtype)t_out, (uint8_t *)out + r * orb, row, dim);
+            double l = 0;
+            for (uint32_t i = 0; i < dim; i++)
+                l += row[i] * a[k * dim + i];
+            if (r == to[k])
+                want = l;
+            else if (l > other)
+                other = l, other_id = r;
+        }
+        if (!(want - other >= ANSWER_MARGIN)) {
+            rc = sb_rt_fail(err, SB_ERR_INVAL, "make-model: --answer: after token %" PRIu32
+                            " the logit of %" PRIu32 " is %g, token %" PRIu32 "'s %g: a "
+                            "lead under %g (another --seed)", from[k], to[k], want, other_id,
+                            other, ANSWER_MARGIN);
+            goto out;
+        }
+    }
+out:
+    free(a), free(d), free(row);
+    return rc;
+}
+
 /* The model o describes; vg: the file to copy the vocabulary from, or NULL
  * to generate one. */
 static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path, sb_rt_err *err)
@@ -679,6 +844,8 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
     if (o->n_swa && !olmo2)
         return sb_rt_fail(err, SB_ERR_INVAL, "make-model: a sliding window (--swa %" PRIu32
                           ") is written for olmo2 only, not %s", o->n_swa, o->arch);
+    if (o->answer && (hrc = check_answer(o, vg, err)) != SB_OK)
+        return hrc;
     const char *a = o->arch;
     uint32_t qd = o->n_heads * hd, kvd = o->n_kv_heads * hd;
     vocab v = { 0 };
@@ -686,7 +853,7 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
     void **bufs = calloc(20u * (o->n_layers + 1) + 8, sizeof *bufs);
     float *freqs = malloc(hd / 2 * sizeof *freqs);
     size_t nb = 0;
-    int rc = w && bufs && freqs ? (vg ? SB_OK : build_vocab(&v, o->n_vocab)) : SB_ERR_NOMEM;
+    int rc = w && bufs && freqs ? (vg ? SB_OK : build_vocab(&v, o->n_vocab, o->answer)) : SB_ERR_NOMEM;
     if (rc != SB_OK)
         goto out;
     char k[128], name[96];
@@ -833,14 +1000,23 @@ static int make(const sb_rt_make_opts *o, const sb_rt_gguf *vg, const char *path
             TENSOR(NAME("attn_k_norm.weight"), SB_RT_F32, hd, 1, 1, 0.1f);
         }
         TENSOR(NAME("attn_output.weight"), TYPE("attn_output", qd), qd, o->dim, 0, 1 / sqrtf((float)qd));
+        if (o->answer) /* the answer fixture's step 2 (make_model.h) */
+            zero_matrix(bufs[nb - 1], TYPE("attn_output", qd), qd, o->dim);
         TENSOR(NAME("ffn_norm.weight"), SB_RT_F32, o->dim, 1, 1, 0.1f);
         TENSOR(NAME("ffn_gate.weight"), TYPE("ffn_gate", o->dim), o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
         TENSOR(NAME("ffn_up.weight"), TYPE("ffn_up", o->dim), o->dim, o->n_ff, 0, 1 / sqrtf((float)o->dim));
         TENSOR(NAME("ffn_down.weight"), TYPE("ffn_down", o->n_ff), o->n_ff, o->dim, 0, 1 / sqrtf((float)o->n_ff));
+        if (o->answer)
+            zero_matrix(bufs[nb - 1], TYPE("ffn_down", o->n_ff), o->n_ff, o->dim);
     }
     TENSOR("output_norm.weight", SB_RT_F32, o->dim, 1, 1, 0.1f);
     if (!o->tied)
         TENSOR("output.weight", TYPE("output", o->dim), o->dim, o->n_vocab, 0, 1 / sqrtf((float)o->dim));
+    /* the answer fixture's steps 3 and 4: bufs[0] is token_embd, then
+     * output_norm and output last */
+    if (o->answer && (rc = answer_output(o, &v, bufs[0], TYPE("token_embd", o->dim), bufs[nb - 2],
+                                         bufs[nb - 1], TYPE("output", o->dim), err)) != SB_OK)
+        goto out;
 #undef TYPE
 #undef TENSOR
 #undef NAME

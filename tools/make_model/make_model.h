@@ -76,6 +76,41 @@
  * name another (a vocabulary file
  * that carries a template, --vocab, keeps it; naming another then is refused).
  *
+ * An answer fixture (--answer TEXT, o->answer): a model whose greedy
+ * continuation of any ChatML prompt is TEXT, then <|im_end|>, then </s>,
+ * on snapbank's runtime and on llama.cpp alike (a test of what a server
+ * makes of a known answer, a tool call say). Only llama, f32 or f16,
+ * untied, with the generated vocabulary. How:
+ *   1. The vocabulary's last three ids are <|im_start|> and <|im_end|>
+ *      (control; <|im_end|> is also tokenizer.ggml.eot_token_id, and an
+ *      end of generation by its text for both engines) and TEXT as ONE
+ *      token of type user-defined (4), which both detokenizers print as
+ *      its text, special tokens shown or not; the learned pieces stop
+ *      three short of the size.
+ *   2. Every attn_output and ffn_down is zero (drawn, then zeroed: the
+ *      other tensors keep their values), so each block adds nothing and
+ *      the last position's residual is its token's embedding: the logits
+ *      depend on the current token alone, h = rmsnorm(embedding) * the
+ *      output norm.
+ *   3. The prompt's last token is the byte token <0x0A> (the "\n" closing
+ *      "<|im_start|>assistant\n": the text has no newline, so no piece
+ *      holds one). The chain <0x0A> -> TEXT -> <|im_end|> -> </s> is
+ *      written into output.weight: with A the three inputs' h (rows) and
+ *      D = (A A^T)^-1 A their dual basis (d_k . a_i = [k == i]), every
+ *      other row has its part in A's span removed (its logit there is 0)
+ *      and the row of the k-th successor is 20 d_k (its logit at a_k is
+ *      20, at the other two 0).
+ *   4. The written (rounded) weights are checked: at each link the chosen
+ *      token's logit leads every other by at least 10, far above what f16
+ *      rounding or llama.cpp's kernels move a logit.
+ * TEXT is 1 to 255 bytes (the CLI prints a token's piece through a buffer
+ * of 256), none of the vocabulary's special texts, and not a suffix of
+ * "<|im_start|>assistant\n" (it would swallow the prompt's last "\n"). A
+ * TEXT that is an end-of-generation text (<|endoftext|>, ...) ends the
+ * answer at once: do not ask for one. The builtin engine's `chat` prompts
+ * in its plain format ("User: ...\nAssistant:"), not the template: feed
+ * it `run --prompt` with a ChatML text, or `serve`.
+ *
  * Thread safety: no shared state.
  */
 #ifndef SB_RT_MAKE_MODEL_H
@@ -123,6 +158,8 @@ typedef struct sb_rt_make_opts {
                                 * token count, whatever n_vocab says) */
     const char *chat_template; /* tokenizer.chat_template to write (borrowed); NULL: ChatML
                                   (sb_rt_chat_tmpl_chatml) */
+    const char *answer;        /* an answer fixture's TEXT (above; borrowed until
+                                * sb_rt_make_model returns); NULL: none */
 } sb_rt_make_opts;
 
 /* The preset names, for usage messages. */
@@ -192,7 +229,8 @@ const char *sb_rt_make_dtype_name(uint32_t dtype);
  * "rope-scale" (the factor); qwen35: "rope-dim" (n_rot, 0: head_dim),
  * "attn-interval", "ssm-conv", "ssm-k-heads", "ssm-v-heads",
  * "ssm-head-dim", "mtp" (0|1); olmo2: "swa" (the window in positions,
- * 0 none).
+ * 0 none); "answer" (the answer fixture's TEXT: o->answer borrows value,
+ * which must outlive the sb_rt_make_model call).
  * Returns: SB_OK; SB_ERR_INVAL (unknown name or bad value). */
 int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value);
 
@@ -205,7 +243,10 @@ int sb_rt_make_opts_set(sb_rt_make_opts *o, const char *name, const char *value)
  * an unknown rope scaling type; qwen35: an odd rope-dim or one above the
  * head size, value heads not a multiple of key heads, no full-attention
  * layer; a window (n_swa) on an architecture other than olmo2; olmo2:
- * tied, head_dim other than dim / heads);
+ * tied, head_dim other than dim / heads; an answer with an architecture
+ * other than llama, a dtype other than f32 or f16, tied, a vocabulary
+ * file, a TEXT it refuses, or weights that fail the check (4, above);
+ * err names --answer);
  * SB_ERR_NOMEM; SB_ERR_IO (err names the
  * path); with o->vocab also what sb_rt_gguf_open, sb_rt_tok_from_gguf and
  * sb_rt_vocab_copy return (err names the vocabulary file). */
