@@ -385,7 +385,8 @@ static bool poll_done(void *ctx, srv_hreq *r)
     if (choice && calls)
         json_object_set_new(json_object_get(choice, "message"), "tool_calls", calls);
     if (choice && j->logprobs)
-        json_object_set_new(choice, "logprobs", logprobs_json(c, 0, lp_upto(j, content, true)));
+        json_object_set_new(choice, "logprobs", /* a tool call's tokens too */
+                            logprobs_json(c, 0, lp_upto(j, j->out_len, true)));
     if (o && choice) {
         json_object_set_new(o, "choices", json_pack("[o]", choice));
         json_object_set_new(o, "usage", usage_json(j, c->srv->boundaries));
@@ -496,9 +497,8 @@ static bool next_event(req_ctx *c)
         }
         json_t *o = chunk(c, chat ? json_object() : json_string(""),
                           c->calls ? "tool_calls" : finish_name(j->finish));
-        size_t k = j->logprobs ? lp_upto(j, c->tools_parsed ? c->content_end : j->out_len, true)
-                               : 0;
-        if (o && k > c->lp_sent) { /* the entries of text held back to the end */
+        size_t k = j->logprobs ? lp_upto(j, j->out_len, true) : 0;
+        if (o && k > c->lp_sent) { /* text held back to the end, a tool call's */
             json_object_set_new(json_array_get(json_object_get(o, "choices"), 0), "logprobs",
                                 logprobs_json(c, c->lp_sent, k));
             c->lp_sent = k;

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import unittest
 
-from harness import ENGINE, ServerTest, WORK, tiny
+from harness import ENGINE, ServerTest, WORK, make_model, tiny
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KEY = "key-npm-0000001"
@@ -23,7 +23,8 @@ def npm_dir():
         os.makedirs(d, exist_ok=True)
         subprocess.run(["npm", "install", "--prefix", d, "--no-audit", "--no-fund",
                         "--loglevel=error", VERSION], check=True, timeout=600)
-    shutil.copy(os.path.join(HERE, "openai_client.mjs"), d)
+    for f in ("openai_client.mjs", "openai_tools.mjs"):
+        shutil.copy(os.path.join(HERE, f), d)
     return d
 
 
@@ -36,6 +37,22 @@ class OpenAINpm(ServerTest):
         d = npm_dir()
         s = self.start(tiny(self.dir), "--api-key-file", keys, "--min-prefix", "1")
         p = subprocess.run(["node", os.path.join(d, "openai_client.mjs"), str(s.port), KEY, ENGINE],
+                           capture_output=True, timeout=600, cwd=d)
+        out = p.stdout.decode() + p.stderr.decode()
+        self.assertEqual(p.returncode, 0, out)
+        self.assertEqual(p.stdout.decode().strip(), "ok", out)
+        self.assertEqual(s.stop(), 0)
+
+    def test_tools(self):
+        # test_tools.py's model and template: its answer is a tool call
+        model = make_model(os.path.join(self.dir, "caller.gguf"), "--answer",
+                           '<tool_call>\n{"name": "get_weather", "arguments": {"city": '
+                           '"Paris", "days": 2}}\n</tool_call>')
+        d = npm_dir()
+        s = self.start(model, "--chat-template-file",
+                       os.path.join(HERE, "..", "data", "templates",
+                                    "chatml-qwen2.5-7b-instruct.jinja"))
+        p = subprocess.run(["node", os.path.join(d, "openai_tools.mjs"), str(s.port)],
                            capture_output=True, timeout=600, cwd=d)
         out = p.stdout.decode() + p.stderr.decode()
         self.assertEqual(p.returncode, 0, out)
