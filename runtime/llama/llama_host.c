@@ -208,6 +208,26 @@ int sb_rt_llama_attach(sb_rt_llama *L, sb_store *st, const void *scope, size_t s
     return SB_OK;
 }
 
+int sb_rt_llama_tokenize(const sb_rt_llama *L, const char *text, size_t len, uint32_t **ids,
+                         size_t *n)
+{
+    *ids = NULL, *n = 0;
+    if (len > INT32_MAX)
+        return SB_ERR_INVAL;
+    size_t cap = len + 8;
+    llama_token *t = malloc(cap * sizeof *t);
+    if (!t)
+        return SB_ERR_NOMEM;
+    int32_t got = llama_tokenize(L->vocab, text, (int32_t)len, t, (int32_t)(cap > INT32_MAX
+                                 ? INT32_MAX : cap), false, true);
+    if (got < 0) { /* cannot be: a token is at least a byte */
+        free(t);
+        return SB_ERR_INVAL;
+    }
+    *ids = (uint32_t *)t, *n = (size_t)got;
+    return SB_OK;
+}
+
 /* ---- the compute ------------------------------------------------------------------ */
 
 static sb_llama *handle_of(sb_rt_llama *L, sb_ns *ns)

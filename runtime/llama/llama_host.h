@@ -98,6 +98,14 @@ int sb_rt_llama_attach(sb_rt_llama *L, sb_store *st, const void *scope, size_t s
  * closes; their namespaces go with them). */
 void sb_rt_llama_detach_all(sb_rt_llama *L);
 
+/* sb_rt_llama_tokenize -- text[0, len) by llama.cpp's tokenizer, special
+ * tokens' texts parsed (as llama-server does), no BOS added, into *ids
+ * (malloc'd, caller frees; never NULL on success). Any thread (llama.cpp's
+ * vocabulary is read only). Returns: SB_OK; SB_ERR_NOMEM; SB_ERR_INVAL
+ * (llama.cpp refused the text). */
+int sb_rt_llama_tokenize(const sb_rt_llama *L, const char *text, size_t len, uint32_t **ids,
+                         size_t *n);
+
 /* sb_rt_llama_compute -- the batching module's compute over L (borrowed:
  * it outlives the compute) for cfg.slots slots; a job's namespace must be
  * one attach gave. Returns: SB_OK; SB_ERR_NOMEM. */

@@ -45,6 +45,7 @@ struct srv_metrics {
     size_t n_miss;
     uint64_t finished[SB_RT_FINISH__COUNT];
     uint64_t client_gone;      /* completions whose client left first */
+    uint64_t tok_mismatch;     /* prompts the two tokenizers split apart */
     uint64_t prompt, generated, queries, hit_ram, hit_disk, turns[4];
     hist ttft, tpot, restore, seqs, share;
 };
@@ -144,6 +145,13 @@ void srv_metrics_token_gap(srv_metrics *mx, double s)
     pthread_mutex_unlock(&mx->mu);
 }
 
+void srv_metrics_tokenizer_mismatch(srv_metrics *mx)
+{
+    pthread_mutex_lock(&mx->mu);
+    mx->tok_mismatch++;
+    pthread_mutex_unlock(&mx->mu);
+}
+
 void srv_metrics_pass(srv_metrics *mx, size_t sequences)
 {
     pthread_mutex_lock(&mx->mu);
@@ -227,6 +235,9 @@ int srv_metrics_render(srv_metrics *mx, const srv_gauges *g, char **text, size_t
     scalar(&o, "snapbank:requests_client_gone_total", "counter",
            "Completions whose client left before the answer was done; their generation "
            "was cancelled.", (double)mx->client_gone);
+    scalar(&o, "snapbank:tokenizer_mismatch_total", "counter",
+           "Prompts the builtin tokenizer split otherwise than llama.cpp's (--engine "
+           "llama.cpp; llama.cpp's tokens were used).", (double)mx->tok_mismatch);
     scalar(&o, "snapbank:prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
            (double)mx->prompt);
     scalar(&o, "snapbank:generation_tokens_total", "counter", "Tokens generated.",

@@ -59,6 +59,10 @@ void srv_metrics_free(srv_metrics *mx);
  * label (a static string), status the HTTP status. */
 void srv_metrics_request(srv_metrics *mx, const char *endpoint, unsigned status);
 
+/* srv_metrics_tokenizer_mismatch -- the builtin tokenizer and llama.cpp's
+ * split a prompt apart (--engine llama.cpp). */
+void srv_metrics_tokenizer_mismatch(srv_metrics *mx);
+
 /* srv_metrics_client_gone -- a completion's client left before its
  * answer was done (its generation is cancelled). */
 void srv_metrics_client_gone(srv_metrics *mx);

@@ -583,6 +583,49 @@ static void turn_end(sb_rt_job *j, void *ctx)
 
 /* The prompt's tokens: the session's up to the longest mark the text
  * begins with, then the rest of the text tokenized (spans shifted). */
+/* On the llama.cpp engine: whether the builtin tokenizer's ids for text
+ * (rest, with a BOS first when bos) are llama.cpp's. Where the caller's
+ * text holds a control token's text (taken literally by the builtin, as a
+ * control token by llama.cpp) there is nothing to compare. A difference is
+ * logged as an error and counted, and llama.cpp's ids replace the
+ * builtin's: the engine's tokens are llama.cpp's. */
+static int agree(srv_server *s, const char *text, size_t len, bool bos, uint32_t **rest,
+                 size_t *nr)
+{
+    uint32_t *plain = NULL, *ll = NULL;
+    size_t np = 0, nl = 0;
+    int rc = srv_prompt_encode(s->prompt, text, len, NULL, 0, SRV_ENC_SPECIAL, &plain, &np);
+    size_t b = bos && *nr && *nr == np + 1 ? 1 : 0; /* the builtin's BOS */
+    bool literal = rc != SB_OK || np + b != *nr || memcmp(plain, *rest + b, np * sizeof *plain);
+    free(plain);
+    if (literal || s->ref_tokenize(s->llama, text, len, &ll, &nl) != SB_OK)
+        return SB_OK;
+    size_t at = 0;
+    while (at < np && at < nl && ll[at] == (*rest)[b + at])
+        at++;
+    if (at == np && np == nl) {
+        free(ll);
+        return SB_OK;
+    }
+    fprintf(stderr, "snapbank serve: error: the builtin tokenizer and llama.cpp's differ on a "
+            "prompt at token %zu of %zu (builtin %u, llama.cpp %u; %zu and %zu tokens): "
+            "llama.cpp's are used, and the bank's pages of the builtin's would not match\n",
+            at, np, at < np ? (*rest)[b + at] : 0u, at < nl ? ll[at] : 0u, np, nl);
+    srv_metrics_tokenizer_mismatch(s->mx);
+    uint32_t *all = malloc((nl + b ? nl + b : 1) * sizeof *all);
+    if (!all) {
+        free(ll);
+        return SB_ERR_NOMEM;
+    }
+    if (b)
+        all[0] = (*rest)[0];
+    memcpy(all + b, ll, nl * sizeof *ll);
+    free(ll);
+    free(*rest);
+    *rest = all, *nr = nl + b;
+    return SB_OK;
+}
+
 static int encode(srv_server *s, turn_ctx *t, uint32_t **ids, size_t *n)
 {
     const uint32_t *kt = NULL;
@@ -607,8 +650,12 @@ static int encode(srv_server *s, turn_ctx *t, uint32_t **ids, size_t *n)
     int rc = srv_prompt_encode(s->prompt, t->text.text + kb, t->text.len - kb, sp, ns,
                                SRV_ENC_SPECIAL | (kn ? 0 : SRV_ENC_BOS), &rest, &nr);
     free(sp);
-    if (rc != SB_OK)
+    if (rc == SB_OK && s->ref_tokenize)
+        rc = agree(s, t->text.text + kb, t->text.len - kb, !kn, &rest, &nr);
+    if (rc != SB_OK) {
+        free(rest);
         return rc;
+    }
     uint32_t *all = malloc((kn + nr ? kn + nr : 1) * sizeof *all);
     if (!all) {
         free(rest);

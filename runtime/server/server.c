@@ -382,6 +382,7 @@ static int start(srv_server *s)
             fprintf(stderr, "snapbank serve: %s\n", why);
             return 1;
         }
+        s->ref_tokenize = sb_rt_llama_tokenize;
 #else
         fprintf(stderr, "snapbank serve: --engine llama.cpp: this snapbank was built without "
                         "llama.cpp (scripts/setup.sh installs it; then build again)\n");

@@ -28,6 +28,10 @@ typedef struct srv_server {
                                      engine: the vocabulary and template only
                                      (sb_rt_model_load_vocab) */
     struct sb_rt_llama *llama;    /* --engine llama.cpp: its model and context */
+    /* --engine llama.cpp: llama.cpp's tokenizer (sb_rt_llama_tokenize), which
+     * the prompts' tokens must agree with; NULL for the builtin engine */
+    int (*ref_tokenize)(const struct sb_rt_llama *L, const char *text, size_t len,
+                        uint32_t **ids, size_t *n);
     bool boundaries;              /* the model's state resumes only from
                                      boundaries (a hybrid): usage says where */
     uint32_t ctx_limit;           /* tokens a sequence may reach */

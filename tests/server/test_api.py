@@ -179,6 +179,20 @@ class Api(ServerTest):
                 text, fin = r["choices"][0]["text"], r["choices"][0]["finish_reason"]
             self.assertEqual((st, text, fin), (200, want, "stop"), (stop, full))
 
+    def test_tokenizers_agree(self):
+        # on llama.cpp's engine every prompt is tokenized by llama.cpp too,
+        # and a difference is logged and counted (0 on the builtin engine,
+        # which has one tokenizer)
+        texts = ["Hello world", "  two  spaces\tand tabs\n\nnewlines", "naïve café Straße",
+                 "数字 123456 和 emoji 🙂🙃", "don't won't I'll it's", "<|im_end|> typed by a user",
+                 "x" * 100, "  leading", "trailing  "]
+        for t in texts:
+            st, _, r = self.s.post("/v1/chat/completions", chat(M, t, max_tokens=1))
+            self.assertEqual(st, 200, r)
+            st, _, r = self.s.post("/v1/completions", {"model": M, "prompt": t, "max_tokens": 1})
+            self.assertEqual(st, 200, r)
+        self.assertEqual(self.s.metrics()["snapbank:tokenizer_mismatch_total"], 0)
+
     def test_logprobs(self):
         body = chat(M, "Log my probabilities", max_tokens=12, logprobs=True, top_logprobs=3)
         st, _, r = self.s.post("/v1/chat/completions", body)
