@@ -6,7 +6,8 @@
 #   - node B: the same prompt with its own, empty --bank-dir B: the prompt's
 #     full pages come from the pool (cache_mode=remote) and its logits and
 #     tokens are bit-identical to a cold run's (--logits-out);
-#   - `snapbank serve --shared` (RAM only): usage.cache_mode remote;
+#   - `snapbank serve --shared` (RAM only): usage.cache_mode remote; and
+#     with --engine llama.cpp, one server publishes, another restores;
 #   - a model so small that recomputing is estimated faster: node B does
 #     not fetch (shared=skipped, cold);
 #   - a tenant with another --scope finds nothing (cold);
@@ -211,6 +212,42 @@ assert u["shared_fault"]["detail"].startswith("WRONGPASS"), u
 PY
 kill $spid
 wait $spid || fail "serve did not stop cleanly: $(cat "$work/serve2.log")"
+
+# serve --engine llama.cpp (where the CLI has it): server L1 answers a new
+# prompt and publishes it (SIGTERM flushes the publisher); server L2, RAM
+# only, restores it from the pool: usage.cache_mode remote
+if ! "$bin" run "$work/none.gguf" --engine llama.cpp --prompt x 2>&1 >/dev/null |
+        grep -q "built without llama.cpp"; then
+    pl="A prompt for llama.cpp's engine: the pool keeps its pages for every node that asks later on."
+    for node in L1 L2; do
+        "$bin" serve "$m" $t --engine llama.cpp --port 0 --port-file "$work/pf$node" \
+            --shared "$url" --min-prefix 1 --page-tokens 16 --quiet 2> "$work/serve$node.log" &
+        spid=$!
+        k=0
+        until [ -s "$work/pf$node" ]; do
+            k=$((k + 1))
+            [ $k -gt 300 ] && { kill $spid 2> /dev/null; fail "serve $node did not start: $(cat "$work/serve$node.log")"; }
+            sleep 0.1
+        done
+        python3 - "$(cat "$work/pf$node")" "$pl" "$node" > "$work/usage$node" <<'PY' || { kill $spid; fail "serve $node: $(cat "$work/usage$node")"; }
+import json, sys, urllib.request
+port, prompt, node = sys.argv[1], sys.argv[2], sys.argv[3]
+req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % port,
+                             data=json.dumps({"model": "m", "prompt": prompt,
+                                              "max_tokens": 2}).encode(),
+                             headers={"Content-Type": "application/json"})
+u = json.load(urllib.request.urlopen(req, timeout=120))["usage"]
+print(json.dumps(u))
+if node == "L1":
+    assert u["cache_mode"] == "cold", u
+else:
+    assert u["cache_mode"] == "remote", u
+    assert u["cached_tokens_shared"] >= 16 and u["cached_tokens_shared"] % 16 == 0, u
+PY
+        kill $spid
+        wait $spid || fail "serve $node did not stop cleanly: $(cat "$work/serve$node.log")"
+    done
+fi
 
 # a model so small that recomputing beats fetching: node B does not ask
 "$bin" make-model --preset tiny -o "$work/tiny.gguf" > /dev/null || fail "make-model tiny"
