@@ -327,9 +327,14 @@ static int ll_begin(void *cv, size_t slot, const uint32_t *prompt, size_t n, siz
     r->restore_s = sb_rt_now_s() - s->t_begin;
     s->pos = s->saved = ri.n_restored;
     s->n_marks = s->next_mark = 0;
-    if (L->info.point_bytes) /* a hybrid's prefill stops at the grid's boundaries */
+    if (L->info.point_bytes) { /* a hybrid's prefill stops at the grid's boundaries, and
+                                  before the prompt's last token: the same prompt asked
+                                  again resumes there */
         s->n_marks = sb_rt_boundary_marks(SB_RT_BOUNDARY_GRID, SB_RT_BOUNDARY_KEEP, s->pos, n - 1,
                                           s->marks);
+        if (n - 1 > s->pos && (!s->n_marks || s->marks[s->n_marks - 1] < n - 1))
+            s->marks[s->n_marks++] = n - 1;
+    }
     s->st = SB_RT_TURN_PREFILL;
     s->t_prefilled = s->t_first = 0;
     if (rep)
@@ -361,13 +366,12 @@ static size_t ll_plan(void *cv, size_t slot, size_t max_rows)
         return 0;
     size_t rows = 1;
     bool logits = true;
-    if (s->st == SB_RT_TURN_PREFILL && s->pos + 1 < s->n_prompt) {
-        /* up to the next boundary, and the last token apart */
-        size_t to = s->n_prompt - 1;
+    if (s->st == SB_RT_TURN_PREFILL) { /* up to the next boundary, or the prompt's end */
+        size_t to = s->n_prompt;
         if (s->next_mark < s->n_marks && s->marks[s->next_mark] < to)
             to = s->marks[s->next_mark];
         rows = to - s->pos < max_rows ? to - s->pos : max_rows;
-        logits = false;
+        logits = s->pos + rows == s->n_prompt;
     }
     for (size_t i = 0; i < rows; i++) {
         int32_t k = b->n_tokens++;

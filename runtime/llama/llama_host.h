@@ -19,10 +19,9 @@
  *     fails for want of memory, cells or a readable page leaves the
  *     sequence empty and the turn cold. The report says where the prefix
  *     came from as the builtin engine's does.
- *   plan: prompt rows up to the budget, the prompt's last token in a row
- *     of its own with logits (as `snapbank run --engine llama.cpp`, so a
- *     cold and a restored prompt reach their first token the same way);
- *     in RUN the pushed token.
+ *   plan: prompt rows up to the budget, logits for the prompt's last
+ *     (a hybrid's prefill also stops at its grid boundaries and before the
+ *     last token, saving a boundary at each); in RUN the pushed token.
  *   pass: one llama_decode of every slot's planned rows.
  *   ran: the prompt's end saves it to the bank (sb_llama_save: the
  *     prompt's K and V, and a hybrid's or sliding-window model's point

@@ -383,6 +383,9 @@ static int start(srv_server *s)
             return 1;
         }
         s->ref_tokenize = sb_rt_llama_tokenize;
+        sb_rt_llama_desc d;
+        sb_rt_llama_describe(s->llama, &d);
+        s->m->hp.n_layers = d.n_layer; /* for /v1/models (the vocabulary has no layers) */
 #else
         fprintf(stderr, "snapbank serve: --engine llama.cpp: this snapbank was built without "
                         "llama.cpp (scripts/setup.sh installs it; then build again)\n");
