@@ -83,13 +83,15 @@ def count_tokens(snapbank, model, text):
 
 
 def words_of(rng, snapbank, model, tokens, head=""):
-    """Text of about `tokens` tokens by the model's vocabulary."""
+    """Text of `tokens` tokens by the model's vocabulary, give or take a
+    word's (words added a third of the way each time, then one by one)."""
     text = head
     while True:
         n = count_tokens(snapbank, model, text) if text else 0
         if n >= tokens:
             return text
-        text += " " + " ".join(rng.choice(WORDS) for _ in range(max(8, (tokens - n) * 2 // 3)))
+        k = max(1, (tokens - n) // 3)
+        text += " " + " ".join(rng.choice(WORDS) for _ in range(k))
 
 
 class Server:
@@ -166,6 +168,7 @@ def run(kind, args, system, users, convs):
     hist = [[{"role": "system", "content": system}] for _ in range(convs)]
     ttft = {}       # turn -> [seconds]
     modes = {}      # turn -> [cache_mode]
+    restore = {}    # turn -> [restore_ms] (snapbank's usage)
     gen_total, wall = 0, 0.0
     lock = threading.Lock()
 
@@ -178,6 +181,7 @@ def run(kind, args, system, users, convs):
         with lock:
             ttft.setdefault(turn, []).append(t)
             modes.setdefault(turn, []).append(u.get("cache_mode", "-"))
+            restore.setdefault(turn, []).append(u.get("restore_ms", 0))
             gen_total += g
 
     def phase(first, last):
@@ -204,7 +208,9 @@ def run(kind, args, system, users, convs):
     return {"tok_s": gen_total / wall, "p50": statistics.median(warm), "p95": q[18],
             "first": statistics.median(ttft[0]),
             "after_restart": statistics.median(ttft[args.restart_after]),
-            "modes_after_restart": modes[args.restart_after], "gen": gen_total, "wall": wall}
+            "modes_after_restart": modes[args.restart_after],
+            "restore_ms_after_restart": statistics.median(restore[args.restart_after]),
+            "gen": gen_total, "wall": wall}
 
 
 def main():
@@ -249,7 +255,9 @@ def main():
                   "%.0f ms, after restart %.0f ms %s" %
                   (kind, convs, parallel, r["tok_s"], r["p50"] * 1e3, r["p95"] * 1e3,
                    r["first"] * 1e3, r["after_restart"] * 1e3,
-                   r["modes_after_restart"] if kind == "snapbank" else ""), flush=True)
+                   "%s, restore %.0f ms" % (r["modes_after_restart"],
+                                            r["restore_ms_after_restart"])
+                   if kind == "snapbank" else ""), flush=True)
         sb, ll = results[(convs, "snapbank")], results[(convs, "llama-server")]
         print("ratio        convs %d: tok/s %.2fx, TTFT p50 %.2fx, after restart %.1fx better"
               % (convs, sb["tok_s"] / ll["tok_s"], ll["p50"] / sb["p50"],

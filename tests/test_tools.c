@@ -24,7 +24,12 @@ static size_t calls_of(srv_toolfmt f, const char *text, size_t *content, const c
     size_t n = json_array_size(calls);
     json_t *c0 = json_array_get(calls, 0), *fn = json_object_get(c0, "function");
     CHECK(!strcmp(json_string_value(json_object_get(c0, "type")), "function"));
-    CHECK(!strncmp(json_string_value(json_object_get(c0, "id")), "call_abc", 8));
+    const char *id = json_string_value(json_object_get(c0, "id"));
+    if (f == SRV_TOOLFMT_MISTRAL) /* its templates take 9 letters and digits */
+        CHECK(strlen(id) == 9 && strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789") == 9);
+    else
+        CHECK(!strncmp(id, "call_abc", 8));
     if (n > 1) /* ids differ */
         CHECK(strcmp(json_string_value(json_object_get(c0, "id")),
                      json_string_value(json_object_get(json_array_get(calls, 1), "id"))));
@@ -114,6 +119,14 @@ static void mistral(void **state)
     CHECK(calls_of(f, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": "
                    "\"Paris\"}, \"id\": \"abcdefghi\"}]", &content, "get_weather",
                    "{\"city\":\"Paris\"}") == 1);
+    /* the model's own id, when it is one a template takes back */
+    json_t *calls;
+    const char *with_id = "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}, \"id\": "
+                          "\"Xy3abcdef\"}]";
+    CHECK(srv_tools_parse(f, with_id, strlen(with_id), 1, &calls, &content) == SB_OK && calls);
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(calls, 0), "id")),
+                  "Xy3abcdef"));
+    json_decref(calls);
     /* the tag is a control token a detokenizer may not print */
     CHECK(calls_of(f, " [{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": "
                    "{}}]", &content, "a", "{}") == 2);

@@ -67,9 +67,34 @@ size_t srv_tools_visible(srv_toolfmt f, const char *text, size_t len)
     return len;
 }
 
+/* A call's id: "call_" + hex digits; Mistral's templates take only 9
+ * letters and digits (the model's own id when it wrote one so). */
+static void call_id(char *id, size_t cap, unsigned long long seed, size_t index, bool nine,
+                    const json_t *given)
+{
+    const char *g = json_string_value(given);
+    if (nine && g && strlen(g) == 9 && strspn(g, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                                                "QRSTUVWXYZ0123456789") == 9) {
+        snprintf(id, cap, "%s", g);
+        return;
+    }
+    if (!nine) {
+        snprintf(id, cap, "call_%llx%02zx", seed, index);
+        return;
+    }
+    static const char al[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    unsigned long long x = seed ^ (0x9e3779b97f4a7c15ull * (index + 1));
+    for (int i = 0; i < 9; i++) {
+        x ^= x >> 31, x *= 0xbf58476d1ce4e5b9ull, x ^= x >> 27;
+        id[i] = al[x % 62];
+    }
+    id[9] = 0;
+}
+
 /* One call's JSON object o ({"name", "arguments" | "parameters"}) appended
- * to calls. Returns false when it is not one. */
-static bool add_call(json_t *calls, json_t *o, unsigned long long seed)
+ * to calls (ids of nine characters when nine). Returns false when it is
+ * not one. */
+static bool add_call(json_t *calls, json_t *o, unsigned long long seed, bool nine)
 {
     json_t *name = json_object_get(o, "name");
     json_t *args = json_object_get(o, "arguments");
@@ -87,7 +112,7 @@ static bool add_call(json_t *calls, json_t *o, unsigned long long seed)
     if (!a)
         return false;
     char id[40];
-    snprintf(id, sizeof id, "call_%llx%02zx", seed, json_array_size(calls));
+    call_id(id, sizeof id, seed, json_array_size(calls), nine, json_object_get(o, "id"));
     json_t *c = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function",
                           "name", name, "arguments", a);
     free(a);
@@ -119,7 +144,7 @@ static bool parse_hermes(const char *text, size_t len, unsigned long long seed, 
     while (at < len) {
         at += sizeof hermes_open - 1;
         json_t *o = json_at(text, len, &at);
-        bool ok = o && add_call(calls, o, seed);
+        bool ok = o && add_call(calls, o, seed, false);
         json_decref(o);
         if (!ok)
             return false;
@@ -152,7 +177,7 @@ static bool parse_llama3(const char *text, size_t len, unsigned long long seed, 
         at += sizeof python_tag - 1;
     for (;;) {
         json_t *o = json_at(text, len, &at);
-        bool ok = o && add_call(calls, o, seed);
+        bool ok = o && add_call(calls, o, seed, false);
         json_decref(o);
         if (!ok)
             return false;
@@ -176,7 +201,7 @@ static bool parse_mistral(const char *text, size_t len, unsigned long long seed,
     json_t *a = json_at(text, len, &at);
     bool ok = json_is_array(a) && json_array_size(a) > 0;
     for (size_t i = 0; ok && i < json_array_size(a); i++)
-        ok = add_call(calls, json_array_get(a, i), seed);
+        ok = add_call(calls, json_array_get(a, i), seed, true);
     json_decref(a);
     while (ok && at < len && space(text[at]))
         at++;

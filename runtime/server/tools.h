@@ -54,10 +54,12 @@ size_t srv_tools_visible(srv_toolfmt f, const char *text, size_t len);
 /* srv_tools_parse -- the whole answer text[0, len) split: *calls receives
  * a new JSON array of OpenAI tool calls ({"id", "type": "function",
  * "function": {"name", "arguments"}}, ids "call_" + id_seed's hex and the
- * call's index), or NULL when the answer holds none; *content_len the
+ * call's index; see below for mistral), or NULL when the answer holds none; *content_len the
  * bytes of content, which are text[0, *content_len) (for hermes the text
  * before the first call; 0 for the others when calls were found; len
- * when none were). Returns: SB_OK; SB_ERR_NOMEM. */
+ * when none were). Mistral's ids are 9 letters and digits, as its
+ * templates demand of the calls sent back (the model's own id when it
+ * wrote one so). Returns: SB_OK; SB_ERR_NOMEM. */
 int srv_tools_parse(srv_toolfmt f, const char *text, size_t len, unsigned long long id_seed,
                     json_t **calls, size_t *content_len);
 

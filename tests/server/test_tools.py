@@ -112,5 +112,54 @@ class Tools(ServerTest):
         self.assertGreater(lp[0]["logprob"], -0.01)
 
 
+class Formats(ServerTest):
+    """The other template families: Llama 3.1's JSON call (a model that
+    answers one), and Mistral Nemo's template taking tools, a call and its
+    result back (its ids: nine letters and digits)."""
+
+    def test_llama3(self):
+        model = make_model(os.path.join(self.dir, "l3.gguf"), "--answer",
+                           '{"name": "get_weather", "parameters": {"city": "Paris", "days": 2}}')
+        s = self.start(model, "--chat-template-file",
+                       os.path.join(HERE, "..", "data", "templates",
+                                    "llama3-llama-3.1-8b-instruct.jinja"))
+        msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+        b = dict(body(msgs), model="l3")
+        st, _, r = s.post("/v1/chat/completions", b)
+        self.assertEqual(st, 200, r)
+        ch = r["choices"][0]
+        self.assertEqual(ch["finish_reason"], "tool_calls")
+        calls = ch["message"]["tool_calls"]
+        self.assertEqual(calls[0]["function"]["name"], "get_weather")
+        self.assertEqual(json.loads(calls[0]["function"]["arguments"]), ARGS)
+        msgs += [{"role": "assistant", "content": None, "tool_calls": calls},
+                 {"role": "tool", "tool_call_id": calls[0]["id"], "content": "clear"}]
+        st, _, r = s.post("/v1/chat/completions", dict(b, messages=msgs))
+        self.assertEqual(st, 200, r)
+        self.assertGreater(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0)
+
+    def test_mistral(self):
+        model = make_model(os.path.join(self.dir, "plain.gguf"))
+        s = self.start(model, "--chat-template-file",
+                       os.path.join(HERE, "..", "data", "templates",
+                                    "mistral-nemo-instruct-2407.jinja"))
+        msgs = [{"role": "user", "content": "What is the weather in Paris?"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "a1B2c3D4e", "type": "function",
+                     "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+                {"role": "tool", "tool_call_id": "a1B2c3D4e", "content": "clear"}]
+        st, _, r = s.post("/v1/chat/completions", dict(body(msgs), model="plain"))
+        self.assertEqual(st, 200, r)
+        with_tools = r["usage"]["prompt_tokens"]
+        st, _, r = s.post("/v1/chat/completions", dict(body(msgs, tools=None), model="plain"))
+        self.assertEqual(st, 200, r)
+        self.assertGreater(with_tools, r["usage"]["prompt_tokens"])  # the tools were shown
+        # an id the template refuses: its words in a 400
+        msgs[1]["tool_calls"][0]["id"] = msgs[2]["tool_call_id"] = "call_x"
+        st, _, e = s.post("/v1/chat/completions", dict(body(msgs), model="plain"))
+        self.assertEqual(st, 400, e)
+        self.assertIn("length 9", e["error"]["message"])
+
+
 if __name__ == "__main__":
     unittest.main()
