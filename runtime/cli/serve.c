@@ -62,12 +62,15 @@ static void serve_usage(FILE *f)
         "                           llama.cpp connector; where snapbank was built with it)\n"
         "  -ngl, --gpu-layers N     llama.cpp: layers offloaded to a GPU backend (default:\n"
         "                           llama.cpp's)\n"
+        "  -kvu, --kv-unified       llama.cpp: one KV cache the slots share (a sequence may\n"
+        "                           reach all of --ctx), not --ctx split among them\n"
         "  --model-name NAME        the model id clients send (default: the file name\n"
         "                           without .gguf)\n"
         "  --chat-template NAME     the chat template, overriding the model's (chatml)\n"
         "  --chat-template-file F   a Jinja chat template, overriding the model's\n"
         "  --ctx N                  longest sequence, prompt and answer (default: the\n"
-        "                           model's context)\n"
+        "                           model's context); llama.cpp: its KV cells, split\n"
+        "                           evenly among the --parallel slots, as llama-server's -c\n"
         "  --max-tokens N           tokens to generate when a request sets no max_tokens\n"
         "                           (default: up to the context's end)\n"
         "  --threads N              forward-pass threads (default: every online CPU)\n"
@@ -105,8 +108,9 @@ static void serve_usage(FILE *f)
         "  (--ctx), -np (--parallel), -t (--threads), -b/--batch-size (--batch), -ngl,\n"
         "  --host, --port, --api-key KEY[,KEY...] (keys of the one default tenant; not\n"
         "  with --api-key-file), -a/--alias (--model-name), -n/--n-predict (--max-tokens;\n"
-        "  -1: none), --threads-http (--http-threads), -to (--timeout); --jinja,\n"
-        "  -cb/--cont-batching, -kvu/--kv-unified and --metrics are what it always does.\n"
+        "  -1: none), --threads-http (--http-threads), -to (--timeout),\n"
+        "  --chat-template-file, -kvu/--kv-unified; --jinja, -cb/--cont-batching,\n"
+        "  -no-kvu and --metrics are what it does by default.\n"
         "  Every other llama-server option is refused by name.\n\n"
         "  --quiet                  no log line per request\n"
         "  -h, --help               this help\n\n"
@@ -130,7 +134,7 @@ static const char *const llama_server_only[] = {
     "--chat-template-kwargs", "--no-jinja", "--grammar",
     "--grammar-file", "-j", "--json-schema", "-s", "--seed", "--temp", "--top-k", "--top-p",
     "--min-p", "--repeat-penalty", "--samplers", "--ssl-key-file", "--ssl-cert-file",
-    "--no-cont-batching", "-nocb", "--no-kv-unified", "--cache-reuse", "--ctx-checkpoints",
+    "--no-cont-batching", "-nocb", "--cache-reuse", "--ctx-checkpoints",
     "--swa-full", "-md", "--model-draft", "--draft", "--draft-max", "--draft-min",
     "--spec-replace", "-cd", "--ctx-size-draft", "-ngld", "--gpu-layers-draft", "--keep",
     "--override-kv", "--override-tensor", "-ot", "--cpu-moe", "--n-cpu-moe", "-C", "--cpu-mask",
@@ -172,7 +176,7 @@ int sb_cli_serve(int argc, char **argv)
     const char *cors[64]; /* --cors-origin values */
     c.cors_origins = cors;
     rt_shared_tune tune = { 0 };
-    const char *gpu_flag = NULL; /* -ngl as given */
+    const char *llama_flag = NULL; /* an option of llama.cpp's engine only, as given */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t x = 0;
@@ -191,12 +195,15 @@ int sb_cli_serve(int argc, char **argv)
             bad = !v || !*v || c.model, c.model = v;
         } else if (!strcmp(a, "-ngl") || !strcmp(a, "--gpu-layers") ||
                    !strcmp(a, "--n-gpu-layers")) {
-            bad = rt_parse_u64(v, 0, 100000, &x), c.gpu_layers = (int)x, gpu_flag = a;
+            bad = rt_parse_u64(v, 0, 100000, &x), c.gpu_layers = (int)x, llama_flag = a;
         } else if (!strcmp(a, "--api-key")) {
             bad = !v || !*v, c.api_key = v;
         } else if (!strcmp(a, "--jinja") || !strcmp(a, "-cb") || !strcmp(a, "--cont-batching") ||
-                   !strcmp(a, "-kvu") || !strcmp(a, "--kv-unified") || !strcmp(a, "--metrics")) {
-            took = 1; /* what snapbank serve always does */
+                   !strcmp(a, "-no-kvu") || !strcmp(a, "--no-kv-unified") ||
+                   !strcmp(a, "--metrics")) {
+            took = 1; /* what snapbank serve does by default */
+        } else if (!strcmp(a, "-kvu") || !strcmp(a, "--kv-unified")) {
+            c.kv_unified = true, took = 1, llama_flag = llama_flag ? llama_flag : a;
         } else if (!strcmp(a, "-a") || !strcmp(a, "--alias")) {
             bad = !v || !*v || strlen(v) > 255, c.model_name = v;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict") || !strcmp(a, "--predict")) {
@@ -325,9 +332,10 @@ int sb_cli_serve(int argc, char **argv)
         }
         i += took - 1;
     }
-    if (gpu_flag && c.engine != SRV_ENGINE_LLAMA) {
-        fprintf(stderr, "snapbank serve: %s offloads llama.cpp's layers: it needs --engine "
-                        "llama.cpp (the builtin engine computes on the CPU)\n", gpu_flag);
+    if (llama_flag && c.engine != SRV_ENGINE_LLAMA) {
+        fprintf(stderr, "snapbank serve: %s is llama.cpp's: it needs --engine llama.cpp (the "
+                        "builtin engine computes on the CPU, its KV cache in the bank)\n",
+                llama_flag);
         return 2;
     }
     if (!c.model) {

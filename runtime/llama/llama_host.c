@@ -48,7 +48,7 @@ struct sb_rt_llama {
     const struct llama_vocab *vocab;
     struct llama_context *ctx;
     struct llama_context_params cp;
-    uint32_t n_ctx;
+    uint32_t n_ctx, n_ctx_seq;
     int32_t n_vocab;
     double load_s;
     handle *h;
@@ -126,8 +126,9 @@ int sb_rt_llama_open(const sb_rt_llama_cfg *cfg, sb_rt_llama **out, char *err, s
     L->cp.n_ctx = cfg->n_ctx ? cfg->n_ctx : n_train > 0 ? (uint32_t)n_train : 4096;
     L->cp.n_batch = cfg->batch;
     L->cp.n_ubatch = cfg->batch < 512 ? cfg->batch : 512;
-    L->cp.n_seq_max = (uint32_t)cfg->slots + 1; /* the slots and the scratch */
-    L->cp.kv_unified = true; /* one cache: the scratch copy shares its cells */
+    /* the slots, and with one KV stream the connector's scratch sequence */
+    L->cp.n_seq_max = (uint32_t)cfg->slots + (cfg->kv_unified ? 1 : 0);
+    L->cp.kv_unified = cfg->kv_unified;
     L->cp.n_threads = L->cp.n_threads_batch = threads;
     L->cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
     L->cp.no_perf = true;
@@ -138,6 +139,7 @@ int sb_rt_llama_open(const sb_rt_llama_cfg *cfg, sb_rt_llama **out, char *err, s
         return SB_ERR_NOMEM;
     }
     L->n_ctx = llama_n_ctx(L->ctx);
+    L->n_ctx_seq = cfg->kv_unified ? L->n_ctx : L->n_ctx / (uint32_t)cfg->slots;
     *out = L;
     return SB_OK;
 }
@@ -166,6 +168,7 @@ void sb_rt_llama_describe(const sb_rt_llama *L, sb_rt_llama_desc *d)
 {
     memset(d, 0, sizeof *d);
     d->n_ctx = L->n_ctx;
+    d->n_ctx_seq = L->n_ctx_seq;
     d->n_vocab = (uint32_t)L->n_vocab;
     d->n_layer = (uint32_t)llama_model_n_layer(L->model);
     d->n_batch = L->cp.n_batch;
@@ -195,7 +198,7 @@ int sb_rt_llama_attach(sb_rt_llama *L, sb_store *st, const void *scope, size_t s
     lc.scope_bytes = scope_len;
     lc.page_tokens = L->cfg.page_tokens;
     lc.probe_seq = 0;
-    lc.scratch_seq = (llama_seq_id)L->cfg.slots;
+    lc.scratch_seq = L->cfg.kv_unified ? (llama_seq_id)L->cfg.slots : -1;
     sb_llama *sl;
     int rc = sb_llama_attach(st, L->ctx, &lc, &sl, err, err_len);
     if (rc != SB_OK)
@@ -284,7 +287,7 @@ static int ll_begin(void *cv, size_t slot, const uint32_t *prompt, size_t n, siz
     for (size_t i = 0; i < n; i++)
         if (prompt[i] >= (uint32_t)L->n_vocab)
             return SB_ERR_INVAL;
-    if (n + max_gen > L->n_ctx)
+    if (n + max_gen > L->n_ctx_seq)
         return SB_ERR_TOO_MANY_TOKENS;
     if (grow(s, n + 1) != SB_OK)
         return SB_ERR_NOMEM;
@@ -464,7 +467,7 @@ static int ll_push(void *cv, size_t slot, uint32_t id)
     lslot *s = &L->slots[slot];
     if (s->st != SB_RT_TURN_SAMPLE || id >= (uint32_t)L->n_vocab)
         return SB_ERR_INVAL;
-    if (s->pos + 1 > L->n_ctx)
+    if (s->pos + 1 > L->n_ctx_seq)
         return SB_ERR_TOO_MANY_TOKENS;
     if (grow(s, s->n_toks + 1) != SB_OK)
         return SB_ERR_NOMEM;

@@ -5,12 +5,18 @@
  * tenant's namespace). `snapbank serve --engine llama.cpp` runs on it.
  * Built only where llama.cpp was found (SB_HAVE_LLAMA).
  *
- * The context: n_seq_max = slots + 1, one unified KV cache of n_ctx
- * cells that every slot's sequence draws from (as llama-server's
- * --kv-unified), sequence `slots` the connector's scratch for saves.
- * A sequence may reach n_ctx tokens; several long ones at once may find
- * the cells taken, and then the pass fails for the slots in it
- * (SB_LLAMA_ERR_DECODE).
+ * The context, as llama-server makes it: n_ctx cells split evenly among
+ * the slots' sequences (n_seq_max = slots), each sequence in a KV stream
+ * of its own, so a sequence reaches n_ctx / slots tokens and its
+ * attention reads its own cells only. With kv_unified (llama-server's
+ * --kv-unified) the slots share one stream of n_ctx cells instead, and
+ * one more sequence is the connector's scratch, which makes saves and
+ * restores cheaper (only new tokens exported; restores in chunks); a
+ * sequence may then reach n_ctx tokens, but several long ones may find
+ * the cells taken (the pass fails for the slots in it:
+ * SB_LLAMA_ERR_DECODE), and every token's attention reads every used
+ * cell of the stream, its own sequence's or not: with many long
+ * conversations that costs more than it saves.
  *
  * A slot's turn (compute.h's steps over llama.cpp):
  *   begin: the slot's sequence is cleared and the bank's longest prefix
@@ -57,6 +63,7 @@ typedef struct sb_rt_llama_cfg {
     int gpu_layers;          /* layers offloaded to a GPU backend; -1:
                                 llama.cpp's default (all, where one is) */
     uint32_t page_tokens;    /* the bank's tokens per page (0: 64) */
+    bool kv_unified;         /* one KV stream for every slot (above) */
 } sb_rt_llama_cfg;
 
 /* sb_rt_llama_init -- llama.cpp's log set to errors only, its CPU (and
@@ -79,6 +86,7 @@ void sb_rt_llama_close(sb_rt_llama *L);
 /* What was loaded. */
 typedef struct sb_rt_llama_desc {
     uint32_t n_ctx, n_vocab, n_layer, n_batch;
+    uint32_t n_ctx_seq;      /* the longest sequence: n_ctx, or n_ctx / slots */
     unsigned threads;
     double load_s;           /* the model's load */
     char desc[128];          /* llama_model_desc */

@@ -374,9 +374,10 @@ static int start(srv_server *s)
         s->store_cfg.write_budget_bytes_per_hour = c->write_budget_mib << 20;
     if (c->engine == SRV_ENGINE_LLAMA) {
 #ifdef SB_SRV_LLAMA
-        sb_rt_llama_cfg lc = { .model = c->model, .slots = c->parallel, .n_ctx = s->ctx_limit,
+        sb_rt_llama_cfg lc = { .model = c->model, .slots = c->parallel, .n_ctx = c->ctx,
                                .batch = c->batch, .threads = c->threads,
-                               .gpu_layers = c->gpu_layers, .page_tokens = c->page_tokens };
+                               .gpu_layers = c->gpu_layers, .page_tokens = c->page_tokens,
+                               .kv_unified = c->kv_unified };
         char why[512];
         if (sb_rt_llama_open(&lc, &s->llama, why, sizeof why) != SB_OK) {
             fprintf(stderr, "snapbank serve: %s\n", why);
@@ -386,6 +387,14 @@ static int start(srv_server *s)
         sb_rt_llama_desc d;
         sb_rt_llama_describe(s->llama, &d);
         s->m->hp.n_layers = d.n_layer; /* for /v1/models (the vocabulary has no layers) */
+        s->ctx_limit = d.n_ctx_seq;    /* -c's cells, split among the slots */
+        s->store_cfg.max_seq_tokens = s->ctx_limit > s->m->hp.n_ctx ? s->ctx_limit
+                                                                     : s->m->hp.n_ctx;
+        if (!s->ctx_limit) {
+            fprintf(stderr, "snapbank serve: --ctx %u cells for %zu slots: no room for a "
+                            "sequence\n", d.n_ctx, c->parallel);
+            return 2;
+        }
 #else
         fprintf(stderr, "snapbank serve: --engine llama.cpp: this snapbank was built without "
                         "llama.cpp (scripts/setup.sh installs it; then build again)\n");

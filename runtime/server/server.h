@@ -46,6 +46,7 @@ typedef struct srv_config {
                                      llama.cpp (where built with it) */
     int gpu_layers;               /* llama.cpp: layers offloaded to a GPU
                                      (-1: llama.cpp's default) */
+    bool kv_unified;              /* llama.cpp: one KV stream for all slots */
     const char *model_name;       /* the id clients name (NULL: the file's
                                      name without .gguf) */
     const char *host;             /* default 127.0.0.1 */
@@ -63,7 +64,8 @@ typedef struct srv_config {
     sb_durability durability;
     size_t parallel;              /* slots */
     size_t max_queue;
-    uint32_t ctx;                 /* context limit (0: the model's) */
+    uint32_t ctx;                 /* context limit (0: the model's); llama.cpp:
+                                     its cells, split among the slots */
     uint32_t batch;               /* rows per forward pass */
     unsigned threads;             /* forward-pass threads (0: every CPU) */
     unsigned http_threads, max_conns, timeout_s;

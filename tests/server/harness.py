@@ -85,6 +85,11 @@ class Server:
             # llama.cpp's threads spin while they wait for work: two servers
             # of two threads each on a 2-core machine starve each other
             args = ("--threads", "1", *args)
+        if ENGINE != "builtin" and "--no-kv-unified" not in args:
+            # the tests' --ctx N (or the model's) is the longest sequence, as
+            # the builtin engine reads it; llama.cpp's engine splits N among
+            # the slots unless they share one cache
+            args = ("-kvu", *args)
         self.proc = subprocess.Popen([BIN, "serve", model, "--port", "0", "--port-file",
                                       self.port_file, "--engine", ENGINE, *args],
                                      stdout=self.log, stderr=subprocess.STDOUT)

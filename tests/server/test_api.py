@@ -179,6 +179,24 @@ class Api(ServerTest):
                 text, fin = r["choices"][0]["text"], r["choices"][0]["finish_reason"]
             self.assertEqual((st, text, fin), (200, want, "stop"), (stop, full))
 
+    @unittest.skipIf(ENGINE == "builtin", "llama.cpp's engine only: its KV cells")
+    def test_llama_ctx_split(self):
+        # llama-server's -c: the cells split among the slots (each its own
+        # KV stream), so a sequence reaches -c / -np tokens
+        s = self.start(tiny(self.dir), "--no-kv-unified", "-c", "1024", "-np", "2",
+                       name="split")
+        st, _, ms = s.get("/v1/models")
+        self.assertEqual(ms["data"][0]["meta"]["n_ctx"], 512)
+        st, _, e = s.post("/v1/chat/completions", chat(M, "the bank keeps " * 200))
+        self.assertEqual((st, e["error"]["code"]), (400, "context_length_exceeded"), e)
+        self.assertIn("512", e["error"]["message"])
+        outs = [s.post("/v1/chat/completions", chat(M, "the bank keeps " * 60, max_tokens=8))
+                for _ in range(2)]
+        for st, _, r in outs:
+            self.assertEqual(st, 200, r)
+        self.assertEqual(outs[1][2]["usage"]["cache_mode"], "warm_prefix")
+        self.assertEqual(s.stop(), 0)
+
     def test_tokenizers_agree(self):
         # on llama.cpp's engine every prompt is tokenized by llama.cpp too,
         # and a difference is logged and counted (0 on the builtin engine,
