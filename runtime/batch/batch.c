@@ -328,9 +328,15 @@ static void end_slot(sb_rt_batch *e, slot *sl, sb_rt_finish why, int err)
 static void start(sb_rt_batch *e, sb_rt_job *j)
 {
     slot *sl = NULL;
-    for (size_t i = 0; i < e->cfg.slots && !sl; i++)
-        if (!e->slots[i].j)
-            sl = &e->slots[i];
+    size_t best = 0;
+    for (size_t i = 0; i < e->cfg.slots; i++) { /* the free slot holding most of the prompt */
+        if (e->slots[i].j)
+            continue;
+        size_t a = OPS->affinity && j->prompt ? OPS->affinity(e->comp.c, i, j->ns, j->prompt,
+                                                              j->n_prompt) : 0;
+        if (!sl || a > best)
+            sl = &e->slots[i], best = a;
+    }
     int rc = SB_OK;
     if (atomic_load(&j->cancel)) {
         rc = -1;

@@ -63,6 +63,10 @@ typedef struct sb_rt_compute_ops {
     const uint32_t *(*tokens)(void *c, size_t slot, size_t *n);
     unsigned (*threads)(void *c);
     void (*free)(void *c);
+    /* may be NULL: how many leading tokens of prompt[0, n) in namespace ns
+     * free slot `slot` still holds from its last turn (a job goes to the
+     * free slot that holds the most) */
+    size_t (*affinity)(void *c, size_t slot, sb_ns *ns, const uint32_t *prompt, size_t n);
 } sb_rt_compute_ops;
 
 /* A compute: its operations, its state, and the logits' width. */

@@ -20,6 +20,7 @@ _Static_assert(sizeof(llama_token) == sizeof(uint32_t), "token ids are passed as
 
 #define MAX_SCOPES 4096 /* handles: one per tenant */
 #define MAX_MARKS 68    /* a hybrid prompt's boundaries (boundary.h: 64) + its end */
+#define KEEP_MIN 64     /* a slot's own tokens kept for a new prompt: at least */
 
 typedef struct handle {
     sb_llama *sl;
@@ -32,6 +33,10 @@ typedef struct lslot {
     size_t n_toks, cap;
     size_t n_prompt, pos;     /* positions in the sequence (ran) */
     size_t saved;             /* tokens the last save covered */
+    size_t resident;          /* between turns: the positions the sequence
+                                 still holds, toks[0, resident) (its own KV
+                                 stream; 0: emptied) */
+    sb_llama *resident_h;     /* ...of this connector's namespace (tenant) */
     size_t planned;           /* rows in the pass being built */
     int logit_row;            /* its row with logits in that pass, -1 none */
     sb_rt_turn_state st;
@@ -146,6 +151,13 @@ int sb_rt_llama_open(const sb_rt_llama_cfg *cfg, sb_rt_llama **out, char *err, s
 
 void sb_rt_llama_detach_all(sb_rt_llama *L)
 {
+    /* what the slots still hold belongs to handles about to go (a bank
+     * clear): a later handle at the same address must not find it */
+    for (size_t i = 0; L->slots && i < L->cfg.slots; i++)
+        if (L->slots[i].resident) {
+            llama_memory_seq_rm(llama_get_memory(L->ctx), (llama_seq_id)i, -1, -1);
+            L->slots[i].resident = 0, L->slots[i].resident_h = NULL;
+        }
     for (size_t i = 0; i < L->n_h; i++)
         sb_llama_detach(L->h[i].sl);
     free(L->h);
@@ -258,9 +270,31 @@ static void ll_close(void *cv, size_t slot)
 {
     sb_rt_llama *L = cv;
     lslot *s = &L->slots[slot];
-    llama_memory_seq_rm(llama_get_memory(L->ctx), (llama_seq_id)slot, -1, -1);
+    if (!s->resident)
+        llama_memory_seq_rm(llama_get_memory(L->ctx), (llama_seq_id)slot, -1, -1);
     s->h = NULL;
     s->st = SB_RT_TURN_NONE;
+}
+
+/* How much of prompt[0, n) the slot's sequence still holds for namespace
+ * ns (never another tenant's): kept only in a stream of its own (not
+ * -kvu, whose cells every slot needs) and for models whose state can be
+ * cut back to any position (not a hybrid's recurrent state, nor a
+ * window). At most n - 1: the last token runs. */
+static size_t held(const lslot *s, const sb_llama *h, const uint32_t *prompt, size_t n)
+{
+    size_t c = 0, max = n ? n - 1 : 0;
+    if (!s->resident || s->resident_h != h)
+        return 0;
+    while (c < s->resident && c < max && (uint32_t)s->toks[c] == prompt[c])
+        c++;
+    return c;
+}
+
+static size_t ll_affinity(void *cv, size_t slot, sb_ns *ns, const uint32_t *prompt, size_t n)
+{
+    sb_rt_llama *L = cv;
+    return held(&L->slots[slot], handle_of(L, ns), prompt, n);
 }
 
 static int grow(lslot *s, size_t n)
@@ -291,14 +325,28 @@ static int ll_begin(void *cv, size_t slot, const uint32_t *prompt, size_t n, siz
         return SB_ERR_TOO_MANY_TOKENS;
     if (grow(s, n + 1) != SB_OK)
         return SB_ERR_NOMEM;
+    /* what the sequence still holds of the prompt (its last turn's) is kept
+     * when it is a good part of it; else it is emptied and the bank asked */
+    size_t kept = held(s, s->h, prompt, n);
+    if (kept < KEEP_MIN || kept * 2 < n)
+        kept = 0;
+    s->resident = 0;
     memcpy(s->toks, prompt, n * sizeof *prompt);
     s->n_toks = s->n_prompt = n;
     memset(&s->rep, 0, sizeof s->rep);
     s->t_begin = sb_rt_now_s();
     llama_seq_id seq = (llama_seq_id)slot;
-    llama_memory_seq_rm(llama_get_memory(L->ctx), seq, -1, -1);
     sb_llama_restore_info ri;
-    int rc = sb_llama_restore(s->h, seq, s->toks, n, n - 1, &ri);
+    memset(&ri, 0, sizeof ri);
+    int rc = SB_OK;
+    if (kept) {
+        llama_memory_seq_rm(llama_get_memory(L->ctx), seq, (llama_pos)kept, -1);
+        ri.n_restored = ri.tokens_ram = ri.n_matched = kept;
+        ri.miss = SB_MISS_NO_PREFIX; /* past it: new tokens, as far as the slot knows */
+    } else {
+        llama_memory_seq_rm(llama_get_memory(L->ctx), seq, -1, -1);
+        rc = sb_llama_restore(s->h, seq, s->toks, n, n - 1, &ri);
+    }
     if (rc == SB_ERR_INVAL || rc == SB_LLAMA_ERR_SEQ)
         return rc;
     if (rc != SB_OK) { /* no memory, no cells: the turn goes cold */
@@ -328,7 +376,8 @@ static int ll_begin(void *cv, size_t slot, const uint32_t *prompt, size_t n, siz
     r->bank_bytes = ri.n_restored * L->info.bytes_per_token +
                     (ri.n_restored ? L->info.point_bytes : 0);
     r->restore_s = sb_rt_now_s() - s->t_begin;
-    s->pos = s->saved = ri.n_restored;
+    s->pos = ri.n_restored;
+    s->saved = kept ? 0 : ri.n_restored; /* the bank may lack what the slot kept */
     s->n_marks = s->next_mark = 0;
     if (L->info.point_bytes) { /* a hybrid's prefill stops at the grid's boundaries, and
                                   before the prompt's last token: the same prompt asked
@@ -449,7 +498,15 @@ static int ll_ran(void *cv, size_t slot)
         s->rep.prefill_s = s->t_prefilled - s->t_begin - s->rep.restore_s;
         s->rep.prefill_tok_s = s->rep.prefill_s > 0
                                    ? (double)s->rep.prefill_tokens / s->rep.prefill_s : 0;
-        save(L, slot, s->n_prompt); /* the prompt, for the next turn */
+        /* the prompt into the bank now, before the first token, where a
+         * boundary must be taken here (a hybrid's) or another turn waits to
+         * restore it (batch.h: a prompt shared by requests that arrive
+         * together); else the turn's end saves it with the answer */
+        bool waiting = false;
+        for (size_t i = 0; i < L->cfg.slots && !waiting; i++)
+            waiting = i != slot && L->slots[i].h && L->slots[i].st == SB_RT_TURN_NONE;
+        if (L->info.point_bytes || waiting)
+            save(L, slot, s->n_prompt);
     }
     s->st = SB_RT_TURN_SAMPLE;
     return SB_OK;
@@ -488,7 +545,10 @@ static int ll_end(void *cv, size_t slot, sb_rt_turn *rep)
     if (s->st == SB_RT_TURN_NONE)
         return SB_ERR_INVAL;
     save(L, slot, s->pos); /* what ran: the prompt (or its part), the answer */
-    llama_memory_seq_rm(llama_get_memory(L->ctx), (llama_seq_id)slot, -1, -1);
+    if (L->cfg.kv_unified || L->info.point_bytes)
+        llama_memory_seq_rm(llama_get_memory(L->ctx), (llama_seq_id)slot, -1, -1);
+    else /* kept for the conversation's next turn (affinity) */
+        s->resident = s->pos, s->resident_h = s->h;
     sb_rt_turn *r = &s->rep;
     if (s->t_first) {
         r->decode_s = sb_rt_now_s() - s->t_first;
@@ -533,7 +593,7 @@ static const sb_rt_compute_ops ll_ops = {
     .open = ll_open, .close = ll_close, .begin = ll_begin, .state = ll_state,
     .report = ll_report, .plan = ll_plan, .pass = ll_pass, .ran = ll_ran,
     .logits = ll_logits, .push = ll_push, .end = ll_end, .tokens = ll_tokens,
-    .threads = ll_threads, .free = ll_free,
+    .threads = ll_threads, .free = ll_free, .affinity = ll_affinity,
 };
 
 int sb_rt_llama_compute(sb_rt_llama *L, sb_rt_compute *out)

@@ -29,10 +29,17 @@
  *     (a hybrid's prefill also stops at its grid boundaries and before the
  *     last token, saving a boundary at each); in RUN the pushed token.
  *   pass: one llama_decode of every slot's planned rows.
- *   ran: the prompt's end saves it to the bank (sb_llama_save: the
- *     prompt's K and V, and a hybrid's or sliding-window model's point
- *     state there, a boundary) before the first token is sampled.
- *   end: the tokens that ran are saved, and the sequence cleared.
+ *   end: the tokens that ran are saved; the sequence is kept (in a KV
+ *     stream of its own, for a model whose state can be cut back: not a
+ *     hybrid's, not a window) for the same tenant's next turn that
+ *     continues it: the batching module gives a job the free slot that
+ *     holds most of its prompt (compute.h's affinity), and begin keeps
+ *     that part (at least 64 tokens and half the prompt) instead of
+ *     restoring it, as llama-server keeps a slot's cache; else the
+ *     sequence is emptied at the next begin.
+ *   The prompt is saved before the first token only where it must be
+ *     (a hybrid's boundary) or another turn waits to restore it (batch.h);
+ *     else the turn's end saves it with the answer.
  * Logits are copied out of llama.cpp at ran (n_vocab floats per slot).
  * llama.cpp's kernels do not promise the same bits for a row whatever
  * else shares its pass: a greedy answer may differ in its later tokens

@@ -197,6 +197,35 @@ class Api(ServerTest):
         self.assertEqual(outs[1][2]["usage"]["cache_mode"], "warm_prefix")
         self.assertEqual(s.stop(), 0)
 
+    @unittest.skipIf(ENGINE == "builtin", "llama.cpp's engine only: its slots' own caches")
+    def test_llama_slot_kept_per_tenant(self):
+        # one slot: a turn keeps its sequence for its conversation's next
+        # turn, never for another tenant's same prompt
+        keys = os.path.join(self.dir, "slot-keys")
+        with open(keys, "w") as f:
+            f.write("key-alice-0001 alice\nkey-bob-00001 bob\n")
+        os.chmod(keys, 0o600)
+        s = self.start(tiny(self.dir), "--no-kv-unified", "-np", "1", "--api-key-file", keys,
+                       name="slot")
+        body = chat(M, "the bank keeps what a model has read " * 12, max_tokens=4)
+
+        def ask(key, b=body):
+            st, _, r = s.post("/v1/chat/completions", b, {"Authorization": "Bearer " + key})
+            self.assertEqual(st, 200, r)
+            return r["usage"]
+        self.assertEqual(ask("key-alice-0001")["cache_mode"], "cold")
+        self.assertEqual(ask("key-bob-00001")["cache_mode"], "cold")  # not alice's slot
+        u = ask("key-alice-0001")
+        self.assertEqual(u["cache_mode"], "warm_prefix")
+        self.assertEqual(u["prompt_tokens_details"]["cached_tokens"], u["prompt_tokens"] - 1)
+        # the conversation's next turn, in the same slot
+        nxt = dict(body, messages=body["messages"] + [
+            {"role": "assistant", "content": "Noted."}, {"role": "user", "content": "More."}])
+        u2 = ask("key-alice-0001", nxt)
+        self.assertEqual(u2["cache_mode"], "warm_prefix")
+        self.assertGreater(u2["prompt_tokens_details"]["cached_tokens"], u["prompt_tokens"] // 2)
+        self.assertEqual(s.stop(), 0)
+
     def test_tokenizers_agree(self):
         # on llama.cpp's engine every prompt is tokenized by llama.cpp too,
         # and a difference is logged and counted (0 on the builtin engine,
