@@ -342,7 +342,9 @@ static int ll_begin(void *cv, size_t slot, const uint32_t *prompt, size_t n, siz
     if (kept) {
         llama_memory_seq_rm(llama_get_memory(L->ctx), seq, (llama_pos)kept, -1);
         ri.n_restored = ri.tokens_ram = ri.n_matched = kept;
-        ri.miss = SB_MISS_NO_PREFIX; /* past it: new tokens, as far as the slot knows */
+        /* past it: new tokens as far as the slot knows, or only the last
+         * position (the same prompt again) */
+        ri.miss = kept + 1 == n ? SB_MISS_NONE : SB_MISS_NO_PREFIX;
     } else {
         llama_memory_seq_rm(llama_get_memory(L->ctx), seq, -1, -1);
         rc = sb_llama_restore(s->h, seq, s->toks, n, n - 1, &ri);
