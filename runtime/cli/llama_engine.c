@@ -45,13 +45,6 @@ struct rt_llama {
     char store_dir[4096];           /* "" without --bank-dir */
 };
 
-/* llama.cpp's load progress (a dot at a time on stderr by default): none. */
-static bool no_progress(float progress, void *user)
-{
-    (void)progress, (void)user;
-    return true;
-}
-
 static struct llama_sampler *make_sampler(const rt_opts *o)
 {
     struct llama_sampler_chain_params sp = llama_sampler_chain_default_params();
@@ -108,28 +101,15 @@ int rt_llama_open(const rt_opts *o, const char *cmd, rt_llama **out)
     }
     L->o = o;
     sb_rt_llama_init();
-    double t0 = sb_rt_now_s();
-    struct llama_model_params mp = llama_model_default_params();
-    mp.progress_callback = no_progress;
-    if (!(L->model = llama_model_load_from_file(o->model, mp))) {
+    if (!(L->model = sb_rt_llama_load_model(o->model, -1, &L->t_load))) {
         fprintf(stderr, "snapbank %s: %s: llama.cpp could not load the model\n", cmd, o->model);
         goto fail;
     }
-    L->t_load = sb_rt_now_s() - t0;
     L->vocab = llama_model_get_vocab(L->model);
     L->n_vocab = llama_vocab_n_tokens(L->vocab);
-    int32_t n_train = llama_model_n_ctx_train(L->model);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = o->threads ? (int)o->threads : cpus > 0 ? (int)cpus : 1;
-    L->cp = llama_context_default_params();
-    L->cp.n_ctx = n_train > 0 ? (uint32_t)n_train : 4096;
-    L->cp.n_batch = (uint32_t)o->batch;
-    L->cp.n_ubatch = (uint32_t)(o->batch < 512 ? o->batch : 512);
-    L->cp.n_seq_max = 2;      /* the conversation and the connector's scratch */
-    L->cp.kv_unified = true;  /* one cache: the scratch copy shares its cells */
-    L->cp.n_threads = L->cp.n_threads_batch = threads;
-    L->cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
-    L->cp.no_perf = true;
+    /* the conversation and the connector's scratch, in one cache: the
+     * scratch copy shares its cells */
+    L->cp = sb_rt_llama_cparams(L->model, 0, (uint32_t)o->batch, o->threads, 2, true);
     if (!(L->ctx = llama_init_from_model(L->model, L->cp))) {
         fprintf(stderr, "snapbank %s: %s: llama.cpp could not make a context of %u tokens\n",
                 cmd, o->model, L->cp.n_ctx);
@@ -154,7 +134,7 @@ int rt_llama_open(const rt_opts *o, const char *cmd, rt_llama **out)
     if (rt_bank_paths(o, ".llama.session", L->store_dir, L->sess_path, cmd) ||
         rt_bank_config(o, L->n_ctx, L->store_dir, &cfg, &auth, cmd))
         goto fail;
-    t0 = sb_rt_now_s();
+    double t0 = sb_rt_now_s();
     int rc = sb_store_open(&cfg, &L->st);
     memset(&auth, 0, sizeof auth); /* the store keeps its own copy */
     if (rc != SB_OK) {

@@ -97,6 +97,37 @@ void sb_rt_llama_init(void)
 
 /* ---- the model and the context ---------------------------------------------------- */
 
+struct llama_model *sb_rt_llama_load_model(const char *path, int gpu_layers, double *load_s)
+{
+    double t0 = sb_rt_now_s();
+    struct llama_model_params mp = llama_model_default_params();
+    mp.progress_callback = no_progress;
+    if (gpu_layers >= 0)
+        mp.n_gpu_layers = gpu_layers;
+    struct llama_model *m = llama_model_load_from_file(path, mp);
+    *load_s = sb_rt_now_s() - t0;
+    return m;
+}
+
+struct llama_context_params sb_rt_llama_cparams(const struct llama_model *m, uint32_t n_ctx,
+                                                uint32_t batch, unsigned threads, uint32_t n_seq,
+                                                bool unified)
+{
+    int32_t n_train = llama_model_n_ctx_train(m);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int t = threads ? (int)threads : cpus > 0 ? (int)cpus : 1;
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = n_ctx ? n_ctx : n_train > 0 ? (uint32_t)n_train : 4096;
+    cp.n_batch = batch;
+    cp.n_ubatch = batch < 512 ? batch : 512;
+    cp.n_seq_max = n_seq;
+    cp.kv_unified = unified;
+    cp.n_threads = cp.n_threads_batch = t;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
+    cp.no_perf = true;
+    return cp;
+}
+
 int sb_rt_llama_open(const sb_rt_llama_cfg *cfg, sb_rt_llama **out, char *err, size_t err_len)
 {
     *out = NULL;
@@ -111,32 +142,17 @@ int sb_rt_llama_open(const sb_rt_llama_cfg *cfg, sb_rt_llama **out, char *err, s
     }
     L->cfg = *cfg;
     sb_rt_llama_init();
-    double t0 = sb_rt_now_s();
-    struct llama_model_params mp = llama_model_default_params();
-    mp.progress_callback = no_progress;
-    if (cfg->gpu_layers >= 0)
-        mp.n_gpu_layers = cfg->gpu_layers;
-    if (!(L->model = llama_model_load_from_file(cfg->model, mp))) {
+    if (!(L->model = sb_rt_llama_load_model(cfg->model, cfg->gpu_layers, &L->load_s))) {
         snprintf(err, err_len, "%s: llama.cpp could not load the model", cfg->model);
         sb_rt_llama_close(L);
         return SB_ERR_IO;
     }
-    L->load_s = sb_rt_now_s() - t0;
     L->vocab = llama_model_get_vocab(L->model);
     L->n_vocab = llama_vocab_n_tokens(L->vocab);
-    int32_t n_train = llama_model_n_ctx_train(L->model);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = cfg->threads ? (int)cfg->threads : cpus > 0 ? (int)cpus : 1;
-    L->cp = llama_context_default_params();
-    L->cp.n_ctx = cfg->n_ctx ? cfg->n_ctx : n_train > 0 ? (uint32_t)n_train : 4096;
-    L->cp.n_batch = cfg->batch;
-    L->cp.n_ubatch = cfg->batch < 512 ? cfg->batch : 512;
     /* the slots, and with one KV stream the connector's scratch sequence */
-    L->cp.n_seq_max = (uint32_t)cfg->slots + (cfg->kv_unified ? 1 : 0);
-    L->cp.kv_unified = cfg->kv_unified;
-    L->cp.n_threads = L->cp.n_threads_batch = threads;
-    L->cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
-    L->cp.no_perf = true;
+    L->cp = sb_rt_llama_cparams(L->model, cfg->n_ctx, cfg->batch, cfg->threads,
+                                (uint32_t)cfg->slots + (cfg->kv_unified ? 1 : 0),
+                                cfg->kv_unified);
     if (!(L->ctx = llama_init_from_model(L->model, L->cp))) {
         snprintf(err, err_len, "%s: llama.cpp could not make a context of %u tokens for %zu "
                  "sequences", cfg->model, L->cp.n_ctx, cfg->slots);

@@ -78,6 +78,20 @@ typedef struct sb_rt_llama_cfg {
  * directory CMake found; once per process (later calls: no-op). */
 void sb_rt_llama_init(void);
 
+/* sb_rt_llama_load_model -- path by libllama (after sb_rt_llama_init), no
+ * progress dots, gpu_layers offloaded (-1: llama.cpp's default); *load_s
+ * the seconds it took. Returns: the model (llama_model_free), or NULL. */
+struct llama_model *sb_rt_llama_load_model(const char *path, int gpu_layers, double *load_s);
+
+/* sb_rt_llama_cparams -- the context parameters snapbank computes with:
+ * n_ctx cells (0: the model's training context, else 4096), batch rows a
+ * pass (ubatch at most 512), n_seq sequences, one KV stream when unified,
+ * threads (0: every online CPU) for decode and prefill, flash attention
+ * auto, no performance counters. */
+struct llama_context_params sb_rt_llama_cparams(const struct llama_model *m, uint32_t n_ctx,
+                                                uint32_t batch, unsigned threads, uint32_t n_seq,
+                                                bool unified);
+
 /* sb_rt_llama_open -- load cfg->model with libllama and make the context
  * (above; flash attention auto). cfg is copied. err receives what failed
  * naming the file. Returns: SB_OK (*out owned: sb_rt_llama_close);
