@@ -22,7 +22,8 @@ it.
 On the llama.cpp engine (SB_ENGINE=llama.cpp) the texts are not compared:
 llama.cpp's kernels do not promise a row the same bits whatever shares its
 pass. There every request of the batched server completes as it does
-alone (status, finish reason), passes hold several sequences, and the
+alone (status; the finish reason stop or length, as an end token may come
+at another place), passes hold several sequences, and the
 pacer is shorter (llama.cpp computes the tiny model's long context slower).
 """
 import json
@@ -89,8 +90,10 @@ class Batch(ServerTest):
                                 x["choices"][0]["finish_reason"])
                 for i in range(len(PROMPTS)):
                     self.assertEqual(together[i][0], 200)
-                    if ENGINE != "builtin":  # llama.cpp: the bits may differ (above)
-                        together[i], alone[i] = together[i][::2], alone[i][::2]
+                    if ENGINE != "builtin":  # llama.cpp: the bits may differ (above),
+                        # so may where an end token comes: each completes
+                        together[i] = (together[i][0], together[i][2] in ("stop", "length"))
+                        alone[i] = (alone[i][0], True)
                     self.assertEqual(together[i], alone[i],
                                      "%s request %d (stream %s, temperature %s)" %
                                      (model, i, stream, temp))
