@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +50,28 @@ enum { MK_AUTH = -1, MK_ASKING = -2, MK_READONLY = -3, MK_SLOTS = -4 };
  * take a dozen poll rounds). */
 #define RC_RBUF (256u << 10)
 
+/* While a value is read into its sink's spans, each readv() also takes up
+ * to this much after it into the read buffer: the CRLF that ends it, the
+ * next reply's header and the first bytes of the next value (copied from
+ * there; the rest of it goes straight into its own spans). */
+#define RC_TAIL 4096u
+
+/* A bulk header "$<len>\r\n" is at most this long (len < 2^63): a shorter
+ * start of one, cut by the end of a read, waits in the node for the rest. */
+#define RC_HDR_MAX 24u
+
+/* A GET's value being read straight into the spans its batch's sink gave
+ * (sb_rc_exec_sink): what is still to fill, then the CRLF after it. */
+typedef struct rc_bulk {
+    bool on;
+    int op;             /* its operation's index */
+    size_t len;         /* the value's length */
+    struct iovec sp[2]; /* what is still to fill, in order */
+    unsigned n_sp;
+    size_t left;        /* value bytes still to come */
+    unsigned crlf;      /* bytes of the CRLF after it already read (0-2) */
+} rc_bulk;
+
 typedef struct rc_node {
     char host[64];
     int port;
@@ -58,7 +81,14 @@ typedef struct rc_node {
     sb_rc_fault down_fault; /* why it was marked down last */
     int *fifo;           /* replies owed, oldest first */
     size_t fifo_head, fifo_len, fifo_cap;
+    size_t owed_bytes;   /* value bytes of the operations in fifo
+                            (op_bytes) */
     bool dead_in_pump;   /* failed during the current pump */
+    rc_bulk bulk;        /* a value read into its sink, when on */
+    unsigned char pend[RC_HDR_MAX]; /* the start of a bulk header a read */
+    size_t pend_n;                  /* ended in, waiting for the rest */
+    size_t feed_left;    /* bytes of the reply being fed to the reader
+                            still to come (node_take) */
 } rc_node;
 
 struct sb_rc {
@@ -242,6 +272,15 @@ static bool fifo_push(rc_node *nd, int v)
     return true;
 }
 
+/* The value bytes an operation moves, as its node's window counts them:
+ * a GET's expected value (hint), a SET's or REPLACE's value. */
+static size_t op_bytes(const sb_rc_op *op)
+{
+    return op->kind == SB_RC_GET ? op->hint
+           : op->kind == SB_RC_SET || op->kind == SB_RC_REPLACE ? op->val_len
+                                                                : 0;
+}
+
 static int fifo_pop(rc_node *nd)
 {
     int v = nd->fifo[nd->fifo_head++];
@@ -257,6 +296,10 @@ static void node_drop(rc_node *nd)
     nd->ctx = NULL;
     nd->readonly = false;
     nd->fifo_head = nd->fifo_len = 0;
+    nd->owed_bytes = 0;
+    nd->bulk.on = false;
+    nd->pend_n = 0;
+    nd->feed_left = 0;
 }
 
 /* Make sure nd has a connection, AUTH queued first. Returns false when
@@ -308,7 +351,8 @@ typedef struct rc_batch {
     size_t n_round;  /* operations that must go round again */
     bool held;       /* operations wait for room in their node's window */
     sb_rc_got_fn got; /* a value arrived (may be NULL) */
-    void *got_ctx;
+    sb_rc_sink_fn sink; /* where a value goes (may be NULL) */
+    void *got_ctx;      /* got's and sink's */
     sb_rc_limits *lim; /* the batch's bounds (see rcluster.h) */
     uint64_t hard;    /* sb_rc_exec's bound: t0 + timeout_ms; 0: none */
     uint64_t last_progress; /* clock of the last reply read */
@@ -410,6 +454,25 @@ static bool parse_redirect(const char *msg, size_t len, const char *word, unsign
     return parse_hostport(p, (size_t)(end - p), host, host_len, port);
 }
 
+/* GET ops[i] got its value from node: data (malloc'd, now the op's) or,
+ * in_sink, the spans its sink gave. */
+static void got_value(sb_rc *c, rc_batch *b, uint16_t node, size_t i, void *data, size_t len,
+                      bool in_sink)
+{
+    sb_rc_op *op = &b->ops[i];
+    rc_track *t = &b->tr[i];
+    op->data = data;
+    op->len = len;
+    op->in_sink = in_sink;
+    c->st.bytes_in += len;
+    c->st.sunk += in_sink;
+    if (c->owner[t->slot] != node)
+        c->st.replica_reads++;
+    op_settle(op, t, SB_RC_OK);
+    if (b->got)
+        b->got(b->got_ctx, i, op);
+}
+
 /* Step 4: settle one operation from its reply (which it may keep). */
 static void on_reply(sb_rc *c, rc_batch *b, uint16_t node, size_t i, redisReply *r)
 {
@@ -454,16 +517,11 @@ static void on_reply(sb_rc *c, rc_batch *b, uint16_t node, size_t i, redisReply 
         if (r->type == REDIS_REPLY_STRING) {
             /* Take the reply's buffer (hiredis 0.14 allocates it with
              * malloc and frees it with free): no copy. */
-            op->data = r->str;
-            op->len = (size_t)r->len;
+            void *data = r->str;
+            size_t len = (size_t)r->len;
             r->str = NULL;
             r->len = 0;
-            c->st.bytes_in += op->len;
-            if (c->owner[t->slot] != node)
-                c->st.replica_reads++;
-            op_settle(op, t, SB_RC_OK);
-            if (b->got)
-                b->got(b->got_ctx, i, op);
+            got_value(c, b, node, i, data, len, false);
         } else {
             if (r->type != REDIS_REPLY_NIL)
                 op->fault = RC_F_WRONGTYPE;
@@ -523,6 +581,236 @@ static void on_marker(sb_rc *c, rc_batch *b, uint16_t idx, int mk, redisReply *r
     if (mk == MK_READONLY && r->type != REDIS_REPLY_ERROR)
         nd->readonly = true;
     freeReplyObject(r);
+}
+
+/* m bytes of the bulk's first span were filled: move past them (and past
+ * spans left empty). */
+static void bulk_took(rc_bulk *k, size_t m)
+{
+    k->sp[0].iov_base = (char *)k->sp[0].iov_base + m;
+    k->sp[0].iov_len -= m;
+    k->left -= m;
+    if (!k->sp[0].iov_len && k->n_sp) {
+        k->sp[0] = k->sp[1];
+        k->sp[1] = (struct iovec){ 0 };
+        k->n_sp--;
+    }
+}
+
+/* hiredis' reader holds nothing: no bytes fed and not yet taken, no
+ * reply half built. Only then may bytes bypass it. A call that found no
+ * reply leaves the reader at its first task with no type yet (ridx 0):
+ * that is empty too. */
+static bool reader_empty(const redisContext *ctx)
+{
+    const redisReader *r = ctx->reader;
+    if (r->pos < r->len)
+        return false;
+#if HIREDIS_MAJOR >= 1
+    return r->ridx < 0 || (r->ridx == 0 && r->task[0]->type < 0);
+#else
+    return r->ridx < 0 || (r->ridx == 0 && r->rstack[0].type < 0);
+#endif
+}
+
+/* Hand what the reader has complete to the FIFO's entries. Returns false
+ * when the node failed (a bad reply). */
+static bool drain_reader(sb_rc *c, rc_batch *b, uint16_t idx)
+{
+    rc_node *nd = &c->nodes[idx];
+    void *rep;
+    while (nd->ctx && nd->fifo_len) {
+        if (redisGetReplyFromReader(nd->ctx, &rep) != REDIS_OK) {
+            node_fail(c, b, idx, false);
+            return false;
+        }
+        if (!rep)
+            break;
+        if (b)
+            b->last_progress = rc_now(c);
+        int v = fifo_pop(nd);
+        if (v >= 0 && b)
+            nd->owed_bytes -= op_bytes(&b->ops[v]);
+        if (v >= 0) {
+            if (b && !b->tr[v].done)
+                on_reply(c, b, idx, (size_t)v, rep);
+            freeReplyObject(rep);
+        } else {
+            on_marker(c, b, idx, v, rep);
+        }
+    }
+    return nd->ctx != NULL;
+}
+
+/* Copy up to n bytes of p into the bulk's spans. Returns how many. */
+static size_t bulk_fill(rc_bulk *k, const unsigned char *p, size_t n)
+{
+    size_t done = 0;
+    while (done < n && k->left) {
+        struct iovec *v = &k->sp[0];
+        size_t m = n - done < v->iov_len ? n - done : v->iov_len;
+        memcpy(v->iov_base, p + done, m);
+        bulk_took(k, m);
+        done += m;
+    }
+    return done;
+}
+
+/* A bulk header "$<len>\r\n" at p[0, n)? 1: yes (*len, *hlen its
+ * length); 0: its start, cut by the read's end (fewer than RC_HDR_MAX
+ * bytes); -1: something else ("$-1", another reply, not the protocol). */
+static int bulk_header(const unsigned char *p, size_t n, size_t *len, size_t *hlen)
+{
+    if (!n || p[0] != '$')
+        return -1;
+    size_t v = 0, i = 1;
+    for (; i < n && i <= 19 && p[i] >= '0' && p[i] <= '9'; i++)
+        v = v * 10 + (size_t)(p[i] - '0');
+    if (i == n || (i + 1 == n && p[i] == '\r'))
+        return n < RC_HDR_MAX ? 0 : -1;
+    if (i == 1 || i > 19 || p[i] != '\r' || p[i + 1] != '\n')
+        return -1;
+    *len = v;
+    *hlen = i + 2;
+    return 1;
+}
+
+/* The bytes of the reply starting at p[0, n) when they are known from
+ * its first line: a status, error, integer or nil line, or a bulk value
+ * (header, value, CRLF). 0: not known (an array, a line cut by the read's
+ * end, not the protocol). */
+static size_t reply_bytes(const unsigned char *p, size_t n)
+{
+    size_t len, hlen;
+    if (bulk_header(p, n, &len, &hlen) == 1)
+        return len <= SIZE_MAX - hlen - 2 ? hlen + len + 2 : 0;
+    if (n && (p[0] == '+' || p[0] == '-' || p[0] == ':' || p[0] == '$')) {
+        const unsigned char *nl = memchr(p, '\n', n);
+        return nl ? (size_t)(nl - p) + 1 : 0;
+    }
+    return 0;
+}
+
+/* Bytes p[0, n) arrived from node idx (after any that went straight into a
+ * bulk's spans), with a sink in the batch: a bulk's rest and its CRLF;
+ * a value for the GET at the FIFO's head read into its sink's spans; any
+ * other reply whose length its first line tells fed to hiredis' reader
+ * alone (nd->feed_left), so that the value after it can still go to its
+ * spans; what is left (an array, a cut line) fed whole. Without a sink
+ * everything goes to the reader. Returns false when the node failed. */
+static bool node_take(sb_rc *c, rc_batch *b, uint16_t idx, const unsigned char *p, size_t n)
+{
+    rc_node *nd = &c->nodes[idx];
+    rc_bulk *k = &nd->bulk;
+    bool sink = b && b->sink;
+    while (n) {
+        if (k->on) {
+            size_t m = bulk_fill(k, p, n);
+            p += m, n -= m;
+            for (; n && k->crlf < 2; p++, n--, k->crlf++)
+                if (*p != (k->crlf ? '\n' : '\r')) {
+                    node_fail(c, b, idx, false); /* not the protocol */
+                    return false;
+                }
+            if (k->crlf < 2)
+                return true;
+            k->on = false;
+            int v = fifo_pop(nd);
+            if (b && v >= 0)
+                nd->owed_bytes -= op_bytes(&b->ops[v]);
+            if (b)
+                b->last_progress = rc_now(c);
+            if (b && v == k->op && !b->tr[v].done)
+                got_value(c, b, idx, (size_t)v, NULL, k->len, true);
+            if (!nd->ctx)
+                return false;
+            continue;
+        }
+        size_t feed = n;
+        if (sink && nd->feed_left) {
+            feed = n < nd->feed_left ? n : nd->feed_left;
+            nd->feed_left -= feed;
+        } else if (sink && nd->fifo_len && reader_empty(nd->ctx)) {
+            int v = nd->fifo[nd->fifo_head];
+            size_t len, hlen;
+            int h = bulk_header(p, n, &len, &hlen);
+            if (h == 0) { /* the rest of the header comes with the next read */
+                memcpy(nd->pend, p, n);
+                nd->pend_n = n;
+                return true;
+            }
+            struct iovec sp[2] = { { 0 } };
+            unsigned ns = 0;
+            if (h == 1 && v >= 0 && !b->tr[v].done && b->ops[v].kind == SB_RC_GET)
+                ns = b->sink(b->got_ctx, (size_t)v, len, sp);
+            size_t sum = 0;
+            for (unsigned i = 0; i < ns && i < 2; i++)
+                sum += sp[i].iov_len;
+            if (ns && ns <= 2 && sum == len) {
+                *k = (rc_bulk){ .on = true, .op = v, .len = len, .n_sp = ns, .left = len };
+                memcpy(k->sp, sp, sizeof sp);
+                while (k->n_sp && !k->sp[0].iov_len)
+                    bulk_took(k, 0);
+                p += hlen, n -= hlen;
+                continue;
+            }
+            size_t whole = reply_bytes(p, n);
+            if (whole) {
+                feed = n < whole ? n : whole;
+                nd->feed_left = whole - feed;
+            }
+        }
+        if (redisReaderFeed(nd->ctx->reader, (const char *)p, feed) != REDIS_OK) {
+            node_fail(c, b, idx, false);
+            return false;
+        }
+        p += feed, n -= feed;
+        if (!drain_reader(c, b, idx))
+            return false;
+    }
+    return true;
+}
+
+/* Node idx's socket is readable: read it. While a value goes to its
+ * sink's spans, one readv() fills the spans' rest and takes at most
+ * RC_TAIL bytes after it; otherwise up to RC_RBUF bytes go to the read
+ * buffer (after a header's start left in pend). */
+static void node_read(sb_rc *c, rc_batch *b, uint16_t idx)
+{
+    rc_node *nd = &c->nodes[idx];
+    rc_bulk *k = &nd->bulk;
+    struct iovec iov[3];
+    int n_iov = 0;
+    size_t pre = 0;
+    if (k->on && k->left) {
+        for (unsigned s = 0; s < k->n_sp; s++)
+            iov[n_iov++] = k->sp[s];
+        iov[n_iov++] = (struct iovec){ c->rbuf, RC_TAIL };
+    } else {
+        pre = nd->pend_n;
+        memcpy(c->rbuf, nd->pend, pre);
+        iov[n_iov++] = (struct iovec){ c->rbuf + pre, RC_RBUF - pre };
+    }
+    ssize_t got = readv(nd->ctx->fd, iov, n_iov);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (got <= 0) {
+        node_fail(c, b, idx, false); /* closed or failed */
+        return;
+    }
+    size_t n = (size_t)got;
+    if (k->on && k->left) {
+        size_t into = n < k->left ? n : k->left;
+        for (size_t m = into; m;) { /* the spans took `into` bytes */
+            size_t step = m < k->sp[0].iov_len ? m : k->sp[0].iov_len;
+            bulk_took(k, step);
+            m -= step;
+        }
+        node_take(c, b, idx, c->rbuf, n - into);
+        return;
+    }
+    nd->pend_n = 0;
+    node_take(c, b, idx, c->rbuf, pre + n);
 }
 
 /* Step 3: service every node that owes replies until none does or the
@@ -589,35 +877,8 @@ static void pump(sb_rc *c, rc_batch *b, uint64_t deadline)
                 }
                 c->st.bytes_out += before - sdslen(nd->ctx->obuf);
             }
-            if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
-                ssize_t got = read(nd->ctx->fd, c->rbuf, sizeof c->rbuf);
-                if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-                    continue;
-                if (got <= 0 || redisReaderFeed(nd->ctx->reader, (const char *)c->rbuf,
-                                                (size_t)got) != REDIS_OK) {
-                    node_fail(c, b, idx, false); /* closed, failed, or a bad reply */
-                    continue;
-                }
-                void *rep;
-                while (nd->ctx && nd->fifo_len) {
-                    if (redisGetReplyFromReader(nd->ctx, &rep) != REDIS_OK) {
-                        node_fail(c, b, idx, false);
-                        break;
-                    }
-                    if (!rep)
-                        break;
-                    if (b)
-                        b->last_progress = rc_now(c);
-                    int v = fifo_pop(nd);
-                    if (v >= 0) {
-                        if (b && !b->tr[v].done)
-                            on_reply(c, b, idx, (size_t)v, rep);
-                        freeReplyObject(rep);
-                    } else {
-                        on_marker(c, b, idx, v, rep);
-                    }
-                }
-            }
+            if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP))
+                node_read(c, b, idx);
         }
     }
 }
@@ -826,7 +1087,9 @@ static void dispatch(sb_rc *c, rc_batch *b, bool refill)
         rc_node *nd = &c->nodes[idx];
         if (!pre && c->owner[t->slot] != idx && !nd->readonly)
             pre = MK_READONLY;
-        if (nd->fifo_len && nd->fifo_len + 1 + (pre != 0) > SB_RC_WINDOW) {
+        size_t ob = op_bytes(op);
+        if (nd->fifo_len && (nd->fifo_len + 1 + (pre != 0) > SB_RC_WINDOW ||
+                             (nd->fifo_len >= 2 && nd->owed_bytes + ob > SB_RC_WINDOW_BYTES))) {
             b->held = true; /* its window is full: when replies make room */
             if (pre == MK_ASKING)
                 t->ask = idx; /* still to be asked there */
@@ -838,8 +1101,11 @@ static void dispatch(sb_rc *c, rc_batch *b, bool refill)
             continue;
         }
         t->in_flight = true;
+        nd->owed_bytes += ob;
         if (nd->fifo_len > c->st.max_owed)
             c->st.max_owed = (uint32_t)nd->fifo_len;
+        if (nd->owed_bytes > c->st.max_owed_bytes)
+            c->st.max_owed_bytes = nd->owed_bytes;
         c->st.ops++;
         c->st.bytes_out += 0; /* counted as written, in pump */
     }
@@ -857,6 +1123,12 @@ int sb_rc_exec_each(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *c
 
 int sb_rc_exec_lim(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ctx,
                    sb_rc_limits *lim)
+{
+    return sb_rc_exec_sink(c, ops, n, NULL, got, ctx, lim);
+}
+
+int sb_rc_exec_sink(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_sink_fn sink, sb_rc_got_fn got,
+                    void *ctx, sb_rc_limits *lim)
 {
     if (!c || (!ops && n))
         return SB_ERR_INVAL;
@@ -883,13 +1155,14 @@ int sb_rc_exec_lim(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ct
         ops[i].status = SB_RC_DOWN;
         ops[i].data = NULL;
         ops[i].len = 0;
+        ops[i].in_sink = 0;
         ops[i].err_msg[0] = 0;
         ops[i].fault = RC_F_NONE;
         tr[i] = (rc_track){ .slot = sb_rc_slot(ops[i].key, ops[i].key_len), .ask = RC_NONE };
         if (c->owner[tr[i].slot] == RC_NONE)
             unmapped = true;
     }
-    rc_batch b = { .ops = ops, .tr = tr, .n = n, .got = got, .got_ctx = ctx,
+    rc_batch b = { .ops = ops, .tr = tr, .n = n, .got = got, .sink = sink, .got_ctx = ctx,
                    .lim = lim ? lim : &own, .hard = lim ? 0 : t0 + timeout_ns,
                    .last_progress = t0 };
     if (unmapped)
@@ -918,6 +1191,12 @@ int sb_rc_exec_lim(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ct
     for (size_t i = 0; i < n; i++)
         if (!tr[i].done)
             op_settle(&ops[i], &tr[i], SB_RC_DOWN);
+    /* A node still owing replies here (the loop stopped early, as when
+     * poll() failed) is dropped: its late replies must not meet a later
+     * batch's requests, nor a value this batch's sink gave spans for. */
+    for (uint32_t i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].ctx && c->nodes[i].fifo_len)
+            node_drop(&c->nodes[i]);
     uint64_t now = rc_now(c);
     c->st.n_down = 0;
     for (uint32_t i = 0; i < c->n_nodes; i++)

@@ -13,12 +13,18 @@
  *     master, one node's operations written back to back, every node's
  *     socket serviced by one poll() loop, so a batch over three masters
  *     costs about one round trip, not one per key. A node owes at most
- *     SB_RC_WINDOW replies at a time; each reply read makes room for the
- *     next operation. Why: a server executes every command it has read
- *     before it writes a reply, so a batch of 85 GETs of 192 KiB pages
- *     sent at once came back as 16 MiB built whole first (110 ms to the
- *     first byte, measured); a window keeps the server writing while the
- *     client reads and checks.
+ *     SB_RC_WINDOW replies at a time, and past its first two operations
+ *     at most SB_RC_WINDOW_BYTES of values (a GET counts the length its
+ *     caller expects, op->hint; a SET its value); each reply read makes
+ *     room for the next operation. Why: a server executes every command
+ *     it has read before it writes a reply, so a batch of 85 GETs of 192
+ *     KiB pages sent at once came back as 16 MiB built whole first (110
+ *     ms to the first byte, measured); a window keeps the server writing
+ *     while the client reads and checks. Why in bytes: with 8 such GETs
+ *     owed per node (1.5 MiB) a fetch moved 0.58-0.75 of what
+ *     redis-benchmark GET moves on the same 2-core machine, with 2-3 of
+ *     them about as much (bench/README.md); a window counted in replies
+ *     alone would also hold only a few small ones (EXISTS) at a time.
  *   - Redirections. `-MOVED slot host:port` updates that slot's owner and
  *     retries there (and schedules a full map refresh: a slot moved means
  *     others may have); `-ASK slot host:port` retries once at the target,
@@ -55,11 +61,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define SB_RC_SLOTS 16384u
 #define SB_RC_MAX_NODES 256u
-#define SB_RC_WINDOW 8u /* replies one node owes at most (operations and
-                           the ASKING / READONLY before them) */
+#define SB_RC_WINDOW 32u /* replies one node owes at most (operations and
+                            the ASKING / READONLY before them) */
+#define SB_RC_WINDOW_BYTES (640u << 10) /* value bytes one node owes at most
+                            (GETs' hints, SETs' values), past its first two
+                            operations */
 
 typedef struct sb_rc sb_rc;
 
@@ -130,11 +140,17 @@ typedef struct sb_rc_op {
     uint32_t ttl_s;      /* SET: expiry in seconds; 0: none */
     int nx;              /* SET: only if absent */
     const char *digest;  /* REPLACE: 40 lower-case hex digits, borrowed */
+    size_t hint;         /* GET: the value's expected length, for the
+                            node's window (SB_RC_WINDOW_BYTES); 0: small */
     /* out */
     sb_rc_status status;
     void *data;          /* GET on OK: the value, malloc'd, owned by the
-                            caller (free()); NULL otherwise */
+                            caller (free()); NULL otherwise, and NULL when
+                            the value went to its sink's spans */
     size_t len;          /* its length */
+    int in_sink;         /* GET on OK: 1 when the value was read into the
+                            spans the batch's sink gave for it (see
+                            sb_rc_exec_sink), data NULL; else 0 */
     char err_msg[96];    /* REFUSED: the server's error line, cut; DOWN
                             after an error reply: that reply */
     sb_rc_fault fault;   /* DOWN / REFUSED: why */
@@ -151,10 +167,14 @@ typedef struct sb_rc_stats {
     uint64_t node_errors;            /* connections lost or refused */
     uint64_t replica_reads;          /* GETs served by a replica */
     uint64_t bytes_out, bytes_in;    /* request and reply bytes */
+    uint64_t sunk;                   /* GET values read into a sink's spans */
     uint32_t n_nodes;                /* nodes known now */
     uint32_t n_down;                 /* ...marked down now */
     uint32_t max_owed;               /* most replies one node owed at once
                                         for operations (<= SB_RC_WINDOW) */
+    uint64_t max_owed_bytes;         /* most value bytes one node owed at
+                                        once (<= SB_RC_WINDOW_BYTES, or two
+                                        operations' worth) */
 } sb_rc_stats;
 
 /* sb_rc_open -- a client for the cluster the seeds belong to. Reads the slot
@@ -208,6 +228,29 @@ typedef struct sb_rc_limits {
  * as sb_rc_exec. */
 int sb_rc_exec_lim(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_got_fn got, void *ctx,
                    sb_rc_limits *lim);
+
+/* sb_rc_sink_fn -- asked by sb_rc_exec_sink when the reply of GET ops[i]
+ * turns out to be a value of len bytes, before any of its bytes is read:
+ * where those bytes go. The callee fills out[0, k) with spans whose lengths
+ * sum to len and returns k (1 or 2); the value is then read off the socket
+ * straight into them (no reply object, no copy in between) and got sees it
+ * with in_sink 1. Returning 0 (or spans that do not sum to len) reads this
+ * value into a malloc'd data as without a sink. The spans are the
+ * callee's; the client writes them only between this call and got for the
+ * same i, or until ops[i] goes round again (its node failed mid-value: the
+ * sink is asked again, from the first byte, for the next node's reply).
+ * After the batch returns nothing writes them. Called on the calling
+ * thread, only for a GET at the head of its node's pipeline. */
+typedef unsigned (*sb_rc_sink_fn)(void *ctx, size_t i, size_t len, struct iovec out[2]);
+
+/* sb_rc_exec_sink -- sb_rc_exec_lim whose GET values are read into the
+ * spans sink gives (sink NULL: as sb_rc_exec_lim); ctx is passed to both
+ * sink and got. Why: a page value went from the socket into a read buffer,
+ * the reader's buffer, a reply object and then the page (four copies of
+ * every byte, and a 192 KiB allocation per value); into a sink it goes
+ * from the socket into the page. Returns as sb_rc_exec. */
+int sb_rc_exec_sink(sb_rc *c, sb_rc_op *ops, size_t n, sb_rc_sink_fn sink, sb_rc_got_fn got,
+                    void *ctx, sb_rc_limits *lim);
 
 /* sb_rc_refresh -- read the slot map now (also done by itself after
  * MOVED, a failed node, or when slots have no owner).

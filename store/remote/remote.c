@@ -300,11 +300,14 @@ int sb_remote_encode_value(const sb_remote_page *pg, int compress, void **out, s
     return SB_OK;
 }
 
-/* Check a fetched value against what was asked (remote.h lists the
- * checks) and write its page into w->dst. Returns SB_OK or
- * SB_ERR_CORRUPT. */
-static int check_value(const sb_remote_ns *ns, const sb_remote_want *w, const uint8_t *v,
-                       size_t len)
+/* Check a fetched value, its head v[0, used) (used = SB_REC_FIXED + 4 x
+ * page_tokens; len is the whole value's length) and its payload (len -
+ * used bytes at pay), against what was asked (remote.h lists the checks),
+ * and leave its page in w->dst. pay may be w->dst itself (the value was
+ * read there): an uncompressed page is then checked in place. Returns
+ * SB_OK or SB_ERR_CORRUPT (w->dst may then hold anything). */
+static int check_parts(const sb_remote_ns *ns, const sb_remote_want *w, const uint8_t *v,
+                       size_t len, const uint8_t *pay)
 {
     uint32_t pt = ns->page_tokens;
     uint32_t used = SB_REC_FIXED + 4 * pt;
@@ -333,16 +336,38 @@ static int check_value(const sb_remote_ns *ns, const sb_remote_want *w, const ui
         ok = k.lo == w->key[0] && k.hi == w->key[1];
     }
     free(head);
-    if (!ok || sb_rec_payload_hash(v + used, len - used) != h.payload_hash)
+    if (!ok || sb_rec_payload_hash(pay, len - used) != h.payload_hash)
         return SB_ERR_CORRUPT;
-    if (h.flags & SB_REC_F_COMPRESSED)
-        return sb_zdecompress(v + used, len - used, h.flags, w->dst, ns->page_bytes) == SB_OK
-                   ? SB_OK
-                   : SB_ERR_CORRUPT;
+    if (h.flags & SB_REC_F_COMPRESSED) {
+        if (pay != w->dst)
+            return sb_zdecompress(pay, len - used, h.flags, w->dst, ns->page_bytes) == SB_OK
+                       ? SB_OK
+                       : SB_ERR_CORRUPT;
+        /* Read into dst (a frame as long as the page: no publisher
+         * stores one, but a value may say so): decompressed beside it,
+         * so that dst keeps the value's bytes when the frame is bad. */
+        void *z = malloc(ns->page_bytes);
+        if (!z)
+            return SB_ERR_NOMEM;
+        rc = sb_zdecompress(pay, len - used, h.flags, z, ns->page_bytes);
+        if (rc == SB_OK)
+            memcpy(w->dst, z, ns->page_bytes);
+        free(z);
+        return rc == SB_OK ? SB_OK : SB_ERR_CORRUPT;
+    }
     if (len - used != ns->page_bytes)
         return SB_ERR_CORRUPT;
-    memcpy(w->dst, v + used, ns->page_bytes);
+    if (pay != w->dst)
+        memcpy(w->dst, pay, ns->page_bytes);
     return SB_OK;
+}
+
+/* check_parts of a value held whole at v[0, len). */
+static int check_value(const sb_remote_ns *ns, const sb_remote_want *w, const uint8_t *v,
+                       size_t len)
+{
+    size_t used = SB_REC_FIXED + 4 * (size_t)ns->page_tokens;
+    return check_parts(ns, w, v, len, len < used ? v : v + used);
 }
 
 /* ---- probe and fetch ----------------------------------------------------------- */
@@ -417,6 +442,8 @@ typedef struct fetch_ctx {
     char (*bad_sha)[41];       /* per value: a refused one's SHA-1 */
     bool *forged;              /* per value: sealed, and did not open */
     const char *names;         /* the keys, SB_REMOTE_KEY_LEN apart */
+    uint8_t *heads;            /* per value: its head, read there by the
+                                  sink (used bytes each) */
     size_t n, n_got;           /* values asked, arrived */
     uint64_t t0;               /* the fetch's start */
     double page_ns;            /* recomputing one page; 0: unknown */
@@ -424,13 +451,45 @@ typedef struct fetch_ctx {
     sb_rc_limits *lim;
 } fetch_ctx;
 
+/* Where value i of len bytes goes (sb_rc_sink_fn): a plain value as long
+ * as an uncompressed page's record is read with its head into heads and
+ * its payload straight into the page (want[i].dst), to be checked there.
+ * Sealed, compressed or odd-sized values are read whole (0). */
+static unsigned fetch_sink(void *ctx, size_t i, size_t len, struct iovec out[2])
+{
+    fetch_ctx *f = ctx;
+    size_t used = SB_REC_FIXED + 4 * (size_t)f->ns->page_tokens;
+    if (f->r->sealed || !f->heads || len != used + f->ns->page_bytes)
+        return 0;
+    out[0] = (struct iovec){ f->heads + i * used, used };
+    out[1] = (struct iovec){ f->want[i].dst, f->ns->page_bytes };
+    return 2;
+}
+
 /* A value arrived: check it, and move the fetch's end. The values still
  * to come must arrive within what recomputing them would take from now
  * (when the caller gave a cost), never past max_at. */
 static void fetch_got(void *ctx, size_t i, sb_rc_op *op)
 {
     fetch_ctx *f = ctx;
-    if (f->r->sealed) {
+    if (op->in_sink) {
+        size_t used = SB_REC_FIXED + 4 * (size_t)f->ns->page_tokens;
+        const uint8_t *head = f->heads + i * used;
+        f->res[i] = check_parts(f->ns, &f->want[i], head, op->len, f->want[i].dst);
+        if (f->res[i] == SB_ERR_CORRUPT) {
+            /* The SHA-1 of the value as the pool holds it: a refused
+             * value's bytes are still where they were read. */
+            uint8_t *whole = malloc(op->len);
+            if (whole) {
+                memcpy(whole, head, used);
+                memcpy(whole + used, f->want[i].dst, op->len - used);
+                sha1_hex(whole, op->len, f->bad_sha[i]);
+                free(whole);
+            } else {
+                f->bad_sha[i][0] = 0;
+            }
+        }
+    } else if (f->r->sealed) {
         /* Sealed: what does not open (no tag, a wrong one, another
          * scope's or key's) is forged; what opens is checked as plain. */
         void *plain;
@@ -447,7 +506,7 @@ static void fetch_got(void *ctx, size_t i, sb_rc_op *op)
     } else {
         f->res[i] = check_value(f->ns, &f->want[i], op->data, op->len);
     }
-    if (f->res[i] == SB_ERR_CORRUPT)
+    if (f->res[i] == SB_ERR_CORRUPT && !op->in_sink)
         sha1_hex(op->data, op->len, f->bad_sha[i]);
     free(op->data);
     op->data = NULL;
@@ -492,10 +551,12 @@ int sb_remote_fetch_ex(sb_remote *r, const sb_remote_ns *ns, const sb_remote_wan
         free(forged);
         return SB_ERR_NOMEM;
     }
+    /* An uncompressed page's record (a sealed one is a little longer). */
+    size_t hint = SB_REC_FIXED + 4 * (size_t)ns->page_tokens + ns->page_bytes;
     for (size_t i = 0; i < n; i++) {
         sb_remote_key_of(r, names + i * SB_REMOTE_KEY_LEN, ns, want[i].key);
         ops[i] = (sb_rc_op){ .kind = SB_RC_GET, .key = names + i * SB_REMOTE_KEY_LEN,
-                             .key_len = SB_REMOTE_KEY_LEN };
+                             .key_len = SB_REMOTE_KEY_LEN, .hint = hint };
         res[i] = SB_ERR_IO; /* until its value is checked */
     }
     uint64_t t0 = now_ns(r);
@@ -510,12 +571,16 @@ int sb_remote_fetch_ex(sb_remote *r, const sb_remote_ns *ns, const sb_remote_wan
         if (first < (double)max_ns)
             lim.until_ns = t0 + (uint64_t)first;
     }
+    /* Heads for the values read into their pages; without them (sealed,
+     * or no memory) every value is read whole. */
+    uint8_t *heads = r->sealed ? NULL : malloc(n * (SB_REC_FIXED + 4 * (size_t)ns->page_tokens));
     fetch_ctx fc = { .r = r, .ns = ns, .want = want, .res = res, .bad_sha = bad_sha,
-                     .forged = forged, .names = names, .n = n,
+                     .forged = forged, .names = names, .heads = heads, .n = n,
                      .t0 = t0, .page_ns = page_ns, .max_at = t0 + max_ns, .lim = &lim };
     pthread_mutex_lock(&r->mu);
-    sb_rc_exec_lim(r->fg, ops, n, fetch_got, &fc, &lim);
+    sb_rc_exec_sink(r->fg, ops, n, fetch_sink, fetch_got, &fc, &lim);
     pthread_mutex_unlock(&r->mu);
+    free(heads);
     /* The good run from the first page: a page after a bad one was checked
      * (and written to its dst) as it arrived, but is not counted. */
     int rc = SB_OK;

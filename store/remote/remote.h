@@ -136,7 +136,9 @@ typedef struct sb_remote_want {
     uint64_t key[2], parent_key[2];
     uint32_t position;
     const uint32_t *tokens;         /* page_tokens IDs the page must hold */
-    void *dst;                      /* page_bytes, written on success */
+    void *dst;                      /* page_bytes: the page on success;
+                                       anything after a failure (a value
+                                       may be read there to be checked) */
 } sb_remote_want;
 
 typedef struct sb_remote_stats {
@@ -215,7 +217,9 @@ int sb_remote_probe_ex(sb_remote *r, const sb_remote_ns *ns, const uint64_t (*ke
 
 /* sb_remote_fetch -- GET want[0, n), check each value (see the top of this
  * file) and write the good ones' page bytes to their dst. *n_ok receives
- * the length of the run of good pages from the first.
+ * the length of the run of good pages from the first. A plain value of an
+ * uncompressed page is read off the socket into its dst and checked there
+ * (sb_rc_exec_sink); a sealed or compressed one is read whole first.
  * Returns: SB_OK (*n_ok == n); SB_ERR_NOT_FOUND (a page is missing: it
  * expired or was evicted); SB_ERR_CORRUPT (a bad value, counted);
  * SB_ERR_IO (no node answered in time); SB_ERR_NOMEM. The code is for the
