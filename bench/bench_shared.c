@@ -11,9 +11,16 @@
  *
  * 1. Fetch. Store A (RAM only, shared tier) puts one sequence of --pages
  *    (256) full pages of --page-kib (192: 16 tokens x 12 KiB, the `small`
- *    preset's F16 KV) and flushes its publisher; store B, empty, fetches
- *    them all with sb_ns_fetch_shared. Printed: MiB/s, pages/s and the
- *    process' CPU time during the fetch. Then, in the same run,
+ *    preset's F16 KV) and flushes its publisher; store B, whose index is
+ *    empty but whose page pool holds as many spare pages (it put and
+ *    removed another sequence first, as a running engine's store has
+ *    recycled pages), fetches them all with sb_ns_fetch_shared. Printed:
+ *    MiB/s, pages/s and the process' CPU time during the fetch; A's put
+ *    and flush (its publisher's SETs of every page); and the
+ *    time of the same fetch into a fresh store C, whose pool must first be
+ *    mapped and populated (the first fetch of a process: that cost is the
+ *    kernel's, zeroing memory, and varies with its free huge pages). Then,
+ *    in the same run,
  *    `redis-benchmark --cluster -t set,get -d <value bytes> -n
  *    <--rb-requests, 2000> -c <--rb-clients, 3> -P 16 -q` against the
  *    first seed (SET first so the GETs find a value of that size; 3
@@ -194,24 +201,33 @@ static void bench_fetch(const opts *o)
         exit(1);
     }
     int have_rb = system("command -v redis-benchmark > /dev/null 2>&1") == 0;
-    double mibs[16], pps[16], cpu[16], rb_mibs[16], ratio[16], rb_rps[16];
+    double mibs[16], pps[16], cpu[16], fresh[16], publish[16], rb_mibs[16], ratio[16], rb_rps[16];
     uint64_t val_bytes = 0;
     unsigned n_rb = 0;
     printf("fetch: %u pages of %u KiB (%u tokens x %u bytes), %.1f MiB, %u reps\n", o->pages,
            o->page_kib, PT, 2 * bpt1, (double)state_bytes / (1 << 20), o->reps);
-    printf("%4s %10s %10s %9s %8s %12s %12s %8s\n", "rep", "fetch MiB/s", "pages/s", "fetch ms",
-           "cpu ms", "rb GET/s", "rb MiB/s", "ratio");
+    printf("%4s %10s %10s %9s %8s %10s %10s %12s %12s %8s\n", "rep", "fetch MiB/s", "pages/s",
+           "fetch ms", "cpu ms", "fresh ms", "publish ms", "rb GET/s", "rb MiB/s", "ratio");
     for (unsigned r = 0; r < o->reps; r++) {
         uint64_t ram = 2 * state_bytes + (64u << 20);
-        sb_store *a = open_node(o, 4 * ram), *b = open_node(o, ram);
+        sb_store *a = open_node(o, 4 * ram), *b = open_node(o, ram), *c = open_node(o, ram);
         char what[32];
         snprintf(what, sizeof what, "fetch%u", r);
         sb_ns *na = open_ns(a, o, bpt, what), *nb = open_ns(b, o, bpt, what);
+        sb_ns *nc = open_ns(c, o, bpt, what);
+        /* B's pool: another sequence put (and published), then removed */
+        size_t stored = 0, removed = 0;
+        gen_tokens(tok, n, 1000 + r);
+        fill_state(t, bpt1, tok, 0, n);
+        check(sb_ns_put(nb, tok, n, (const void *const *)t, NULL, &stored), "sb_ns_put (B)");
+        check(sb_store_flush(b), "sb_store_flush (B)");
+        check(sb_ns_remove(nb, tok, 1, &removed), "sb_ns_remove (B)");
         gen_tokens(tok, n, 7 + r);
         fill_state(t, bpt1, tok, 0, n);
-        size_t stored = 0;
+        double p0 = now_s();
         check(sb_ns_put(na, tok, n, (const void *const *)t, NULL, &stored), "sb_ns_put (A)");
         check(sb_store_flush(a), "sb_store_flush (A)");
+        publish[r] = now_s() - p0;
         sb_stats sa;
         check(sb_store_stats(a, &sa), "sb_store_stats");
         if (sa.shared_published != o->pages) {
@@ -232,6 +248,17 @@ static void bench_fetch(const opts *o)
             fprintf(stderr, BENCH_NAME ": B fetched %zu of %zu tokens\n", got, n);
             exit(1);
         }
+        double f0 = now_s();
+        size_t got_c = 0;
+        do {
+            check(sb_ns_fetch_shared(nc, tok, n, &added), "sb_ns_fetch_shared (C)");
+            got_c += added;
+        } while (added > 0 && got_c < n);
+        fresh[r] = now_s() - f0;
+        if (got_c != n) {
+            fprintf(stderr, BENCH_NAME ": C fetched %zu of %zu tokens\n", got_c, n);
+            exit(1);
+        }
         /* the bytes that came over the wire: the page records (values) */
         uint64_t bytes = sb.shared_fetched_bytes;
         val_bytes = sa.shared_published_bytes / o->pages;
@@ -240,24 +267,29 @@ static void bench_fetch(const opts *o)
         cpu[r] = cpus;
         sb_ns_close(na);
         sb_ns_close(nb);
+        sb_ns_close(nc);
         sb_store_close(a);
         sb_store_close(b);
+        sb_store_close(c);
         double rps = have_rb ? redis_benchmark_get(o, val_bytes) : -1;
         if (rps > 0) {
             rb_rps[n_rb] = rps;
             rb_mibs[n_rb] = rps * (double)val_bytes / (1 << 20);
             ratio[n_rb] = mibs[r] / rb_mibs[n_rb];
-            printf("%4u %10.1f %10.1f %9.1f %8.1f %12.1f %12.1f %8.2f\n", r + 1, mibs[r], pps[r],
-                   secs * 1e3, cpus * 1e3, rps, rb_mibs[n_rb], ratio[n_rb]);
+            printf("%4u %10.1f %10.1f %9.1f %8.1f %10.1f %10.1f %12.1f %12.1f %8.2f\n", r + 1,
+                   mibs[r], pps[r], secs * 1e3, cpus * 1e3, fresh[r] * 1e3, publish[r] * 1e3, rps,
+                   rb_mibs[n_rb], ratio[n_rb]);
             n_rb++;
         } else {
-            printf("%4u %10.1f %10.1f %9.1f %8.1f %12s %12s %8s\n", r + 1, mibs[r], pps[r],
-                   secs * 1e3, cpus * 1e3, "-", "-", "-");
+            printf("%4u %10.1f %10.1f %9.1f %8.1f %10.1f %10.1f %12s %12s %8s\n", r + 1, mibs[r],
+                   pps[r], secs * 1e3, cpus * 1e3, fresh[r] * 1e3, publish[r] * 1e3, "-", "-", "-");
         }
     }
-    printf("median: fetch %.1f MiB/s, %.1f pages/s, cpu %.1f ms per fetch; value %" PRIu64
-           " bytes (page %u + record header)\n",
-           median(mibs, o->reps), median(pps, o->reps), median(cpu, o->reps) * 1e3, val_bytes,
+    printf("median: fetch %.1f MiB/s, %.1f pages/s, cpu %.1f ms per fetch; into a fresh store "
+           "%.1f ms; A's put and publish %.1f ms; value %" PRIu64 " bytes (page %u + record "
+           "header)\n",
+           median(mibs, o->reps), median(pps, o->reps), median(cpu, o->reps) * 1e3,
+           median(fresh, o->reps) * 1e3, median(publish, o->reps) * 1e3, val_bytes,
            o->page_kib * 1024);
     if (n_rb)
         printf("median: redis-benchmark GET %.1f requests/s = %.1f MiB/s; ratio snapbank / "
