@@ -10,16 +10,17 @@
 #     run's;
 #   - `chat` is warm on its second turn and resumes from disk (ssd) in a
 #     second process.
-# A fourth argument `common` runs Llama 3 in those three types too (the
-# TSan build: see tests/CMakeLists.txt); `all` (the default) every type.
+# A fourth argument `common` runs Llama 3 in those three types too; `one`
+# runs each family in Q4_K_M alone (the TSan build: see
+# tests/CMakeLists.txt); `all` (the default) Llama 3 in every type.
 set -eu
 bin=$1
 vocab=$2
 work=$3
 which=${4:-all}
 case $which in
-all | common) ;;
-*) echo "vocab_cli: the fourth argument is all or common, not '$which'" >&2; exit 2 ;;
+all | common | one) ;;
+*) echo "vocab_cli: the fourth argument is all, common or one, not '$which'" >&2; exit 2 ;;
 esac
 rm -rf "$work"
 mkdir -p "$work"
@@ -36,6 +37,7 @@ for spec in llama:tiny-llama3:llama-bpe qwen2:tiny-qwen2:qwen2 qwen3:tiny-qwen3:
     vf=$vocab/ggml-vocab-${rest#*:}.gguf
     "$bin" tokenize "$vf" --prompt "$p1" --ids-only > "$work/ids.vocab"
     types="f16 q8_0 q4_k_m"
+    [ $which = one ] && types=q4_k_m
     [ $arch = llama ] && [ $which = all ] &&
         types="f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k q4_k_m q5_k_m"
     for dt in $types; do
