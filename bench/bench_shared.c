@@ -47,6 +47,9 @@
  *    from local RAM / from the pool / computed, bytes published, pool
  *    dedups, bytes fetched.
  *
+ * --secret-file F gives every store the deployment's secret (keys keyed,
+ * values sealed: snapbank_shared.h); redis-benchmark's values stay plain.
+ *
  * Every run uses fresh scopes (time and pid), so pages of earlier runs are
  * never found; values carry a TTL of an hour. Figures are printed, never
  * asserted. Exit 0; 1 a call failed; 2 bad usage. --quick: 16 pages, 200
@@ -79,6 +82,7 @@ typedef struct opts {
     int port;
     unsigned pages, page_kib, reps, rb_requests, rb_clients;
     unsigned convs, sys, turns;
+    const char *secret_file; /* --secret-file: keys keyed, values sealed */
 } opts;
 
 static char run_tag[64]; /* makes every scope of this run new to the pool */
@@ -118,6 +122,7 @@ static sb_store *open_node(const opts *o, uint64_t ram_bytes)
     cfg.shared_timeout_ms = 20000; /* a loaded machine: a bound, not a target */
     cfg.shared_ttl_s = 3600;
     cfg.shared_publish_bytes_per_s = 4ull << 30; /* not the bottleneck */
+    cfg.shared_secret_file = o->secret_file;
     sb_store *st = NULL;
     check(sb_store_open(&cfg, &st), "sb_store_open");
     return st;
@@ -434,7 +439,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: bench_shared --shared redis://HOST:PORT[,HOST:PORT...] [--quick]\n"
             "       [--pages N] [--page-kib K] [--reps R] [--rb-requests N] [--rb-clients N]\n"
-            "       [--convs N] [--sys TOKENS] [--turns N]\n");
+            "       [--convs N] [--sys TOKENS] [--turns N] [--secret-file F]\n");
     return 2;
 }
 
@@ -465,6 +470,8 @@ int main(int argc, char **argv)
             return usage();
         if (!strcmp(a, "--shared"))
             url = v;
+        else if (!strcmp(a, "--secret-file"))
+            o.secret_file = v;
         else if (!strcmp(a, "--pages"))
             bad = parse_uint(v, 1, 1u << 16, &o.pages);
         else if (!strcmp(a, "--page-kib"))
