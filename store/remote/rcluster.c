@@ -583,18 +583,19 @@ static void on_marker(sb_rc *c, rc_batch *b, uint16_t idx, int mk, redisReply *r
     freeReplyObject(r);
 }
 
-/* m bytes of the bulk's first span were filled: move past them (and past
- * spans left empty). */
+/* m more bytes of the bulk's spans were filled, in order: move past them
+ * (and past spans left empty). */
 static void bulk_took(rc_bulk *k, size_t m)
 {
-    k->sp[0].iov_base = (char *)k->sp[0].iov_base + m;
-    k->sp[0].iov_len -= m;
     k->left -= m;
-    if (!k->sp[0].iov_len && k->n_sp) {
+    while (k->n_sp && m >= k->sp[0].iov_len) {
+        m -= k->sp[0].iov_len;
         k->sp[0] = k->sp[1];
         k->sp[1] = (struct iovec){ 0 };
         k->n_sp--;
     }
+    k->sp[0].iov_base = (char *)k->sp[0].iov_base + m;
+    k->sp[0].iov_len -= m;
 }
 
 /* hiredis' reader holds nothing: no bytes fed and not yet taken, no
@@ -749,8 +750,7 @@ static bool node_take(sb_rc *c, rc_batch *b, uint16_t idx, const unsigned char *
             if (ns && ns <= 2 && sum == len) {
                 *k = (rc_bulk){ .on = true, .op = v, .len = len, .n_sp = ns, .left = len };
                 memcpy(k->sp, sp, sizeof sp);
-                while (k->n_sp && !k->sp[0].iov_len)
-                    bulk_took(k, 0);
+                bulk_took(k, 0); /* past an empty first span */
                 p += hlen, n -= hlen;
                 continue;
             }
@@ -801,11 +801,7 @@ static void node_read(sb_rc *c, rc_batch *b, uint16_t idx)
     size_t n = (size_t)got;
     if (k->on && k->left) {
         size_t into = n < k->left ? n : k->left;
-        for (size_t m = into; m;) { /* the spans took `into` bytes */
-            size_t step = m < k->sp[0].iov_len ? m : k->sp[0].iov_len;
-            bulk_took(k, step);
-            m -= step;
-        }
+        bulk_took(k, into);
         node_take(c, b, idx, c->rbuf, n - into);
         return;
     }
