@@ -623,7 +623,9 @@ static void step(sb_rt_batch *e, bool cancel_running)
             continue;
         sl->planned = false;
         int rc = OPS->ran(c, i);
-        if (rc != SB_OK)
+        if (rc == SB_ERR_TOO_MANY_TOKENS && OPS->state(c, i) == SB_RT_TURN_RUN)
+            end_slot(e, sl, SB_RT_FINISH_LENGTH, SB_OK); /* as at its context's end */
+        else if (rc != SB_OK)
             end_slot(e, sl, SB_RT_FINISH_ERROR, rc);
     }
 }

@@ -47,8 +47,11 @@ typedef struct sb_rt_compute_ops {
     size_t (*plan)(void *c, size_t slot, size_t max_rows);
     /* run every planned row. */
     void (*pass)(void *c);
-    /* what became of the slot's planned rows. Returns: SB_OK; an error
-     * (the slot's turn must end). */
+    /* what became of the slot's planned rows: they ran, or they did not
+     * and the slot plans them again (a context whose cells its sequences
+     * share was full). Returns: SB_OK; SB_ERR_TOO_MANY_TOKENS (no cells
+     * for the turn: in RUN it ends as at its context's end, finish length;
+     * in PREFILL it fails); another error (the slot's turn must end). */
     int (*ran)(void *c, size_t slot);
     /* in SAMPLE: the last position's logits (n_vocab floats). */
     const float *(*logits)(void *c, size_t slot);

@@ -38,13 +38,15 @@ typedef struct lslot {
                                  stream; 0: emptied) */
     sb_llama *resident_h;     /* ...of this connector's namespace (tenant) */
     size_t planned;           /* rows in the pass being built */
+    int32_t first_row;        /* ...from this row of the batch on */
     int logit_row;            /* its row with logits in that pass, -1 none */
     sb_rt_turn_state st;
     sb_rt_turn rep;
     size_t marks[MAX_MARKS], n_marks, next_mark; /* a hybrid's boundaries */
     float *logits;            /* (n_vocab) the last position's */
     double t_begin, t_prefilled, t_first;
-    int failed;               /* the pass failed: its code */
+    bool waits;               /* its rows left the pass: no cells (ll_pass) */
+    int failed;               /* ...and its turn ends: SB_ERR_TOO_MANY_TOKENS */
 } lslot;
 
 struct sb_rt_llama {
@@ -278,6 +280,7 @@ static int ll_open(void *cv, size_t slot, sb_ns *ns)
     s->st = SB_RT_TURN_NONE;
     s->n_toks = s->pos = s->saved = s->planned = 0;
     s->logit_row = -1;
+    s->waits = false;
     s->failed = SB_OK;
     return SB_OK;
 }
@@ -443,6 +446,7 @@ static size_t ll_plan(void *cv, size_t slot, size_t max_rows)
         rows = to - s->pos < max_rows ? to - s->pos : max_rows;
         logits = s->pos + rows == s->n_prompt;
     }
+    s->first_row = b->n_tokens;
     for (size_t i = 0; i < rows; i++) {
         int32_t k = b->n_tokens++;
         b->token[k] = s->toks[s->pos + i];
@@ -456,10 +460,74 @@ static size_t ll_plan(void *cv, size_t slot, size_t max_rows)
     return rows;
 }
 
+/* Take slot's planned rows out of the pass being built (later rows move
+ * down): they wait for the next pass, or for the turn's end (fail). */
+static void unplan(sb_rt_llama *L, size_t slot, int fail)
+{
+    lslot *s = &L->slots[slot];
+    struct llama_batch *b = &L->b;
+    int32_t from = s->first_row, n = (int32_t)s->planned;
+    for (int32_t k = from; k + n < b->n_tokens; k++) {
+        b->token[k] = b->token[k + n];
+        b->pos[k] = b->pos[k + n];
+        b->n_seq_id[k] = b->n_seq_id[k + n];
+        b->seq_id[k][0] = b->seq_id[k + n][0];
+        b->logits[k] = b->logits[k + n];
+    }
+    b->n_tokens -= n;
+    for (size_t i = 0; i < L->cfg.slots; i++) {
+        lslot *t = &L->slots[i];
+        if (t->planned && t->first_row > from) {
+            t->first_row -= n;
+            if (t->logit_row >= 0)
+                t->logit_row -= n;
+        }
+    }
+    s->planned = 0, s->logit_row = -1;
+    s->waits = true, s->failed = fail;
+}
+
+/* llama_decode found no cells for the pass (nothing ran): with one KV
+ * stream the slots' sequences share n_ctx cells, and together they may
+ * want more. Prompt chunks give way to decode steps first (they wait for
+ * cells that a turn's end frees); where only decode steps (or only prompt
+ * chunks) are left, the turn whose sequence holds the most cells ends, as
+ * at the end of its context, and the others wait one pass for its cells.
+ * Returns: whether the pass is worth trying again. */
+static bool make_room(sb_rt_llama *L)
+{
+    bool run = false, prefill = false;
+    for (size_t i = 0; i < L->cfg.slots; i++)
+        if (L->slots[i].planned) {
+            run |= L->slots[i].st == SB_RT_TURN_RUN;
+            prefill |= L->slots[i].st == SB_RT_TURN_PREFILL;
+        }
+    if (run && prefill) {
+        for (size_t i = 0; i < L->cfg.slots; i++)
+            if (L->slots[i].planned && L->slots[i].st == SB_RT_TURN_PREFILL)
+                unplan(L, i, SB_OK);
+        return true;
+    }
+    size_t victim = L->cfg.slots;
+    for (size_t i = 0; i < L->cfg.slots; i++)
+        if (L->slots[i].planned && (victim == L->cfg.slots ||
+                                    L->slots[i].pos > L->slots[victim].pos))
+            victim = i;
+    for (size_t i = 0; i < L->cfg.slots; i++)
+        if (L->slots[i].planned)
+            unplan(L, i, i == victim ? SB_ERR_TOO_MANY_TOKENS : SB_OK);
+    return false;
+}
+
 static void ll_pass(void *cv)
 {
     sb_rt_llama *L = cv;
-    L->pass_rc = L->b.n_tokens ? llama_decode(L->ctx, L->b) : 0;
+    L->pass_rc = 0;
+    while (L->b.n_tokens) {
+        L->pass_rc = llama_decode(L->ctx, L->b);
+        if (L->pass_rc != 1 || !make_room(L))
+            break;
+    }
     L->b.n_tokens = 0;
 }
 
@@ -495,7 +563,12 @@ static int ll_ran(void *cv, size_t slot)
     lslot *s = &L->slots[slot];
     size_t rows = s->planned;
     s->planned = 0;
-    if (L->pass_rc != 0) /* 1: no cells for the pass; < 0 an error */
+    if (s->waits) { /* its rows did not run (make_room) */
+        int rc = s->failed;
+        s->waits = false, s->failed = SB_OK;
+        return rc;
+    }
+    if (L->pass_rc != 0) /* < 0: an error (1, no cells, is make_room's) */
         return SB_LLAMA_ERR_DECODE;
     s->pos += rows;
     if (s->logit_row >= 0) {

@@ -13,10 +13,12 @@
  * one more sequence is the connector's scratch, which makes saves and
  * restores cheaper (only new tokens exported; restores in chunks); a
  * sequence may then reach n_ctx tokens, but several long ones may find
- * the cells taken (the pass fails for the slots in it:
- * SB_LLAMA_ERR_DECODE), and every token's attention reads every used
- * cell of the stream, its own sequence's or not: with many long
- * conversations that costs more than it saves.
+ * the cells taken: then prompt chunks wait for cells, and where decode
+ * steps alone find none, the turn whose sequence holds the most cells
+ * ends as at its context's end (compute.h's ran: SB_ERR_TOO_MANY_TOKENS;
+ * a turn still in its prompt fails with it). And every token's attention
+ * reads every used cell of the stream, its own sequence's or not: with
+ * many long conversations that costs more than it saves.
  *
  * A slot's turn (compute.h's steps over llama.cpp):
  *   begin: the slot's sequence is cleared and the bank's longest prefix

@@ -344,6 +344,11 @@ static json_t *job_error(const sb_rt_job *j, unsigned *status)
         *status = 503, type = "service_unavailable_error", code = "bank_full";
         snprintf(msg, sizeof msg, "The bank's RAM budget is full of pages in use; retry later, "
                                   "or start the server with a larger --ram-mib.");
+    } else if (j->error == SB_ERR_TOO_MANY_TOKENS) { /* llama_host.h: -kvu's cells */
+        *status = 503, type = "service_unavailable_error", code = "context_full";
+        snprintf(msg, sizeof msg, "The KV cache the slots share (--kv-unified) is full of "
+                                  "other requests' tokens; retry later, or start the server "
+                                  "with a larger --ctx.");
     } else {
         *status = 500;
         snprintf(msg, sizeof msg, "The request failed: %s.", sb_strerror(j->error));

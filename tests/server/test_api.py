@@ -24,15 +24,20 @@ Description: one server on the tiny model (context cut to 256 tokens, a
     param, code}}, and the bank's counters and sessions unchanged after all
     of them;
   - /metrics parses as the Prometheus text format with the names listed in
-    metrics.h, histograms cumulative.
+    metrics.h, histograms cumulative;
+  - on llama.cpp's engine: -c split among the slots, a slot's sequence
+    kept for its tenant's next turn, and -kvu's shared cells filled by two
+    answers and by a prompt beside an answer (the longest answer ends with
+    finish length, the others complete).
 """
 import json
 import os
 import re
 import subprocess
+import threading
 import unittest
 
-from harness import ENGINE, ServerTest, chat, make_model, streamed_text, tiny
+from harness import ENGINE, ServerTest, chat, make_model, streamed_text, tiny, wait_for
 
 M = "tiny"
 
@@ -224,6 +229,49 @@ class Api(ServerTest):
         u2 = ask("key-alice-0001", nxt)
         self.assertEqual(u2["cache_mode"], "warm_prefix")
         self.assertGreater(u2["prompt_tokens_details"]["cached_tokens"], u["prompt_tokens"] // 2)
+        self.assertEqual(s.stop(), 0)
+
+    @unittest.skipIf(ENGINE == "builtin", "llama.cpp's engine only: its shared KV cells")
+    def test_llama_kv_unified_full(self):
+        # -kvu: two slots share 512 cells. Two answers of 400 tokens cannot
+        # both fit: the one holding more cells ends as at its context's end
+        # (finish length, fewer tokens) and the other goes on to its 400;
+        # then a 300-token prompt sent while an answer holds 200+ cells:
+        # its chunks wait for cells, the answer ends, and the prompt runs.
+        # (Before: the pass failed for every slot in it, 500 "unknown error")
+        s = self.start(tiny(self.dir), "-c", "512", "-np", "2", "--batch", "32", name="kvu")
+        self.assertEqual(s.get("/v1/models")[2]["data"][0]["meta"]["n_ctx"], 512)
+        out = [None, None]
+
+        def ask(i, content, max_tokens):
+            st, _, r = s.post("/v1/chat/completions", chat(M, content, max_tokens=max_tokens))
+            out[i] = (st, r)
+        def fin(i):
+            st, r = out[i]
+            self.assertEqual(st, 200, r)
+            return r["choices"][0]["finish_reason"], r["usage"]["completion_tokens"]
+        ts = [threading.Thread(target=ask, args=(i, "About the bank, number %d." % i, 400))
+              for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        got = sorted(fin(i) for i in range(2))
+        self.assertEqual(got[1], ("length", 400), got)
+        self.assertEqual(got[0][0], "length", got)
+        self.assertLess(got[0][1], 400, got)
+
+        tokens = "snapbank:time_per_output_token_seconds_count"
+        before = s.metrics()[tokens]
+        a = threading.Thread(target=ask, args=(0, "Go on about the disk tier.", 400))
+        a.start()
+        wait_for(lambda: s.metrics()[tokens] >= before + 200, "200 tokens of the answer")
+        ask(1, "the bank keeps " * 100, 8)
+        a.join()
+        self.assertEqual(fin(1)[0] in ("stop", "length"), True, out[1])
+        f, n = fin(0)
+        self.assertEqual(f, "length", out[0])
+        self.assertLess(n, 400, out[0])
         self.assertEqual(s.stop(), 0)
 
     def test_tokenizers_agree(self):
