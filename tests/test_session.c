@@ -5,8 +5,9 @@
  * the presets tiny (llama), tiny-llama3, tiny-qwen2 and tiny-qwen3; and
  * Q5_0 and the Q4_K_M mix on a dim 256 shape),
  *   - warm versus cold: a prompt diverging from a stored one at every
- *     position restores exactly the shared prefix and gives logits and
- *     tokens bit-identical to a cold run;
+ *     position (every 7th under TSan: $SB_SESSION_STRIDE) restores exactly
+ *     the shared prefix and gives logits and tokens bit-identical to a
+ *     cold run;
  *   - a prompt that is exactly a stored sequence takes its logits from the
  *     point state (no forward pass) and they are the cold ones;
  *   - ssd: after the store is closed and reopened, a resumed session reads
@@ -187,9 +188,27 @@ static void cold(sb_rt_model *m, const uint32_t *in, size_t n, size_t n_gen, uin
     bank_close(&c);
 }
 
+/* The divergence positions warm_vs_cold walks: every one, or with
+ * $SB_SESSION_STRIDE k every k-th and the last (a stride prime to the
+ * 16-token page still meets every position within a page: TSan's run,
+ * whose part is the matmul's threads, takes 7). */
+static size_t divergence_stride(void)
+{
+    const char *env = getenv("SB_SESSION_STRIDE");
+    size_t k = env ? strtoull(env, NULL, 10) : 1;
+    return k ? k : 1;
+}
+
+/* The position after d: d + stride, N last, then past the end. */
+static size_t next_divergence(size_t d, size_t stride)
+{
+    return d == N ? N + 1 : d + stride < N ? d + stride : N;
+}
+
 static void warm_vs_cold(const char *preset, const char *dtype)
 {
     sb_rt_model *m = load_preset(preset, dtype, 11);
+    size_t stride = divergence_stride();
     size_t V = m->hp.n_vocab;
     uint32_t a[N], p[N], g1[4], g2[4];
     float *l1 = malloc(V * 4), *l2 = malloc(V * 4), *pl = malloc(V * 4);
@@ -198,7 +217,7 @@ static void warm_vs_cold(const char *preset, const char *dtype)
     bank_open(&b, m, NULL, NULL, 64u << 20);
     sb_rt_turn r = turn(&b, NULL, 0, a, N, 0, NULL, NULL);
     assert_int_equal(r.cache_mode, SB_RT_CACHE_COLD);
-    for (size_t d = 0; d <= N; d++) {
+    for (size_t d = 0; d <= N; d = next_divergence(d, stride)) {
         /* p shares exactly d tokens with a */
         memcpy(p, a, sizeof p);
         for (size_t i = d; i < N; i++)
