@@ -594,8 +594,10 @@ static void bulk_took(rc_bulk *k, size_t m)
         k->sp[1] = (struct iovec){ 0 };
         k->n_sp--;
     }
-    k->sp[0].iov_base = (char *)k->sp[0].iov_base + m;
-    k->sp[0].iov_len -= m;
+    if (m) { /* (no offset to the null base a spent bulk is left with) */
+        k->sp[0].iov_base = (char *)k->sp[0].iov_base + m;
+        k->sp[0].iov_len -= m;
+    }
 }
 
 /* hiredis' reader holds nothing: no bytes fed and not yet taken, no
